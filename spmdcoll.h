@@ -1,0 +1,2289 @@
+/* spmdcoll.h - v0.1.0 - JAX-style SPMD collectives for C and C++
+
+   A device mesh with named axes, one function run per device, and the
+   collectives of jax.lax (psum, pmean, pmax, ...) with JAX's semantics, on
+   threads of one process (libfabric across processes comes in a later
+   version). Single header, stb style, no dependencies beyond pthreads.
+
+   USAGE
+     Define SPMDCOLL_IMPLEMENTATION in exactly one .c or .cpp file before
+     including this header; include it without the define everywhere else.
+     In that one file, include spmdcoll.h before any system header (or build
+     with -D_GNU_SOURCE or -std=gnu11): the implementation needs POSIX.
+     Link with -pthread.
+
+   QUICK START
+     #define SPMDCOLL_IMPLEMENTATION
+     #include "spmdcoll.h"
+     static void step(spmd_dev *d, void *arg) {
+         float g[4] = {1, 2, 3, (float)spmd_device_id(d)};
+         spmd_pmean(d, g, g, 4, SPMD_F32, "row,col", NULL);    // in place
+     }
+     int main(void) {
+         spmd_mesh_desc desc = {0};
+         desc.ndim = 2; desc.shape[0] = 4; desc.shape[1] = 2;
+         desc.axis_names[0] = "row"; desc.axis_names[1] = "col";
+         spmd_mesh *m;
+         if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
+         spmd_status s = spmd_run(m, step, NULL);              // 8 threads
+         spmd_mesh_destroy(m);
+         return s != SPMD_OK;
+     }
+
+   CONFIGURATION MACROS (define before the include)
+     SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
+     SPMD_STATIC               make every function static (private copy per file)
+     SPMD_API                  override the linkage of the public functions
+     SPMDCOLL_LIBFABRIC        compile the libfabric backend in (not yet
+                               implemented: selecting it returns
+                               SPMD_ERR_UNSUPPORTED with a message)
+     SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
+     SPMD_ASSERT(x)            replace assert() for internal invariants
+
+   ENVIRONMENT
+     SPMD_TIMEOUT_MS   deadline of every wait, overrides the mesh desc
+     SPMD_CHECK        1: check mode on (see ERRORS), 0: off
+     SPMD_LOG_LEVEL    off, error, warn (default), info, debug
+     SPMD_SPIN_US      how long a wait spins before yielding (default 50,
+                       2 when there are more devices than CPUs)
+     SPMD_YIELD_US     how long it then yields before sleeping (default 200)
+     SPMD_ALGO         eager or split: force a reduction algorithm (bench)
+
+   CONCEPTS
+     mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
+             devices) with named axes, e.g. shape (4,2) named ("row","col").
+             Device ids are row-major over the coordinates.
+     device  one participant (spmd_dev *). Every device runs the same
+             function and makes the same sequence of collective calls.
+     axes    a collective names the axes it spans: "col", or "row,col".
+             Its group is the devices that agree on every axis not named;
+             a device's index in it (axis_index) is its coordinates on the
+             named axes, linearised in the order named ("row,col" and
+             "col,row" differ in order). "" names no axis (group of one);
+             "*" names every axis of the mesh in mesh order.
+     groups  axis_index_groups (spmd_opts.groups): a partition of the
+             named axes' index range into equal groups; the collective runs
+             inside each group, in the order listed.
+
+   SEMANTICS OF THE REDUCTIONS (result on every device of the group)
+     psum   elementwise sum.   Integers wrap modulo 2^bits, as in XLA.
+            bool: JAX converts bools to integers before summing; here the
+            result is written as int32 counts (recv holds count int32_t).
+     pmean  psum / G. Floats: sum in order then divide. Integers: the exact
+            mean truncated toward zero, in the input dtype (JAX would return
+            float32; convert first if that is what you want). bool: refused
+            with SPMD_ERR_DTYPE.
+     pmax, pmin   elementwise; floats propagate NaN; bool: any / all.
+     pprod  elementwise product; integers wrap; bool: all.
+     pargmax, pargmin   int32 index j in the group of the device holding
+            the max/min (ties: smallest j), one axis only, as JAX's
+            definition: if the max is NaN, no device equals it and the
+            result is INT32_MAX.
+     f16 and bf16 are reduced in f32 (inputs combined in device order
+     0..G-1) and rounded to nearest even once at the end. Every device of a
+     group gets bit-identical results. send == recv (in place) is allowed
+     wherever the element sizes match; other overlaps are refused.
+
+   ERRORS, TIMEOUTS, LOGGING, MEMORY
+     Every call returns an spmd_status (0 = SPMD_OK); spmd_status_string()
+     names it and spmd_last_error(dev) tells what, where and who.
+     Bad input is refused before anything moves and leaves the mesh usable.
+     Every wait has a deadline (mesh desc, SPMD_TIMEOUT_MS, or per call):
+     a device that never arrives turns into SPMD_ERR_TIMEOUT on its peers.
+     Devices of a group that call different operations, dtypes or counts
+     get SPMD_ERR_MISMATCH naming both sides (always checked; check mode
+     also compares the axes). A timeout or a mismatch breaks the mesh:
+     calls then fail with SPMD_ERR_BROKEN until it is destroyed.
+     Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
+     desc.allocator replaces the allocator for everything the mesh owns.
+
+   ASYNC
+     Every reduction has a _start form returning a request; spmd_wait()
+     finishes it, spmd_test() polls it. From start to finish the library
+     owns both buffers. Several requests may be in flight per device; the
+     same program order on every device is the only rule.
+
+   LINK FLAGS
+     -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.
+
+   License: MIT, see the end of the file.
+*/
+#ifndef SPMDCOLL_H_INCLUDED
+#define SPMDCOLL_H_INCLUDED
+
+#if defined(SPMDCOLL_IMPLEMENTATION) && !defined(_GNU_SOURCE) && !defined(__cplusplus)
+#define _GNU_SOURCE 1 /* POSIX and futex declarations for the implementation */
+#endif
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPMD_VERSION_MAJOR 0
+#define SPMD_VERSION_MINOR 1
+#define SPMD_VERSION_PATCH 0
+#define SPMD_VERSION_STRING "0.1.0"
+
+#ifndef SPMD_API
+#ifdef SPMD_STATIC
+#if defined(__GNUC__)
+#define SPMD_API static __attribute__((unused))
+#else
+#define SPMD_API static
+#endif
+#else
+#define SPMD_API extern
+#endif
+#endif
+
+#define SPMD_MAX_AXES 8          /* axes of a mesh */
+#define SPMD_MAX_DEVICES 4096    /* devices of a mesh */
+#define SPMD_MAX_AXIS_NAME 31    /* characters of an axis name */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- statuses: one list, expanded into the enum and the string tables ---- */
+#define SPMD_STATUS_LIST(X)                                                          \
+    X(SPMD_OK, "success")                                                            \
+    X(SPMD_ERR_INVALID, "invalid argument")                                          \
+    X(SPMD_ERR_NULL, "NULL pointer where a value is required")                       \
+    X(SPMD_ERR_AXIS, "unknown axis name")                                            \
+    X(SPMD_ERR_DUP_AXIS, "axis named twice")                                         \
+    X(SPMD_ERR_GROUPS, "invalid axis_index_groups")                                  \
+    X(SPMD_ERR_DTYPE, "operation not defined for this dtype")                        \
+    X(SPMD_ERR_SIZE, "invalid size")                                                 \
+    X(SPMD_ERR_OVERFLOW, "size overflow")                                            \
+    X(SPMD_ERR_OVERLAP, "send and recv buffers overlap")                             \
+    X(SPMD_ERR_TIMEOUT, "timed out waiting for peers")                               \
+    X(SPMD_ERR_MISMATCH, "devices of a group called different collectives")          \
+    X(SPMD_ERR_BROKEN, "mesh broken by an earlier failure")                          \
+    X(SPMD_ERR_NOMEM, "out of memory")                                               \
+    X(SPMD_ERR_UNSUPPORTED, "not supported")                                         \
+    X(SPMD_ERR_BUSY, "busy")                                                         \
+    X(SPMD_ERR_STATE, "call not valid in this state")                                \
+    X(SPMD_ERR_SYSTEM, "system call failed")
+
+typedef enum spmd_status {
+#define SPMD__STATUS_ENUM(name, text) name,
+    SPMD_STATUS_LIST(SPMD__STATUS_ENUM)
+#undef SPMD__STATUS_ENUM
+    SPMD_STATUS_COUNT
+} spmd_status;
+
+/* Element types. 0 is not a type, so a zeroed field is caught. */
+typedef enum spmd_dtype {
+    SPMD_DTYPE_NONE = 0,
+    SPMD_BOOL,   /* one byte, 0 is false, anything else true */
+    SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32, SPMD_U32, SPMD_I64, SPMD_U64,
+    SPMD_F16,    /* IEEE binary16 stored as uint16_t */
+    SPMD_BF16,   /* bfloat16 stored as uint16_t */
+    SPMD_F32, SPMD_F64,
+    SPMD_DTYPE_COUNT
+} spmd_dtype;
+
+/* Reduction operators (spmd_allreduce; psum etc. are shorthands). */
+typedef enum spmd_op {
+    SPMD_OP_NONE = 0,
+    SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MAX, SPMD_OP_MIN, SPMD_OP_MEAN,
+    SPMD_OP_ARGMAX, SPMD_OP_ARGMIN,
+    SPMD_OP_COUNT
+} spmd_op;
+
+typedef enum spmd_backend {
+    SPMD_BACKEND_DEFAULT = 0,  /* libfabric when compiled in and launched so, else threads */
+    SPMD_BACKEND_THREADS,
+    SPMD_BACKEND_LIBFABRIC,
+    SPMD_BACKEND_COUNT
+} spmd_backend;
+
+typedef enum spmd_log_level {
+    SPMD_LOG_DEFAULT = 0,      /* SPMD_LOG_LEVEL from the environment, else warn */
+    SPMD_LOG_OFF, SPMD_LOG_ERROR, SPMD_LOG_WARN, SPMD_LOG_INFO, SPMD_LOG_DEBUG,
+    SPMD_LOG_LEVEL_COUNT
+} spmd_log_level;
+
+typedef enum spmd_check {
+    SPMD_CHECK_DEFAULT = 0,    /* SPMD_CHECK from the environment, else off */
+    SPMD_CHECK_OFF, SPMD_CHECK_ON,
+    SPMD_CHECK_COUNT
+} spmd_check;
+
+/* Algorithm hint for reductions (spmd_opts.algo, or env SPMD_ALGO). */
+typedef enum spmd_algo {
+    SPMD_ALGO_DEFAULT = 0,
+    SPMD_ALGO_EAGER,   /* inputs copied into shared slots, every device reduces (small) */
+    SPMD_ALGO_SPLIT,   /* zero-copy: slices reduced from peers' buffers, written to all */
+    SPMD_ALGO_COUNT
+} spmd_algo;
+
+typedef struct spmd_mesh spmd_mesh;  /* a mesh of devices */
+typedef struct spmd_dev spmd_dev;    /* one device; used by one thread at a time */
+typedef struct spmd_req spmd_req;    /* an asynchronous collective in flight */
+
+/* Logging hook: device is -1 for messages about the mesh as a whole. */
+typedef void (*spmd_log_fn)(void *user, spmd_log_level level, int device, const char *msg);
+
+/* Allocator hooks: both or neither. alloc returns memory aligned to align
+   (a power of two, at most 4096) or NULL. */
+typedef struct spmd_allocator {
+    void *(*alloc)(size_t size, size_t align, void *user);
+    void (*free)(void *ptr, void *user);
+    void *user;
+} spmd_allocator;
+
+/* Mesh description. Zero fields mean defaults. */
+typedef struct spmd_mesh_desc {
+    int ndim;                               /* 1..SPMD_MAX_AXES */
+    int shape[SPMD_MAX_AXES];               /* each >= 1; product <= SPMD_MAX_DEVICES */
+    const char *axis_names[SPMD_MAX_AXES];  /* distinct, no ',' '*' or spaces */
+    spmd_backend backend;
+    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins */
+    spmd_check check;
+    spmd_log_level log_level;
+    spmd_log_fn log_fn;                     /* NULL: stderr */
+    void *log_user;
+    spmd_allocator allocator;               /* zero: SPMD_MALLOC/SPMD_FREE */
+    int max_inflight;                       /* requests in flight per device and group; default 16 */
+    size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
+} spmd_mesh_desc;
+
+/* Per-call options; NULL means all defaults. */
+typedef struct spmd_opts {
+    const int *groups;    /* axis_index_groups, flattened: axis_size entries */
+    int group_size;       /* entries per group; must divide the axis size */
+    int64_t timeout_ms;   /* 0: the mesh default */
+    spmd_algo algo;       /* 0: chosen by size */
+} spmd_opts;
+
+typedef void (*spmd_fn)(spmd_dev *dev, void *arg);
+
+/* ---- library ---------------------------------------------------------- */
+SPMD_API const char *spmd_version(void);                    /* "0.1.0" */
+SPMD_API const char *spmd_status_string(spmd_status s);     /* "timed out waiting for peers" */
+SPMD_API const char *spmd_status_name(spmd_status s);       /* "SPMD_ERR_TIMEOUT" */
+SPMD_API size_t spmd_dtype_size(spmd_dtype t);              /* 0 for an invalid dtype */
+SPMD_API const char *spmd_dtype_name(spmd_dtype t);         /* "f32" */
+SPMD_API const char *spmd_op_name(spmd_op op);              /* "sum" */
+/* Scalar conversions used by the kernels (round to nearest even, NaN kept). */
+SPMD_API uint16_t spmd_f32_to_f16(float f);
+SPMD_API float spmd_f16_to_f32(uint16_t h);
+SPMD_API uint16_t spmd_f32_to_bf16(float f);
+SPMD_API float spmd_bf16_to_f32(uint16_t h);
+
+/* ---- mesh ------------------------------------------------------------- */
+/* Create a mesh. Thread-safe; meshes are independent of each other. */
+SPMD_API spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out);
+/* Destroy a mesh. Fails with SPMD_ERR_BUSY (and frees nothing) while devices
+   are attached; reports requests never waited. */
+SPMD_API spmd_status spmd_mesh_destroy(spmd_mesh *m);
+SPMD_API int spmd_mesh_size(const spmd_mesh *m);            /* devices */
+SPMD_API int spmd_mesh_ndim(const spmd_mesh *m);
+SPMD_API const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim);  /* NULL if out of range */
+/* Product of the sizes of the named axes ("row" or "row,col"); a negative
+   spmd_status on error. */
+SPMD_API int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes);
+SPMD_API spmd_backend spmd_mesh_backend(const spmd_mesh *m);
+/* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
+SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
+SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
+
+/* ---- running devices -------------------------------------------------- */
+/* Run fn(dev, arg) on one new thread per device and join them. Returns the
+   first failing status any library call returned on any device during the
+   run (earliest in time), or SPMD_OK. */
+SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
+/* For programs with their own threads: the calling thread becomes device k
+   until spmd_detach. Each device is attached by at most one thread. */
+SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
+SPMD_API spmd_status spmd_detach(spmd_dev *d);
+
+/* ---- device queries (any thread holding the device) ------------------- */
+SPMD_API int spmd_device_id(const spmd_dev *d);
+SPMD_API spmd_mesh *spmd_device_mesh(const spmd_dev *d);
+/* Writes the device's mesh coordinates; returns ndim. */
+SPMD_API int spmd_device_coords(const spmd_dev *d, int coords[SPMD_MAX_AXES]);
+/* Index of this device along the named axes (linearised in the order named)
+   and their total size; a negative spmd_status on error (last error set). */
+SPMD_API int spmd_axis_index(spmd_dev *d, const char *axes);
+SPMD_API int spmd_axis_size(spmd_dev *d, const char *axes);
+/* The last error message of this device ("" if none). */
+SPMD_API const char *spmd_last_error(const spmd_dev *d);
+
+/* ---- reductions ------------------------------------------------------- */
+/* recv[i] = op over the group of send[i]; count elements of dtype dt.
+   send == recv is in place. Blocking: returns when recv holds the result. */
+SPMD_API spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count,
+                                    spmd_dtype dt, spmd_op op, const char *axes,
+                                    const spmd_opts *opts);
+SPMD_API spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count,
+                               spmd_dtype dt, const char *axes, const spmd_opts *opts);
+SPMD_API spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count,
+                                spmd_dtype dt, const char *axes, const spmd_opts *opts);
+SPMD_API spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count,
+                               spmd_dtype dt, const char *axes, const spmd_opts *opts);
+SPMD_API spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count,
+                               spmd_dtype dt, const char *axes, const spmd_opts *opts);
+SPMD_API spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count,
+                                spmd_dtype dt, const char *axes, const spmd_opts *opts);
+/* recv[i] = index in the group of the device with the max (min) send[i].
+   One axis only; no axis_index_groups (as in JAX). */
+SPMD_API spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+                                  spmd_dtype dt, const char *axis, const spmd_opts *opts);
+SPMD_API spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+                                  spmd_dtype dt, const char *axis, const spmd_opts *opts);
+/* Every device of the group arrives before any leaves. */
+SPMD_API spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts);
+
+/* ---- asynchronous forms ----------------------------------------------- */
+/* Start the operation and return at once with *req set (NULL on error).
+   The buffers belong to the library until spmd_wait/spmd_test finish it. */
+SPMD_API spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv,
+                                          size_t count, spmd_dtype dt, spmd_op op,
+                                          const char *axes, const spmd_opts *opts,
+                                          spmd_req **req);
+SPMD_API spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                     spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                     spmd_req **req);
+SPMD_API spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts,
+                                        spmd_req **req);
+/* Block until the request finishes; returns its status and frees it. */
+SPMD_API spmd_status spmd_wait(spmd_req *req);
+/* Same as spmd_wait (JAX's name for the second half of an async pair). */
+SPMD_API spmd_status spmd_done(spmd_req *req);
+/* Poll: *done = 1 and the request is freed when it has finished (the
+   return value is then its status); *done = 0 and SPMD_OK otherwise. */
+SPMD_API spmd_status spmd_test(spmd_req *req, int *done);
+/* Wait for n requests (NULL entries skipped); returns the first failure. */
+SPMD_API spmd_status spmd_wait_all(spmd_req **reqs, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPMDCOLL_H_INCLUDED */
+
+/* ======================================================================== */
+/*                             IMPLEMENTATION                               */
+/* ======================================================================== */
+#if defined(SPMDCOLL_IMPLEMENTATION) && !defined(SPMDCOLL_IMPLEMENTATION_DONE)
+#define SPMDCOLL_IMPLEMENTATION_DONE
+
+// >>configuration
+#if !defined(__GNUC__)
+#error "spmdcoll.h: the implementation needs GCC or Clang (it uses the __atomic builtins)"
+#endif
+#if defined(SPMD_MALLOC) != defined(SPMD_FREE)
+#error "spmdcoll.h: define both SPMD_MALLOC and SPMD_FREE, or neither"
+#endif
+#ifndef SPMD_MALLOC
+#include <stdlib.h>
+#define SPMD_MALLOC(sz) malloc(sz)
+#define SPMD_FREE(p) free(p)
+#endif
+#ifndef SPMD_ASSERT
+#include <assert.h>
+#define SPMD_ASSERT(x) assert(x)
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#define SPMD__HAS_FUTEX 1
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#else
+#define SPMD__HAS_FUTEX 0
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#define SPMD__HAS_X86 1
+#else
+#define SPMD__HAS_X86 0
+#endif
+#if defined(__aarch64__)
+#define SPMD__HAS_ARM64 1
+#else
+#define SPMD__HAS_ARM64 0
+#endif
+#if defined(__SIZEOF_INT128__)
+#define SPMD__HAS_INT128 1
+__extension__ typedef __int128 spmd__i128;
+__extension__ typedef unsigned __int128 spmd__u128;
+#else
+#define SPMD__HAS_INT128 0
+#endif
+#if defined(SPMDCOLL_LIBFABRIC)
+#define SPMD__HAS_LIBFABRIC 1
+#else
+#define SPMD__HAS_LIBFABRIC 0
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#define SPMD__GCC 1
+#else
+#define SPMD__GCC 0
+#endif
+
+#define SPMD__UNUSED __attribute__((unused))
+#define SPMD__LINE 64                   /* cache line */
+#define SPMD__TILE 1024                 /* elements per kernel tile */
+#define SPMD__DEFAULT_TIMEOUT_MS 60000
+#define SPMD__DEFAULT_INFLIGHT 16
+#define SPMD__MAX_INFLIGHT 1024
+#define SPMD__EAGER_MAX 4096            /* inline bytes per device and slot, at most */
+#define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
+#define SPMD__CLOG 64                   /* check-mode log entries per device */
+#define SPMD__MAX_TASKS (1u << 20)
+
+// >>atomics and time
+#define SPMD__LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define SPMD__LD_SC(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define SPMD__ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define SPMD__ST_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define SPMD__FADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+#define SPMD__CAS(p, expp, v) \
+    __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+
+static uint64_t spmd__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spmd__pause(void) {
+#if SPMD__HAS_X86
+    __builtin_ia32_pause();
+#elif SPMD__HAS_ARM64
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void spmd__futex_wait(uint32_t *addr, uint32_t val, uint64_t ns) {
+#if SPMD__HAS_FUTEX
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+#else
+    struct timespec ts;
+    (void)addr; (void)val;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)(ns < 50000 ? ns : 50000);
+    nanosleep(&ts, NULL);
+#endif
+}
+
+static void spmd__futex_wake(uint32_t *addr) {
+#if SPMD__HAS_FUTEX
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)addr;
+#endif
+}
+
+// >>memory
+/* Every block the library owns is 64-byte aligned and zeroed. */
+static void *spmd__alloc(const spmd_allocator *a, size_t size) {
+    void *p;
+    if (size == 0) size = 1;
+    if (a && a->alloc) {
+        p = a->alloc(size, SPMD__LINE, a->user);
+        if (!p) return NULL;
+    } else {
+        unsigned char *raw;
+        if (size > SIZE_MAX - 2 * SPMD__LINE) return NULL;
+        raw = (unsigned char *)SPMD_MALLOC(size + 2 * SPMD__LINE);
+        if (!raw) return NULL;
+        p = raw + SPMD__LINE + (SPMD__LINE - ((uintptr_t)raw % SPMD__LINE)) % SPMD__LINE;
+        memcpy((unsigned char *)p - sizeof(void *), &raw, sizeof raw);
+    }
+    memset(p, 0, size);
+    return p;
+}
+
+static void spmd__free(const spmd_allocator *a, void *p) {
+    if (!p) return;
+    if (a && a->free) {
+        a->free(p, a->user);
+    } else {
+        void *raw;
+        memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
+        SPMD_FREE(raw);
+    }
+}
+
+// >>types
+enum { SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER };
+enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT };
+enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
+enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3 };
+#define SPMD__REQ_MAGIC 0x73706d64u
+
+typedef void (*spmd__kernel)(void *out, const void *const *in, int G, size_t n);
+
+/* What a device says it is calling; peers compare it before touching data. */
+typedef struct spmd__sig {
+    uint8_t kind, op, dtype, algo;
+    uint32_t axes_hash;
+    uint64_t count;
+    uint64_t aux;
+} spmd__sig;
+
+/* A member's posting in a slot: this header, then inline data (eager) or
+   the send/recv pointers (split). */
+typedef struct spmd__entry {
+    uint64_t seq; /* group sequence number + 1, once posted */
+    spmd__sig sig;
+} spmd__entry;
+#define SPMD__ENTRY_HDR 32
+
+/* Per member of a group: how many of the group's operations it has
+   finished (a prefix), so a slot is reused only when everyone is done. */
+typedef struct spmd__member {
+    uint64_t left;
+    char pad[SPMD__LINE - 8];
+} spmd__member;
+
+/* Shared words of one operation of the split algorithm, tagged with the
+   group sequence number so that a slot can be reused without resetting. */
+typedef struct spmd__shared {
+    uint64_t state; /* seq << 2 | SPMD__S_* */
+    char p0[SPMD__LINE - 8];
+    uint64_t claim; /* seq << 24 | next task */
+    char p1[SPMD__LINE - 8];
+    uint64_t done;  /* seq << 24 | tasks finished */
+    char p2[SPMD__LINE - 8];
+} spmd__shared;
+
+/* A communicator: an ordered list of devices, shared by its members. */
+typedef struct spmd__group {
+    uint32_t nsleep; /* members asleep on this group (first line: written often) */
+    char pad0[SPMD__LINE - 4];
+    struct spmd__group *next;
+    uint64_t hash;
+    int G, D;
+    int *members;
+    size_t stride, eager;
+    spmd__member *mem;     /* G */
+    spmd__shared *shared;  /* D */
+    unsigned char *slots;  /* D * G * stride */
+} spmd__group;
+
+/* A device's view of a group it uses: the key it was asked by, its index,
+   its sequence numbers. */
+typedef struct spmd__gref {
+    int naxes;
+    int axes[SPMD_MAX_AXES];
+    int gsize;             /* 0: no axis_index_groups */
+    int *groups;           /* copy of the partition, A entries */
+    int A;                 /* size of the named axes */
+    uint32_t axes_hash;
+    char text[64];         /* the axes as written, for messages */
+    spmd__group *g;
+    int me;
+    uint64_t next;         /* next sequence number on this group */
+    uint64_t left;         /* operations finished, as a prefix */
+    uint64_t minleft;      /* cached minimum of the members' left */
+    uint8_t *fin;          /* D flags: finished out of order */
+} spmd__gref;
+
+/* Check-mode log of a device's collectives, read by peers (all atomic). */
+typedef struct spmd__clog {
+    uint64_t stamp;        /* global index + 1 */
+    uint64_t w[3];         /* the signature */
+    uint64_t text[8];      /* axes text, 64 bytes */
+} spmd__clog;
+
+struct spmd_req {
+    uint32_t magic;
+    int user;              /* handed to the caller (async) */
+    int state;
+    spmd_status status;
+    spmd_dev *dev;
+    spmd__gref *gr;
+    spmd_req *next, *prev; /* the device's requests in flight, in start order */
+    uint64_t gseq, global;
+    uint64_t deadline;     /* 0: not yet set */
+    int64_t timeout_ms;
+    spmd__sig sig;
+    const void *send;
+    void *recv;
+    size_t count, in_size, out_size;
+    spmd__kernel kern;
+    int nseen;             /* members seen arrived, in order */
+    int asleep;            /* registered in its group's sleeper count */
+    size_t task_elems;
+    uint32_t ntasks;
+};
+
+struct spmd_dev {
+    uint32_t bell;         /* futex word, bumped by peers to wake us */
+    uint32_t sleeping;
+    char pad0[SPMD__LINE - 8];
+    spmd_mesh *mesh;
+    int id;
+    int coords[SPMD_MAX_AXES];
+    uint32_t attached;
+    spmd__gref **grefs;
+    int ngrefs, cap_grefs;
+    spmd_req *free_reqs;
+    spmd_req *head, *tail; /* requests in flight */
+    int inflight;
+    uint64_t global;       /* collectives started (check mode) */
+    spmd__clog *clog;
+    const void **ptrs;     /* 3 * mesh size scratch pointers */
+    char err[512];
+};
+
+typedef struct spmd__backend_vt {
+    const char *name;
+    spmd_status (*init)(spmd_mesh *m);
+    void (*fini)(spmd_mesh *m);
+    void (*progress)(spmd_req *r);  /* advance without blocking */
+} spmd__backend_vt;
+
+struct spmd_mesh {
+    int ndim, size;
+    int shape[SPMD_MAX_AXES];
+    int stride[SPMD_MAX_AXES];
+    char names[SPMD_MAX_AXES][SPMD_MAX_AXIS_NAME + 1];
+    spmd_backend backend;
+    const spmd__backend_vt *vt;
+    int64_t timeout_ms;
+    int check;
+    spmd_log_level log_level;
+    spmd_log_fn log_fn;
+    void *log_user;
+    spmd_allocator alloc;
+    int D;
+    int ncpu;
+    uint64_t spin_ns, spin_os_ns, yield_ns;
+    spmd_algo forced_algo;
+    size_t stack_size;
+    spmd_dev **devs;
+    uint32_t nattached;
+    uint32_t running;
+    pthread_mutex_t lock;
+    spmd__group **gtab;    /* hash buckets */
+    size_t gbuckets;
+    uint32_t broken;
+    spmd_status broken_status;
+    char broken_msg[512];
+    uint32_t run_status;   /* first failure seen during spmd_run */
+};
+
+// >>logging and errors
+static const char *spmd__level_names[] = {"default", "off", "error", "warn", "info", "debug"};
+
+static void spmd__vlog(spmd_log_fn fn, void *user, spmd_log_level max, spmd_log_level lvl,
+                       int dev, int ndev, const char *fmt, va_list ap) {
+    char msg[768];
+    if (max == SPMD_LOG_OFF || lvl > max) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (fn) {
+        fn(user, lvl, dev, msg);
+    } else if (dev >= 0) {
+        fprintf(stderr, "[spmd %d/%d] %s: %s\n", dev, ndev, spmd__level_names[lvl], msg);
+    } else {
+        fprintf(stderr, "[spmd] %s: %s\n", spmd__level_names[lvl], msg);
+    }
+}
+
+static void spmd__log(spmd_mesh *m, spmd_log_level lvl, int dev, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    spmd__vlog(m->log_fn, m->log_user, m->log_level, lvl, dev, m->size, fmt, ap);
+    va_end(ap);
+}
+
+/* Record an error on a device: message, log at debug, first failure of a run. */
+static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) {
+    va_list ap;
+    uint32_t expect = SPMD_OK;
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    va_end(ap);
+    SPMD__CAS(&d->mesh->run_status, &expect, (uint32_t)s);
+    spmd__log(d->mesh, SPMD_LOG_DEBUG, d->id, "%s: %s", spmd_status_name(s), d->err);
+    return s;
+}
+
+static void spmd__wake_dev(spmd_dev *d) {
+    SPMD__FADD(&d->bell, 1u);
+    spmd__futex_wake(&d->bell);
+}
+
+/* The first timeout or mismatch breaks the mesh; everyone is woken. */
+static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
+    int i, first = 0;
+    pthread_mutex_lock(&m->lock);
+    if (!SPMD__LD_ACQ(&m->broken)) {
+        m->broken_status = s;
+        snprintf(m->broken_msg, sizeof m->broken_msg, "device %d: %s", dev, msg);
+        SPMD__ST_SC(&m->broken, 1u);
+        first = 1;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
+    for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
+}
+
+// >>half precision
+static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+#if SPMD__GCC
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+#endif
+
+/* binary16 -> binary32: scale the shifted bits by 2^112 (exact for normals
+   and subnormals), then force the exponent for inf/NaN. Branch-free. */
+static inline float spmd__h2f(uint16_t h) {
+    uint32_t em = (uint32_t)h & 0x7fffu;
+    uint32_t mag = spmd__f2u(spmd__u2f(em << 13) * spmd__u2f(0x77800000u));
+    mag |= em >= 0x7c00u ? 0x7f800000u : 0u;
+    return spmd__u2f(mag | ((uint32_t)(h & 0x8000u) << 16));
+}
+
+/* binary32 -> binary16, round to nearest even. Normals: add half an ulp
+   (plus one when the kept lsb is odd) and rebias; subnormals: let the FPU
+   round by adding 0.5f, whose ulp is 2^-24; overflow gives inf, NaN stays
+   a quiet NaN. Computed for all three cases and selected: branch-free. */
+static inline uint16_t spmd__f2h(float f) {
+    uint32_t x = spmd__f2u(f);
+    uint32_t a = x & 0x7fffffffu;
+    uint32_t nrm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    uint32_t sub = spmd__f2u(spmd__u2f(a) + 0.5f) - 0x3f000000u;
+    uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    uint32_t r = a >= 0x47800000u ? big : (a < 0x38800000u ? sub : nrm);
+    return (uint16_t)(r | ((x >> 16) & 0x8000u));
+}
+
+static inline float spmd__b2f(uint16_t h) { return spmd__u2f((uint32_t)h << 16); }
+
+static inline uint16_t spmd__f2b(float f) {
+    uint32_t x = spmd__f2u(f);
+    uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? ((x >> 16) | 0x40u) : r);
+}
+
+// >>reduce kernels
+/* A kernel reduces G inputs elementwise into out, in device order 0..G-1,
+   tile by tile: the first step combines inputs 0 and 1, the middle steps
+   fold into a tile accumulator that stays in L1, the last step writes out.
+   out may be one of the inputs (in place): each element is written after
+   every input's element at that index was read. Loops are contiguous with
+   no per-element dispatch, so the compiler vectorises them. */
+#define SPMD__K_ADD(a, b) ((a) + (b))
+#define SPMD__K_MUL(a, b) ((a) * (b))
+#define SPMD__K_AND(a, b) ((a) & (b))
+#define SPMD__K_OR(a, b) ((a) | (b))
+#define SPMD__K_MAXI(a, b) ((a) > (b) ? (a) : (b))
+#define SPMD__K_MINI(a, b) ((a) < (b) ? (a) : (b))
+#define SPMD__K_MAXF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b)) /* NaN wins */
+#define SPMD__K_MINF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
+#define SPMD__LD_BOOL(x) ((uint8_t)((x) != 0))
+#define SPMD__LD_BOOL32(x) ((int32_t)((x) != 0))
+
+#define SPMD__KERNEL(NAME, T, A, OT, LOAD, COMB, FIN)                                    \
+    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
+        A acc[SPMD__TILE];                                                              \
+        OT *out = (OT *)out_;                                                           \
+        size_t base, i;                                                                 \
+        int j;                                                                          \
+        for (base = 0; base < n; base += SPMD__TILE) {                                  \
+            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
+            const T *x0 = (const T *)in_[0] + base;                                     \
+            OT *o = out + base;                                                         \
+            if (G == 1) {                                                               \
+                for (i = 0; i < m; i++) { A a = LOAD(x0[i]); o[i] = FIN(a); }           \
+                continue;                                                               \
+            }                                                                           \
+            if (G == 2) {                                                               \
+                const T *x1 = (const T *)in_[1] + base;                                 \
+                for (i = 0; i < m; i++) {                                               \
+                    A a = COMB(LOAD(x0[i]), LOAD(x1[i]));                               \
+                    o[i] = FIN(a);                                                      \
+                }                                                                       \
+                continue;                                                               \
+            }                                                                           \
+            {                                                                           \
+                const T *x1 = (const T *)in_[1] + base;                                 \
+                for (i = 0; i < m; i++) acc[i] = COMB(LOAD(x0[i]), LOAD(x1[i]));        \
+            }                                                                           \
+            for (j = 2; j < G - 1; j++) {                                               \
+                const T *xj = (const T *)in_[j] + base;                                 \
+                for (i = 0; i < m; i++) acc[i] = COMB(acc[i], LOAD(xj[i]));             \
+            }                                                                           \
+            {                                                                           \
+                const T *xl = (const T *)in_[G - 1] + base;                             \
+                for (i = 0; i < m; i++) {                                               \
+                    A a = COMB(acc[i], LOAD(xl[i]));                                    \
+                    o[i] = FIN(a);                                                      \
+                }                                                                       \
+            }                                                                           \
+        }                                                                               \
+    }
+
+/* argmax/argmin, with JAX's definition: m = the NaN-propagating max (min);
+   the result is the smallest j with x_j == m, or INT32_MAX if there is none. */
+#define SPMD__ARGKERNEL(NAME, T, A, LOAD, COMB)                                          \
+    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
+        A best[SPMD__TILE];                                                             \
+        int32_t idx[SPMD__TILE];                                                        \
+        int32_t *out = (int32_t *)out_;                                                 \
+        size_t base, i;                                                                 \
+        int j;                                                                          \
+        for (base = 0; base < n; base += SPMD__TILE) {                                  \
+            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
+            const T *x0 = (const T *)in_[0] + base;                                     \
+            for (i = 0; i < m; i++) best[i] = LOAD(x0[i]);                              \
+            for (j = 1; j < G; j++) {                                                   \
+                const T *xj = (const T *)in_[j] + base;                                 \
+                for (i = 0; i < m; i++) best[i] = COMB(best[i], LOAD(xj[i]));           \
+            }                                                                           \
+            for (i = 0; i < m; i++) idx[i] = INT32_MAX;                                 \
+            for (j = G - 1; j >= 0; j--) {                                              \
+                const T *xj = (const T *)in_[j] + base;                                 \
+                for (i = 0; i < m; i++) idx[i] = LOAD(xj[i]) == best[i] ? j : idx[i];   \
+            }                                                                           \
+            memcpy(out + base, idx, m * sizeof(int32_t));                               \
+        }                                                                               \
+    }
+
+#define SPMD__ID(x) (x)
+#define SPMD__FMEAN_F32(a) ((a) / (float)G)
+#define SPMD__FMEAN_F64(a) ((a) / (double)G)
+#define SPMD__FMEAN_F16(a) spmd__f2h((a) / (float)G)
+#define SPMD__FMEAN_BF16(a) spmd__f2b((a) / (float)G)
+#define SPMD__FMEAN_I8(a) ((int8_t)((a) / G))
+#define SPMD__FMEAN_U8(a) ((uint8_t)((a) / (uint64_t)G))
+#define SPMD__FMEAN_I16(a) ((int16_t)((a) / G))
+#define SPMD__FMEAN_U16(a) ((uint16_t)((a) / (uint64_t)G))
+#define SPMD__FMEAN_I32(a) ((int32_t)((a) / G))
+#define SPMD__FMEAN_U32(a) ((uint32_t)((a) / (uint64_t)G))
+#define SPMD__FMEAN_I64(a) ((int64_t)((a) / G))
+#define SPMD__FMEAN_U64(a) ((uint64_t)((a) / (spmd__u128)G))
+
+/* bool: sum counts into int32 (JAX converts bools to integers); max = any,
+   min = all, prod = all. */
+SPMD__KERNEL(spmd__sum_bool, uint8_t, int32_t, int32_t, SPMD__LD_BOOL32, SPMD__K_ADD, SPMD__ID)
+SPMD__KERNEL(spmd__prod_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))
+SPMD__KERNEL(spmd__max_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_OR, (uint8_t))
+SPMD__KERNEL(spmd__min_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))
+SPMD__ARGKERNEL(spmd__argmax_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MAXI)
+SPMD__ARGKERNEL(spmd__argmin_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI)
+
+/* integers: sum and prod in unsigned arithmetic (wraps, no UB), truncated
+   to the dtype at the end, which equals wrapping at every step. */
+#define SPMD__INT_KERNELS(S, T, U, W, FMEAN)                                              \
+    SPMD__KERNEL(spmd__sum_##S, T, U, T, (U), SPMD__K_ADD, (T))                         \
+    SPMD__KERNEL(spmd__prod_##S, T, U, T, (U), SPMD__K_MUL, (T))                        \
+    SPMD__KERNEL(spmd__max_##S, T, T, T, SPMD__ID, SPMD__K_MAXI, SPMD__ID)              \
+    SPMD__KERNEL(spmd__min_##S, T, T, T, SPMD__ID, SPMD__K_MINI, SPMD__ID)              \
+    SPMD__KERNEL(spmd__mean_##S, T, W, T, (W), SPMD__K_ADD, FMEAN)                      \
+    SPMD__ARGKERNEL(spmd__argmax_##S, T, T, SPMD__ID, SPMD__K_MAXI)                     \
+    SPMD__ARGKERNEL(spmd__argmin_##S, T, T, SPMD__ID, SPMD__K_MINI)
+
+SPMD__INT_KERNELS(i8, int8_t, uint32_t, int64_t, SPMD__FMEAN_I8)
+SPMD__INT_KERNELS(u8, uint8_t, uint32_t, uint64_t, SPMD__FMEAN_U8)
+SPMD__INT_KERNELS(i16, int16_t, uint32_t, int64_t, SPMD__FMEAN_I16)
+SPMD__INT_KERNELS(u16, uint16_t, uint32_t, uint64_t, SPMD__FMEAN_U16)
+SPMD__INT_KERNELS(i32, int32_t, uint32_t, int64_t, SPMD__FMEAN_I32)
+SPMD__INT_KERNELS(u32, uint32_t, uint32_t, uint64_t, SPMD__FMEAN_U32)
+#if SPMD__HAS_INT128
+SPMD__INT_KERNELS(i64, int64_t, uint64_t, spmd__i128, SPMD__FMEAN_I64)
+SPMD__INT_KERNELS(u64, uint64_t, uint64_t, spmd__u128, SPMD__FMEAN_U64)
+#endif
+
+/* floats: f16/bf16 widen to f32, combine, and round once at the end. */
+#define SPMD__FLOAT_KERNELS(S, T, A, LOAD, STORE, FMEAN)                                  \
+    SPMD__KERNEL(spmd__sum_##S, T, A, T, LOAD, SPMD__K_ADD, STORE)                      \
+    SPMD__KERNEL(spmd__prod_##S, T, A, T, LOAD, SPMD__K_MUL, STORE)                     \
+    SPMD__KERNEL(spmd__max_##S, T, A, T, LOAD, SPMD__K_MAXF, STORE)                     \
+    SPMD__KERNEL(spmd__min_##S, T, A, T, LOAD, SPMD__K_MINF, STORE)                     \
+    SPMD__KERNEL(spmd__mean_##S, T, A, T, LOAD, SPMD__K_ADD, FMEAN)                     \
+    SPMD__ARGKERNEL(spmd__argmax_##S, T, A, LOAD, SPMD__K_MAXF)                         \
+    SPMD__ARGKERNEL(spmd__argmin_##S, T, A, LOAD, SPMD__K_MINF)
+
+SPMD__FLOAT_KERNELS(f16, uint16_t, float, spmd__h2f, spmd__f2h, SPMD__FMEAN_F16)
+SPMD__FLOAT_KERNELS(bf16, uint16_t, float, spmd__b2f, spmd__f2b, SPMD__FMEAN_BF16)
+SPMD__FLOAT_KERNELS(f32, float, float, SPMD__ID, SPMD__ID, SPMD__FMEAN_F32)
+SPMD__FLOAT_KERNELS(f64, double, double, SPMD__ID, SPMD__ID, SPMD__FMEAN_F64)
+
+#if SPMD__GCC
+#pragma GCC pop_options
+#endif
+
+#define SPMD__KERNEL_ROW(S)                                                               \
+    {NULL, spmd__sum_##S, spmd__prod_##S, spmd__max_##S, spmd__min_##S, spmd__mean_##S,  \
+     spmd__argmax_##S, spmd__argmin_##S}
+
+static const spmd__kernel spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = {
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+    {NULL, spmd__sum_bool, spmd__prod_bool, spmd__max_bool, spmd__min_bool, NULL,
+     spmd__argmax_bool, spmd__argmin_bool},
+    SPMD__KERNEL_ROW(i8), SPMD__KERNEL_ROW(u8), SPMD__KERNEL_ROW(i16), SPMD__KERNEL_ROW(u16),
+    SPMD__KERNEL_ROW(i32), SPMD__KERNEL_ROW(u32),
+#if SPMD__HAS_INT128
+    SPMD__KERNEL_ROW(i64), SPMD__KERNEL_ROW(u64),
+#else
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+#endif
+    SPMD__KERNEL_ROW(f16), SPMD__KERNEL_ROW(bf16), SPMD__KERNEL_ROW(f32), SPMD__KERNEL_ROW(f64),
+};
+
+static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+static const char *spmd__dtype_names[SPMD_DTYPE_COUNT] = {
+    "none", "bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64"};
+static const char *spmd__op_names[SPMD_OP_COUNT] = {"none", "sum",  "prod",   "max",
+                                                    "min",  "mean", "argmax", "argmin"};
+static const char *spmd__op_jax[SPMD_OP_COUNT] = {"allreduce", "psum", "pprod", "pmax",
+                                                  "pmin", "pmean", "pargmax", "pargmin"};
+
+static size_t spmd__out_size(spmd_dtype dt, spmd_op op) {
+    if (op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN) return 4;
+    if (dt == SPMD_BOOL && op == SPMD_OP_SUM) return 4;
+    return spmd__dtype_sizes[dt];
+}
+
+// >>axes and groups
+static uint64_t spmd__hash_ints(const int *v, int n, uint64_t h) {
+    int i;
+    for (i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)v[i];
+        h *= 1099511628211u;
+    }
+    return h;
+}
+
+/* Parse "row,col" (spaces allowed around names), "" (no axis) or "*" (all
+   axes) into axis indices. On error returns the status and writes why. */
+static spmd_status spmd__parse_axes(const spmd_mesh *m, const char *axes, int *idx, int *n,
+                                    char *why, size_t whylen) {
+    const char *p = axes;
+    int k = 0, i;
+    if (!axes) {
+        snprintf(why, whylen, "axes is NULL (use \"*\" for every axis, \"\" for none)");
+        return SPMD_ERR_NULL;
+    }
+    while (*p == ' ') p++;
+    if (p[0] == '*' && p[1 + strspn(p + 1, " ")] == '\0') {
+        for (i = 0; i < m->ndim; i++) idx[i] = i;
+        *n = m->ndim;
+        return SPMD_OK;
+    }
+    if (*p == '\0') { *n = 0; return SPMD_OK; }
+    for (;;) {
+        const char *s = p, *e;
+        size_t len;
+        while (*s == ' ') s++;
+        e = s + strcspn(s, ",");
+        p = *e ? e + 1 : e;
+        while (e > s && e[-1] == ' ') e--;
+        len = (size_t)(e - s);
+        for (i = 0; i < m->ndim; i++)
+            if (strlen(m->names[i]) == len && memcmp(m->names[i], s, len) == 0) break;
+        if (len == 0 || i == m->ndim) {
+            snprintf(why, whylen, "unknown axis '%.*s' in \"%s\"", (int)(len > 40 ? 40 : len), s, axes);
+            return SPMD_ERR_AXIS;
+        }
+        {
+            int j;
+            for (j = 0; j < k; j++)
+                if (idx[j] == i) {
+                    snprintf(why, whylen, "axis '%s' named twice in \"%s\"", m->names[i], axes);
+                    return SPMD_ERR_DUP_AXIS;
+                }
+        }
+        if (k == SPMD_MAX_AXES) {
+            snprintf(why, whylen, "too many axes in \"%s\"", axes);
+            return SPMD_ERR_AXIS;
+        }
+        idx[k++] = i;
+        if (*p == '\0') break;
+    }
+    *n = k;
+    return SPMD_OK;
+}
+
+static int spmd__axes_size(const spmd_mesh *m, const int *idx, int n) {
+    int i, a = 1;
+    for (i = 0; i < n; i++) a *= m->shape[idx[i]];
+    return a;
+}
+
+/* This device's index along the named axes, the first named being major. */
+static int spmd__axes_index(const spmd_dev *d, const int *idx, int n) {
+    int i, v = 0;
+    for (i = 0; i < n; i++) v = v * d->mesh->shape[idx[i]] + d->coords[idx[i]];
+    return v;
+}
+
+/* The device whose coordinates equal ours except on the named axes, where
+   they spell index v. */
+static int spmd__axes_member(const spmd_dev *d, const int *idx, int n, int v) {
+    const spmd_mesh *m = d->mesh;
+    int c[SPMD_MAX_AXES], i, id = 0;
+    memcpy(c, d->coords, sizeof c);
+    for (i = n - 1; i >= 0; i--) {
+        c[idx[i]] = v % m->shape[idx[i]];
+        v /= m->shape[idx[i]];
+    }
+    for (i = 0; i < m->ndim; i++) id += c[i] * m->stride[i];
+    return id;
+}
+
+/* Validate axis_index_groups: group_size divides A, every index once. */
+static spmd_status spmd__check_groups(const spmd_opts *o, int A, char *why, size_t whylen) {
+    unsigned char seen[SPMD_MAX_DEVICES];
+    int i;
+    if (!o || (!o->groups && o->group_size == 0)) return SPMD_OK;
+    if (!o->groups) {
+        snprintf(why, whylen, "group_size %d given without groups", o->group_size);
+        return SPMD_ERR_GROUPS;
+    }
+    if (o->group_size <= 0 || A % o->group_size != 0) {
+        snprintf(why, whylen, "group_size %d does not divide the axis size %d", o->group_size, A);
+        return SPMD_ERR_GROUPS;
+    }
+    memset(seen, 0, (size_t)A);
+    for (i = 0; i < A; i++) {
+        int v = o->groups[i];
+        if (v < 0 || v >= A) {
+            snprintf(why, whylen, "groups[%d] = %d is outside 0..%d", i, v, A - 1);
+            return SPMD_ERR_GROUPS;
+        }
+        if (seen[v]) {
+            snprintf(why, whylen, "axis index %d appears twice in groups (must cover every index once)", v);
+            return SPMD_ERR_GROUPS;
+        }
+        seen[v] = 1;
+    }
+    return SPMD_OK;
+}
+
+static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
+    spmd__free(&m->alloc, g->members);
+    spmd__free(&m->alloc, g->mem);
+    spmd__free(&m->alloc, g->shared);
+    spmd__free(&m->alloc, g->slots);
+    spmd__free(&m->alloc, g);
+}
+
+/* The mesh-wide communicator for an ordered member list, made on first use. */
+static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
+    uint64_t h = spmd__hash_ints(members, G, 1469598103934665603u);
+    size_t b = (size_t)(h % m->gbuckets);
+    spmd__group *g;
+    pthread_mutex_lock(&m->lock);
+    for (g = m->gtab[b]; g; g = g->next)
+        if (g->hash == h && g->G == G && memcmp(g->members, members, (size_t)G * sizeof(int)) == 0)
+            break;
+    if (!g) {
+        size_t eager = SPMD__EAGER_BUDGET / (size_t)G, stride;
+        if (eager > SPMD__EAGER_MAX) eager = SPMD__EAGER_MAX;
+        if (eager < SPMD__LINE) eager = SPMD__LINE;
+        stride = (SPMD__ENTRY_HDR + eager + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+        g = (spmd__group *)spmd__alloc(&m->alloc, sizeof *g);
+        if (g) {
+            g->hash = h;
+            g->G = G;
+            g->D = m->D;
+            g->stride = stride;
+            g->eager = stride - SPMD__ENTRY_HDR;
+            g->members = (int *)spmd__alloc(&m->alloc, (size_t)G * sizeof(int));
+            g->mem = (spmd__member *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__member));
+            g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
+            g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
+            if (!g->members || !g->mem || !g->shared || !g->slots) {
+                spmd__group_free(m, g);
+                g = NULL;
+            } else {
+                memcpy(g->members, members, (size_t)G * sizeof(int));
+                g->next = m->gtab[b];
+                m->gtab[b] = g;
+            }
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return g;
+}
+
+static spmd__entry *spmd__entry_at(const spmd__group *g, uint64_t gseq, int k) {
+    return (spmd__entry *)(void *)(g->slots + ((size_t)(gseq % (uint64_t)g->D) * (size_t)g->G +
+                                               (size_t)k) * g->stride);
+}
+
+/* Find or make this device's reference to the group the axes and groups
+   name. The arguments have been validated. */
+static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const spmd_opts *o,
+                                  const char *text, spmd__gref **out) {
+    spmd_mesh *m = d->mesh;
+    int gsize = (o && o->groups) ? o->group_size : 0;
+    int A = spmd__axes_size(m, axes, naxes);
+    int i, G, my, *members;
+    spmd__gref *gr;
+    for (i = 0; i < d->ngrefs; i++) {
+        gr = d->grefs[i];
+        if (gr->naxes == naxes && gr->gsize == gsize &&
+            memcmp(gr->axes, axes, (size_t)naxes * sizeof(int)) == 0 &&
+            (gsize == 0 || memcmp(gr->groups, o->groups, (size_t)A * sizeof(int)) == 0)) {
+            *out = gr;
+            return SPMD_OK;
+        }
+    }
+    if (d->ngrefs == d->cap_grefs) {
+        int cap = d->cap_grefs ? 2 * d->cap_grefs : 16;
+        spmd__gref **n = (spmd__gref **)spmd__alloc(&m->alloc, (size_t)cap * sizeof *n);
+        if (!n) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group reference");
+        if (d->ngrefs) memcpy(n, d->grefs, (size_t)d->ngrefs * sizeof *n);
+        spmd__free(&m->alloc, d->grefs);
+        d->grefs = n;
+        d->cap_grefs = cap;
+    }
+    gr = (spmd__gref *)spmd__alloc(&m->alloc, sizeof *gr);
+    members = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
+    if (gr) gr->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)m->D);
+    if (gr && gsize) gr->groups = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
+    if (!gr || !members || !gr->fin || (gsize && !gr->groups)) {
+        if (gr) { spmd__free(&m->alloc, gr->fin); spmd__free(&m->alloc, gr->groups); }
+        spmd__free(&m->alloc, gr);
+        spmd__free(&m->alloc, members);
+        return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group reference");
+    }
+    gr->naxes = naxes;
+    memcpy(gr->axes, axes, (size_t)naxes * sizeof(int));
+    gr->gsize = gsize;
+    gr->A = A;
+    if (gsize) memcpy(gr->groups, o->groups, (size_t)A * sizeof(int));
+    {
+        uint64_t h = spmd__hash_ints(axes, naxes, 1469598103934665603u);
+        if (gsize) h = spmd__hash_ints(gr->groups, A, h ^ (uint64_t)gsize);
+        gr->axes_hash = (uint32_t)(h ^ (h >> 32));
+    }
+    snprintf(gr->text, sizeof gr->text, "%s", text);
+    my = spmd__axes_index(d, axes, naxes);
+    if (gsize) {
+        int at = 0;
+        for (i = 0; i < A; i++)
+            if (o->groups[i] == my) at = i;
+        G = gsize;
+        for (i = 0; i < G; i++)
+            members[i] = spmd__axes_member(d, axes, naxes, o->groups[at / gsize * gsize + i]);
+        gr->me = at % gsize;
+    } else {
+        G = A;
+        for (i = 0; i < G; i++) members[i] = spmd__axes_member(d, axes, naxes, i);
+        gr->me = my;
+    }
+    gr->g = spmd__group_get(m, members, G);
+    spmd__free(&m->alloc, members);
+    if (!gr->g) {
+        spmd__free(&m->alloc, gr->fin);
+        spmd__free(&m->alloc, gr->groups);
+        spmd__free(&m->alloc, gr);
+        return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group of %d devices", G);
+    }
+    d->grefs[d->ngrefs++] = gr;
+    *out = gr;
+    return SPMD_OK;
+}
+
+// >>check mode
+static void spmd__sig_words(const spmd__sig *s, uint64_t w[3]) { memcpy(w, s, sizeof *s); }
+
+static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
+    spmd__clog *c = &d->clog[r->global % SPMD__CLOG];
+    uint64_t w[3], t[8];
+    int i;
+    spmd__sig_words(&r->sig, w);
+    memset(t, 0, sizeof t);
+    memcpy(t, r->gr->text, strlen(r->gr->text) < sizeof t - 1 ? strlen(r->gr->text) : sizeof t - 1);
+    SPMD__ST_SC(&c->stamp, (uint64_t)0);
+    for (i = 0; i < 3; i++) SPMD__ST_SC(&c->w[i], w[i]);
+    for (i = 0; i < 8; i++) SPMD__ST_SC(&c->text[i], t[i]);
+    SPMD__ST_SC(&c->stamp, r->global + 1);
+}
+
+/* Read device p's log entry for global index gi; 1 if it is there intact. */
+static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[64]) {
+    spmd__clog *c = &p->clog[gi % SPMD__CLOG];
+    uint64_t w[3], t[8], a, b;
+    int i;
+    a = SPMD__LD_SC(&c->stamp);
+    for (i = 0; i < 3; i++) w[i] = SPMD__LD_SC(&c->w[i]);
+    for (i = 0; i < 8; i++) t[i] = SPMD__LD_SC(&c->text[i]);
+    b = SPMD__LD_SC(&c->stamp);
+    if (a != gi + 1 || b != a) return 0;
+    memcpy(sig, w, sizeof *sig);
+    memcpy(text, t, 64);
+    text[63] = '\0';
+    return 1;
+}
+
+static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
+    const char *name = s->kind == SPMD__KIND_BARRIER ? "barrier"
+                       : s->op < SPMD_OP_COUNT   ? spmd__op_jax[s->op]
+                                                 : "?";
+    if (s->kind == SPMD__KIND_BARRIER)
+        snprintf(buf, len, "barrier");
+    else
+        snprintf(buf, len, "%s(%s x %llu%s)", name,
+                 s->dtype < SPMD_DTYPE_COUNT ? spmd__dtype_names[s->dtype] : "?",
+                 (unsigned long long)s->count,
+                 s->algo == SPMD__ALG_EAGER ? ", eager" : s->algo == SPMD__ALG_SPLIT ? ", split" : "");
+}
+
+static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) {
+    return a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->algo != b->algo ||
+           a->count != b->count || a->aux != b->aux || (check && a->axes_hash != b->axes_hash);
+}
+
+// >>thread backend
+/* Each group has a ring of D slots; operation s of the group lives in slot
+   s % D, where every member posts an entry: a signature and either its input
+   (eager) or its buffer pointers (split). A member may post operation s only
+   when every member has finished operation s - D. Eager: every member
+   reduces the inline copies itself, so nothing else needs waiting for.
+   Split: the element range is cut into tasks that any member claims (so a
+   member busy computing does not stall the others); a task reduces its range
+   from all members' send buffers and writes the result into every member's
+   recv buffer; the operation is done when every task is. */
+
+static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
+    int k;
+    if (SPMD__LD_SC(&g->nsleep) == 0) return;
+    for (k = 0; k < g->G; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        if (k != self && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+    }
+}
+
+static void spmd__finish(spmd_req *r, spmd_status s) {
+    spmd__gref *gr = r->gr;
+    r->status = s;
+    r->state = SPMD__R_DONE;
+    if (r->sig.algo == SPMD__ALG_LOCAL) return;
+    gr->fin[r->gseq % (uint64_t)gr->g->D] = 1;
+    while (gr->left < gr->next && gr->fin[gr->left % (uint64_t)gr->g->D]) {
+        gr->fin[gr->left % (uint64_t)gr->g->D] = 0;
+        gr->left++;
+    }
+    SPMD__ST_SC(&gr->g->mem[gr->me].left, gr->left);
+    spmd__wake_group(r->dev->mesh, gr->g, gr->me);
+}
+
+/* Re-tag a shared word for operation gseq (low bits cleared) unless a peer did. */
+static void spmd__retag(uint64_t *w, uint64_t gseq, int shift) {
+    uint64_t cur = SPMD__LD_ACQ(w);
+    while ((cur >> shift) != gseq) {
+        if (SPMD__CAS(w, &cur, gseq << shift)) break;
+    }
+}
+
+static int spmd__slot_free(spmd_req *r) {
+    spmd__gref *gr = r->gr;
+    spmd__group *g = gr->g;
+    uint64_t need, lo = UINT64_MAX;
+    int k;
+    if (r->gseq < (uint64_t)g->D) return 1;
+    need = r->gseq - (uint64_t)g->D + 1;
+    if (gr->minleft >= need) return 1;
+    for (k = 0; k < g->G; k++) {
+        uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
+        if (v < lo) lo = v;
+    }
+    gr->minleft = lo;
+    return lo >= need;
+}
+
+static void spmd__post(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__entry *e = spmd__entry_at(g, r->gseq, r->gr->me);
+    unsigned char *data = (unsigned char *)e + SPMD__ENTRY_HDR;
+    if (r->dev->mesh->check) spmd__clog_write(r->dev, r);
+    e->sig = r->sig;
+    if (r->sig.algo == SPMD__ALG_EAGER) {
+        if (r->in_size) memcpy(data, r->send, r->in_size);
+    } else {
+        spmd__shared *sh = &g->shared[r->gseq % (uint64_t)g->D];
+        memcpy(data, &r->send, sizeof r->send);
+        memcpy(data + sizeof(void *), &r->recv, sizeof r->recv);
+        spmd__retag(&sh->state, r->gseq, 2);
+        spmd__retag(&sh->claim, r->gseq, 24);
+        spmd__retag(&sh->done, r->gseq, 24);
+    }
+    SPMD__ST_SC(&e->seq, r->gseq + 1);
+    spmd__wake_group(r->dev->mesh, g, r->gr->me);
+}
+
+static int spmd__all_arrived(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    while (r->nseen < g->G) {
+        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) != r->gseq + 1) return 0;
+        r->nseen++;
+    }
+    return 1;
+}
+
+static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const char *other_axes) {
+    spmd_dev *d = r->dev;
+    char a[96], b[96];
+    spmd__sig_text(&r->sig, a, sizeof a);
+    spmd__sig_text(other, b, sizeof b);
+    spmd__fail(d, SPMD_ERR_MISMATCH,
+               "device %d called %s over '%s' but device %d called %s over '%s' "
+               "(operation #%llu of this device)",
+               d->id, a, r->gr->text, k, b, other_axes, (unsigned long long)r->global);
+    spmd__break(d->mesh, SPMD_ERR_MISMATCH, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_MISMATCH);
+}
+
+/* Every member posted: compare signatures (all members see the same set,
+   so they all reach the same verdict). */
+static int spmd__sigs_agree(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd_mesh *m = r->dev->mesh;
+    int k;
+    for (k = 0; k < g->G; k++) {
+        const spmd__sig *s = &spmd__entry_at(g, r->gseq, k)->sig;
+        if (spmd__sig_differs(s, &r->sig, m->check)) {
+            char text[64];
+            spmd__sig other;
+            if (!m->check || !spmd__clog_read(m->devs[g->members[k]], r->global, &other, text))
+                snprintf(text, sizeof text, "%s", s->axes_hash == r->sig.axes_hash ? r->gr->text : "?");
+            if (r->sig.algo == SPMD__ALG_SPLIT) {
+                uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+                SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                          (r->gseq << 2) | SPMD__S_MISMATCH);
+            }
+            spmd__mismatch(r, g->members[k], s, text);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void spmd__run_task(spmd_req *r, uint32_t t) {
+    const spmd__group *g = r->gr->g;
+    int G = g->G, k;
+    const void **ins = r->dev->ptrs, **outs = ins + G, **cur = ins + 2 * G;
+    size_t lo = (size_t)t * r->task_elems;
+    size_t hi = lo + r->task_elems < r->count ? lo + r->task_elems : r->count;
+    size_t chunk = 16384 / r->out_size, off;
+    for (k = 0; k < G; k++) {
+        const unsigned char *data = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+        memcpy(&ins[k], data, sizeof(void *));
+        memcpy(&outs[k], data + sizeof(void *), sizeof(void *));
+    }
+    for (off = lo; off < hi; off += chunk) {
+        size_t n = hi - off < chunk ? hi - off : chunk;
+        unsigned char *o0 = (unsigned char *)outs[0] + off * r->out_size;
+        for (k = 0; k < G; k++) cur[k] = (const unsigned char *)ins[k] + off * r->in_size;
+        r->kern(o0, cur, G, n);
+        for (k = 1; k < G; k++) memcpy((unsigned char *)outs[k] + off * r->out_size, o0, n * r->out_size);
+    }
+}
+
+static void spmd__thread_progress(spmd_req *r) {
+    spmd__group *g;
+    spmd__shared *sh;
+    if (r->state == SPMD__R_DONE) return;
+    g = r->gr->g;
+    sh = &g->shared[r->gseq % (uint64_t)g->D];
+    if (r->state == SPMD__R_POST) {
+        if (!spmd__slot_free(r)) return;
+        spmd__post(r);
+        r->state = SPMD__R_ARRIVE;
+    }
+    if (r->state == SPMD__R_ARRIVE) {
+        if (!spmd__all_arrived(r) || !spmd__sigs_agree(r)) return;
+        if (r->sig.algo == SPMD__ALG_EAGER) {
+            if (r->count) {
+                const void **ins = r->dev->ptrs;
+                int k;
+                for (k = 0; k < g->G; k++)
+                    ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+                r->kern(r->recv, ins, g->G, r->count);
+            }
+            spmd__finish(r, SPMD_OK);
+            return;
+        } else {
+            uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+            SPMD__CAS(&sh->state, &st, (r->gseq << 2) | SPMD__S_RUNNING);
+            st = SPMD__LD_ACQ(&sh->state);
+            if ((st & 3u) != SPMD__S_RUNNING) return; /* aborted: the wait loop reports it */
+            r->state = SPMD__R_RUN;
+        }
+    }
+    if (r->state == SPMD__R_RUN) {
+        for (;;) {
+            uint64_t c = SPMD__FADD(&sh->claim, (uint64_t)1);
+            uint32_t t = (uint32_t)(c & 0xffffffu);
+            SPMD_ASSERT((c >> 24) == r->gseq);
+            if (t >= r->ntasks) break;
+            spmd__run_task(r, t);
+            if ((SPMD__FADD(&sh->done, (uint64_t)1) & 0xffffffu) + 1 == r->ntasks)
+                spmd__wake_group(r->dev->mesh, g, r->gr->me);
+        }
+        r->state = SPMD__R_DRAIN;
+    }
+    if (r->state == SPMD__R_DRAIN) {
+        if ((SPMD__LD_ACQ(&sh->done) & 0xffffffu) == r->ntasks) spmd__finish(r, SPMD_OK);
+    }
+}
+
+static spmd_status spmd__thread_init(spmd_mesh *m) { (void)m; return SPMD_OK; }
+static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
+
+static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
+                                                 spmd__thread_progress};
+
+// >>libfabric backend
+/* Placeholder until the libfabric backend lands: selecting it fails cleanly. */
+static spmd_status spmd__fabric_init(spmd_mesh *m) {
+    spmd__log(m, SPMD_LOG_ERROR, -1,
+              "the libfabric backend is not implemented in spmdcoll %s; use SPMD_BACKEND_THREADS",
+              SPMD_VERSION_STRING);
+    return SPMD_ERR_UNSUPPORTED;
+}
+static const spmd__backend_vt spmd__fabric_vt SPMD__UNUSED = {"libfabric", spmd__fabric_init,
+                                                              spmd__thread_fini, spmd__thread_progress};
+
+// >>waiting
+static void spmd__progress_all(spmd_dev *d) {
+    spmd_req *q;
+    for (q = d->head; q; q = q->next)
+        if (q->state != SPMD__R_DONE) d->mesh->vt->progress(q);
+}
+
+static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
+    spmd__group *g = r->gr->g;
+    size_t at = 0;
+    int k, shown = 0, missing = 0;
+    buf[0] = '\0';
+    for (k = 0; k < g->G; k++) {
+        int absent = r->state == SPMD__R_POST
+                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (!absent) continue;
+        missing++;
+        if (shown < 16 && at < len) {
+            int w = snprintf(buf + at, len - at, "%s%d", shown ? ", " : "", g->members[k]);
+            if (w > 0) at += (size_t)w;
+            shown++;
+        }
+    }
+    if (missing > shown && at < len) snprintf(buf + at, len - at, " and %d more", missing - shown);
+}
+
+/* The deadline passed. Unless the split work already started (it is finite
+   and touches the peers' buffers, so it must be finished), fail the request
+   and break the mesh. Returns 1 if r is now done. */
+static int spmd__expire(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    char who[160], what[96];
+    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
+        spmd__group *g = r->gr->g;
+        uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+        if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                       (r->gseq << 2) | SPMD__S_ABORTED) &&
+            (st & 3u) == SPMD__S_RUNNING)
+            return 0;
+    } else if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) {
+        return 0;
+    }
+    spmd__missing_list(r, who, sizeof who);
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__fail(d, SPMD_ERR_TIMEOUT,
+               "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
+               "%lld ms: %s %s",
+               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq,
+               (long long)r->timeout_ms,
+               r->state == SPMD__R_POST ? "still busy with an earlier operation on this group:"
+                                        : "devices that did not arrive:",
+               who);
+    spmd__break(d->mesh, SPMD_ERR_TIMEOUT, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_TIMEOUT);
+    return 1;
+}
+
+/* The mesh broke while r was unfinished. Returns 1 if r is now done. */
+static int spmd__on_broken(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd_status s;
+    if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
+    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
+        spmd__group *g = r->gr->g;
+        uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+        if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                       (r->gseq << 2) | SPMD__S_ABORTED) &&
+            (st & 3u) == SPMD__S_RUNNING)
+            return 0;
+    }
+    s = m->broken_status;
+    spmd__fail(r->dev, s, "operation #%llu over '%s' abandoned: mesh broken by %s",
+               (unsigned long long)r->global, r->gr->text, m->broken_msg);
+    spmd__finish(r, s);
+    return 1;
+}
+
+/* Check mode: a missing member that logged a different collective at the
+   same position will never come; report the mismatch now. */
+static int spmd__check_missing(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    int k;
+    if (r->state != SPMD__R_ARRIVE) return 0;
+    for (k = r->nseen; k < g->G; k++) {
+        spmd__sig other;
+        char text[64];
+        spmd_dev *p = m->devs[g->members[k]];
+        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) == r->gseq + 1) continue;
+        if (spmd__clog_read(p, r->global, &other, text) &&
+            (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
+            if (r->sig.algo == SPMD__ALG_SPLIT) {
+                uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+                if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                               (r->gseq << 2) | SPMD__S_MISMATCH))
+                    return 0;
+            }
+            spmd__mismatch(r, p->id, &other, text);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
+    spmd_req *q;
+    uint32_t bell;
+    /* register in the group of every unfinished request: a post, a finished
+       task or a member leaving any of them may be what lets r go on */
+    for (q = d->head; q; q = q->next) {
+        q->asleep = q->state != SPMD__R_DONE && q->sig.algo != SPMD__ALG_LOCAL;
+        if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, 1u);
+    }
+    SPMD__ST_SC(&d->sleeping, 1u);
+    bell = SPMD__LD_SC(&d->bell);
+    spmd__progress_all(d);
+    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) spmd__futex_wait(&d->bell, bell, ns);
+    SPMD__ST_SC(&d->sleeping, 0u);
+    for (q = d->head; q; q = q->next)
+        if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+}
+
+/* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
+static int spmd__poll(spmd_req *r, uint64_t now) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__progress_all(r->dev);
+    if (r->state == SPMD__R_DONE) return 1;
+    if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
+    if (now) {
+        if (!r->deadline) r->deadline = now + (uint64_t)r->timeout_ms * 1000000u;
+        if (m->check && spmd__check_missing(r)) return 1;
+        if (now >= r->deadline && spmd__expire(r)) return 1;
+    }
+    return 0;
+}
+
+/* Spin briefly, then yield, then sleep on the device's futex word. */
+static spmd_status spmd__block(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    uint64_t t0 = 0, spin = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu ? m->spin_os_ns : m->spin_ns;
+    unsigned iter = 0;
+    for (;;) {
+        uint64_t now = 0, waited;
+        if ((++iter & 63u) == 0 || t0) now = spmd__now_ns();
+        if (spmd__poll(r, now)) break;
+        if (!now) { spmd__pause(); continue; }
+        if (!t0) t0 = now;
+        waited = now - t0;
+        if (waited < spin) {
+            spmd__pause();
+        } else if (waited < spin + m->yield_ns) {
+            sched_yield();
+        } else {
+            uint64_t left = r->deadline > now ? r->deadline - now : 0;
+            spmd__sleep(d, r, left < 50000000u ? left + 1000 : 50000000u);
+        }
+    }
+    return r->status;
+}
+
+// >>requests
+static spmd_req *spmd__req_new(spmd_dev *d) {
+    spmd_req *r = d->free_reqs;
+    if (r) {
+        d->free_reqs = r->next;
+        memset(r, 0, sizeof *r);
+    } else {
+        r = (spmd_req *)spmd__alloc(&d->mesh->alloc, sizeof *r);
+        if (!r) return NULL;
+    }
+    r->magic = SPMD__REQ_MAGIC;
+    r->dev = d;
+    r->prev = d->tail;
+    if (d->tail) d->tail->next = r; else d->head = r;
+    d->tail = r;
+    d->inflight++;
+    return r;
+}
+
+static void spmd__req_release(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    if (r->prev) r->prev->next = r->next; else d->head = r->next;
+    if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
+    d->inflight--;
+    r->magic = 0;
+    r->next = d->free_reqs;
+    d->free_reqs = r;
+}
+
+static spmd_status spmd__check_dev(spmd_dev *d) {
+    if (!d) return SPMD_ERR_NULL;
+    if (SPMD__LD_ACQ(&d->mesh->broken))
+        return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
+    return SPMD_OK;
+}
+
+/* Everything about a reduction call is checked here, before a sequence
+   number is taken or a byte moves. */
+static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv,
+                                      size_t count, spmd_dtype dt, spmd_op op, const char *axes,
+                                      const spmd_opts *o, int one_axis, spmd_req **out) {
+    const char *name = kind == SPMD__KIND_BARRIER ? "barrier"
+                       : ((unsigned)op < SPMD_OP_COUNT) ? spmd__op_jax[op]
+                                                       : "allreduce";
+    spmd_mesh *m;
+    spmd_status s;
+    int ax[SPMD_MAX_AXES], nax = 0, A;
+    size_t in_size = 0, out_size = 0;
+    char why[200];
+    spmd__gref *gr = NULL;
+    spmd_req *r;
+    spmd_algo algo;
+    if (out) *out = NULL;
+    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
+    m = d->mesh;
+    if (kind == SPMD__KIND_ALLREDUCE) {
+        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
+        if ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT)
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)op);
+        if (!spmd__kernels[dt][op])
+            return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[dt],
+                              dt == SPMD_BOOL ? " (JAX's mean of bools is float32: psum into int32 counts "
+                                                "and divide)"
+                                              : "");
+        in_size = spmd__dtype_sizes[dt];
+        out_size = spmd__out_size(dt, op);
+        if (count > (size_t)INT64_MAX / 8)
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows the byte size", name, count);
+        if (count && (!send || !recv))
+            return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, send ? "recv" : "send");
+        if (count) {
+            const char *a = (const char *)send, *b = (const char *)recv;
+            size_t na = count * in_size, nb = count * out_size;
+            int overlap = a < b + nb && b < a + na;
+            if (overlap && !(a == b && in_size == out_size))
+                return spmd__fail(d, SPMD_ERR_OVERLAP,
+                                  "%s: send and recv overlap without being the same buffer%s", name,
+                                  in_size != out_size ? " (the result has another element size, so it "
+                                                        "cannot be in place)"
+                                                      : "");
+        }
+    }
+    if ((s = spmd__parse_axes(m, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s: %s", name, why);
+    if (one_axis && (nax != 1 || (o && (o->groups || o->group_size))))
+        return spmd__fail(d, nax != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
+                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)",
+                          name, axes, nax == 1 ? " with groups" : "");
+    A = spmd__axes_size(m, ax, nax);
+    if ((s = spmd__check_groups(o, A, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
+    if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
+    if (o && o->timeout_ms < 0)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
+    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    r = spmd__req_new(d);
+    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
+    r->gr = gr;
+    r->send = send;
+    r->recv = recv;
+    r->count = count;
+    r->in_size = in_size;
+    r->out_size = out_size;
+    r->kern = kind == SPMD__KIND_ALLREDUCE ? spmd__kernels[dt][op] : NULL;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
+    r->user = out != NULL;
+    r->sig.kind = (uint8_t)kind;
+    r->sig.op = (uint8_t)op;
+    r->sig.dtype = (uint8_t)dt;
+    r->sig.axes_hash = gr->axes_hash;
+    r->sig.count = count;
+    algo = o && o->algo ? o->algo : m->forced_algo;
+    if (gr->g->G == 1) {
+        r->sig.algo = SPMD__ALG_LOCAL;
+        if (count) r->kern(recv, &r->send, 1, count);
+        r->state = SPMD__R_DONE;
+        r->status = SPMD_OK;
+    } else {
+        /* eager when the input fits the slot, unless split is asked for */
+        int fits = count * in_size <= gr->g->eager;
+        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && count) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        if (r->sig.algo == SPMD__ALG_SPLIT) {
+            size_t bytes = count * in_size, tb = bytes / (4u * (size_t)gr->g->G), te;
+            if (tb < 16384) tb = 16384;
+            if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
+            te = (tb / in_size + 63) / 64 * 64;
+            if ((count + te - 1) / te > SPMD__MAX_TASKS) te = ((count + SPMD__MAX_TASKS - 1) / SPMD__MAX_TASKS + 63) / 64 * 64;
+            r->task_elems = te;
+            r->ntasks = (uint32_t)((count + te - 1) / te);
+        }
+        r->gseq = gr->next++;
+        r->global = d->global++;
+        r->state = SPMD__R_POST;
+        m->vt->progress(r);
+    }
+    if (out) {
+        *out = r;
+        return SPMD_OK;
+    }
+    s = spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+
+static spmd_status spmd__req_check(spmd_req *r) {
+    if (!r) return SPMD_ERR_NULL;
+    if (r->magic != SPMD__REQ_MAGIC || !r->user) return SPMD_ERR_STATE;
+    return SPMD_OK;
+}
+
+// >>public
+const char *spmd_version(void) { return SPMD_VERSION_STRING; }
+
+static const char *spmd__status_strings[] = {
+#define SPMD__STATUS_STRING(name, text) text,
+    SPMD_STATUS_LIST(SPMD__STATUS_STRING)
+#undef SPMD__STATUS_STRING
+};
+static const char *spmd__status_names[] = {
+#define SPMD__STATUS_NAME(name, text) #name,
+    SPMD_STATUS_LIST(SPMD__STATUS_NAME)
+#undef SPMD__STATUS_NAME
+};
+
+const char *spmd_status_string(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_strings[s] : "unknown status";
+}
+const char *spmd_status_name(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_names[s] : "SPMD_ERR_UNKNOWN";
+}
+size_t spmd_dtype_size(spmd_dtype t) { return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_sizes[t] : 0; }
+const char *spmd_dtype_name(spmd_dtype t) {
+    return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "invalid";
+}
+const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
+uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }
+float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
+uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
+float spmd_bf16_to_f32(uint16_t h) { return spmd__b2f(h); }
+
+static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set) {
+    const char *v = getenv(name);
+    char *end;
+    long long x;
+    if (set) *set = 0;
+    if (!v || !*v) return dflt;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        fprintf(stderr, "[spmd] warn: ignoring %s=%s (expected an integer in %lld..%lld)\n", name, v,
+                (long long)lo, (long long)hi);
+        return dflt;
+    }
+    if (set) *set = 1;
+    return (int64_t)x;
+}
+
+static int spmd__ncpu(void) {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t cs;
+    if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) > 0) return CPU_COUNT(&cs);
+#endif
+    {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
+}
+
+/* Report a bad desc through the desc's own logger, before a mesh exists. */
+static spmd_status spmd__desc_fail(const spmd_mesh_desc *desc, spmd_status s, const char *fmt, ...) {
+    va_list ap;
+    spmd_log_level lvl = desc->log_level;
+    if ((unsigned)lvl >= SPMD_LOG_LEVEL_COUNT) lvl = SPMD_LOG_WARN;
+    if (lvl == SPMD_LOG_DEFAULT) lvl = SPMD_LOG_WARN;
+    va_start(ap, fmt);
+    spmd__vlog(desc->log_fn, desc->log_user, lvl, SPMD_LOG_ERROR, -1, 0, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static spmd_log_level spmd__env_level(spmd_log_level dflt) {
+    const char *v = getenv("SPMD_LOG_LEVEL");
+    int i;
+    if (!v || !*v) return dflt;
+    for (i = SPMD_LOG_OFF; i < SPMD_LOG_LEVEL_COUNT; i++)
+        if (strcmp(v, spmd__level_names[i]) == 0) return (spmd_log_level)i;
+    fprintf(stderr, "[spmd] warn: ignoring SPMD_LOG_LEVEL=%s (off, error, warn, info, debug)\n", v);
+    return dflt;
+}
+
+static void spmd__mesh_free(spmd_mesh *m) {
+    spmd_allocator a = m->alloc;
+    size_t b;
+    int i;
+    if (m->devs) {
+        for (i = 0; i < m->size; i++) {
+            spmd_dev *d = m->devs[i];
+            spmd_req *r, *n;
+            int k;
+            if (!d) continue;
+            for (k = 0; k < d->ngrefs; k++) {
+                spmd__free(&a, d->grefs[k]->fin);
+                spmd__free(&a, d->grefs[k]->groups);
+                spmd__free(&a, d->grefs[k]);
+            }
+            spmd__free(&a, d->grefs);
+            for (r = d->free_reqs; r; r = n) { n = r->next; spmd__free(&a, r); }
+            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
+            spmd__free(&a, d->clog);
+            spmd__free(&a, (void *)d->ptrs);
+            spmd__free(&a, d);
+        }
+        spmd__free(&a, m->devs);
+    }
+    if (m->gtab) {
+        for (b = 0; b < m->gbuckets; b++) {
+            spmd__group *g = m->gtab[b], *n;
+            for (; g; g = n) { n = g->next; spmd__group_free(m, g); }
+        }
+        spmd__free(&a, m->gtab);
+    }
+    pthread_mutex_destroy(&m->lock);
+    spmd__free(&a, m);
+}
+
+spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+    spmd_mesh *m;
+    int i, j, size = 1, set;
+    spmd_status s;
+    if (out) *out = NULL;
+    if (!desc || !out) return SPMD_ERR_NULL;
+    if (desc->ndim < 1 || desc->ndim > SPMD_MAX_AXES)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: ndim %d is outside 1..%d", desc->ndim,
+                               SPMD_MAX_AXES);
+    for (i = 0; i < desc->ndim; i++) {
+        const char *n = desc->axis_names[i];
+        if (desc->shape[i] < 1)
+            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: shape[%d] = %d (must be at least 1)", i,
+                                   desc->shape[i]);
+        if (size > SPMD_MAX_DEVICES / desc->shape[i])
+            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: more than %d devices", SPMD_MAX_DEVICES);
+        size *= desc->shape[i];
+        if (!n || !*n || strlen(n) > SPMD_MAX_AXIS_NAME || strpbrk(n, ", *\t\n"))
+            return spmd__desc_fail(desc, SPMD_ERR_INVALID,
+                                   "mesh: axis_names[%d] must be 1..%d characters without ',', '*' or "
+                                   "spaces",
+                                   i, SPMD_MAX_AXIS_NAME);
+        for (j = 0; j < i; j++)
+            if (strcmp(desc->axis_names[j], n) == 0)
+                return spmd__desc_fail(desc, SPMD_ERR_DUP_AXIS, "mesh: axis name '%s' used twice", n);
+    }
+    if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT || (unsigned)desc->check >= SPMD_CHECK_COUNT ||
+        (unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT || desc->timeout_ms < 0 ||
+        desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT ||
+        (!desc->allocator.alloc != !desc->allocator.free))
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID,
+                               "mesh: invalid backend, check, log_level, timeout_ms, max_inflight (0..%d) "
+                               "or allocator (set both alloc and free)",
+                               SPMD__MAX_INFLIGHT);
+    if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
+        return spmd__desc_fail(desc, SPMD_ERR_UNSUPPORTED,
+                               "mesh: the libfabric backend is not compiled in (define SPMDCOLL_LIBFABRIC "
+                               "before including spmdcoll.h and link -lfabric)");
+    m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
+    if (!m) return SPMD_ERR_NOMEM;
+    m->alloc = desc->allocator;
+    pthread_mutex_init(&m->lock, NULL);
+    m->ndim = desc->ndim;
+    m->size = size;
+    for (i = m->ndim - 1, j = 1; i >= 0; i--) {
+        m->shape[i] = desc->shape[i];
+        m->stride[i] = j;
+        j *= desc->shape[i];
+        snprintf(m->names[i], sizeof m->names[i], "%s", desc->axis_names[i]);
+    }
+    m->log_fn = desc->log_fn;
+    m->log_user = desc->log_user;
+    m->log_level = spmd__env_level(desc->log_level ? desc->log_level : SPMD_LOG_WARN);
+    m->timeout_ms = spmd__env_int("SPMD_TIMEOUT_MS", 1, INT64_MAX / 1000000,
+                                  desc->timeout_ms ? desc->timeout_ms : SPMD__DEFAULT_TIMEOUT_MS, NULL);
+    m->check = (int)spmd__env_int("SPMD_CHECK", 0, 1, desc->check == SPMD_CHECK_ON, NULL);
+    m->ncpu = spmd__ncpu();
+    m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 50, &set) * 1000u;
+    m->spin_os_ns = set ? m->spin_ns : 2000u;
+    m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
+    m->D = desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT;
+    m->stack_size = desc->thread_stack_size;
+    {
+        const char *a = getenv("SPMD_ALGO");
+        if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
+        else if (a && strcmp(a, "split") == 0) m->forced_algo = SPMD_ALGO_SPLIT;
+        else if (a && *a && strcmp(a, "default") != 0)
+            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, default)", a);
+    }
+    m->backend = desc->backend == SPMD_BACKEND_LIBFABRIC ? SPMD_BACKEND_LIBFABRIC : SPMD_BACKEND_THREADS;
+#if SPMD__HAS_LIBFABRIC
+    m->vt = m->backend == SPMD_BACKEND_LIBFABRIC ? &spmd__fabric_vt : &spmd__thread_vt;
+#else
+    m->vt = &spmd__thread_vt;
+#endif
+    m->gbuckets = 1024;
+    m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
+    m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
+    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+    for (i = 0; i < size; i++) {
+        spmd_dev *d = (spmd_dev *)spmd__alloc(&m->alloc, sizeof *d);
+        int rem = i;
+        if (!d) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+        m->devs[i] = d;
+        d->mesh = m;
+        d->id = i;
+        for (j = 0; j < m->ndim; j++) {
+            d->coords[j] = rem / m->stride[j];
+            rem %= m->stride[j];
+        }
+        d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
+        d->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)size * sizeof(void *));
+        if (!d->clog || !d->ptrs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+    }
+    if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
+              m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
+    *out = m;
+    return SPMD_OK;
+}
+
+spmd_status spmd_mesh_destroy(spmd_mesh *m) {
+    int i, leaked = 0;
+    if (!m) return SPMD_ERR_NULL;
+    if (SPMD__LD_ACQ(&m->nattached) || SPMD__LD_ACQ(&m->running)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %u devices still attached",
+                  (unsigned)SPMD__LD_ACQ(&m->nattached));
+        return SPMD_ERR_BUSY;
+    }
+    for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
+    if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
+    m->vt->fini(m);
+    spmd__mesh_free(m);
+    return leaked ? SPMD_ERR_STATE : SPMD_OK;
+}
+
+int spmd_mesh_size(const spmd_mesh *m) { return m ? m->size : -(int)SPMD_ERR_NULL; }
+int spmd_mesh_ndim(const spmd_mesh *m) { return m ? m->ndim : -(int)SPMD_ERR_NULL; }
+const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim) {
+    return m && dim >= 0 && dim < m->ndim ? m->names[dim] : NULL;
+}
+int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes) {
+    int ax[SPMD_MAX_AXES], n;
+    char why[160];
+    spmd_status s;
+    if (!m) return -(int)SPMD_ERR_NULL;
+    s = spmd__parse_axes(m, axes, ax, &n, why, sizeof why);
+    return s == SPMD_OK ? spmd__axes_size(m, ax, n) : -(int)s;
+}
+spmd_backend spmd_mesh_backend(const spmd_mesh *m) { return m ? m->backend : SPMD_BACKEND_DEFAULT; }
+spmd_status spmd_mesh_status(const spmd_mesh *m) {
+    if (!m) return SPMD_ERR_NULL;
+    return SPMD__LD_ACQ(&m->broken) ? m->broken_status : SPMD_OK;
+}
+const char *spmd_mesh_error(const spmd_mesh *m) {
+    return m && SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "";
+}
+
+spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) {
+    uint32_t expect = 0;
+    spmd_dev *d;
+    if (out) *out = NULL;
+    if (!m || !out) return SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d outside 0..%d", device, m->size - 1);
+        return SPMD_ERR_INVALID;
+    }
+    d = m->devs[device];
+    if (!SPMD__CAS(&d->attached, &expect, 1u)) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d is already attached", device);
+        return SPMD_ERR_BUSY;
+    }
+    SPMD__FADD(&m->nattached, 1u);
+    d->err[0] = '\0';
+    *out = d;
+    return SPMD_OK;
+}
+
+spmd_status spmd_detach(spmd_dev *d) {
+    spmd_status s = SPMD_OK;
+    if (!d) return SPMD_ERR_NULL;
+    if (!SPMD__LD_ACQ(&d->attached)) return SPMD_ERR_STATE;
+    if (d->inflight) {
+        s = spmd__fail(d, SPMD_ERR_STATE, "detached with %d requests never waited", d->inflight);
+        spmd__log(d->mesh, SPMD_LOG_ERROR, d->id, "%s", d->err);
+        spmd__break(d->mesh, SPMD_ERR_STATE, d->id, d->err);
+    }
+    SPMD__ST_SC(&d->attached, 0u);
+    SPMD__FADD(&d->mesh->nattached, (uint32_t)-1);
+    return s;
+}
+
+typedef struct spmd__run_ctx {
+    spmd_mesh *m;
+    spmd_fn fn;
+    void *arg;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int gate; /* 0: wait, 1: go, -1: abandon */
+} spmd__run_ctx;
+
+typedef struct spmd__run_arg {
+    spmd__run_ctx *ctx;
+    int device;
+} spmd__run_arg;
+
+static void *spmd__run_thread(void *p) {
+    spmd__run_arg *a = (spmd__run_arg *)p;
+    spmd__run_ctx *c = a->ctx;
+    spmd_dev *d;
+    int gate;
+    pthread_mutex_lock(&c->lock);
+    while (c->gate == 0) pthread_cond_wait(&c->cond, &c->lock);
+    gate = c->gate;
+    pthread_mutex_unlock(&c->lock);
+    if (gate < 0) return NULL;
+    if (spmd_attach(c->m, a->device, &d) != SPMD_OK) return NULL;
+    c->fn(d, c->arg);
+    spmd_detach(d);
+    return NULL;
+}
+
+spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
+    spmd__run_ctx c;
+    spmd__run_arg *args;
+    pthread_t *th;
+    pthread_attr_t attr;
+    uint32_t expect = 0;
+    int i, started = 0;
+    spmd_status s;
+    if (!m || !fn) return SPMD_ERR_NULL;
+    if (!SPMD__CAS(&m->running, &expect, 1u)) return SPMD_ERR_BUSY;
+    if (SPMD__LD_ACQ(&m->nattached)) { SPMD__ST_SC(&m->running, 0u); return SPMD_ERR_BUSY; }
+    args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *args);
+    th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *th);
+    if (!args || !th) {
+        spmd__free(&m->alloc, args);
+        spmd__free(&m->alloc, th);
+        SPMD__ST_SC(&m->running, 0u);
+        return SPMD_ERR_NOMEM;
+    }
+    SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
+    c.m = m;
+    c.fn = fn;
+    c.arg = arg;
+    c.gate = 0;
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    pthread_attr_init(&attr);
+    if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
+    for (i = 0; i < m->size; i++) {
+        args[i].ctx = &c;
+        args[i].device = i;
+        if (pthread_create(&th[i], &attr, spmd__run_thread, &args[i]) != 0) break;
+        started++;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&c.lock);
+    c.gate = started == m->size ? 1 : -1;
+    pthread_cond_broadcast(&c.cond);
+    pthread_mutex_unlock(&c.lock);
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&c.lock);
+    pthread_cond_destroy(&c.cond);
+    spmd__free(&m->alloc, args);
+    spmd__free(&m->alloc, th);
+    if (started < m->size) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, m->size);
+        s = SPMD_ERR_SYSTEM;
+    } else {
+        s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+    }
+    SPMD__ST_SC(&m->running, 0u);
+    return s;
+}
+
+int spmd_device_id(const spmd_dev *d) { return d ? d->id : -(int)SPMD_ERR_NULL; }
+spmd_mesh *spmd_device_mesh(const spmd_dev *d) { return d ? d->mesh : NULL; }
+int spmd_device_coords(const spmd_dev *d, int coords[SPMD_MAX_AXES]) {
+    if (!d || !coords) return -(int)SPMD_ERR_NULL;
+    memcpy(coords, d->coords, (size_t)d->mesh->ndim * sizeof(int));
+    return d->mesh->ndim;
+}
+const char *spmd_last_error(const spmd_dev *d) { return d ? d->err : ""; }
+
+static int spmd__axis_query(spmd_dev *d, const char *axes, int want_index) {
+    int ax[SPMD_MAX_AXES], n;
+    char why[160];
+    spmd_status s;
+    if (!d) return -(int)SPMD_ERR_NULL;
+    s = spmd__parse_axes(d->mesh, axes, ax, &n, why, sizeof why);
+    if (s != SPMD_OK) return -(int)spmd__fail(d, s, "%s: %s", want_index ? "axis_index" : "axis_size", why);
+    return want_index ? spmd__axes_index(d, ax, n) : spmd__axes_size(d->mesh, ax, n);
+}
+int spmd_axis_index(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 1); }
+int spmd_axis_size(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 0); }
+
+spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                           spmd_op op, const char *axes, const spmd_opts *opts) {
+    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
+    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, NULL);
+}
+spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts);
+}
+spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       const char *axes, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MEAN, axes, opts);
+}
+spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MAX, axes, opts);
+}
+spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MIN, axes, opts);
+}
+spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       const char *axes, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_PROD, axes, opts);
+}
+spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+                         const char *axis, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMAX, axis, opts);
+}
+spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+                         const char *axis, const spmd_opts *opts) {
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMIN, axis, opts);
+}
+spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
+    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
+                              opts, 0, NULL);
+}
+
+spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                 spmd_op op, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "allreduce_start: req is NULL") : SPMD_ERR_NULL;
+    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, req);
+}
+spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                            const char *axes, const spmd_opts *opts, spmd_req **req) {
+    return spmd_allreduce_start(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts, req);
+}
+spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "barrier_start: req is NULL") : SPMD_ERR_NULL;
+    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
+                              opts, 0, req);
+}
+
+spmd_status spmd_wait(spmd_req *r) {
+    spmd_status s = spmd__req_check(r);
+    if (s != SPMD_OK) return s;
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+spmd_status spmd_done(spmd_req *r) { return spmd_wait(r); }
+
+spmd_status spmd_test(spmd_req *r, int *done) {
+    spmd_status s = spmd__req_check(r);
+    if (done) *done = 0;
+    if (s != SPMD_OK) return s;
+    if (!done) return SPMD_ERR_NULL;
+    if (r->state != SPMD__R_DONE) spmd__poll(r, spmd__now_ns());
+    if (r->state != SPMD__R_DONE) return SPMD_OK;
+    s = r->status;
+    spmd__req_release(r);
+    *done = 1;
+    return s;
+}
+
+spmd_status spmd_wait_all(spmd_req **reqs, int n) {
+    spmd_status first = SPMD_OK;
+    int i;
+    if (n < 0) return SPMD_ERR_INVALID;
+    if (n && !reqs) return SPMD_ERR_NULL;
+    for (i = 0; i < n; i++) {
+        spmd_status s;
+        if (!reqs[i]) continue;
+        s = spmd_wait(reqs[i]);
+        reqs[i] = NULL;
+        if (s != SPMD_OK && first == SPMD_OK) first = s;
+    }
+    return first;
+}
+
+#endif /* SPMDCOLL_IMPLEMENTATION */
+
+/*
+REVISION HISTORY
+    0.1.0 (2026-11-22)  first release: meshes with named axes, the thread
+                        backend, psum/pmean/pmax/pmin/pprod/pargmax/pargmin
+                        and barrier with async forms, deadlines, check mode.
+
+LICENSE
+MIT License
+
+Copyright (c) 2026 the spmdcoll developers
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+*/
