@@ -985,15 +985,20 @@ static spmd_status spmd__parse_axes(const spmd_mesh *m, const char *axes, int *i
     for (;;) {
         const char *s = p, *e;
         size_t len;
+        int last;
         while (*s == ' ') s++;
         e = s + strcspn(s, ",");
-        p = *e ? e + 1 : e;
+        last = *e == '\0';
+        p = last ? e : e + 1;
         while (e > s && e[-1] == ' ') e--;
         len = (size_t)(e - s);
         for (i = 0; i < m->ndim; i++)
             if (strlen(m->names[i]) == len && memcmp(m->names[i], s, len) == 0) break;
         if (len == 0 || i == m->ndim) {
-            snprintf(why, whylen, "unknown axis '%.*s' in \"%s\"", (int)(len > 40 ? 40 : len), s, axes);
+            if (len == 0)
+                snprintf(why, whylen, "empty axis name in \"%s\"", axes);
+            else
+                snprintf(why, whylen, "unknown axis '%.*s' in \"%s\"", (int)(len > 40 ? 40 : len), s, axes);
             return SPMD_ERR_AXIS;
         }
         {
@@ -1004,12 +1009,8 @@ static spmd_status spmd__parse_axes(const spmd_mesh *m, const char *axes, int *i
                     return SPMD_ERR_DUP_AXIS;
                 }
         }
-        if (k == SPMD_MAX_AXES) {
-            snprintf(why, whylen, "too many axes in \"%s\"", axes);
-            return SPMD_ERR_AXIS;
-        }
         idx[k++] = i;
-        if (*p == '\0') break;
+        if (last) break;
     }
     *n = k;
     return SPMD_OK;
@@ -1313,7 +1314,7 @@ static void spmd__post(spmd_req *r) {
     if (r->dev->mesh->check) spmd__clog_write(r->dev, r);
     e->sig = r->sig;
     if (r->sig.algo == SPMD__ALG_EAGER) {
-        if (r->in_size) memcpy(data, r->send, r->in_size);
+        if (r->count) memcpy(data, r->send, r->count * r->in_size);
     } else {
         spmd__shared *sh = &g->shared[r->gseq % (uint64_t)g->D];
         memcpy(data, &r->send, sizeof r->send);

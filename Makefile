@@ -1,0 +1,84 @@
+# spmdcoll: make demo | make test | make bench | make install PREFIX=...
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+PREFIX  ?= /usr/local
+BUILD   := build
+WARN    := -Wall -Wextra -Werror
+BASE    := -std=c11 -pthread -I.
+LIBS    := -lm
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors
+SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_TSAN := -O1 -g -fsanitize=thread
+
+.PHONY: all demo test test-plain test-asan test-tsan test-compile bench install clean deps
+
+all: $(BUILD)/tour $(BUILD)/train $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
+
+$(BUILD)/tour: examples/tour.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+$(BUILD)/train: examples/train.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+$(BUILD)/bench: bench/bench.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+$(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+$(BUILD)/asan/%: tests/%.c spmdcoll.h tests/harness.h
+	@mkdir -p $(@D)
+	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+$(BUILD)/tsan/%: tests/%.c spmdcoll.h tests/harness.h
+	@mkdir -p $(@D)
+	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
+demo: $(BUILD)/tour
+	./$(BUILD)/tour
+
+# Every test: the suite built plainly, under ASan+UBSan, under TSan, the
+# compile matrix, and the examples; one closing line "N passed, N failed".
+test: deps $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(BUILD)/train $(BUILD)/tour
+	@sh tests/run.sh all
+
+test-plain: $(TESTS:%=$(BUILD)/plain/%)
+	@sh tests/run.sh plain
+test-asan: $(TESTS:%=$(BUILD)/asan/%)
+	@sh tests/run.sh asan
+test-tsan: $(TESTS:%=$(BUILD)/tsan/%)
+	@sh tests/run.sh tsan
+test-compile:
+	@sh tests/run.sh compile
+
+# The compile matrix needs g++ and clang; installed here when we are root.
+deps:
+	@missing=""; \
+	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing for the compile tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing) >/dev/null || true; \
+	  else \
+	    echo "the compile tests need:$$missing; install with: sudo apt-get install -y$$missing"; \
+	  fi; \
+	fi
+
+bench: $(BUILD)/bench
+	./$(BUILD)/bench -d 2 -b 8 -e 256M
+	./$(BUILD)/bench -d 8 -b 8 -e 1M
+	./$(BUILD)/bench --kernels
+
+install:
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 spmdcoll.h $(DESTDIR)$(PREFIX)/include/spmdcoll.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define SPMD_VERSION_STRING "\(.*\)"/\1/p' spmdcoll.h)"'|' \
+	    tools/spmdcoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll.pc
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,31 @@
+/* Compile test: the header with its implementation, in C99, C11 and C++17,
+   gcc and clang, -Wall -Wextra -Wpedantic -Werror, with and without
+   SPMD_STATIC. other.c is a second translation unit of the same program. */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../../spmdcoll.h"
+#include <stdio.h>
+#include <string.h>
+
+int other_unit(spmd_mesh *m);
+
+static void step(spmd_dev *d, void *arg) {
+    int32_t x = spmd_device_id(d) + 1, y = 0;
+    int *sum = (int *)arg;
+    if (spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL) == SPMD_OK && spmd_device_id(d) == 0) *sum = y;
+}
+
+int main(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m;
+    int sum = 0;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 3;
+    desc.axis_names[0] = "i";
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
+    if (spmd_run(m, step, &sum) != SPMD_OK || sum != 6) return 2;
+    if (other_unit(m) != 3) return 3;
+    if (spmd_mesh_destroy(m) != SPMD_OK) return 4;
+    printf("ok %s\n", spmd_version());
+    return 0;
+}

@@ -1,0 +1,88 @@
+#!/bin/sh
+# Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
+#   sh tests/run.sh [all|plain|asan|tsan|compile]
+# Each test program prints its own closing line; this sums them. A program
+# that crashes, exits non-zero (sanitizer reports do) or prints no closing
+# line counts as one failure.
+mode=${1:-all}
+B=build
+P=0 F=0 S=0
+LOG=$B/test-logs
+mkdir -p $LOG
+
+add_line() { # $1 = closing line, $2 = exit status, $3 = name
+    line=$1 rc=$2 name=$3
+    p=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
+    f=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
+    s=$(printf '%s\n' "$line" | sed -n 's/.*, \([0-9]*\) skipped$/\1/p')
+    if [ -z "$p" ]; then
+        echo "  $name: no closing line (exit $rc): FAILED"; F=$((F + 1)); return
+    fi
+    P=$((P + p)); F=$((F + f)); S=$((S + ${s:-0}))
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+        echo "  $name: exit status $rc: FAILED"; F=$((F + 1))
+    fi
+    echo "  $name: $line"
+}
+
+run_suite() { # $1 = plain|asan|tsan
+    kind=$1
+    for t in test_mesh test_reduce test_vectors test_f16 test_errors; do
+        exe=$B/$kind/$t
+        if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
+        start=$(date +%s)
+        if [ "$kind" = plain ]; then
+            timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
+        else
+            SPMD_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+            TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+                timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
+        fi
+        end=$(date +%s)
+        add_line "$(tail -n 1 $LOG/$kind-$t.out)" $rc "$kind/$t ($((end - start))s)"
+        if [ $rc != 0 ] || grep -q '^FAIL' $LOG/$kind-$t.err; then
+            sed -n '1,30p' $LOG/$kind-$t.err | sed 's/^/      /'
+        fi
+    done
+}
+
+compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = name
+    cc=$1 lang=$2 defs=$3 name=$4
+    if ! command -v $cc >/dev/null 2>&1; then
+        echo "  compile $name: $cc not installed: skipped"; S=$((S + 1)); return
+    fi
+    out=$B/compile/$(echo "$name" | tr ' +/' '_px')
+    mkdir -p $B/compile
+    if $cc $lang -Wall -Wextra -Wpedantic -Werror $defs -pthread \
+           tests/compile/main.c tests/compile/other.c -o $out 2>$out.err && $out >/dev/null; then
+        P=$((P + 1))
+    else
+        echo "  compile $name: FAILED"; sed -n '1,10p' $out.err | sed 's/^/      /'; F=$((F + 1))
+    fi
+}
+
+run_compile() {
+    for st in "" "-DSPMD_STATIC"; do
+        for cc in gcc clang; do
+            for std in c99 c11; do compile_one $cc "-std=$std" "$st" "$cc $std $st"; done
+        done
+        for cxx in g++ clang++; do compile_one $cxx "-x c++ -std=c++17" "$st" "$cxx c++17 $st"; done
+    done
+    echo "  compile matrix: done"
+}
+
+run_examples() {
+    for ex in train tour; do
+        if $B/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
+        else F=$((F + 1)); echo "  example $ex: FAILED"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'; fi
+    done
+}
+
+case $mode in
+    plain|asan|tsan) run_suite $mode ;;
+    compile) run_compile ;;
+    all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_examples ;;
+    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile]"; exit 2 ;;
+esac
+if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
+[ $F = 0 ]

@@ -1,0 +1,469 @@
+/* test_errors.c - failure paths: bad input, timeouts, mismatches, a broken
+   mesh, requests left in flight. Every failure must come back as its own
+   status, within the deadline, without touching the caller's buffers. */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
+#include "harness.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static spmd_mesh *mesh(int ndim, const int *shape, const char *const *names, int64_t timeout_ms,
+                       spmd_check check) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    int i;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = ndim;
+    for (i = 0; i < ndim; i++) {
+        desc.shape[i] = shape[i];
+        desc.axis_names[i] = names[i];
+    }
+    desc.timeout_ms = timeout_ms;
+    desc.check = check;
+    desc.log_level = SPMD_LOG_OFF;
+    T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create");
+    return m;
+}
+
+static spmd_mesh *mesh1(int n, int64_t timeout_ms, spmd_check check) {
+    const char *names[1] = {"i"};
+    return mesh(1, &n, names, timeout_ms, check);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+typedef struct bad_case {
+    const char *what;
+    spmd_status want;
+} bad_case;
+
+#define NBAD 26
+static const bad_case bad_cases[NBAD] = {
+    {"NULL send", SPMD_ERR_NULL},
+    {"NULL recv", SPMD_ERR_NULL},
+    {"NULL axes", SPMD_ERR_NULL},
+    {"unknown axis", SPMD_ERR_AXIS},
+    {"empty axis name", SPMD_ERR_AXIS},
+    {"duplicate axis", SPMD_ERR_DUP_AXIS},
+    {"groups not covering", SPMD_ERR_GROUPS},
+    {"group_size not dividing", SPMD_ERR_GROUPS},
+    {"group index out of range", SPMD_ERR_GROUPS},
+    {"group_size without groups", SPMD_ERR_GROUPS},
+    {"groups with group_size 0", SPMD_ERR_GROUPS},
+    {"dtype 0", SPMD_ERR_INVALID},
+    {"dtype 99", SPMD_ERR_INVALID},
+    {"op 0", SPMD_ERR_INVALID},
+    {"op 99", SPMD_ERR_INVALID},
+    {"bool pmean", SPMD_ERR_DTYPE},
+    {"partial overlap", SPMD_ERR_OVERLAP},
+    {"bool psum in place", SPMD_ERR_OVERLAP},
+    {"count overflow", SPMD_ERR_OVERFLOW},
+    {"pargmax over two axes", SPMD_ERR_INVALID},
+    {"pargmax with groups", SPMD_ERR_GROUPS},
+    {"negative timeout", SPMD_ERR_INVALID},
+    {"invalid algo", SPMD_ERR_INVALID},
+    {"start with NULL req", SPMD_ERR_NULL},
+    {"barrier unknown axis", SPMD_ERR_AXIS},
+    {"axis_index unknown axis", SPMD_ERR_AXIS},
+};
+
+typedef struct bad_result {
+    spmd_status got[NBAD];
+    int untouched[NBAD];
+    int message_ok[NBAD];
+    spmd_status after;
+    float after_value;
+} bad_result;
+
+static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
+    static const int cover_bad[4] = {0, 1, 1, 3};
+    static const int range_bad[4] = {0, 1, 2, 4};
+    static const int ok_groups[4] = {0, 1, 2, 3};
+    spmd_opts o;
+    spmd_req *r = NULL;
+    memset(&o, 0, sizeof o);
+    switch (c) {
+    case 0: return spmd_psum(d, NULL, out, 4, SPMD_F32, "x", NULL);
+    case 1: return spmd_psum(d, buf, NULL, 4, SPMD_F32, "x", NULL);
+    case 2: return spmd_psum(d, buf, out, 4, SPMD_F32, NULL, NULL);
+    case 3: return spmd_psum(d, buf, out, 4, SPMD_F32, "nope", NULL);
+    case 4: return spmd_psum(d, buf, out, 4, SPMD_F32, "x,", NULL);
+    case 5: return spmd_psum(d, buf, out, 4, SPMD_F32, "x, x", NULL);
+    case 6: o.groups = cover_bad; o.group_size = 2; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 7: o.groups = ok_groups; o.group_size = 3; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 8: o.groups = range_bad; o.group_size = 2; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 9: o.group_size = 2; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 10: o.groups = ok_groups; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 11: return spmd_psum(d, buf, out, 4, SPMD_DTYPE_NONE, "x", NULL);
+    case 12: return spmd_psum(d, buf, out, 4, (spmd_dtype)99, "x", NULL);
+    case 13: return spmd_allreduce(d, buf, out, 4, SPMD_F32, SPMD_OP_NONE, "x", NULL);
+    case 14: return spmd_allreduce(d, buf, out, 4, SPMD_F32, (spmd_op)99, "x", NULL);
+    case 15: return spmd_pmean(d, buf, out, 4, SPMD_BOOL, "x", NULL);
+    case 16: return spmd_psum(d, buf, buf + 1, 4, SPMD_F32, "x", NULL);
+    case 17: return spmd_psum(d, buf, buf, 4, SPMD_BOOL, "x", NULL);
+    case 18: return spmd_psum(d, buf, out, SIZE_MAX / 2, SPMD_F32, "x", NULL);
+    case 19: return spmd_pargmax(d, buf, (int32_t *)out, 4, SPMD_F32, "x,y", NULL);
+    case 20: o.groups = ok_groups; o.group_size = 2; return spmd_pargmax(d, buf, (int32_t *)out, 4, SPMD_F32, "x", &o);
+    case 21: o.timeout_ms = -5; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 22: o.algo = (spmd_algo)42; return spmd_psum(d, buf, out, 4, SPMD_F32, "x", &o);
+    case 23: return spmd_psum_start(d, buf, out, 4, SPMD_F32, "x", NULL, NULL);
+    case 24: return spmd_barrier(d, "y,nope", NULL);
+    case 25: {
+        int v = spmd_axis_index(d, "nope");
+        (void)r;
+        return v < 0 ? (spmd_status)-v : SPMD_OK;
+    }
+    }
+    return SPMD_OK;
+}
+
+static void bad_input_device(spmd_dev *d, void *arg) {
+    bad_result *res = (bad_result *)arg + spmd_device_id(d);
+    float buf[8], out[8], sum[1];
+    int c, i;
+    for (c = 0; c < NBAD; c++) {
+        for (i = 0; i < 8; i++) { buf[i] = (float)i; out[i] = -7.0f; }
+        res->got[c] = bad_call(d, c, buf, out);
+        res->untouched[c] = 1;
+        for (i = 0; i < 8; i++)
+            if (buf[i] != (float)i || out[i] != -7.0f) res->untouched[c] = 0;
+        res->message_ok[c] = strlen(spmd_last_error(d)) > 0;
+    }
+    /* the mesh is still usable */
+    buf[0] = 1.0f;
+    res->after = spmd_psum(d, buf, sum, 1, SPMD_F32, "x,y", NULL);
+    res->after_value = sum[0];
+}
+
+static void test_bad_input(void) {
+    static const int shape[2] = {4, 2};
+    static const char *const names[2] = {"x", "y"};
+    spmd_mesh *m = mesh(2, shape, names, 5000, SPMD_CHECK_OFF);
+    bad_result res[8];
+    int dev, c;
+    spmd_status run;
+    memset(res, 0, sizeof res);
+    run = spmd_run(m, bad_input_device, res);
+    for (c = 0; c < NBAD; c++) {
+        int all = 1, untouched = 1, msg = 1;
+        for (dev = 0; dev < 8; dev++) {
+            if (res[dev].got[c] != bad_cases[c].want) all = 0;
+            untouched &= res[dev].untouched[c];
+            msg &= res[dev].message_ok[c];
+        }
+        T_CHECK(all, "%s: device 0 got %s, want %s", bad_cases[c].what, spmd_status_name(res[0].got[c]),
+                spmd_status_name(bad_cases[c].want));
+        T_CHECK(untouched, "%s: buffers were modified", bad_cases[c].what);
+        T_CHECK(msg, "%s: no last-error message", bad_cases[c].what);
+    }
+    for (dev = 0; dev < 8; dev++)
+        T_CHECK(res[dev].after == SPMD_OK && res[dev].after_value == 8.0f,
+                "device %d: psum after bad input: %s, %g", dev, spmd_status_name(res[dev].after),
+                (double)res[dev].after_value);
+    /* the first failure of the run is reported by spmd_run */
+    T_CHECK(run == SPMD_ERR_NULL, "spmd_run returned %s, want the first failure SPMD_ERR_NULL",
+            spmd_status_name(run));
+    T_CHECK(spmd_mesh_status(m) == SPMD_OK, "bad input must not break the mesh");
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+
+    T_CHECK(spmd_psum(NULL, NULL, NULL, 0, SPMD_F32, "x", NULL) == SPMD_ERR_NULL, "NULL device");
+    T_CHECK(spmd_wait(NULL) == SPMD_ERR_NULL, "wait(NULL)");
+    T_CHECK(spmd_wait_all(NULL, 2) == SPMD_ERR_NULL, "wait_all(NULL, 2)");
+    T_CHECK(spmd_wait_all(NULL, -1) == SPMD_ERR_INVALID, "wait_all(NULL, -1)");
+}
+
+/* ---- timeouts ------------------------------------------------------------ */
+
+typedef struct timeout_result {
+    spmd_status st, after;
+    double elapsed;
+    char msg[512];
+} timeout_result;
+
+typedef struct timeout_arg {
+    int absent;          /* this device never calls */
+    size_t count;        /* elements; large ones take the split path */
+    int async;           /* start, compute a little, then wait */
+    int64_t call_timeout;
+    timeout_result res[8];
+} timeout_arg;
+
+static void timeout_device(spmd_dev *d, void *p) {
+    timeout_arg *a = (timeout_arg *)p;
+    int id = spmd_device_id(d);
+    timeout_result *res = &a->res[id];
+    float *x = (float *)calloc(a->count, sizeof(float));
+    float *y = (float *)calloc(a->count, sizeof(float));
+    spmd_opts o;
+    double t0 = now_s();
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = a->call_timeout;
+    if (id != a->absent) {
+        if (a->async) {
+            spmd_req *r;
+            res->st = spmd_psum_start(d, x, y, a->count, SPMD_F32, "i", &o, &r);
+            if (res->st == SPMD_OK) res->st = spmd_wait(r);
+        } else {
+            res->st = spmd_psum(d, x, y, a->count, SPMD_F32, "i", &o);
+        }
+        res->elapsed = now_s() - t0;
+        snprintf(res->msg, sizeof res->msg, "%s", spmd_last_error(d));
+        res->after = spmd_barrier(d, "i", NULL);
+    }
+    free(x);
+    free(y);
+}
+
+static void timeout_case(const char *what, size_t count, int async, int64_t mesh_ms, int64_t call_ms,
+                         int64_t deadline_ms) {
+    timeout_arg a;
+    spmd_mesh *m = mesh1(4, mesh_ms, SPMD_CHECK_OFF);
+    int dev, named = 0, all = 1;
+    double expect = (double)deadline_ms / 1000.0, slowest = 0;
+    spmd_status run;
+    memset(&a, 0, sizeof a);
+    a.absent = 3;
+    a.count = count;
+    a.async = async;
+    a.call_timeout = call_ms;
+    run = spmd_run(m, timeout_device, &a);
+    for (dev = 0; dev < 3; dev++) {
+        if (a.res[dev].st != SPMD_ERR_TIMEOUT) all = 0;
+        if (strstr(a.res[dev].msg, "did not arrive: 3")) named = 1;
+        if (a.res[dev].elapsed > slowest) slowest = a.res[dev].elapsed;
+        T_CHECK(a.res[dev].after == SPMD_ERR_BROKEN, "%s: device %d: call after the timeout gave %s", what, dev,
+                spmd_status_name(a.res[dev].after));
+    }
+    T_CHECK(all, "%s: statuses %s %s %s, want SPMD_ERR_TIMEOUT on every peer", what,
+            spmd_status_name(a.res[0].st), spmd_status_name(a.res[1].st), spmd_status_name(a.res[2].st));
+    T_CHECK(named, "%s: no message names the missing device 3: '%s'", what, a.res[0].msg);
+    /* returned after the deadline, and not long after (generous bound: shared machines) */
+    T_CHECK(slowest >= expect * 0.9 && slowest < expect + 5.0, "%s: returned after %.3f s, deadline %.3f s",
+            what, slowest, expect);
+    T_CHECK(run == SPMD_ERR_TIMEOUT, "%s: spmd_run returned %s", what, spmd_status_name(run));
+    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_TIMEOUT, "%s: mesh status %s", what,
+            spmd_status_name(spmd_mesh_status(m)));
+    T_CHECK(strlen(spmd_mesh_error(m)) > 0, "%s: mesh error empty", what);
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "%s: destroy", what);
+}
+
+static void test_timeouts(void) {
+    timeout_case("eager, mesh deadline", 4, 0, 300, 0, 300);
+    timeout_case("split, mesh deadline", 1 << 16, 0, 300, 0, 300);
+    timeout_case("eager, per-call deadline", 4, 0, 60000, 250, 250);
+    timeout_case("split, async request", 1 << 16, 1, 300, 0, 300);
+    timeout_case("eager, async request", 4, 1, 60000, 200, 200);
+    /* the environment overrides the desc */
+    setenv("SPMD_TIMEOUT_MS", "200", 1);
+    timeout_case("SPMD_TIMEOUT_MS=200", 4, 0, 60000, 0, 200);
+    unsetenv("SPMD_TIMEOUT_MS");
+}
+
+/* ---- mismatches ---------------------------------------------------------- */
+
+typedef struct mismatch_arg {
+    int kind;
+    spmd_status st[4];
+    char msg[4][512];
+} mismatch_arg;
+
+/* Device 1 differs from the others in one way. */
+static void mismatch_device(spmd_dev *d, void *p) {
+    mismatch_arg *a = (mismatch_arg *)p;
+    int id = spmd_device_id(d), odd = id == 1;
+    size_t big = 1 << 15, n = 16;
+    float *x = (float *)calloc(big + 8, sizeof(float));
+    float *y = (float *)calloc(big + 8, sizeof(float));
+    spmd_status s = SPMD_OK;
+    switch (a->kind) {
+    case 0: s = spmd_psum(d, x, y, n, odd ? SPMD_I32 : SPMD_F32, "r", NULL); break;
+    case 1: s = spmd_psum(d, x, y, odd ? n + 1 : n, SPMD_F32, "r", NULL); break;
+    case 2: s = odd ? spmd_pmax(d, x, y, n, SPMD_F32, "r", NULL) : spmd_psum(d, x, y, n, SPMD_F32, "r", NULL); break;
+    case 3: s = odd ? spmd_barrier(d, "r", NULL) : spmd_psum(d, x, y, n, SPMD_F32, "r", NULL); break;
+    case 4: s = spmd_psum(d, x, y, odd ? big + 8 : big, SPMD_F32, "r", NULL); break; /* split path */
+    case 5: /* axes differ: device 1 over "c", the others over "r" (check mode) */
+        s = spmd_psum(d, x, y, n, SPMD_F32, odd ? "c" : "r", NULL);
+        break;
+    }
+    a->st[id] = s;
+    snprintf(a->msg[id], sizeof a->msg[id], "%s", spmd_last_error(d));
+    free(x);
+    free(y);
+}
+
+static void test_mismatches(void) {
+    static const char *const what[6] = {"dtype", "count", "op", "barrier vs psum", "split count",
+                                        "axes (check mode)"};
+    static const char *const side[6][2] = {{"f32", "i32"}, {"x 16", "x 17"}, {"psum", "pmax"},
+                                           {"psum", "barrier"}, {"32768", "32776"}, {"'r'", "'c'"}};
+    static const int shape[2] = {2, 2};
+    static const char *const names[2] = {"r", "c"};
+    int k;
+    for (k = 0; k < 6; k++) {
+        /* a 2x2 mesh: device 1 = (0,1) and device 3 = (1,1) share an "r" group */
+        spmd_mesh *m = mesh(2, shape, names, 4000, k == 5 ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT);
+        mismatch_arg a;
+        spmd_status run;
+        double t0 = now_s(), took;
+        memset(&a, 0, sizeof a);
+        a.kind = k;
+        run = spmd_run(m, mismatch_device, &a);
+        took = now_s() - t0;
+        /* devices 1 and 3 both see the mismatch, except in check mode where
+           device 1 finds it in device 0's log and may break the mesh before
+           device 3 even calls: device 3 then gets SPMD_ERR_BROKEN */
+        T_CHECK(a.st[1] == SPMD_ERR_MISMATCH &&
+                    (a.st[3] == SPMD_ERR_MISMATCH || (k == 5 && a.st[3] == SPMD_ERR_BROKEN)),
+                "%s: devices 1 and 3 got %s and %s", what[k], spmd_status_name(a.st[1]),
+                spmd_status_name(a.st[3]));
+        T_CHECK(strstr(a.msg[1], side[k][0]) && strstr(a.msg[1], side[k][1]),
+                "%s: message does not name both sides: '%s'", what[k], a.msg[1]);
+        T_CHECK(k == 5 || took < 3.0, "%s: took %.2f s, the mismatch should be found on arrival", what[k], took);
+        T_CHECK(k != 5 || took < 3.5, "%s: took %.2f s, check mode should beat the 4 s deadline", what[k], took);
+        T_CHECK(run == SPMD_ERR_MISMATCH || (k == 5 && run == SPMD_ERR_BROKEN), "%s: spmd_run returned %s",
+                what[k], spmd_status_name(run));
+        T_CHECK(spmd_mesh_status(m) == SPMD_ERR_MISMATCH, "%s: mesh status %s", what[k],
+                spmd_status_name(spmd_mesh_status(m)));
+        T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+    }
+}
+
+/* Without check mode, different axes are different groups: a timeout. */
+static void test_axes_without_check(void) {
+    static const int shape[2] = {2, 2};
+    static const char *const names[2] = {"r", "c"};
+    spmd_mesh *m = mesh(2, shape, names, 300, SPMD_CHECK_OFF);
+    mismatch_arg a;
+    memset(&a, 0, sizeof a);
+    a.kind = 5;
+    spmd_run(m, mismatch_device, &a);
+    T_CHECK(a.st[1] == SPMD_ERR_TIMEOUT && a.st[3] == SPMD_ERR_TIMEOUT, "axes without check: %s %s",
+            spmd_status_name(a.st[1]), spmd_status_name(a.st[3]));
+    spmd_mesh_destroy(m);
+}
+
+/* ---- async: many requests in flight, waited in a random order ------------ */
+
+typedef struct async_arg {
+    int bad;
+    unsigned seed;
+} async_arg;
+
+static void async_device(spmd_dev *d, void *p) {
+    async_arg *a = (async_arg *)p;
+    enum { NR = 40 };
+    spmd_req *r[NR];
+    static const char *const axes[3] = {"r", "c", "r,c"};
+    int32_t x[NR][64], y[NR][64];
+    int order[NR], i, j, k;
+    unsigned s = a->seed; /* same sequence of starts on every device */
+    unsigned w = a->seed * 7u + (unsigned)spmd_device_id(d); /* per-device waiting order */
+    int id = spmd_device_id(d), coords[SPMD_MAX_AXES];
+    spmd_device_coords(d, coords);
+    for (i = 0; i < NR; i++) {
+        int n = 1 + (int)((s = s * 1103515245u + 12345u) >> 16) % 64;
+        for (j = 0; j < n; j++) x[i][j] = id * 1000 + i * 10 + j;
+        if (spmd_psum_start(d, x[i], y[i], (size_t)n, SPMD_I32, axes[i % 3], NULL, &r[i]) != SPMD_OK)
+            __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+        order[i] = i;
+    }
+    for (i = NR - 1; i > 0; i--) {
+        k = (int)((w = w * 1103515245u + 12345u) >> 16) % (i + 1);
+        j = order[i]; order[i] = order[k]; order[k] = j;
+    }
+    for (i = 0; i < NR; i++) {
+        int q = order[i], n = 0, G, sumid;
+        if (spmd_wait(r[q]) != SPMD_OK) { __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED); continue; }
+        /* the devices of the group: 2x3 mesh, ids r*3+c */
+        G = q % 3 == 0 ? 2 : q % 3 == 1 ? 3 : 6;
+        sumid = q % 3 == 0 ? coords[1] * 2 + 3 : q % 3 == 1 ? coords[0] * 9 + 3 : 15;
+        s = a->seed;
+        for (j = 0; j <= q; j++) n = 1 + (int)((s = s * 1103515245u + 12345u) >> 16) % 64;
+        for (j = 0; j < n; j++)
+            if (y[q][j] != sumid * 1000 + G * (q * 10 + j)) {
+                __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+                break;
+            }
+    }
+}
+
+static void test_async_inflight(void) {
+    static const int shape[2] = {2, 3};
+    static const char *const names[2] = {"r", "c"};
+    unsigned seed;
+    for (seed = 1; seed <= 3; seed++) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m;
+        async_arg a;
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 2;
+        desc.shape[0] = shape[0];
+        desc.shape[1] = shape[1];
+        desc.axis_names[0] = names[0];
+        desc.axis_names[1] = names[1];
+        desc.max_inflight = seed == 1 ? 4 : 0; /* 4: more requests than slots */
+        desc.log_level = SPMD_LOG_OFF;
+        a.bad = 0;
+        a.seed = seed;
+        T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh");
+        T_CHECK(spmd_run(m, async_device, &a) == SPMD_OK && a.bad == 0,
+                "40 requests in flight over 3 axis sets, seed %u, max_inflight %d: %d bad", seed,
+                desc.max_inflight, a.bad);
+        spmd_mesh_destroy(m);
+    }
+}
+
+/* ---- requests never waited ----------------------------------------------- */
+
+static void leak_device(spmd_dev *d, void *p) {
+    static float x[4], y[4][4];
+    spmd_req *r;
+    (void)p;
+    spmd_psum_start(d, x, y[spmd_device_id(d)], 4, SPMD_F32, "i", NULL, &r);
+    /* returns without waiting: a bug the library must report */
+}
+
+static void test_leak(void) {
+    spmd_mesh *m = mesh1(4, 2000, SPMD_CHECK_OFF);
+    spmd_status run = spmd_run(m, leak_device, NULL);
+    T_CHECK(run == SPMD_ERR_STATE, "returning with a request in flight: spmd_run gave %s", spmd_status_name(run));
+    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_STATE, "mesh status after a leak: %s",
+            spmd_status_name(spmd_mesh_status(m)));
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_ERR_STATE, "destroy reports the requests never waited");
+}
+
+/* double wait on a finished request */
+static void double_wait_device(spmd_dev *d, void *p) {
+    int32_t x = 1, y = 0;
+    spmd_req *r;
+    spmd_status *out = (spmd_status *)p + spmd_device_id(d);
+    spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
+    out[0] = spmd_wait(r);
+    out[2] = spmd_wait(r); /* stale handle: the pool keeps it, marked free */
+}
+
+static void test_double_wait(void) {
+    spmd_mesh *m = mesh1(2, 2000, SPMD_CHECK_OFF);
+    spmd_status st[4] = {SPMD_OK, SPMD_OK, SPMD_OK, SPMD_OK};
+    spmd_run(m, double_wait_device, st);
+    T_CHECK(st[0] == SPMD_OK && st[2] == SPMD_ERR_STATE, "second wait: %s", spmd_status_name(st[2]));
+    spmd_mesh_destroy(m);
+}
+
+int main(void) {
+    test_bad_input();
+    test_timeouts();
+    test_mismatches();
+    test_axes_without_check();
+    test_async_inflight();
+    test_leak();
+    test_double_wait();
+    return t_summary();
+}
