@@ -44,8 +44,8 @@
      SPMD_TIMEOUT_MS   deadline of every wait, overrides the mesh desc
      SPMD_CHECK        1: check mode on (see ERRORS), 0: off
      SPMD_LOG_LEVEL    off, error, warn (default), info, debug
-     SPMD_SPIN_US      how long a wait spins before yielding (default 50,
-                       2 when there are more devices than CPUs)
+     SPMD_SPIN_US      how long a wait spins before yielding (default 50;
+                       0 when there are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
      SPMD_ALGO         eager or split: force a reduction algorithm (bench)
 
@@ -870,7 +870,7 @@ static inline uint16_t spmd__f2b(float f) {
 #define SPMD__FMEAN_I32(a) ((int32_t)((a) / G))
 #define SPMD__FMEAN_U32(a) ((uint32_t)((a) / (uint64_t)G))
 #define SPMD__FMEAN_I64(a) ((int64_t)((a) / G))
-#define SPMD__FMEAN_U64(a) ((uint64_t)((a) / (spmd__u128)G))
+#define SPMD__FMEAN_U64(a) ((uint64_t)((a) / (unsigned)G))
 
 /* bool: sum counts into int32 (JAX converts bools to integers); max = any,
    min = all, prod = all. */
@@ -883,14 +883,17 @@ SPMD__ARGKERNEL(spmd__argmin_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI
 
 /* integers: sum and prod in unsigned arithmetic (wraps, no UB), truncated
    to the dtype at the end, which equals wrapping at every step. */
-#define SPMD__INT_KERNELS(S, T, U, W, FMEAN)                                              \
+#define SPMD__INT_KERNELS_NOMEAN(S, T, U)                                                 \
     SPMD__KERNEL(spmd__sum_##S, T, U, T, (U), SPMD__K_ADD, (T))                         \
     SPMD__KERNEL(spmd__prod_##S, T, U, T, (U), SPMD__K_MUL, (T))                        \
     SPMD__KERNEL(spmd__max_##S, T, T, T, SPMD__ID, SPMD__K_MAXI, SPMD__ID)              \
     SPMD__KERNEL(spmd__min_##S, T, T, T, SPMD__ID, SPMD__K_MINI, SPMD__ID)              \
-    SPMD__KERNEL(spmd__mean_##S, T, W, T, (W), SPMD__K_ADD, FMEAN)                      \
     SPMD__ARGKERNEL(spmd__argmax_##S, T, T, SPMD__ID, SPMD__K_MAXI)                     \
     SPMD__ARGKERNEL(spmd__argmin_##S, T, T, SPMD__ID, SPMD__K_MINI)
+/* mean: the exact sum in a wider integer, divided by G toward zero */
+#define SPMD__INT_KERNELS(S, T, U, W, FMEAN)                                              \
+    SPMD__INT_KERNELS_NOMEAN(S, T, U)                                                   \
+    SPMD__KERNEL(spmd__mean_##S, T, W, T, (W), SPMD__K_ADD, FMEAN)
 
 SPMD__INT_KERNELS(i8, int8_t, uint32_t, int64_t, SPMD__FMEAN_I8)
 SPMD__INT_KERNELS(u8, uint8_t, uint32_t, uint64_t, SPMD__FMEAN_U8)
@@ -901,6 +904,11 @@ SPMD__INT_KERNELS(u32, uint32_t, uint32_t, uint64_t, SPMD__FMEAN_U32)
 #if SPMD__HAS_INT128
 SPMD__INT_KERNELS(i64, int64_t, uint64_t, spmd__i128, SPMD__FMEAN_I64)
 SPMD__INT_KERNELS(u64, uint64_t, uint64_t, spmd__u128, SPMD__FMEAN_U64)
+#else
+SPMD__INT_KERNELS_NOMEAN(i64, int64_t, uint64_t)
+SPMD__INT_KERNELS_NOMEAN(u64, uint64_t, uint64_t)
+#define spmd__mean_i64 NULL
+#define spmd__mean_u64 NULL
 #endif
 
 /* floats: f16/bf16 widen to f32, combine, and round once at the end. */
@@ -931,13 +939,7 @@ static const spmd__kernel spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = {
     {NULL, spmd__sum_bool, spmd__prod_bool, spmd__max_bool, spmd__min_bool, NULL,
      spmd__argmax_bool, spmd__argmin_bool},
     SPMD__KERNEL_ROW(i8), SPMD__KERNEL_ROW(u8), SPMD__KERNEL_ROW(i16), SPMD__KERNEL_ROW(u16),
-    SPMD__KERNEL_ROW(i32), SPMD__KERNEL_ROW(u32),
-#if SPMD__HAS_INT128
-    SPMD__KERNEL_ROW(i64), SPMD__KERNEL_ROW(u64),
-#else
-    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
-#endif
+    SPMD__KERNEL_ROW(i32), SPMD__KERNEL_ROW(u32), SPMD__KERNEL_ROW(i64), SPMD__KERNEL_ROW(u64),
     SPMD__KERNEL_ROW(f16), SPMD__KERNEL_ROW(bf16), SPMD__KERNEL_ROW(f32), SPMD__KERNEL_ROW(f64),
 };
 
@@ -1597,12 +1599,15 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     return 0;
 }
 
-/* Spin briefly, then yield, then sleep on the device's futex word. */
+/* Spin briefly, then yield, then sleep on the device's futex word. With more
+   devices than CPUs a spinning thread only delays the peers it waits for
+   (they need its CPU), so it yields at once. */
 static spmd_status spmd__block(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    uint64_t t0 = 0, spin = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu ? m->spin_os_ns : m->spin_ns;
-    unsigned iter = 0;
+    int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
+    uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
+    unsigned iter = crowded && spin == 0 ? 63u : 0u;
     for (;;) {
         uint64_t now = 0, waited;
         if ((++iter & 63u) == 0 || t0) now = spmd__now_ns();
@@ -1947,7 +1952,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m->check = (int)spmd__env_int("SPMD_CHECK", 0, 1, desc->check == SPMD_CHECK_ON, NULL);
     m->ncpu = spmd__ncpu();
     m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 50, &set) * 1000u;
-    m->spin_os_ns = set ? m->spin_ns : 2000u;
+    m->spin_os_ns = set ? m->spin_ns : 0u;
     m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
     m->D = desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT;
     m->stack_size = desc->thread_stack_size;
