@@ -561,6 +561,17 @@ typedef struct spmd__shared {
     char p2[SPMD__LINE - 8];
 } spmd__shared;
 
+/* A member's own counters for a group (only that member touches them), kept
+   with the group so that every spelling of the same device list -- "i" and
+   "*" on a 1-D mesh, or the identity axis_index_groups -- counts together. */
+typedef struct spmd__mine {
+    uint64_t next;         /* next sequence number on this group */
+    uint64_t left;         /* operations finished, as a prefix */
+    uint64_t minleft;      /* cached minimum of the members' left */
+    uint8_t *fin;          /* D flags: finished out of order */
+    char pad[SPMD__LINE - 32];
+} spmd__mine;
+
 /* A communicator: an ordered list of devices, shared by its members. */
 typedef struct spmd__group {
     uint32_t nsleep; /* members asleep on this group (first line: written often) */
@@ -571,12 +582,13 @@ typedef struct spmd__group {
     int *members;
     size_t stride, eager;
     spmd__member *mem;     /* G */
+    spmd__mine *mine;      /* G */
+    uint8_t *fin;          /* G * D */
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
 } spmd__group;
 
-/* A device's view of a group it uses: the key it was asked by, its index,
-   its sequence numbers. */
+/* A device's view of a group it uses: the key it was asked by and its index. */
 typedef struct spmd__gref {
     int naxes;
     int axes[SPMD_MAX_AXES];
@@ -587,10 +599,7 @@ typedef struct spmd__gref {
     char text[64];         /* the axes as written, for messages */
     spmd__group *g;
     int me;
-    uint64_t next;         /* next sequence number on this group */
-    uint64_t left;         /* operations finished, as a prefix */
-    uint64_t minleft;      /* cached minimum of the members' left */
-    uint8_t *fin;          /* D flags: finished out of order */
+    spmd__mine *my;        /* &g->mine[me] */
 } spmd__gref;
 
 /* Check-mode log of a device's collectives, read by peers (all atomic). */
@@ -1077,6 +1086,8 @@ static spmd_status spmd__check_groups(const spmd_opts *o, int A, char *why, size
 static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g->members);
     spmd__free(&m->alloc, g->mem);
+    spmd__free(&m->alloc, g->mine);
+    spmd__free(&m->alloc, g->fin);
     spmd__free(&m->alloc, g->shared);
     spmd__free(&m->alloc, g->slots);
     spmd__free(&m->alloc, g);
@@ -1105,13 +1116,17 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             g->eager = stride - SPMD__ENTRY_HDR;
             g->members = (int *)spmd__alloc(&m->alloc, (size_t)G * sizeof(int));
             g->mem = (spmd__member *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__member));
+            g->mine = (spmd__mine *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__mine));
+            g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)m->D);
             g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
             g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
-            if (!g->members || !g->mem || !g->shared || !g->slots) {
+            if (!g->members || !g->mem || !g->mine || !g->fin || !g->shared || !g->slots) {
                 spmd__group_free(m, g);
                 g = NULL;
             } else {
+                int k;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
+                for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * (size_t)m->D;
                 g->next = m->gtab[b];
                 m->gtab[b] = g;
             }
@@ -1155,10 +1170,9 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
     }
     gr = (spmd__gref *)spmd__alloc(&m->alloc, sizeof *gr);
     members = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
-    if (gr) gr->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)m->D);
     if (gr && gsize) gr->groups = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
-    if (!gr || !members || !gr->fin || (gsize && !gr->groups)) {
-        if (gr) { spmd__free(&m->alloc, gr->fin); spmd__free(&m->alloc, gr->groups); }
+    if (!gr || !members || (gsize && !gr->groups)) {
+        if (gr) spmd__free(&m->alloc, gr->groups);
         spmd__free(&m->alloc, gr);
         spmd__free(&m->alloc, members);
         return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group reference");
@@ -1191,11 +1205,11 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
     gr->g = spmd__group_get(m, members, G);
     spmd__free(&m->alloc, members);
     if (!gr->g) {
-        spmd__free(&m->alloc, gr->fin);
         spmd__free(&m->alloc, gr->groups);
         spmd__free(&m->alloc, gr);
         return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group of %d devices", G);
     }
+    gr->my = &gr->g->mine[gr->me];
     d->grefs[d->ngrefs++] = gr;
     *out = gr;
     return SPMD_OK;
@@ -1273,15 +1287,17 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
 
 static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
+    spmd__mine *my = gr->my;
+    uint64_t D = (uint64_t)gr->g->D;
     r->status = s;
     r->state = SPMD__R_DONE;
     if (r->sig.algo == SPMD__ALG_LOCAL) return;
-    gr->fin[r->gseq % (uint64_t)gr->g->D] = 1;
-    while (gr->left < gr->next && gr->fin[gr->left % (uint64_t)gr->g->D]) {
-        gr->fin[gr->left % (uint64_t)gr->g->D] = 0;
-        gr->left++;
+    my->fin[r->gseq % D] = 1;
+    while (my->left < my->next && my->fin[my->left % D]) {
+        my->fin[my->left % D] = 0;
+        my->left++;
     }
-    SPMD__ST_SC(&gr->g->mem[gr->me].left, gr->left);
+    SPMD__ST_SC(&gr->g->mem[gr->me].left, my->left);
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
 
@@ -1294,18 +1310,18 @@ static void spmd__retag(uint64_t *w, uint64_t gseq, int shift) {
 }
 
 static int spmd__slot_free(spmd_req *r) {
-    spmd__gref *gr = r->gr;
-    spmd__group *g = gr->g;
+    spmd__mine *my = r->gr->my;
+    spmd__group *g = r->gr->g;
     uint64_t need, lo = UINT64_MAX;
     int k;
     if (r->gseq < (uint64_t)g->D) return 1;
     need = r->gseq - (uint64_t)g->D + 1;
-    if (gr->minleft >= need) return 1;
+    if (my->minleft >= need) return 1;
     for (k = 0; k < g->G; k++) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
         if (v < lo) lo = v;
     }
-    gr->minleft = lo;
+    my->minleft = lo;
     return lo >= need;
 }
 
@@ -1592,7 +1608,10 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     if (r->state == SPMD__R_DONE) return 1;
     if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
     if (now) {
-        if (!r->deadline) r->deadline = now + (uint64_t)r->timeout_ms * 1000000u;
+        if (!r->deadline) {
+            uint64_t ms = (uint64_t)r->timeout_ms, room = (UINT64_MAX - now) / 1000000u;
+            r->deadline = ms < room ? now + ms * 1000000u : UINT64_MAX; /* saturate */
+        }
         if (m->check && spmd__check_missing(r)) return 1;
         if (now >= r->deadline && spmd__expire(r)) return 1;
     }
@@ -1759,7 +1778,7 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
             r->task_elems = te;
             r->ntasks = (uint32_t)((count + te - 1) / te);
         }
-        r->gseq = gr->next++;
+        r->gseq = gr->my->next++;
         r->global = d->global++;
         r->state = SPMD__R_POST;
         m->vt->progress(r);
@@ -1870,7 +1889,6 @@ static void spmd__mesh_free(spmd_mesh *m) {
             int k;
             if (!d) continue;
             for (k = 0; k < d->ngrefs; k++) {
-                spmd__free(&a, d->grefs[k]->fin);
                 spmd__free(&a, d->grefs[k]->groups);
                 spmd__free(&a, d->grefs[k]);
             }

@@ -1,0 +1,1280 @@
+/* test_reduce.c - conformance sweep of the reductions (psum, pmean, pmax,
+   pmin, pprod, pargmax, pargmin and spmd_allreduce) against a plain
+   reference computed on the main thread.
+
+   How it works: for each mesh the main thread builds a list of cases (axes,
+   axis_index_groups, dtype, op, length, in place or not, algorithm, API
+   entry point), generates every device's input from a seeded RNG, runs one
+   spmd_run() in which each device performs the whole batch of cases in
+   order, and then computes the reference for every group (a loop over the
+   group members' inputs in group order 0..G-1) and compares each device's
+   output bit for bit (NaN equals NaN). One T_CHECK per case.
+
+   Env: SPMD_TEST_SEED overrides the seed (printed); SPMD_TEST_QUICK=1 caps
+   the long length at 1<<16 and runs fewer repetitions (sanitizer builds). */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
+#include "harness.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAXDEV 16
+#define MAXCLUSTER 8
+#define GUARD 32 /* bytes after every output buffer that must stay untouched */
+#define GUARD_BYTE 0xA7
+#define FILL_BYTE 0x5C
+
+/* ---- RNG (splitmix64) ------------------------------------------------------ */
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rnext(rng_t *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static unsigned rbelow(rng_t *r, unsigned n) { return (unsigned)(rnext(r) % n); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- dtype facts --------------------------------------------------------------- */
+static const spmd_dtype ALL_DTYPES[] = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16,  SPMD_U16, SPMD_I32,
+                                        SPMD_U32,  SPMD_I64, SPMD_U64, SPMD_F16,  SPMD_BF16, SPMD_F32,
+                                        SPMD_F64};
+#define NDTYPES ((int)(sizeof ALL_DTYPES / sizeof ALL_DTYPES[0]))
+static const spmd_op ALL_OPS[] = {SPMD_OP_SUM, SPMD_OP_PROD,   SPMD_OP_MAX,   SPMD_OP_MIN,
+                                  SPMD_OP_MEAN, SPMD_OP_ARGMAX, SPMD_OP_ARGMIN};
+#define NOPS ((int)(sizeof ALL_OPS / sizeof ALL_OPS[0]))
+
+static size_t esize(spmd_dtype t) {
+    switch (t) {
+    case SPMD_BOOL: case SPMD_I8: case SPMD_U8: return 1;
+    case SPMD_I16: case SPMD_U16: case SPMD_F16: case SPMD_BF16: return 2;
+    case SPMD_I32: case SPMD_U32: case SPMD_F32: return 4;
+    case SPMD_I64: case SPMD_U64: case SPMD_F64: return 8;
+    default: return 0;
+    }
+}
+static const char *dname(spmd_dtype t) {
+    static const char *n[] = {"none", "bool", "i8",  "u8",  "i16", "u16", "i32",
+                              "u32",  "i64",  "u64", "f16", "bf16", "f32", "f64"};
+    return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
+}
+static const char *oname(spmd_op o) {
+    static const char *n[] = {"none", "sum", "prod", "max", "min", "mean", "argmax", "argmin"};
+    return (unsigned)o < sizeof n / sizeof n[0] ? n[o] : "?";
+}
+static const char *aname(spmd_algo a) {
+    return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : "default";
+}
+static int is_float(spmd_dtype t) {
+    return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64;
+}
+static int is_arg(spmd_op o) { return o == SPMD_OP_ARGMAX || o == SPMD_OP_ARGMIN; }
+/* element size of the result */
+static size_t out_esize(spmd_dtype t, spmd_op o) {
+    if (is_arg(o)) return 4;
+    if (t == SPMD_BOOL && o == SPMD_OP_SUM) return 4;
+    return esize(t);
+}
+static int inplace_ok(spmd_dtype t, spmd_op o) { return out_esize(t, o) == esize(t); }
+
+/* ---- reference half-precision conversions (plain, not the library's) ------- */
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static float ref_f16_to_f32(uint16_t h) {
+    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexp((double)m, -24);
+    else v = ldexp((double)(m + 1024), e - 25);
+    return (float)(sign ? -v : v);
+}
+static float ref_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* a >= 0 finite, rounded to nearest even into a format with mbits stored
+   mantissa bits; bits without sign (see test_f16.c) */
+static uint32_t ref_round(double a, int mbits, int emin, int bias, int emax_field) {
+    if (a == 0) return 0;
+    int k;
+    (void)frexp(a, &k);
+    int E = k - 1;
+    if (E < emin) E = emin;
+    if (E + bias >= emax_field) return (uint32_t)emax_field << mbits;
+    double quantum = ldexp(1.0, E - mbits);
+    double q = a / quantum;
+    double r = floor(q);
+    double frac = q - r;
+    if (frac > 0.5 || (frac == 0.5 && ((int64_t)r & 1))) r += 1;
+    double one = ldexp(1.0, mbits);
+    uint32_t bits;
+    if (r < one) bits = (uint32_t)r;
+    else bits = ((uint32_t)(E + bias) << mbits) + (uint32_t)(r - one);
+    if (bits >= ((uint32_t)emax_field << mbits)) bits = (uint32_t)emax_field << mbits;
+    return bits;
+}
+static uint16_t ref_f32_to_f16(float f) {
+    uint16_t s = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return s | 0x7e00;
+    if (isinf(f)) return s | 0x7c00;
+    return (uint16_t)(s | ref_round(fabs((double)f), 10, -14, 15, 31));
+}
+static uint16_t ref_f32_to_bf16(float f) {
+    uint16_t s = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return s | 0x7fc0;
+    if (isinf(f)) return s | 0x7f80;
+    return (uint16_t)(s | ref_round(fabs((double)f), 7, -126, 127, 255));
+}
+static float F16TAB[65536], BF16TAB[65536];
+static void init_tables(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        F16TAB[h] = ref_f16_to_f32((uint16_t)h);
+        BF16TAB[h] = ref_bf16_to_f32((uint16_t)h);
+    }
+}
+
+/* ---- the reference reductions -------------------------------------------------
+   in[j] = input of group member j (group order), G members, n elements. */
+typedef const unsigned char *const *inlist;
+
+/* max/min with NaN propagation, combined in order (acc first) */
+#define FMAX(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define FMIN(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
+
+/* Integers. T element type, M unsigned type for wrapping arithmetic (at least
+   32 bits so that 8/16-bit products cannot overflow int), W exact sum type. */
+#define DEF_REF_INT(NAME, T, M, W)                                                    \
+    static void NAME(spmd_op op, size_t n, inlist in, int G, unsigned char *outp) {   \
+        T *out = (T *)outp;                                                           \
+        int32_t *oi = (int32_t *)outp;                                                \
+        for (size_t i = 0; i < n; i++) {                                              \
+            switch (op) {                                                             \
+            case SPMD_OP_SUM: {                                                       \
+                M acc = 0;                                                            \
+                for (int j = 0; j < G; j++) acc = (M)(acc + (M)((const T *)in[j])[i]); \
+                out[i] = (T)acc;                                                      \
+            } break;                                                                  \
+            case SPMD_OP_PROD: {                                                      \
+                M acc = 1;                                                            \
+                for (int j = 0; j < G; j++) acc = (M)(acc * (M)((const T *)in[j])[i]); \
+                out[i] = (T)acc;                                                      \
+            } break;                                                                  \
+            case SPMD_OP_MEAN: {                                                      \
+                W s = 0;                                                              \
+                for (int j = 0; j < G; j++) s += (W)((const T *)in[j])[i];            \
+                out[i] = (T)(s / (W)G);                                               \
+            } break;                                                                  \
+            case SPMD_OP_MAX: case SPMD_OP_ARGMAX: {                                  \
+                T m = ((const T *)in[0])[i];                                          \
+                for (int j = 1; j < G; j++) {                                         \
+                    T x = ((const T *)in[j])[i];                                      \
+                    if (x > m) m = x;                                                 \
+                }                                                                     \
+                if (op == SPMD_OP_MAX) { out[i] = m; break; }                         \
+                int32_t r = INT32_MAX;                                                \
+                for (int j = 0; j < G; j++)                                           \
+                    if (((const T *)in[j])[i] == m) { r = j; break; }                 \
+                oi[i] = r;                                                            \
+            } break;                                                                  \
+            case SPMD_OP_MIN: case SPMD_OP_ARGMIN: {                                  \
+                T m = ((const T *)in[0])[i];                                          \
+                for (int j = 1; j < G; j++) {                                         \
+                    T x = ((const T *)in[j])[i];                                      \
+                    if (x < m) m = x;                                                 \
+                }                                                                     \
+                if (op == SPMD_OP_MIN) { out[i] = m; break; }                         \
+                int32_t r = INT32_MAX;                                                \
+                for (int j = 0; j < G; j++)                                           \
+                    if (((const T *)in[j])[i] == m) { r = j; break; }                 \
+                oi[i] = r;                                                            \
+            } break;                                                                  \
+            default: break;                                                           \
+            }                                                                         \
+        }                                                                             \
+    }
+DEF_REF_INT(ref_i8, int8_t, uint32_t, int64_t)
+DEF_REF_INT(ref_u8, uint8_t, uint32_t, uint64_t)
+DEF_REF_INT(ref_i16, int16_t, uint32_t, int64_t)
+DEF_REF_INT(ref_u16, uint16_t, uint32_t, uint64_t)
+DEF_REF_INT(ref_i32, int32_t, uint32_t, int64_t)
+DEF_REF_INT(ref_u32, uint32_t, uint32_t, uint64_t)
+DEF_REF_INT(ref_i64, int64_t, uint64_t, __int128)
+DEF_REF_INT(ref_u64, uint64_t, uint64_t, unsigned __int128)
+
+/* Floats. LOAD gives the element as the accumulation type A; STORE rounds. */
+#define DEF_REF_FLOAT(NAME, T, A, LOAD, STORE)                                        \
+    static void NAME(spmd_op op, size_t n, inlist in, int G, unsigned char *outp) {   \
+        T *out = (T *)outp;                                                           \
+        int32_t *oi = (int32_t *)outp;                                                \
+        for (size_t i = 0; i < n; i++) {                                              \
+            A acc = LOAD(in[0], i);                                                   \
+            switch (op) {                                                             \
+            case SPMD_OP_SUM:                                                         \
+                for (int j = 1; j < G; j++) acc = acc + LOAD(in[j], i);               \
+                out[i] = STORE(acc);                                                  \
+                break;                                                                \
+            case SPMD_OP_MEAN:                                                        \
+                for (int j = 1; j < G; j++) acc = acc + LOAD(in[j], i);               \
+                acc = acc / (A)G;                                                     \
+                out[i] = STORE(acc);                                                  \
+                break;                                                                \
+            case SPMD_OP_PROD:                                                        \
+                for (int j = 1; j < G; j++) acc = acc * LOAD(in[j], i);               \
+                out[i] = STORE(acc);                                                  \
+                break;                                                                \
+            case SPMD_OP_MAX: case SPMD_OP_ARGMAX:                                    \
+                for (int j = 1; j < G; j++) { A x = LOAD(in[j], i); acc = FMAX(acc, x); } \
+                if (op == SPMD_OP_MAX) { out[i] = STORE(acc); break; }                \
+                oi[i] = INT32_MAX;                                                    \
+                for (int j = 0; j < G; j++)                                           \
+                    if (LOAD(in[j], i) == acc) { oi[i] = j; break; }                  \
+                break;                                                                \
+            case SPMD_OP_MIN: case SPMD_OP_ARGMIN:                                    \
+                for (int j = 1; j < G; j++) { A x = LOAD(in[j], i); acc = FMIN(acc, x); } \
+                if (op == SPMD_OP_MIN) { out[i] = STORE(acc); break; }                \
+                oi[i] = INT32_MAX;                                                    \
+                for (int j = 0; j < G; j++)                                           \
+                    if (LOAD(in[j], i) == acc) { oi[i] = j; break; }                  \
+                break;                                                                \
+            default: break;                                                           \
+            }                                                                         \
+        }                                                                             \
+    }
+#define LD_F32(p, i) (((const float *)(p))[i])
+#define LD_F64(p, i) (((const double *)(p))[i])
+#define LD_F16(p, i) (F16TAB[((const uint16_t *)(p))[i]])
+#define LD_BF16(p, i) (BF16TAB[((const uint16_t *)(p))[i]])
+#define ST_SAME(x) (x)
+DEF_REF_FLOAT(ref_f32, float, float, LD_F32, ST_SAME)
+DEF_REF_FLOAT(ref_f64, double, double, LD_F64, ST_SAME)
+DEF_REF_FLOAT(ref_f16, uint16_t, float, LD_F16, ref_f32_to_f16)
+DEF_REF_FLOAT(ref_bf16, uint16_t, float, LD_BF16, ref_f32_to_bf16)
+
+/* bool: psum counts nonzero inputs (int32); max = any, min = all, prod = all;
+   argmax/argmin compare truth values. */
+static void ref_bool(spmd_op op, size_t n, inlist in, int G, unsigned char *outp) {
+    for (size_t i = 0; i < n; i++) {
+        int cnt = 0;
+        for (int j = 0; j < G; j++) cnt += in[j][i] != 0;
+        int any = cnt > 0, all = cnt == G;
+        switch (op) {
+        case SPMD_OP_SUM: { int32_t c = cnt; memcpy(outp + 4 * i, &c, 4); } break;
+        case SPMD_OP_MAX: outp[i] = (unsigned char)any; break;
+        case SPMD_OP_MIN: case SPMD_OP_PROD: outp[i] = (unsigned char)all; break;
+        case SPMD_OP_ARGMAX: case SPMD_OP_ARGMIN: {
+            int m = op == SPMD_OP_ARGMAX ? any : all;
+            int32_t r = INT32_MAX;
+            for (int j = 0; j < G; j++)
+                if ((in[j][i] != 0) == m) { r = j; break; }
+            memcpy(outp + 4 * i, &r, 4);
+        } break;
+        default: break;
+        }
+    }
+}
+
+static void ref_reduce(spmd_dtype t, spmd_op op, size_t n, inlist in, int G, unsigned char *out) {
+    switch (t) {
+    case SPMD_BOOL: ref_bool(op, n, in, G, out); break;
+    case SPMD_I8: ref_i8(op, n, in, G, out); break;
+    case SPMD_U8: ref_u8(op, n, in, G, out); break;
+    case SPMD_I16: ref_i16(op, n, in, G, out); break;
+    case SPMD_U16: ref_u16(op, n, in, G, out); break;
+    case SPMD_I32: ref_i32(op, n, in, G, out); break;
+    case SPMD_U32: ref_u32(op, n, in, G, out); break;
+    case SPMD_I64: ref_i64(op, n, in, G, out); break;
+    case SPMD_U64: ref_u64(op, n, in, G, out); break;
+    case SPMD_F16: ref_f16(op, n, in, G, out); break;
+    case SPMD_BF16: ref_bf16(op, n, in, G, out); break;
+    case SPMD_F32: ref_f32(op, n, in, G, out); break;
+    case SPMD_F64: ref_f64(op, n, in, G, out); break;
+    default: break;
+    }
+}
+
+/* Element i of a result equal to the reference? (bits, NaN == NaN) */
+static int elem_equal(spmd_dtype t, spmd_op op, const unsigned char *a, const unsigned char *b, size_t i) {
+    size_t es = out_esize(t, op);
+    if (memcmp(a + i * es, b + i * es, es) == 0) return 1;
+    if (is_arg(op) || !is_float(t)) return 0;
+    if (t == SPMD_F16 || t == SPMD_BF16) {
+        uint16_t x, y;
+        memcpy(&x, a + 2 * i, 2);
+        memcpy(&y, b + 2 * i, 2);
+        float fx = t == SPMD_F16 ? F16TAB[x] : BF16TAB[x], fy = t == SPMD_F16 ? F16TAB[y] : BF16TAB[y];
+        return isnan(fx) && isnan(fy);
+    }
+    if (t == SPMD_F32) {
+        float x, y;
+        memcpy(&x, a + 4 * i, 4);
+        memcpy(&y, b + 4 * i, 4);
+        return isnan(x) && isnan(y);
+    }
+    double x, y;
+    memcpy(&x, a + 8 * i, 8);
+    memcpy(&y, b + 8 * i, 8);
+    return isnan(x) && isnan(y);
+}
+static void fmt_elem(char *buf, size_t cap, spmd_dtype t, spmd_op op, const unsigned char *p, size_t i) {
+    size_t es = out_esize(t, op);
+    const unsigned char *q = p + i * es;
+    if (es == 4 && (is_arg(op) || t == SPMD_BOOL)) {
+        int32_t v; memcpy(&v, q, 4); snprintf(buf, cap, "%d", (int)v); return;
+    }
+    switch (t) {
+    case SPMD_BOOL: snprintf(buf, cap, "%u", q[0]); break;
+    case SPMD_I8: snprintf(buf, cap, "%d", (int)(int8_t)q[0]); break;
+    case SPMD_U8: snprintf(buf, cap, "%u", q[0]); break;
+    case SPMD_I16: { int16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%d", v); } break;
+    case SPMD_U16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%u", v); } break;
+    case SPMD_I32: { int32_t v; memcpy(&v, q, 4); snprintf(buf, cap, "%d", (int)v); } break;
+    case SPMD_U32: { uint32_t v; memcpy(&v, q, 4); snprintf(buf, cap, "%u", (unsigned)v); } break;
+    case SPMD_I64: { int64_t v; memcpy(&v, q, 8); snprintf(buf, cap, "%lld", (long long)v); } break;
+    case SPMD_U64: { uint64_t v; memcpy(&v, q, 8); snprintf(buf, cap, "%llu", (unsigned long long)v); } break;
+    case SPMD_F16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)F16TAB[v], v); } break;
+    case SPMD_BF16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)BF16TAB[v], v); } break;
+    case SPMD_F32: { float v; memcpy(&v, q, 4); snprintf(buf, cap, "%.9g (0x%08x)", (double)v, (unsigned)f2u(v)); } break;
+    case SPMD_F64: { double v; uint64_t u; memcpy(&v, q, 8); memcpy(&u, q, 8);
+                     snprintf(buf, cap, "%.17g (0x%016llx)", v, (unsigned long long)u); } break;
+    default: snprintf(buf, cap, "?"); break;
+    }
+}
+
+/* ---- meshes, axes, groups ------------------------------------------------------ */
+static const char *AXNAME[3] = {"dp", "tp", "pp"};
+
+typedef struct {
+    int ndim, shape[3];
+} meshdef;
+
+typedef struct {
+    char axes[32];      /* the string passed to the library */
+    int nnamed, named[3]; /* mesh dims in the order named */
+    int size;           /* product of the named axes' sizes */
+    int gsize;          /* 0: no axis_index_groups, else entries per group */
+    int groups[MAXDEV]; /* flattened partition of [0, size) */
+    int single;         /* exactly one axis named, no groups: valid for pargmax */
+} axvar;
+
+typedef struct {
+    meshdef md;
+    int ndev;
+    spmd_mesh *m;
+    axvar var[96];
+    int nvar;
+} meshctx;
+
+static void mesh_desc_str(const meshdef *md, char *buf, size_t cap) {
+    if (md->ndim == 1) snprintf(buf, cap, "(%d)", md->shape[0]);
+    else if (md->ndim == 2) snprintf(buf, cap, "(%d,%d)", md->shape[0], md->shape[1]);
+    else snprintf(buf, cap, "(%d,%d,%d)", md->shape[0], md->shape[1], md->shape[2]);
+}
+static void groups_str(const axvar *v, char *buf, size_t cap) {
+    if (!v->gsize) { snprintf(buf, cap, "none"); return; }
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = 0; k < v->size && o + 8 < cap; k++) {
+        o += (size_t)snprintf(buf + o, cap - o, "%s%d", k == 0 ? "[" : (k % v->gsize == 0) ? "|" : " ",
+                              v->groups[k]);
+    }
+    if (o + 2 < cap) snprintf(buf + o, cap - o, "]");
+}
+
+static void coords_of(const meshdef *md, int dev, int c[3]) {
+    for (int d = md->ndim - 1; d >= 0; d--) {
+        c[d] = dev % md->shape[d];
+        dev /= md->shape[d];
+    }
+}
+static int dev_of(const meshdef *md, const int c[3]) {
+    int id = 0;
+    for (int d = 0; d < md->ndim; d++) id = id * md->shape[d] + c[d];
+    return id;
+}
+/* The group of `dev` under variant v, in group order; returns G. */
+static int group_members(const meshdef *md, const axvar *v, int dev, int *members) {
+    int c[3];
+    coords_of(md, dev, c);
+    int idx = 0;
+    for (int k = 0; k < v->nnamed; k++) idx = idx * md->shape[v->named[k]] + c[v->named[k]];
+    int list[MAXDEV], G;
+    if (v->gsize) {
+        int pos = -1;
+        for (int k = 0; k < v->size; k++)
+            if (v->groups[k] == idx) pos = k;
+        int g0 = pos / v->gsize * v->gsize;
+        for (int k = 0; k < v->gsize; k++) list[k] = v->groups[g0 + k];
+        G = v->gsize;
+    } else {
+        for (int k = 0; k < v->size; k++) list[k] = k;
+        G = v->size;
+    }
+    for (int j = 0; j < G; j++) {
+        int t = list[j], cc[3] = {c[0], c[1], c[2]};
+        for (int k = v->nnamed - 1; k >= 0; k--) {
+            int d = v->named[k];
+            cc[d] = t % md->shape[d];
+            t /= md->shape[d];
+        }
+        members[j] = dev_of(md, cc);
+    }
+    return G;
+}
+
+static void add_var(meshctx *mc, const int *dims, int nd, int star) {
+    if (mc->nvar >= (int)(sizeof mc->var / sizeof mc->var[0])) return;
+    axvar *v = &mc->var[mc->nvar++];
+    memset(v, 0, sizeof *v);
+    v->nnamed = nd;
+    v->size = 1;
+    size_t o = 0;
+    for (int k = 0; k < nd; k++) {
+        v->named[k] = dims[k];
+        v->size *= mc->md.shape[dims[k]];
+        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXNAME[dims[k]]);
+    }
+    if (star) snprintf(v->axes, sizeof v->axes, "*");
+    v->single = nd == 1 && !star;
+}
+/* a copy of variant `base` with a random partition into groups of gsize */
+static void add_group_var(meshctx *mc, int base, int gsize, rng_t *r, int shuffle) {
+    if (mc->nvar >= (int)(sizeof mc->var / sizeof mc->var[0])) return;
+    axvar *v = &mc->var[mc->nvar++];
+    *v = mc->var[base];
+    v->single = 0;
+    v->gsize = gsize;
+    for (int k = 0; k < v->size; k++) v->groups[k] = k;
+    if (shuffle)
+        for (int k = v->size - 1; k > 0; k--) {
+            int j = (int)rbelow(r, (unsigned)k + 1);
+            int t = v->groups[k]; v->groups[k] = v->groups[j]; v->groups[j] = t;
+        }
+}
+
+static void build_vars(meshctx *mc, rng_t *r) {
+    int nd = mc->md.ndim;
+    mc->nvar = 0;
+    int none[1] = {0};
+    add_var(mc, none, 0, 0); /* "" : group of one */
+    int all[3] = {0, 1, 2};
+    add_var(mc, all, nd, 1); /* "*" */
+    /* every non-empty subset, in mesh order and in other orders */
+    for (int mask = 1; mask < (1 << nd); mask++) {
+        int d[3], k = 0;
+        for (int i = 0; i < nd; i++)
+            if (mask & (1 << i)) d[k++] = i;
+        if (k == 1) add_var(mc, d, 1, 0);
+        else if (k == 2) {
+            add_var(mc, d, 2, 0);
+            int e[2] = {d[1], d[0]};
+            add_var(mc, e, 2, 0);
+        } else {
+            static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+            for (int p = 0; p < 6; p++) {
+                int e[3] = {d[perms[p][0]], d[perms[p][1]], d[perms[p][2]]};
+                add_var(mc, e, 3, 0);
+            }
+        }
+    }
+    /* axis_index_groups: for each variant with an axis size > 1, a few
+       partitions with group sizes dividing it (random permutations, and the
+       plain order once); also a trivial partition on "" */
+    int nbase = mc->nvar;
+    for (int b = 0; b < nbase; b++) {
+        int S = mc->var[b].size;
+        if (S == 1) {
+            if (b == 0) add_group_var(mc, b, 1, r, 0);
+            continue;
+        }
+        int divs[16], ndiv = 0;
+        for (int g = 1; g <= S; g++)
+            if (S % g == 0) divs[ndiv++] = g;
+        /* two partitions per variant: one with a proper divisor, one random */
+        int g1 = divs[ndiv > 2 ? 1 + (int)rbelow(r, (unsigned)ndiv - 2) : (int)rbelow(r, (unsigned)ndiv)];
+        add_group_var(mc, b, g1, r, 1);
+        int g2 = divs[rbelow(r, (unsigned)ndiv)];
+        add_group_var(mc, b, g2, r, (int)rbelow(r, 2));
+    }
+}
+
+/* ---- cases ------------------------------------------------------------------------ */
+enum { API_ALLREDUCE, API_NAMED, API_ASYNC };
+#define EXPECT_ANY_ERROR SPMD_STATUS_COUNT /* refusal with any status */
+enum { WAIT_WAIT, WAIT_DONE, WAIT_TEST, WAIT_ALL }; /* async completion styles */
+
+typedef struct tcase {
+    int var;
+    spmd_dtype dt;
+    spmd_op op;
+    size_t n;
+    int inplace;
+    spmd_algo algo;
+    int api;
+    int null_opts;  /* pass opts = NULL (only when nothing to set) */
+    int cluster;    /* async: number of requests started together, on the first case; 0 otherwise */
+    int waitstyle;
+    int order[MAXDEV][MAXCLUSTER]; /* async: per-device completion order */
+    int special;    /* floats: NaN, +-inf, +-0 sprinkled in */
+    int narrow;     /* values from a small set (ties) */
+    int bool_p;     /* bool: probability of true, in 1/256 */
+    int bool_wide;  /* bool: use nonzero bytes other than 1 */
+    spmd_status expect;
+    unsigned char *in[MAXDEV], *out[MAXDEV];
+    uint64_t inhash[MAXDEV];
+    spmd_status st[MAXDEV];
+    int errflag;
+    char errmsg[200];
+} tcase;
+
+typedef struct {
+    meshctx *mc;
+    tcase *cases;
+    int ncases;
+} batch;
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---- input generation ---------------------------------------------------------- */
+static void gen_input(tcase *c, unsigned char *buf, rng_t *r) {
+    size_t n = c->n;
+    switch (c->dt) {
+    case SPMD_BOOL:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = rnext(r);
+            int t = (int)(x & 255) < c->bool_p;
+            unsigned char b = 0;
+            if (t) b = c->bool_wide && ((x >> 8) & 1) ? (unsigned char)(2 + (x >> 16) % 254) : 1;
+            buf[i] = b;
+        }
+        break;
+    case SPMD_I8: case SPMD_U8: case SPMD_I16: case SPMD_U16:
+    case SPMD_I32: case SPMD_U32: case SPMD_I64: case SPMD_U64: {
+        size_t es = esize(c->dt), nb = n * es;
+        if (c->narrow) {
+            for (size_t i = 0; i < n; i++) {
+                /* small values around zero (signed) / near zero and near max (unsigned) */
+                int64_t v = (int64_t)rbelow(r, 5) - 2;
+                uint64_t u = (uint64_t)v;
+                memcpy(buf + i * es, &u, es); /* little endian: low bytes */
+            }
+        } else {
+            size_t i = 0;
+            for (; i + 8 <= nb; i += 8) { uint64_t x = rnext(r); memcpy(buf + i, &x, 8); }
+            if (i < nb) { uint64_t x = rnext(r); memcpy(buf + i, &x, nb - i); }
+        }
+    } break;
+    case SPMD_F16: case SPMD_BF16: case SPMD_F32: case SPMD_F64: {
+        /* bit patterns: random sign and mantissa, exponent in a moderate
+           window (pprod: values in [0.5, 2)); now and then any finite
+           exponent; specials when asked */
+        int mb, bias, emaxf, tb = (int)esize(c->dt) * 8;
+        uint64_t signbit = 1ull << (tb - 1);
+        switch (c->dt) {
+        case SPMD_F16: mb = 10; bias = 15; emaxf = 31; break;
+        case SPMD_BF16: mb = 7; bias = 127; emaxf = 255; break;
+        case SPMD_F32: mb = 23; bias = 127; emaxf = 255; break;
+        default: mb = 52; bias = 1023; emaxf = 2047; break;
+        }
+        static const double small_set[] = {-2, -1, -0.5, 0, 0.5, 1, 2};
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = rnext(r), y = rnext(r);
+            uint64_t sign = x & 1, mant = (y & ((1ull << mb) - 1)), e;
+            unsigned sel = (unsigned)((x >> 1) & 255);
+            int special = -1;
+            if (c->special && sel < 24) special = (int)(sel % 6);
+            if (c->op == SPMD_OP_PROD) e = (uint64_t)(bias - 1 + (int)((x >> 9) & 1));
+            else e = (uint64_t)(bias - 5 + (int)((x >> 9) % 12));
+            if (!c->narrow && special < 0 && sel >= 250 && c->op != SPMD_OP_PROD)
+                e = (x >> 20) % (uint64_t)emaxf; /* any finite exponent, subnormals included */
+            uint64_t bits = (sign ? signbit : 0) | (e << mb) | mant;
+            if (c->narrow) {
+                double v = small_set[(x >> 12) % 7];
+                if (c->op == SPMD_OP_PROD) v = v == 0 ? 1 : fabs(v);
+                float f = (float)v;
+                switch (c->dt) {
+                case SPMD_F16: bits = ref_f32_to_f16(f); break;
+                case SPMD_BF16: bits = ref_f32_to_bf16(f); break;
+                case SPMD_F32: bits = f2u(f); break;
+                default: memcpy(&bits, &v, 8); break;
+                }
+            }
+            if (special >= 0) {
+                /* 0 quiet NaN, 1 +inf, 2 -inf, 3 -0, 4 +0, 5 negative signaling NaN */
+                uint64_t expall = (uint64_t)emaxf << mb;
+                switch (special) {
+                case 0: bits = expall | (1ull << (mb - 1)); break;
+                case 1: bits = expall; break;
+                case 2: bits = signbit | expall; break;
+                case 3: bits = signbit; break;
+                case 4: bits = 0; break;
+                default: bits = signbit | expall | 1; break;
+                }
+            }
+            size_t es = esize(c->dt);
+            memcpy(buf + i * es, &bits, es);
+        }
+    } break;
+    default: break;
+    }
+}
+
+/* ---- the device side ------------------------------------------------------------ */
+static void note_error(tcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    if (__atomic_exchange_n(&c->errflag, 1, __ATOMIC_ACQ_REL) == 0)
+        snprintf(c->errmsg, sizeof c->errmsg, "dev %d %.40s: %.24s (%.120s)", me, where, spmd_status_name(s),
+                 spmd_last_error(d));
+}
+
+static void fill_opts(const tcase *c, const axvar *v, spmd_opts *o, const spmd_opts **op) {
+    memset(o, 0, sizeof *o);
+    o->algo = c->algo;
+    if (v->gsize) {
+        o->groups = v->groups;
+        o->group_size = v->gsize;
+    }
+    *op = (c->null_opts && !v->gsize && c->algo == SPMD_ALGO_DEFAULT) ? NULL : o;
+}
+
+static spmd_status call_sync(spmd_dev *d, tcase *c, const axvar *v, int me) {
+    const void *send = c->inplace ? (const void *)c->out[me] : (const void *)c->in[me];
+    void *recv = c->out[me];
+    spmd_opts o;
+    const spmd_opts *op;
+    fill_opts(c, v, &o, &op);
+    if (c->api == API_ALLREDUCE) return spmd_allreduce(d, send, recv, c->n, c->dt, c->op, v->axes, op);
+    switch (c->op) {
+    case SPMD_OP_SUM: return spmd_psum(d, send, recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_MEAN: return spmd_pmean(d, send, recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_MAX: return spmd_pmax(d, send, recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_MIN: return spmd_pmin(d, send, recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_PROD: return spmd_pprod(d, send, recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_ARGMAX: return spmd_pargmax(d, send, (int32_t *)recv, c->n, c->dt, v->axes, op);
+    case SPMD_OP_ARGMIN: return spmd_pargmin(d, send, (int32_t *)recv, c->n, c->dt, v->axes, op);
+    default: return SPMD_ERR_INVALID;
+    }
+}
+
+static spmd_status call_start(spmd_dev *d, tcase *c, const axvar *v, int me, spmd_req **req) {
+    const void *send = c->inplace ? (const void *)c->out[me] : (const void *)c->in[me];
+    void *recv = c->out[me];
+    spmd_opts o;
+    const spmd_opts *op;
+    fill_opts(c, v, &o, &op);
+    if (c->op == SPMD_OP_SUM && c->null_opts)
+        return spmd_psum_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+    return spmd_allreduce_start(d, send, recv, c->n, c->dt, c->op, v->axes, op, req);
+}
+
+static void dev_main(spmd_dev *d, void *arg) {
+    batch *b = (batch *)arg;
+    int me = spmd_device_id(d);
+    for (int k = 0; k < b->ncases;) {
+        tcase *c = &b->cases[k];
+        if (c->api == API_ASYNC && c->cluster > 0) {
+            int m = c->cluster;
+            spmd_req *req[MAXCLUSTER] = {0};
+            for (int q = 0; q < m; q++) {
+                tcase *cq = &b->cases[k + q];
+                spmd_status s = call_start(d, cq, &b->mc->var[cq->var], me, &req[q]);
+                cq->st[me] = s;
+                if (s != SPMD_OK) note_error(cq, d, me, s, "start");
+                else if (!req[q]) { cq->st[me] = SPMD_ERR_STATE; note_error(cq, d, me, SPMD_ERR_STATE, "start gave no request"); }
+            }
+            if (c->waitstyle == WAIT_ALL) {
+                spmd_status s = spmd_wait_all(req, m);
+                /* the first failure is returned; attribute it to every case */
+                if (s != SPMD_OK)
+                    for (int q = 0; q < m; q++) {
+                        if (b->cases[k + q].st[me] == SPMD_OK) b->cases[k + q].st[me] = s;
+                        note_error(&b->cases[k + q], d, me, s, "wait_all");
+                    }
+            } else if (c->waitstyle == WAIT_TEST) {
+                int left = 0;
+                for (int q = 0; q < m; q++) left += req[q] != NULL;
+                double deadline = now_s() + 60;
+                while (left > 0) {
+                    for (int w = 0; w < m; w++) {
+                        int q = c->order[me][w];
+                        if (!req[q]) continue;
+                        int done = 0;
+                        spmd_status s = spmd_test(req[q], &done);
+                        if (done) {
+                            req[q] = NULL;
+                            left--;
+                            b->cases[k + q].st[me] = s;
+                            if (s != SPMD_OK) note_error(&b->cases[k + q], d, me, s, "test");
+                        } else if (s != SPMD_OK) {
+                            b->cases[k + q].st[me] = s;
+                            note_error(&b->cases[k + q], d, me, s, "test (not done)");
+                        }
+                    }
+                    if (left > 0) sched_yield();
+                    if (left > 0 && now_s() > deadline) {
+                        for (int q = 0; q < m; q++)
+                            if (req[q]) {
+                                b->cases[k + q].st[me] = SPMD_ERR_TIMEOUT;
+                                note_error(&b->cases[k + q], d, me, SPMD_ERR_TIMEOUT, "spmd_test never finished (60 s)");
+                            }
+                        break;
+                    }
+                }
+            } else {
+                for (int w = 0; w < m; w++) {
+                    int q = c->order[me][w];
+                    if (!req[q]) continue;
+                    spmd_status s = c->waitstyle == WAIT_DONE ? spmd_done(req[q]) : spmd_wait(req[q]);
+                    b->cases[k + q].st[me] = s;
+                    if (s != SPMD_OK) note_error(&b->cases[k + q], d, me, s, "wait");
+                }
+            }
+            k += m;
+        } else {
+            spmd_status s = call_sync(d, c, &b->mc->var[c->var], me);
+            c->st[me] = s;
+            if (s != c->expect) note_error(c, d, me, s, "call");
+            k++;
+        }
+    }
+}
+
+/* ---- main side: buffers, run, verify ----------------------------------------------- */
+static size_t case_bytes(const tcase *c, int ndev) {
+    return (size_t)ndev * (c->n * esize(c->dt) + c->n * out_esize(c->dt, c->op) + 2 * GUARD);
+}
+
+/* recv is followed by GUARD bytes; in place, recv is as large as the larger
+   of send and recv (only refused calls have them differ) */
+static size_t guard_offset(const tcase *c) {
+    size_t ib = c->n * esize(c->dt), ob = c->n * out_esize(c->dt, c->op);
+    return c->inplace && ib > ob ? ib : ob;
+}
+
+static int prepare_case(tcase *c, int ndev, rng_t *r) {
+    size_t ib = c->n * esize(c->dt), ob = c->n * out_esize(c->dt, c->op);
+    size_t go = guard_offset(c);
+    for (int d = 0; d < ndev; d++) {
+        c->in[d] = (unsigned char *)malloc(ib + GUARD);
+        c->out[d] = (unsigned char *)malloc(go + GUARD);
+        if (!c->in[d] || !c->out[d]) return 0;
+        gen_input(c, c->in[d], r);
+        memset(c->in[d] + ib, GUARD_BYTE, GUARD);
+        if (c->inplace) memcpy(c->out[d], c->in[d], ib);
+        else memset(c->out[d], FILL_BYTE, ob);
+        memset(c->out[d] + go, GUARD_BYTE, GUARD);
+        c->inhash[d] = hash_bytes(c->in[d], ib);
+        c->st[d] = (spmd_status)-1;
+    }
+    c->errflag = 0;
+    c->errmsg[0] = 0;
+    return 1;
+}
+static void free_case(tcase *c, int ndev) {
+    for (int d = 0; d < ndev; d++) {
+        free(c->in[d]);
+        free(c->out[d]);
+        c->in[d] = c->out[d] = NULL;
+    }
+}
+
+static const char *api_name(const tcase *c) {
+    if (c->api == API_ALLREDUCE) return "spmd_allreduce";
+    if (c->api == API_ASYNC) {
+        static const char *w[] = {"start+wait", "start+done", "start+test", "start+wait_all"};
+        return w[c->waitstyle];
+    }
+    switch (c->op) {
+    case SPMD_OP_SUM: return "spmd_psum";
+    case SPMD_OP_MEAN: return "spmd_pmean";
+    case SPMD_OP_MAX: return "spmd_pmax";
+    case SPMD_OP_MIN: return "spmd_pmin";
+    case SPMD_OP_PROD: return "spmd_pprod";
+    case SPMD_OP_ARGMAX: return "spmd_pargmax";
+    default: return "spmd_pargmin";
+    }
+}
+
+static void describe(const meshctx *mc, const tcase *c, char *buf, size_t cap) {
+    char ms[32], gs[96];
+    mesh_desc_str(&mc->md, ms, sizeof ms);
+    const axvar *v = &mc->var[c->var];
+    groups_str(v, gs, sizeof gs);
+    snprintf(buf, cap, "mesh %s axes \"%s\" groups %s dtype %s op %s n %zu inplace %d algo %s api %s%s%s",
+             ms, v->axes, gs, dname(c->dt), oname(c->op), c->n, c->inplace, aname(c->algo), api_name(c),
+             c->special ? " special" : "", c->narrow ? " narrow" : "");
+}
+
+static long g_cases_checked;
+static unsigned char *g_ref;     /* scratch for one group's reference */
+static size_t g_ref_cap;
+
+static void verify_case(const meshctx *mc, tcase *c) {
+    int ndev = mc->ndev;
+    const axvar *v = &mc->var[c->var];
+    char desc[400], why[600];
+    describe(mc, c, desc, sizeof desc);
+    why[0] = 0;
+    int ok = 1;
+    size_t ib = c->n * esize(c->dt), ob = c->n * out_esize(c->dt, c->op), go = guard_offset(c);
+
+    /* statuses */
+    for (int d = 0; d < ndev && ok; d++)
+        if (c->st[d] != c->expect) {
+            ok = 0;
+            snprintf(why, sizeof why, "dev %d returned %s, expected %s; %s", d,
+                     (unsigned)c->st[d] < SPMD_STATUS_COUNT ? spmd_status_name(c->st[d]) : "(no call)",
+                     spmd_status_name(c->expect), c->errmsg);
+        }
+    /* guards and untouched inputs */
+    for (int d = 0; d < ndev && ok; d++) {
+        for (int g = 0; g < GUARD; g++)
+            if (c->out[d][go + g] != GUARD_BYTE) {
+                ok = 0;
+                snprintf(why, sizeof why, "dev %d wrote past the end of recv (byte %zu)", d, go + (size_t)g);
+                break;
+            }
+        if (ok && !c->inplace && hash_bytes(c->in[d], ib) != c->inhash[d]) {
+            ok = 0;
+            snprintf(why, sizeof why, "dev %d: the send buffer was modified", d);
+        }
+    }
+    if (ok && c->expect != SPMD_OK) {
+        /* refused: recv must be untouched */
+        for (int d = 0; d < ndev && ok; d++) {
+            int bad = 0;
+            if (c->inplace) bad = hash_bytes(c->out[d], ib) != c->inhash[d];
+            else for (size_t i = 0; i < ob; i++) if (c->out[d][i] != FILL_BYTE) { bad = 1; break; }
+            if (bad) { ok = 0; snprintf(why, sizeof why, "dev %d: refused call wrote into recv", d); }
+        }
+    }
+    if (ok && c->expect == SPMD_OK) {
+        if (g_ref_cap < ob + 1) {
+            free(g_ref);
+            g_ref_cap = ob + 1;
+            g_ref = (unsigned char *)malloc(g_ref_cap);
+        }
+        char done[MAXDEV] = {0};
+        for (int d = 0; d < ndev && ok; d++) {
+            if (done[d]) continue;
+            int mem[MAXDEV];
+            int G = group_members(&mc->md, v, d, mem);
+            const unsigned char *ins[MAXDEV];
+            for (int j = 0; j < G; j++) ins[j] = c->in[mem[j]];
+            ref_reduce(c->dt, c->op, c->n, ins, G, g_ref);
+            for (int j = 0; j < G && ok; j++) {
+                int e = mem[j];
+                done[e] = 1;
+                if (memcmp(c->out[e], g_ref, ob) == 0) continue;
+                for (size_t i = 0; i < c->n; i++)
+                    if (!elem_equal(c->dt, c->op, c->out[e], g_ref, i)) {
+                        char gb[64], eb[64];
+                        fmt_elem(gb, sizeof gb, c->dt, c->op, c->out[e], i);
+                        fmt_elem(eb, sizeof eb, c->dt, c->op, g_ref, i);
+                        char gm[80];
+                        size_t o = 0;
+                        for (int q = 0; q < G && o + 6 < sizeof gm; q++)
+                            o += (size_t)snprintf(gm + o, sizeof gm - o, "%s%d", q ? "," : "", mem[q]);
+                        ok = 0;
+                        snprintf(why, sizeof why, "dev %d (group devices [%s]) first bad index %zu: got %s, expected %s",
+                                 e, gm, i, gb, eb);
+                        break;
+                    }
+            }
+        }
+    }
+    T_CHECK(ok, "%s: %s", desc, why);
+    g_cases_checked++;
+}
+
+/* Run a list of cases on mesh mc, in batches bounded by memory and count.
+   Async clusters stay together. */
+static int create_mesh(meshctx *mc);
+static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t mem_budget, int max_batch) {
+    int k = 0;
+    while (k < ncases) {
+        int end = k;
+        size_t bytes = 0;
+        while (end < ncases && end - k < max_batch) {
+            int len = cases[end].api == API_ASYNC && cases[end].cluster > 0 ? cases[end].cluster : 1;
+            size_t add = 0;
+            for (int q = 0; q < len; q++) add += case_bytes(&cases[end + q], mc->ndev);
+            if (end > k && bytes + add > mem_budget) break;
+            bytes += add;
+            end += len;
+        }
+        int ok = 1;
+        for (int q = k; q < end; q++) ok &= prepare_case(&cases[q], mc->ndev, r);
+        if (!ok) {
+            T_CHECK(0, "out of memory preparing cases %d..%d", k, end);
+            for (int q = k; q < end; q++) free_case(&cases[q], mc->ndev);
+            k = end;
+            continue;
+        }
+        batch b = {mc, cases + k, end - k};
+        int expect_fail = 0;
+        for (int q = k; q < end; q++) expect_fail |= cases[q].expect != SPMD_OK;
+        spmd_status s = spmd_run(mc->m, dev_main, &b);
+        if (!expect_fail) {
+            char ms[32];
+            mesh_desc_str(&mc->md, ms, sizeof ms);
+            T_CHECK(s == SPMD_OK, "spmd_run on mesh %s returned %s", ms, spmd_status_name(s));
+        }
+        for (int q = k; q < end; q++) {
+            verify_case(mc, &cases[q]);
+            free_case(&cases[q], mc->ndev);
+        }
+        k = end;
+        if (spmd_mesh_status(mc->m) != SPMD_OK) {
+            /* a broken mesh fails everything after it: start a new one so
+               the remaining cases still say something */
+            char ms[32];
+            mesh_desc_str(&mc->md, ms, sizeof ms);
+            printf("  mesh %s broke (%s); recreating it for the remaining cases\n", ms, spmd_mesh_error(mc->m));
+            fflush(stdout);
+            spmd_mesh_destroy(mc->m);
+            mc->m = NULL;
+            if (!create_mesh(mc)) return;
+        }
+    }
+}
+
+/* ---- building the sweep ------------------------------------------------------------- */
+static int g_quick;
+static size_t g_long_n;
+
+static int pick_var(const meshctx *mc, rng_t *r, int need_single) {
+    for (;;) {
+        int v = (int)rbelow(r, (unsigned)mc->nvar);
+        if (!need_single || mc->var[v].single) return v;
+    }
+}
+
+static void randomize_data_flags(tcase *c, rng_t *r) {
+    c->special = 0;
+    c->narrow = 0;
+    if (is_float(c->dt)) {
+        if (c->op == SPMD_OP_MAX || c->op == SPMD_OP_MIN || is_arg(c->op)) c->special = rbelow(r, 4) == 0;
+        else if (c->op == SPMD_OP_SUM) c->special = rbelow(r, 16) == 0;
+    }
+    if (c->op == SPMD_OP_MAX || c->op == SPMD_OP_MIN || is_arg(c->op)) c->narrow = !c->special && rbelow(r, 3) == 0;
+    static const int ps[] = {128, 230, 250, 255};
+    c->bool_p = ps[rbelow(r, 4)];
+    c->bool_wide = rbelow(r, 3) == 0;
+}
+
+static tcase *new_case(tcase **arr, int *n, int *cap) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *arr = (tcase *)realloc(*arr, (size_t)*cap * sizeof **arr);
+        if (!*arr) { fprintf(stderr, "out of memory\n"); exit(2); }
+    }
+    tcase *c = &(*arr)[(*n)++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static void init_case(tcase *c, const meshctx *mc, rng_t *r, spmd_dtype dt, spmd_op op, size_t n, int inplace,
+                      spmd_algo algo) {
+    c->dt = dt;
+    c->op = op;
+    c->n = n;
+    c->inplace = inplace && inplace_ok(dt, op);
+    c->algo = algo;
+    c->api = rbelow(r, 2) ? API_NAMED : API_ALLREDUCE;
+    c->null_opts = rbelow(r, 2);
+    c->var = pick_var(mc, r, is_arg(op));
+    c->expect = SPMD_OK;
+    randomize_data_flags(c, r);
+}
+
+/* The main sweep of one mesh: dtypes x ops x lengths x in-place x algorithms
+   (all of it, or a rotating subset), axes and groups picked at random from the
+   mesh's variants; plus mid-size lengths and async clusters. */
+static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int full) {
+    static const size_t lens[] = {0, 1, 7, 1000};
+    static const spmd_algo algos[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
+    int rot = 0;
+    for (int di = 0; di < NDTYPES; di++)
+        for (int oi = 0; oi < NOPS; oi++) {
+            spmd_dtype dt = ALL_DTYPES[di];
+            spmd_op op = ALL_OPS[oi];
+            if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) continue; /* refused: see the error cases */
+            for (int li = 0; li < 4; li++)
+                for (int ip = 0; ip < 2; ip++)
+                    for (int ai = 0; ai < 3; ai++) {
+                        if (ip && !inplace_ok(dt, op)) continue;
+                        /* the subset: every length, both in-place flags and every
+                           algorithm for every dtype x op, but not all combinations */
+                        if (!full && (rot++ % 3) != 0) continue;
+                        tcase *c = new_case(arr, n, cap);
+                        init_case(c, mc, r, dt, op, lens[li], ip, algos[ai]);
+                    }
+        }
+    /* mid-size lengths, odd so slices have remainders */
+    static const size_t mids[] = {4099, 65537, 100003};
+    int nmid = full ? 24 : 10;
+    for (int q = 0; q < nmid; q++) {
+        spmd_dtype dt = ALL_DTYPES[rbelow(r, NDTYPES)];
+        spmd_op op = ALL_OPS[rbelow(r, NOPS)];
+        if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_SUM;
+        size_t len = mids[rbelow(r, g_quick ? 2 : 3)];
+        tcase *c = new_case(arr, n, cap);
+        init_case(c, mc, r, dt, op, len, (int)rbelow(r, 2), algos[q % 3]);
+    }
+    /* async clusters: several requests in flight on different (and sometimes
+       the same) axes, finished in a per-device random order */
+    int nclusters = full ? 4 : 2;
+    for (int q = 0; q < nclusters; q++) {
+        int m = 2 + (int)rbelow(r, 5); /* 2..6 in flight */
+        int first = *n;
+        for (int j = 0; j < m; j++) {
+            spmd_dtype dt = ALL_DTYPES[rbelow(r, NDTYPES)];
+            spmd_op op = ALL_OPS[rbelow(r, NOPS)];
+            if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_MAX;
+            static const size_t alens[] = {1, 7, 1000, 30011};
+            tcase *c = new_case(arr, n, cap);
+            init_case(c, mc, r, dt, op, alens[rbelow(r, 4)], (int)rbelow(r, 2), algos[rbelow(r, 3)]);
+            c->api = API_ASYNC;
+            if (j == 0 && rbelow(r, 3) == 0) c->op = SPMD_OP_SUM, c->null_opts = 1; /* spmd_psum_start */
+            if (is_arg(c->op) && !mc->var[c->var].single) c->var = pick_var(mc, r, 1);
+            c->inplace = c->inplace && inplace_ok(c->dt, c->op);
+        }
+        tcase *c0 = &(*arr)[first];
+        c0->cluster = m;
+        c0->waitstyle = (int)((first / 7 + q) % 4);
+        for (int j = 0; j < m; j++) (*arr)[first + j].waitstyle = c0->waitstyle;
+        for (int d = 0; d < MAXDEV; d++) {
+            for (int j = 0; j < m; j++) c0->order[d][j] = j;
+            for (int j = m - 1; j > 0; j--) {
+                int s = (int)rbelow(r, (unsigned)j + 1);
+                int t = c0->order[d][j]; c0->order[d][j] = c0->order[d][s]; c0->order[d][s] = t;
+            }
+        }
+    }
+}
+
+/* Calls that must be refused, on every device alike; afterwards the mesh
+   must still work. */
+static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
+    for (int q = 0; q < 4; q++) { /* bool pmean: SPMD_ERR_DTYPE */
+        tcase *c = new_case(arr, n, cap);
+        init_case(c, mc, r, SPMD_BOOL, SPMD_OP_MEAN, q < 2 ? 7 : 1000, q & 1, (spmd_algo)(q % 3));
+        c->inplace = q & 1;
+        c->api = q < 2 ? API_NAMED : API_ALLREDUCE;
+        c->var = pick_var(mc, r, 0);
+        c->expect = SPMD_ERR_DTYPE;
+    }
+    /* pargmax/pargmin with two axes or with axis_index_groups: refused */
+    for (int v = 0; v < mc->nvar; v++) {
+        const axvar *av = &mc->var[v];
+        if (!(av->nnamed == 2 || (av->nnamed == 1 && av->gsize))) continue;
+        tcase *c = new_case(arr, n, cap);
+        init_case(c, mc, r, SPMD_F32, rbelow(r, 2) ? SPMD_OP_ARGMAX : SPMD_OP_ARGMIN, 7, 0, SPMD_ALGO_DEFAULT);
+        c->var = v;
+        c->expect = EXPECT_ANY_ERROR;
+    }
+    /* in place where the element sizes differ: refused as an overlap */
+    static const struct { spmd_dtype dt; spmd_op op; } bad_ip[] = {
+        {SPMD_BOOL, SPMD_OP_SUM}, {SPMD_F64, SPMD_OP_ARGMAX}, {SPMD_I16, SPMD_OP_ARGMIN}, {SPMD_U8, SPMD_OP_ARGMAX}};
+    for (int q = 0; q < 4; q++) {
+        tcase *c = new_case(arr, n, cap);
+        init_case(c, mc, r, bad_ip[q].dt, bad_ip[q].op, 7, 0, SPMD_ALGO_DEFAULT);
+        c->inplace = 1;
+        c->expect = SPMD_ERR_OVERLAP;
+    }
+    /* a valid call afterwards: the mesh must still be usable */
+    tcase *c = new_case(arr, n, cap);
+    init_case(c, mc, r, SPMD_F32, SPMD_OP_SUM, 1000, 0, SPMD_ALGO_DEFAULT);
+    c->var = 1; /* "*" */
+}
+
+static void run_errors(meshctx *mc, tcase *cases, int ncases, rng_t *r) {
+    for (int q = 0; q < ncases; q++)
+        if (!prepare_case(&cases[q], mc->ndev, r)) { T_CHECK(0, "out of memory"); return; }
+    /* the device side records statuses; a refusal of pargmax may use any
+       error status, so relax the expectation per device before verifying */
+    batch b = {mc, cases, ncases};
+    (void)spmd_run(mc->m, dev_main, &b);
+    for (int q = 0; q < ncases; q++) {
+        tcase *c = &cases[q];
+        if (c->expect == EXPECT_ANY_ERROR) {
+            int refused = 1;
+            for (int d = 0; d < mc->ndev; d++) refused &= c->st[d] != SPMD_OK && (unsigned)c->st[d] < SPMD_STATUS_COUNT;
+            int same = 1;
+            for (int d = 1; d < mc->ndev; d++) same &= c->st[d] == c->st[0];
+            char desc[400];
+            describe(mc, c, desc, sizeof desc);
+            T_CHECK(refused && same, "%s: must be refused on every device (one axis only, no groups); dev 0 got %s",
+                    desc, (unsigned)c->st[0] < SPMD_STATUS_COUNT ? spmd_status_name(c->st[0]) : "(no call)");
+            g_cases_checked++;
+        } else {
+            verify_case(mc, c);
+        }
+        free_case(c, mc->ndev);
+    }
+    char ms[32];
+    mesh_desc_str(&mc->md, ms, sizeof ms);
+    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms,
+            spmd_mesh_error(mc->m));
+}
+
+/* The long cases: all dtypes x {psum, pmax} on two meshes, all ops for f32
+   and bf16 on a third. */
+static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int kind) {
+    static const spmd_algo algos[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
+    int rot = 0;
+    if (kind == 0) {
+        for (int di = 0; di < NDTYPES; di++)
+            for (int o = 0; o < 2; o++) {
+                tcase *c = new_case(arr, n, cap);
+                init_case(c, mc, r, ALL_DTYPES[di], o ? SPMD_OP_MAX : SPMD_OP_SUM, g_long_n, rot & 1,
+                          algos[rot % 3]);
+                rot++;
+            }
+    } else {
+        static const spmd_dtype dts[] = {SPMD_F32, SPMD_BF16};
+        for (int di = 0; di < 2; di++)
+            for (int oi = 0; oi < NOPS; oi++) {
+                tcase *c = new_case(arr, n, cap);
+                init_case(c, mc, r, dts[di], ALL_OPS[oi], g_long_n, rot & 1, algos[rot % 3]);
+                rot++;
+            }
+    }
+}
+
+static const meshdef MESHES[] = {
+    {1, {1}},       {1, {2}},       {1, {3}},       {1, {5}},       {1, {7}},
+    {1, {8}},       {1, {16}},      {2, {2, 3}},    {2, {3, 3}},    {2, {4, 2}},
+    {3, {2, 2, 2}}, {3, {3, 1, 5}}, {3, {2, 2, 4}}, {3, {1, 1, 1}},
+};
+#define NMESHES ((int)(sizeof MESHES / sizeof MESHES[0]))
+
+static int create_mesh(meshctx *mc) {
+    const meshdef *md = &mc->md;
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = md->ndim;
+    mc->ndev = 1;
+    for (int d = 0; d < md->ndim; d++) {
+        desc.shape[d] = md->shape[d];
+        desc.axis_names[d] = AXNAME[d];
+        mc->ndev *= md->shape[d];
+    }
+    desc.timeout_ms = 30000; /* a hang becomes a failure, not a stuck test */
+    spmd_status s = spmd_mesh_create(&desc, &mc->m);
+    char ms[32];
+    mesh_desc_str(md, ms, sizeof ms);
+    T_CHECK(s == SPMD_OK && mc->m, "spmd_mesh_create %s: %s", ms, spmd_status_name(s));
+    return s == SPMD_OK && mc->m;
+}
+static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
+    memset(mc, 0, sizeof *mc);
+    mc->md = *md;
+    if (!create_mesh(mc)) return 0;
+    build_vars(mc, r);
+    return 1;
+}
+static void close_mesh(meshctx *mc) {
+    spmd_status s = spmd_mesh_destroy(mc->m);
+    char ms[32];
+    mesh_desc_str(&mc->md, ms, sizeof ms);
+    T_CHECK(s == SPMD_OK, "spmd_mesh_destroy %s: %s", ms, spmd_status_name(s));
+    mc->m = NULL;
+}
+
+/* The reference must itself agree with a few hand-computed results. */
+static void reference_sanity(void) {
+    float a[3] = {1.5f, NAN, -2.0f}, b[3] = {2.5f, 1.0f, -2.0f};
+    const unsigned char *ins[2] = {(const unsigned char *)a, (const unsigned char *)b};
+    float o[3];
+    int32_t oi[3];
+    ref_reduce(SPMD_F32, SPMD_OP_MEAN, 3, ins, 2, (unsigned char *)o);
+    int ok = o[0] == 2.0f && isnan(o[1]) && o[2] == -2.0f;
+    ref_reduce(SPMD_F32, SPMD_OP_MAX, 3, ins, 2, (unsigned char *)o);
+    ok &= o[0] == 2.5f && isnan(o[1]) && o[2] == -2.0f;
+    ref_reduce(SPMD_F32, SPMD_OP_ARGMAX, 3, ins, 2, (unsigned char *)oi);
+    ok &= oi[0] == 1 && oi[1] == INT32_MAX && oi[2] == 0;
+    int8_t x[2] = {-7, 100}, y[2] = {2, 100};
+    const unsigned char *ii[2] = {(const unsigned char *)x, (const unsigned char *)y};
+    int8_t r8[2];
+    ref_reduce(SPMD_I8, SPMD_OP_MEAN, 2, ii, 2, (unsigned char *)r8);
+    ok &= r8[0] == -2 && r8[1] == 100; /* -5/2 truncates to -2; 200/2 exact */
+    ref_reduce(SPMD_I8, SPMD_OP_SUM, 2, ii, 2, (unsigned char *)r8);
+    ok &= r8[0] == -5 && r8[1] == -56; /* 200 wraps */
+    uint16_t h1[1] = {0x3c01}, h2[1] = {0x3c01}, h3[1] = {0x3c01};
+    const unsigned char *hi[3] = {(const unsigned char *)h1, (const unsigned char *)h2, (const unsigned char *)h3};
+    uint16_t hr[1];
+    ref_reduce(SPMD_F16, SPMD_OP_SUM, 1, hi, 3, (unsigned char *)hr);
+    ok &= hr[0] == 0x4202; /* 3 + 1.5 * 2^-9: a tie between 0x4201 and 0x4202, to even */
+    T_CHECK(ok, "reference sanity (hand-computed results)");
+}
+
+int main(void) {
+    double t0 = now_s();
+    uint64_t seed = 20261122;
+    const char *env = getenv("SPMD_TEST_SEED");
+    if (env && *env) seed = strtoull(env, NULL, 0);
+    env = getenv("SPMD_TEST_QUICK");
+    g_quick = env && *env && strcmp(env, "0") != 0;
+    g_long_n = g_quick ? ((size_t)1 << 16) : ((size_t)1 << 20);
+    printf("test_reduce: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    fflush(stdout);
+    init_tables();
+    reference_sanity();
+
+    size_t budget = (size_t)256 << 20;
+    for (int mi = 0; mi < NMESHES; mi++) {
+        meshctx mc;
+        rng_t r = {seed * 1000003u + (uint64_t)mi};
+        if (!open_mesh(&mc, &MESHES[mi], &r)) continue;
+        double t1 = now_s();
+        tcase *cases = NULL;
+        int n = 0, cap = 0;
+        /* quick mode: the full cross product on every third mesh, the
+           rotating subset elsewhere */
+        int full = !g_quick || (mi % 3 == 0);
+        build_sweep(&mc, &r, &cases, &n, &cap, full);
+        run_cases(&mc, cases, n, &r, budget, 600);
+        int nsweep = n;
+        n = 0;
+        build_errors(&mc, &r, &cases, &n, &cap);
+        run_errors(&mc, cases, n, &r);
+        /* long cases on three meshes */
+        int nlong = 0;
+        if (mc.md.ndim == 2 && mc.md.shape[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
+        else if (mc.md.ndim == 1 && mc.md.shape[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
+        else if (mc.md.ndim == 3 && mc.md.shape[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1); nlong = n; }
+        if (nlong) run_cases(&mc, cases, nlong, &r, budget, 64);
+        free(cases);
+        char ms[32];
+        mesh_desc_str(&mc.md, ms, sizeof ms);
+        printf("  mesh %-9s %5d sweep cases, %2d long cases, %d axis variants, %.2f s\n", ms, nsweep, nlong,
+               mc.nvar, now_s() - t1);
+        fflush(stdout);
+        close_mesh(&mc);
+    }
+    free(g_ref);
+    printf("test_reduce: %ld cases checked in %.2f s\n", g_cases_checked, now_s() - t0);
+    fflush(stdout);
+    return t_summary();
+}
