@@ -55,7 +55,8 @@
              Device ids are row-major over the coordinates.
      device  one participant (spmd_dev *). Every device runs the same
              function and makes the same sequence of collective calls.
-     axes    a collective names the axes it spans: "col", or "row,col".
+     axes    a collective names the axes it spans: "col", or "row,col"
+             (spaces around names are ignored).
              Its group is the devices that agree on every axis not named;
              a device's index in it (axis_index) is its coordinates on the
              named axes, linearised in the order named ("row,col" and
@@ -234,8 +235,9 @@ typedef struct spmd_allocator {
 /* Mesh description. Zero fields mean defaults. */
 typedef struct spmd_mesh_desc {
     int ndim;                               /* 1..SPMD_MAX_AXES */
-    int shape[SPMD_MAX_AXES];               /* each >= 1; product <= SPMD_MAX_DEVICES */
-    const char *axis_names[SPMD_MAX_AXES];  /* distinct, no ',' '*' or spaces */
+    int shape[SPMD_MAX_AXES];               /* each >= 1 (else SPMD_ERR_SIZE); product <= SPMD_MAX_DEVICES
+                                               (else SPMD_ERR_SIZE) */
+    const char *axis_names[SPMD_MAX_AXES];  /* distinct, 1..31 chars, no ',' '*' or spaces */
     spmd_backend backend;
     int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins */
     spmd_check check;
@@ -243,7 +245,7 @@ typedef struct spmd_mesh_desc {
     spmd_log_fn log_fn;                     /* NULL: stderr */
     void *log_user;
     spmd_allocator allocator;               /* zero: SPMD_MALLOC/SPMD_FREE */
-    int max_inflight;                       /* requests in flight per device and group; default 16 */
+    int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024 */
     size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
 } spmd_mesh_desc;
 
@@ -290,10 +292,13 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device and join them. Returns the
    first failing status any library call returned on any device during the
-   run (earliest in time), or SPMD_OK. */
+   run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
+   another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
-   until spmd_detach. Each device is attached by at most one thread. */
+   until spmd_detach. Each device is attached by at most one thread at a time
+   (SPMD_ERR_BUSY otherwise). spmd_detach may be called from another thread
+   once the device's thread is done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
 SPMD_API spmd_status spmd_detach(spmd_dev *d);
 
@@ -1938,14 +1943,20 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
             if (strcmp(desc->axis_names[j], n) == 0)
                 return spmd__desc_fail(desc, SPMD_ERR_DUP_AXIS, "mesh: axis name '%s' used twice", n);
     }
-    if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT || (unsigned)desc->check >= SPMD_CHECK_COUNT ||
-        (unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT || desc->timeout_ms < 0 ||
-        desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT ||
-        (!desc->allocator.alloc != !desc->allocator.free))
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID,
-                               "mesh: invalid backend, check, log_level, timeout_ms, max_inflight (0..%d) "
-                               "or allocator (set both alloc and free)",
-                               SPMD__MAX_INFLIGHT);
+    if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid backend %d", (int)desc->backend);
+    if ((unsigned)desc->check >= SPMD_CHECK_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid check %d", (int)desc->check);
+    if ((unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid log_level %d", (int)desc->log_level);
+    if (desc->timeout_ms < 0)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: negative timeout_ms %lld",
+                               (long long)desc->timeout_ms);
+    if (desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: max_inflight %d is outside 0..%d",
+                               desc->max_inflight, SPMD__MAX_INFLIGHT);
+    if (!desc->allocator.alloc != !desc->allocator.free)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: set both allocator.alloc and allocator.free");
     if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
         return spmd__desc_fail(desc, SPMD_ERR_UNSUPPORTED,
                                "mesh: the libfabric backend is not compiled in (define SPMDCOLL_LIBFABRIC "
@@ -2107,9 +2118,8 @@ static void *spmd__run_thread(void *p) {
     while (c->gate == 0) pthread_cond_wait(&c->cond, &c->lock);
     gate = c->gate;
     pthread_mutex_unlock(&c->lock);
-    if (gate < 0) return NULL;
-    if (spmd_attach(c->m, a->device, &d) != SPMD_OK) return NULL;
-    c->fn(d, c->arg);
+    d = c->m->devs[a->device]; /* attached for us by spmd_run */
+    if (gate > 0) c->fn(d, c->arg);
     spmd_detach(d);
     return NULL;
 }
@@ -2124,7 +2134,6 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     spmd_status s;
     if (!m || !fn) return SPMD_ERR_NULL;
     if (!SPMD__CAS(&m->running, &expect, 1u)) return SPMD_ERR_BUSY;
-    if (SPMD__LD_ACQ(&m->nattached)) { SPMD__ST_SC(&m->running, 0u); return SPMD_ERR_BUSY; }
     args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *args);
     th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *th);
     if (!args || !th) {
@@ -2132,6 +2141,19 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         spmd__free(&m->alloc, th);
         SPMD__ST_SC(&m->running, 0u);
         return SPMD_ERR_NOMEM;
+    }
+    /* claim every device before any thread starts, so that no other thread
+       can take one in between */
+    for (i = 0; i < m->size; i++) {
+        spmd_dev *dummy;
+        if (spmd_attach(m, i, &dummy) != SPMD_OK) {
+            while (i-- > 0) spmd_detach(m->devs[i]);
+            spmd__free(&m->alloc, args);
+            spmd__free(&m->alloc, th);
+            SPMD__ST_SC(&m->running, 0u);
+            spmd__log(m, SPMD_LOG_DEBUG, -1, "spmd_run: a device is attached by another thread");
+            return SPMD_ERR_BUSY;
+        }
     }
     SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
     c.m = m;
@@ -2154,6 +2176,7 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     pthread_cond_broadcast(&c.cond);
     pthread_mutex_unlock(&c.lock);
     for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = started; i < m->size; i++) spmd_detach(m->devs[i]);
     pthread_mutex_destroy(&c.lock);
     pthread_cond_destroy(&c.cond);
     spmd__free(&m->alloc, args);
