@@ -138,6 +138,7 @@
 #define SPMD_MAX_AXES 8          /* axes of a mesh */
 #define SPMD_MAX_DEVICES 4096    /* devices of a mesh */
 #define SPMD_MAX_AXIS_NAME 31    /* characters of an axis name */
+#define SPMD_MAX_RANK 8          /* dimensions of an array view */
 
 #ifdef __cplusplus
 extern "C" {
@@ -155,6 +156,9 @@ extern "C" {
     X(SPMD_ERR_SIZE, "invalid size")                                                 \
     X(SPMD_ERR_OVERFLOW, "size overflow")                                            \
     X(SPMD_ERR_OVERLAP, "send and recv buffers overlap")                             \
+    X(SPMD_ERR_SHAPE, "array shape does not fit the operation")                      \
+    X(SPMD_ERR_PERM, "invalid permutation")                                          \
+    X(SPMD_ERR_ROOT, "root or source outside the group")                             \
     X(SPMD_ERR_TIMEOUT, "timed out waiting for peers")                               \
     X(SPMD_ERR_MISMATCH, "devices of a group called different collectives")          \
     X(SPMD_ERR_BROKEN, "mesh broken by an earlier failure")                          \
@@ -259,6 +263,15 @@ typedef struct spmd_opts {
 
 typedef void (*spmd_fn)(spmd_dev *dev, void *arg);
 
+/* A row-major contiguous array, for the collectives whose result depends on
+   the shape. rank 0 is a scalar (one element). */
+typedef struct spmd_array {
+    void *data;
+    spmd_dtype dtype;
+    int rank;                       /* 0..SPMD_MAX_RANK */
+    int64_t shape[SPMD_MAX_RANK];   /* each >= 0 */
+} spmd_array;
+
 /* ---- library ---------------------------------------------------------- */
 SPMD_API const char *spmd_version(void);                    /* "0.1.0" */
 SPMD_API const char *spmd_status_string(spmd_status s);     /* "timed out waiting for peers" */
@@ -339,6 +352,84 @@ SPMD_API spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, 
 /* Every device of the group arrives before any leaves. */
 SPMD_API spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts);
 
+/* ---- array views -------------------------------------------------------- */
+SPMD_API spmd_array spmd_array_1d(void *data, spmd_dtype dt, int64_t n0);
+SPMD_API spmd_array spmd_array_2d(void *data, spmd_dtype dt, int64_t n0, int64_t n1);
+SPMD_API spmd_array spmd_array_3d(void *data, spmd_dtype dt, int64_t n0, int64_t n1, int64_t n2);
+SPMD_API spmd_array spmd_array_nd(void *data, spmd_dtype dt, int rank, const int64_t *shape);
+
+/* ---- data movement, with JAX's semantics --------------------------------
+   x is this device's input, out its output; out's shape must be the one JAX
+   would produce (else SPMD_ERR_SHAPE, naming both). Dimension arguments may
+   be negative, counted from the end. G is the group size, i this device's
+   index in the group. */
+
+/* untiled: out = x with a new dimension of size G at `axis` (block j = x_j);
+   tiled: out = x with dimension `axis` multiplied by G (blocks concatenated). */
+SPMD_API spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                     const char *axes, int axis, int tiled, const spmd_opts *opts);
+/* Same data as all_gather; JAX's variant whose result is typed invariant
+   (replicated) over the axes. Here the two are the same operation. */
+SPMD_API spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                               const char *axes, int axis, int tiled,
+                                               const spmd_opts *opts);
+/* The psum, split along scatter_dimension into G chunks, chunk i kept:
+   untiled needs x.shape[dim] == G and drops the dimension; tiled needs it
+   divisible by G and divides it. */
+SPMD_API spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                       const char *axes, int scatter_dimension, int tiled,
+                                       const spmd_opts *opts);
+/* x split along split_axis into G chunks, chunk j sent to device j; the
+   chunks received are placed in sender order along concat_axis. untiled:
+   x.shape[split_axis] == G and out shape = insert(delete(shape, split_axis),
+   concat_axis, G); tiled: split_axis divided by G, concat_axis multiplied. */
+SPMD_API spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                     const char *axes, int split_axis, int concat_axis, int tiled,
+                                     const spmd_opts *opts);
+/* all_to_all(x, axis, axis), untiled: x.shape[axis] must be G. */
+SPMD_API spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                    const char *axes, int axis, const spmd_opts *opts);
+/* perm: npairs (source, destination) pairs of group indices, flattened
+   {s0, d0, s1, d1, ...}; sources unique, destinations unique. Device d gets
+   x of its source; a device that is no destination gets zeros. */
+SPMD_API spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                   const char *axes, const int *perm, int npairs,
+                                   const spmd_opts *opts);
+/* perm: G entries, a permutation; out on device i comes from device perm[i]. */
+SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                   const char *axes, const int *perm, const spmd_opts *opts);
+/* x of device `source` on every device. */
+SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                     const char *axes, int source, const spmd_opts *opts);
+
+/* ---- MPI-style operations (mpi4jax's list), within the group of `axes`
+   ("*" for the whole mesh). count is per device; root is a group index.
+   Rooted results appear only on the root; other devices' recv is untouched
+   (and may be NULL). */
+/* recv (G*count) = every device's send, in group order. */
+SPMD_API spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
+                                    spmd_dtype dt, const char *axes, const spmd_opts *opts);
+/* send and recv hold G*count: block j of send goes to device j, block j of
+   recv comes from device j. */
+SPMD_API spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count,
+                                   spmd_dtype dt, const char *axes, const spmd_opts *opts);
+/* recv = send of the root (read on the root only); in place allowed. */
+SPMD_API spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count,
+                                spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
+/* root's recv (G*count) = every device's send, in group order. */
+SPMD_API spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count,
+                                 spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
+/* recv = block i of the root's send (G*count, read on the root only). */
+SPMD_API spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count,
+                                  spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
+/* root's recv = op over the group of send (as spmd_allreduce). */
+SPMD_API spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count,
+                                 spmd_dtype dt, spmd_op op, int root, const char *axes,
+                                 const spmd_opts *opts);
+/* Inclusive prefix: recv on device i = op over devices 0..i of send. */
+SPMD_API spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count,
+                               spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *opts);
+
 /* ---- asynchronous forms ----------------------------------------------- */
 /* Start the operation and return at once with *req set (NULL on error).
    The buffers belong to the library until spmd_wait/spmd_test finish it. */
@@ -351,6 +442,69 @@ SPMD_API spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, 
                                      spmd_req **req);
 SPMD_API spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts,
                                         spmd_req **req);
+SPMD_API spmd_status spmd_pmean_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                      spmd_req **req);
+SPMD_API spmd_status spmd_pmax_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                     spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                     spmd_req **req);
+SPMD_API spmd_status spmd_pmin_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                     spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                     spmd_req **req);
+SPMD_API spmd_status spmd_pprod_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                      spmd_req **req);
+SPMD_API spmd_status spmd_pargmax_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+                                        spmd_dtype dt, const char *axis, const spmd_opts *opts,
+                                        spmd_req **req);
+SPMD_API spmd_status spmd_pargmin_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+                                        spmd_dtype dt, const char *axis, const spmd_opts *opts,
+                                        spmd_req **req);
+SPMD_API spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                           const char *axes, int axis, int tiled,
+                                           const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x,
+                                                     const spmd_array *out, const char *axes, int axis,
+                                                     int tiled, const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                             const char *axes, int scatter_dimension, int tiled,
+                                             const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                           const char *axes, int split_axis, int concat_axis,
+                                           int tiled, const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                          const char *axes, int axis, const spmd_opts *opts,
+                                          spmd_req **req);
+SPMD_API spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                         const char *axes, const int *perm, int npairs,
+                                         const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                         const char *axes, const int *perm, const spmd_opts *opts,
+                                         spmd_req **req);
+SPMD_API spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                           const char *axes, int source, const spmd_opts *opts,
+                                           spmd_req **req);
+SPMD_API spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                          spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                          spmd_req **req);
+SPMD_API spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                         spmd_dtype dt, const char *axes, const spmd_opts *opts,
+                                         spmd_req **req);
+SPMD_API spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, int root, const char *axes,
+                                      const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                       spmd_dtype dt, int root, const char *axes,
+                                       const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                        spmd_dtype dt, int root, const char *axes,
+                                        const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                       spmd_dtype dt, spmd_op op, int root, const char *axes,
+                                       const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count,
+                                     spmd_dtype dt, spmd_op op, const char *axes,
+                                     const spmd_opts *opts, spmd_req **req);
 /* Block until the request finishes; returns its status and frees it. */
 SPMD_API spmd_status spmd_wait(spmd_req *req);
 /* Same as spmd_wait (JAX's name for the second half of an async pair). */
@@ -524,13 +678,30 @@ static void spmd__free(const spmd_allocator *a, void *p) {
 }
 
 // >>types
-enum { SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER };
+enum {
+    SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER, SPMD__KIND_REDUCE, SPMD__KIND_SCAN,
+    SPMD__KIND_PSUM_SCATTER, SPMD__KIND_ALLGATHER, SPMD__KIND_GATHER, SPMD__KIND_BCAST, SPMD__KIND_SCATTER,
+    SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_COUNT
+};
+static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
+    "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
+    "broadcast", "scatter", "ppermute", "all_to_all"};
 enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT };
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
 enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3 };
 #define SPMD__REQ_MAGIC 0x73706d64u
 
 typedef void (*spmd__kernel)(void *out, const void *const *in, int G, size_t n);
+
+/* An n-d block inside a row-major array: extents, and the byte strides of
+   the source and destination arrays it is copied between. The innermost
+   contiguous run is folded into `run` bytes. */
+typedef struct spmd__blk {
+    int n;
+    int64_t ext[SPMD_MAX_RANK];
+    int64_t ss[SPMD_MAX_RANK], ds[SPMD_MAX_RANK];
+    size_t run;
+} spmd__blk;
 
 /* What a device says it is calling; peers compare it before touching data. */
 typedef struct spmd__sig {
@@ -630,6 +801,14 @@ struct spmd_req {
     void *recv;
     size_t count, in_size, out_size;
     spmd__kernel kern;
+    size_t in_bytes;       /* this member's input */
+    size_t outer, inner;   /* layout in elements: rows and row length (gather, scatter) */
+    int root;              /* root or source, a group index */
+    int *src_of;           /* ppermute: each member's source or -1 */
+    void *temp;            /* copy of an input that the output overwrites */
+    spmd__blk blk;         /* all_to_all: one chunk */
+    int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
+    uint32_t units, pieces;/* split: tasks = units x pieces */
     int nseen;             /* members seen arrived, in order */
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
@@ -1253,9 +1432,9 @@ static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[6
 }
 
 static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
-    const char *name = s->kind == SPMD__KIND_BARRIER ? "barrier"
-                       : s->op < SPMD_OP_COUNT   ? spmd__op_jax[s->op]
-                                                 : "?";
+    const char *name = s->kind == SPMD__KIND_ALLREDUCE ? (s->op < SPMD_OP_COUNT ? spmd__op_jax[s->op] : "?")
+                       : s->kind < SPMD__KIND_COUNT    ? spmd__kind_names[s->kind]
+                                                       : "?";
     if (s->kind == SPMD__KIND_BARRIER)
         snprintf(buf, len, "barrier");
     else
@@ -1337,7 +1516,7 @@ static void spmd__post(spmd_req *r) {
     if (r->dev->mesh->check) spmd__clog_write(r->dev, r);
     e->sig = r->sig;
     if (r->sig.algo == SPMD__ALG_EAGER) {
-        if (r->count) memcpy(data, r->send, r->count * r->in_size);
+        if (r->in_bytes) memcpy(data, r->send, r->in_bytes);
     } else {
         spmd__shared *sh = &g->shared[r->gseq % (uint64_t)g->D];
         memcpy(data, &r->send, sizeof r->send);
@@ -1397,24 +1576,174 @@ static int spmd__sigs_agree(spmd_req *r) {
     return 1;
 }
 
+/* Copy an n-d block (odometer over the outer dimensions, memcpy per run). */
+static void spmd__blk_copy(const spmd__blk *b, unsigned char *dst, const unsigned char *src) {
+    int64_t idx[SPMD_MAX_RANK];
+    int i;
+    for (i = 0; i < b->n; i++) {
+        if (b->ext[i] == 0) return;
+        idx[i] = 0;
+    }
+    for (;;) {
+        int64_t so = 0, dof = 0;
+        for (i = 0; i < b->n; i++) {
+            so += idx[i] * b->ss[i];
+            dof += idx[i] * b->ds[i];
+        }
+        memcpy(dst + dof, src + so, b->run);
+        for (i = b->n - 1; i >= 0 && ++idx[i] == b->ext[i]; i--) idx[i] = 0;
+        if (i < 0) break;
+    }
+}
+
+/* The work of one unit over elements [lo, hi) of its range. ins/outs are
+   every member's input and output; `only` >= 0 restricts the writes to that
+   member's output (the eager path computes just its own). Units: the
+   receiver for scan, psum_scatter, scatter, ppermute; the source for the
+   gathers; a (receiver, source) pair for all_to_all; one for the rest. */
+static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t hi, const void **ins,
+                       void **outs, int only, const void **cur) {
+    size_t es = r->in_size, oes = r->out_size, chunk = 16384 / oes, off;
+    int k;
+    switch (r->sig.kind) {
+    case SPMD__KIND_ALLREDUCE:
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_SCAN: {
+        /* reduce a range from every input (scan: inputs 0..u) in L1-sized
+           chunks; the first output written is copied to the others while hot */
+        int n_in = r->sig.kind == SPMD__KIND_SCAN ? (int)u + 1 : G;
+        int first = only >= 0 ? only : r->sig.kind == SPMD__KIND_ALLREDUCE ? 0 : r->sig.kind == SPMD__KIND_REDUCE ? r->root : (int)u;
+        for (off = lo; off < hi; off += chunk) {
+            size_t n = hi - off < chunk ? hi - off : chunk;
+            unsigned char *o0 = (unsigned char *)outs[first] + off * oes;
+            for (k = 0; k < n_in; k++) cur[k] = (const unsigned char *)ins[k] + off * es;
+            r->kern(o0, cur, n_in, n);
+            if (r->sig.kind == SPMD__KIND_ALLREDUCE && only < 0)
+                for (k = 1; k < G; k++) memcpy((unsigned char *)outs[k] + off * oes, o0, n * oes);
+        }
+        break;
+    }
+    case SPMD__KIND_PSUM_SCATTER: {
+        /* out_u[o, c] = sum_j x_j[o, u, c]; [lo, hi) indexes out_u */
+        size_t e = lo;
+        while (e < hi) {
+            size_t o = e / r->inner, c = e % r->inner;
+            size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
+            if (n > chunk) n = chunk;
+            for (k = 0; k < G; k++) cur[k] = (const unsigned char *)ins[k] + ((o * (size_t)G + u) * r->inner + c) * es;
+            r->kern((unsigned char *)outs[u] + e * oes, cur, G, n);
+            e += n;
+        }
+        break;
+    }
+    case SPMD__KIND_ALLGATHER:
+    case SPMD__KIND_GATHER: {
+        /* out_k[o, u, c] = x_u[o, c]; [lo, hi) indexes x_u */
+        size_t e = lo;
+        while (e < hi) {
+            size_t o = e / r->inner, c = e % r->inner;
+            size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
+            const unsigned char *src = (const unsigned char *)ins[u] + e * es;
+            size_t at = ((o * (size_t)G + u) * r->inner + c) * es;
+            if (only >= 0) memcpy((unsigned char *)outs[only] + at, src, n * es);
+            else if (r->sig.kind == SPMD__KIND_GATHER) memcpy((unsigned char *)outs[r->root] + at, src, n * es);
+            else for (k = 0; k < G; k++) memcpy((unsigned char *)outs[k] + at, src, n * es);
+            e += n;
+        }
+        break;
+    }
+    case SPMD__KIND_BCAST: {
+        const unsigned char *src = (const unsigned char *)ins[r->root] + lo * es;
+        for (k = only >= 0 ? only : 0; k < (only >= 0 ? only + 1 : G); k++)
+            if ((const unsigned char *)outs[k] + lo * es != src) memcpy((unsigned char *)outs[k] + lo * es, src, (hi - lo) * es);
+        break;
+    }
+    case SPMD__KIND_SCATTER:
+        memcpy((unsigned char *)outs[u] + lo * es, (const unsigned char *)ins[r->root] + ((size_t)u * r->count + lo) * es,
+               (hi - lo) * es);
+        break;
+    case SPMD__KIND_PPERMUTE:
+        if (r->src_of[u] < 0) memset((unsigned char *)outs[u] + lo * es, 0, (hi - lo) * es);
+        else memcpy((unsigned char *)outs[u] + lo * es, (const unsigned char *)ins[r->src_of[u]] + lo * es, (hi - lo) * es);
+        break;
+    case SPMD__KIND_ALLTOALL: {
+        /* unit = receiver * G + source (or just the receiver, for every
+           source, when G*G tasks would be too many): chunk `receiver` of
+           x_source goes to block `source` of out_receiver */
+        uint32_t rcv = r->units == (uint32_t)G * (uint32_t)G ? u / (uint32_t)G : u;
+        uint32_t s0 = r->units == (uint32_t)G * (uint32_t)G ? u % (uint32_t)G : 0;
+        uint32_t s1 = r->units == (uint32_t)G * (uint32_t)G ? s0 + 1 : (uint32_t)G, src;
+        for (src = s0; src < s1; src++)
+            spmd__blk_copy(&r->blk, (unsigned char *)outs[rcv] + (int64_t)src * r->dst_step,
+                           (const unsigned char *)ins[src] + (int64_t)rcv * r->src_step);
+        (void)lo; (void)hi;
+        break;
+    }
+    }
+}
+
+/* Length of a unit's range, in elements. */
+static size_t spmd__unit_len(const spmd_req *r) {
+    switch (r->sig.kind) {
+    case SPMD__KIND_PSUM_SCATTER: return r->outer * r->inner;
+    case SPMD__KIND_ALLGATHER:
+    case SPMD__KIND_GATHER: return r->outer * r->inner;
+    case SPMD__KIND_ALLTOALL: return 1;
+    default: return r->count;
+    }
+}
+
 static void spmd__run_task(spmd_req *r, uint32_t t) {
     const spmd__group *g = r->gr->g;
     int G = g->G, k;
-    const void **ins = r->dev->ptrs, **outs = ins + G, **cur = ins + 2 * G;
-    size_t lo = (size_t)t * r->task_elems;
-    size_t hi = lo + r->task_elems < r->count ? lo + r->task_elems : r->count;
-    size_t chunk = 16384 / r->out_size, off;
+    const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
+    void **outs = (void **)(ins + G);
+    uint32_t u = t / r->pieces, p = t % r->pieces;
+    size_t len = spmd__unit_len(r), lo = (size_t)p * r->task_elems;
+    size_t hi = lo + r->task_elems < len ? lo + r->task_elems : len;
     for (k = 0; k < G; k++) {
         const unsigned char *data = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
         memcpy(&ins[k], data, sizeof(void *));
         memcpy(&outs[k], data + sizeof(void *), sizeof(void *));
     }
-    for (off = lo; off < hi; off += chunk) {
-        size_t n = hi - off < chunk ? hi - off : chunk;
-        unsigned char *o0 = (unsigned char *)outs[0] + off * r->out_size;
-        for (k = 0; k < G; k++) cur[k] = (const unsigned char *)ins[k] + off * r->in_size;
-        r->kern(o0, cur, G, n);
-        for (k = 1; k < G; k++) memcpy((unsigned char *)outs[k] + off * r->out_size, o0, n * r->out_size);
+    spmd__work(r, G, u, lo, hi, ins, outs, -1, cur);
+}
+
+/* Eager: compute this member's output from everyone's inline input. */
+static void spmd__eager(spmd_req *r, int local) {
+    const spmd__group *g = r->gr->g;
+    int G = g->G, k, me = r->gr->me;
+    const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
+    void **outs = (void **)(ins + G);
+    size_t len = spmd__unit_len(r);
+    if (local) ins[0] = r->send; /* a group of one reads its own buffer */
+    else
+        for (k = 0; k < G; k++) ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+    outs[me] = r->recv;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BARRIER: break;
+    case SPMD__KIND_REDUCE:
+        if (me == r->root) spmd__work(r, G, 0, 0, len, ins, outs, me, cur);
+        break;
+    case SPMD__KIND_GATHER:
+        if (me != r->root) break;
+        /* fallthrough */
+    case SPMD__KIND_ALLGATHER:
+        for (k = 0; k < G; k++) spmd__work(r, G, (uint32_t)k, 0, len, ins, outs, me, cur);
+        break;
+    case SPMD__KIND_ALLTOALL:
+        if (r->units == (uint32_t)G * (uint32_t)G)
+            for (k = 0; k < G; k++) spmd__work(r, G, (uint32_t)(me * G + k), 0, len, ins, outs, me, cur);
+        else
+            spmd__work(r, G, (uint32_t)me, 0, len, ins, outs, me, cur);
+        break;
+    case SPMD__KIND_ALLREDUCE:
+    case SPMD__KIND_BCAST:
+        spmd__work(r, G, 0, 0, len, ins, outs, me, cur);
+        break;
+    default: /* receiver-oriented: scan, psum_scatter, scatter, ppermute */
+        spmd__work(r, G, (uint32_t)me, 0, len, ins, outs, me, cur);
+        break;
     }
 }
 
@@ -1432,13 +1761,7 @@ static void spmd__thread_progress(spmd_req *r) {
     if (r->state == SPMD__R_ARRIVE) {
         if (!spmd__all_arrived(r) || !spmd__sigs_agree(r)) return;
         if (r->sig.algo == SPMD__ALG_EAGER) {
-            if (r->count) {
-                const void **ins = r->dev->ptrs;
-                int k;
-                for (k = 0; k < g->G; k++)
-                    ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
-                r->kern(r->recv, ins, g->G, r->count);
-            }
+            spmd__eager(r, 0);
             spmd__finish(r, SPMD_OK);
             return;
         } else {
@@ -1672,6 +1995,10 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
 
 static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
+    spmd__free(&d->mesh->alloc, r->temp);
+    spmd__free(&d->mesh->alloc, r->src_of);
+    r->temp = NULL;
+    r->src_of = NULL;
     if (r->prev) r->prev->next = r->next; else d->head = r->next;
     if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
     d->inflight--;
@@ -1687,59 +2014,347 @@ static spmd_status spmd__check_dev(spmd_dev *d) {
     return SPMD_OK;
 }
 
-/* Everything about a reduction call is checked here, before a sequence
-   number is taken or a byte moves. */
-static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv,
-                                      size_t count, spmd_dtype dt, spmd_op op, const char *axes,
-                                      const spmd_opts *o, int one_axis, spmd_req **out) {
-    const char *name = kind == SPMD__KIND_BARRIER ? "barrier"
-                       : ((unsigned)op < SPMD_OP_COUNT) ? spmd__op_jax[op]
-                                                       : "allreduce";
+/* A collective call as the public functions describe it. */
+typedef struct spmd__call {
+    int kind;
+    const char *name;
+    const void *send;
+    void *recv;
+    size_t count;              /* elements per device (the size parameter) */
+    spmd_dtype dt;
+    spmd_op op;
+    int root;                  /* rooted kinds: a group index */
+    int one_axis;              /* pargmax/pargmin: one axis, no groups */
+    const int *perm;           /* ppermute pairs, or the pshuffle permutation */
+    int npairs;                /* -1: perm is a pshuffle permutation */
+    const spmd_array *x, *out; /* array forms */
+    int dim1, dim2, tiled;
+} spmd__call;
+
+static void spmd__shape_text(const int64_t *sh, int rank, char *buf, size_t len) {
+    size_t at = 0;
+    int i;
+    at += (size_t)snprintf(buf, len, "(");
+    for (i = 0; i < rank && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)sh[i]);
+    if (at < len) snprintf(buf + at, len - at, rank == 1 ? ",)" : ")");
+}
+
+/* Row-major strides in bytes. */
+static void spmd__strides(const int64_t *sh, int rank, int64_t es, int64_t *st) {
+    int i;
+    int64_t acc = es;
+    for (i = rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= sh[i];
+    }
+}
+
+static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
+                                     size_t *numel) {
+    int i;
+    size_t n = 1;
+    if (!a) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, which);
+    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", name, which, a->rank, SPMD_MAX_RANK);
+    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", name, which, (int)a->dtype);
+    for (i = 0; i < a->rank; i++) {
+        if (a->shape[i] < 0)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", name, which, i,
+                              (long long)a->shape[i]);
+        if (a->shape[i] && n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", name, which);
+        n *= (size_t)a->shape[i];
+    }
+    if (n && !a->data) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s.data is NULL", name, which);
+    *numel = n;
+    return SPMD_OK;
+}
+
+/* Canonicalise a dimension index against rank (negative: from the end). */
+static int spmd__canon(int dim, int rank, int *out) {
+    if (dim < -rank || dim >= rank) return 0;
+    *out = dim < 0 ? dim + rank : dim;
+    return 1;
+}
+
+static uint64_t spmd__hash_shape(uint64_t h, const int64_t *sh, int rank) {
+    int i;
+    for (i = 0; i < rank; i++) {
+        h ^= (uint64_t)sh[i];
+        h *= 1099511628211u;
+    }
+    return h ^ (uint64_t)rank;
+}
+
+/* Fold a block's dimensions: drop extents of 1, merge neighbours that are
+   contiguous in both arrays, and take the innermost contiguous run out. */
+static void spmd__blk_fold(spmd__blk *b, int64_t es) {
+    int i, n = 0;
+    for (i = 0; i < b->n; i++) {
+        if (b->ext[i] == 1) continue;
+        if (n > 0 && b->ss[n - 1] == b->ext[i] * b->ss[i] && b->ds[n - 1] == b->ext[i] * b->ds[i]) {
+            b->ext[n - 1] *= b->ext[i];
+            b->ss[n - 1] = b->ss[i];
+            b->ds[n - 1] = b->ds[i];
+            continue;
+        }
+        b->ext[n] = b->ext[i];
+        b->ss[n] = b->ss[i];
+        b->ds[n] = b->ds[i];
+        n++;
+    }
+    b->n = n;
+    b->run = (size_t)es;
+    if (n > 0 && b->ss[n - 1] == es && b->ds[n - 1] == es) {
+        b->run = (size_t)(b->ext[n - 1] * es);
+        b->n = n - 1;
+    }
+}
+
+/* The shape rules of the array forms: compute the output shape JAX would
+   give, compare, and lay the operation out for the work functions. */
+static spmd_status spmd__setup_array(spmd_dev *d, spmd__call *c, int G, spmd_req *r, uint64_t *aux) {
+    const spmd_array *x = c->x, *o = c->out;
+    int64_t want[SPMD_MAX_RANK + 1];
+    int wr = x->rank, i, a = 0, b = 0;
+    int64_t es = (int64_t)spmd__dtype_sizes[x->dtype];
+    char w[160], got[160];
+    uint64_t h = spmd__hash_shape(1469598103934665603u, x->shape, x->rank);
+    memcpy(want, x->shape, sizeof x->shape);
+    switch (c->kind) {
+    case SPMD__KIND_ALLGATHER:
+        if (!spmd__canon(c->dim1, c->tiled ? x->rank : x->rank + 1, &a) || (c->tiled && x->rank == 0))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: axis %d is outside an array of rank %d%s", c->name, c->dim1,
+                              x->rank, c->tiled ? " (tiled)" : " (+1, untiled)");
+        if (c->tiled) {
+            want[a] *= G;
+        } else {
+            for (i = x->rank; i > a; i--) want[i] = want[i - 1];
+            want[a] = G;
+            wr = x->rank + 1;
+        }
+        r->outer = 1;
+        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
+        r->inner = 1;
+        for (i = a; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
+        break;
+    case SPMD__KIND_PSUM_SCATTER:
+        if (!spmd__canon(c->dim1, x->rank, &a))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: scatter_dimension %d is outside an array of rank %d", c->name,
+                              c->dim1, x->rank);
+        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
+                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
+        if (c->tiled) {
+            want[a] /= G;
+        } else {
+            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
+            wr = x->rank - 1;
+        }
+        r->outer = 1;
+        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
+        r->inner = (size_t)(x->shape[a] / G);
+        for (i = a + 1; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
+        break;
+    case SPMD__KIND_ALLTOALL: {
+        int64_t xs[SPMD_MAX_RANK], os[SPMD_MAX_RANK], sh[SPMD_MAX_RANK];
+        int n = 0;
+        if (x->rank == 0 || !spmd__canon(c->dim1, x->rank, &a) || !spmd__canon(c->dim2, x->rank, &b))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: split_axis %d / concat_axis %d outside an array of rank %d",
+                              c->name, c->dim1, c->dim2, x->rank);
+        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
+                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
+        if (c->tiled) {
+            want[a] /= G;
+            want[b] *= G;
+        } else {
+            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
+            for (i = x->rank - 1; i > b; i--) want[i] = want[i - 1];
+            want[b] = G;
+        }
+        spmd__strides(x->shape, x->rank, es, xs);
+        spmd__strides(want, wr, es, os);
+        /* the chunk: x's dims (split one divided, or dropped when untiled),
+           and the same dims in the output (concat one divided, or dropped) */
+        for (i = 0; i < x->rank; i++) {
+            if (!c->tiled && i == a) continue;
+            sh[n] = i == a ? x->shape[a] / G : x->shape[i];
+            r->blk.ss[n] = xs[i];
+            n++;
+        }
+        r->blk.n = n;
+        for (i = 0, n = 0; i < wr; i++) {
+            if (!c->tiled && i == b) continue;
+            r->blk.ds[n++] = os[i];
+        }
+        memcpy(r->blk.ext, sh, sizeof sh);
+        r->src_step = c->tiled ? x->shape[a] / G * xs[a] : xs[a];
+        r->dst_step = c->tiled ? want[b] / G * os[b] : os[b];
+        spmd__blk_fold(&r->blk, es);
+        break;
+    }
+    default: /* ppermute, pshuffle, pbroadcast: same shape */
+        break;
+    }
+    h = spmd__hash_shape(h ^ (uint64_t)(a * 31 + b * 7 + c->tiled), want, wr);
+    *aux ^= h;
+    if (o->dtype != x->dtype)
+        return spmd__fail(d, SPMD_ERR_SHAPE, "%s: out has dtype %s but x has %s", c->name,
+                          spmd__dtype_names[o->dtype], spmd__dtype_names[x->dtype]);
+    if (o->rank != wr || memcmp(o->shape, want, (size_t)wr * sizeof(int64_t)) != 0) {
+        spmd__shape_text(o->shape, o->rank, got, sizeof got);
+        spmd__shape_text(want, wr, w, sizeof w);
+        return spmd__fail(d, SPMD_ERR_SHAPE, "%s over a group of %d: out has shape %s but must be %s", c->name, G,
+                          got, w);
+    }
+    return SPMD_OK;
+}
+
+/* Per kind: sizes, roots, permutations; everything a peer must agree on
+   goes into aux. */
+static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_req *r, size_t *max_in,
+                               size_t *out_bytes, uint64_t *aux) {
+    size_t es = r->in_size, n = c->count;
+    int rooted = c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_GATHER || c->kind == SPMD__KIND_BCAST ||
+                 c->kind == SPMD__KIND_SCATTER;
+    spmd_status s;
+    *aux = (uint64_t)(c->root + 1) * 0x9e3779b97f4a7c15u;
+    if (rooted && (c->root < 0 || c->root >= G))
+        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", c->name,
+                          c->x ? "source" : "root", c->root, G);
+    r->root = c->root;
+    if (c->x && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
+    if ((size_t)G > SIZE_MAX / 16 / (n ? n * es : 1))
+        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
+    r->in_bytes = n * es;
+    *max_in = n * es;
+    *out_bytes = n * r->out_size;
+    switch (c->kind) {
+    case SPMD__KIND_REDUCE:
+        if (me != c->root) *out_bytes = 0;
+        break;
+    case SPMD__KIND_PSUM_SCATTER: *out_bytes = r->outer * r->inner * es; break;
+    case SPMD__KIND_ALLGATHER:
+        if (!c->x) { r->outer = 1; r->inner = n; }
+        *out_bytes = (size_t)G * n * es;
+        break;
+    case SPMD__KIND_GATHER:
+        r->outer = 1;
+        r->inner = n;
+        *out_bytes = me == c->root ? (size_t)G * n * es : 0;
+        break;
+    case SPMD__KIND_BCAST:
+        if (me != c->root) r->in_bytes = 0;
+        break;
+    case SPMD__KIND_SCATTER:
+        r->in_bytes = me == c->root ? (size_t)G * n * es : 0;
+        *max_in = (size_t)G * n * es;
+        break;
+    case SPMD__KIND_ALLTOALL:
+        if (!c->x) { /* MPI alltoall: send and recv hold G blocks of count */
+            r->blk.n = 0;
+            r->blk.run = n * es;
+            r->src_step = r->dst_step = (int64_t)(n * es);
+            r->in_bytes = *max_in = *out_bytes = (size_t)G * n * es;
+            *aux ^= (uint64_t)n;
+        }
+        break;
+    case SPMD__KIND_PPERMUTE: {
+        int i, np = c->npairs < 0 ? G : c->npairs;
+        int *dst_seen;
+        if (np < 0 || np > G || (np && !c->perm))
+            return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
+                              "%s: %d pairs for a group of %d", c->name, np, G);
+        r->src_of = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
+        if (!r->src_of) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        dst_seen = r->src_of + G;
+        for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
+        for (i = 0; i < np; i++) {
+            int src = c->npairs < 0 ? c->perm[i] : c->perm[2 * i];
+            int dst = c->npairs < 0 ? i : c->perm[2 * i + 1];
+            if (src < 0 || src >= G || dst < 0 || dst >= G)
+                return spmd__fail(d, SPMD_ERR_PERM, "%s: pair (%d, %d) is outside the group of %d", c->name, src, dst, G);
+            if (r->src_of[dst] >= 0)
+                return spmd__fail(d, SPMD_ERR_PERM, "%s: destination %d appears twice", c->name, dst);
+            if (dst_seen[src] >= 0)
+                return spmd__fail(d, SPMD_ERR_PERM, "%s: source %d appears twice%s", c->name, src,
+                                  c->npairs < 0 ? " (pshuffle needs a permutation)" : "");
+            r->src_of[dst] = src;
+            dst_seen[src] = dst;
+            *aux = (*aux ^ (uint64_t)(src * 4099 + dst)) * 1099511628211u;
+        }
+        break;
+    }
+    default: break;
+    }
+    if (r->in_bytes > (size_t)INT64_MAX / 4 || *out_bytes > (size_t)INT64_MAX / 4)
+        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: the buffers are too large", c->name);
+    return SPMD_OK;
+}
+
+/* Kinds that read other members' inputs after writing their own outputs
+   would overwrite: in place, their input is copied first (split only; the
+   eager path copies every input into the slot anyway). */
+static int spmd__needs_copy(int kind) {
+    return kind == SPMD__KIND_ALLTOALL || kind == SPMD__KIND_PPERMUTE || kind == SPMD__KIND_SCAN;
+}
+static int spmd__in_place_ok(int kind) {
+    return kind != SPMD__KIND_PSUM_SCATTER && kind != SPMD__KIND_ALLGATHER && kind != SPMD__KIND_GATHER &&
+           kind != SPMD__KIND_SCATTER;
+}
+
+/* Everything about a call is checked here, before a sequence number is
+   taken or a byte moves; then the request is made and posted. */
+static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
+                                    spmd_req **out) {
     spmd_mesh *m;
     spmd_status s;
-    int ax[SPMD_MAX_AXES], nax = 0, A;
-    size_t in_size = 0, out_size = 0;
+    int ax[SPMD_MAX_AXES], nax = 0, A, G;
+    size_t numel = 0, max_in = 0, out_bytes = 0;
+    uint64_t aux = 0;
     char why[200];
     spmd__gref *gr = NULL;
     spmd_req *r;
     spmd_algo algo;
+    const char *name = c->name;
+    int reduces = c->kind == SPMD__KIND_ALLREDUCE || c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_SCAN ||
+                  c->kind == SPMD__KIND_PSUM_SCATTER;
     if (out) *out = NULL;
     if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
     m = d->mesh;
-    if (kind == SPMD__KIND_ALLREDUCE) {
-        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
-        if ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT)
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)op);
-        if (!spmd__kernels[dt][op])
-            return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[dt],
-                              dt == SPMD_BOOL ? " (JAX's mean of bools is float32: psum into int32 counts "
-                                                "and divide)"
-                                              : "");
-        in_size = spmd__dtype_sizes[dt];
-        out_size = spmd__out_size(dt, op);
-        if (count > (size_t)INT64_MAX / 8)
-            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows the byte size", name, count);
-        if (count && (!send || !recv))
-            return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, send ? "recv" : "send");
-        if (count) {
-            const char *a = (const char *)send, *b = (const char *)recv;
-            size_t na = count * in_size, nb = count * out_size;
-            int overlap = a < b + nb && b < a + na;
-            if (overlap && !(a == b && in_size == out_size))
-                return spmd__fail(d, SPMD_ERR_OVERLAP,
-                                  "%s: send and recv overlap without being the same buffer%s", name,
-                                  in_size != out_size ? " (the result has another element size, so it "
-                                                        "cannot be in place)"
-                                                      : "");
-        }
+    if (c->x || c->out) {
+        size_t on = 0;
+        if ((s = spmd__check_array(d, name, "x", c->x, &numel)) != SPMD_OK) return s;
+        if ((s = spmd__check_array(d, name, "out", c->out, &on)) != SPMD_OK) return s;
+        c->send = c->x->data;
+        c->recv = c->out->data;
+        c->count = numel;
+        c->dt = c->x->dtype;
+    }
+    if (c->kind != SPMD__KIND_BARRIER) {
+        if ((int)c->dt <= SPMD_DTYPE_NONE || (int)c->dt >= SPMD_DTYPE_COUNT)
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)c->dt);
+        if (c->count > (size_t)INT64_MAX / 16)
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows the byte size", name, c->count);
+    }
+    if (reduces) {
+        if ((int)c->op <= SPMD_OP_NONE || (int)c->op >= SPMD_OP_COUNT)
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
+        if (!spmd__kernels[c->dt][c->op] || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
+            return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
+                              c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
+                                                   "convert first)"
+                                                 : "");
     }
     if ((s = spmd__parse_axes(m, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "%s: %s", name, why);
-    if (one_axis && (nax != 1 || (o && (o->groups || o->group_size))))
+    if (c->one_axis && (nax != 1 || (o && (o->groups || o->group_size))))
         return spmd__fail(d, nax != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
-                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)",
-                          name, axes, nax == 1 ? " with groups" : "");
+                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name, axes,
+                          nax == 1 ? " with groups" : "");
     A = spmd__axes_size(m, ax, nax);
     if ((s = spmd__check_groups(o, A, why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
@@ -1748,40 +2363,79 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
     if (o && o->timeout_ms < 0)
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
     if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    G = gr->g->G;
     r = spmd__req_new(d);
     if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
     r->gr = gr;
-    r->send = send;
-    r->recv = recv;
-    r->count = count;
-    r->in_size = in_size;
-    r->out_size = out_size;
-    r->kern = kind == SPMD__KIND_ALLREDUCE ? spmd__kernels[dt][op] : NULL;
+    r->count = c->count;
+    r->in_size = c->kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[c->dt];
+    r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
+    r->kern = reduces ? spmd__kernels[c->dt][c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op] : NULL;
+    r->sig.kind = (uint8_t)c->kind;
+    if ((s = spmd__setup(d, c, G, gr->me, r, &max_in, &out_bytes, &aux)) != SPMD_OK) {
+        spmd__req_release(r);
+        return s;
+    }
+    if ((r->in_bytes && !c->send) || (out_bytes && !c->recv)) {
+        spmd__req_release(r);
+        return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, r->in_bytes && !c->send ? "send" : "recv");
+    }
+    if (r->in_bytes && out_bytes) {
+        const char *a = (const char *)c->send, *b = (const char *)c->recv;
+        int overlap = a < b + out_bytes && b < a + r->in_bytes;
+        if (overlap && !(a == b && r->in_bytes == out_bytes && spmd__in_place_ok(c->kind))) {
+            spmd__req_release(r);
+            return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
+                              a == b ? " (the result has another size, so it cannot be in place)" : "");
+        }
+    }
+    r->send = c->send;
+    r->recv = c->recv;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
     r->user = out != NULL;
-    r->sig.kind = (uint8_t)kind;
-    r->sig.op = (uint8_t)op;
-    r->sig.dtype = (uint8_t)dt;
+    r->sig.op = (uint8_t)c->op;
+    r->sig.dtype = (uint8_t)c->dt;
     r->sig.axes_hash = gr->axes_hash;
-    r->sig.count = count;
+    r->sig.count = c->count;
+    r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    if (gr->g->G == 1) {
+    if (G == 1) {
         r->sig.algo = SPMD__ALG_LOCAL;
-        if (count) r->kern(recv, &r->send, 1, count);
+        spmd__eager(r, 1);
         r->state = SPMD__R_DONE;
         r->status = SPMD_OK;
     } else {
-        /* eager when the input fits the slot, unless split is asked for */
-        int fits = count * in_size <= gr->g->eager;
-        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && count) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        /* eager when the largest input fits the slot, unless split is asked for */
+        int fits = max_in <= gr->g->eager;
+        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
         if (r->sig.algo == SPMD__ALG_SPLIT) {
-            size_t bytes = count * in_size, tb = bytes / (4u * (size_t)gr->g->G), te;
+            size_t len, tb, te;
+            switch (c->kind) {
+            case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
+            case SPMD__KIND_ALLTOALL:
+                r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS ? (uint32_t)(G * G) : (uint32_t)G;
+                break;
+            default: r->units = (uint32_t)G; break;
+            }
+            len = spmd__unit_len(r);
+            tb = max_in / (4u * (size_t)G);
             if (tb < 16384) tb = 16384;
             if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
-            te = (tb / in_size + 63) / 64 * 64;
-            if ((count + te - 1) / te > SPMD__MAX_TASKS) te = ((count + SPMD__MAX_TASKS - 1) / SPMD__MAX_TASKS + 63) / 64 * 64;
+            te = (tb / r->in_size + 63) / 64 * 64;
+            if (c->kind == SPMD__KIND_ALLTOALL) te = 1;
+            while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
             r->task_elems = te;
-            r->ntasks = (uint32_t)((count + te - 1) / te);
+            r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
+            r->ntasks = r->units * r->pieces;
+            if (spmd__needs_copy(c->kind) && c->send == c->recv && r->in_bytes) {
+                r->temp = spmd__alloc(&m->alloc, r->in_bytes);
+                if (!r->temp) {
+                    spmd__req_release(r);
+                    return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for an in-place copy", name);
+                }
+                memcpy(r->temp, c->send, r->in_bytes);
+                r->send = r->temp;
+            }
         }
         r->gseq = gr->my->next++;
         r->global = d->global++;
@@ -1795,6 +2449,22 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
     s = spmd__block(r);
     spmd__req_release(r);
     return s;
+}
+
+static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
+                                      int one_axis, spmd_req **out) {
+    spmd__call c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = kind == SPMD__KIND_BARRIER ? "barrier" : (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce";
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.dt = dt;
+    c.op = op;
+    c.one_axis = one_axis;
+    return spmd__coll_start(d, &c, axes, o, out);
 }
 
 static spmd_status spmd__req_check(spmd_req *r) {
@@ -2265,6 +2935,236 @@ spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *o
     return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
                               opts, 0, req);
 }
+
+spmd_array spmd_array_nd(void *data, spmd_dtype dt, int rank, const int64_t *shape) {
+    spmd_array a;
+    int i;
+    memset(&a, 0, sizeof a);
+    a.data = data;
+    a.dtype = dt;
+    a.rank = rank;
+    for (i = 0; i < rank && i < SPMD_MAX_RANK && shape; i++) a.shape[i] = shape[i];
+    return a;
+}
+spmd_array spmd_array_1d(void *data, spmd_dtype dt, int64_t n0) { return spmd_array_nd(data, dt, 1, &n0); }
+spmd_array spmd_array_2d(void *data, spmd_dtype dt, int64_t n0, int64_t n1) {
+    int64_t sh[2];
+    sh[0] = n0;
+    sh[1] = n1;
+    return spmd_array_nd(data, dt, 2, sh);
+}
+spmd_array spmd_array_3d(void *data, spmd_dtype dt, int64_t n0, int64_t n1, int64_t n2) {
+    int64_t sh[3];
+    sh[0] = n0;
+    sh[1] = n1;
+    sh[2] = n2;
+    return spmd_array_nd(data, dt, 3, sh);
+}
+
+/* The array forms share one shape: kind, name, x, out and three integers. */
+static spmd_status spmd__array_op(spmd_dev *d, int kind, const char *name, const spmd_array *x,
+                                  const spmd_array *out, const char *axes, int dim1, int dim2, int tiled,
+                                  const int *perm, int npairs, int root, const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    c.x = x;
+    c.out = out;
+    c.dim1 = dim1;
+    c.dim2 = dim2;
+    c.tiled = tiled != 0;
+    c.perm = perm;
+    c.npairs = npairs;
+    c.root = root;
+    c.op = SPMD_OP_SUM;
+    if (!d) return SPMD_ERR_NULL;
+    if (!x || !out) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, x ? "out" : "x");
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+
+/* The buffer forms: kind, name, buffers, count, dtype, op, root. */
+static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, const void *send, void *recv,
+                                   size_t count, spmd_dtype dt, spmd_op op, int root, const char *axes,
+                                   const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.dt = dt;
+    c.op = op;
+    c.root = root;
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+
+#define SPMD__START_REQ(d, req, name)                                                                     \
+    do {                                                                                                  \
+        if (!(req)) return (d) ? spmd__fail((d), SPMD_ERR_NULL, "%s: req is NULL", (name)) : SPMD_ERR_NULL; \
+    } while (0)
+
+spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+                            int tiled, const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, NULL);
+}
+spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int axis, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "all_gather_start");
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, req);
+}
+spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                      int axis, int tiled, const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
+                          0, o, NULL);
+}
+spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                            const char *axes, int axis, int tiled, const spmd_opts *o,
+                                            spmd_req **req) {
+    SPMD__START_REQ(d, req, "all_gather_invariant_start");
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
+                          0, o, req);
+}
+spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                              int scatter_dimension, int tiled, const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
+                          NULL, 0, 0, o, NULL);
+}
+spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                    int scatter_dimension, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "psum_scatter_start");
+    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
+                          NULL, 0, 0, o, req);
+}
+spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                            int split_axis, int concat_axis, int tiled, const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
+                          0, 0, o, NULL);
+}
+spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int split_axis, int concat_axis, int tiled, const spmd_opts *o,
+                                  spmd_req **req) {
+    SPMD__START_REQ(d, req, "all_to_all_start");
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
+                          0, 0, o, req);
+}
+spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+                           const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, NULL);
+}
+spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                 int axis, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "pswapaxes_start");
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, req);
+}
+spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                          const int *perm, int npairs, const spmd_opts *o) {
+    if (npairs < 0) return d ? spmd__fail(d, SPMD_ERR_PERM, "ppermute: negative npairs %d", npairs) : SPMD_ERR_NULL;
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, NULL);
+}
+spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                const int *perm, int npairs, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "ppermute_start");
+    if (npairs < 0) return spmd__fail(d, SPMD_ERR_PERM, "ppermute: negative npairs %d", npairs);
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, req);
+}
+spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                          const int *perm, const spmd_opts *o) {
+    if (!perm) return d ? spmd__fail(d, SPMD_ERR_NULL, "pshuffle: perm is NULL") : SPMD_ERR_NULL;
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, NULL);
+}
+spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                const int *perm, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "pshuffle_start");
+    if (!perm) return spmd__fail(d, SPMD_ERR_NULL, "pshuffle: perm is NULL");
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, req);
+}
+spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
+                            const spmd_opts *o) {
+    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, NULL);
+}
+spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int source, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "pbroadcast_start");
+    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, req);
+}
+
+spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+                           const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
+}
+spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                 const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "allgather_start");
+    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
+}
+spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+                          const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
+}
+spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "alltoall_start");
+    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
+}
+spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                       const char *axes, const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                             const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "bcast_start");
+    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                        const char *axes, const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                              const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "gather_start");
+    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                         const char *axes, const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                               const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "scatter_start");
+    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
+                        const char *axes, const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, NULL);
+}
+spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                              int root, const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "reduce_start");
+    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, req);
+}
+spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                      const char *axes, const spmd_opts *o) {
+    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, NULL);
+}
+spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                            const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "scan_start");
+    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
+}
+
+#define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
+    spmd_status NAME(spmd_dev *d, const void *send, RECV_T *recv, size_t count, spmd_dtype dt, const char *axes, \
+                     const spmd_opts *o, spmd_req **req) {                                                   \
+        return spmd_allreduce_start(d, send, recv, count, dt, OP, axes, o, req);                             \
+    }
+SPMD__REDUCE_START(spmd_pmean_start, SPMD_OP_MEAN, void)
+SPMD__REDUCE_START(spmd_pmax_start, SPMD_OP_MAX, void)
+SPMD__REDUCE_START(spmd_pmin_start, SPMD_OP_MIN, void)
+SPMD__REDUCE_START(spmd_pprod_start, SPMD_OP_PROD, void)
+SPMD__REDUCE_START(spmd_pargmax_start, SPMD_OP_ARGMAX, int32_t)
+SPMD__REDUCE_START(spmd_pargmin_start, SPMD_OP_ARGMIN, int32_t)
 
 spmd_status spmd_wait(spmd_req *r) {
     spmd_status s = spmd__req_check(r);
