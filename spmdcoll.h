@@ -401,6 +401,19 @@ SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_
 /* x of device `source` on every device. */
 SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
+/* Ragged all_to_all, as JAX: operand (N, ...) and output (M, ...) share the
+   trailing dimensions; the four arrays have k entries, k divisible by G, S =
+   k / G slices per peer. Slice t of this device for peer j is rows
+   input_offsets[j*S+t] .. + send_sizes[j*S+t] of operand, written on device
+   j at row output_offsets[j*S+t] of its output; recv_sizes[j*S+t] is the
+   size of slice t received from j. Rows of output not written keep their
+   values (output is updated in place). Offsets and sizes are checked before
+   anything moves (SPMD_ERR_INVALID); a recv_sizes entry that disagrees with
+   its sender's send_sizes is SPMD_ERR_MISMATCH. */
+SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                            const int64_t *input_offsets, const int64_t *send_sizes,
+                                            const int64_t *output_offsets, const int64_t *recv_sizes,
+                                            int64_t k, const char *axes, const spmd_opts *opts);
 
 /* ---- MPI-style operations (mpi4jax's list), within the group of `axes`
    ("*" for the whole mesh). count is per device; root is a group index.
@@ -484,6 +497,11 @@ SPMD_API spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const
 SPMD_API spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                            const char *axes, int source, const spmd_opts *opts,
                                            spmd_req **req);
+SPMD_API spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand,
+                                                  const spmd_array *output, const int64_t *input_offsets,
+                                                  const int64_t *send_sizes, const int64_t *output_offsets,
+                                                  const int64_t *recv_sizes, int64_t k, const char *axes,
+                                                  const spmd_opts *opts, spmd_req **req);
 SPMD_API spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                           spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                           spmd_req **req);
@@ -681,14 +699,16 @@ static void spmd__free(const spmd_allocator *a, void *p) {
 enum {
     SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER, SPMD__KIND_REDUCE, SPMD__KIND_SCAN,
     SPMD__KIND_PSUM_SCATTER, SPMD__KIND_ALLGATHER, SPMD__KIND_GATHER, SPMD__KIND_BCAST, SPMD__KIND_SCATTER,
-    SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_COUNT
+    SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_RAGGED, SPMD__KIND_COUNT
 };
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
-    "broadcast", "scatter", "ppermute", "all_to_all"};
+    "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all"};
 enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT };
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
-enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3 };
+enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3, SPMD__S_CHECKING = 4 };
+#define SPMD__S_SHIFT 3 /* state word: seq << 3 | phase */
+#define SPMD__S_MASK 7u
 #define SPMD__REQ_MAGIC 0x73706d64u
 
 typedef void (*spmd__kernel)(void *out, const void *const *in, int G, size_t n);
@@ -729,7 +749,7 @@ typedef struct spmd__member {
 /* Shared words of one operation of the split algorithm, tagged with the
    group sequence number so that a slot can be reused without resetting. */
 typedef struct spmd__shared {
-    uint64_t state; /* seq << 2 | SPMD__S_* */
+    uint64_t state; /* seq << SPMD__S_SHIFT | SPMD__S_* */
     char p0[SPMD__LINE - 8];
     uint64_t claim; /* seq << 24 | next task */
     char p1[SPMD__LINE - 8];
@@ -809,6 +829,12 @@ struct spmd_req {
     spmd__blk blk;         /* all_to_all: one chunk */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
+    const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
+    const int64_t *recv_sizes;
+    int64_t k, rows_out;   /* ragged: entries per array, output rows */
+    size_t row_bytes;      /* ragged: bytes per leading-axis row */
+    size_t meta_bytes;     /* ragged: 3k int64 posted ahead of the operand (eager) */
+    int bad;               /* ragged: a received size disagreed (set by the work) */
     int nseen;             /* members seen arrived, in order */
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
@@ -1516,12 +1542,14 @@ static void spmd__post(spmd_req *r) {
     if (r->dev->mesh->check) spmd__clog_write(r->dev, r);
     e->sig = r->sig;
     if (r->sig.algo == SPMD__ALG_EAGER) {
-        if (r->in_bytes) memcpy(data, r->send, r->in_bytes);
+        if (r->meta_bytes) memcpy(data, r->meta, r->meta_bytes); /* ragged: offsets and sizes first */
+        if (r->in_bytes > r->meta_bytes) memcpy(data + r->meta_bytes, r->send, r->in_bytes - r->meta_bytes);
     } else {
         spmd__shared *sh = &g->shared[r->gseq % (uint64_t)g->D];
         memcpy(data, &r->send, sizeof r->send);
         memcpy(data + sizeof(void *), &r->recv, sizeof r->recv);
-        spmd__retag(&sh->state, r->gseq, 2);
+        memcpy(data + 2 * sizeof(void *), &r->meta, sizeof r->meta);
+        spmd__retag(&sh->state, r->gseq, SPMD__S_SHIFT);
         spmd__retag(&sh->claim, r->gseq, 24);
         spmd__retag(&sh->done, r->gseq, 24);
     }
@@ -1551,6 +1579,45 @@ static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const cha
     spmd__finish(r, SPMD_ERR_MISMATCH);
 }
 
+/* A member's offsets and sizes (ragged): inline (eager) or by pointer. */
+static const int64_t *spmd__ragged_meta(const spmd_req *r, int k) {
+    const unsigned char *data = (const unsigned char *)spmd__entry_at(r->gr->g, r->gseq, k) + SPMD__ENTRY_HDR;
+    const int64_t *m;
+    if (r->sig.algo == SPMD__ALG_EAGER) return (const int64_t *)(const void *)data;
+    memcpy(&m, data + 2 * sizeof(void *), sizeof m);
+    return m;
+}
+
+/* Ragged: every receiver's recv_sizes must equal what its senders send.
+   Checked by every member over the whole group, so all reach one verdict
+   before anything is copied. */
+static int spmd__ragged_agree(spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    int G = g->G, snd, rcv;
+    int64_t S = r->k / G, t;
+    for (rcv = 0; rcv < G; rcv++) {
+        const int64_t *mr = spmd__ragged_meta(r, rcv);
+        for (snd = 0; snd < G; snd++) {
+            const int64_t *ms = spmd__ragged_meta(r, snd);
+            for (t = 0; t < S; t++) {
+                int64_t sent = ms[r->k + rcv * S + t], want = mr[3 * r->k + snd * S + t];
+                if (sent != want) {
+                    spmd_dev *d = r->dev;
+                    spmd__fail(d, SPMD_ERR_MISMATCH,
+                               "ragged_all_to_all over '%s': device %d sends %lld rows as slice %lld to device %d, "
+                               "whose recv_sizes[%lld] says %lld",
+                               r->gr->text, g->members[snd], (long long)sent, (long long)t, g->members[rcv],
+                               (long long)(snd * S + t), (long long)want);
+                    spmd__break(d->mesh, SPMD_ERR_MISMATCH, d->id, d->err);
+                    spmd__finish(r, SPMD_ERR_MISMATCH);
+                    return 0;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 /* Every member posted: compare signatures (all members see the same set,
    so they all reach the same verdict). */
 static int spmd__sigs_agree(spmd_req *r) {
@@ -1565,14 +1632,16 @@ static int spmd__sigs_agree(spmd_req *r) {
             if (!m->check || !spmd__clog_read(m->devs[g->members[k]], r->global, &other, text))
                 snprintf(text, sizeof text, "%s", s->axes_hash == r->sig.axes_hash ? r->gr->text : "?");
             if (r->sig.algo == SPMD__ALG_SPLIT) {
-                uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+                uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
                 SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
-                          (r->gseq << 2) | SPMD__S_MISMATCH);
+                          (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH);
             }
             spmd__mismatch(r, g->members[k], s, text);
             return 0;
         }
     }
+    /* split: one member checks under SPMD__S_CHECKING, see the progress */
+    if (r->sig.kind == SPMD__KIND_RAGGED && r->sig.algo == SPMD__ALG_EAGER) return spmd__ragged_agree(r);
     return 1;
 }
 
@@ -1666,6 +1735,23 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
         if (r->src_of[u] < 0) memset((unsigned char *)outs[u] + lo * es, 0, (hi - lo) * es);
         else memcpy((unsigned char *)outs[u] + lo * es, (const unsigned char *)ins[r->src_of[u]] + lo * es, (hi - lo) * es);
         break;
+    case SPMD__KIND_RAGGED: {
+        /* receiver u: slice t from each source s is rows io..io+size of s's
+           operand, written at row oo of out_u; cur[s] holds s's offsets and
+           sizes (input_offsets, send_sizes, output_offsets, recv_sizes) */
+        int64_t S = r->k / G, t;
+        for (k = 0; k < G; k++) {
+            const int64_t *m = (const int64_t *)cur[k];
+            for (t = 0; t < S; t++) {
+                int64_t i = (int64_t)u * S + t, n = m[r->k + i];
+                if (n > 0)
+                    memcpy((unsigned char *)outs[u] + (size_t)m[2 * r->k + i] * r->row_bytes,
+                           (const unsigned char *)ins[k] + (size_t)m[i] * r->row_bytes, (size_t)n * r->row_bytes);
+            }
+        }
+        (void)lo; (void)hi;
+        break;
+    }
     case SPMD__KIND_ALLTOALL: {
         /* unit = receiver * G + source (or just the receiver, for every
            source, when G*G tasks would be too many): chunk `receiver` of
@@ -1688,7 +1774,8 @@ static size_t spmd__unit_len(const spmd_req *r) {
     case SPMD__KIND_PSUM_SCATTER: return r->outer * r->inner;
     case SPMD__KIND_ALLGATHER:
     case SPMD__KIND_GATHER: return r->outer * r->inner;
-    case SPMD__KIND_ALLTOALL: return 1;
+    case SPMD__KIND_ALLTOALL:
+    case SPMD__KIND_RAGGED: return 1;
     default: return r->count;
     }
 }
@@ -1705,6 +1792,7 @@ static void spmd__run_task(spmd_req *r, uint32_t t) {
         const unsigned char *data = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
         memcpy(&ins[k], data, sizeof(void *));
         memcpy(&outs[k], data + sizeof(void *), sizeof(void *));
+        if (r->sig.kind == SPMD__KIND_RAGGED) memcpy(&cur[k], data + 2 * sizeof(void *), sizeof(void *));
     }
     spmd__work(r, G, u, lo, hi, ins, outs, -1, cur);
 }
@@ -1716,9 +1804,18 @@ static void spmd__eager(spmd_req *r, int local) {
     const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
     void **outs = (void **)(ins + G);
     size_t len = spmd__unit_len(r);
-    if (local) ins[0] = r->send; /* a group of one reads its own buffer */
-    else
-        for (k = 0; k < G; k++) ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+    if (local) {
+        ins[0] = r->send; /* a group of one reads its own buffer */
+        cur[0] = r->meta;
+    } else {
+        for (k = 0; k < G; k++) {
+            ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+            if (r->sig.kind == SPMD__KIND_RAGGED) {
+                cur[k] = ins[k]; /* offsets and sizes, then the operand */
+                ins[k] = (const unsigned char *)ins[k] + r->meta_bytes;
+            }
+        }
+    }
     outs[me] = r->recv;
     switch (r->sig.kind) {
     case SPMD__KIND_BARRIER: break;
@@ -1765,10 +1862,27 @@ static void spmd__thread_progress(spmd_req *r) {
             spmd__finish(r, SPMD_OK);
             return;
         } else {
-            uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
-            SPMD__CAS(&sh->state, &st, (r->gseq << 2) | SPMD__S_RUNNING);
+            uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+            if (r->sig.kind == SPMD__KIND_RAGGED) {
+                /* the peers' offsets live in their requests: one member reads
+                   them while nobody can finish, then publishes the verdict */
+                if (SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_CHECKING)) {
+                    int ok = spmd__ragged_agree(r);
+                    SPMD__ST_SC(&sh->state, (r->gseq << SPMD__S_SHIFT) | (ok ? SPMD__S_RUNNING : SPMD__S_MISMATCH));
+                    spmd__wake_group(r->dev->mesh, g, r->gr->me);
+                    if (!ok) return;
+                }
+            } else {
+                SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_RUNNING);
+            }
             st = SPMD__LD_ACQ(&sh->state);
-            if ((st & 3u) != SPMD__S_RUNNING) return; /* aborted: the wait loop reports it */
+            if ((st & SPMD__S_MASK) == SPMD__S_MISMATCH) {
+                spmd__fail(r->dev, SPMD_ERR_MISMATCH, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                           SPMD__LD_ACQ(&r->dev->mesh->broken) ? r->dev->mesh->broken_msg : "peers disagree");
+                spmd__finish(r, SPMD_ERR_MISMATCH);
+                return;
+            }
+            if ((st & SPMD__S_MASK) != SPMD__S_RUNNING) return; /* checking, or aborted: the wait loop reports it */
             r->state = SPMD__R_RUN;
         }
     }
@@ -1841,10 +1955,10 @@ static int spmd__expire(spmd_req *r) {
     char who[160], what[96];
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
         if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
-                       (r->gseq << 2) | SPMD__S_ABORTED) &&
-            (st & 3u) == SPMD__S_RUNNING)
+                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
+            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
             return 0;
     } else if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) {
         return 0;
@@ -1871,10 +1985,10 @@ static int spmd__on_broken(spmd_req *r) {
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
         if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
-                       (r->gseq << 2) | SPMD__S_ABORTED) &&
-            (st & 3u) == SPMD__S_RUNNING)
+                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
+            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
             return 0;
     }
     s = m->broken_status;
@@ -1899,9 +2013,9 @@ static int spmd__check_missing(spmd_req *r) {
         if (spmd__clog_read(p, r->global, &other, text) &&
             (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
             if (r->sig.algo == SPMD__ALG_SPLIT) {
-                uint64_t st = (r->gseq << 2) | SPMD__S_ARRIVING;
+                uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
                 if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
-                               (r->gseq << 2) | SPMD__S_MISMATCH))
+                               (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH))
                     return 0;
             }
             spmd__mismatch(r, p->id, &other, text);
@@ -2029,6 +2143,8 @@ typedef struct spmd__call {
     int npairs;                /* -1: perm is a pshuffle permutation */
     const spmd_array *x, *out; /* array forms */
     int dim1, dim2, tiled;
+    const int64_t *ragged[4];  /* input_offsets, send_sizes, output_offsets, recv_sizes */
+    int64_t k;
 } spmd__call;
 
 static void spmd__shape_text(const int64_t *sh, int rank, char *buf, size_t len) {
@@ -2226,7 +2342,7 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
         return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", c->name,
                           c->x ? "source" : "root", c->root, G);
     r->root = c->root;
-    if (c->x && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
+    if (c->x && c->kind != SPMD__KIND_RAGGED && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
     if ((size_t)G > SIZE_MAX / 16 / (n ? n * es : 1))
         return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
     r->in_bytes = n * es;
@@ -2262,6 +2378,55 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
             *aux ^= (uint64_t)n;
         }
         break;
+    case SPMD__KIND_RAGGED: {
+        const spmd_array *op = c->x, *ou = c->out;
+        int64_t kk = c->k, i, N, M, *m;
+        size_t row = es;
+        int j;
+        if (op->rank < 1 || ou->rank != op->rank || ou->dtype != op->dtype)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output need the same dtype and rank >= 1", c->name);
+        for (j = 1; j < op->rank; j++) {
+            if (op->shape[j] != ou->shape[j])
+                return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output differ in dimension %d (%lld vs %lld)",
+                                  c->name, j, (long long)op->shape[j], (long long)ou->shape[j]);
+            row *= (size_t)op->shape[j];
+        }
+        if (kk < 1 || kk % G != 0 || kk > (int64_t)(SIZE_MAX / 64))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: k = %lld must be a positive multiple of the group size %d",
+                              c->name, (long long)kk, G);
+        for (j = 0; j < 4; j++)
+            if (!c->ragged[j]) return spmd__fail(d, SPMD_ERR_NULL, "%s: offset or size array %d is NULL", c->name, j);
+        N = op->shape[0];
+        M = ou->shape[0];
+        for (i = 0; i < kk; i++) {
+            int64_t io = c->ragged[0][i], ss = c->ragged[1][i], oo = c->ragged[2][i], rs = c->ragged[3][i];
+            if (io < 0 || ss < 0 || io > N || ss > N - io)
+                return spmd__fail(d, SPMD_ERR_INVALID,
+                                  "%s: input_offsets[%lld] = %lld, send_sizes = %lld reach outside the %lld rows of operand",
+                                  c->name, (long long)i, (long long)io, (long long)ss, (long long)N);
+            if (oo < 0 || oo > M || ss > M - oo)
+                return spmd__fail(d, SPMD_ERR_INVALID,
+                                  "%s: output_offsets[%lld] = %lld with %lld rows reaches outside the %lld rows of output",
+                                  c->name, (long long)i, (long long)oo, (long long)ss, (long long)M);
+            if (rs < 0 || rs > M)
+                return spmd__fail(d, SPMD_ERR_INVALID, "%s: recv_sizes[%lld] = %lld is outside 0..%lld", c->name,
+                                  (long long)i, (long long)rs, (long long)M);
+        }
+        m = (int64_t *)spmd__alloc(&d->mesh->alloc, 4 * (size_t)kk * sizeof(int64_t));
+        if (!m) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        for (j = 0; j < 4; j++) memcpy(m + (size_t)j * (size_t)kk, c->ragged[j], (size_t)kk * sizeof(int64_t));
+        r->temp = m; /* owned by the request */
+        r->meta = m;
+        r->recv_sizes = m + 3 * kk;
+        r->k = kk;
+        r->rows_out = M;
+        r->row_bytes = row;
+        r->meta_bytes = 4 * (size_t)kk * sizeof(int64_t);
+        r->in_bytes = *max_in = r->meta_bytes + (size_t)N * row;
+        *out_bytes = (size_t)M * row;
+        *aux ^= spmd__hash_shape(spmd__hash_shape((uint64_t)kk, op->shape, op->rank), ou->shape, ou->rank);
+        break;
+    }
     case SPMD__KIND_PPERMUTE: {
         int i, np = c->npairs < 0 ? G : c->npairs;
         int *dst_seen;
@@ -2303,7 +2468,7 @@ static int spmd__needs_copy(int kind) {
 }
 static int spmd__in_place_ok(int kind) {
     return kind != SPMD__KIND_PSUM_SCATTER && kind != SPMD__KIND_ALLGATHER && kind != SPMD__KIND_GATHER &&
-           kind != SPMD__KIND_SCATTER;
+           kind != SPMD__KIND_SCATTER && kind != SPMD__KIND_RAGGED;
 }
 
 /* Everything about a call is checked here, before a sequence number is
@@ -2376,14 +2541,15 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         spmd__req_release(r);
         return s;
     }
-    if ((r->in_bytes && !c->send) || (out_bytes && !c->recv)) {
+    if ((r->in_bytes > r->meta_bytes && !c->send) || (out_bytes && !c->recv)) {
         spmd__req_release(r);
-        return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, r->in_bytes && !c->send ? "send" : "recv");
+        return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
-    if (r->in_bytes && out_bytes) {
+    if (r->in_bytes > r->meta_bytes && out_bytes) {
         const char *a = (const char *)c->send, *b = (const char *)c->recv;
-        int overlap = a < b + out_bytes && b < a + r->in_bytes;
-        if (overlap && !(a == b && r->in_bytes == out_bytes && spmd__in_place_ok(c->kind))) {
+        size_t in_data = r->in_bytes - r->meta_bytes;
+        int overlap = a < b + out_bytes && b < a + in_data;
+        if (overlap && !(a == b && in_data == out_bytes && spmd__in_place_ok(c->kind))) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
                               a == b ? " (the result has another size, so it cannot be in place)" : "");
@@ -2422,7 +2588,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             if (tb < 16384) tb = 16384;
             if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
             te = (tb / r->in_size + 63) / 64 * 64;
-            if (c->kind == SPMD__KIND_ALLTOALL) te = 1;
+            if (c->kind == SPMD__KIND_ALLTOALL || c->kind == SPMD__KIND_RAGGED) te = 1;
             while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
             r->task_elems = te;
             r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
@@ -3152,6 +3318,38 @@ spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t co
                             const char *axes, const spmd_opts *o, spmd_req **req) {
     SPMD__START_REQ(d, req, "scan_start");
     return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
+}
+
+static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                const int64_t *io, const int64_t *ss, const int64_t *oo, const int64_t *rs, int64_t k,
+                                const char *axes, const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    if (!d) return SPMD_ERR_NULL;
+    if (!operand || !output) return spmd__fail(d, SPMD_ERR_NULL, "ragged_all_to_all: operand or output is NULL");
+    memset(&c, 0, sizeof c);
+    c.kind = SPMD__KIND_RAGGED;
+    c.name = "ragged_all_to_all";
+    c.x = operand;
+    c.out = output;
+    c.ragged[0] = io;
+    c.ragged[1] = ss;
+    c.ragged[2] = oo;
+    c.ragged[3] = rs;
+    c.k = k;
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                   const int64_t *input_offsets, const int64_t *send_sizes,
+                                   const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
+                                   const char *axes, const spmd_opts *o) {
+    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, NULL);
+}
+spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                         const int64_t *input_offsets, const int64_t *send_sizes,
+                                         const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
+                                         const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "ragged_all_to_all_start");
+    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
 }
 
 #define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
