@@ -401,6 +401,16 @@ SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_
 /* x of device `source` on every device. */
 SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
+/* The two halves of a ppermute (JAX's psend/precv): psend publishes x and
+   returns at once with a token; precv, called by every device with the same
+   axes and perm, receives into out (x's shape; zeros where no pair names this
+   device as destination) and finishes the token. Between the two, x belongs
+   to the library. The token must be finished by spmd_precv (spmd_wait on it
+   returns SPMD_ERR_STATE). */
+SPMD_API spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm,
+                                int npairs, const spmd_opts *opts, spmd_req **token);
+SPMD_API spmd_status spmd_precv(spmd_dev *d, spmd_req *token, const spmd_array *out, const char *axes,
+                                const int *perm, int npairs, const spmd_opts *opts);
 /* Ragged all_to_all, as JAX: operand (N, ...) and output (M, ...) share the
    trailing dimensions; the four arrays have k entries, k divisible by G, S =
    k / G slices per peer. Slice t of this device for peer j is rows
@@ -834,7 +844,10 @@ struct spmd_req {
     int64_t k, rows_out;   /* ragged: entries per array, output rows */
     size_t row_bytes;      /* ragged: bytes per leading-axis row */
     size_t meta_bytes;     /* ragged: 3k int64 posted ahead of the operand (eager) */
-    int bad;               /* ragged: a received size disagreed (set by the work) */
+    int two_phase;         /* psend/precv: recv published by precv */
+    int recv_ready;        /* psend/precv: precv has given the recv buffer */
+    int nseen2;            /* psend/precv: members seen with their recv published */
+    uint64_t shape_hash;   /* psend/precv: x's shape, for precv to compare */
     int nseen;             /* members seen arrived, in order */
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
@@ -1535,6 +1548,26 @@ static int spmd__slot_free(spmd_req *r) {
     return lo >= need;
 }
 
+/* psend/precv: the recv pointer and its own sequence word, after the send,
+   recv and meta pointers in the entry's data. */
+#define SPMD__RSEQ_AT (3 * sizeof(void *))
+static void spmd__publish_recv(spmd_req *r) {
+    unsigned char *data = (unsigned char *)spmd__entry_at(r->gr->g, r->gseq, r->gr->me) + SPMD__ENTRY_HDR;
+    memcpy(data + sizeof(void *), &r->recv, sizeof r->recv);
+    SPMD__ST_SC((uint64_t *)(void *)(data + SPMD__RSEQ_AT), r->gseq + 1);
+    spmd__wake_group(r->dev->mesh, r->gr->g, r->gr->me);
+}
+
+static int spmd__all_published(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    while (r->nseen2 < g->G) {
+        unsigned char *data = (unsigned char *)spmd__entry_at(g, r->gseq, r->nseen2) + SPMD__ENTRY_HDR;
+        if (SPMD__LD_ACQ((uint64_t *)(void *)(data + SPMD__RSEQ_AT)) != r->gseq + 1) return 0;
+        r->nseen2++;
+    }
+    return 1;
+}
+
 static void spmd__post(spmd_req *r) {
     spmd__group *g = r->gr->g;
     spmd__entry *e = spmd__entry_at(g, r->gseq, r->gr->me);
@@ -1555,6 +1588,7 @@ static void spmd__post(spmd_req *r) {
     }
     SPMD__ST_SC(&e->seq, r->gseq + 1);
     spmd__wake_group(r->dev->mesh, g, r->gr->me);
+    if (r->two_phase && r->recv_ready && r->sig.algo == SPMD__ALG_SPLIT) spmd__publish_recv(r);
 }
 
 static int spmd__all_arrived(spmd_req *r) {
@@ -1857,6 +1891,7 @@ static void spmd__thread_progress(spmd_req *r) {
     }
     if (r->state == SPMD__R_ARRIVE) {
         if (!spmd__all_arrived(r) || !spmd__sigs_agree(r)) return;
+        if (r->two_phase && !r->recv_ready) return; /* psend: precv has not come yet */
         if (r->sig.algo == SPMD__ALG_EAGER) {
             spmd__eager(r, 0);
             spmd__finish(r, SPMD_OK);
@@ -1872,7 +1907,7 @@ static void spmd__thread_progress(spmd_req *r) {
                     spmd__wake_group(r->dev->mesh, g, r->gr->me);
                     if (!ok) return;
                 }
-            } else {
+            } else if (!r->two_phase || spmd__all_published(r)) {
                 SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_RUNNING);
             }
             st = SPMD__LD_ACQ(&sh->state);
@@ -2145,6 +2180,7 @@ typedef struct spmd__call {
     int dim1, dim2, tiled;
     const int64_t *ragged[4];  /* input_offsets, send_sizes, output_offsets, recv_sizes */
     int64_t k;
+    int two_phase;             /* psend: the recv side comes later, from precv */
 } spmd__call;
 
 static void spmd__shape_text(const int64_t *sh, int rank, char *buf, size_t len) {
@@ -2343,6 +2379,8 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
                           c->x ? "source" : "root", c->root, G);
     r->root = c->root;
     if (c->x && c->kind != SPMD__KIND_RAGGED && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
+    if (c->x) r->shape_hash = spmd__hash_shape((uint64_t)c->x->dtype, c->x->shape, c->x->rank);
+    if (c->two_phase) *aux ^= 0x5053454e44ull; /* a psend meets only a psend */
     if ((size_t)G > SIZE_MAX / 16 / (n ? n * es : 1))
         return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
     r->in_bytes = n * es;
@@ -2556,7 +2594,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         }
     }
     r->send = c->send;
-    r->recv = c->recv;
+    r->recv = c->two_phase ? NULL : c->recv;
+    r->two_phase = c->two_phase;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
     r->user = out != NULL;
     r->sig.op = (uint8_t)c->op;
@@ -2565,7 +2604,10 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    if (G == 1) {
+    if (G == 1 && c->two_phase) {
+        r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
+        r->state = SPMD__R_POST;
+    } else if (G == 1) {
         r->sig.algo = SPMD__ALG_LOCAL;
         spmd__eager(r, 1);
         r->state = SPMD__R_DONE;
@@ -2593,7 +2635,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             r->task_elems = te;
             r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
             r->ntasks = r->units * r->pieces;
-            if (spmd__needs_copy(c->kind) && c->send == c->recv && r->in_bytes) {
+            if (spmd__needs_copy(c->kind) && c->send == c->recv && r->in_bytes && !c->two_phase) {
                 r->temp = spmd__alloc(&m->alloc, r->in_bytes);
                 if (!r->temp) {
                     spmd__req_release(r);
@@ -2636,6 +2678,8 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
 static spmd_status spmd__req_check(spmd_req *r) {
     if (!r) return SPMD_ERR_NULL;
     if (r->magic != SPMD__REQ_MAGIC || !r->user) return SPMD_ERR_STATE;
+    if (r->two_phase && !r->recv_ready)
+        return spmd__fail(r->dev, SPMD_ERR_STATE, "a psend token is finished by spmd_precv, not waited");
     return SPMD_OK;
 }
 
@@ -3318,6 +3362,72 @@ spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t co
                             const char *axes, const spmd_opts *o, spmd_req **req) {
     SPMD__START_REQ(d, req, "scan_start");
     return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
+}
+
+spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm, int npairs,
+                       const spmd_opts *o, spmd_req **token) {
+    spmd__call c;
+    SPMD__START_REQ(d, token, "psend");
+    if (!x) return spmd__fail(d, SPMD_ERR_NULL, "psend: x is NULL");
+    if (npairs < 0) return spmd__fail(d, SPMD_ERR_PERM, "psend: negative npairs %d", npairs);
+    memset(&c, 0, sizeof c);
+    c.kind = SPMD__KIND_PPERMUTE;
+    c.name = "psend";
+    c.x = x;
+    c.out = x; /* the receiving array has x's shape; precv gives it */
+    c.perm = perm;
+    c.npairs = npairs;
+    c.two_phase = 1;
+    return spmd__coll_start(d, &c, axes, o, token);
+}
+
+spmd_status spmd_precv(spmd_dev *d, spmd_req *t, const spmd_array *out, const char *axes, const int *perm,
+                       int npairs, const spmd_opts *o) {
+    int ax[SPMD_MAX_AXES], nax = 0, i, G;
+    size_t numel = 0;
+    char why[200];
+    spmd__gref *gr = NULL;
+    spmd_status s;
+    if (!d) return SPMD_ERR_NULL;
+    if (!t || t->magic != SPMD__REQ_MAGIC || !t->user || !t->two_phase || t->recv_ready || t->dev != d)
+        return spmd__fail(d, t ? SPMD_ERR_STATE : SPMD_ERR_NULL, "precv: token is not an unfinished psend of this device");
+    if ((s = spmd__check_array(d, "precv", "out", out, &numel)) != SPMD_OK) return s;
+    if (spmd__hash_shape((uint64_t)out->dtype, out->shape, out->rank) != t->shape_hash)
+        return spmd__fail(d, SPMD_ERR_SHAPE, "precv: out must have the shape and dtype of the psend's x");
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "precv: %s", why);
+    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "precv: %s", why);
+    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    G = gr->g->G;
+    {
+        int pairs = 0;
+        for (i = 0; i < G; i++) pairs += t->src_of[i] >= 0;
+        if (gr != t->gr || npairs != pairs || (npairs && !perm))
+            return spmd__fail(d, SPMD_ERR_INVALID, "precv: axes or perm differ from the psend's");
+    }
+    for (i = 0; i < npairs; i++) {
+        int src = perm[2 * i], dst = perm[2 * i + 1];
+        if (dst < 0 || dst >= G || t->src_of[dst] != src)
+            return spmd__fail(d, SPMD_ERR_INVALID, "precv: perm differs from the psend's at pair %d", i);
+    }
+    if (numel) {
+        const char *a = (const char *)t->send, *b = (const char *)out->data;
+        if (a < b + t->in_bytes && b < a + t->in_bytes)
+            return spmd__fail(d, SPMD_ERR_OVERLAP, "precv: out overlaps the psend's x");
+    }
+    t->recv = out->data;
+    t->recv_ready = 1;
+    if (t->sig.algo == SPMD__ALG_LOCAL) {
+        if (t->src_of[0] == 0 && numel) memcpy(t->recv, t->send, t->in_bytes);
+        else if (numel) memset(t->recv, 0, t->in_bytes);
+        t->state = SPMD__R_DONE;
+        t->status = SPMD_OK;
+    } else if (t->state != SPMD__R_POST && t->sig.algo == SPMD__ALG_SPLIT) {
+        spmd__publish_recv(t);
+    }
+    (void)o;
+    return spmd_wait(t);
 }
 
 static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
