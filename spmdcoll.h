@@ -158,7 +158,7 @@ extern "C" {
     X(SPMD_ERR_OVERLAP, "send and recv buffers overlap")                             \
     X(SPMD_ERR_SHAPE, "array shape does not fit the operation")                      \
     X(SPMD_ERR_PERM, "invalid permutation")                                          \
-    X(SPMD_ERR_ROOT, "root or source outside the group")                             \
+    X(SPMD_ERR_ROOT, "root, source or destination outside the group")                \
     X(SPMD_ERR_TIMEOUT, "timed out waiting for peers")                               \
     X(SPMD_ERR_MISMATCH, "devices of a group called different collectives")          \
     X(SPMD_ERR_BROKEN, "mesh broken by an earlier failure")                          \
@@ -453,6 +453,32 @@ SPMD_API spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size
 SPMD_API spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count,
                                spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *opts);
 
+/* ---- point to point (MPI-style) -----------------------------------------
+   Within the group of `axes`; dest and source are group indices. A send is
+   matched by the first posted recv whose source (or SPMD_ANY_SOURCE) and tag
+   (or SPMD_ANY_TAG) fit; messages from one source to one destination arrive
+   in the order sent. The data is copied straight from the sender's buffer:
+   a blocking send returns when its receiver has taken the data (so a device
+   must not block-send to itself: use sendrecv or send_start). The received
+   message must have the recv's dtype and at most its count (else
+   SPMD_ERR_MISMATCH on both sides); info (may be NULL) tells who sent what. */
+#define SPMD_ANY_SOURCE (-1)
+#define SPMD_ANY_TAG (-1)
+typedef struct spmd_recv_info {
+    int source;      /* group index of the sender */
+    int tag;
+    size_t count;    /* elements received */
+} spmd_recv_info;
+SPMD_API spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
+                               const char *axes, const spmd_opts *opts);
+SPMD_API spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
+                               const char *axes, const spmd_opts *opts, spmd_recv_info *info);
+/* Send to dest and receive from source at once (no deadlock with peers doing
+   the same). */
+SPMD_API spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag,
+                                   void *recvbuf, size_t recvcount, int source, int recvtag, spmd_dtype dt,
+                                   const char *axes, const spmd_opts *opts, spmd_recv_info *info);
+
 /* ---- asynchronous forms ----------------------------------------------- */
 /* Start the operation and return at once with *req set (NULL on error).
    The buffers belong to the library until spmd_wait/spmd_test finish it. */
@@ -533,6 +559,12 @@ SPMD_API spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv
 SPMD_API spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                      spmd_dtype dt, spmd_op op, const char *axes,
                                      const spmd_opts *opts, spmd_req **req);
+SPMD_API spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest,
+                                     int tag, const char *axes, const spmd_opts *opts, spmd_req **req);
+/* info, if not NULL, is filled when the request finishes. */
+SPMD_API spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source,
+                                     int tag, const char *axes, const spmd_opts *opts,
+                                     spmd_recv_info *info, spmd_req **req);
 /* Block until the request finishes; returns its status and frees it. */
 SPMD_API spmd_status spmd_wait(spmd_req *req);
 /* Same as spmd_wait (JAX's name for the second half of an async pair). */
@@ -709,11 +741,13 @@ static void spmd__free(const spmd_allocator *a, void *p) {
 enum {
     SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER, SPMD__KIND_REDUCE, SPMD__KIND_SCAN,
     SPMD__KIND_PSUM_SCATTER, SPMD__KIND_ALLGATHER, SPMD__KIND_GATHER, SPMD__KIND_BCAST, SPMD__KIND_SCATTER,
-    SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_RAGGED, SPMD__KIND_COUNT
+    SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_RAGGED, SPMD__KIND_SEND, SPMD__KIND_RECV,
+    SPMD__KIND_COUNT
 };
+enum { SPMD__M_POSTED = 1, SPMD__M_CLAIMED, SPMD__M_COPIED, SPMD__M_FAILED };
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
-    "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all"};
+    "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv"};
 enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT };
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
 enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3, SPMD__S_CHECKING = 4 };
@@ -848,6 +882,11 @@ struct spmd_req {
     int recv_ready;        /* psend/precv: precv has given the recv buffer */
     int nseen2;            /* psend/precv: members seen with their recv published */
     uint64_t shape_hash;   /* psend/precv: x's shape, for precv to compare */
+    int p2p;               /* send/recv: no group sequence number */
+    int peer, tag;         /* send: dest; recv: source or SPMD_ANY_SOURCE; the tag */
+    uint32_t mstate;       /* send: SPMD__M_*, set by the receiver */
+    spmd_req *mnext;       /* send: next message in the destination's mailbox */
+    spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
@@ -870,6 +909,8 @@ struct spmd_dev {
     uint64_t global;       /* collectives started (check mode) */
     spmd__clog *clog;
     const void **ptrs;     /* 3 * mesh size scratch pointers */
+    pthread_mutex_t mbox;  /* sends addressed to this device, in order */
+    spmd_req *mhead, *mtail;
     char err[512];
 };
 
@@ -1514,7 +1555,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     uint64_t D = (uint64_t)gr->g->D;
     r->status = s;
     r->state = SPMD__R_DONE;
-    if (r->sig.algo == SPMD__ALG_LOCAL) return;
+    if (r->sig.algo == SPMD__ALG_LOCAL || r->p2p) return;
     my->fin[r->gseq % D] = 1;
     while (my->left < my->next && my->fin[my->left % D]) {
         my->fin[my->left % D] = 0;
@@ -1878,10 +1919,118 @@ static void spmd__eager(spmd_req *r, int local) {
     }
 }
 
+// >>point to point
+/* A send is a request linked into its destination's mailbox; the receiver
+   unlinks the first match under the mailbox lock, marks it claimed, copies
+   from the sender's buffer and marks it copied. A sender that gives up can
+   only take back a message nobody claimed. */
+static spmd_dev *spmd__p2p_dest(const spmd_req *r) { return r->dev->mesh->devs[r->gr->g->members[r->peer]]; }
+
+static void spmd__mbox_unlink(spmd_dev *box, spmd_req *m) {
+    spmd_req *p = NULL, *q;
+    for (q = box->mhead; q && q != m; p = q, q = q->mnext) {}
+    if (!q) return;
+    if (p) p->mnext = m->mnext; else box->mhead = m->mnext;
+    if (box->mtail == m) box->mtail = p;
+    m->mnext = NULL;
+}
+
+static void spmd__p2p_progress(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    if (r->sig.kind == SPMD__KIND_SEND) {
+        if (r->state == SPMD__R_POST) {
+            spmd_dev *dst = spmd__p2p_dest(r);
+            SPMD__ST_SC(&r->mstate, (uint32_t)SPMD__M_POSTED);
+            pthread_mutex_lock(&dst->mbox);
+            r->mnext = NULL;
+            if (dst->mtail) dst->mtail->mnext = r; else dst->mhead = r;
+            dst->mtail = r;
+            pthread_mutex_unlock(&dst->mbox);
+            if (SPMD__LD_SC(&dst->sleeping)) spmd__wake_dev(dst);
+            r->state = SPMD__R_DRAIN;
+        }
+        if (r->state == SPMD__R_DRAIN) {
+            uint32_t ms = SPMD__LD_ACQ(&r->mstate);
+            if (ms == SPMD__M_COPIED) {
+                spmd__finish(r, SPMD_OK);
+            } else if (ms == SPMD__M_FAILED) {
+                spmd__fail(d, SPMD_ERR_MISMATCH, "send of %s x %zu to %d (tag %d) over '%s': the receiver expected "
+                           "another dtype or fewer elements", spmd__dtype_names[r->sig.dtype], r->count, r->peer,
+                           r->tag, r->gr->text);
+                spmd__finish(r, SPMD_ERR_MISMATCH);
+            }
+        }
+        return;
+    }
+    {
+        spmd_req *m;
+        spmd_dev *sender;
+        pthread_mutex_lock(&d->mbox);
+        for (m = d->mhead; m; m = m->mnext)
+            if (m->gr->g == r->gr->g && (r->peer < 0 || m->gr->me == r->peer) && (r->tag < 0 || m->tag == r->tag))
+                break;
+        if (m) {
+            spmd__mbox_unlink(d, m);
+            SPMD__ST_SC(&m->mstate, (uint32_t)SPMD__M_CLAIMED);
+        }
+        pthread_mutex_unlock(&d->mbox);
+        if (!m) return;
+        sender = m->dev; /* m belongs to the sender again once marked copied */
+        if (m->sig.dtype != r->sig.dtype || m->count > r->count) {
+            spmd__fail(d, SPMD_ERR_MISMATCH, "recv of %s x %zu over '%s' matched a send of %s x %zu from %d (tag %d)",
+                       spmd__dtype_names[r->sig.dtype], r->count, r->gr->text, spmd__dtype_names[m->sig.dtype],
+                       m->count, m->gr->me, m->tag);
+            SPMD__ST_SC(&m->mstate, (uint32_t)SPMD__M_FAILED);
+            if (SPMD__LD_SC(&sender->sleeping)) spmd__wake_dev(sender);
+            spmd__finish(r, SPMD_ERR_MISMATCH);
+            return;
+        }
+        if (m->count) memcpy(r->recv, m->send, m->count * r->in_size);
+        if (r->info) {
+            r->info->source = m->gr->me;
+            r->info->tag = m->tag;
+            r->info->count = m->count;
+        }
+        SPMD__ST_SC(&m->mstate, (uint32_t)SPMD__M_COPIED);
+        if (SPMD__LD_SC(&sender->sleeping)) spmd__wake_dev(sender);
+        spmd__finish(r, SPMD_OK);
+    }
+}
+
+/* Give up on a send or recv (deadline, broken mesh). 0 if a receiver has
+   claimed the message and is copying: that finishes soon. */
+static int spmd__p2p_abandon(spmd_req *r, spmd_status s, const char *why) {
+    spmd_dev *d = r->dev;
+    if (r->sig.kind == SPMD__KIND_SEND && r->state == SPMD__R_DRAIN) {
+        spmd_dev *dst = spmd__p2p_dest(r);
+        int taken = 0;
+        pthread_mutex_lock(&dst->mbox);
+        if (SPMD__LD_ACQ(&r->mstate) == SPMD__M_POSTED) {
+            spmd__mbox_unlink(dst, r);
+            taken = 1;
+        }
+        pthread_mutex_unlock(&dst->mbox);
+        if (!taken) return 0;
+    }
+    if (r->sig.kind == SPMD__KIND_SEND)
+        spmd__fail(d, s, "send of %s x %zu to %d (tag %d) over '%s' %s", spmd__dtype_names[r->sig.dtype], r->count,
+                   r->peer, r->tag, r->gr->text, why);
+    else
+        spmd__fail(d, s, "recv of %s x %zu from %d (tag %d; -1 = any) over '%s' %s", spmd__dtype_names[r->sig.dtype],
+                   r->count, r->peer, r->tag, r->gr->text, why);
+    if (s == SPMD_ERR_TIMEOUT) spmd__break(d->mesh, s, d->id, d->err);
+    spmd__finish(r, s);
+    return 1;
+}
+
 static void spmd__thread_progress(spmd_req *r) {
     spmd__group *g;
     spmd__shared *sh;
     if (r->state == SPMD__R_DONE) return;
+    if (r->p2p) {
+        spmd__p2p_progress(r);
+        return;
+    }
     g = r->gr->g;
     sh = &g->shared[r->gseq % (uint64_t)g->D];
     if (r->state == SPMD__R_POST) {
@@ -1988,6 +2137,12 @@ static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
 static int spmd__expire(spmd_req *r) {
     spmd_dev *d = r->dev;
     char who[160], what[96];
+    if (r->p2p) {
+        char why[96];
+        snprintf(why, sizeof why, "timed out after %lld ms: %s", (long long)r->timeout_ms,
+                 r->sig.kind == SPMD__KIND_SEND ? "nobody received it" : "no matching send arrived");
+        return spmd__p2p_abandon(r, SPMD_ERR_TIMEOUT, why);
+    }
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
         uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
@@ -2017,6 +2172,7 @@ static int spmd__expire(spmd_req *r) {
 static int spmd__on_broken(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd_status s;
+    if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
@@ -2039,7 +2195,7 @@ static int spmd__check_missing(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
     int k;
-    if (r->state != SPMD__R_ARRIVE) return 0;
+    if (r->state != SPMD__R_ARRIVE || r->p2p) return 0;
     for (k = r->nseen; k < g->G; k++) {
         spmd__sig other;
         char text[64];
@@ -2782,6 +2938,7 @@ static void spmd__mesh_free(spmd_mesh *m) {
             for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
             spmd__free(&a, d->clog);
             spmd__free(&a, (void *)d->ptrs);
+            pthread_mutex_destroy(&d->mbox);
             spmd__free(&a, d);
         }
         spmd__free(&a, m->devs);
@@ -2893,6 +3050,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
             d->coords[j] = rem / m->stride[j];
             rem %= m->stride[j];
         }
+        pthread_mutex_init(&d->mbox, NULL);
         d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
         d->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)size * sizeof(void *));
         if (!d->clog || !d->ptrs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
@@ -3460,6 +3618,91 @@ spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand,
                                          const char *axes, const spmd_opts *o, spmd_req **req) {
     SPMD__START_REQ(d, req, "ragged_all_to_all_start");
     return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
+}
+
+static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void *rbuf, size_t count, spmd_dtype dt,
+                                   int peer, int tag, const char *axes, const spmd_opts *o, spmd_recv_info *info,
+                                   spmd_req **out) {
+    const char *name = kind == SPMD__KIND_SEND ? "send" : "recv";
+    int ax[SPMD_MAX_AXES], nax = 0, G;
+    char why[200];
+    spmd__gref *gr = NULL;
+    spmd_req *r;
+    spmd_status s;
+    if (out) *out = NULL;
+    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
+    if (count > (size_t)INT64_MAX / 16) return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows", name, count);
+    if (count && !(kind == SPMD__KIND_SEND ? sbuf : (const void *)rbuf))
+        return spmd__fail(d, SPMD_ERR_NULL, "%s: buffer is NULL", name);
+    if (tag < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_TAG))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: tag %d must be >= 0%s", name, tag,
+                          kind == SPMD__KIND_SEND ? "" : " or SPMD_ANY_TAG");
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s: %s", name, why);
+    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s: %s", name, why);
+    if (o && (o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid timeout or algo", name);
+    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    G = gr->g->G;
+    if (peer < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_SOURCE) || peer >= G)
+        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", name,
+                          kind == SPMD__KIND_SEND ? "dest" : "source", peer, G);
+    r = spmd__req_new(d);
+    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
+    r->gr = gr;
+    r->p2p = 1;
+    r->sig.kind = (uint8_t)kind;
+    r->sig.dtype = (uint8_t)dt;
+    r->count = count;
+    r->in_size = r->out_size = spmd__dtype_sizes[dt];
+    r->send = sbuf;
+    r->recv = rbuf;
+    r->peer = peer;
+    r->tag = tag;
+    r->info = info;
+    r->user = out != NULL;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : d->mesh->timeout_ms;
+    r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
+    spmd__p2p_progress(r);
+    if (out) {
+        *out = r;
+        return SPMD_OK;
+    }
+    s = spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+
+spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag, const char *axes,
+                      const spmd_opts *o) {
+    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, NULL);
+}
+spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
+                            const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__START_REQ(d, req, "send_start");
+    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, req);
+}
+spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag, const char *axes,
+                      const spmd_opts *o, spmd_recv_info *info) {
+    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, NULL);
+}
+spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
+                            const char *axes, const spmd_opts *o, spmd_recv_info *info, spmd_req **req) {
+    SPMD__START_REQ(d, req, "recv_start");
+    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, req);
+}
+spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag, void *recvbuf,
+                          size_t recvcount, int source, int recvtag, spmd_dtype dt, const char *axes,
+                          const spmd_opts *o, spmd_recv_info *info) {
+    spmd_req *sr;
+    spmd_status s = spmd_send_start(d, sendbuf, sendcount, dt, dest, sendtag, axes, o, &sr), w;
+    if (s != SPMD_OK) return s;
+    s = spmd_recv(d, recvbuf, recvcount, dt, source, recvtag, axes, o, info);
+    w = spmd_wait(sr);
+    return s != SPMD_OK ? s : w;
 }
 
 #define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
