@@ -1,9 +1,12 @@
-/* spmdcoll.h - v0.1.0 - JAX-style SPMD collectives for C and C++
+/* spmdcoll.h - v0.2.0 - JAX-style SPMD collectives for C and C++
 
    A device mesh with named axes, one function run per device, and the
-   collectives of jax.lax (psum, pmean, pmax, ...) with JAX's semantics, on
-   threads of one process (libfabric across processes comes in a later
-   version). Single header, stb style, no dependencies beyond pthreads.
+   collectives of jax.lax (psum, pmean, all_gather, psum_scatter, all_to_all,
+   ppermute, ...) with JAX's semantics, plus the MPI-style operations of
+   mpi4jax (bcast, gather, scatter, reduce, scan, send/recv, ...), each also
+   asynchronous, on threads of one process (libfabric across processes comes
+   in a later version). Single header, stb style, no dependencies beyond
+   pthreads.
 
    USAGE
      Define SPMDCOLL_IMPLEMENTATION in exactly one .c or .cpp file before
@@ -85,6 +88,27 @@
      group gets bit-identical results. send == recv (in place) is allowed
      wherever the element sizes match; other overlaps are refused.
 
+   THE OTHER OPERATIONS (group size G, this device's index i)
+     JAX-style, on spmd_array views (row-major; out must have the shape JAX
+     gives, else SPMD_ERR_SHAPE; dimension arguments may be negative):
+       all_gather, all_gather_invariant   stack (untiled) or concatenate
+                                          (tiled) every x_j along `axis`
+       psum_scatter     chunk i of the psum along scatter_dimension
+       all_to_all       chunk j of x to device j, received chunks placed
+                        in sender order along concat_axis; pswapaxes
+       ppermute         (src, dst) pairs; non-destinations get zeros;
+                        pshuffle: out_i = x_perm[i]; psend/precv: the two
+                        halves of a ppermute
+       pbroadcast       x_source everywhere
+       ragged_all_to_all   JAX's offsets/sizes exchange (see its comment)
+     MPI-style, on buffers and counts, root/source/dest as group indices:
+       allgather, alltoall, bcast, gather, scatter, reduce, scan (inclusive),
+       send, recv (SPMD_ANY_SOURCE, SPMD_ANY_TAG), sendrecv.
+     Rooted results are written on the root only. In place is allowed where
+     input and output have the same size (all_to_all tiled with split ==
+     concat, pswapaxes, ppermute, pshuffle, pbroadcast, bcast, scan, and the
+     reductions).
+
    ERRORS, TIMEOUTS, LOGGING, MEMORY
      Every call returns an spmd_status (0 = SPMD_OK); spmd_status_string()
      names it and spmd_last_error(dev) tells what, where and who.
@@ -99,10 +123,15 @@
      desc.allocator replaces the allocator for everything the mesh owns.
 
    ASYNC
-     Every reduction has a _start form returning a request; spmd_wait()
-     finishes it, spmd_test() polls it. From start to finish the library
-     owns both buffers. Several requests may be in flight per device; the
-     same program order on every device is the only rule.
+     Every collective has a _start form returning a request; spmd_wait()
+     (or spmd_done) finishes it, spmd_test() polls it, spmd_wait_all() waits
+     for several. From start to finish the library owns both buffers.
+     Several requests may be in flight per device, on any axes, finished in
+     any order; the same order of starts on every device is the only rule.
+     Peers progress a request without its owner: inputs are published at
+     start and large work is cut into tasks any member of the group runs.
+     A request never finished is reported: returning from a device function
+     with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
 
    LINK FLAGS
      -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.
@@ -119,9 +148,9 @@
 #include <stdint.h>
 
 #define SPMD_VERSION_MAJOR 0
-#define SPMD_VERSION_MINOR 1
+#define SPMD_VERSION_MINOR 2
 #define SPMD_VERSION_PATCH 0
-#define SPMD_VERSION_STRING "0.1.0"
+#define SPMD_VERSION_STRING "0.2.0"
 
 #ifndef SPMD_API
 #ifdef SPMD_STATIC
@@ -273,7 +302,7 @@ typedef struct spmd_array {
 } spmd_array;
 
 /* ---- library ---------------------------------------------------------- */
-SPMD_API const char *spmd_version(void);                    /* "0.1.0" */
+SPMD_API const char *spmd_version(void);                    /* "0.2.0" */
 SPMD_API const char *spmd_status_string(spmd_status s);     /* "timed out waiting for peers" */
 SPMD_API const char *spmd_status_name(spmd_status s);       /* "SPMD_ERR_TIMEOUT" */
 SPMD_API size_t spmd_dtype_size(spmd_dtype t);              /* 0 for an invalid dtype */
@@ -3758,6 +3787,11 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
 
 /*
 REVISION HISTORY
+    0.2.0 (2026-11-22)  every collective: all_gather(_invariant), psum_scatter,
+                        all_to_all, pswapaxes, ppermute, pshuffle, psend/precv,
+                        pbroadcast, ragged_all_to_all; MPI-style allgather,
+                        alltoall, bcast, gather, scatter, reduce, scan,
+                        send/recv/sendrecv; a _start form for each.
     0.1.0 (2026-11-22)  first release: meshes with named axes, the thread
                         backend, psum/pmean/pmax/pmin/pprod/pargmax/pargmin
                         and barrier with async forms, deadlines, check mode.
