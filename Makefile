@@ -6,19 +6,17 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
 .PHONY: all demo test test-plain test-asan test-tsan test-compile bench install clean deps
 
-all: $(BUILD)/tour $(BUILD)/train $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
+EXAMPLES := tour train
 
-$(BUILD)/tour: examples/tour.c spmdcoll.h
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
+all: $(EXAMPLES:%=$(BUILD)/%) $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
 
-$(BUILD)/train: examples/train.c spmdcoll.h
+$(BUILD)/%: examples/%.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
@@ -43,7 +41,7 @@ demo: $(BUILD)/tour
 
 # Every test: the suite built plainly, under ASan+UBSan, under TSan, the
 # compile matrix, and the examples; one closing line "N passed, N failed".
-test: deps $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(BUILD)/train $(BUILD)/tour
+test: deps $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/%)
 	@sh tests/run.sh all
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)

@@ -104,6 +104,9 @@
      MPI-style, on buffers and counts, root/source/dest as group indices:
        allgather, alltoall, bcast, gather, scatter, reduce, scan (inclusive),
        send, recv (SPMD_ANY_SOURCE, SPMD_ANY_TAG), sendrecv.
+     psum_scatter of bool is refused (SPMD_ERR_DTYPE: JAX's result would be
+     int32); an out whose dtype differs from x is SPMD_ERR_SHAPE; reduce and
+     scan take every op of spmd_allreduce, argmax/argmin over any axes.
      Rooted results are written on the root only. In place is allowed where
      input and output have the same size (all_to_all tiled with split ==
      concat, pswapaxes, ppermute, pshuffle, pbroadcast, bcast, scan, and the
@@ -313,6 +316,13 @@ SPMD_API uint16_t spmd_f32_to_f16(float f);
 SPMD_API float spmd_f16_to_f32(uint16_t h);
 SPMD_API uint16_t spmd_f32_to_bf16(float f);
 SPMD_API float spmd_bf16_to_f32(uint16_t h);
+
+/* The reduction kernel the collectives use, on local buffers: out[i] = op
+   over ins[0..n_in-1][i], in that order, with the dtype rules of
+   spmd_allreduce (G = n_in for pmean). out may be one of the inputs.
+   Thread-safe; no mesh needed. For benchmarks and for local reductions. */
+SPMD_API spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count,
+                                       spmd_dtype dt, spmd_op op);
 
 /* ---- mesh ------------------------------------------------------------- */
 /* Create a mesh. Thread-safe; meshes are independent of each other. */
@@ -677,6 +687,14 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #else
 #define SPMD__GCC 0
 #endif
+/* x86: the kernels are also built for AVX2 and chosen at run time. */
+#if SPMD__HAS_X86 && !defined(SPMD_NO_DISPATCH) && (SPMD__GCC || (defined(__clang__) && __clang_major__ >= 9))
+#define SPMD__HAS_AVX2_DISPATCH 1
+#include <cpuid.h>
+#include <immintrin.h>
+#else
+#define SPMD__HAS_AVX2_DISPATCH 0
+#endif
 
 #define SPMD__UNUSED __attribute__((unused))
 #define SPMD__LINE 64                   /* cache line */
@@ -1037,13 +1055,19 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
 }
 
 // >>half precision
-static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
+/* The kernels are compiled at O3 whatever the user's level, and without
+   assuming floating-point traps (we never read the FP exception flags):
+   GCC otherwise refuses to vectorise the branch-free f16 rounding below.
+   Neither changes a result. */
 #if SPMD__GCC
 #pragma GCC push_options
-#pragma GCC optimize("O3")
+#pragma GCC optimize("O3", "no-trapping-math")
 #endif
+
+/* Inside the O3 region: GCC inlines only functions compiled with the same
+   options, and a call per element would stop vectorisation. */
+static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* binary16 -> binary32: scale the shifted bits by 2^112 (exact for normals
    and subnormals), then force the exponent for inf/NaN. Branch-free. */
@@ -1176,12 +1200,13 @@ static inline uint16_t spmd__f2b(float f) {
 
 /* bool: sum counts into int32 (JAX converts bools to integers); max = any,
    min = all, prod = all. */
-SPMD__KERNEL(spmd__sum_bool, uint8_t, int32_t, int32_t, SPMD__LD_BOOL32, SPMD__K_ADD, SPMD__ID)
-SPMD__KERNEL(spmd__prod_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))
-SPMD__KERNEL(spmd__max_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_OR, (uint8_t))
-SPMD__KERNEL(spmd__min_bool, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))
-SPMD__ARGKERNEL(spmd__argmax_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MAXI)
-SPMD__ARGKERNEL(spmd__argmin_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI)
+#define SPMD__BOOL_KERNELS(S)                                                                    \
+    SPMD__KERNEL(spmd__sum_##S, uint8_t, int32_t, int32_t, SPMD__LD_BOOL32, SPMD__K_ADD, SPMD__ID) \
+    SPMD__KERNEL(spmd__prod_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t)) \
+    SPMD__KERNEL(spmd__max_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_OR, (uint8_t))  \
+    SPMD__KERNEL(spmd__min_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))  \
+    SPMD__ARGKERNEL(spmd__argmax_##S, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MAXI)             \
+    SPMD__ARGKERNEL(spmd__argmin_##S, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI)
 
 /* integers: sum and prod in unsigned arithmetic (wraps, no UB), truncated
    to the dtype at the end, which equals wrapping at every step. */
@@ -1197,23 +1222,54 @@ SPMD__ARGKERNEL(spmd__argmin_bool, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI
     SPMD__INT_KERNELS_NOMEAN(S, T, U)                                                   \
     SPMD__KERNEL(spmd__mean_##S, T, W, T, (W), SPMD__K_ADD, FMEAN)
 
-SPMD__INT_KERNELS(i8, int8_t, uint32_t, int64_t, SPMD__FMEAN_I8)
-SPMD__INT_KERNELS(u8, uint8_t, uint32_t, uint64_t, SPMD__FMEAN_U8)
-SPMD__INT_KERNELS(i16, int16_t, uint32_t, int64_t, SPMD__FMEAN_I16)
-SPMD__INT_KERNELS(u16, uint16_t, uint32_t, uint64_t, SPMD__FMEAN_U16)
-SPMD__INT_KERNELS(i32, int32_t, uint32_t, int64_t, SPMD__FMEAN_I32)
-SPMD__INT_KERNELS(u32, uint32_t, uint32_t, uint64_t, SPMD__FMEAN_U32)
-#if SPMD__HAS_INT128
-SPMD__INT_KERNELS(i64, int64_t, uint64_t, spmd__i128, SPMD__FMEAN_I64)
-SPMD__INT_KERNELS(u64, uint64_t, uint64_t, spmd__u128, SPMD__FMEAN_U64)
-#else
-SPMD__INT_KERNELS_NOMEAN(i64, int64_t, uint64_t)
-SPMD__INT_KERNELS_NOMEAN(u64, uint64_t, uint64_t)
-#define spmd__mean_i64 NULL
-#define spmd__mean_u64 NULL
-#endif
+/* f16 and bf16: each tile of every input is converted to f32 in blocks
+   (CVT_IN), combined in f32 in device order, and rounded to nearest even
+   once (CVT_OUT). The AVX2 build converts f16 with F16C instructions. */
+#define SPMD__HKERNEL(NAME, CVT_IN, CVT_OUT, COMB, FINF)                                   \
+    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
+        float acc[SPMD__TILE], tmp[SPMD__TILE];                                         \
+        uint16_t *out = (uint16_t *)out_;                                               \
+        size_t base, i;                                                                 \
+        int j;                                                                          \
+        for (base = 0; base < n; base += SPMD__TILE) {                                  \
+            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
+            CVT_IN(acc, (const uint16_t *)in_[0] + base, m);                            \
+            for (j = 1; j < G; j++) {                                                   \
+                CVT_IN(tmp, (const uint16_t *)in_[j] + base, m);                        \
+                for (i = 0; i < m; i++) acc[i] = COMB(acc[i], tmp[i]);                  \
+            }                                                                           \
+            for (i = 0; i < m; i++) acc[i] = FINF(acc[i]);                              \
+            CVT_OUT(out + base, acc, m);                                                \
+        }                                                                               \
+    }
+#define SPMD__FMEAN_F(a) ((a) / (float)G)
+#define SPMD__HALF_KERNELS(S, LOAD, CVT_IN, CVT_OUT)                                      \
+    SPMD__HKERNEL(spmd__sum_##S, CVT_IN, CVT_OUT, SPMD__K_ADD, SPMD__ID)                 \
+    SPMD__HKERNEL(spmd__prod_##S, CVT_IN, CVT_OUT, SPMD__K_MUL, SPMD__ID)                \
+    SPMD__HKERNEL(spmd__max_##S, CVT_IN, CVT_OUT, SPMD__K_MAXF, SPMD__ID)                \
+    SPMD__HKERNEL(spmd__min_##S, CVT_IN, CVT_OUT, SPMD__K_MINF, SPMD__ID)                \
+    SPMD__HKERNEL(spmd__mean_##S, CVT_IN, CVT_OUT, SPMD__K_ADD, SPMD__FMEAN_F)           \
+    SPMD__ARGKERNEL(spmd__argmax_##S, uint16_t, float, LOAD, SPMD__K_MAXF)              \
+    SPMD__ARGKERNEL(spmd__argmin_##S, uint16_t, float, LOAD, SPMD__K_MINF)
 
-/* floats: f16/bf16 widen to f32, combine, and round once at the end. */
+static inline void spmd__h2f_block(float *d, const uint16_t *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = spmd__h2f(s[i]);
+}
+static inline void spmd__f2h_block(uint16_t *d, const float *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = spmd__f2h(s[i]);
+}
+static inline void spmd__b2f_block(float *d, const uint16_t *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = spmd__b2f(s[i]);
+}
+static inline void spmd__f2b_block(uint16_t *d, const float *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = spmd__f2b(s[i]);
+}
+
+/* floats: f32 and f64 directly. */
 #define SPMD__FLOAT_KERNELS(S, T, A, LOAD, STORE, FMEAN)                                  \
     SPMD__KERNEL(spmd__sum_##S, T, A, T, LOAD, SPMD__K_ADD, STORE)                      \
     SPMD__KERNEL(spmd__prod_##S, T, A, T, LOAD, SPMD__K_MUL, STORE)                     \
@@ -1223,10 +1279,62 @@ SPMD__INT_KERNELS_NOMEAN(u64, uint64_t, uint64_t)
     SPMD__ARGKERNEL(spmd__argmax_##S, T, A, LOAD, SPMD__K_MAXF)                         \
     SPMD__ARGKERNEL(spmd__argmin_##S, T, A, LOAD, SPMD__K_MINF)
 
-SPMD__FLOAT_KERNELS(f16, uint16_t, float, spmd__h2f, spmd__f2h, SPMD__FMEAN_F16)
-SPMD__FLOAT_KERNELS(bf16, uint16_t, float, spmd__b2f, spmd__f2b, SPMD__FMEAN_BF16)
-SPMD__FLOAT_KERNELS(f32, float, float, SPMD__ID, SPMD__ID, SPMD__FMEAN_F32)
-SPMD__FLOAT_KERNELS(f64, double, double, SPMD__ID, SPMD__ID, SPMD__FMEAN_F64)
+/* Every kernel, with a suffix: built once for the baseline ISA and, on x86,
+   once more for AVX2 (chosen at run time by spmd__kernel_for). */
+#if SPMD__HAS_INT128
+#define SPMD__KERNELS_64(SUF)                                                                   \
+    SPMD__INT_KERNELS(i64##SUF, int64_t, uint64_t, spmd__i128, SPMD__FMEAN_I64)                \
+    SPMD__INT_KERNELS(u64##SUF, uint64_t, uint64_t, spmd__u128, SPMD__FMEAN_U64)
+#else
+#define SPMD__KERNELS_64(SUF)                                                                   \
+    SPMD__INT_KERNELS_NOMEAN(i64##SUF, int64_t, uint64_t)                                      \
+    SPMD__INT_KERNELS_NOMEAN(u64##SUF, uint64_t, uint64_t)                                     \
+    static const spmd__kernel spmd__mean_i64##SUF = NULL, spmd__mean_u64##SUF = NULL;
+#endif
+#define SPMD__ALL_KERNELS(SUF)                                                                  \
+    SPMD__BOOL_KERNELS(bool##SUF)                                                               \
+    SPMD__INT_KERNELS(i8##SUF, int8_t, uint32_t, int64_t, SPMD__FMEAN_I8)                      \
+    SPMD__INT_KERNELS(u8##SUF, uint8_t, uint32_t, uint64_t, SPMD__FMEAN_U8)                    \
+    SPMD__INT_KERNELS(i16##SUF, int16_t, uint32_t, int64_t, SPMD__FMEAN_I16)                   \
+    SPMD__INT_KERNELS(u16##SUF, uint16_t, uint32_t, uint64_t, SPMD__FMEAN_U16)                 \
+    SPMD__INT_KERNELS(i32##SUF, int32_t, uint32_t, int64_t, SPMD__FMEAN_I32)                   \
+    SPMD__INT_KERNELS(u32##SUF, uint32_t, uint32_t, uint64_t, SPMD__FMEAN_U32)                 \
+    SPMD__KERNELS_64(SUF)                                                                       \
+    SPMD__HALF_KERNELS(f16##SUF, spmd__h2f, spmd__h2f_block##SUF, spmd__f2h_block##SUF)       \
+    SPMD__HALF_KERNELS(bf16##SUF, spmd__b2f, spmd__b2f_block, spmd__f2b_block)                \
+    SPMD__FLOAT_KERNELS(f32##SUF, float, float, SPMD__ID, SPMD__ID, SPMD__FMEAN_F32)           \
+    SPMD__FLOAT_KERNELS(f64##SUF, double, double, SPMD__ID, SPMD__ID, SPMD__FMEAN_F64)
+
+#define spmd__h2f_block_base spmd__h2f_block
+#define spmd__f2h_block_base spmd__f2h_block
+SPMD__ALL_KERNELS(_base)
+
+#if SPMD__HAS_AVX2_DISPATCH
+#if SPMD__GCC
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+#else
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
+#endif
+/* F16C: 8 conversions per instruction, rounding to nearest even */
+static inline void spmd__h2f_block_avx2(float *d, const uint16_t *s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
+    for (; i < n; i++) d[i] = spmd__h2f(s[i]);
+}
+static inline void spmd__f2h_block_avx2(uint16_t *d, const float *s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) d[i] = spmd__f2h(s[i]);
+}
+SPMD__ALL_KERNELS(_avx2)
+#if SPMD__GCC
+#pragma GCC pop_options
+#else
+#pragma clang attribute pop
+#endif
+#endif
 
 #if SPMD__GCC
 #pragma GCC pop_options
@@ -1235,15 +1343,38 @@ SPMD__FLOAT_KERNELS(f64, double, double, SPMD__ID, SPMD__ID, SPMD__FMEAN_F64)
 #define SPMD__KERNEL_ROW(S)                                                               \
     {NULL, spmd__sum_##S, spmd__prod_##S, spmd__max_##S, spmd__min_##S, spmd__mean_##S,  \
      spmd__argmax_##S, spmd__argmin_##S}
+#define SPMD__KERNEL_TABLE(SUF)                                                                 \
+    {{NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},                                          \
+     {NULL, spmd__sum_bool##SUF, spmd__prod_bool##SUF, spmd__max_bool##SUF, spmd__min_bool##SUF, \
+      NULL, spmd__argmax_bool##SUF, spmd__argmin_bool##SUF},                                    \
+     SPMD__KERNEL_ROW(i8##SUF), SPMD__KERNEL_ROW(u8##SUF), SPMD__KERNEL_ROW(i16##SUF),          \
+     SPMD__KERNEL_ROW(u16##SUF), SPMD__KERNEL_ROW(i32##SUF), SPMD__KERNEL_ROW(u32##SUF),        \
+     SPMD__KERNEL_ROW(i64##SUF), SPMD__KERNEL_ROW(u64##SUF), SPMD__KERNEL_ROW(f16##SUF),        \
+     SPMD__KERNEL_ROW(bf16##SUF), SPMD__KERNEL_ROW(f32##SUF), SPMD__KERNEL_ROW(f64##SUF)}
 
-static const spmd__kernel spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = {
-    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
-    {NULL, spmd__sum_bool, spmd__prod_bool, spmd__max_bool, spmd__min_bool, NULL,
-     spmd__argmax_bool, spmd__argmin_bool},
-    SPMD__KERNEL_ROW(i8), SPMD__KERNEL_ROW(u8), SPMD__KERNEL_ROW(i16), SPMD__KERNEL_ROW(u16),
-    SPMD__KERNEL_ROW(i32), SPMD__KERNEL_ROW(u32), SPMD__KERNEL_ROW(i64), SPMD__KERNEL_ROW(u64),
-    SPMD__KERNEL_ROW(f16), SPMD__KERNEL_ROW(bf16), SPMD__KERNEL_ROW(f32), SPMD__KERNEL_ROW(f64),
-};
+static const spmd__kernel spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KERNEL_TABLE(_base);
+#if SPMD__HAS_AVX2_DISPATCH
+static const spmd__kernel spmd__kernels_avx2[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KERNEL_TABLE(_avx2);
+#endif
+
+/* The kernel for a dtype and op (NULL where the op is not defined). */
+static int spmd__has_avx2_f16c(void) {
+#if SPMD__HAS_AVX2_DISPATCH
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+#else
+    return 0;
+#endif
+}
+
+static spmd__kernel spmd__kernel_for(spmd_dtype dt, spmd_op op) {
+#if SPMD__HAS_AVX2_DISPATCH
+    static const int unknown = -1;
+    (void)unknown;
+    if (spmd__has_avx2_f16c()) return spmd__kernels_avx2[dt][op];
+#endif
+    return spmd__kernels[dt][op];
+}
 
 static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *spmd__dtype_names[SPMD_DTYPE_COUNT] = {
@@ -2731,7 +2862,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     if (reduces) {
         if ((int)c->op <= SPMD_OP_NONE || (int)c->op >= SPMD_OP_COUNT)
             return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
-        if (!spmd__kernels[c->dt][c->op] || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
+        if (!spmd__kernel_for(c->dt, c->op) || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
             return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
                               c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
                                                    "convert first)"
@@ -2758,7 +2889,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->count = c->count;
     r->in_size = c->kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[c->dt];
     r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
-    r->kern = reduces ? spmd__kernels[c->dt][c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op] : NULL;
+    r->kern = reduces ? spmd__kernel_for(c->dt, c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op) : NULL;
     r->sig.kind = (uint8_t)c->kind;
     if ((s = spmd__setup(d, c, G, gr->me, r, &max_in, &out_bytes, &aux)) != SPMD_OK) {
         spmd__req_release(r);
@@ -2768,11 +2899,19 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         spmd__req_release(r);
         return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
-    if (r->in_bytes > r->meta_bytes && out_bytes) {
+    {
+        /* overlap is judged on the buffers' nominal sizes, so that every
+           device refuses the same call, also those that read no input
+           (bcast, scatter off the root) or write no output (gather, reduce) */
         const char *a = (const char *)c->send, *b = (const char *)c->recv;
-        size_t in_data = r->in_bytes - r->meta_bytes;
-        int overlap = a < b + out_bytes && b < a + in_data;
-        if (overlap && !(a == b && in_data == out_bytes && spmd__in_place_ok(c->kind))) {
+        size_t in_data = r->in_bytes - r->meta_bytes, out_nom = out_bytes;
+        int overlap;
+        if (c->kind == SPMD__KIND_BCAST) in_data = c->count * r->in_size;
+        if (c->kind == SPMD__KIND_SCATTER) in_data = (size_t)G * c->count * r->in_size;
+        if (c->kind == SPMD__KIND_GATHER) out_nom = (size_t)G * c->count * r->in_size;
+        if (c->kind == SPMD__KIND_REDUCE) out_nom = c->count * r->out_size;
+        overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
+        if (overlap && !(a == b && in_data == out_nom && spmd__in_place_ok(c->kind))) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
                               a == b ? " (the result has another size, so it cannot be in place)" : "");
@@ -2893,6 +3032,19 @@ const char *spmd_dtype_name(spmd_dtype t) {
     return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "invalid";
 }
 const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
+spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count, spmd_dtype dt,
+                              spmd_op op) {
+    int i;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
+        (int)op >= SPMD_OP_COUNT || n_in < 1)
+        return SPMD_ERR_INVALID;
+    if (!spmd__kernel_for(dt, op)) return SPMD_ERR_DTYPE;
+    if (count && (!out || !ins)) return SPMD_ERR_NULL;
+    for (i = 0; count && i < n_in; i++)
+        if (!ins[i]) return SPMD_ERR_NULL;
+    if (count) spmd__kernel_for(dt, op)(out, ins, n_in, count);
+    return SPMD_OK;
+}
 uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }
 float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
 uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
@@ -3046,7 +3198,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
                                   desc->timeout_ms ? desc->timeout_ms : SPMD__DEFAULT_TIMEOUT_MS, NULL);
     m->check = (int)spmd__env_int("SPMD_CHECK", 0, 1, desc->check == SPMD_CHECK_ON, NULL);
     m->ncpu = spmd__ncpu();
-    m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 50, &set) * 1000u;
+    m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
     m->spin_os_ns = set ? m->spin_ns : 0u;
     m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
     m->D = desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT;
@@ -3400,6 +3552,7 @@ static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, cons
 #define SPMD__START_REQ(d, req, name)                                                                     \
     do {                                                                                                  \
         if (!(req)) return (d) ? spmd__fail((d), SPMD_ERR_NULL, "%s: req is NULL", (name)) : SPMD_ERR_NULL; \
+        *(req) = NULL;                                                                                    \
     } while (0)
 
 spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,

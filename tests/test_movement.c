@@ -1,0 +1,1841 @@
+/* test_movement.c - conformance sweep of the JAX-style data movement
+   collectives: all_gather, all_gather_invariant, psum_scatter, all_to_all,
+   pswapaxes, ppermute, pshuffle, pbroadcast, and their _start forms.
+
+   For each mesh the main thread lays out a batch of cases (operation, axes
+   and axis_index_groups, dtype, shapes, dimension arguments, tiled or not,
+   in place or not, algorithm hint, sync or async), fills every device's
+   input from a seeded RNG, runs one spmd_run in which every device performs
+   the whole batch in order, and then computes each device's expected output
+   with a plain element-by-element reference over the inputs of its group
+   and compares bytes (psum_scatter: bits, any NaN equals any NaN). One
+   T_CHECK per case. Then: refused calls (each status, out untouched, mesh
+   still usable), the JAX/DESIGN test vectors, identities and large cases
+   that run the zero-copy split path.
+
+   Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
+   the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds). */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
+#include "harness.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* psum_scatter of bool: the header documents psum of bool as int32 counts
+   but says nothing about psum_scatter; the brief expects a refusal. */
+#define PSS_BOOL_EXPECT SPMD_ERR_DTYPE
+
+#define MAXDEV 16
+#define MAXCL 8   /* requests of one async cluster */
+#define GUARD 64  /* bytes after each output that must stay as filled */
+#define FILL 0xC3 /* output fill before a call */
+
+/* ---- small utilities -------------------------------------------------------- */
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rn(rng_t *r) { /* xorshift64* */
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+static int rb(rng_t *r, int n) { return n <= 1 ? 0 : (int)(rn(r) % (uint64_t)n); }
+static rng_t rng_make(uint64_t seed, uint64_t stream) {
+    rng_t r = {(seed ^ 0x6A09E667F3BCC909ull) * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + 1};
+    if (!r.s) r.s = 1;
+    for (int i = 0; i < 4; i++) (void)rn(&r);
+    return r;
+}
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "test_movement: out of memory (%zu bytes)\n", n); exit(2); }
+    return p;
+}
+
+static const spmd_dtype DTYPES[] = {SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32, SPMD_U32,
+                                    SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16, SPMD_F32, SPMD_F64};
+#define NDT 13
+static size_t dsize(spmd_dtype t) {
+    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+    return (unsigned)t < 14 ? s[t] : 0;
+}
+static const char *dnm(spmd_dtype t) {
+    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
+                              "i64", "u64", "f16", "bf16", "f32", "f64"};
+    return (unsigned)t < 14 ? n[t] : "bad";
+}
+static int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
+static const char *stname(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
+}
+
+/* ---- reference half precision (own code; not the library's converters) ----- */
+static float H2F[65536], B2F[65536];
+static void init_half_tables(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        int e = (int)((h >> 10) & 31), m = (int)(h & 1023);
+        double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(m | 1024, e - 25);
+        H2F[h] = (float)((h & 0x8000) ? -v : v);
+        uint32_t u = h << 16;
+        memcpy(&B2F[h], &u, 4);
+    }
+}
+/* f (finite or not) rounded to nearest even into a binary format with mb
+   stored mantissa bits, minimum normal exponent emin and exponent bias;
+   returns the bits (sign included) of a 16-bit result. */
+static uint16_t round_half(float f, int mb, int emin, int bias, uint16_t inf, uint16_t qnan) {
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return sign | qnan;
+    if (isinf(f)) return sign | inf;
+    double a = fabs((double)f);
+    if (a == 0) return sign;
+    int ex;
+    (void)frexp(a, &ex); /* a = m * 2^ex, m in [0.5, 1) */
+    int E = ex - 1;
+    if (E < emin) E = emin;
+    double quantum = ldexp(1.0, E - mb);
+    double r = nearbyint(a / quantum); /* the default mode: to nearest even */
+    double v = r * quantum;
+    (void)frexp(v, &ex);
+    int E2 = ex - 1;
+    if (v < ldexp(1.0, emin)) return sign | (uint16_t)r; /* subnormal (or the smallest normal) */
+    if (E2 + bias >= (inf >> mb)) return sign | inf;
+    double mant = v / ldexp(1.0, E2 - mb) - ldexp(1.0, mb);
+    return sign | (uint16_t)(((unsigned)(E2 + bias) << mb) | (unsigned)mant);
+}
+static uint16_t f2h(float f) { return round_half(f, 10, -14, 15, 0x7c00, 0x7e00); }
+static uint16_t f2b(float f) { return round_half(f, 7, -126, 127, 0x7f80, 0x7fc0); }
+
+/* ---- meshes, axes and groups ---------------------------------------------------- */
+static const char *AXN[3] = {"x", "y", "z"};
+typedef struct { int nd, sh[3]; } meshdef;
+typedef struct {
+    char axes[24];
+    int nn, dims[3]; /* mesh dims in the order named */
+    int size;        /* product of the named sizes */
+    int gsize;       /* 0: no groups */
+    int groups[MAXDEV];
+} axv;
+static int vG(const axv *v) { return v->gsize ? v->gsize : v->size; }
+
+typedef struct {
+    meshdef md;
+    int ndev;
+    spmd_mesh *m;
+    axv var[64];
+    int nvar;
+} meshctx;
+
+static void mesh_str(const meshdef *md, char *b, size_t cap) {
+    if (md->nd == 1) snprintf(b, cap, "(%d)", md->sh[0]);
+    else if (md->nd == 2) snprintf(b, cap, "(%d,%d)", md->sh[0], md->sh[1]);
+    else snprintf(b, cap, "(%d,%d,%d)", md->sh[0], md->sh[1], md->sh[2]);
+}
+static void var_str(const axv *v, char *b, size_t cap) {
+    size_t o = (size_t)snprintf(b, cap, "axes '%s'", v->axes);
+    if (v->gsize && o < cap) {
+        o += (size_t)snprintf(b + o, cap - o, " groups ");
+        for (int k = 0; k < v->size && o + 6 < cap; k++)
+            o += (size_t)snprintf(b + o, cap - o, "%s%d", k == 0 ? "{" : k % v->gsize ? "," : "}{", v->groups[k]);
+        if (o + 2 < cap) snprintf(b + o, cap - o, "}");
+    }
+}
+/* Devices of dev's group in group order; *me = dev's index. Returns G. */
+static int group_of(const meshdef *md, const axv *v, int dev, int *mem, int *me) {
+    int c[3] = {0, 0, 0}, t = dev;
+    for (int d = md->nd - 1; d >= 0; d--) { c[d] = t % md->sh[d]; t /= md->sh[d]; }
+    int idx = 0;
+    for (int k = 0; k < v->nn; k++) idx = idx * md->sh[v->dims[k]] + c[v->dims[k]];
+    int G = vG(v), base = 0, pos = idx;
+    if (v->gsize) {
+        for (int k = 0; k < v->size; k++)
+            if (v->groups[k] == idx) pos = k;
+        base = pos / v->gsize * v->gsize;
+        pos -= base;
+    } else {
+        base = 0;
+    }
+    *me = pos;
+    for (int j = 0; j < G; j++) {
+        int lin = v->gsize ? v->groups[base + j] : j;
+        int cc[3] = {c[0], c[1], c[2]};
+        for (int k = v->nn - 1; k >= 0; k--) {
+            cc[v->dims[k]] = lin % md->sh[v->dims[k]];
+            lin /= md->sh[v->dims[k]];
+        }
+        int id = 0;
+        for (int d = 0; d < md->nd; d++) id = id * md->sh[d] + cc[d];
+        mem[j] = id;
+    }
+    return G;
+}
+static int add_axv(meshctx *mc, const int *dims, int nn, int star) {
+    axv *v = &mc->var[mc->nvar];
+    memset(v, 0, sizeof *v);
+    v->nn = nn;
+    v->size = 1;
+    size_t o = 0;
+    for (int k = 0; k < nn; k++) {
+        v->dims[k] = dims[k];
+        v->size *= mc->md.sh[dims[k]];
+        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXN[dims[k]]);
+    }
+    if (star) strcpy(v->axes, "*");
+    return mc->nvar++;
+}
+static void add_groups(meshctx *mc, int base, int gsize, rng_t *r) {
+    axv *v = &mc->var[mc->nvar++];
+    *v = mc->var[base];
+    v->gsize = gsize;
+    for (int k = 0; k < v->size; k++) v->groups[k] = k;
+    for (int k = v->size - 1; k > 0; k--) {
+        int j = rb(r, k + 1), t = v->groups[k];
+        v->groups[k] = v->groups[j];
+        v->groups[j] = t;
+    }
+}
+static void build_vars(meshctx *mc, rng_t *r) {
+    int nd = mc->md.nd;
+    mc->nvar = 0;
+    int d0[3] = {0, 1, 2};
+    add_axv(mc, d0, 0, 0);  /* "" */
+    add_axv(mc, d0, nd, 1); /* "*" */
+    for (int a = 0; a < nd; a++) add_axv(mc, &d0[a], 1, 0);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++)
+            if (a != b) { int e[2] = {a, b}; add_axv(mc, e, 2, 0); }
+    if (nd == 3) {
+        int e1[3] = {2, 0, 1}, e2[3] = {1, 2, 0}, e3[3] = {0, 1, 2};
+        add_axv(mc, e1, 3, 0);
+        add_axv(mc, e2, 3, 0);
+        add_axv(mc, e3, 3, 0);
+    }
+    int nb = mc->nvar;
+    for (int b = 0; b < nb; b++) {
+        int S = mc->var[b].size;
+        if (S == 1) continue;
+        int divs[16], n = 0;
+        for (int g = 2; g < S; g++)
+            if (S % g == 0) divs[n++] = g;
+        if (n) add_groups(mc, b, divs[rb(r, n)], r);
+        add_groups(mc, b, b % 2 ? S : 1, r); /* one reordered group, or groups of one */
+    }
+}
+
+/* ---- cases ---------------------------------------------------------------------- */
+enum { K_AG, K_AGI, K_PSS, K_A2A, K_PSWAP, K_PPERM, K_PSHUF, K_PBCAST, K_N };
+static const char *KN[K_N] = {"all_gather", "all_gather_invariant", "psum_scatter", "all_to_all",
+                              "pswapaxes", "ppermute", "pshuffle", "pbroadcast"};
+enum { W_WAIT, W_DONE, W_TEST, W_ALL };
+
+typedef struct {
+    int kind, var;
+    spmd_dtype dt, odt;          /* x's and out's dtype */
+    int xr, orr;                 /* ranks */
+    int64_t xs[SPMD_MAX_RANK + 1], os[SPMD_MAX_RANK + 1];
+    int a1, a2, tiled;           /* axis / scatter_dimension / split_axis, concat_axis */
+    int perm[2 * MAXDEV + 4], np; /* ppermute: np pairs; pshuffle: G entries */
+    int source;
+    int inplace;                 /* out.data == x.data */
+    long shift;                  /* error case: out.data = x.data + shift (partial overlap) */
+    int xnull, onull, xdnull, odnull, reqnull, permnull;
+    int badgroups, badaxes, fixedbuf; /* error cases: duplicate group entry; unknown axis; 64-byte buffers */
+    spmd_algo algo;
+    int null_opts;
+    int async, cluster, wstyle;
+    unsigned char order[MAXDEV][MAXCL];
+    uint32_t accept;             /* 0: must succeed; else bit s set = status s accepted */
+    int special;                 /* psum_scatter floats: some NaN/inf/-0 */
+    const char *note;            /* error cases: what is wrong */
+    size_t xb, ob;               /* bytes of x and out */
+    unsigned char *in[MAXDEV];   /* reference input (passed as x unless in place/overlap) */
+    unsigned char *blk[MAXDEV];  /* separate allocation: out (+guard), or the shared block */
+    unsigned char *xp[MAXDEV], *op[MAXDEV];
+    unsigned char *snap[MAXDEV]; /* error cases: the whole out region before the call */
+    size_t blkb;
+    spmd_status st[MAXDEV];
+    int reqset[MAXDEV];          /* _start refused: was *req left non-NULL? */
+    int errflag;
+    char errmsg[240];
+} mcase;
+
+#define ACC(s) (1u << (s))
+
+static int64_t numel(int r, const int64_t *s) {
+    int64_t n = 1;
+    for (int k = 0; k < r; k++) n *= s[k];
+    return n;
+}
+static void shape_str(char *b, size_t cap, int r, const int64_t *s) {
+    size_t o = (size_t)snprintf(b, cap, "(");
+    for (int k = 0; k < r && o < cap; k++) o += (size_t)snprintf(b + o, cap - o, "%s%lld", k ? "," : "", (long long)s[k]);
+    if (o < cap) snprintf(b + o, cap - o, "%s", r == 1 ? ",)" : ")");
+}
+static int norm_axis(int a, int n) { return a < 0 ? a + n : a; }
+
+/* Output shape JAX would give; 0 if the arguments are not legal. */
+static int out_shape(int kind, int xr, const int64_t *xs, int a1, int a2, int tiled, int G, int *orr, int64_t *os) {
+    int n;
+    switch (kind) {
+    case K_AG: case K_AGI:
+        if (!tiled) {
+            n = norm_axis(a1, xr + 1);
+            if (n < 0 || n > xr || xr + 1 > SPMD_MAX_RANK) return 0;
+            *orr = xr + 1;
+            for (int k = 0, q = 0; k <= xr; k++) os[k] = k == n ? G : xs[q++];
+        } else {
+            n = norm_axis(a1, xr);
+            if (n < 0 || n >= xr) return 0;
+            *orr = xr;
+            for (int k = 0; k < xr; k++) os[k] = xs[k] * (k == n ? G : 1);
+        }
+        return 1;
+    case K_PSS:
+        n = norm_axis(a1, xr);
+        if (n < 0 || n >= xr) return 0;
+        if (!tiled) {
+            if (xs[n] != G) return 0;
+            *orr = xr - 1;
+            for (int k = 0, q = 0; k < xr; k++)
+                if (k != n) os[q++] = xs[k];
+        } else {
+            if (xs[n] % G) return 0;
+            *orr = xr;
+            for (int k = 0; k < xr; k++) os[k] = k == n ? xs[k] / G : xs[k];
+        }
+        return 1;
+    case K_A2A: case K_PSWAP: {
+        if (kind == K_PSWAP) { a2 = a1; tiled = 0; }
+        int s = norm_axis(a1, xr), c = norm_axis(a2, xr);
+        if (s < 0 || s >= xr || c < 0 || c >= xr) return 0;
+        *orr = xr;
+        if (!tiled) {
+            if (xs[s] != G) return 0;
+            int64_t t[SPMD_MAX_RANK];
+            for (int k = 0, q = 0; k < xr; k++)
+                if (k != s) t[q++] = xs[k];
+            for (int k = 0, q = 0; k < xr; k++) os[k] = k == c ? G : t[q++];
+        } else {
+            if (xs[s] % G) return 0;
+            for (int k = 0; k < xr; k++) os[k] = xs[k];
+            os[s] /= G;
+            os[c] *= G;
+        }
+        return 1;
+    }
+    default:
+        *orr = xr;
+        for (int k = 0; k < xr; k++) os[k] = xs[k];
+        return 1;
+    }
+}
+
+/* ---- the reference -----------------------------------------------------------------
+   ins[j] = input of group member j; writes device `me`'s expected output. */
+static unsigned char *g_sum; /* psum scratch */
+static size_t g_sumcap;
+
+static void ref_psum(spmd_dtype dt, size_t n, unsigned char *const *ins, int G, unsigned char *out) {
+    size_t es = dsize(dt);
+    for (size_t e = 0; e < n; e++) {
+        switch (dt) {
+        case SPMD_F32: {
+            float a, b;
+            memcpy(&a, ins[0] + 4 * e, 4);
+            for (int j = 1; j < G; j++) { memcpy(&b, ins[j] + 4 * e, 4); a = a + b; }
+            memcpy(out + 4 * e, &a, 4);
+        } break;
+        case SPMD_F64: {
+            double a, b;
+            memcpy(&a, ins[0] + 8 * e, 8);
+            for (int j = 1; j < G; j++) { memcpy(&b, ins[j] + 8 * e, 8); a = a + b; }
+            memcpy(out + 8 * e, &a, 8);
+        } break;
+        case SPMD_F16: case SPMD_BF16: {
+            const float *tab = dt == SPMD_F16 ? H2F : B2F;
+            uint16_t h;
+            memcpy(&h, ins[0] + 2 * e, 2);
+            float a = tab[h];
+            for (int j = 1; j < G; j++) { memcpy(&h, ins[j] + 2 * e, 2); a = a + tab[h]; }
+            h = dt == SPMD_F16 ? f2h(a) : f2b(a);
+            memcpy(out + 2 * e, &h, 2);
+        } break;
+        default: { /* integers: wrap modulo 2^bits */
+            uint64_t a = 0, b;
+            for (int j = 0; j < G; j++) { b = 0; memcpy(&b, ins[j] + es * e, es); a += b; }
+            memcpy(out + es * e, &a, es); /* little endian: the low bytes */
+        } break;
+        }
+    }
+}
+
+static int find_dst(const mcase *c, int me) {
+    for (int k = 0; k < c->np; k++)
+        if (c->perm[2 * k + 1] == me) return c->perm[2 * k];
+    return -1;
+}
+
+/* sum: the group's psum (psum_scatter only; NULL: computed here) */
+static void ref_out(const mcase *c, unsigned char *const *ins, int G, int me, unsigned char *exp,
+                    const unsigned char *sum) {
+    size_t es = dsize(c->dt);
+    size_t nx = (size_t)numel(c->xr, c->xs), no = (size_t)numel(c->orr, c->os);
+    switch (c->kind) {
+    case K_PPERM: {
+        int j = find_dst(c, me);
+        if (j < 0) memset(exp, 0, c->ob);
+        else memcpy(exp, ins[j], c->ob);
+        return;
+    }
+    case K_PSHUF: memcpy(exp, ins[c->perm[me]], c->ob); return;
+    case K_PBCAST: memcpy(exp, ins[c->source], c->ob); return;
+    default: break;
+    }
+    if (no == 0) return;
+    const unsigned char *sumsrc = NULL;
+    if (c->kind == K_PSS) {
+        if (!sum) {
+            if (g_sumcap < c->xb) { free(g_sum); g_sum = (unsigned char *)xmalloc(c->xb); g_sumcap = c->xb; }
+            ref_psum(c->dt, nx, ins, G, g_sum);
+            sum = g_sum;
+        }
+        sumsrc = sum;
+    }
+    int xr = c->xr, orr = c->orr;
+    int64_t o[SPMD_MAX_RANK + 1] = {0}, src[SPMD_MAX_RANK + 1];
+    int ax = 0, s = 0, cc = 0;
+    if (c->kind == K_AG || c->kind == K_AGI) ax = norm_axis(c->a1, c->tiled ? xr : xr + 1);
+    if (c->kind == K_PSS) ax = norm_axis(c->a1, xr);
+    if (c->kind == K_A2A || c->kind == K_PSWAP) {
+        s = norm_axis(c->a1, xr);
+        cc = c->kind == K_PSWAP ? s : norm_axis(c->a2, xr);
+    }
+    int tiled = c->kind == K_PSWAP ? 0 : c->tiled;
+    /* runs: `run` consecutive elements of out (along its last dimension)
+       come from consecutive elements of one input; 1 when the last
+       dimension of out is the new or gathered one */
+    int last = orr - 1;
+    int64_t L = orr > 0 ? c->os[last] : 1, run = 1;
+    switch (c->kind) {
+    case K_AG: case K_AGI:
+        if (tiled) run = ax != xr - 1 ? L : c->xs[xr - 1];
+        else run = ax != last ? L : 1;
+        break;
+    case K_PSS: run = ax != xr - 1 || tiled ? L : 1; break;
+    default:
+        if (tiled) run = cc == last ? L / G : L;
+        else run = s != xr - 1 && cc != last ? L : 1;
+        break;
+    }
+    if (run < 1) run = 1;
+    for (size_t q = 0; q < no; q += (size_t)run) {
+        int j = 0;
+        switch (c->kind) {
+        case K_AG: case K_AGI:
+            if (!tiled) {
+                j = (int)o[ax];
+                for (int k = 0, t = 0; k < orr; k++)
+                    if (k != ax) src[t++] = o[k];
+            } else {
+                for (int k = 0; k < xr; k++) src[k] = o[k];
+                j = (int)(o[ax] / c->xs[ax]);
+                src[ax] = o[ax] % c->xs[ax];
+            }
+            break;
+        case K_PSS:
+            if (!tiled) {
+                for (int k = 0, t = 0; k < xr; k++) src[k] = k == ax ? me : o[t++];
+            } else {
+                for (int k = 0; k < xr; k++) src[k] = o[k];
+                src[ax] = (int64_t)me * c->os[ax] + o[ax];
+            }
+            break;
+        default: /* all_to_all, pswapaxes */
+            if (!tiled) {
+                j = (int)o[cc];
+                int64_t t[SPMD_MAX_RANK];
+                for (int k = 0, u = 0; k < orr; k++)
+                    if (k != cc) t[u++] = o[k];
+                for (int k = 0, u = 0; k < xr; k++) src[k] = k == s ? me : t[u++];
+            } else {
+                int64_t blk = c->os[cc] / G; /* received block length along concat */
+                for (int k = 0; k < xr; k++) src[k] = o[k];
+                j = (int)(o[cc] / blk);
+                src[cc] = o[cc] % blk;
+                src[s] = (int64_t)me * (c->xs[s] / G) + src[s];
+            }
+            break;
+        }
+        size_t off = 0;
+        for (int k = 0; k < xr; k++) off = off * (size_t)c->xs[k] + (size_t)src[k];
+        const unsigned char *from = sumsrc ? sumsrc : ins[j];
+        memcpy(exp + q * es, from + off * es, es * (size_t)run);
+        for (int k = orr - 1; k >= 0; k--) {
+            o[k] += k == last ? run : 1;
+            if (o[k] < c->os[k]) break;
+            o[k] = 0;
+        }
+    }
+}
+
+/* ---- case description -------------------------------------------------------------- */
+static const char *alg_name(spmd_algo a) {
+    return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : "default";
+}
+static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
+    char ms[24], vs[120], xs[80], os[80], args[96];
+    mesh_str(&mc->md, ms, sizeof ms);
+    var_str(&mc->var[c->var], vs, sizeof vs);
+    shape_str(xs, sizeof xs, c->xr, c->xs);
+    shape_str(os, sizeof os, c->orr, c->os);
+    switch (c->kind) {
+    case K_AG: case K_AGI: snprintf(args, sizeof args, "axis=%d tiled=%d", c->a1, c->tiled); break;
+    case K_PSS: snprintf(args, sizeof args, "scatter_dimension=%d tiled=%d", c->a1, c->tiled); break;
+    case K_A2A: snprintf(args, sizeof args, "split=%d concat=%d tiled=%d", c->a1, c->a2, c->tiled); break;
+    case K_PSWAP: snprintf(args, sizeof args, "axis=%d", c->a1); break;
+    case K_PBCAST: snprintf(args, sizeof args, "source=%d", c->source); break;
+    default: {
+        size_t o = 0;
+        int n = c->kind == K_PPERM ? 2 * c->np : c->np;
+        o += (size_t)snprintf(args, sizeof args, "perm={");
+        for (int k = 0; k < n && o + 8 < sizeof args; k++)
+            o += (size_t)snprintf(args + o, sizeof args - o, "%s%d", k ? (c->kind == K_PPERM && k % 2 ? ">" : " ") : "",
+                                  c->perm[k]);
+        if (o + 2 < sizeof args) snprintf(args + o, sizeof args - o, "}");
+    } break;
+    }
+    snprintf(b, cap, "%s%s mesh %s %s G=%d %s x%s -> %s%s %s%s algo=%s%s", KN[c->kind], c->async ? "_start" : "", ms,
+             vs, vG(&mc->var[c->var]), dnm(c->dt), xs, c->odt != c->dt ? dnm(c->odt) : "", os, args,
+             c->inplace ? " in-place" : "", alg_name(c->algo), c->note ? c->note : "");
+}
+
+/* ---- input generation --------------------------------------------------------------- */
+static void gen_input(const mcase *c, unsigned char *p, rng_t *r) {
+    size_t n = c->xb, es = dsize(c->dt), ne = es ? n / es : 0;
+    if (c->dt == SPMD_BOOL) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = rn(r);
+            p[i] = (v & 3) == 0 ? (unsigned char)(v >> 8) : (unsigned char)((v >> 2) & 1);
+        }
+        return;
+    }
+    if (c->kind != K_PSS || !isflt(c->dt)) { /* any bit pattern: NaNs included */
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) { uint64_t v = rn(r); memcpy(p + i, &v, 8); }
+        if (i < n) { uint64_t v = rn(r); memcpy(p + i, &v, n - i); }
+        return;
+    }
+    /* psum_scatter floats: random mantissa and sign, exponent within a window */
+    int mb = c->dt == SPMD_F16 ? 10 : c->dt == SPMD_BF16 ? 7 : c->dt == SPMD_F32 ? 23 : 52;
+    int bias = c->dt == SPMD_F16 ? 15 : c->dt == SPMD_F64 ? 1023 : 127;
+    int emax = c->dt == SPMD_F16 ? 31 : c->dt == SPMD_F64 ? 2047 : 255;
+    for (size_t i = 0; i < ne; i++) {
+        uint64_t v = rn(r), w = rn(r);
+        uint64_t e = (uint64_t)(bias - 6 + (int)(v % 12));
+        uint64_t bits = ((v >> 8) & 1) << (es * 8 - 1) | e << mb | (w & ((1ull << mb) - 1));
+        if (c->special && (v >> 16) % 16 == 0) {
+            uint64_t top = (uint64_t)emax << mb;
+            switch ((v >> 24) % 4) {
+            case 0: bits = top | (1ull << (mb - 1)); break;    /* NaN */
+            case 1: bits = top; break;                          /* +inf */
+            case 2: bits = 1ull << (es * 8 - 1); break;         /* -0 */
+            default: bits = top | (1ull << (es * 8 - 1)); break; /* -inf */
+            }
+        }
+        memcpy(p + i * es, &bits, es);
+    }
+}
+
+/* ---- the device side ------------------------------------------------------------- */
+typedef struct {
+    meshctx *mc;
+    mcase *cs;
+    int n;
+    int sync_after; /* refused calls: a short deadline, and a barrier over "*" after each case */
+} batch;
+
+static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    if (__atomic_exchange_n(&c->errflag, 1, __ATOMIC_ACQ_REL) == 0)
+        snprintf(c->errmsg, sizeof c->errmsg, "dev %d %s: %s (%.150s)", me, where, stname(s), spmd_last_error(d));
+}
+
+static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int me, spmd_req **req, int64_t tmo) {
+    spmd_array xa, oa;
+    memset(&xa, 0, sizeof xa);
+    memset(&oa, 0, sizeof oa);
+    xa.data = c->xdnull ? NULL : c->xp[me];
+    xa.dtype = c->dt;
+    xa.rank = c->xr;
+    oa.data = c->odnull ? NULL : c->op[me];
+    oa.dtype = c->odt;
+    oa.rank = c->orr;
+    for (int k = 0; k < SPMD_MAX_RANK; k++) {
+        if (k < c->xr) xa.shape[k] = c->xs[k];
+        if (k < c->orr) oa.shape[k] = c->os[k];
+    }
+    const spmd_array *X = c->xnull ? NULL : &xa, *O = c->onull ? NULL : &oa;
+    spmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.algo = c->algo;
+    o.timeout_ms = tmo;
+    if (v->gsize) { o.groups = v->groups; o.group_size = v->gsize; }
+    int bad_groups[MAXDEV];
+    if (c->badgroups) { /* index 0 twice, the last index missing */
+        for (int k = 0; k < v->size; k++) bad_groups[k] = k;
+        bad_groups[v->size - 1] = 0;
+        o.groups = bad_groups;
+        o.group_size = v->size;
+    }
+    const spmd_opts *po = (c->null_opts && !v->gsize && c->algo == SPMD_ALGO_DEFAULT && !tmo && !c->badgroups) ? NULL : &o;
+    const char *ax = c->badaxes ? "x,nope" : v->axes;
+    if (!req) {
+        switch (c->kind) {
+        case K_AG: return spmd_all_gather(d, X, O, ax, c->a1, c->tiled, po);
+        case K_AGI: return spmd_all_gather_invariant(d, X, O, ax, c->a1, c->tiled, po);
+        case K_PSS: return spmd_psum_scatter(d, X, O, ax, c->a1, c->tiled, po);
+        case K_A2A: return spmd_all_to_all(d, X, O, ax, c->a1, c->a2, c->tiled, po);
+        case K_PSWAP: return spmd_pswapaxes(d, X, O, ax, c->a1, po);
+        case K_PPERM: return spmd_ppermute(d, X, O, ax, c->permnull ? NULL : c->perm, c->np, po);
+        case K_PSHUF: return spmd_pshuffle(d, X, O, ax, c->permnull ? NULL : c->perm, po);
+        default: return spmd_pbroadcast(d, X, O, ax, c->source, po);
+        }
+    }
+    spmd_req **R = c->reqnull ? NULL : req;
+    switch (c->kind) {
+    case K_AG: return spmd_all_gather_start(d, X, O, ax, c->a1, c->tiled, po, R);
+    case K_AGI: return spmd_all_gather_invariant_start(d, X, O, ax, c->a1, c->tiled, po, R);
+    case K_PSS: return spmd_psum_scatter_start(d, X, O, ax, c->a1, c->tiled, po, R);
+    case K_A2A: return spmd_all_to_all_start(d, X, O, ax, c->a1, c->a2, c->tiled, po, R);
+    case K_PSWAP: return spmd_pswapaxes_start(d, X, O, ax, c->a1, po, R);
+    case K_PPERM: return spmd_ppermute_start(d, X, O, ax, c->permnull ? NULL : c->perm, c->np, po, R);
+    case K_PSHUF: return spmd_pshuffle_start(d, X, O, ax, c->permnull ? NULL : c->perm, po, R);
+    default: return spmd_pbroadcast_start(d, X, O, ax, c->source, po, R);
+    }
+}
+
+static void finish_one(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    c->st[me] = s;
+    if (s != SPMD_OK && !c->accept) note_err(c, d, me, s, where);
+}
+
+static void dev_main(spmd_dev *d, void *arg) {
+    batch *b = (batch *)arg;
+    int me = spmd_device_id(d);
+    /* refused calls never wait; a device that wrongly goes ahead gives up soon */
+    int64_t tmo = b->sync_after ? 300 : 0;
+    spmd_opts bo;
+    memset(&bo, 0, sizeof bo);
+    bo.timeout_ms = 10000;
+    for (int k = 0; k < b->n;) {
+        mcase *c = &b->cs[k];
+        const axv *v = &b->mc->var[c->var];
+        if (b->sync_after && k > 0) {
+            spmd_status s = spmd_barrier(d, "*", &bo);
+            if (s != SPMD_OK) note_err(&b->cs[k - 1], d, me, s, "barrier after the case");
+        }
+        if (!c->async) {
+            finish_one(c, d, me, call_op(d, c, v, me, NULL, c->accept ? tmo : 0), "call");
+            k++;
+            continue;
+        }
+        int m = c->cluster > 0 ? c->cluster : 1;
+        spmd_req *rq[MAXCL];
+        for (int q = 0; q < m; q++) {
+            mcase *cq = &b->cs[k + q];
+            rq[q] = (spmd_req *)(uintptr_t)1; /* must be overwritten */
+            spmd_status s = call_op(d, cq, &b->mc->var[cq->var], me, &rq[q], cq->accept ? tmo : 0);
+            cq->st[me] = s;
+            if (s != SPMD_OK) {
+                cq->reqset[me] = !cq->reqnull && rq[q] != NULL;
+                if (!cq->reqnull) rq[q] = NULL;
+                if (!cq->accept) note_err(cq, d, me, s, "start");
+            } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
+                rq[q] = NULL;
+                cq->st[me] = SPMD_ERR_STATE;
+                note_err(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
+            }
+            if (cq->reqnull) rq[q] = NULL;
+        }
+        if (c->wstyle == W_ALL) {
+            spmd_status s = spmd_wait_all(rq, m);
+            if (s != SPMD_OK)
+                for (int q = 0; q < m; q++) finish_one(&b->cs[k + q], d, me, s, "wait_all");
+        } else if (c->wstyle == W_TEST) {
+            double until = now_s() + 60;
+            for (;;) {
+                int left = 0;
+                for (int w = 0; w < m; w++) {
+                    int q = c->order[me][w];
+                    if (!rq[q]) continue;
+                    int done = 0;
+                    spmd_status s = spmd_test(rq[q], &done);
+                    if (done) { rq[q] = NULL; finish_one(&b->cs[k + q], d, me, s, "test"); }
+                    else {
+                        left++;
+                        if (s != SPMD_OK) finish_one(&b->cs[k + q], d, me, s, "test (not done)");
+                    }
+                }
+                if (!left) break;
+                if (now_s() > until) {
+                    for (int q = 0; q < m; q++)
+                        if (rq[q]) finish_one(&b->cs[k + q], d, me, SPMD_ERR_TIMEOUT, "spmd_test: not done after 60 s");
+                    break; /* the requests are leaked: the test has failed anyway */
+                }
+                sched_yield();
+            }
+        } else {
+            for (int w = 0; w < m; w++) {
+                int q = c->order[me][w];
+                if (!rq[q]) continue;
+                spmd_status s = c->wstyle == W_DONE ? spmd_done(rq[q]) : spmd_wait(rq[q]);
+                finish_one(&b->cs[k + q], d, me, s, c->wstyle == W_DONE ? "done" : "wait");
+            }
+        }
+        k += m;
+    }
+}
+
+/* ---- preparing, running and checking a batch ---------------------------------------- */
+static int create_mesh(meshctx *mc);
+static long g_checked;
+static unsigned char *g_exp;
+static size_t g_expcap;
+
+static void prepare(mcase *c, int ndev, rng_t *r) {
+    c->xb = (size_t)numel(c->xr, c->xs) * dsize(c->dt);
+    c->ob = (size_t)numel(c->orr, c->os) * dsize(c->odt);
+    if (c->xr < 0 || c->xr > SPMD_MAX_RANK || c->orr < 0 || c->orr > SPMD_MAX_RANK) c->xb = c->ob = 64;
+    for (int k = 0; k < MAXDEV; k++) { c->st[k] = SPMD_STATUS_COUNT; c->reqset[k] = 0; }
+    for (int d = 0; d < ndev; d++) {
+        c->in[d] = (unsigned char *)xmalloc(c->xb);
+        gen_input(c, c->in[d], r);
+        c->snap[d] = NULL;
+        if (c->inplace || c->shift) {
+            size_t lo = c->shift < 0 ? (size_t)-c->shift : 0;
+            size_t span = c->xb > c->ob ? c->xb : c->ob;
+            c->blkb = lo + span + (size_t)(c->shift > 0 ? c->shift : 0) + GUARD;
+            c->blk[d] = (unsigned char *)xmalloc(c->blkb);
+            memset(c->blk[d], FILL, c->blkb);
+            c->xp[d] = c->blk[d] + lo;
+            c->op[d] = c->xp[d] + c->shift;
+            memcpy(c->xp[d], c->in[d], c->xb);
+        } else {
+            c->blkb = c->ob + GUARD;
+            c->blk[d] = (unsigned char *)xmalloc(c->blkb);
+            memset(c->blk[d], FILL, c->blkb);
+            c->xp[d] = c->in[d];
+            c->op[d] = c->blk[d];
+        }
+        if (c->accept) {
+            c->snap[d] = (unsigned char *)xmalloc(c->blkb);
+            memcpy(c->snap[d], c->blk[d], c->blkb);
+        }
+    }
+}
+static void release(mcase *c, int ndev) {
+    for (int d = 0; d < ndev; d++) {
+        free(c->blk[d]);
+        free(c->in[d]);
+        free(c->snap[d]);
+        c->in[d] = c->blk[d] = c->snap[d] = NULL;
+    }
+}
+
+static void fmt_bytes(char *b, size_t cap, const unsigned char *p, size_t es) {
+    size_t o = 0;
+    o += (size_t)snprintf(b, cap, "0x");
+    for (size_t k = es; k-- > 0 && o + 3 < cap;) o += (size_t)snprintf(b + o, cap - o, "%02x", p[k]);
+}
+static int nan_bits(spmd_dtype t, const unsigned char *p) {
+    if (t == SPMD_F16 || t == SPMD_BF16) {
+        uint16_t h; memcpy(&h, p, 2);
+        return t == SPMD_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    }
+    if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
+    if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
+    return 0;
+}
+
+static void verify(const meshctx *mc, mcase *c) {
+    char desc[600], why[600] = "";
+    describe(mc, c, desc, sizeof desc);
+    const axv *v = &mc->var[c->var];
+    int ok = 1;
+    g_checked++;
+    if (c->accept) { /* a refused call */
+        for (int d = 0; d < mc->ndev && ok; d++) {
+            if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
+                char want[200] = "";
+                size_t o = 0;
+                for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < sizeof want; s++)
+                    if (c->accept & ACC(s)) o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
+                ok = 0;
+            } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
+                size_t k = 0;
+                while (c->snap[d][k] == c->blk[d][k]) k++;
+                snprintf(why, sizeof why, "dev %d: refused with %s but wrote its buffers (byte %zu of the out region)",
+                         d, stname(c->st[d]), k);
+                ok = 0;
+            } else if (c->async && c->reqset[d]) {
+                snprintf(why, sizeof why, "dev %d: refused _start left *req non-NULL", d);
+                ok = 0;
+            }
+        }
+        T_CHECK(ok, "refused call: %s: %s", desc, why);
+        return;
+    }
+    size_t es = dsize(c->dt);
+    if (g_expcap < c->ob + 1) { free(g_exp); g_expcap = c->ob + 1; g_exp = (unsigned char *)xmalloc(g_expcap); }
+    unsigned char *sums[MAXDEV] = {0};
+    for (int d = 0; d < mc->ndev && ok; d++) {
+        int mem[MAXDEV], me;
+        int G = group_of(&mc->md, v, d, mem, &me);
+        if (c->st[d] != SPMD_OK) {
+            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]),
+                     c->errflag ? c->errmsg : "-");
+            ok = 0;
+            break;
+        }
+        unsigned char *ins[MAXDEV];
+        for (int j = 0; j < G; j++) ins[j] = c->in[mem[j]];
+        const unsigned char *sum = NULL;
+        if (c->kind == K_PSS) { /* one psum per group, shared by its members */
+            if (!sums[mem[0]]) {
+                sums[mem[0]] = (unsigned char *)xmalloc(c->xb);
+                ref_psum(c->dt, c->xb / es, ins, G, sums[mem[0]]);
+            }
+            sum = sums[mem[0]];
+        }
+        ref_out(c, ins, G, me, g_exp, sum);
+        const unsigned char *got = c->op[d];
+        if (memcmp(got, g_exp, c->ob) != 0) {
+            size_t ne = c->ob / es, bad = ne;
+            for (size_t e = 0; e < ne; e++) {
+                if (memcmp(got + e * es, g_exp + e * es, es) == 0) continue;
+                if (c->kind == K_PSS && nan_bits(c->dt, got + e * es) && nan_bits(c->dt, g_exp + e * es)) continue;
+                bad = e;
+                break;
+            }
+            if (bad < ne) {
+                char gs[40], ws[40], idx[80];
+                int64_t oi[SPMD_MAX_RANK + 1];
+                size_t t = bad;
+                for (int k = c->orr - 1; k >= 0; k--) { oi[k] = (int64_t)(t % (size_t)c->os[k]); t /= (size_t)c->os[k]; }
+                shape_str(idx, sizeof idx, c->orr, oi);
+                fmt_bytes(gs, sizeof gs, got + bad * es, es);
+                fmt_bytes(ws, sizeof ws, g_exp + bad * es, es);
+                snprintf(why, sizeof why, "dev %d (group index %d of %d): out%s (element %zu of %zu) = %s, want %s", d, me,
+                         G, idx, bad, ne, gs, ws);
+                ok = 0;
+                break;
+            }
+        }
+        /* guard and untouched input */
+        const unsigned char *gend = c->op[d] + c->ob;
+        const unsigned char *bend = c->blk[d] + c->blkb;
+        for (const unsigned char *p = gend; p < bend; p++)
+            if (*p != FILL) {
+                snprintf(why, sizeof why, "dev %d: wrote %zu bytes past the end of out", d, (size_t)(p - gend) + 1);
+                ok = 0;
+                break;
+            }
+    }
+    for (int d = 0; d < MAXDEV; d++) free(sums[d]);
+    T_CHECK(ok, "%s: %s", desc, why);
+}
+
+/* The input passed as x must not change: keep a checksum of each input. */
+static uint64_t fnv(const unsigned char *p, size_t n) { /* FNV-style, 8 bytes a step */
+    uint64_t h = 1469598103934665603ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 31;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
+    for (int k = 0; k < n;) {
+        /* a slice of cases within the memory budget; clusters kept whole */
+        size_t used = 0;
+        int end = k;
+        while (end < n) {
+            int m = cs[end].async && cs[end].cluster > 0 ? cs[end].cluster : 1;
+            size_t need = 0;
+            for (int q = end; q < end + m; q++) {
+                mcase *c = &cs[q];
+                size_t xb = (size_t)numel(c->xr < 0 || c->xr > 8 ? 0 : c->xr, c->xs) * dsize(c->dt);
+                size_t ob = (size_t)numel(c->orr < 0 || c->orr > 8 ? 0 : c->orr, c->os) * 8;
+                need += (size_t)mc->ndev * (2 * xb + 2 * ob + 4 * GUARD);
+            }
+            if (end > k && used + need > budget) break;
+            used += need;
+            end += m;
+        }
+        uint64_t *hs = (uint64_t *)xmalloc(sizeof(uint64_t) * (size_t)(end - k) * MAXDEV);
+        for (int q = k; q < end; q++) {
+            prepare(&cs[q], mc->ndev, r);
+            for (int d = 0; d < mc->ndev; d++) hs[(size_t)(q - k) * MAXDEV + (size_t)d] = fnv(cs[q].in[d], cs[q].xb);
+        }
+        batch b = {mc, cs + k, end - k, 0};
+        (void)spmd_run(mc->m, dev_main, &b);
+        for (int q = k; q < end; q++) {
+            mcase *c = &cs[q];
+            int changed = -1;
+            if (!c->inplace && !c->shift)
+                for (int d = 0; d < mc->ndev; d++)
+                    if (fnv(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
+            if (changed >= 0) {
+                char desc[600];
+                describe(mc, c, desc, sizeof desc);
+                T_CHECK(0, "%s: dev %d: the library wrote into x (not in place)", desc, changed);
+            } else {
+                verify(mc, c);
+            }
+            release(c, mc->ndev);
+        }
+        free(hs);
+        k = end;
+        if (spmd_mesh_status(mc->m) != SPMD_OK) {
+            char ms[24];
+            mesh_str(&mc->md, ms, sizeof ms);
+            T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
+            spmd_mesh_destroy(mc->m);
+            mc->m = NULL;
+            if (!create_mesh(mc)) return;
+        }
+    }
+}
+
+/* ---- building cases ------------------------------------------------------------------- */
+typedef struct {
+    mcase *a;
+    int n, cap;
+} caselist;
+static mcase *new_case(caselist *L) {
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 512;
+        L->a = (mcase *)realloc(L->a, (size_t)L->cap * sizeof *L->a);
+        if (!L->a) { fprintf(stderr, "out of memory\n"); exit(2); }
+    }
+    mcase *c = &L->a[L->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static int g_quick;
+static int64_t rdim(rng_t *r) { return rb(r, 10) == 0 ? 0 : 1 + rb(r, 5); } /* 0..5, zero now and then */
+
+/* a random perm for ppermute (partial, pairs shuffled) or pshuffle */
+static void make_perm(mcase *c, int G, rng_t *r) {
+    int p[MAXDEV];
+    for (int k = 0; k < G; k++) p[k] = k;
+    for (int k = G - 1; k > 0; k--) { int j = rb(r, k + 1), t = p[k]; p[k] = p[j]; p[j] = t; }
+    if (c->kind == K_PSHUF) {
+        memcpy(c->perm, p, sizeof(int) * (size_t)G);
+        c->np = G;
+        return;
+    }
+    int mode = rb(r, 5), n = 0;
+    int src[MAXDEV];
+    for (int k = 0; k < G; k++) src[k] = k;
+    for (int k = G - 1; k > 0; k--) { int j = rb(r, k + 1), t = src[k]; src[k] = src[j]; src[j] = t; }
+    int npairs = mode == 0 ? 0 : mode == 1 ? G : 1 + rb(r, G);
+    if (mode == 2) { /* the cyclic shift i -> i+1 */
+        for (int k = 0; k < G; k++) { c->perm[2 * n] = k; c->perm[2 * n + 1] = (k + 1) % G; n++; }
+    } else {
+        for (int k = 0; k < npairs; k++) { c->perm[2 * n] = src[k]; c->perm[2 * n + 1] = p[k]; n++; }
+    }
+    c->np = n;
+}
+
+static void finish_shape(mcase *c, const meshctx *mc) {
+    int G = vG(&mc->var[c->var]);
+    if (!out_shape(c->kind, c->xr, c->xs, c->a1, c->a2, c->tiled, G, &c->orr, c->os)) {
+        fprintf(stderr, "internal: illegal case built (%s)\n", KN[c->kind]);
+        exit(2);
+    }
+    c->odt = c->dt;
+}
+
+static int pick_var(const meshctx *mc, rng_t *r) { return rb(r, mc->nvar); }
+
+/* x shape of rank xr with the dimension `need` (normalised) set for G */
+static void rand_shape(mcase *c, int xr, int need, int G, int tiled, rng_t *r) {
+    c->xr = xr;
+    for (int k = 0; k < xr; k++) c->xs[k] = rdim(r);
+    if (need >= 0) c->xs[need] = tiled ? (int64_t)G * (rb(r, 8) == 0 ? 0 : 1 + rb(r, 3)) : G;
+}
+
+static void common_rand(mcase *c, rng_t *r) {
+    static const spmd_algo al[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
+    c->algo = al[rb(r, 4)];
+    c->null_opts = rb(r, 2);
+    c->special = rb(r, 6) == 0;
+}
+
+/* One legal case of `kind` with given rank/axes; the variant is random. */
+static mcase *mkv(caselist *L, const meshctx *mc, rng_t *r, int var, int kind, spmd_dtype dt, int xr, int a1, int a2,
+                  int tiled) {
+    mcase *c = new_case(L);
+    c->kind = kind;
+    c->var = var >= 0 ? var : pick_var(mc, r);
+    c->dt = dt;
+    c->a1 = a1;
+    c->a2 = a2;
+    c->tiled = tiled;
+    int G = vG(&mc->var[c->var]);
+    common_rand(c, r);
+    switch (kind) {
+    case K_AG: case K_AGI: rand_shape(c, xr, -1, G, tiled, r); break;
+    case K_PSS: rand_shape(c, xr, norm_axis(a1, xr), G, tiled, r); break;
+    case K_A2A: rand_shape(c, xr, norm_axis(a1, xr), G, tiled, r);
+        if (norm_axis(a1, xr) == norm_axis(a2, xr)) c->inplace = rb(r, 2);
+        break;
+    case K_PSWAP: rand_shape(c, xr, norm_axis(a1, xr), G, 0, r); c->inplace = rb(r, 2); break;
+    case K_PPERM: case K_PSHUF: rand_shape(c, xr, -1, G, 0, r); make_perm(c, G, r); c->inplace = rb(r, 2); break;
+    default: rand_shape(c, xr, -1, G, 0, r); c->source = rb(r, G); c->inplace = rb(r, 2); break;
+    }
+    finish_shape(c, mc);
+    if (kind == K_PSS && dt == SPMD_BOOL) c->accept = ACC(PSS_BOOL_EXPECT);
+    return c;
+}
+static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, spmd_dtype dt, int xr, int a1, int a2, int tiled) {
+    return mkv(L, mc, r, -1, kind, dt, xr, a1, a2, tiled);
+}
+
+static void build_sweep(caselist *L, const meshctx *mc, rng_t *r) {
+    int rot = rb(r, NDT);
+#define NEXT_DT() DTYPES[(rot++) % NDT]
+    /* all_gather and all_gather_invariant: every rank, every axis (+ and -) */
+    for (int rep = 0; rep < 2; rep++)
+        for (int k = K_AG; k <= K_AGI; k++)
+            for (int xr = 0; xr <= 4; xr++)
+                for (int tiled = 0; tiled < 2; tiled++) {
+                    int n = tiled ? xr : xr + 1;
+                    for (int a = -n; a < n; a++) mk(L, mc, r, k, NEXT_DT(), xr, a, 0, tiled);
+                }
+    /* psum_scatter: every axis, and every dtype x rank x tiled */
+    for (int xr = 1; xr <= 4; xr++)
+        for (int tiled = 0; tiled < 2; tiled++)
+            for (int a = -xr; a < xr; a++) {
+                spmd_dtype dt = NEXT_DT();
+                if (dt == SPMD_BOOL) dt = NEXT_DT();
+                mk(L, mc, r, K_PSS, dt, xr, a, 0, tiled);
+            }
+    for (int di = 1; di < NDT; di++)
+        for (int xr = 1; xr <= 4; xr++)
+            for (int tiled = 0; tiled < 2; tiled++)
+                mk(L, mc, r, K_PSS, DTYPES[di], xr, rb(r, 2 * xr) - xr, 0, tiled);
+    mk(L, mc, r, K_PSS, SPMD_BOOL, 2, 0, 0, 1);
+    mk(L, mc, r, K_PSS, SPMD_BOOL, 1, 0, 0, 0);
+    /* all_to_all: every rank, split and concat (+ and -), tiled and not */
+    for (int xr = 1; xr <= 4; xr++)
+        for (int tiled = 0; tiled < 2; tiled++)
+            for (int s = -xr; s < xr; s++)
+                for (int cc = -xr; cc < xr; cc++) {
+                    if (xr == 4 && rb(r, 2)) continue; /* half of rank 4, at random */
+                    mk(L, mc, r, K_A2A, NEXT_DT(), xr, s, cc, tiled);
+                }
+    /* pswapaxes */
+    for (int rep = 0; rep < 2; rep++)
+        for (int xr = 1; xr <= 4; xr++)
+            for (int a = -xr; a < xr; a++) mk(L, mc, r, K_PSWAP, NEXT_DT(), xr, a, 0, 0);
+    /* ppermute, pshuffle, pbroadcast: every dtype and rank */
+    for (int k = K_PPERM; k <= K_PBCAST; k++)
+        for (int di = 0; di < NDT; di++)
+            for (int xr = 0; xr <= 4; xr++)
+                if (rb(r, 3) < 2 || xr == 0) mk(L, mc, r, k, DTYPES[di], xr, 0, 0, 0);
+    /* pbroadcast from every source on a few variants */
+    for (int q = 0; q < 3; q++) {
+        int v = pick_var(mc, r);
+        for (int s = 0; s < vG(&mc->var[v]); s++) mkv(L, mc, r, v, K_PBCAST, NEXT_DT(), 1 + rb(r, 3), 0, 0, 0)->source = s;
+    }
+#undef NEXT_DT
+}
+
+/* random legal case of any kind, for async clusters */
+static mcase *mk_any(caselist *L, const meshctx *mc, rng_t *r) {
+    int kind = rb(r, K_N);
+    spmd_dtype dt = DTYPES[rb(r, NDT)];
+    if (kind == K_PSS && dt == SPMD_BOOL) dt = SPMD_I32;
+    int xr = kind == K_AG || kind == K_AGI || kind >= K_PPERM ? rb(r, 4) : 1 + rb(r, 3);
+    int tiled = rb(r, 2);
+    if ((kind == K_AG || kind == K_AGI) && tiled && xr == 0) xr = 1;
+    int n = (kind == K_AG || kind == K_AGI) && !tiled ? xr + 1 : xr;
+    int a1 = n ? rb(r, 2 * n) - n : 0, a2 = n ? rb(r, 2 * n) - n : 0;
+    return mk(L, mc, r, kind, dt, xr, a1, a2, tiled);
+}
+
+static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters) {
+    for (int q = 0; q < nclusters; q++) {
+        int m = 1 + rb(r, 6);
+        int first = L->n;
+        for (int j = 0; j < m; j++) {
+            mcase *c = mk_any(L, mc, r);
+            c->async = 1;
+        }
+        mcase *c0 = &L->a[first];
+        c0->cluster = m;
+        c0->wstyle = rb(r, 4);
+        for (int d = 0; d < MAXDEV; d++) {
+            for (int j = 0; j < m; j++) c0->order[d][j] = (unsigned char)j;
+            for (int j = m - 1; j > 0; j--) {
+                int s = rb(r, j + 1);
+                unsigned char t = c0->order[d][j];
+                c0->order[d][j] = c0->order[d][s];
+                c0->order[d][s] = t;
+            }
+        }
+    }
+}
+
+/* ---- refused calls ----------------------------------------------------------------------- */
+/* Variant index with G >= 2 (or -1). */
+static int var_with_G2(const meshctx *mc, rng_t *r) {
+    for (int t = 0; t < 200; t++) {
+        int v = rb(r, mc->nvar);
+        if (vG(&mc->var[v]) >= 2) return v;
+    }
+    return -1;
+}
+
+static mcase *err_case(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, uint32_t accept, const char *note) {
+    mcase *c = new_case(L);
+    c->kind = kind;
+    c->var = var;
+    c->dt = DTYPES[rb(r, NDT)];
+    if (kind == K_PSS && c->dt == SPMD_BOOL) c->dt = SPMD_F32;
+    c->accept = accept;
+    c->note = note;
+    c->async = rb(r, 3) == 0;
+    c->null_opts = 1;
+    int G = vG(&mc->var[var]);
+    /* a legal baseline of rank 2, then the test breaks one thing */
+    c->xr = 2;
+    c->xs[0] = G * 2;
+    c->xs[1] = 3;
+    c->a1 = 0;
+    c->a2 = 1;
+    c->tiled = 1;
+    if (kind == K_PSWAP) c->xs[0] = G;
+    if (kind == K_PPERM || kind == K_PSHUF) make_perm(c, G, r);
+    if (kind == K_PSHUF) c->np = G;
+    finish_shape(c, mc);
+    return c;
+}
+
+static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
+    int v2 = var_with_G2(mc, r);
+    int vany = pick_var(mc, r);
+    const uint32_t SH = ACC(SPMD_ERR_SHAPE), SHI = ACC(SPMD_ERR_SHAPE) | ACC(SPMD_ERR_INVALID);
+    mcase *c;
+    /* out shape wrong */
+    for (int k = 0; k < K_N; k++) {
+        c = err_case(L, mc, r, k, vany, SH, " [out dim 1 off by one]");
+        c->os[c->orr - 1] += 1;
+        c = err_case(L, mc, r, k, vany, SH, " [out rank one more]");
+        c->os[c->orr] = 1;
+        c->orr++;
+    }
+    c = err_case(L, mc, r, K_AG, vany, SH, " [untiled all_gather given the tiled shape]");
+    c->tiled = 0;
+    c->a1 = 0;
+    c = err_case(L, mc, r, K_PSS, vany, SH, " [out empty shape (0,3)]");
+    c->os[0] = 0;
+    /* out dtype differs from x */
+    for (int k = 0; k < K_N; k++) {
+        c = err_case(L, mc, r, k, vany, SHI | ACC(SPMD_ERR_DTYPE), " [out dtype differs]");
+        static const spmd_dtype other[14] = {SPMD_U8, SPMD_U8, SPMD_U8, SPMD_I8, SPMD_U16, SPMD_F16, SPMD_F32,
+                                             SPMD_I32, SPMD_F64, SPMD_I64, SPMD_BF16, SPMD_I16, SPMD_U32, SPMD_U64};
+        c->odt = other[c->dt]; /* same element size: only the dtype check can see it */
+    }
+    /* invalid dtypes */
+    c = err_case(L, mc, r, K_AG, vany, ACC(SPMD_ERR_INVALID) | ACC(SPMD_ERR_DTYPE), " [dtype 0]");
+    c->dt = c->odt = SPMD_DTYPE_NONE;
+    c = err_case(L, mc, r, K_PPERM, vany, ACC(SPMD_ERR_INVALID) | ACC(SPMD_ERR_DTYPE), " [dtype 99]");
+    c->dt = c->odt = (spmd_dtype)99;
+    if (v2 >= 0) {
+        int G = vG(&mc->var[v2]);
+        /* split / scatter dim not divisible or not G */
+        c = err_case(L, mc, r, K_A2A, v2, SH, " [tiled split dim not divisible]");
+        c->xs[0] = 2 * G + 1; c->os[0] = c->xs[0]; /* out shape irrelevant: x refused first */
+        c = err_case(L, mc, r, K_A2A, v2, SH, " [untiled split dim != G]");
+        c->tiled = 0; c->xs[0] = G + 1;
+        out_shape(K_A2A, 2, (int64_t[]){G, 3}, 0, 1, 0, G, &c->orr, c->os);
+        c = err_case(L, mc, r, K_PSS, v2, SH, " [tiled scatter dim not divisible]");
+        c->xs[0] = 2 * G - 1; c->os[0] = 1;
+        c = err_case(L, mc, r, K_PSS, v2, SH, " [untiled scatter dim != G]");
+        c->tiled = 0; c->xs[0] = 2 * G; c->orr = 1; c->os[0] = 3;
+        c = err_case(L, mc, r, K_PSWAP, v2, SH, " [pswapaxes dim != G]");
+        c->xs[0] = G + 1; c->os[0] = G + 1;
+        /* ppermute perms */
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM), " [repeated source]");
+        c->np = 2; c->perm[0] = 0; c->perm[1] = 0; c->perm[2] = 0; c->perm[3] = 1;
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM), " [repeated destination]");
+        c->np = 2; c->perm[0] = 0; c->perm[1] = 1; c->perm[2] = 1; c->perm[3] = 1;
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM), " [source == G]");
+        c->np = 1; c->perm[0] = G; c->perm[1] = 0;
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM), " [destination -1]");
+        c->np = 1; c->perm[0] = 0; c->perm[1] = -1;
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM), " [G+1 pairs]");
+        c->np = G + 1;
+        for (int k = 0; k <= G; k++) { c->perm[2 * k] = k % G; c->perm[2 * k + 1] = (k + 1) % G; }
+        c = err_case(L, mc, r, K_PPERM, v2, ACC(SPMD_ERR_PERM) | ACC(SPMD_ERR_INVALID), " [npairs -1]");
+        c->np = -1;
+        /* pshuffle perms */
+        c = err_case(L, mc, r, K_PSHUF, v2, ACC(SPMD_ERR_PERM), " [not a permutation: repeat]");
+        for (int k = 0; k < G; k++) c->perm[k] = k;
+        c->perm[G - 1] = 0;
+        c = err_case(L, mc, r, K_PSHUF, v2, ACC(SPMD_ERR_PERM), " [entry == G]");
+        for (int k = 0; k < G; k++) c->perm[k] = k;
+        c->perm[0] = G;
+        c = err_case(L, mc, r, K_PSHUF, v2, ACC(SPMD_ERR_PERM), " [entry -1]");
+        for (int k = 0; k < G; k++) c->perm[k] = k;
+        c->perm[G - 1] = -1;
+        /* partial overlap of x and out (same sizes) */
+        static const int ovk[] = {K_PPERM, K_PSHUF, K_PBCAST, K_PSWAP, K_A2A};
+        for (int q = 0; q < 5; q++) {
+            c = err_case(L, mc, r, ovk[q], v2, ACC(SPMD_ERR_OVERLAP), " [out = x + 1 element]");
+            if (ovk[q] == K_A2A) c->a2 = 0; /* split == concat: same shape */
+            finish_shape(c, mc);
+            c->shift = (long)dsize(c->dt);
+            c = err_case(L, mc, r, ovk[q], v2, ACC(SPMD_ERR_OVERLAP), " [out = x - 3 bytes]");
+            if (ovk[q] == K_A2A) c->a2 = 0;
+            finish_shape(c, mc);
+            c->shift = -3;
+        }
+        c = err_case(L, mc, r, K_AG, v2, ACC(SPMD_ERR_OVERLAP), " [x inside out, shifted by 1 element]");
+        c->shift = -(long)dsize(c->dt);
+        c = err_case(L, mc, r, K_AG, v2, ACC(SPMD_ERR_OVERLAP), " [out starts inside x]");
+        c->shift = (long)(2 * dsize(c->dt));
+        c = err_case(L, mc, r, K_PSS, v2, ACC(SPMD_ERR_OVERLAP), " [out = x + 1 element]");
+        c->shift = (long)dsize(c->dt);
+        c = err_case(L, mc, r, K_PSS, v2, ACC(SPMD_ERR_OVERLAP), " [out == x, sizes differ]");
+        c->shift = 0;
+        c->inplace = 1;
+    }
+    /* pbroadcast source outside the group */
+    c = err_case(L, mc, r, K_PBCAST, vany, ACC(SPMD_ERR_ROOT), " [source == G]");
+    c->source = vG(&mc->var[vany]);
+    c = err_case(L, mc, r, K_PBCAST, vany, ACC(SPMD_ERR_ROOT), " [source -1]");
+    c->source = -1;
+    /* axis out of range */
+    c = err_case(L, mc, r, K_AG, vany, SHI, " [untiled axis = rank+1]");
+    c->tiled = 0; c->a1 = 3; c->orr = 3; c->os[0] = 2 * vG(&mc->var[vany]); c->os[1] = 3; c->os[2] = vG(&mc->var[vany]);
+    c = err_case(L, mc, r, K_AG, vany, SHI, " [untiled axis = -(rank+2)]");
+    c->tiled = 0; c->a1 = -4; c->orr = 3; c->os[0] = vG(&mc->var[vany]); c->os[1] = 2 * vG(&mc->var[vany]); c->os[2] = 3;
+    c = err_case(L, mc, r, K_AGI, vany, SHI, " [tiled axis = rank]");
+    c->a1 = 2;
+    c = err_case(L, mc, r, K_AG, vany, SHI, " [tiled axis = -(rank+1)]");
+    c->a1 = -3;
+    c = err_case(L, mc, r, K_AG, vany, SHI, " [tiled, rank-0 x]");
+    c->xr = 0; c->orr = 0; c->a1 = 0;
+    c = err_case(L, mc, r, K_A2A, vany, SHI, " [split = rank]");
+    c->a1 = 2;
+    c = err_case(L, mc, r, K_A2A, vany, SHI, " [concat = -(rank+1)]");
+    c->a2 = -3;
+    c = err_case(L, mc, r, K_PSS, vany, SHI, " [scatter_dimension = rank]");
+    c->a1 = 2;
+    c = err_case(L, mc, r, K_PSS, vany, SHI, " [psum_scatter of a scalar]");
+    c->xr = 0; c->orr = 0; c->a1 = 0;
+    c = err_case(L, mc, r, K_PSWAP, vany, SHI, " [pswapaxes axis = -3]");
+    c->a1 = -3;
+    /* NULLs */
+    for (int k = 0; k < K_N; k++) {
+        c = err_case(L, mc, r, k, vany, ACC(SPMD_ERR_NULL), " [x NULL]");
+        c->xnull = 1;
+        c = err_case(L, mc, r, k, vany, ACC(SPMD_ERR_NULL), " [out NULL]");
+        c->onull = 1;
+    }
+    c = err_case(L, mc, r, K_AG, vany, ACC(SPMD_ERR_NULL), " [x.data NULL]");
+    c->xdnull = 1;
+    c = err_case(L, mc, r, K_PPERM, vany, ACC(SPMD_ERR_NULL), " [out.data NULL]");
+    c->odnull = 1;
+    c = err_case(L, mc, r, K_PSS, vany, ACC(SPMD_ERR_NULL), " [out.data NULL]");
+    c->odnull = 1;
+    c = err_case(L, mc, r, K_PPERM, vany, ACC(SPMD_ERR_NULL) | ACC(SPMD_ERR_PERM), " [perm NULL, 2 pairs]");
+    c->np = 2;
+    c->permnull = 1;
+    c = err_case(L, mc, r, K_PSHUF, vany, ACC(SPMD_ERR_NULL) | ACC(SPMD_ERR_PERM), " [perm NULL]");
+    c->permnull = 1;
+    c = err_case(L, mc, r, K_A2A, vany, ACC(SPMD_ERR_NULL), " [_start with req NULL]");
+    c->async = 1;
+    c->reqnull = 1;
+    /* rank and dims */
+    c = err_case(L, mc, r, K_PBCAST, vany, SHI, " [rank 9]");
+    c->xr = c->orr = 9;
+    for (int k = 0; k < 9; k++) c->xs[k] = c->os[k] = 1;
+    c = err_case(L, mc, r, K_PPERM, vany, SHI, " [rank -1]");
+    c->xr = c->orr = -1;
+    c = err_case(L, mc, r, K_AG, vany, SHI, " [negative dim in x]");
+    c->xs[1] = -3; c->os[1] = -3;
+    c = err_case(L, mc, r, K_PSHUF, vany, SHI, " [negative dims in x and out]");
+    c->xs[0] = -1; c->os[0] = -1; c->xs[1] = -3; c->os[1] = -3;
+    c = err_case(L, mc, r, K_PPERM, vany, ACC(SPMD_ERR_INVALID) | ACC(SPMD_ERR_DTYPE) | ACC(SPMD_ERR_SHAPE), " [out dtype 99]");
+    c->odt = (spmd_dtype)99;
+    c = err_case(L, mc, r, K_A2A, vany, ACC(SPMD_ERR_OVERFLOW) | SHI, " [x shape (2^40, 2^40): overflow]");
+    c->xs[0] = c->xs[1] = (int64_t)1 << 40;
+    c->os[0] = c->os[1] = (int64_t)1 << 40;
+    c->fixedbuf = 1;
+    c = err_case(L, mc, r, K_AG, vany, ACC(SPMD_ERR_AXIS), " [axes 'x,nope']");
+    c->badaxes = 1;
+    if (v2 >= 0) {
+        c = err_case(L, mc, r, K_PSS, v2, ACC(SPMD_ERR_GROUPS), " [groups: an index twice, one missing]");
+        c->badgroups = 1;
+    }
+    /* psum_scatter of bool */
+    c = err_case(L, mc, r, K_PSS, vany, ACC(PSS_BOOL_EXPECT), " [bool]");
+    c->dt = c->odt = SPMD_BOOL;
+    /* every error case: fix the buffer sizes to what is passed */
+    for (int q = 0; q < L->n; q++) {
+        mcase *e = &L->a[q];
+        if (e->kind == K_PSHUF && e->np != vG(&mc->var[e->var])) e->np = vG(&mc->var[e->var]);
+    }
+    /* a correct call afterwards: the mesh must still work */
+    mkv(L, mc, r, 1, K_A2A, SPMD_F32, 2, 0, 1, 1);
+    mkv(L, mc, r, vany, K_AG, SPMD_I16, 2, -1, 0, 0);
+}
+
+/* Refused calls. Buffers are sized from the shapes passed (illegal ranks or
+   negative dims: a fixed 64-byte buffer). Every device makes the same call,
+   so every device must refuse it; a device that goes ahead instead breaks
+   the mesh (it waits for peers that refused). Then the culprit is reported,
+   the mesh recreated, and the cases after it run again. */
+static void prepare_err(mcase *c, int ndev, rng_t *r) {
+    int bad = c->fixedbuf || c->xr < 0 || c->xr > SPMD_MAX_RANK || c->orr < 0 || c->orr > SPMD_MAX_RANK;
+    for (int j = 0; !bad && j < c->xr; j++) bad |= c->xs[j] < 0;
+    for (int j = 0; !bad && j < c->orr; j++) bad |= c->os[j] < 0;
+    size_t es = dsize(c->dt) ? dsize(c->dt) : 1, oes = dsize(c->odt) ? dsize(c->odt) : 1;
+    c->xb = bad ? 64 : (size_t)numel(c->xr, c->xs) * es;
+    c->ob = bad ? 64 : (size_t)numel(c->orr, c->os) * oes;
+    c->errflag = 0;
+    c->errmsg[0] = 0;
+    for (int d = 0; d < MAXDEV; d++) { c->st[d] = SPMD_STATUS_COUNT; c->reqset[d] = 0; }
+    for (int d = 0; d < ndev; d++) {
+        c->in[d] = (unsigned char *)xmalloc(c->xb);
+        for (size_t i = 0; i < c->xb; i++) c->in[d][i] = (unsigned char)rn(r);
+        size_t lo = c->shift < 0 ? (size_t)-c->shift : 0;
+        size_t span = c->xb > c->ob ? c->xb : c->ob;
+        if (c->inplace || c->shift) c->blkb = lo + span + (size_t)(c->shift > 0 ? c->shift : 0) + GUARD;
+        else c->blkb = c->ob + GUARD;
+        c->blk[d] = (unsigned char *)xmalloc(c->blkb);
+        memset(c->blk[d], FILL, c->blkb);
+        if (c->inplace || c->shift) {
+            c->xp[d] = c->blk[d] + lo;
+            c->op[d] = c->xp[d] + c->shift;
+            memcpy(c->xp[d], c->in[d], c->xb);
+        } else {
+            c->xp[d] = c->in[d];
+            c->op[d] = c->blk[d];
+        }
+        c->snap[d] = NULL;
+        if (c->accept) {
+            c->snap[d] = (unsigned char *)xmalloc(c->blkb);
+            memcpy(c->snap[d], c->blk[d], c->blkb);
+        }
+    }
+}
+
+static int case_as_expected(const mcase *c, int ndev) {
+    for (int d = 0; d < ndev; d++) {
+        if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
+    }
+    return 1;
+}
+
+static void run_errors(meshctx *mc, caselist *L, rng_t *r) {
+    char ms[24];
+    mesh_str(&mc->md, ms, sizeof ms);
+    for (int k = 0; k < L->n;) {
+        for (int q = k; q < L->n; q++) prepare_err(&L->a[q], mc->ndev, r);
+        batch b = {mc, L->a + k, L->n - k, 1};
+        (void)spmd_run(mc->m, dev_main, &b);
+        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = L->n;
+        if (broken) {
+            end = -1;
+            for (int q = k; q < L->n && end < 0; q++)
+                if (!case_as_expected(&L->a[q], mc->ndev)) end = q + 1;
+            char desc[600];
+            describe(mc, &L->a[end > 0 ? end - 1 : k], desc, sizeof desc);
+            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s", ms, spmd_mesh_error(mc->m), desc);
+            if (end < 0) end = L->n;
+        }
+        for (int q = k; q < L->n; q++) {
+            if (q < end) verify(mc, &L->a[q]);
+            release(&L->a[q], mc->ndev);
+        }
+        k = end;
+        if (broken) {
+            spmd_mesh_destroy(mc->m);
+            mc->m = NULL;
+            if (!create_mesh(mc)) return;
+        }
+    }
+    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
+}
+
+/* ---- large cases: the split (zero-copy) path as well as eager ------------------------ */
+static size_t g_big;
+
+static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
+    static const spmd_algo al[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_SPLIT, SPMD_ALGO_EAGER};
+    static const spmd_dtype dts[] = {SPMD_F32, SPMD_U8, SPMD_F64, SPMD_BF16, SPMD_I32, SPMD_I64, SPMD_U16};
+    int vars[2] = {1, -1};
+    for (int t = 0; t < 50 && vars[1] < 0; t++) {
+        int v = pick_var(mc, r);
+        if (v != 1 && vG(&mc->var[v]) >= 2) vars[1] = v;
+    }
+    if (vars[1] < 0) vars[1] = 1;
+    int rot = 0;
+    for (int vi = 0; vi < 2; vi++)
+        for (int kind = 0; kind < K_N; kind++) {
+            int v = vars[vi], G = vG(&mc->var[v]);
+            spmd_dtype dt = dts[rot % 7];
+            if (kind == K_PSS && dt == SPMD_U8) dt = SPMD_F16;
+            size_t es = dsize(dt);
+            /* about g_big bytes of x per device; all_gather's output is G
+               times that, so its input is smaller when G is large */
+            size_t target = kind == K_AG || kind == K_AGI ? g_big * 4 / (size_t)(G > 4 ? G : 4) : g_big;
+            int64_t m = 37 + 2 * rb(r, 20); /* odd: slices with remainders */
+            int64_t k = (int64_t)(target / (es * (size_t)G * (size_t)m));
+            if (k < 1) k = 1;
+            mcase *c = new_case(L);
+            c->kind = kind;
+            c->var = v;
+            c->dt = dt;
+            c->algo = al[rot % 3];
+            c->xr = 2;
+            c->xs[0] = (int64_t)G * k;
+            c->xs[1] = m;
+            switch (kind) {
+            case K_AG: case K_AGI: c->tiled = rot & 1; c->a1 = c->tiled ? -1 : 1; break;
+            case K_PSS: c->tiled = 1; c->a1 = 0; break;
+            case K_A2A: c->tiled = 1; c->a1 = 0; c->a2 = rot & 1 ? 0 : 1; c->inplace = c->a2 == 0; break;
+            case K_PSWAP: /* x (G, big) */
+                c->xs[0] = G;
+                c->xs[1] = (int64_t)(g_big / (es * (size_t)G)) | 1;
+                c->inplace = rot & 1;
+                break;
+            case K_PPERM: case K_PSHUF: make_perm(c, G, r); c->inplace = rot & 1; break;
+            default: c->source = rb(r, G); c->inplace = rot & 1; break;
+            }
+            if (kind == K_PSHUF) c->np = G;
+            finish_shape(c, mc);
+            rot++;
+        }
+    /* one cluster of large async requests */
+    int first = L->n;
+    for (int q = 0; q < 4; q++) {
+        static const int ks[4] = {K_A2A, K_PPERM, K_AG, K_PSS};
+        int v = vars[q & 1], G = vG(&mc->var[v]);
+        mcase *c = new_case(L);
+        c->kind = ks[q];
+        c->var = v;
+        c->dt = SPMD_F32;
+        c->algo = al[q % 3];
+        c->async = 1;
+        c->xr = 2;
+        c->xs[0] = G;
+        c->xs[1] = (int64_t)(g_big / (4 * (size_t)G * (size_t)(ks[q] == K_AG ? G : 1))) | 1;
+        c->tiled = 1;
+        if (ks[q] == K_PPERM) make_perm(c, G, r);
+        finish_shape(c, mc);
+    }
+    L->a[first].cluster = 4;
+    L->a[first].wstyle = W_WAIT;
+    for (int d = 0; d < MAXDEV; d++)
+        for (int j = 0; j < 4; j++) L->a[first].order[d][j] = (unsigned char)((j + d) % 4);
+}
+
+/* ---- identities ------------------------------------------------------------------------ */
+enum { ID_PSUM, ID_A2A, ID_SHUF, ID_ZEROS };
+typedef struct {
+    int what, var, tiled, s, cc;
+    spmd_dtype dt;
+    int xr;
+    int64_t xs[4];
+    int perm[MAXDEV];
+    size_t xb;
+    unsigned char *x[MAXDEV], *y[MAXDEV], *z[MAXDEV], *p[MAXDEV];
+    spmd_status st[MAXDEV];
+    char err[200];
+} idcase;
+typedef struct {
+    meshctx *mc;
+    idcase *ic;
+    int n;
+} idbatch;
+
+static void id_dev(spmd_dev *d, void *arg) {
+    idbatch *b = (idbatch *)arg;
+    int me = spmd_device_id(d);
+    for (int k = 0; k < b->n; k++) {
+        idcase *c = &b->ic[k];
+        const axv *v = &b->mc->var[c->var];
+        spmd_opts o;
+        memset(&o, 0, sizeof o);
+        if (v->gsize) { o.groups = v->groups; o.group_size = v->gsize; }
+        int G = vG(v), rr = 0;
+        int64_t ys[5] = {0};
+        spmd_array X = spmd_array_nd(c->x[me], c->dt, c->xr, c->xs), Y, Z;
+        spmd_status s = SPMD_OK;
+        switch (c->what) {
+        case ID_PSUM: /* all_gather(psum_scatter(x)) == psum(x) */
+            out_shape(K_PSS, c->xr, c->xs, 0, 0, 1, G, &rr, ys);
+            Y = spmd_array_nd(c->y[me], c->dt, rr, ys);
+            Z = spmd_array_nd(c->z[me], c->dt, c->xr, c->xs);
+            s = spmd_psum_scatter(d, &X, &Y, v->axes, 0, 1, &o);
+            if (s == SPMD_OK) s = spmd_all_gather(d, &Y, &Z, v->axes, 0, 1, &o);
+            if (s == SPMD_OK)
+                s = spmd_psum(d, c->x[me], c->p[me], (size_t)numel(c->xr, c->xs), c->dt, v->axes, &o);
+            break;
+        case ID_A2A: /* all_to_all(split c, concat s) after all_to_all(split s, concat c) */
+            out_shape(K_A2A, c->xr, c->xs, c->s, c->cc, c->tiled, G, &rr, ys);
+            Y = spmd_array_nd(c->y[me], c->dt, rr, ys);
+            Z = spmd_array_nd(c->z[me], c->dt, c->xr, c->xs);
+            s = spmd_all_to_all(d, &X, &Y, v->axes, c->s, c->cc, c->tiled, &o);
+            if (s == SPMD_OK) s = spmd_all_to_all(d, &Y, &Z, v->axes, c->cc, c->s, c->tiled, &o);
+            break;
+        case ID_SHUF: { /* pshuffle by p, then by p^-1 */
+            int inv[MAXDEV];
+            for (int j = 0; j < G; j++) inv[c->perm[j]] = j;
+            Y = spmd_array_nd(c->y[me], c->dt, c->xr, c->xs);
+            Z = spmd_array_nd(c->z[me], c->dt, c->xr, c->xs);
+            s = spmd_pshuffle(d, &X, &Y, v->axes, c->perm, &o);
+            if (s == SPMD_OK) s = spmd_pshuffle(d, &Y, &Z, v->axes, inv, &o);
+        } break;
+        default: { /* ppermute with only 0 -> G-1: every other device gets zeros */
+            int pr[2] = {0, G - 1};
+            Y = spmd_array_nd(c->y[me], c->dt, c->xr, c->xs);
+            s = spmd_ppermute(d, &X, &Y, v->axes, pr, 1, &o);
+        } break;
+        }
+        c->st[me] = s;
+        if (s != SPMD_OK) snprintf(c->err, sizeof c->err, "dev %d: %s (%.150s)", me, stname(s), spmd_last_error(d));
+    }
+}
+
+static void run_identities(meshctx *mc, rng_t *r) {
+    int n = 24;
+    idcase *ic = (idcase *)calloc((size_t)n, sizeof *ic);
+    static const spmd_dtype ids[] = {SPMD_I32, SPMD_U8, SPMD_I64, SPMD_I16, SPMD_F32, SPMD_BF16};
+    for (int k = 0; k < n; k++) {
+        idcase *c = &ic[k];
+        c->what = k % 4;
+        c->var = pick_var(mc, r);
+        int G = vG(&mc->var[c->var]);
+        c->dt = c->what == ID_PSUM ? ids[(k / 4) % 6] : DTYPES[rb(r, NDT)];
+        c->xr = 1 + rb(r, 3);
+        for (int j = 0; j < c->xr; j++) c->xs[j] = 1 + rb(r, 4);
+        c->tiled = rb(r, 2);
+        c->s = rb(r, 2 * c->xr) - c->xr;
+        c->cc = rb(r, 2 * c->xr) - c->xr;
+        if (c->what == ID_PSUM) c->xs[0] = (int64_t)G * (1 + rb(r, 3));
+        if (c->what == ID_A2A) c->xs[norm_axis(c->s, c->xr)] = (int64_t)G * (c->tiled ? 1 + rb(r, 2) : 1);
+        for (int j = 0; j < G; j++) c->perm[j] = j;
+        for (int j = G - 1; j > 0; j--) { int q = rb(r, j + 1), t = c->perm[j]; c->perm[j] = c->perm[q]; c->perm[q] = t; }
+        c->xb = (size_t)numel(c->xr, c->xs) * dsize(c->dt);
+        mcase tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.kind = K_PSS;
+        tmp.dt = c->dt;
+        tmp.xb = c->xb;
+        for (int d = 0; d < mc->ndev; d++) {
+            c->x[d] = (unsigned char *)xmalloc(c->xb);
+            gen_input(&tmp, c->x[d], r);
+            c->y[d] = (unsigned char *)xmalloc(c->xb);
+            c->z[d] = (unsigned char *)xmalloc(c->xb);
+            c->p[d] = (unsigned char *)xmalloc(c->xb);
+            memset(c->y[d], FILL, c->xb);
+            memset(c->z[d], FILL, c->xb);
+            c->st[d] = SPMD_STATUS_COUNT;
+        }
+    }
+    idbatch b = {mc, ic, n};
+    (void)spmd_run(mc->m, id_dev, &b);
+    for (int k = 0; k < n; k++) {
+        idcase *c = &ic[k];
+        const axv *v = &mc->var[c->var];
+        char ms[24], vs[120], xs[60];
+        mesh_str(&mc->md, ms, sizeof ms);
+        var_str(v, vs, sizeof vs);
+        shape_str(xs, sizeof xs, c->xr, c->xs);
+        static const char *nm[] = {"all_gather(psum_scatter(x)) == psum(x) == reference",
+                                   "all_to_all(all_to_all(x, s, c), c, s) == x", "pshuffle(pshuffle(x, p), p^-1) == x",
+                                   "ppermute {0->G-1}: zeros elsewhere"};
+        int ok = 1;
+        char why[300] = "";
+        for (int d = 0; d < mc->ndev && ok; d++) {
+            int mem[MAXDEV], me, G = group_of(&mc->md, v, d, mem, &me);
+            if (c->st[d] != SPMD_OK) { snprintf(why, sizeof why, "%s", c->err); ok = 0; break; }
+            switch (c->what) {
+            case ID_PSUM: {
+                unsigned char *ins[MAXDEV];
+                for (int j = 0; j < G; j++) ins[j] = c->x[mem[j]];
+                if (g_expcap < c->xb + 1) { free(g_exp); g_expcap = c->xb + 1; g_exp = (unsigned char *)xmalloc(g_expcap); }
+                ref_psum(c->dt, (size_t)numel(c->xr, c->xs), ins, G, g_exp);
+                if (memcmp(c->z[d], c->p[d], c->xb)) { snprintf(why, sizeof why, "dev %d: gather(scatter) differs from psum", d); ok = 0; }
+                else if (memcmp(c->p[d], g_exp, c->xb)) { snprintf(why, sizeof why, "dev %d: psum differs from the reference", d); ok = 0; }
+            } break;
+            case ID_A2A: case ID_SHUF:
+                if (memcmp(c->z[d], c->x[d], c->xb)) { snprintf(why, sizeof why, "dev %d: round trip differs from x", d); ok = 0; }
+                break;
+            default: {
+                int want_src = me == G - 1 ? mem[0] : -1;
+                int bad = 0;
+                if (want_src >= 0) bad = memcmp(c->y[d], c->x[want_src], c->xb) != 0;
+                else for (size_t i = 0; i < c->xb; i++) bad |= c->y[d][i] != 0;
+                if (bad) { snprintf(why, sizeof why, "dev %d (index %d): %s", d, me, want_src >= 0 ? "not x_0" : "not zeros"); ok = 0; }
+            } break;
+            }
+        }
+        T_CHECK(ok, "identity %s: mesh %s %s %s x%s split=%d concat=%d tiled=%d: %s", nm[c->what], ms, vs, dnm(c->dt), xs,
+                c->s, c->cc, c->tiled, why);
+        g_checked++;
+        for (int d = 0; d < mc->ndev; d++) { free(c->x[d]); free(c->y[d]); free(c->z[d]); free(c->p[d]); }
+    }
+    free(ic);
+}
+
+/* ---- the JAX / DESIGN test vectors (4 devices on axis "i") ------------------------------- */
+typedef struct {
+    int32_t pp[4];          /* ppermute i -> i+1 */
+    float pss[4];           /* psum_scatter untiled */
+    int32_t pssi[4];        /* same in int32 */
+    float pssg[4][2];       /* groups {0,2},{3,1}, tiled */
+    float psst[4][1];       /* tiled, no groups */
+    int32_t a2a[4][4];      /* all_to_all tiled */
+    int32_t agg[4][2][4];   /* all_gather groups {0,2},{3,1} */
+    int32_t ag[4][4];       /* all_gather of arange(4) */
+    int32_t pb[4][3];       /* pbroadcast from 2 */
+    int32_t sh[4];          /* pshuffle {3,0,1,2} */
+    spmd_status st[4];
+} vecres;
+
+static void vec_dev(spmd_dev *d, void *arg) {
+    vecres *R = (vecres *)arg;
+    int i = spmd_device_id(d);
+    spmd_status s = SPMD_OK, t;
+    static const int grp[4] = {0, 2, 3, 1};
+    spmd_opts go;
+    memset(&go, 0, sizeof go);
+    go.groups = grp;
+    go.group_size = 2;
+#define STEP(call) do { t = (call); if (t != SPMD_OK && s == SPMD_OK) s = t; } while (0)
+    int32_t xi = i;
+    spmd_array X0 = {&xi, SPMD_I32, 0, {0}}, Y0 = {&R->pp[i], SPMD_I32, 0, {0}};
+    int perm[8] = {0, 1, 1, 2, 2, 3, 3, 0};
+    STEP(spmd_ppermute(d, &X0, &Y0, "i", perm, 4, NULL));
+    float row[4];
+    int32_t rowi[4];
+    for (int k = 0; k < 4; k++) { row[k] = (float)(4 * i + k); rowi[k] = 4 * i + k; }
+    spmd_array XR = spmd_array_1d(row, SPMD_F32, 4), XRi = spmd_array_1d(rowi, SPMD_I32, 4);
+    spmd_array S0 = {&R->pss[i], SPMD_F32, 0, {0}}, S0i = {&R->pssi[i], SPMD_I32, 0, {0}};
+    STEP(spmd_psum_scatter(d, &XR, &S0, "i", 0, 0, NULL));
+    STEP(spmd_psum_scatter(d, &XRi, &S0i, "i", -1, 0, NULL));
+    spmd_array SG = spmd_array_1d(R->pssg[i], SPMD_F32, 2), ST = spmd_array_1d(R->psst[i], SPMD_F32, 1);
+    STEP(spmd_psum_scatter(d, &XR, &SG, "i", 0, 1, &go));
+    STEP(spmd_psum_scatter(d, &XR, &ST, "i", 0, 1, NULL));
+    spmd_array A = spmd_array_1d(R->a2a[i], SPMD_I32, 4);
+    STEP(spmd_all_to_all(d, &XRi, &A, "i", 0, 0, 1, NULL));
+    spmd_array AGG = spmd_array_2d(R->agg[i], SPMD_I32, 2, 4);
+    STEP(spmd_all_gather(d, &XRi, &AGG, "i", 0, 0, &go));
+    spmd_array AG = spmd_array_1d(R->ag[i], SPMD_I32, 4);
+    STEP(spmd_all_gather(d, &X0, &AG, "i", 0, 0, NULL));
+    int32_t pbx[3] = {10 * i, 10 * i + 1, 10 * i + 2};
+    spmd_array PX = spmd_array_1d(pbx, SPMD_I32, 3), PY = spmd_array_1d(R->pb[i], SPMD_I32, 3);
+    STEP(spmd_pbroadcast(d, &PX, &PY, "i", 2, NULL));
+    int sp[4] = {3, 0, 1, 2};
+    spmd_array SY = {&R->sh[i], SPMD_I32, 0, {0}};
+    STEP(spmd_pshuffle(d, &X0, &SY, "i", sp, NULL));
+#undef STEP
+    R->st[i] = s;
+}
+
+static void run_vectors(void) {
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.axis_names[0] = "i";
+    desc.timeout_ms = 30000;
+    spmd_mesh *m = NULL;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "vectors: mesh (4) not created"); return; }
+    vecres R;
+    memset(&R, 0x7f, sizeof R);
+    (void)spmd_run(m, vec_dev, &R);
+    int okst = 1;
+    for (int i = 0; i < 4; i++) okst &= R.st[i] == SPMD_OK;
+    T_CHECK(okst, "vectors: statuses %s %s %s %s", stname(R.st[0]), stname(R.st[1]), stname(R.st[2]), stname(R.st[3]));
+    static const int32_t pp[4] = {3, 0, 1, 2};
+    T_CHECK(memcmp(R.pp, pp, sizeof pp) == 0, "ppermute (i->i+1 mod 4) of [0 1 2 3]: got [%d %d %d %d], want [3 0 1 2]",
+            R.pp[0], R.pp[1], R.pp[2], R.pp[3]);
+    T_CHECK(R.pss[0] == 24 && R.pss[1] == 28 && R.pss[2] == 32 && R.pss[3] == 36 && R.pssi[0] == 24 && R.pssi[1] == 28 &&
+                R.pssi[2] == 32 && R.pssi[3] == 36,
+            "psum_scatter arange(16).reshape(4,4) untiled: got f32 [%g %g %g %g] i32 [%d %d %d %d], want [24 28 32 36]",
+            (double)R.pss[0], (double)R.pss[1], (double)R.pss[2], (double)R.pss[3], R.pssi[0], R.pssi[1], R.pssi[2], R.pssi[3]);
+    static const float pg[4][2] = {{8, 10}, {20, 22}, {12, 14}, {16, 18}};
+    T_CHECK(memcmp(R.pssg, pg, sizeof pg) == 0,
+            "psum_scatter groups {{0,2},{3,1}} tiled: got [[%g %g] [%g %g] [%g %g] [%g %g]], want [[8 10] [20 22] [12 14] [16 18]]",
+            (double)R.pssg[0][0], (double)R.pssg[0][1], (double)R.pssg[1][0], (double)R.pssg[1][1], (double)R.pssg[2][0],
+            (double)R.pssg[2][1], (double)R.pssg[3][0], (double)R.pssg[3][1]);
+    T_CHECK(R.psst[0][0] == 24 && R.psst[1][0] == 28 && R.psst[2][0] == 32 && R.psst[3][0] == 36,
+            "psum_scatter tiled: got [[%g] [%g] [%g] [%g]], want [[24] [28] [32] [36]]", (double)R.psst[0][0],
+            (double)R.psst[1][0], (double)R.psst[2][0], (double)R.psst[3][0]);
+    int ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) ok &= R.a2a[i][k] == 4 * k + i;
+    T_CHECK(ok, "all_to_all tiled of rows [0..3],[4..7],..: device 1 got [%d %d %d %d], want [1 5 9 13]", R.a2a[1][0],
+            R.a2a[1][1], R.a2a[1][2], R.a2a[1][3]);
+    ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) {
+            int first = (i % 2 == 0) ? 0 : 3, second = (i % 2 == 0) ? 2 : 1;
+            ok &= R.agg[i][0][k] == 4 * first + k && R.agg[i][1][k] == 4 * second + k;
+        }
+    T_CHECK(ok, "all_gather groups {{0,2},{3,1}}: device 1 got [[%d..] [%d..]], want [[12..] [4..]]", R.agg[1][0][0],
+            R.agg[1][1][0]);
+    ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) ok &= R.ag[i][k] == k;
+    T_CHECK(ok, "all_gather of arange(4): device 3 got [%d %d %d %d]", R.ag[3][0], R.ag[3][1], R.ag[3][2], R.ag[3][3]);
+    ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 3; k++) ok &= R.pb[i][k] == 20 + k;
+    T_CHECK(ok, "pbroadcast source 2: device 0 got [%d %d %d], want [20 21 22]", R.pb[0][0], R.pb[0][1], R.pb[0][2]);
+    T_CHECK(R.sh[0] == 3 && R.sh[1] == 0 && R.sh[2] == 1 && R.sh[3] == 2,
+            "pshuffle perm [3 0 1 2] of [0 1 2 3]: got [%d %d %d %d], want [3 0 1 2]", R.sh[0], R.sh[1], R.sh[2], R.sh[3]);
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "vectors: mesh destroy");
+}
+
+/* ---- the reference checks itself ---------------------------------------------------------- */
+static void reference_sanity(void) {
+    int ok = 1;
+    ok &= f2h(1.0f) == 0x3c00 && f2h(-2.0f) == 0xc000 && f2h(65504.0f) == 0x7bff && f2h(65519.0f) == 0x7bff;
+    ok &= f2h(65520.0f) == 0x7c00 && f2h(ldexpf(1, -24)) == 0x0001 && f2h(ldexpf(1, -25)) == 0x0000;
+    ok &= f2h(ldexpf(3, -25)) == 0x0002 && f2h(ldexpf(1, -14)) == 0x0400 && f2h(1.0f + ldexpf(1, -11)) == 0x3c00;
+    ok &= f2h(1.0f + ldexpf(3, -11)) == 0x3c02 && f2h(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400;
+    ok &= f2b(1.0f) == 0x3f80 && f2b(1.0f + ldexpf(1, -8)) == 0x3f80 && f2b(1.0f + ldexpf(3, -8)) == 0x3f82;
+    ok &= f2b(-3.0f) == 0xc040 && f2b(ldexpf(1, -133)) == 0x0001 && f2b(3.4e38f) == 0x7f80;
+    for (uint32_t h = 0; h < 0x7c00; h++) ok &= f2h(H2F[h]) == h && f2b(B2F[h]) == h;
+    T_CHECK(ok, "reference half-precision conversion (hand-computed values, round trips)");
+    /* all_to_all reference on a hand example: G=2, x_j = (2,3) [[j*10+0..2],[j*10+3..5]],
+       untiled split 0 concat 1: out_i[a][j] = x_j[i][a] */
+    mcase c;
+    memset(&c, 0, sizeof c);
+    c.kind = K_A2A;
+    c.dt = SPMD_U8;
+    c.xr = 2; c.xs[0] = 2; c.xs[1] = 3;
+    c.a1 = 0; c.a2 = 1;
+    out_shape(K_A2A, 2, c.xs, 0, 1, 0, 2, &c.orr, c.os);
+    c.xb = c.ob = 6;
+    unsigned char x0[6] = {0, 1, 2, 3, 4, 5}, x1[6] = {10, 11, 12, 13, 14, 15}, out[6];
+    unsigned char *ins[2] = {x0, x1};
+    ref_out(&c, ins, 2, 1, out, NULL);
+    static const unsigned char want[6] = {3, 13, 4, 14, 5, 15};
+    T_CHECK(c.orr == 2 && c.os[0] == 3 && c.os[1] == 2 && memcmp(out, want, 6) == 0,
+            "reference all_to_all untiled (hand example)");
+}
+
+/* ---- driving ------------------------------------------------------------------------------- */
+static const meshdef MESHES[] = {{1, {1}},    {1, {2}},    {1, {3}},       {1, {5}},    {1, {7}},
+                                 {1, {16}},   {2, {2, 3}}, {2, {3, 2}},    {3, {2, 2, 2}}, {2, {4, 2}}};
+#define NMESH ((int)(sizeof MESHES / sizeof MESHES[0]))
+
+static int create_mesh(meshctx *mc) {
+    const meshdef *md = &mc->md;
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = md->nd;
+    mc->ndev = 1;
+    for (int d = 0; d < md->nd; d++) {
+        desc.shape[d] = md->sh[d];
+        desc.axis_names[d] = AXN[d];
+        mc->ndev *= md->sh[d];
+    }
+    desc.timeout_ms = 30000;
+    spmd_status s = spmd_mesh_create(&desc, &mc->m);
+    char ms[24];
+    mesh_str(md, ms, sizeof ms);
+    T_CHECK(s == SPMD_OK, "mesh_create %s: %s", ms, stname(s));
+    return s == SPMD_OK;
+}
+static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
+    memset(mc, 0, sizeof *mc);
+    mc->md = *md;
+    if (!create_mesh(mc)) return 0;
+    build_vars(mc, r);
+    return 1;
+}
+
+int main(void) {
+    double t0 = now_s();
+    uint64_t seed = 7731;
+    const char *e = getenv("SPMD_TEST_SEED");
+    if (e && *e) seed = strtoull(e, NULL, 0);
+    e = getenv("SPMD_TEST_QUICK");
+    g_quick = e && *e && strcmp(e, "0") != 0;
+    g_big = g_quick ? (size_t)1 << 16 : (size_t)1 << 20;
+    printf("test_movement: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    fflush(stdout);
+    init_half_tables();
+    reference_sanity();
+    run_vectors();
+    for (int mi = 0; mi < NMESH; mi++) {
+        rng_t r = rng_make(seed, (uint64_t)mi + 1);
+        meshctx mc;
+        double t1 = now_s();
+        if (!open_mesh(&mc, &MESHES[mi], &r)) continue;
+        caselist L = {0, 0, 0};
+        build_sweep(&L, &mc, &r);
+        build_async(&L, &mc, &r, 12);
+        int nsweep = L.n;
+        run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
+        double t2 = now_s();
+        L.n = 0;
+        build_errors(&L, &mc, &r);
+        int nerr = L.n;
+        run_errors(&mc, &L, &r);
+        double t3 = now_s();
+        int nlarge = 0;
+        if (mc.ndev >= 2 && mc.ndev <= 8 && (mi % 2 == 0 || mc.md.nd == 2)) {
+            L.n = 0;
+            build_large(&L, &mc, &r);
+            nlarge = L.n;
+            run_batch(&mc, L.a, L.n, &r, (size_t)160 << 20);
+        }
+        double t4 = now_s();
+        run_identities(&mc, &r);
+        free(L.a);
+        char ms[24];
+        mesh_str(&mc.md, ms, sizeof ms);
+        printf("  mesh %-8s %4d sweep (%.2f s), %3d refused (%.2f s), %2d large (%.2f s), %d axis variants, %.2f s\n", ms,
+               nsweep, t2 - t1, nerr, t3 - t2, nlarge, t4 - t3, mc.nvar, now_s() - t1);
+        fflush(stdout);
+        spmd_status s = spmd_mesh_destroy(mc.m);
+        T_CHECK(s == SPMD_OK, "mesh_destroy %s: %s", ms, stname(s));
+    }
+    free(g_exp);
+    free(g_sum);
+    printf("test_movement: %ld cases checked in %.2f s\n", g_checked, now_s() - t0);
+    fflush(stdout);
+    return t_summary();
+}

@@ -1,0 +1,1331 @@
+/* test_mpi.c - conformance sweep of the MPI-style collectives (mpi4jax's
+   list): allgather, alltoall, bcast, gather, scatter, reduce, scan, and
+   their _start forms.
+
+   For each mesh the main thread lays out a batch of cases (operation, axes
+   and axis_index_groups, dtype, op, count, root, in place, NULL buffers on
+   non-roots, algorithm hint, sync or async), fills every device's buffers
+   from a seeded RNG (recv buffers with a sentinel), runs one spmd_run in
+   which every device performs the whole batch in order, and then computes
+   each device's expected recv with a plain reference (loops over the group
+   members' send buffers in group order) and compares it bit for bit (floats:
+   any NaN equals any NaN). Rooted operations: the root's recv holds the
+   result and every other device's recv still holds the sentinel. One
+   T_CHECK per case. Then refused calls (status, buffers untouched, mesh
+   still usable), mpi4jax-style hand vectors and large counts.
+
+   Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
+   the 1<<18-element counts to about 1<<16 bytes (sanitizer builds). */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
+#include "harness.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAXDEV 16
+#define MAXCL 8
+#define GUARD 64
+#define FILL 0x6B /* the sentinel in every recv before a call */
+
+/* ---- utilities ------------------------------------------------------------------- */
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rn(rng_t *r) { /* xorshift64* */
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+static int rb(rng_t *r, int n) { return n <= 1 ? 0 : (int)(rn(r) % (uint64_t)n); }
+static rng_t rng_make(uint64_t seed, uint64_t stream) {
+    rng_t r = {(seed ^ 0xBB67AE8584CAA73Bull) * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + 1};
+    if (!r.s) r.s = 1;
+    for (int i = 0; i < 4; i++) (void)rn(&r);
+    return r;
+}
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "test_mpi: out of memory (%zu bytes)\n", n); exit(2); }
+    return p;
+}
+
+static const spmd_dtype DTYPES[] = {SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32, SPMD_U32,
+                                    SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16, SPMD_F32, SPMD_F64};
+#define NDT 13
+static const spmd_op OPS[] = {SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MAX, SPMD_OP_MIN,
+                              SPMD_OP_MEAN, SPMD_OP_ARGMAX, SPMD_OP_ARGMIN};
+#define NOP 7
+static size_t dsize(spmd_dtype t) {
+    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+    return (unsigned)t < 14 ? s[t] : 0;
+}
+static const char *dnm(spmd_dtype t) {
+    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
+                              "i64", "u64", "f16", "bf16", "f32", "f64"};
+    return (unsigned)t < 14 ? n[t] : "bad";
+}
+static const char *opnm(spmd_op o) {
+    static const char *n[] = {"none", "sum", "prod", "max", "min", "mean", "argmax", "argmin"};
+    return (unsigned)o < 8 ? n[o] : "bad";
+}
+static int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
+static int isarg(spmd_op o) { return o == SPMD_OP_ARGMAX || o == SPMD_OP_ARGMIN; }
+static int issigned(spmd_dtype t) { return t == SPMD_I8 || t == SPMD_I16 || t == SPMD_I32 || t == SPMD_I64; }
+/* element size of a reduction's result */
+static size_t res_size(spmd_dtype t, spmd_op o) {
+    if (isarg(o) || (t == SPMD_BOOL && o == SPMD_OP_SUM)) return 4;
+    return dsize(t);
+}
+static const char *stname(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
+}
+
+/* ---- reference half precision (own code) ------------------------------------------ */
+static float H2F[65536], B2F[65536];
+static void init_half_tables(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        int e = (int)((h >> 10) & 31), m = (int)(h & 1023);
+        double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(m | 1024, e - 25);
+        H2F[h] = (float)((h & 0x8000) ? -v : v);
+        uint32_t u = h << 16;
+        memcpy(&B2F[h], &u, 4);
+    }
+}
+static uint16_t round_half(float f, int mb, int emin, int bias, uint16_t inf, uint16_t qnan) {
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return sign | qnan;
+    if (isinf(f)) return sign | inf;
+    double a = fabs((double)f);
+    if (a == 0) return sign;
+    int ex;
+    (void)frexp(a, &ex);
+    int E = ex - 1;
+    if (E < emin) E = emin;
+    double quantum = ldexp(1.0, E - mb);
+    double r = nearbyint(a / quantum);
+    double v = r * quantum;
+    (void)frexp(v, &ex);
+    int E2 = ex - 1;
+    if (v < ldexp(1.0, emin)) return sign | (uint16_t)r;
+    if (E2 + bias >= (inf >> mb)) return sign | inf;
+    double mant = v / ldexp(1.0, E2 - mb) - ldexp(1.0, mb);
+    return sign | (uint16_t)(((unsigned)(E2 + bias) << mb) | (unsigned)mant);
+}
+static uint16_t f2h(float f) { return round_half(f, 10, -14, 15, 0x7c00, 0x7e00); }
+static uint16_t f2b(float f) { return round_half(f, 7, -126, 127, 0x7f80, 0x7fc0); }
+
+/* ---- the reference reductions ------------------------------------------------------
+   n inputs ins[0..n-1] (group order), count elements, into out. */
+static void ref_red_int(spmd_dtype dt, spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
+    size_t es = dsize(dt);
+    int sg = issigned(dt);
+    for (size_t e = 0; e < count; e++) {
+        uint64_t u[MAXDEV];
+        int64_t s[MAXDEV];
+        for (int j = 0; j < n; j++) {
+            u[j] = 0;
+            memcpy(&u[j], ins[j] + e * es, es);
+            if (sg && es < 8 && (u[j] >> (8 * es - 1)) & 1) u[j] |= ~0ull << (8 * es); /* sign extension */
+            s[j] = (int64_t)u[j];
+        }
+        uint64_t acc = 0;
+        int32_t idx = 0;
+        switch (op) {
+        case SPMD_OP_SUM: for (int j = 0; j < n; j++) acc += u[j]; break;
+        case SPMD_OP_PROD: acc = 1; for (int j = 0; j < n; j++) acc *= u[j]; break;
+        case SPMD_OP_MEAN:
+            if (sg) {
+                __int128 t = 0;
+                for (int j = 0; j < n; j++) t += s[j];
+                acc = (uint64_t)(int64_t)(t / n); /* C division truncates toward zero */
+            } else {
+                unsigned __int128 t = 0;
+                for (int j = 0; j < n; j++) t += u[j];
+                acc = (uint64_t)(t / (unsigned)n);
+            }
+            break;
+        case SPMD_OP_MAX: case SPMD_OP_ARGMAX:
+            for (int j = 1; j < n; j++)
+                if (sg ? s[j] > s[idx] : u[j] > u[idx]) idx = j;
+            acc = u[idx];
+            break;
+        default: /* min, argmin */
+            for (int j = 1; j < n; j++)
+                if (sg ? s[j] < s[idx] : u[j] < u[idx]) idx = j;
+            acc = u[idx];
+            break;
+        }
+        if (isarg(op)) memcpy(out + 4 * e, &idx, 4); /* first index with the extreme value */
+        else memcpy(out + e * es, &acc, es);
+    }
+}
+
+/* one float type: T storage, A accumulation, LD(p) loads as A, ST(a, p) stores */
+#define DEF_RED_FLT(NAME, A, ES, LD, ST)                                                            \
+    static void NAME(spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) { \
+        for (size_t e = 0; e < count; e++) {                                                        \
+            A acc = LD(ins[0] + e * ES);                                                            \
+            for (int j = 1; j < n; j++) {                                                           \
+                A x = LD(ins[j] + e * ES);                                                          \
+                switch (op) {                                                                       \
+                case SPMD_OP_SUM: case SPMD_OP_MEAN: acc = acc + x; break;                          \
+                case SPMD_OP_PROD: acc = acc * x; break;                                            \
+                case SPMD_OP_MAX: case SPMD_OP_ARGMAX: if (x > acc || isnan(x)) acc = isnan(acc) ? acc : x; break; \
+                default: if (x < acc || isnan(x)) acc = isnan(acc) ? acc : x; break;                \
+                }                                                                                   \
+            }                                                                                       \
+            if (op == SPMD_OP_MEAN) acc = acc / (A)n;                                               \
+            if (isarg(op)) {                                                                        \
+                int32_t idx = INT32_MAX;                                                            \
+                for (int j = 0; j < n && !isnan(acc); j++)                                          \
+                    if (LD(ins[j] + e * ES) == acc) { idx = j; break; }                             \
+                memcpy(out + 4 * e, &idx, 4);                                                       \
+            } else {                                                                                \
+                ST(acc, out + e * ES);                                                              \
+            }                                                                                       \
+        }                                                                                           \
+    }
+static float ld_f32(const unsigned char *p) { float f; memcpy(&f, p, 4); return f; }
+static double ld_f64(const unsigned char *p) { double f; memcpy(&f, p, 8); return f; }
+static float ld_f16(const unsigned char *p) { uint16_t h; memcpy(&h, p, 2); return H2F[h]; }
+static float ld_bf16(const unsigned char *p) { uint16_t h; memcpy(&h, p, 2); return B2F[h]; }
+static void st_f32(float a, unsigned char *p) { memcpy(p, &a, 4); }
+static void st_f64(double a, unsigned char *p) { memcpy(p, &a, 8); }
+static void st_f16(float a, unsigned char *p) { uint16_t h = f2h(a); memcpy(p, &h, 2); }
+static void st_bf16(float a, unsigned char *p) { uint16_t h = f2b(a); memcpy(p, &h, 2); }
+DEF_RED_FLT(red_f32, float, 4, ld_f32, st_f32)
+DEF_RED_FLT(red_f64, double, 8, ld_f64, st_f64)
+DEF_RED_FLT(red_f16, float, 2, ld_f16, st_f16)
+DEF_RED_FLT(red_bf16, float, 2, ld_bf16, st_bf16)
+
+static void ref_red_bool(spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
+    for (size_t e = 0; e < count; e++) {
+        int cnt = 0;
+        for (int j = 0; j < n; j++) cnt += ins[j][e] != 0;
+        int any = cnt > 0, all = cnt == n;
+        if (op == SPMD_OP_SUM) { int32_t c = cnt; memcpy(out + 4 * e, &c, 4); }
+        else if (op == SPMD_OP_MAX) out[e] = (unsigned char)any;
+        else if (op == SPMD_OP_MIN || op == SPMD_OP_PROD) out[e] = (unsigned char)all;
+        else { /* argmax: first true if any; argmin: first false if not all */
+            int want = op == SPMD_OP_ARGMAX ? any : all;
+            int32_t idx = INT32_MAX;
+            for (int j = 0; j < n; j++)
+                if ((ins[j][e] != 0) == want) { idx = j; break; }
+            memcpy(out + 4 * e, &idx, 4);
+        }
+    }
+}
+
+static void ref_reduce(spmd_dtype dt, spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
+    switch (dt) {
+    case SPMD_BOOL: ref_red_bool(op, n, ins, count, out); break;
+    case SPMD_F32: red_f32(op, n, ins, count, out); break;
+    case SPMD_F64: red_f64(op, n, ins, count, out); break;
+    case SPMD_F16: red_f16(op, n, ins, count, out); break;
+    case SPMD_BF16: red_bf16(op, n, ins, count, out); break;
+    default: ref_red_int(dt, op, n, ins, count, out); break;
+    }
+}
+
+/* ---- meshes, axes, groups ------------------------------------------------------------ */
+static const char *AXN[3] = {"a", "b", "c"};
+typedef struct { int nd, sh[3]; } meshdef;
+typedef struct {
+    char axes[24];
+    int nn, dims[3];
+    int size, gsize;
+    int groups[MAXDEV];
+} axv;
+static int vG(const axv *v) { return v->gsize ? v->gsize : v->size; }
+typedef struct {
+    meshdef md;
+    int ndev;
+    spmd_mesh *m;
+    axv var[64];
+    int nvar;
+} meshctx;
+
+static void mesh_str(const meshdef *md, char *b, size_t cap) {
+    if (md->nd == 1) snprintf(b, cap, "(%d)", md->sh[0]);
+    else if (md->nd == 2) snprintf(b, cap, "(%d,%d)", md->sh[0], md->sh[1]);
+    else snprintf(b, cap, "(%d,%d,%d)", md->sh[0], md->sh[1], md->sh[2]);
+}
+static void var_str(const axv *v, char *b, size_t cap) {
+    size_t o = (size_t)snprintf(b, cap, "axes '%s'", v->axes);
+    if (v->gsize && o < cap) {
+        o += (size_t)snprintf(b + o, cap - o, " groups ");
+        for (int k = 0; k < v->size && o + 6 < cap; k++)
+            o += (size_t)snprintf(b + o, cap - o, "%s%d", k == 0 ? "{" : k % v->gsize ? "," : "}{", v->groups[k]);
+        if (o + 2 < cap) snprintf(b + o, cap - o, "}");
+    }
+}
+static int group_of(const meshdef *md, const axv *v, int dev, int *mem, int *me) {
+    int c[3] = {0, 0, 0}, t = dev;
+    for (int d = md->nd - 1; d >= 0; d--) { c[d] = t % md->sh[d]; t /= md->sh[d]; }
+    int idx = 0;
+    for (int k = 0; k < v->nn; k++) idx = idx * md->sh[v->dims[k]] + c[v->dims[k]];
+    int G = vG(v), base = 0, pos = idx;
+    if (v->gsize) {
+        for (int k = 0; k < v->size; k++)
+            if (v->groups[k] == idx) pos = k;
+        base = pos / v->gsize * v->gsize;
+        pos -= base;
+    }
+    *me = pos;
+    for (int j = 0; j < G; j++) {
+        int lin = v->gsize ? v->groups[base + j] : j;
+        int cc[3] = {c[0], c[1], c[2]};
+        for (int k = v->nn - 1; k >= 0; k--) {
+            cc[v->dims[k]] = lin % md->sh[v->dims[k]];
+            lin /= md->sh[v->dims[k]];
+        }
+        int id = 0;
+        for (int d = 0; d < md->nd; d++) id = id * md->sh[d] + cc[d];
+        mem[j] = id;
+    }
+    return G;
+}
+static void add_axv(meshctx *mc, const int *dims, int nn, int star) {
+    axv *v = &mc->var[mc->nvar++];
+    memset(v, 0, sizeof *v);
+    v->nn = nn;
+    v->size = 1;
+    size_t o = 0;
+    for (int k = 0; k < nn; k++) {
+        v->dims[k] = dims[k];
+        v->size *= mc->md.sh[dims[k]];
+        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXN[dims[k]]);
+    }
+    if (star) strcpy(v->axes, "*");
+}
+static void add_groups(meshctx *mc, int base, int gsize, rng_t *r) {
+    axv *v = &mc->var[mc->nvar++];
+    *v = mc->var[base];
+    v->gsize = gsize;
+    for (int k = 0; k < v->size; k++) v->groups[k] = k;
+    for (int k = v->size - 1; k > 0; k--) {
+        int j = rb(r, k + 1), t = v->groups[k];
+        v->groups[k] = v->groups[j];
+        v->groups[j] = t;
+    }
+}
+static void build_vars(meshctx *mc, rng_t *r) {
+    int nd = mc->md.nd;
+    mc->nvar = 0;
+    int d0[3] = {0, 1, 2};
+    add_axv(mc, d0, 0, 0);
+    add_axv(mc, d0, nd, 1);
+    for (int a = 0; a < nd; a++) add_axv(mc, &d0[a], 1, 0);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++)
+            if (a != b) { int e[2] = {a, b}; add_axv(mc, e, 2, 0); }
+    if (nd == 3) { int e[3] = {2, 0, 1}; add_axv(mc, e, 3, 0); }
+    int nb = mc->nvar;
+    for (int b = 0; b < nb; b++) {
+        int S = mc->var[b].size;
+        if (S == 1) continue;
+        int divs[16], n = 0;
+        for (int g = 2; g < S; g++)
+            if (S % g == 0) divs[n++] = g;
+        if (n) add_groups(mc, b, divs[rb(r, n)], r);
+        else add_groups(mc, b, S, r); /* prime size: one group, reordered */
+    }
+}
+/* single axis, no groups: where argmax/argmin mean the same as for pargmax */
+static int single_axis(const axv *v) { return v->nn == 1 && v->axes[0] != '*' && !v->gsize; }
+
+/* ---- cases ------------------------------------------------------------------------------ */
+enum { K_ALLGATHER, K_ALLTOALL, K_BCAST, K_GATHER, K_SCATTER, K_REDUCE, K_SCAN, K_N };
+static const char *KN[K_N] = {"allgather", "alltoall", "bcast", "gather", "scatter", "reduce", "scan"};
+static int rooted(int k) { return k == K_BCAST || k == K_GATHER || k == K_SCATTER || k == K_REDUCE; }
+static int reduces(int k) { return k == K_REDUCE || k == K_SCAN; }
+enum { W_WAIT, W_DONE, W_TEST, W_ALL };
+#define ACC(s) (1u << (s))
+
+typedef struct {
+    int kind, var;
+    spmd_dtype dt;
+    spmd_op op;
+    size_t count;
+    int root;
+    int inplace;   /* recv == send */
+    int nullnr;    /* non-roots pass NULL for the buffer they do not use */
+    long shift;    /* error: recv = send + shift bytes */
+    int sendnull, recvnull, reqnull;
+    int badgroups, badaxes;   /* error cases: duplicate group entry; unknown axis */
+    spmd_algo algo;
+    int null_opts, async, cluster, wstyle;
+    unsigned char order[MAXDEV][MAXCL];
+    uint32_t accept;
+    const char *note;
+    int special, narrow, boolwide;
+    size_t sb, rbb;                  /* bytes of send and recv (every device allocates both) */
+    unsigned char *in[MAXDEV];       /* reference copy of send */
+    unsigned char *blk[MAXDEV];      /* the block holding send and recv (adjacent or shared) */
+    unsigned char *sp[MAXDEV], *rp[MAXDEV];
+    unsigned char *snap[MAXDEV];     /* the block before the call */
+    size_t blkb;
+    spmd_status st[MAXDEV];
+    int reqset[MAXDEV];
+    int errflag;
+    char errmsg[240];
+} mcase;
+
+static int G_of(const meshctx *mc, const mcase *c) { return vG(&mc->var[c->var]); }
+static size_t send_elems(int kind, size_t n, int G) {
+    return kind == K_ALLTOALL || kind == K_SCATTER ? (size_t)G * n : n;
+}
+static size_t recv_bytes(int kind, size_t n, int G, spmd_dtype dt, spmd_op op) {
+    switch (kind) {
+    case K_ALLGATHER: case K_ALLTOALL: case K_GATHER: return (size_t)G * n * dsize(dt);
+    case K_REDUCE: case K_SCAN: return n * res_size(dt, op);
+    default: return n * dsize(dt);
+    }
+}
+
+static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
+    char ms[24], vs[120];
+    mesh_str(&mc->md, ms, sizeof ms);
+    var_str(&mc->var[c->var], vs, sizeof vs);
+    char extra[64] = "";
+    if (reduces(c->kind)) snprintf(extra, sizeof extra, " op=%s", opnm(c->op));
+    char rt[24] = "";
+    if (rooted(c->kind)) snprintf(rt, sizeof rt, " root=%d", c->root);
+    snprintf(b, cap, "%s%s mesh %s %s G=%d %s count=%zu%s%s%s%s algo=%s%s%s", KN[c->kind], c->async ? "_start" : "", ms, vs,
+             G_of(mc, c), dnm(c->dt), c->count, extra, rt, c->inplace ? " in-place" : "",
+             c->nullnr ? " NULL-on-non-roots" : "",
+             c->algo == SPMD_ALGO_EAGER ? "eager" : c->algo == SPMD_ALGO_SPLIT ? "split" : "default",
+             c->special ? " (NaN/inf)" : "", c->note ? c->note : "");
+}
+
+/* ---- inputs ---------------------------------------------------------------------------- */
+static void gen_send(const mcase *c, unsigned char *p, size_t nelem, rng_t *r) {
+    size_t es = dsize(c->dt), nb = nelem * es;
+    if (!es) { for (size_t i = 0; i < 64 && i < nb; i++) p[i] = (unsigned char)rn(r); return; }
+    if (c->dt == SPMD_BOOL) {
+        for (size_t i = 0; i < nelem; i++) {
+            uint64_t v = rn(r);
+            int t = (v & 3) != 0 ? (int)((v >> 2) & 1) : (v & 4) != 0; /* mostly balanced */
+            if (c->narrow) t = (v & 15) != 0; /* mostly true: "all" is reached */
+            p[i] = (unsigned char)(t ? (c->boolwide && (v & 32) ? 1 + (v >> 8) % 255 : 1) : 0);
+        }
+        return;
+    }
+    if (!isflt(c->dt)) {
+        if (c->narrow || c->op == SPMD_OP_MEAN) { /* small values: ties for max/argmax */
+            for (size_t i = 0; i < nelem; i++) {
+                uint64_t v = rn(r);
+                int64_t x = c->narrow ? (int64_t)(v % 5) - 2 : (int64_t)(v % 2001) - 1000;
+                if (c->op == SPMD_OP_MEAN && (v >> 40) % 4 == 0) x = (int64_t)(v >> 3); /* wide values too */
+                memcpy(p + i * es, &x, es);
+            }
+        } else {
+            size_t i = 0;
+            for (; i + 8 <= nb; i += 8) { uint64_t v = rn(r); memcpy(p + i, &v, 8); }
+            if (i < nb) { uint64_t v = rn(r); memcpy(p + i, &v, nb - i); }
+        }
+        return;
+    }
+    int mb = c->dt == SPMD_F16 ? 10 : c->dt == SPMD_BF16 ? 7 : c->dt == SPMD_F32 ? 23 : 52;
+    int bias = c->dt == SPMD_F16 ? 15 : c->dt == SPMD_F64 ? 1023 : 127;
+    int emax = c->dt == SPMD_F16 ? 31 : c->dt == SPMD_F64 ? 2047 : 255;
+    static const float narrow_set[6] = {-2.0f, -1.0f, -0.5f, 0.5f, 1.0f, 2.0f};
+    for (size_t i = 0; i < nelem; i++) {
+        uint64_t v = rn(r), w = rn(r), bits;
+        if (c->narrow) {
+            float f = narrow_set[v % 6];
+            if (c->op == SPMD_OP_PROD) f = fabsf(f);
+            double dd = f;
+            switch (c->dt) {
+            case SPMD_F16: bits = f2h(f); break;
+            case SPMD_BF16: bits = f2b(f); break;
+            case SPMD_F32: { uint32_t u; memcpy(&u, &f, 4); bits = u; } break;
+            default: memcpy(&bits, &dd, 8); break;
+            }
+        } else {
+            /* prod: exponents near 0 so G factors stay finite; else a window */
+            uint64_t e = c->op == SPMD_OP_PROD ? (uint64_t)(bias - 1 + (int)(v % 2)) : (uint64_t)(bias - 6 + (int)(v % 12));
+            bits = ((v >> 8) & 1) << (es * 8 - 1) | e << mb | (w & ((1ull << mb) - 1));
+            if (c->special && (v >> 16) % 12 == 0) {
+                uint64_t top = (uint64_t)emax << mb;
+                switch ((v >> 24) % 3) {
+                case 0: bits = top | (1ull << (mb - 1)); break;     /* NaN */
+                case 1: bits = top; break;                           /* +inf */
+                default: bits = top | (1ull << (es * 8 - 1)); break; /* -inf */
+                }
+            }
+        }
+        memcpy(p + i * es, &bits, es);
+    }
+}
+
+/* ---- the device side ------------------------------------------------------------------ */
+typedef struct {
+    meshctx *mc;
+    mcase *cs;
+    int n;
+    int sync_after;
+} batch;
+
+static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    if (__atomic_exchange_n(&c->errflag, 1, __ATOMIC_ACQ_REL) == 0)
+        snprintf(c->errmsg, sizeof c->errmsg, "dev %d %s: %s (%.150s)", me, where, stname(s), spmd_last_error(d));
+}
+
+static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int dev, int gi, spmd_req **req, int64_t tmo) {
+    spmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.algo = c->algo;
+    o.timeout_ms = tmo;
+    if (v->gsize) { o.groups = v->groups; o.group_size = v->gsize; }
+    int bad_groups[MAXDEV];
+    if (c->badgroups) { /* index 0 twice, the last index missing */
+        for (int k = 0; k < v->size; k++) bad_groups[k] = k;
+        bad_groups[v->size - 1] = 0;
+        o.groups = bad_groups;
+        o.group_size = v->size;
+    }
+    const spmd_opts *po = (c->null_opts && !v->gsize && c->algo == SPMD_ALGO_DEFAULT && !tmo && !c->badgroups) ? NULL : &o;
+    const void *s = c->sendnull ? NULL : c->sp[dev];
+    void *r = c->recvnull ? NULL : c->rp[dev];
+    int nonroot = rooted(c->kind) && gi != c->root;
+    if (c->nullnr && nonroot) {
+        if (c->kind == K_GATHER || c->kind == K_REDUCE) r = NULL;
+        else s = NULL; /* bcast, scatter: send read on the root only */
+    }
+    const char *ax = c->badaxes ? "a,nope" : v->axes;
+    size_t n = c->count;
+    if (!req) {
+        switch (c->kind) {
+        case K_ALLGATHER: return spmd_allgather(d, s, r, n, c->dt, ax, po);
+        case K_ALLTOALL: return spmd_alltoall(d, s, r, n, c->dt, ax, po);
+        case K_BCAST: return spmd_bcast(d, s, r, n, c->dt, c->root, ax, po);
+        case K_GATHER: return spmd_gather(d, s, r, n, c->dt, c->root, ax, po);
+        case K_SCATTER: return spmd_scatter(d, s, r, n, c->dt, c->root, ax, po);
+        case K_REDUCE: return spmd_reduce(d, s, r, n, c->dt, c->op, c->root, ax, po);
+        default: return spmd_scan(d, s, r, n, c->dt, c->op, ax, po);
+        }
+    }
+    spmd_req **R = c->reqnull ? NULL : req;
+    switch (c->kind) {
+    case K_ALLGATHER: return spmd_allgather_start(d, s, r, n, c->dt, ax, po, R);
+    case K_ALLTOALL: return spmd_alltoall_start(d, s, r, n, c->dt, ax, po, R);
+    case K_BCAST: return spmd_bcast_start(d, s, r, n, c->dt, c->root, ax, po, R);
+    case K_GATHER: return spmd_gather_start(d, s, r, n, c->dt, c->root, ax, po, R);
+    case K_SCATTER: return spmd_scatter_start(d, s, r, n, c->dt, c->root, ax, po, R);
+    case K_REDUCE: return spmd_reduce_start(d, s, r, n, c->dt, c->op, c->root, ax, po, R);
+    default: return spmd_scan_start(d, s, r, n, c->dt, c->op, ax, po, R);
+    }
+}
+
+static void finish_one(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    c->st[me] = s;
+    if (s != SPMD_OK && !c->accept) note_err(c, d, me, s, where);
+}
+
+static void dev_main(spmd_dev *d, void *arg) {
+    batch *b = (batch *)arg;
+    int me = spmd_device_id(d);
+    /* refused calls never wait; a device that wrongly goes ahead gives up soon */
+    int64_t tmo = b->sync_after ? 300 : 0;
+    spmd_opts bo;
+    memset(&bo, 0, sizeof bo);
+    bo.timeout_ms = 10000;
+    for (int k = 0; k < b->n;) {
+        mcase *c = &b->cs[k];
+        if (b->sync_after && k > 0) {
+            spmd_status s = spmd_barrier(d, "*", &bo);
+            if (s != SPMD_OK) note_err(&b->cs[k - 1], d, me, s, "barrier after the case");
+        }
+        int m = c->async && c->cluster > 0 ? c->cluster : 1;
+        if (!c->async) {
+            const axv *v = &b->mc->var[c->var];
+            int mem[MAXDEV], gi;
+            group_of(&b->mc->md, v, me, mem, &gi);
+            finish_one(c, d, me, call_op(d, c, v, me, gi, NULL, c->accept ? tmo : 0), "call");
+            k++;
+            continue;
+        }
+        spmd_req *rq[MAXCL];
+        for (int q = 0; q < m; q++) {
+            mcase *cq = &b->cs[k + q];
+            const axv *v = &b->mc->var[cq->var];
+            int mem[MAXDEV], gi;
+            group_of(&b->mc->md, v, me, mem, &gi);
+            rq[q] = (spmd_req *)(uintptr_t)1;
+            spmd_status s = call_op(d, cq, v, me, gi, &rq[q], cq->accept ? tmo : 0);
+            cq->st[me] = s;
+            if (s != SPMD_OK) {
+                cq->reqset[me] = !cq->reqnull && rq[q] != NULL;
+                if (!cq->accept) note_err(cq, d, me, s, "start");
+                rq[q] = NULL;
+            } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
+                rq[q] = NULL;
+                cq->st[me] = SPMD_ERR_STATE;
+                note_err(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
+            }
+            if (cq->reqnull) rq[q] = NULL;
+        }
+        if (c->wstyle == W_ALL) {
+            spmd_status s = spmd_wait_all(rq, m);
+            if (s != SPMD_OK)
+                for (int q = 0; q < m; q++) finish_one(&b->cs[k + q], d, me, s, "wait_all");
+        } else if (c->wstyle == W_TEST) {
+            double until = now_s() + 60;
+            for (;;) {
+                int left = 0;
+                for (int w = 0; w < m; w++) {
+                    int q = c->order[me][w];
+                    if (!rq[q]) continue;
+                    int done = 0;
+                    spmd_status s = spmd_test(rq[q], &done);
+                    if (done) { rq[q] = NULL; finish_one(&b->cs[k + q], d, me, s, "test"); }
+                    else {
+                        left++;
+                        if (s != SPMD_OK) finish_one(&b->cs[k + q], d, me, s, "test (not done)");
+                    }
+                }
+                if (!left) break;
+                if (now_s() > until) {
+                    for (int q = 0; q < m; q++)
+                        if (rq[q]) finish_one(&b->cs[k + q], d, me, SPMD_ERR_TIMEOUT, "spmd_test: not done after 60 s");
+                    break;
+                }
+                sched_yield();
+            }
+        } else {
+            for (int w = 0; w < m; w++) {
+                int q = c->order[me][w];
+                if (!rq[q]) continue;
+                spmd_status s = c->wstyle == W_DONE ? spmd_done(rq[q]) : spmd_wait(rq[q]);
+                finish_one(&b->cs[k + q], d, me, s, c->wstyle == W_DONE ? "done" : "wait");
+            }
+        }
+        k += m;
+    }
+}
+
+/* ---- preparing, running, checking ------------------------------------------------------ */
+static long g_checked;
+static unsigned char *g_exp;
+static size_t g_expcap;
+static int create_mesh(meshctx *mc);
+
+/* Layout of a device's block: [send][recv][guard] (send and recv apart), or
+   one region for both (in place: recv = send; error cases: shifted). */
+static void prepare(mcase *c, const meshctx *mc, rng_t *r) {
+    int G = G_of(mc, c);
+    size_t es = dsize(c->dt) ? dsize(c->dt) : 1;
+    size_t sn = send_elems(c->kind, c->count, G);
+    c->sb = c->count > ((size_t)1 << 40) ? 64 : sn * es;
+    c->rbb = c->count > ((size_t)1 << 40) ? 64 : recv_bytes(c->kind, c->count, G, dsize(c->dt) ? c->dt : SPMD_U8, c->op ? c->op : SPMD_OP_SUM);
+    c->errflag = 0;
+    c->errmsg[0] = 0;
+    for (int d = 0; d < MAXDEV; d++) { c->st[d] = SPMD_STATUS_COUNT; c->reqset[d] = 0; }
+    for (int d = 0; d < mc->ndev; d++) {
+        c->in[d] = (unsigned char *)xmalloc(c->sb);
+        gen_send(c, c->in[d], c->sb / es, r);
+        size_t lo = c->shift < 0 ? (size_t)-c->shift : 0;
+        if (c->inplace || c->shift) {
+            size_t span = c->sb > c->rbb ? c->sb : c->rbb;
+            c->blkb = lo + span + (size_t)(c->shift > 0 ? c->shift : 0) + GUARD;
+            c->blk[d] = (unsigned char *)xmalloc(c->blkb);
+            memset(c->blk[d], FILL, c->blkb);
+            c->sp[d] = c->blk[d] + lo;
+            c->rp[d] = c->sp[d] + c->shift;
+            memcpy(c->sp[d], c->in[d], c->sb);
+        } else {
+            size_t roff = (c->sb + 63) / 64 * 64; /* recv aligned (int32 results after a bool send) */
+            c->blkb = roff + c->rbb + GUARD;
+            c->blk[d] = (unsigned char *)xmalloc(c->blkb);
+            memset(c->blk[d], FILL, c->blkb);
+            c->sp[d] = c->blk[d];
+            c->rp[d] = c->blk[d] + roff;
+            memcpy(c->sp[d], c->in[d], c->sb);
+        }
+        c->snap[d] = NULL;
+        if (c->accept) {
+            c->snap[d] = (unsigned char *)xmalloc(c->blkb);
+            memcpy(c->snap[d], c->blk[d], c->blkb);
+        }
+    }
+}
+static void release(mcase *c, int ndev) {
+    for (int d = 0; d < ndev; d++) {
+        free(c->in[d]);
+        free(c->blk[d]);
+        free(c->snap[d]);
+        c->in[d] = c->blk[d] = c->snap[d] = NULL;
+    }
+}
+
+static int nan_at(spmd_dtype t, const unsigned char *p) {
+    if (t == SPMD_F16 || t == SPMD_BF16) {
+        uint16_t h; memcpy(&h, p, 2);
+        return t == SPMD_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    }
+    if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
+    if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
+    return 0;
+}
+static void fmt_val(char *b, size_t cap, spmd_dtype dt, size_t es, const unsigned char *p) {
+    if (es == 4 && (dt == SPMD_BOOL || dsize(dt) != 4)) { int32_t v; memcpy(&v, p, 4); snprintf(b, cap, "%d", (int)v); return; }
+    switch (dt) {
+    case SPMD_F16: { uint16_t h; memcpy(&h, p, 2); snprintf(b, cap, "%.8g (0x%04x)", (double)H2F[h], h); } return;
+    case SPMD_BF16: { uint16_t h; memcpy(&h, p, 2); snprintf(b, cap, "%.8g (0x%04x)", (double)B2F[h], h); } return;
+    case SPMD_F32: { float f; uint32_t u; memcpy(&f, p, 4); memcpy(&u, p, 4); snprintf(b, cap, "%.9g (0x%08x)", (double)f, u); } return;
+    case SPMD_F64: { double f; memcpy(&f, p, 8); snprintf(b, cap, "%.17g", f); } return;
+    default: {
+        uint64_t u = 0;
+        memcpy(&u, p, es);
+        if (issigned(dt) && es < 8 && (u >> (8 * es - 1)) & 1) u |= ~0ull << (8 * es);
+        if (issigned(dt)) snprintf(b, cap, "%lld", (long long)(int64_t)u);
+        else snprintf(b, cap, "%llu", (unsigned long long)u);
+    }
+    }
+}
+
+/* expected recv of device at group index me; returns 0 when recv must be untouched */
+static int expected(const mcase *c, unsigned char *const *ins, int G, int me, unsigned char *exp) {
+    size_t es = dsize(c->dt), blk = c->count * es;
+    switch (c->kind) {
+    case K_ALLGATHER:
+        for (int j = 0; j < G; j++) memcpy(exp + (size_t)j * blk, ins[j], blk);
+        return 1;
+    case K_GATHER:
+        if (me != c->root) return 0;
+        for (int j = 0; j < G; j++) memcpy(exp + (size_t)j * blk, ins[j], blk);
+        return 1;
+    case K_ALLTOALL:
+        for (int j = 0; j < G; j++) memcpy(exp + (size_t)j * blk, ins[j] + (size_t)me * blk, blk);
+        return 1;
+    case K_BCAST: memcpy(exp, ins[c->root], blk); return 1;
+    case K_SCATTER: memcpy(exp, ins[c->root] + (size_t)me * blk, blk); return 1;
+    case K_REDUCE:
+        if (me != c->root) return 0;
+        ref_reduce(c->dt, c->op, G, ins, c->count, exp);
+        return 1;
+    default: ref_reduce(c->dt, c->op, me + 1, ins, c->count, exp); return 1;
+    }
+}
+
+static void verify(const meshctx *mc, mcase *c) {
+    char desc[600], why[700] = "";
+    describe(mc, c, desc, sizeof desc);
+    const axv *v = &mc->var[c->var];
+    int ok = 1;
+    g_checked++;
+    if (c->accept) {
+        for (int d = 0; d < mc->ndev && ok; d++) {
+            if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
+                char want[200] = "";
+                size_t o = 0;
+                for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < sizeof want; s++)
+                    if (c->accept & ACC(s)) o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
+                ok = 0;
+            } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
+                size_t k = 0;
+                while (c->snap[d][k] == c->blk[d][k]) k++;
+                snprintf(why, sizeof why, "dev %d: refused with %s but changed byte %zu of its buffers", d, stname(c->st[d]), k);
+                ok = 0;
+            } else if (c->async && c->reqset[d]) {
+                snprintf(why, sizeof why, "dev %d: refused _start left *req non-NULL", d);
+                ok = 0;
+            }
+        }
+        T_CHECK(ok, "refused call: %s: %s", desc, why);
+        return;
+    }
+    size_t es = dsize(c->dt);
+    size_t oes = reduces(c->kind) ? res_size(c->dt, c->op) : es;
+    spmd_dtype cmp_dt = reduces(c->kind) && oes != es ? SPMD_I32 : c->dt;
+    if (g_expcap < c->rbb + 1) { free(g_exp); g_expcap = c->rbb + 1; g_exp = (unsigned char *)xmalloc(g_expcap); }
+    for (int d = 0; d < mc->ndev && ok; d++) {
+        int mem[MAXDEV], me;
+        int G = group_of(&mc->md, v, d, mem, &me);
+        if (c->st[d] != SPMD_OK) {
+            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]), c->errflag ? c->errmsg : "-");
+            ok = 0;
+            break;
+        }
+        unsigned char *ins[MAXDEV];
+        for (int j = 0; j < G; j++) ins[j] = c->in[mem[j]];
+        int has = expected(c, ins, G, me, g_exp);
+        const unsigned char *got = c->rp[d];
+        if (!has) {
+            /* non-root: recv untouched (in place: still this device's send) */
+            const unsigned char *want = c->inplace ? c->in[d] : NULL;
+            size_t n = c->inplace ? c->sb : c->rbb;
+            size_t at = 0;
+            while (at < n && got[at] == (want ? want[at] : FILL)) at++;
+            if (at < n) {
+                snprintf(why, sizeof why, "dev %d (group index %d, root %d): non-root recv%s changed at byte %zu (0x%02x, was 0x%02x)",
+                         d, me, c->root, c->nullnr ? " (passed as NULL)" : "", at, got[at], want ? want[at] : FILL);
+                ok = 0;
+            }
+        } else {
+            size_t ne = c->rbb / oes;
+            if (memcmp(got, g_exp, c->rbb) != 0) {
+                size_t bad = ne;
+                for (size_t e = 0; e < ne; e++) {
+                    if (memcmp(got + e * oes, g_exp + e * oes, oes) == 0) continue;
+                    if (cmp_dt == c->dt && nan_at(c->dt, got + e * oes) && nan_at(c->dt, g_exp + e * oes)) continue;
+                    bad = e;
+                    break;
+                }
+                if (bad < ne) {
+                    char gs[64], ws[64], ins_s[200] = "";
+                    fmt_val(gs, sizeof gs, c->dt, oes, got + bad * oes);
+                    fmt_val(ws, sizeof ws, c->dt, oes, g_exp + bad * oes);
+                    if (reduces(c->kind)) { /* the inputs of that element */
+                        size_t o = 0;
+                        int n_in = c->kind == K_SCAN ? me + 1 : G;
+                        for (int j = 0; j < n_in && o + 40 < sizeof ins_s; j++) {
+                            char t[64];
+                            fmt_val(t, sizeof t, c->dt, es, ins[j] + bad * es);
+                            o += (size_t)snprintf(ins_s + o, sizeof ins_s - o, "%s%s", j ? ", " : "; inputs ", t);
+                        }
+                    }
+                    snprintf(why, sizeof why, "dev %d (group index %d of %d): recv[%zu] of %zu = %s, want %s%s", d, me, G, bad,
+                             ne, gs, ws, ins_s);
+                    ok = 0;
+                }
+            }
+        }
+        /* the guard after recv, and send untouched (unless in place) */
+        if (ok && !c->inplace) {
+            const unsigned char *p = c->rp[d] + c->rbb, *end = c->blk[d] + c->blkb;
+            for (; p < end; p++)
+                if (*p != FILL) {
+                    snprintf(why, sizeof why, "dev %d: wrote %zu bytes past the end of recv", d, (size_t)(p - (c->rp[d] + c->rbb)) + 1);
+                    ok = 0;
+                    break;
+                }
+            if (ok && memcmp(c->sp[d], c->in[d], c->sb) != 0) {
+                snprintf(why, sizeof why, "dev %d: send buffer changed", d);
+                ok = 0;
+            }
+        }
+        if (ok && c->inplace && has) { /* bytes after the result in the shared region */
+            const unsigned char *p = c->rp[d] + c->rbb, *end = c->blk[d] + c->blkb - GUARD;
+            size_t off = c->rbb;
+            for (; p < end && ok; p++, off++)
+                if (*p != (off < c->sb ? c->in[d][off] : FILL)) {
+                    snprintf(why, sizeof why, "dev %d: in place: byte %zu after the result changed", d, off);
+                    ok = 0;
+                }
+        }
+    }
+    T_CHECK(ok, "%s: %s", desc, why);
+}
+
+static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
+    for (int k = 0; k < n;) {
+        size_t used = 0;
+        int end = k;
+        while (end < n) {
+            int m = cs[end].async && cs[end].cluster > 0 ? cs[end].cluster : 1;
+            size_t need = 0;
+            for (int q = end; q < end + m; q++) {
+                int G = G_of(mc, &cs[q]);
+                need += (size_t)mc->ndev * (2 * (size_t)G * cs[q].count * 8 * 2 + 4 * GUARD);
+            }
+            if (end > k && used + need > budget) break;
+            used += need;
+            end += m;
+        }
+        for (int q = k; q < end; q++) prepare(&cs[q], mc, r);
+        batch b = {mc, cs + k, end - k, 0};
+        (void)spmd_run(mc->m, dev_main, &b);
+        for (int q = k; q < end; q++) {
+            verify(mc, &cs[q]);
+            release(&cs[q], mc->ndev);
+        }
+        k = end;
+        if (spmd_mesh_status(mc->m) != SPMD_OK) {
+            char ms[24];
+            mesh_str(&mc->md, ms, sizeof ms);
+            T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
+            spmd_mesh_destroy(mc->m);
+            mc->m = NULL;
+            if (!create_mesh(mc)) return;
+        }
+    }
+}
+
+static int case_as_expected(const mcase *c, int ndev) {
+    for (int d = 0; d < ndev; d++)
+        if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
+    return 1;
+}
+
+/* Refused calls, each followed by a barrier; a case that breaks the mesh is
+   reported, the mesh recreated and the cases after it run again. */
+static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
+    char ms[24];
+    mesh_str(&mc->md, ms, sizeof ms);
+    for (int k = 0; k < n;) {
+        for (int q = k; q < n; q++) prepare(&cs[q], mc, r);
+        batch b = {mc, cs + k, n - k, 1};
+        (void)spmd_run(mc->m, dev_main, &b);
+        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = n;
+        if (broken) {
+            end = -1;
+            for (int q = k; q < n && end < 0; q++)
+                if (!case_as_expected(&cs[q], mc->ndev)) end = q + 1;
+            char desc[600];
+            describe(mc, &cs[end > 0 ? end - 1 : k], desc, sizeof desc);
+            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s", ms, spmd_mesh_error(mc->m), desc);
+            if (end < 0) end = n;
+        }
+        for (int q = k; q < n; q++) {
+            if (q < end) verify(mc, &cs[q]);
+            release(&cs[q], mc->ndev);
+        }
+        k = end;
+        if (broken) {
+            spmd_mesh_destroy(mc->m);
+            mc->m = NULL;
+            if (!create_mesh(mc)) return;
+        }
+    }
+    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
+}
+
+/* ---- building cases ---------------------------------------------------------------------- */
+typedef struct {
+    mcase *a;
+    int n, cap;
+} caselist;
+static mcase *new_case(caselist *L) {
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 512;
+        L->a = (mcase *)realloc(L->a, (size_t)L->cap * sizeof *L->a);
+        if (!L->a) { fprintf(stderr, "out of memory\n"); exit(2); }
+    }
+    mcase *c = &L->a[L->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+static int g_quick;
+
+static int pick_var(const meshctx *mc, rng_t *r, int single) {
+    for (int t = 0; t < 1000; t++) {
+        int v = rb(r, mc->nvar);
+        if (!single || single_axis(&mc->var[v])) return v;
+    }
+    return 2; /* the first single axis */
+}
+
+static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, spmd_dtype dt, spmd_op op, size_t count) {
+    static const spmd_algo al[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
+    mcase *c = new_case(L);
+    c->kind = kind;
+    if (reduces(kind) && isarg(op)) var = var >= 0 && single_axis(&mc->var[var]) ? var : pick_var(mc, r, 1);
+    c->var = var >= 0 ? var : pick_var(mc, r, 0);
+    c->dt = dt;
+    c->op = reduces(kind) ? op : SPMD_OP_NONE;
+    c->count = count;
+    c->algo = al[rb(r, 4)];
+    c->null_opts = rb(r, 2);
+    int G = G_of(mc, c);
+    if (rooted(kind)) c->root = rb(r, G);
+    /* in place where send and recv have the same size */
+    if (kind == K_BCAST || kind == K_ALLTOALL || (reduces(kind) && res_size(dt, op) == dsize(dt))) c->inplace = rb(r, 3) == 0;
+    if ((kind == K_GATHER || kind == K_REDUCE || kind == K_BCAST || kind == K_SCATTER) && !c->inplace) c->nullnr = rb(r, 3) == 0;
+    if (isflt(dt) && reduces(kind)) {
+        int maxlike = op == SPMD_OP_MAX || op == SPMD_OP_MIN || isarg(op);
+        c->special = rb(r, maxlike ? 4 : 8) == 0;
+        c->narrow = !c->special && maxlike && rb(r, 3) == 0;
+    } else if (reduces(kind)) {
+        c->narrow = (op == SPMD_OP_MAX || op == SPMD_OP_MIN || isarg(op) || dt == SPMD_BOOL) && rb(r, 3) == 0;
+    }
+    c->boolwide = rb(r, 2);
+    if (reduces(kind) && dt == SPMD_BOOL && op == SPMD_OP_MEAN) c->accept = ACC(SPMD_ERR_DTYPE);
+    return c;
+}
+
+static void build_sweep(caselist *L, const meshctx *mc, rng_t *r) {
+    static const size_t counts[] = {0, 1, 7, 1000};
+    int rot = rb(r, 64);
+    /* allgather, alltoall: every dtype and count */
+    for (int kind = K_ALLGATHER; kind <= K_ALLTOALL; kind++)
+        for (int di = 0; di < NDT; di++)
+            for (int ci = 0; ci < 4; ci++) mk(L, mc, r, kind, -1, DTYPES[di], SPMD_OP_NONE, counts[ci]);
+    /* rooted: every axes variant, every root */
+    for (int kind = K_BCAST; kind <= K_REDUCE; kind++)
+        for (int v = 0; v < mc->nvar; v++)
+            for (int root = 0; root < vG(&mc->var[v]); root++) {
+                spmd_dtype dt = DTYPES[rot % NDT];
+                spmd_op op = OPS[(rot / 3) % NOP];
+                size_t cnt = counts[1 + rot % 3];
+                rot++;
+                if (kind == K_REDUCE && isarg(op) && !single_axis(&mc->var[v])) op = SPMD_OP_SUM;
+                if (kind == K_REDUCE && dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_MAX;
+                mcase *c = mk(L, mc, r, kind, v, dt, op, cnt);
+                c->root = root;
+            }
+    /* rooted: every dtype and count, random axes and root */
+    for (int kind = K_BCAST; kind <= K_SCATTER; kind++)
+        for (int di = 0; di < NDT; di++)
+            for (int ci = 0; ci < 4; ci++) mk(L, mc, r, kind, -1, DTYPES[di], SPMD_OP_NONE, counts[ci]);
+    /* reduce and scan: every op x dtype, counts 1, 7, 1000 (0 now and then) */
+    for (int kind = K_REDUCE; kind <= K_SCAN; kind++)
+        for (int oi = 0; oi < NOP; oi++)
+            for (int di = 0; di < NDT; di++)
+                for (int ci = 1; ci < 4; ci++) {
+                    size_t cnt = rb(r, 12) == 0 ? 0 : counts[ci];
+                    mk(L, mc, r, kind, -1, DTYPES[di], OPS[oi], cnt);
+                }
+    /* scan on every axes variant */
+    for (int v = 0; v < mc->nvar; v++) {
+        spmd_op op = OPS[rot % NOP];
+        spmd_dtype dt = DTYPES[(rot / 2) % NDT];
+        rot++;
+        if (isarg(op) && !single_axis(&mc->var[v])) op = SPMD_OP_MIN;
+        if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_SUM;
+        mk(L, mc, r, K_SCAN, v, dt, op, 1 + (size_t)rb(r, 40));
+    }
+}
+
+static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters) {
+    static const size_t acounts[] = {1, 7, 1000, 3001};
+    for (int q = 0; q < nclusters; q++) {
+        int m = 2 + rb(r, 5);
+        int first = L->n;
+        for (int j = 0; j < m; j++) {
+            int kind = rb(r, K_N);
+            spmd_dtype dt = DTYPES[rb(r, NDT)];
+            spmd_op op = OPS[rb(r, NOP)];
+            if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_PROD;
+            mcase *c = mk(L, mc, r, kind, -1, dt, op, acounts[rb(r, 4)]);
+            c->async = 1;
+        }
+        mcase *c0 = &L->a[first];
+        c0->cluster = m;
+        c0->wstyle = rb(r, 4);
+        for (int d = 0; d < MAXDEV; d++) {
+            for (int j = 0; j < m; j++) c0->order[d][j] = (unsigned char)j;
+            for (int j = m - 1; j > 0; j--) {
+                int s = rb(r, j + 1);
+                unsigned char t = c0->order[d][j];
+                c0->order[d][j] = c0->order[d][s];
+                c0->order[d][s] = t;
+            }
+        }
+    }
+}
+
+/* counts of 1<<18 elements (quick: about 1<<16 bytes), the element size
+   kept so that G * count * size stays within 8 MiB per buffer */
+static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
+    static const spmd_algo al[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_SPLIT, SPMD_ALGO_EAGER};
+    int rot = 0;
+    for (int kind = 0; kind < K_N; kind++)
+        for (int t = 0; t < (reduces(kind) ? 3 : 2); t++) {
+            int v = t == 0 ? 1 : pick_var(mc, r, 0);
+            int G = vG(&mc->var[v]);
+            static const spmd_dtype big[] = {SPMD_F64, SPMD_I64, SPMD_F32, SPMD_I32, SPMD_BF16, SPMD_U16, SPMD_F16, SPMD_U8};
+            spmd_dtype dt;
+            int guard = 0;
+            do dt = big[rb(r, 8)];
+            while (++guard < 50 && (size_t)G * dsize(dt) * ((size_t)1 << 18) > ((size_t)8 << 20));
+            spmd_op op = OPS[rot % NOP];
+            if (isarg(op)) v = pick_var(mc, r, 1);
+            size_t cnt = g_quick ? ((size_t)1 << 16) / dsize(dt) + 3 : ((size_t)1 << 18);
+            mcase *c = mk(L, mc, r, kind, v, dt, op, cnt);
+            c->algo = al[rot % 3];
+            rot++;
+        }
+}
+
+/* ---- refused calls ------------------------------------------------------------------------- */
+static mcase *err(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, uint32_t accept, const char *note) {
+    mcase *c = mk(L, mc, r, kind, var, DTYPES[1 + rb(r, NDT - 1)], SPMD_OP_SUM, 5);
+    c->accept = accept;
+    c->note = note;
+    c->inplace = 0;
+    c->nullnr = 0;
+    c->async = rb(r, 3) == 0;
+    return c;
+}
+static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
+    int vany = pick_var(mc, r, 0), v2 = -1;
+    for (int t = 0; t < 200 && v2 < 0; t++) {
+        int v = rb(r, mc->nvar);
+        if (vG(&mc->var[v]) >= 2) v2 = v;
+    }
+    mcase *c;
+    const uint32_t INV = ACC(SPMD_ERR_INVALID) | ACC(SPMD_ERR_DTYPE);
+    for (int kind = K_BCAST; kind <= K_REDUCE; kind++) {
+        c = err(L, mc, r, kind, vany, ACC(SPMD_ERR_ROOT), " [root = G]");
+        c->root = G_of(mc, c);
+        c = err(L, mc, r, kind, vany, ACC(SPMD_ERR_ROOT), " [root = -1]");
+        c->root = -1;
+    }
+    /* NULL buffers that every device needs */
+    static const int send_needed[] = {K_ALLGATHER, K_ALLTOALL, K_GATHER, K_REDUCE, K_SCAN};
+    for (int q = 0; q < 5; q++) {
+        c = err(L, mc, r, send_needed[q], vany, ACC(SPMD_ERR_NULL), " [send NULL on every device]");
+        c->sendnull = 1;
+    }
+    static const int recv_needed[] = {K_ALLGATHER, K_ALLTOALL, K_BCAST, K_SCATTER, K_SCAN};
+    for (int q = 0; q < 5; q++) {
+        c = err(L, mc, r, recv_needed[q], vany, ACC(SPMD_ERR_NULL), " [recv NULL on every device]");
+        c->recvnull = 1;
+    }
+    /* with groups of one every device is a root: recv NULL refused everywhere */
+    c = err(L, mc, r, K_GATHER, 0, ACC(SPMD_ERR_NULL), " [root's recv NULL]");
+    c->recvnull = 1;
+    c = err(L, mc, r, K_REDUCE, 0, ACC(SPMD_ERR_NULL), " [root's recv NULL]");
+    c->recvnull = 1;
+    c = err(L, mc, r, K_BCAST, 0, ACC(SPMD_ERR_NULL), " [root's send NULL]");
+    c->sendnull = 1;
+    c = err(L, mc, r, K_SCATTER, 0, ACC(SPMD_ERR_NULL), " [root's send NULL]");
+    c->sendnull = 1;
+    /* dtypes and ops */
+    for (int kind = 0; kind < K_N; kind++) {
+        c = err(L, mc, r, kind, vany, INV, " [dtype 0]");
+        c->dt = SPMD_DTYPE_NONE;
+        c = err(L, mc, r, kind, vany, INV, " [dtype 99]");
+        c->dt = (spmd_dtype)99;
+    }
+    for (int kind = K_REDUCE; kind <= K_SCAN; kind++) {
+        c = err(L, mc, r, kind, vany, ACC(SPMD_ERR_INVALID), " [op 0]");
+        c->op = SPMD_OP_NONE;
+        c = err(L, mc, r, kind, vany, ACC(SPMD_ERR_INVALID), " [op 99]");
+        c->op = (spmd_op)99;
+        c = err(L, mc, r, kind, vany, ACC(SPMD_ERR_DTYPE), " [bool mean]");
+        c->dt = SPMD_BOOL;
+        c->op = SPMD_OP_MEAN;
+    }
+    c = err(L, mc, r, K_ALLGATHER, vany, ACC(SPMD_ERR_OVERFLOW) | ACC(SPMD_ERR_SIZE) | ACC(SPMD_ERR_INVALID), " [count 2^62]");
+    c->count = (size_t)1 << 62;
+    c = err(L, mc, r, K_GATHER, vany, ACC(SPMD_ERR_AXIS), " [axes 'a,nope']");
+    c->badaxes = 1;
+    if (v2 >= 0) {
+        c = err(L, mc, r, K_SCAN, v2, ACC(SPMD_ERR_GROUPS), " [groups: an index twice, one missing]");
+        c->badgroups = 1;
+    }
+    c = err(L, mc, r, K_SCAN, vany, ACC(SPMD_ERR_NULL), " [_start with req NULL]");
+    c->async = 1;
+    c->reqnull = 1;
+    if (v2 >= 0) {
+        /* partial overlaps where every device reads send and writes recv */
+        static const int ovk[] = {K_ALLGATHER, K_ALLTOALL, K_SCAN, K_BCAST};
+        for (int q = 0; q < 4; q++) {
+            c = err(L, mc, r, ovk[q], v2, ACC(SPMD_ERR_OVERLAP), " [recv = send + 1 element]");
+            c->shift = (long)dsize(c->dt);
+            if (ovk[q] == K_BCAST) c->note = " [recv = send + 1 element on every device]";
+        }
+        c = err(L, mc, r, K_ALLTOALL, v2, ACC(SPMD_ERR_OVERLAP), " [recv = send - 3 bytes]");
+        c->shift = -3;
+        c = err(L, mc, r, K_ALLGATHER, v2, ACC(SPMD_ERR_OVERLAP), " [recv == send, sizes differ]");
+        c->inplace = 1;
+    }
+    /* correct calls afterwards: the mesh must still work */
+    mk(L, mc, r, K_REDUCE, 1, SPMD_F32, SPMD_OP_SUM, 100)->inplace = 0;
+    mk(L, mc, r, K_ALLTOALL, vany, SPMD_I16, SPMD_OP_NONE, 9);
+    mk(L, mc, r, K_SCAN, -1, SPMD_U8, SPMD_OP_MAX, 17);
+}
+
+/* ---- hand vectors (4 devices on axis "i", mpi4jax-style) -------------------------------------- */
+typedef struct {
+    float ag[4][8], a2a[4][4], bc[4][2], ga[4][8], sc[4][1], rd[4][2], scn[4][2], scm[4][1];
+    int32_t rarg[4][2];
+    spmd_status st[4];
+} vecres;
+
+static void vec_dev(spmd_dev *d, void *arg) {
+    vecres *R = (vecres *)arg;
+    int i = spmd_device_id(d);
+    spmd_status s = SPMD_OK, t;
+#define STEP(call) do { t = (call); if (t != SPMD_OK && s == SPMD_OK) s = t; } while (0)
+    float x[2] = {(float)i, (float)(10 * i)};
+    STEP(spmd_allgather(d, x, R->ag[i], 2, SPMD_F32, "i", NULL));
+    float y[4] = {(float)(4 * i), (float)(4 * i + 1), (float)(4 * i + 2), (float)(4 * i + 3)};
+    STEP(spmd_alltoall(d, y, R->a2a[i], 1, SPMD_F32, "i", NULL));
+    STEP(spmd_bcast(d, x, R->bc[i], 2, SPMD_F32, 3, "i", NULL));
+    STEP(spmd_gather(d, x, i == 1 ? R->ga[i] : NULL, 2, SPMD_F32, 1, "i", NULL));
+    STEP(spmd_scatter(d, i == 2 ? y : NULL, R->sc[i], 1, SPMD_F32, 2, "i", NULL));
+    STEP(spmd_reduce(d, x, R->rd[i], 2, SPMD_F32, SPMD_OP_SUM, 0, "i", NULL));
+    STEP(spmd_scan(d, x, R->scn[i], 2, SPMD_F32, SPMD_OP_SUM, "i", NULL));
+    float z[1] = {(float)((i * 7) % 4)}; /* 0 3 2 1 */
+    STEP(spmd_scan(d, z, R->scm[i], 1, SPMD_F32, SPMD_OP_MAX, "i", NULL));
+    float w[2] = {(float)((i * 3) % 4), 5.0f}; /* 0 3 2 1; all equal */
+    STEP(spmd_reduce(d, w, R->rarg[i], 2, SPMD_F32, SPMD_OP_ARGMAX, 2, "i", NULL));
+#undef STEP
+    R->st[i] = s;
+}
+
+static void run_vectors(void) {
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.axis_names[0] = "i";
+    desc.timeout_ms = 30000;
+    spmd_mesh *m = NULL;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "vectors: mesh (4)"); return; }
+    vecres R;
+    memset(&R, 0, sizeof R);
+    for (int i = 0; i < 4; i++) { R.ga[i][0] = -1; R.rd[i][0] = -1; R.rarg[i][0] = -1; }
+    (void)spmd_run(m, vec_dev, &R);
+    T_CHECK(R.st[0] == SPMD_OK && R.st[1] == SPMD_OK && R.st[2] == SPMD_OK && R.st[3] == SPMD_OK,
+            "vectors: statuses %s %s %s %s", stname(R.st[0]), stname(R.st[1]), stname(R.st[2]), stname(R.st[3]));
+    int ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) ok &= R.ag[i][2 * j] == (float)j && R.ag[i][2 * j + 1] == (float)(10 * j);
+    T_CHECK(ok, "allgather of [i, 10i]: device 2 got [%g %g %g %g ...]", (double)R.ag[2][0], (double)R.ag[2][1],
+            (double)R.ag[2][2], (double)R.ag[2][3]);
+    ok = 1;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) ok &= R.a2a[i][j] == (float)(4 * j + i);
+    T_CHECK(ok, "alltoall of rows [4i..4i+3]: device 1 got [%g %g %g %g], want [1 5 9 13]", (double)R.a2a[1][0],
+            (double)R.a2a[1][1], (double)R.a2a[1][2], (double)R.a2a[1][3]);
+    ok = 1;
+    for (int i = 0; i < 4; i++) ok &= R.bc[i][0] == 3 && R.bc[i][1] == 30;
+    T_CHECK(ok, "bcast from root 3: device 0 got [%g %g], want [3 30]", (double)R.bc[0][0], (double)R.bc[0][1]);
+    ok = R.ga[0][0] == -1 && R.ga[2][0] == -1 && R.ga[3][0] == -1;
+    for (int j = 0; j < 4; j++) ok &= R.ga[1][2 * j] == (float)j && R.ga[1][2 * j + 1] == (float)(10 * j);
+    T_CHECK(ok, "gather to root 1 (recv NULL elsewhere): root got [%g %g %g %g ...]", (double)R.ga[1][0],
+            (double)R.ga[1][1], (double)R.ga[1][2], (double)R.ga[1][3]);
+    ok = 1;
+    for (int i = 0; i < 4; i++) ok &= R.sc[i][0] == (float)(8 + i);
+    T_CHECK(ok, "scatter from root 2 of [8 9 10 11]: got [%g %g %g %g]", (double)R.sc[0][0], (double)R.sc[1][0],
+            (double)R.sc[2][0], (double)R.sc[3][0]);
+    T_CHECK(R.rd[0][0] == 6 && R.rd[0][1] == 60 && R.rd[1][0] == -1 && R.rd[2][0] == -1 && R.rd[3][0] == -1,
+            "reduce sum to root 0: root got [%g %g], want [6 60]; non-roots untouched", (double)R.rd[0][0],
+            (double)R.rd[0][1]);
+    ok = 1;
+    for (int i = 0; i < 4; i++) ok &= R.scn[i][0] == (float)(i * (i + 1) / 2) && R.scn[i][1] == (float)(10 * i * (i + 1) / 2);
+    T_CHECK(ok, "scan sum of [i, 10i]: got [%g %g %g %g], want [0 1 3 6]", (double)R.scn[0][0], (double)R.scn[1][0],
+            (double)R.scn[2][0], (double)R.scn[3][0]);
+    T_CHECK(R.scm[0][0] == 0 && R.scm[1][0] == 3 && R.scm[2][0] == 3 && R.scm[3][0] == 3,
+            "scan max of [0 3 2 1]: got [%g %g %g %g], want [0 3 3 3]", (double)R.scm[0][0], (double)R.scm[1][0],
+            (double)R.scm[2][0], (double)R.scm[3][0]);
+    T_CHECK(R.rarg[2][0] == 1 && R.rarg[2][1] == 0 && R.rarg[0][0] == -1,
+            "reduce argmax to root 2 of [0 3 2 1] and [5 5 5 5]: got [%d %d], want [1 0]", R.rarg[2][0], R.rarg[2][1]);
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "vectors: mesh destroy");
+}
+
+/* ---- the reference checks itself ----------------------------------------------------------- */
+static void reference_sanity(void) {
+    int ok = 1;
+    ok &= f2h(1.0f) == 0x3c00 && f2h(65520.0f) == 0x7c00 && f2h(65519.0f) == 0x7bff && f2h(ldexpf(1, -25)) == 0;
+    ok &= f2h(ldexpf(3, -25)) == 2 && f2b(1.0f + ldexpf(1, -8)) == 0x3f80 && f2b(1.0f + ldexpf(3, -8)) == 0x3f82;
+    for (uint32_t h = 0; h < 0x7c00; h++) ok &= f2h(H2F[h]) == h && f2b(B2F[h]) == h;
+    int8_t a[3] = {-7, 100, -128}, b[3] = {2, 100, -1};
+    unsigned char *ins[2] = {(unsigned char *)a, (unsigned char *)b};
+    int8_t o[3];
+    int32_t oi[3];
+    ref_reduce(SPMD_I8, SPMD_OP_MEAN, 2, ins, 3, (unsigned char *)o);
+    ok &= o[0] == -2 && o[1] == 100 && o[2] == -64;
+    ref_reduce(SPMD_I8, SPMD_OP_SUM, 2, ins, 3, (unsigned char *)o);
+    ok &= o[0] == -5 && o[1] == -56 && o[2] == 127;
+    ref_reduce(SPMD_I8, SPMD_OP_ARGMIN, 2, ins, 3, (unsigned char *)oi);
+    ok &= oi[0] == 0 && oi[1] == 0 && oi[2] == 0;
+    float f[2] = {1.0f, NAN}, g[2] = {NAN, 2.0f};
+    unsigned char *fi[2] = {(unsigned char *)f, (unsigned char *)g};
+    float fo[2];
+    ref_reduce(SPMD_F32, SPMD_OP_MAX, 2, fi, 2, (unsigned char *)fo);
+    ok &= isnan(fo[0]) && isnan(fo[1]);
+    ref_reduce(SPMD_F32, SPMD_OP_ARGMAX, 2, fi, 2, (unsigned char *)oi);
+    ok &= oi[0] == INT32_MAX && oi[1] == INT32_MAX;
+    uint16_t h3[1] = {0x3c01};
+    unsigned char *hi[3] = {(unsigned char *)h3, (unsigned char *)h3, (unsigned char *)h3};
+    uint16_t ho[1];
+    ref_reduce(SPMD_F16, SPMD_OP_SUM, 3, hi, 1, (unsigned char *)ho);
+    ok &= ho[0] == 0x4202; /* 3 + 3 * 2^-10 is a tie between 0x4201 and 0x4202: even */
+    T_CHECK(ok, "reference sanity (hand-computed values)");
+}
+
+/* ---- driving -------------------------------------------------------------------------------- */
+static const meshdef MESHES[] = {{1, {1}},  {1, {2}},    {1, {3}},    {1, {5}},       {1, {7}},
+                                 {1, {16}}, {2, {2, 3}}, {2, {3, 2}}, {3, {2, 2, 2}}, {2, {4, 2}}};
+#define NMESH ((int)(sizeof MESHES / sizeof MESHES[0]))
+
+static int create_mesh(meshctx *mc) {
+    const meshdef *md = &mc->md;
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = md->nd;
+    mc->ndev = 1;
+    for (int d = 0; d < md->nd; d++) {
+        desc.shape[d] = md->sh[d];
+        desc.axis_names[d] = AXN[d];
+        mc->ndev *= md->sh[d];
+    }
+    desc.timeout_ms = 30000;
+    spmd_status s = spmd_mesh_create(&desc, &mc->m);
+    char ms[24];
+    mesh_str(md, ms, sizeof ms);
+    T_CHECK(s == SPMD_OK, "mesh_create %s: %s", ms, stname(s));
+    return s == SPMD_OK;
+}
+
+int main(void) {
+    double t0 = now_s();
+    uint64_t seed = 4242;
+    const char *e = getenv("SPMD_TEST_SEED");
+    if (e && *e) seed = strtoull(e, NULL, 0);
+    e = getenv("SPMD_TEST_QUICK");
+    g_quick = e && *e && strcmp(e, "0") != 0;
+    printf("test_mpi: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    fflush(stdout);
+    init_half_tables();
+    reference_sanity();
+    run_vectors();
+    for (int mi = 0; mi < NMESH; mi++) {
+        rng_t r = rng_make(seed, (uint64_t)mi + 1);
+        meshctx mc;
+        memset(&mc, 0, sizeof mc);
+        mc.md = MESHES[mi];
+        if (!create_mesh(&mc)) continue;
+        build_vars(&mc, &r);
+        double t1 = now_s();
+        caselist L = {0, 0, 0};
+        build_sweep(&L, &mc, &r);
+        build_async(&L, &mc, &r, 12);
+        int nsweep = L.n;
+        run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
+        double t2 = now_s();
+        L.n = 0;
+        build_errors(&L, &mc, &r);
+        int nerr = L.n;
+        run_errors(&mc, L.a, L.n, &r);
+        double t3 = now_s();
+        int nlarge = 0;
+        if (mi == 2 || mi == 4 || mi == 5 || mi == 7 || mi == 9) {
+            L.n = 0;
+            build_large(&L, &mc, &r);
+            nlarge = L.n;
+            run_batch(&mc, L.a, L.n, &r, (size_t)160 << 20);
+        }
+        free(L.a);
+        char ms[24];
+        mesh_str(&mc.md, ms, sizeof ms);
+        printf("  mesh %-8s %4d sweep (%.2f s), %3d refused (%.2f s), %2d large (%.2f s), %d axis variants\n", ms, nsweep,
+               t2 - t1, nerr, t3 - t2, nlarge, now_s() - t3, mc.nvar);
+        fflush(stdout);
+        spmd_status s = spmd_mesh_destroy(mc.m);
+        T_CHECK(s == SPMD_OK, "mesh_destroy %s: %s", ms, stname(s));
+    }
+    free(g_exp);
+    printf("test_mpi: %ld cases checked in %.2f s\n", g_checked, now_s() - t0);
+    fflush(stdout);
+    return t_summary();
+}
