@@ -47,8 +47,9 @@
      SPMD_TIMEOUT_MS   deadline of every wait, overrides the mesh desc
      SPMD_CHECK        1: check mode on (see ERRORS), 0: off
      SPMD_LOG_LEVEL    off, error, warn (default), info, debug
-     SPMD_SPIN_US      how long a wait spins before yielding (default 50;
-                       0 when there are more devices than CPUs)
+     SPMD_SPIN_US      how long a wait spins (yielding briefly every 20 us)
+                       before it yields for good (default 1000; 0 when there
+                       are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
      SPMD_ALGO         eager or split: force a reduction algorithm (bench)
 
@@ -2420,6 +2421,7 @@ static spmd_status spmd__block(spmd_req *r) {
     int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
+    uint64_t last_yield = 0;
     for (;;) {
         uint64_t now = 0, waited;
         if ((++iter & 63u) == 0 || t0) now = spmd__now_ns();
@@ -2428,7 +2430,14 @@ static spmd_status spmd__block(spmd_req *r) {
         if (!t0) t0 = now;
         waited = now - t0;
         if (waited < spin) {
-            spmd__pause();
+            /* a short yield every 20 us: nearly free when no other thread
+               wants this CPU, and it lets a peer that shares it run */
+            if (waited - last_yield > 20000u) {
+                sched_yield();
+                last_yield = waited;
+            } else {
+                spmd__pause();
+            }
         } else if (waited < spin + m->yield_ns) {
             sched_yield();
         } else {
