@@ -403,6 +403,59 @@ static void section_mpi(spmd_mesh *m) {
     EXPECT("scan(y, MAX)", r.scan_max, SCALAR, 3, 3, 4, 4);
 }
 
+/* ---- 6b. point to point: psend/precv, send/recv, sendrecv ---------------- */
+
+typedef struct {
+    float x[NI][1], halves[NI][1], ring[NI][1], from[NI][1], got[NI][1], tag[NI][1];
+} p2p_view;
+
+static void p2p_ops(spmd_dev *d, void *arg) {
+    p2p_view *r = arg;
+    int i = index_on(d, "i");
+    if (i < 0) return;
+    float x = (float)i, v = 100.0f + (float)i;
+    spmd_array xa = vec(&x, 1), ha = vec(r->halves[i], 1);
+    spmd_req *token;
+    spmd_recv_info info;
+    r->x[i][0] = x;
+    /* psend/precv: the two halves of ppermute(x, i -> i+1 mod 4) */
+    TRY(spmd_psend(d, &xa, "i", rotate, 4, NULL, &token), "psend");
+    TRY(spmd_precv(d, token, &ha, "i", rotate, 4, NULL), "precv");
+    /* sendrecv around the ring, then everyone sends to device 0, which takes
+       the messages in whatever order they come, by source and tag */
+    TRY(spmd_sendrecv(d, &x, 1, (i + 1) % NI, 7, r->ring[i], 1, (i + NI - 1) % NI, 7, SPMD_F32, "i", NULL, NULL),
+        "sendrecv");
+    r->from[i][0] = r->got[i][0] = r->tag[i][0] = -1;
+    if (i != 0) {
+        TRY(spmd_send(d, &v, 1, SPMD_F32, 0, 40 + i, "i", NULL), "send");
+    } else {
+        float sum = 0, got;
+        for (int k = 1; k < NI; k++) {
+            TRY(spmd_recv(d, &got, 1, SPMD_F32, SPMD_ANY_SOURCE, SPMD_ANY_TAG, "i", NULL, &info), "recv");
+            sum += got;
+        }
+        r->got[0][0] = sum;
+    }
+    if (i == 2) TRY(spmd_send(d, &v, 1, SPMD_F32, 1, 9, "i", NULL), "send 2 -> 1");
+    if (i == 1) {
+        float got;
+        TRY(spmd_recv(d, &got, 1, SPMD_F32, 2, 9, "i", NULL, &info), "recv 1 <- 2");
+        r->from[1][0] = (float)info.source, r->tag[1][0] = (float)info.tag, r->got[1][0] = got;
+    }
+}
+
+static void section_p2p(spmd_mesh *m) {
+    static p2p_view r;
+    run(m, p2p_ops, &r, "point to point");
+    printf("\n6b. Point to point on axis \"i\" (-1: nothing received)\n");
+    SHOW("x", r.x, SCALAR);
+    EXPECT("psend + precv (i -> i+1 mod 4)", r.halves, VEC(1), 3, 0, 1, 2);
+    EXPECT("sendrecv(x, to i+1, from i-1)", r.ring, SCALAR, 3, 0, 1, 2);
+    EXPECT("recv: on 0 sum of 3 (any source); on 1 (2, tag 9)", r.got, SCALAR, 306, 102, -1, -1);
+    EXPECT("recv(source=2, tag=9) on 1: source", r.from, SCALAR, -1, 2, -1, -1);
+    EXPECT("recv(source=2, tag=9) on 1: tag", r.tag, SCALAR, -1, 9, -1, -1);
+}
+
 /* ---- 7 and 8. a (4,2) mesh named ("row","col") ----------------------------- */
 
 static const char *const axes_list[] = {"row", "col", "row,col", "col,row"};
@@ -571,6 +624,7 @@ int main(void) {
     section_moves(line4);
     section_ragged(pair);
     section_mpi(line4);
+    section_p2p(line4);
     section_mesh(grid);
     section_barrier(grid);
     section_async(grid, line4);
