@@ -24,15 +24,15 @@ $(BUILD)/bench: bench/bench.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
 
-$(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h
+$(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
-$(BUILD)/asan/%: tests/%.c spmdcoll.h tests/harness.h
+$(BUILD)/asan/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
-$(BUILD)/tsan/%: tests/%.c spmdcoll.h tests/harness.h
+$(BUILD)/tsan/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
 

@@ -4,31 +4,16 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
+/* A mesh with logging off; one check that it was created. */
 static spmd_mesh *mesh(int ndim, const int *shape, const char *const *names, int64_t timeout_ms,
                        spmd_check check) {
-    spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
-    int i;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = ndim;
-    for (i = 0; i < ndim; i++) {
-        desc.shape[i] = shape[i];
-        desc.axis_names[i] = names[i];
-    }
-    desc.timeout_ms = timeout_ms;
-    desc.check = check;
-    desc.log_level = SPMD_LOG_OFF;
-    T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create");
+    T_CHECK(create_named_mesh(ndim, shape, names, timeout_ms, check, SPMD_LOG_OFF, &m) == SPMD_OK, "mesh_create");
     return m;
 }
 

@@ -1,7 +1,7 @@
 /* test_f16.c - the scalar conversions spmd_f16_to_f32, spmd_f32_to_f16,
-   spmd_bf16_to_f32 and spmd_f32_to_bf16 against plain references written
-   here (ldexp for decoding, double arithmetic with explicit tie handling for
-   rounding to nearest even).
+   spmd_bf16_to_f32 and spmd_f32_to_bf16 against the plain references of
+   testlib.h (ldexp for decoding, double arithmetic with explicit tie
+   handling for rounding to nearest even).
 
    Covered: every f16 and bf16 bit pattern decoded; every finite value
    encoded back exactly; every midpoint between consecutive values (ties to
@@ -13,6 +13,7 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,70 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
 static uint64_t rng_state;
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(void) { return splitmix64(&rng_state); }
 
-/* ---- plain references ------------------------------------------------- */
-
-/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. */
-static float ref_f16_to_f32(uint16_t h) {
-    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 31) v = m ? NAN : INFINITY;
-    else if (e == 0) v = ldexp((double)m, -24);
-    else v = ldexp((double)(m + 1024), e - 25);
-    return (float)(sign ? -v : v);
-}
-
-/* bfloat16 is the top half of a float. */
-static float ref_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* Encode a >= 0 (finite, not NaN) rounded to nearest even into a format with
-   `mbits` stored mantissa bits, minimum normal exponent emin, exponent bias
-   `bias` and all-ones exponent field `emax_field` (infinity). Returns the
-   bits without the sign. */
-static uint32_t ref_round(double a, int mbits, int emin, int bias, int emax_field) {
-    if (a == 0) return 0;
-    int k;
-    (void)frexp(a, &k);
-    int E = k - 1;              /* 2^E <= a < 2^(E+1) */
-    if (E < emin) E = emin;     /* subnormal range: fixed quantum */
-    if (E + bias >= emax_field) return (uint32_t)emax_field << mbits;
-    double quantum = ldexp(1.0, E - mbits);
-    double q = a / quantum;     /* exact: scaling by a power of two */
-    double r = floor(q);
-    double frac = q - r;        /* exact */
-    if (frac > 0.5 || (frac == 0.5 && ((int64_t)r & 1))) r += 1;
-    double one = ldexp(1.0, mbits);
-    uint32_t bits;
-    if (r < one) bits = (uint32_t)r; /* subnormal (or zero) */
-    else bits = ((uint32_t)(E + bias) << mbits) + (uint32_t)(r - one); /* carry moves the exponent */
-    if (bits >= ((uint32_t)emax_field << mbits)) bits = (uint32_t)emax_field << mbits;
-    return bits;
-}
-
-/* For NaN input these return a canonical quiet NaN; callers test NaN apart. */
-static uint16_t ref_f32_to_f16(float f) {
-    uint16_t s = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return s | 0x7e00;
-    if (isinf(f)) return s | 0x7c00;
-    return (uint16_t)(s | ref_round(fabs((double)f), 10, -14, 15, 31));
-}
-static uint16_t ref_f32_to_bf16(float f) {
-    uint16_t s = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return s | 0x7fc0;
-    if (isinf(f)) return s | 0x7f80;
-    return (uint16_t)(s | ref_round(fabs((double)f), 7, -126, 127, 255));
-}
-
+/* ---- plain references: ref_f16_to_f32, ref_bf16_to_f32, ref_f32_to_f16 and
+   ref_f32_to_bf16 are in testlib.h ------------------------------------------- */
 static int f16_isnan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff); }
 static int f16_isquietnan(uint16_t h) { return f16_isnan(h) && (h & 0x0200); }
 static int bf16_isnan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x007f); }
@@ -366,9 +308,7 @@ static void test_reference_sanity(void) {
 }
 
 int main(void) {
-    uint64_t seed = 0x5eed16f16ull;
-    const char *env = getenv("SPMD_TEST_SEED");
-    if (env && *env) seed = strtoull(env, NULL, 0);
+    uint64_t seed = env_seed(0x5eed16f16ull);
     rng_state = seed;
     printf("test_f16: seed %llu\n", (unsigned long long)seed);
     fflush(stdout);

@@ -18,6 +18,7 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 
 #include <math.h>
 #include <sched.h>
@@ -31,181 +32,13 @@
    but says nothing about psum_scatter; the brief expects a refusal. */
 #define PSS_BOOL_EXPECT SPMD_ERR_DTYPE
 
-#define MAXDEV 16
-#define MAXCL 8   /* requests of one async cluster */
 #define GUARD 64  /* bytes after each output that must stay as filled */
 #define FILL 0xC3 /* output fill before a call */
+#define RNG_SALT 0x6A09E667F3BCC909ull /* this test's RNG streams */
 
-/* ---- small utilities -------------------------------------------------------- */
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rn(rng_t *r) { /* xorshift64* */
-    uint64_t x = r->s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-static int rb(rng_t *r, int n) { return n <= 1 ? 0 : (int)(rn(r) % (uint64_t)n); }
-static rng_t rng_make(uint64_t seed, uint64_t stream) {
-    rng_t r = {(seed ^ 0x6A09E667F3BCC909ull) * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + 1};
-    if (!r.s) r.s = 1;
-    for (int i = 0; i < 4; i++) (void)rn(&r);
-    return r;
-}
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) { fprintf(stderr, "test_movement: out of memory (%zu bytes)\n", n); exit(2); }
-    return p;
-}
-
-static const spmd_dtype DTYPES[] = {SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32, SPMD_U32,
-                                    SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16, SPMD_F32, SPMD_F64};
-#define NDT 13
-static size_t dsize(spmd_dtype t) {
-    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
-    return (unsigned)t < 14 ? s[t] : 0;
-}
-static const char *dnm(spmd_dtype t) {
-    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
-                              "i64", "u64", "f16", "bf16", "f32", "f64"};
-    return (unsigned)t < 14 ? n[t] : "bad";
-}
-static int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
-static const char *stname(spmd_status s) {
-    return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
-}
-
-/* ---- reference half precision (own code; not the library's converters) ----- */
-static float H2F[65536], B2F[65536];
-static void init_half_tables(void) {
-    for (uint32_t h = 0; h < 65536; h++) {
-        int e = (int)((h >> 10) & 31), m = (int)(h & 1023);
-        double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(m | 1024, e - 25);
-        H2F[h] = (float)((h & 0x8000) ? -v : v);
-        uint32_t u = h << 16;
-        memcpy(&B2F[h], &u, 4);
-    }
-}
-/* f (finite or not) rounded to nearest even into a binary format with mb
-   stored mantissa bits, minimum normal exponent emin and exponent bias;
-   returns the bits (sign included) of a 16-bit result. */
-static uint16_t round_half(float f, int mb, int emin, int bias, uint16_t inf, uint16_t qnan) {
-    uint16_t sign = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return sign | qnan;
-    if (isinf(f)) return sign | inf;
-    double a = fabs((double)f);
-    if (a == 0) return sign;
-    int ex;
-    (void)frexp(a, &ex); /* a = m * 2^ex, m in [0.5, 1) */
-    int E = ex - 1;
-    if (E < emin) E = emin;
-    double quantum = ldexp(1.0, E - mb);
-    double r = nearbyint(a / quantum); /* the default mode: to nearest even */
-    double v = r * quantum;
-    (void)frexp(v, &ex);
-    int E2 = ex - 1;
-    if (v < ldexp(1.0, emin)) return sign | (uint16_t)r; /* subnormal (or the smallest normal) */
-    if (E2 + bias >= (inf >> mb)) return sign | inf;
-    double mant = v / ldexp(1.0, E2 - mb) - ldexp(1.0, mb);
-    return sign | (uint16_t)(((unsigned)(E2 + bias) << mb) | (unsigned)mant);
-}
-static uint16_t f2h(float f) { return round_half(f, 10, -14, 15, 0x7c00, 0x7e00); }
-static uint16_t f2b(float f) { return round_half(f, 7, -126, 127, 0x7f80, 0x7fc0); }
-
-/* ---- meshes, axes and groups ---------------------------------------------------- */
+/* ---- meshes, axes and groups ------------------------------------------------------ */
 static const char *AXN[3] = {"x", "y", "z"};
-typedef struct { int nd, sh[3]; } meshdef;
-typedef struct {
-    char axes[24];
-    int nn, dims[3]; /* mesh dims in the order named */
-    int size;        /* product of the named sizes */
-    int gsize;       /* 0: no groups */
-    int groups[MAXDEV];
-} axv;
-static int vG(const axv *v) { return v->gsize ? v->gsize : v->size; }
 
-typedef struct {
-    meshdef md;
-    int ndev;
-    spmd_mesh *m;
-    axv var[64];
-    int nvar;
-} meshctx;
-
-static void mesh_str(const meshdef *md, char *b, size_t cap) {
-    if (md->nd == 1) snprintf(b, cap, "(%d)", md->sh[0]);
-    else if (md->nd == 2) snprintf(b, cap, "(%d,%d)", md->sh[0], md->sh[1]);
-    else snprintf(b, cap, "(%d,%d,%d)", md->sh[0], md->sh[1], md->sh[2]);
-}
-static void var_str(const axv *v, char *b, size_t cap) {
-    size_t o = (size_t)snprintf(b, cap, "axes '%s'", v->axes);
-    if (v->gsize && o < cap) {
-        o += (size_t)snprintf(b + o, cap - o, " groups ");
-        for (int k = 0; k < v->size && o + 6 < cap; k++)
-            o += (size_t)snprintf(b + o, cap - o, "%s%d", k == 0 ? "{" : k % v->gsize ? "," : "}{", v->groups[k]);
-        if (o + 2 < cap) snprintf(b + o, cap - o, "}");
-    }
-}
-/* Devices of dev's group in group order; *me = dev's index. Returns G. */
-static int group_of(const meshdef *md, const axv *v, int dev, int *mem, int *me) {
-    int c[3] = {0, 0, 0}, t = dev;
-    for (int d = md->nd - 1; d >= 0; d--) { c[d] = t % md->sh[d]; t /= md->sh[d]; }
-    int idx = 0;
-    for (int k = 0; k < v->nn; k++) idx = idx * md->sh[v->dims[k]] + c[v->dims[k]];
-    int G = vG(v), base = 0, pos = idx;
-    if (v->gsize) {
-        for (int k = 0; k < v->size; k++)
-            if (v->groups[k] == idx) pos = k;
-        base = pos / v->gsize * v->gsize;
-        pos -= base;
-    } else {
-        base = 0;
-    }
-    *me = pos;
-    for (int j = 0; j < G; j++) {
-        int lin = v->gsize ? v->groups[base + j] : j;
-        int cc[3] = {c[0], c[1], c[2]};
-        for (int k = v->nn - 1; k >= 0; k--) {
-            cc[v->dims[k]] = lin % md->sh[v->dims[k]];
-            lin /= md->sh[v->dims[k]];
-        }
-        int id = 0;
-        for (int d = 0; d < md->nd; d++) id = id * md->sh[d] + cc[d];
-        mem[j] = id;
-    }
-    return G;
-}
-static int add_axv(meshctx *mc, const int *dims, int nn, int star) {
-    axv *v = &mc->var[mc->nvar];
-    memset(v, 0, sizeof *v);
-    v->nn = nn;
-    v->size = 1;
-    size_t o = 0;
-    for (int k = 0; k < nn; k++) {
-        v->dims[k] = dims[k];
-        v->size *= mc->md.sh[dims[k]];
-        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXN[dims[k]]);
-    }
-    if (star) strcpy(v->axes, "*");
-    return mc->nvar++;
-}
-static void add_groups(meshctx *mc, int base, int gsize, rng_t *r) {
-    axv *v = &mc->var[mc->nvar++];
-    *v = mc->var[base];
-    v->gsize = gsize;
-    for (int k = 0; k < v->size; k++) v->groups[k] = k;
-    for (int k = v->size - 1; k > 0; k--) {
-        int j = rb(r, k + 1), t = v->groups[k];
-        v->groups[k] = v->groups[j];
-        v->groups[j] = t;
-    }
-}
 static void build_vars(meshctx *mc, rng_t *r) {
     int nd = mc->md.nd;
     mc->nvar = 0;
@@ -369,7 +202,7 @@ static void ref_psum(spmd_dtype dt, size_t n, unsigned char *const *ins, int G, 
             memcpy(&h, ins[0] + 2 * e, 2);
             float a = tab[h];
             for (int j = 1; j < G; j++) { memcpy(&h, ins[j] + 2 * e, 2); a = a + tab[h]; }
-            h = dt == SPMD_F16 ? f2h(a) : f2b(a);
+            h = dt == SPMD_F16 ? ref_f32_to_f16(a) : ref_f32_to_bf16(a);
             memcpy(out + 2 * e, &h, 2);
         } break;
         default: { /* integers: wrap modulo 2^bits */
@@ -567,8 +400,7 @@ typedef struct {
 } batch;
 
 static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    if (__atomic_exchange_n(&c->errflag, 1, __ATOMIC_ACQ_REL) == 0)
-        snprintf(c->errmsg, sizeof c->errmsg, "dev %d %s: %s (%.150s)", me, where, stname(s), spmd_last_error(d));
+    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
 }
 
 static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int me, spmd_req **req, int64_t tmo) {
@@ -708,7 +540,6 @@ static void dev_main(spmd_dev *d, void *arg) {
 }
 
 /* ---- preparing, running and checking a batch ---------------------------------------- */
-static int create_mesh(meshctx *mc);
 static long g_checked;
 static unsigned char *g_exp;
 static size_t g_expcap;
@@ -758,15 +589,6 @@ static void fmt_bytes(char *b, size_t cap, const unsigned char *p, size_t es) {
     o += (size_t)snprintf(b, cap, "0x");
     for (size_t k = es; k-- > 0 && o + 3 < cap;) o += (size_t)snprintf(b + o, cap - o, "%02x", p[k]);
 }
-static int nan_bits(spmd_dtype t, const unsigned char *p) {
-    if (t == SPMD_F16 || t == SPMD_BF16) {
-        uint16_t h; memcpy(&h, p, 2);
-        return t == SPMD_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
-    }
-    if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
-    if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
-    return 0;
-}
 
 static void verify(const meshctx *mc, mcase *c) {
     char desc[600], why[600] = "";
@@ -777,10 +599,8 @@ static void verify(const meshctx *mc, mcase *c) {
     if (c->accept) { /* a refused call */
         for (int d = 0; d < mc->ndev && ok; d++) {
             if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
-                char want[200] = "";
-                size_t o = 0;
-                for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < sizeof want; s++)
-                    if (c->accept & ACC(s)) o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+                char want[200];
+                accept_str(c->accept, want, sizeof want);
                 snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
                 ok = 0;
             } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
@@ -858,19 +678,6 @@ static void verify(const meshctx *mc, mcase *c) {
 }
 
 /* The input passed as x must not change: keep a checksum of each input. */
-static uint64_t fnv(const unsigned char *p, size_t n) { /* FNV-style, 8 bytes a step */
-    uint64_t h = 1469598103934665603ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-        h ^= h >> 31;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
     for (int k = 0; k < n;) {
         /* a slice of cases within the memory budget; clusters kept whole */
@@ -892,7 +699,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
         uint64_t *hs = (uint64_t *)xmalloc(sizeof(uint64_t) * (size_t)(end - k) * MAXDEV);
         for (int q = k; q < end; q++) {
             prepare(&cs[q], mc->ndev, r);
-            for (int d = 0; d < mc->ndev; d++) hs[(size_t)(q - k) * MAXDEV + (size_t)d] = fnv(cs[q].in[d], cs[q].xb);
+            for (int d = 0; d < mc->ndev; d++) hs[(size_t)(q - k) * MAXDEV + (size_t)d] = hash_bytes(cs[q].in[d], cs[q].xb);
         }
         batch b = {mc, cs + k, end - k, 0};
         (void)spmd_run(mc->m, dev_main, &b);
@@ -901,7 +708,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
             int changed = -1;
             if (!c->inplace && !c->shift)
                 for (int d = 0; d < mc->ndev; d++)
-                    if (fnv(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
+                    if (hash_bytes(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
             if (changed >= 0) {
                 char desc[600];
                 describe(mc, c, desc, sizeof desc);
@@ -917,9 +724,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
             char ms[24];
             mesh_str(&mc->md, ms, sizeof ms);
             T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
-            spmd_mesh_destroy(mc->m);
-            mc->m = NULL;
-            if (!create_mesh(mc)) return;
+            if (!recreate_mesh(mc)) return;
         }
     }
 }
@@ -1095,15 +900,7 @@ static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters)
         mcase *c0 = &L->a[first];
         c0->cluster = m;
         c0->wstyle = rb(r, 4);
-        for (int d = 0; d < MAXDEV; d++) {
-            for (int j = 0; j < m; j++) c0->order[d][j] = (unsigned char)j;
-            for (int j = m - 1; j > 0; j--) {
-                int s = rb(r, j + 1);
-                unsigned char t = c0->order[d][j];
-                c0->order[d][j] = c0->order[d][s];
-                c0->order[d][s] = t;
-            }
-        }
+        shuffle_orders(c0->order, m, r);
     }
 }
 
@@ -1383,11 +1180,7 @@ static void run_errors(meshctx *mc, caselist *L, rng_t *r) {
             release(&L->a[q], mc->ndev);
         }
         k = end;
-        if (broken) {
-            spmd_mesh_destroy(mc->m);
-            mc->m = NULL;
-            if (!create_mesh(mc)) return;
-        }
+        if (broken && !recreate_mesh(mc)) return;
     }
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
 }
@@ -1671,14 +1464,13 @@ static void vec_dev(spmd_dev *d, void *arg) {
 }
 
 static void run_vectors(void) {
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = 4;
-    desc.axis_names[0] = "i";
-    desc.timeout_ms = 30000;
+    static const int four = 4;
+    static const char *const names[1] = {"i"};
     spmd_mesh *m = NULL;
-    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "vectors: mesh (4) not created"); return; }
+    if (create_named_mesh(1, &four, names, 30000, SPMD_CHECK_DEFAULT, SPMD_LOG_DEFAULT, &m) != SPMD_OK) {
+        T_CHECK(0, "vectors: mesh (4) not created");
+        return;
+    }
     vecres R;
     memset(&R, 0x7f, sizeof R);
     (void)spmd_run(m, vec_dev, &R);
@@ -1729,13 +1521,13 @@ static void run_vectors(void) {
 /* ---- the reference checks itself ---------------------------------------------------------- */
 static void reference_sanity(void) {
     int ok = 1;
-    ok &= f2h(1.0f) == 0x3c00 && f2h(-2.0f) == 0xc000 && f2h(65504.0f) == 0x7bff && f2h(65519.0f) == 0x7bff;
-    ok &= f2h(65520.0f) == 0x7c00 && f2h(ldexpf(1, -24)) == 0x0001 && f2h(ldexpf(1, -25)) == 0x0000;
-    ok &= f2h(ldexpf(3, -25)) == 0x0002 && f2h(ldexpf(1, -14)) == 0x0400 && f2h(1.0f + ldexpf(1, -11)) == 0x3c00;
-    ok &= f2h(1.0f + ldexpf(3, -11)) == 0x3c02 && f2h(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400;
-    ok &= f2b(1.0f) == 0x3f80 && f2b(1.0f + ldexpf(1, -8)) == 0x3f80 && f2b(1.0f + ldexpf(3, -8)) == 0x3f82;
-    ok &= f2b(-3.0f) == 0xc040 && f2b(ldexpf(1, -133)) == 0x0001 && f2b(3.4e38f) == 0x7f80;
-    for (uint32_t h = 0; h < 0x7c00; h++) ok &= f2h(H2F[h]) == h && f2b(B2F[h]) == h;
+    ok &= ref_f32_to_f16(1.0f) == 0x3c00 && ref_f32_to_f16(-2.0f) == 0xc000 && ref_f32_to_f16(65504.0f) == 0x7bff && ref_f32_to_f16(65519.0f) == 0x7bff;
+    ok &= ref_f32_to_f16(65520.0f) == 0x7c00 && ref_f32_to_f16(ldexpf(1, -24)) == 0x0001 && ref_f32_to_f16(ldexpf(1, -25)) == 0x0000;
+    ok &= ref_f32_to_f16(ldexpf(3, -25)) == 0x0002 && ref_f32_to_f16(ldexpf(1, -14)) == 0x0400 && ref_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00;
+    ok &= ref_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02 && ref_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)) == 0x0400;
+    ok &= ref_f32_to_bf16(1.0f) == 0x3f80 && ref_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80 && ref_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82;
+    ok &= ref_f32_to_bf16(-3.0f) == 0xc040 && ref_f32_to_bf16(ldexpf(1, -133)) == 0x0001 && ref_f32_to_bf16(3.4e38f) == 0x7f80;
+    for (uint32_t h = 0; h < 0x7c00; h++) ok &= ref_f32_to_f16(H2F[h]) == h && ref_f32_to_bf16(B2F[h]) == h;
     T_CHECK(ok, "reference half-precision conversion (hand-computed values, round trips)");
     /* all_to_all reference on a hand example: G=2, x_j = (2,3) [[j*10+0..2],[j*10+3..5]],
        untiled split 0 concat 1: out_i[a][j] = x_j[i][a] */
@@ -1756,31 +1548,10 @@ static void reference_sanity(void) {
 }
 
 /* ---- driving ------------------------------------------------------------------------------- */
-static const meshdef MESHES[] = {{1, {1}},    {1, {2}},    {1, {3}},       {1, {5}},    {1, {7}},
-                                 {1, {16}},   {2, {2, 3}}, {2, {3, 2}},    {3, {2, 2, 2}}, {2, {4, 2}}};
-#define NMESH ((int)(sizeof MESHES / sizeof MESHES[0]))
-
-static int create_mesh(meshctx *mc) {
-    const meshdef *md = &mc->md;
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = md->nd;
-    mc->ndev = 1;
-    for (int d = 0; d < md->nd; d++) {
-        desc.shape[d] = md->sh[d];
-        desc.axis_names[d] = AXN[d];
-        mc->ndev *= md->sh[d];
-    }
-    desc.timeout_ms = 30000;
-    spmd_status s = spmd_mesh_create(&desc, &mc->m);
-    char ms[24];
-    mesh_str(md, ms, sizeof ms);
-    T_CHECK(s == SPMD_OK, "mesh_create %s: %s", ms, stname(s));
-    return s == SPMD_OK;
-}
 static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
     memset(mc, 0, sizeof *mc);
     mc->md = *md;
+    mc->axn = AXN;
     if (!create_mesh(mc)) return 0;
     build_vars(mc, r);
     return 1;
@@ -1788,22 +1559,19 @@ static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
 
 int main(void) {
     double t0 = now_s();
-    uint64_t seed = 7731;
-    const char *e = getenv("SPMD_TEST_SEED");
-    if (e && *e) seed = strtoull(e, NULL, 0);
-    e = getenv("SPMD_TEST_QUICK");
-    g_quick = e && *e && strcmp(e, "0") != 0;
+    uint64_t seed = env_seed(7731);
+    g_quick = env_quick();
     g_big = g_quick ? (size_t)1 << 16 : (size_t)1 << 20;
     printf("test_movement: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
     run_vectors();
-    for (int mi = 0; mi < NMESH; mi++) {
-        rng_t r = rng_make(seed, (uint64_t)mi + 1);
+    for (int mi = 0; mi < NSWEEP_MESHES; mi++) {
+        rng_t r = rng_make(seed, RNG_SALT, (uint64_t)mi + 1);
         meshctx mc;
         double t1 = now_s();
-        if (!open_mesh(&mc, &MESHES[mi], &r)) continue;
+        if (!open_mesh(&mc, &SWEEP_MESHES[mi], &r)) continue;
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);

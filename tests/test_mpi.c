@@ -19,6 +19,7 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 
 #include <math.h>
 #include <sched.h>
@@ -28,59 +29,18 @@
 #include <string.h>
 #include <time.h>
 
-#define MAXDEV 16
-#define MAXCL 8
 #define GUARD 64
 #define FILL 0x6B /* the sentinel in every recv before a call */
+#define RNG_SALT 0xBB67AE8584CAA73Bull /* this test's RNG streams */
 
 /* ---- utilities ------------------------------------------------------------------- */
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rn(rng_t *r) { /* xorshift64* */
-    uint64_t x = r->s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-static int rb(rng_t *r, int n) { return n <= 1 ? 0 : (int)(rn(r) % (uint64_t)n); }
-static rng_t rng_make(uint64_t seed, uint64_t stream) {
-    rng_t r = {(seed ^ 0xBB67AE8584CAA73Bull) * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + 1};
-    if (!r.s) r.s = 1;
-    for (int i = 0; i < 4; i++) (void)rn(&r);
-    return r;
-}
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) { fprintf(stderr, "test_mpi: out of memory (%zu bytes)\n", n); exit(2); }
-    return p;
-}
-
-static const spmd_dtype DTYPES[] = {SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32, SPMD_U32,
-                                    SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16, SPMD_F32, SPMD_F64};
-#define NDT 13
 static const spmd_op OPS[] = {SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MAX, SPMD_OP_MIN,
                               SPMD_OP_MEAN, SPMD_OP_ARGMAX, SPMD_OP_ARGMIN};
 #define NOP 7
-static size_t dsize(spmd_dtype t) {
-    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
-    return (unsigned)t < 14 ? s[t] : 0;
-}
-static const char *dnm(spmd_dtype t) {
-    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
-                              "i64", "u64", "f16", "bf16", "f32", "f64"};
-    return (unsigned)t < 14 ? n[t] : "bad";
-}
 static const char *opnm(spmd_op o) {
     static const char *n[] = {"none", "sum", "prod", "max", "min", "mean", "argmax", "argmin"};
     return (unsigned)o < 8 ? n[o] : "bad";
 }
-static int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
 static int isarg(spmd_op o) { return o == SPMD_OP_ARGMAX || o == SPMD_OP_ARGMIN; }
 static int issigned(spmd_dtype t) { return t == SPMD_I8 || t == SPMD_I16 || t == SPMD_I32 || t == SPMD_I64; }
 /* element size of a reduction's result */
@@ -88,44 +48,6 @@ static size_t res_size(spmd_dtype t, spmd_op o) {
     if (isarg(o) || (t == SPMD_BOOL && o == SPMD_OP_SUM)) return 4;
     return dsize(t);
 }
-static const char *stname(spmd_status s) {
-    return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
-}
-
-/* ---- reference half precision (own code) ------------------------------------------ */
-static float H2F[65536], B2F[65536];
-static void init_half_tables(void) {
-    for (uint32_t h = 0; h < 65536; h++) {
-        int e = (int)((h >> 10) & 31), m = (int)(h & 1023);
-        double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(m | 1024, e - 25);
-        H2F[h] = (float)((h & 0x8000) ? -v : v);
-        uint32_t u = h << 16;
-        memcpy(&B2F[h], &u, 4);
-    }
-}
-static uint16_t round_half(float f, int mb, int emin, int bias, uint16_t inf, uint16_t qnan) {
-    uint16_t sign = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return sign | qnan;
-    if (isinf(f)) return sign | inf;
-    double a = fabs((double)f);
-    if (a == 0) return sign;
-    int ex;
-    (void)frexp(a, &ex);
-    int E = ex - 1;
-    if (E < emin) E = emin;
-    double quantum = ldexp(1.0, E - mb);
-    double r = nearbyint(a / quantum);
-    double v = r * quantum;
-    (void)frexp(v, &ex);
-    int E2 = ex - 1;
-    if (v < ldexp(1.0, emin)) return sign | (uint16_t)r;
-    if (E2 + bias >= (inf >> mb)) return sign | inf;
-    double mant = v / ldexp(1.0, E2 - mb) - ldexp(1.0, mb);
-    return sign | (uint16_t)(((unsigned)(E2 + bias) << mb) | (unsigned)mant);
-}
-static uint16_t f2h(float f) { return round_half(f, 10, -14, 15, 0x7c00, 0x7e00); }
-static uint16_t f2b(float f) { return round_half(f, 7, -126, 127, 0x7f80, 0x7fc0); }
-
 /* ---- the reference reductions ------------------------------------------------------
    n inputs ins[0..n-1] (group order), count elements, into out. */
 static void ref_red_int(spmd_dtype dt, spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
@@ -203,8 +125,8 @@ static float ld_f16(const unsigned char *p) { uint16_t h; memcpy(&h, p, 2); retu
 static float ld_bf16(const unsigned char *p) { uint16_t h; memcpy(&h, p, 2); return B2F[h]; }
 static void st_f32(float a, unsigned char *p) { memcpy(p, &a, 4); }
 static void st_f64(double a, unsigned char *p) { memcpy(p, &a, 8); }
-static void st_f16(float a, unsigned char *p) { uint16_t h = f2h(a); memcpy(p, &h, 2); }
-static void st_bf16(float a, unsigned char *p) { uint16_t h = f2b(a); memcpy(p, &h, 2); }
+static void st_f16(float a, unsigned char *p) { uint16_t h = ref_f32_to_f16(a); memcpy(p, &h, 2); }
+static void st_bf16(float a, unsigned char *p) { uint16_t h = ref_f32_to_bf16(a); memcpy(p, &h, 2); }
 DEF_RED_FLT(red_f32, float, 4, ld_f32, st_f32)
 DEF_RED_FLT(red_f64, double, 8, ld_f64, st_f64)
 DEF_RED_FLT(red_f16, float, 2, ld_f16, st_f16)
@@ -241,86 +163,6 @@ static void ref_reduce(spmd_dtype dt, spmd_op op, int n, unsigned char *const *i
 
 /* ---- meshes, axes, groups ------------------------------------------------------------ */
 static const char *AXN[3] = {"a", "b", "c"};
-typedef struct { int nd, sh[3]; } meshdef;
-typedef struct {
-    char axes[24];
-    int nn, dims[3];
-    int size, gsize;
-    int groups[MAXDEV];
-} axv;
-static int vG(const axv *v) { return v->gsize ? v->gsize : v->size; }
-typedef struct {
-    meshdef md;
-    int ndev;
-    spmd_mesh *m;
-    axv var[64];
-    int nvar;
-} meshctx;
-
-static void mesh_str(const meshdef *md, char *b, size_t cap) {
-    if (md->nd == 1) snprintf(b, cap, "(%d)", md->sh[0]);
-    else if (md->nd == 2) snprintf(b, cap, "(%d,%d)", md->sh[0], md->sh[1]);
-    else snprintf(b, cap, "(%d,%d,%d)", md->sh[0], md->sh[1], md->sh[2]);
-}
-static void var_str(const axv *v, char *b, size_t cap) {
-    size_t o = (size_t)snprintf(b, cap, "axes '%s'", v->axes);
-    if (v->gsize && o < cap) {
-        o += (size_t)snprintf(b + o, cap - o, " groups ");
-        for (int k = 0; k < v->size && o + 6 < cap; k++)
-            o += (size_t)snprintf(b + o, cap - o, "%s%d", k == 0 ? "{" : k % v->gsize ? "," : "}{", v->groups[k]);
-        if (o + 2 < cap) snprintf(b + o, cap - o, "}");
-    }
-}
-static int group_of(const meshdef *md, const axv *v, int dev, int *mem, int *me) {
-    int c[3] = {0, 0, 0}, t = dev;
-    for (int d = md->nd - 1; d >= 0; d--) { c[d] = t % md->sh[d]; t /= md->sh[d]; }
-    int idx = 0;
-    for (int k = 0; k < v->nn; k++) idx = idx * md->sh[v->dims[k]] + c[v->dims[k]];
-    int G = vG(v), base = 0, pos = idx;
-    if (v->gsize) {
-        for (int k = 0; k < v->size; k++)
-            if (v->groups[k] == idx) pos = k;
-        base = pos / v->gsize * v->gsize;
-        pos -= base;
-    }
-    *me = pos;
-    for (int j = 0; j < G; j++) {
-        int lin = v->gsize ? v->groups[base + j] : j;
-        int cc[3] = {c[0], c[1], c[2]};
-        for (int k = v->nn - 1; k >= 0; k--) {
-            cc[v->dims[k]] = lin % md->sh[v->dims[k]];
-            lin /= md->sh[v->dims[k]];
-        }
-        int id = 0;
-        for (int d = 0; d < md->nd; d++) id = id * md->sh[d] + cc[d];
-        mem[j] = id;
-    }
-    return G;
-}
-static void add_axv(meshctx *mc, const int *dims, int nn, int star) {
-    axv *v = &mc->var[mc->nvar++];
-    memset(v, 0, sizeof *v);
-    v->nn = nn;
-    v->size = 1;
-    size_t o = 0;
-    for (int k = 0; k < nn; k++) {
-        v->dims[k] = dims[k];
-        v->size *= mc->md.sh[dims[k]];
-        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXN[dims[k]]);
-    }
-    if (star) strcpy(v->axes, "*");
-}
-static void add_groups(meshctx *mc, int base, int gsize, rng_t *r) {
-    axv *v = &mc->var[mc->nvar++];
-    *v = mc->var[base];
-    v->gsize = gsize;
-    for (int k = 0; k < v->size; k++) v->groups[k] = k;
-    for (int k = v->size - 1; k > 0; k--) {
-        int j = rb(r, k + 1), t = v->groups[k];
-        v->groups[k] = v->groups[j];
-        v->groups[j] = t;
-    }
-}
 static void build_vars(meshctx *mc, rng_t *r) {
     int nd = mc->md.nd;
     mc->nvar = 0;
@@ -343,8 +185,6 @@ static void build_vars(meshctx *mc, rng_t *r) {
         else add_groups(mc, b, S, r); /* prime size: one group, reordered */
     }
 }
-/* single axis, no groups: where argmax/argmin mean the same as for pargmax */
-static int single_axis(const axv *v) { return v->nn == 1 && v->axes[0] != '*' && !v->gsize; }
 
 /* ---- cases ------------------------------------------------------------------------------ */
 enum { K_ALLGATHER, K_ALLTOALL, K_BCAST, K_GATHER, K_SCATTER, K_REDUCE, K_SCAN, K_N };
@@ -449,8 +289,8 @@ static void gen_send(const mcase *c, unsigned char *p, size_t nelem, rng_t *r) {
             if (c->op == SPMD_OP_PROD) f = fabsf(f);
             double dd = f;
             switch (c->dt) {
-            case SPMD_F16: bits = f2h(f); break;
-            case SPMD_BF16: bits = f2b(f); break;
+            case SPMD_F16: bits = ref_f32_to_f16(f); break;
+            case SPMD_BF16: bits = ref_f32_to_bf16(f); break;
             case SPMD_F32: { uint32_t u; memcpy(&u, &f, 4); bits = u; } break;
             default: memcpy(&bits, &dd, 8); break;
             }
@@ -480,8 +320,7 @@ typedef struct {
 } batch;
 
 static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    if (__atomic_exchange_n(&c->errflag, 1, __ATOMIC_ACQ_REL) == 0)
-        snprintf(c->errmsg, sizeof c->errmsg, "dev %d %s: %s (%.150s)", me, where, stname(s), spmd_last_error(d));
+    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
 }
 
 static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int dev, int gi, spmd_req **req, int64_t tmo) {
@@ -621,7 +460,6 @@ static void dev_main(spmd_dev *d, void *arg) {
 static long g_checked;
 static unsigned char *g_exp;
 static size_t g_expcap;
-static int create_mesh(meshctx *mc);
 
 /* Layout of a device's block: [send][recv][guard] (send and recv apart), or
    one region for both (in place: recv = send; error cases: shifted). */
@@ -671,15 +509,6 @@ static void release(mcase *c, int ndev) {
     }
 }
 
-static int nan_at(spmd_dtype t, const unsigned char *p) {
-    if (t == SPMD_F16 || t == SPMD_BF16) {
-        uint16_t h; memcpy(&h, p, 2);
-        return t == SPMD_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
-    }
-    if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
-    if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
-    return 0;
-}
 static void fmt_val(char *b, size_t cap, spmd_dtype dt, size_t es, const unsigned char *p) {
     if (es == 4 && (dt == SPMD_BOOL || dsize(dt) != 4)) { int32_t v; memcpy(&v, p, 4); snprintf(b, cap, "%d", (int)v); return; }
     switch (dt) {
@@ -730,10 +559,8 @@ static void verify(const meshctx *mc, mcase *c) {
     if (c->accept) {
         for (int d = 0; d < mc->ndev && ok; d++) {
             if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
-                char want[200] = "";
-                size_t o = 0;
-                for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < sizeof want; s++)
-                    if (c->accept & ACC(s)) o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+                char want[200];
+                accept_str(c->accept, want, sizeof want);
                 snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
                 ok = 0;
             } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
@@ -782,7 +609,7 @@ static void verify(const meshctx *mc, mcase *c) {
                 size_t bad = ne;
                 for (size_t e = 0; e < ne; e++) {
                     if (memcmp(got + e * oes, g_exp + e * oes, oes) == 0) continue;
-                    if (cmp_dt == c->dt && nan_at(c->dt, got + e * oes) && nan_at(c->dt, g_exp + e * oes)) continue;
+                    if (cmp_dt == c->dt && nan_bits(c->dt, got + e * oes) && nan_bits(c->dt, g_exp + e * oes)) continue;
                     bad = e;
                     break;
                 }
@@ -859,9 +686,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
             char ms[24];
             mesh_str(&mc->md, ms, sizeof ms);
             T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
-            spmd_mesh_destroy(mc->m);
-            mc->m = NULL;
-            if (!create_mesh(mc)) return;
+            if (!recreate_mesh(mc)) return;
         }
     }
 }
@@ -896,11 +721,7 @@ static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
             release(&cs[q], mc->ndev);
         }
         k = end;
-        if (broken) {
-            spmd_mesh_destroy(mc->m);
-            mc->m = NULL;
-            if (!create_mesh(mc)) return;
-        }
+        if (broken && !recreate_mesh(mc)) return;
     }
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
 }
@@ -1017,15 +838,7 @@ static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters)
         mcase *c0 = &L->a[first];
         c0->cluster = m;
         c0->wstyle = rb(r, 4);
-        for (int d = 0; d < MAXDEV; d++) {
-            for (int j = 0; j < m; j++) c0->order[d][j] = (unsigned char)j;
-            for (int j = m - 1; j > 0; j--) {
-                int s = rb(r, j + 1);
-                unsigned char t = c0->order[d][j];
-                c0->order[d][j] = c0->order[d][s];
-                c0->order[d][s] = t;
-            }
-        }
+        shuffle_orders(c0->order, m, r);
     }
 }
 
@@ -1172,14 +985,13 @@ static void vec_dev(spmd_dev *d, void *arg) {
 }
 
 static void run_vectors(void) {
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = 4;
-    desc.axis_names[0] = "i";
-    desc.timeout_ms = 30000;
+    static const int four = 4;
+    static const char *const names[1] = {"i"};
     spmd_mesh *m = NULL;
-    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "vectors: mesh (4)"); return; }
+    if (create_named_mesh(1, &four, names, 30000, SPMD_CHECK_DEFAULT, SPMD_LOG_DEFAULT, &m) != SPMD_OK) {
+        T_CHECK(0, "vectors: mesh (4)");
+        return;
+    }
     vecres R;
     memset(&R, 0, sizeof R);
     for (int i = 0; i < 4; i++) { R.ga[i][0] = -1; R.rd[i][0] = -1; R.rarg[i][0] = -1; }
@@ -1225,9 +1037,9 @@ static void run_vectors(void) {
 /* ---- the reference checks itself ----------------------------------------------------------- */
 static void reference_sanity(void) {
     int ok = 1;
-    ok &= f2h(1.0f) == 0x3c00 && f2h(65520.0f) == 0x7c00 && f2h(65519.0f) == 0x7bff && f2h(ldexpf(1, -25)) == 0;
-    ok &= f2h(ldexpf(3, -25)) == 2 && f2b(1.0f + ldexpf(1, -8)) == 0x3f80 && f2b(1.0f + ldexpf(3, -8)) == 0x3f82;
-    for (uint32_t h = 0; h < 0x7c00; h++) ok &= f2h(H2F[h]) == h && f2b(B2F[h]) == h;
+    ok &= ref_f32_to_f16(1.0f) == 0x3c00 && ref_f32_to_f16(65520.0f) == 0x7c00 && ref_f32_to_f16(65519.0f) == 0x7bff && ref_f32_to_f16(ldexpf(1, -25)) == 0;
+    ok &= ref_f32_to_f16(ldexpf(3, -25)) == 2 && ref_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80 && ref_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82;
+    for (uint32_t h = 0; h < 0x7c00; h++) ok &= ref_f32_to_f16(H2F[h]) == h && ref_f32_to_bf16(B2F[h]) == h;
     int8_t a[3] = {-7, 100, -128}, b[3] = {2, 100, -1};
     unsigned char *ins[2] = {(unsigned char *)a, (unsigned char *)b};
     int8_t o[3];
@@ -1254,46 +1066,21 @@ static void reference_sanity(void) {
 }
 
 /* ---- driving -------------------------------------------------------------------------------- */
-static const meshdef MESHES[] = {{1, {1}},  {1, {2}},    {1, {3}},    {1, {5}},       {1, {7}},
-                                 {1, {16}}, {2, {2, 3}}, {2, {3, 2}}, {3, {2, 2, 2}}, {2, {4, 2}}};
-#define NMESH ((int)(sizeof MESHES / sizeof MESHES[0]))
-
-static int create_mesh(meshctx *mc) {
-    const meshdef *md = &mc->md;
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = md->nd;
-    mc->ndev = 1;
-    for (int d = 0; d < md->nd; d++) {
-        desc.shape[d] = md->sh[d];
-        desc.axis_names[d] = AXN[d];
-        mc->ndev *= md->sh[d];
-    }
-    desc.timeout_ms = 30000;
-    spmd_status s = spmd_mesh_create(&desc, &mc->m);
-    char ms[24];
-    mesh_str(md, ms, sizeof ms);
-    T_CHECK(s == SPMD_OK, "mesh_create %s: %s", ms, stname(s));
-    return s == SPMD_OK;
-}
-
 int main(void) {
     double t0 = now_s();
-    uint64_t seed = 4242;
-    const char *e = getenv("SPMD_TEST_SEED");
-    if (e && *e) seed = strtoull(e, NULL, 0);
-    e = getenv("SPMD_TEST_QUICK");
-    g_quick = e && *e && strcmp(e, "0") != 0;
+    uint64_t seed = env_seed(4242);
+    g_quick = env_quick();
     printf("test_mpi: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
     run_vectors();
-    for (int mi = 0; mi < NMESH; mi++) {
-        rng_t r = rng_make(seed, (uint64_t)mi + 1);
+    for (int mi = 0; mi < NSWEEP_MESHES; mi++) {
+        rng_t r = rng_make(seed, RNG_SALT, (uint64_t)mi + 1);
         meshctx mc;
         memset(&mc, 0, sizeof mc);
-        mc.md = MESHES[mi];
+        mc.md = SWEEP_MESHES[mi];
+        mc.axn = AXN;
         if (!create_mesh(&mc)) continue;
         build_vars(&mc, &r);
         double t1 = now_s();

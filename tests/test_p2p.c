@@ -4,26 +4,19 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 static int quick;
 
+/* A mesh with axes "a", "b", "c" and logging off; one check that it was created. */
 static spmd_mesh *mesh_nd(int ndim, const int *shape, int64_t timeout_ms) {
     static const char *const names[3] = {"a", "b", "c"};
-    spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
-    int i;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = ndim;
-    for (i = 0; i < ndim; i++) {
-        desc.shape[i] = shape[i];
-        desc.axis_names[i] = names[i];
-    }
-    desc.timeout_ms = timeout_ms;
-    desc.log_level = SPMD_LOG_OFF;
-    T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create");
+    T_CHECK(create_named_mesh(ndim, shape, names, timeout_ms, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m) == SPMD_OK,
+            "mesh_create");
     return m;
 }
 
@@ -234,19 +227,10 @@ static void test_errors(void) {
         const char *names[1] = {"i"};
         err_arg a;
         int dev, local = k < 6;
-        (void)names;
         memset(&a, 0, sizeof a);
-        {   /* mesh_nd names axes a, b, c: rebuild with "i" */
-            spmd_mesh_desc desc;
-            spmd_mesh_destroy(m);
-            memset(&desc, 0, sizeof desc);
-            desc.ndim = 1;
-            desc.shape[0] = 4;
-            desc.axis_names[0] = "i";
-            desc.timeout_ms = 300;
-            desc.log_level = SPMD_LOG_OFF;
-            spmd_mesh_create(&desc, &m);
-        }
+        /* mesh_nd names axes a, b, c: rebuild with "i" */
+        spmd_mesh_destroy(m);
+        create_named_mesh(1, &n, names, 300, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
         a.kind = k;
         spmd_run(m, err_device, &a);
         if (local) {
@@ -299,11 +283,11 @@ static void pp_device(spmd_dev *d, void *p) {
 }
 
 static void test_psend_precv(unsigned seed) {
+    static const char *const names[1] = {"i"};
     int G, trial;
     for (G = 1; G <= 8; G++)
         for (trial = 0; trial < 4; trial++) {
             pp_arg a;
-            spmd_mesh_desc desc;
             spmd_mesh *m;
             int i, k, order[16], ok = 1, stat = 1;
             memset(&a, 0, sizeof a);
@@ -331,13 +315,7 @@ static void test_psend_precv(unsigned seed) {
                     a.y[i][k] = -9;
                 }
             }
-            memset(&desc, 0, sizeof desc);
-            desc.ndim = 1;
-            desc.shape[0] = G;
-            desc.axis_names[0] = "i";
-            desc.timeout_ms = 5000;
-            desc.log_level = SPMD_LOG_OFF;
-            spmd_mesh_create(&desc, &m);
+            create_named_mesh(1, &G, names, 5000, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
             spmd_run(m, pp_device, &a);
             for (i = 0; i < G; i++) {
                 int src = -1;
@@ -396,21 +374,15 @@ static void test_psend_misuse(void) {
     static const char *const what[5] = {"spmd_wait on a psend token", "precv with another shape",
                                         "precv with another perm", "precv without a token",
                                         "a device that never calls precv"};
-    int k;
+    static const char *const names[1] = {"i"};
+    int k, four = 4;
     for (k = 0; k < 5; k++) {
-        spmd_mesh_desc desc;
         spmd_mesh *m;
         ppbad_arg a;
         int dev, ok = 1;
-        memset(&desc, 0, sizeof desc);
-        desc.ndim = 1;
-        desc.shape[0] = 4;
-        desc.axis_names[0] = "i";
-        desc.timeout_ms = k == 4 ? 300 : 5000;
-        desc.log_level = SPMD_LOG_OFF;
         memset(&a, 0, sizeof a);
         a.kind = k;
-        spmd_mesh_create(&desc, &m);
+        create_named_mesh(1, &four, names, k == 4 ? 300 : 5000, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
         spmd_run(m, ppbad_device, &a);
         if (k < 4) {
             for (dev = 0; dev < 4; dev++) ok &= a.st[dev] == want[k];

@@ -15,6 +15,7 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 
 #include <math.h>
 #include <sched.h>
@@ -24,27 +25,14 @@
 #include <string.h>
 #include <time.h>
 
-#define MAXDEV 16
 #define MAXCLUSTER 8
 #define GUARD 32 /* bytes after every output buffer that must stay untouched */
 #define GUARD_BYTE 0xA7
 #define FILL_BYTE 0x5C
 
-/* ---- RNG (splitmix64) ------------------------------------------------------ */
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rnext(rng_t *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* ---- RNG: splitmix64 over rng_t ------------------------------------------- */
+static uint64_t rnext(rng_t *r) { return splitmix64(&r->s); }
 static unsigned rbelow(rng_t *r, unsigned n) { return (unsigned)(rnext(r) % n); }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- dtype facts --------------------------------------------------------------- */
 static const spmd_dtype ALL_DTYPES[] = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16,  SPMD_U16, SPMD_I32,
@@ -87,61 +75,6 @@ static size_t out_esize(spmd_dtype t, spmd_op o) {
     return esize(t);
 }
 static int inplace_ok(spmd_dtype t, spmd_op o) { return out_esize(t, o) == esize(t); }
-
-/* ---- reference half-precision conversions (plain, not the library's) ------- */
-static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-static float ref_f16_to_f32(uint16_t h) {
-    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 31) v = m ? NAN : INFINITY;
-    else if (e == 0) v = ldexp((double)m, -24);
-    else v = ldexp((double)(m + 1024), e - 25);
-    return (float)(sign ? -v : v);
-}
-static float ref_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* a >= 0 finite, rounded to nearest even into a format with mbits stored
-   mantissa bits; bits without sign (see test_f16.c) */
-static uint32_t ref_round(double a, int mbits, int emin, int bias, int emax_field) {
-    if (a == 0) return 0;
-    int k;
-    (void)frexp(a, &k);
-    int E = k - 1;
-    if (E < emin) E = emin;
-    if (E + bias >= emax_field) return (uint32_t)emax_field << mbits;
-    double quantum = ldexp(1.0, E - mbits);
-    double q = a / quantum;
-    double r = floor(q);
-    double frac = q - r;
-    if (frac > 0.5 || (frac == 0.5 && ((int64_t)r & 1))) r += 1;
-    double one = ldexp(1.0, mbits);
-    uint32_t bits;
-    if (r < one) bits = (uint32_t)r;
-    else bits = ((uint32_t)(E + bias) << mbits) + (uint32_t)(r - one);
-    if (bits >= ((uint32_t)emax_field << mbits)) bits = (uint32_t)emax_field << mbits;
-    return bits;
-}
-static uint16_t ref_f32_to_f16(float f) {
-    uint16_t s = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return s | 0x7e00;
-    if (isinf(f)) return s | 0x7c00;
-    return (uint16_t)(s | ref_round(fabs((double)f), 10, -14, 15, 31));
-}
-static uint16_t ref_f32_to_bf16(float f) {
-    uint16_t s = signbit(f) ? 0x8000 : 0;
-    if (isnan(f)) return s | 0x7fc0;
-    if (isinf(f)) return s | 0x7f80;
-    return (uint16_t)(s | ref_round(fabs((double)f), 7, -126, 127, 255));
-}
-static float F16TAB[65536], BF16TAB[65536];
-static void init_tables(void) {
-    for (uint32_t h = 0; h < 65536; h++) {
-        F16TAB[h] = ref_f16_to_f32((uint16_t)h);
-        BF16TAB[h] = ref_bf16_to_f32((uint16_t)h);
-    }
-}
 
 /* ---- the reference reductions -------------------------------------------------
    in[j] = input of group member j (group order), G members, n elements. */
@@ -252,8 +185,8 @@ DEF_REF_INT(ref_u64, uint64_t, uint64_t, unsigned __int128)
     }
 #define LD_F32(p, i) (((const float *)(p))[i])
 #define LD_F64(p, i) (((const double *)(p))[i])
-#define LD_F16(p, i) (F16TAB[((const uint16_t *)(p))[i]])
-#define LD_BF16(p, i) (BF16TAB[((const uint16_t *)(p))[i]])
+#define LD_F16(p, i) (H2F[((const uint16_t *)(p))[i]])
+#define LD_BF16(p, i) (B2F[((const uint16_t *)(p))[i]])
 #define ST_SAME(x) (x)
 DEF_REF_FLOAT(ref_f32, float, float, LD_F32, ST_SAME)
 DEF_REF_FLOAT(ref_f64, double, double, LD_F64, ST_SAME)
@@ -311,7 +244,7 @@ static int elem_equal(spmd_dtype t, spmd_op op, const unsigned char *a, const un
         uint16_t x, y;
         memcpy(&x, a + 2 * i, 2);
         memcpy(&y, b + 2 * i, 2);
-        float fx = t == SPMD_F16 ? F16TAB[x] : BF16TAB[x], fy = t == SPMD_F16 ? F16TAB[y] : BF16TAB[y];
+        float fx = t == SPMD_F16 ? H2F[x] : B2F[x], fy = t == SPMD_F16 ? H2F[y] : B2F[y];
         return isnan(fx) && isnan(fy);
     }
     if (t == SPMD_F32) {
@@ -341,8 +274,8 @@ static void fmt_elem(char *buf, size_t cap, spmd_dtype t, spmd_op op, const unsi
     case SPMD_U32: { uint32_t v; memcpy(&v, q, 4); snprintf(buf, cap, "%u", (unsigned)v); } break;
     case SPMD_I64: { int64_t v; memcpy(&v, q, 8); snprintf(buf, cap, "%lld", (long long)v); } break;
     case SPMD_U64: { uint64_t v; memcpy(&v, q, 8); snprintf(buf, cap, "%llu", (unsigned long long)v); } break;
-    case SPMD_F16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)F16TAB[v], v); } break;
-    case SPMD_BF16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)BF16TAB[v], v); } break;
+    case SPMD_F16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)H2F[v], v); } break;
+    case SPMD_BF16: { uint16_t v; memcpy(&v, q, 2); snprintf(buf, cap, "%.9g (0x%04x)", (double)B2F[v], v); } break;
     case SPMD_F32: { float v; memcpy(&v, q, 4); snprintf(buf, cap, "%.9g (0x%08x)", (double)v, (unsigned)f2u(v)); } break;
     case SPMD_F64: { double v; uint64_t u; memcpy(&v, q, 8); memcpy(&u, q, 8);
                      snprintf(buf, cap, "%.17g (0x%016llx)", v, (unsigned long long)u); } break;
@@ -353,33 +286,7 @@ static void fmt_elem(char *buf, size_t cap, spmd_dtype t, spmd_op op, const unsi
 /* ---- meshes, axes, groups ------------------------------------------------------ */
 static const char *AXNAME[3] = {"dp", "tp", "pp"};
 
-typedef struct {
-    int ndim, shape[3];
-} meshdef;
-
-typedef struct {
-    char axes[32];      /* the string passed to the library */
-    int nnamed, named[3]; /* mesh dims in the order named */
-    int size;           /* product of the named axes' sizes */
-    int gsize;          /* 0: no axis_index_groups, else entries per group */
-    int groups[MAXDEV]; /* flattened partition of [0, size) */
-    int single;         /* exactly one axis named, no groups: valid for pargmax */
-} axvar;
-
-typedef struct {
-    meshdef md;
-    int ndev;
-    spmd_mesh *m;
-    axvar var[96];
-    int nvar;
-} meshctx;
-
-static void mesh_desc_str(const meshdef *md, char *buf, size_t cap) {
-    if (md->ndim == 1) snprintf(buf, cap, "(%d)", md->shape[0]);
-    else if (md->ndim == 2) snprintf(buf, cap, "(%d,%d)", md->shape[0], md->shape[1]);
-    else snprintf(buf, cap, "(%d,%d,%d)", md->shape[0], md->shape[1], md->shape[2]);
-}
-static void groups_str(const axvar *v, char *buf, size_t cap) {
+static void groups_str(const axv *v, char *buf, size_t cap) {
     if (!v->gsize) { snprintf(buf, cap, "none"); return; }
     size_t o = 0;
     buf[0] = 0;
@@ -389,69 +296,11 @@ static void groups_str(const axvar *v, char *buf, size_t cap) {
     }
     if (o + 2 < cap) snprintf(buf + o, cap - o, "]");
 }
-
-static void coords_of(const meshdef *md, int dev, int c[3]) {
-    for (int d = md->ndim - 1; d >= 0; d--) {
-        c[d] = dev % md->shape[d];
-        dev /= md->shape[d];
-    }
-}
-static int dev_of(const meshdef *md, const int c[3]) {
-    int id = 0;
-    for (int d = 0; d < md->ndim; d++) id = id * md->shape[d] + c[d];
-    return id;
-}
-/* The group of `dev` under variant v, in group order; returns G. */
-static int group_members(const meshdef *md, const axvar *v, int dev, int *members) {
-    int c[3];
-    coords_of(md, dev, c);
-    int idx = 0;
-    for (int k = 0; k < v->nnamed; k++) idx = idx * md->shape[v->named[k]] + c[v->named[k]];
-    int list[MAXDEV], G;
-    if (v->gsize) {
-        int pos = -1;
-        for (int k = 0; k < v->size; k++)
-            if (v->groups[k] == idx) pos = k;
-        int g0 = pos / v->gsize * v->gsize;
-        for (int k = 0; k < v->gsize; k++) list[k] = v->groups[g0 + k];
-        G = v->gsize;
-    } else {
-        for (int k = 0; k < v->size; k++) list[k] = k;
-        G = v->size;
-    }
-    for (int j = 0; j < G; j++) {
-        int t = list[j], cc[3] = {c[0], c[1], c[2]};
-        for (int k = v->nnamed - 1; k >= 0; k--) {
-            int d = v->named[k];
-            cc[d] = t % md->shape[d];
-            t /= md->shape[d];
-        }
-        members[j] = dev_of(md, cc);
-    }
-    return G;
-}
-
-static void add_var(meshctx *mc, const int *dims, int nd, int star) {
-    if (mc->nvar >= (int)(sizeof mc->var / sizeof mc->var[0])) return;
-    axvar *v = &mc->var[mc->nvar++];
-    memset(v, 0, sizeof *v);
-    v->nnamed = nd;
-    v->size = 1;
-    size_t o = 0;
-    for (int k = 0; k < nd; k++) {
-        v->named[k] = dims[k];
-        v->size *= mc->md.shape[dims[k]];
-        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", AXNAME[dims[k]]);
-    }
-    if (star) snprintf(v->axes, sizeof v->axes, "*");
-    v->single = nd == 1 && !star;
-}
 /* a copy of variant `base` with a random partition into groups of gsize */
 static void add_group_var(meshctx *mc, int base, int gsize, rng_t *r, int shuffle) {
     if (mc->nvar >= (int)(sizeof mc->var / sizeof mc->var[0])) return;
-    axvar *v = &mc->var[mc->nvar++];
+    axv *v = &mc->var[mc->nvar++];
     *v = mc->var[base];
-    v->single = 0;
     v->gsize = gsize;
     for (int k = 0; k < v->size; k++) v->groups[k] = k;
     if (shuffle)
@@ -462,27 +311,27 @@ static void add_group_var(meshctx *mc, int base, int gsize, rng_t *r, int shuffl
 }
 
 static void build_vars(meshctx *mc, rng_t *r) {
-    int nd = mc->md.ndim;
+    int nd = mc->md.nd;
     mc->nvar = 0;
     int none[1] = {0};
-    add_var(mc, none, 0, 0); /* "" : group of one */
+    add_axv(mc, none, 0, 0); /* "" : group of one */
     int all[3] = {0, 1, 2};
-    add_var(mc, all, nd, 1); /* "*" */
+    add_axv(mc, all, nd, 1); /* "*" */
     /* every non-empty subset, in mesh order and in other orders */
     for (int mask = 1; mask < (1 << nd); mask++) {
         int d[3], k = 0;
         for (int i = 0; i < nd; i++)
             if (mask & (1 << i)) d[k++] = i;
-        if (k == 1) add_var(mc, d, 1, 0);
+        if (k == 1) add_axv(mc, d, 1, 0);
         else if (k == 2) {
-            add_var(mc, d, 2, 0);
+            add_axv(mc, d, 2, 0);
             int e[2] = {d[1], d[0]};
-            add_var(mc, e, 2, 0);
+            add_axv(mc, e, 2, 0);
         } else {
             static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
             for (int p = 0; p < 6; p++) {
                 int e[3] = {d[perms[p][0]], d[perms[p][1]], d[perms[p][2]]};
-                add_var(mc, e, 3, 0);
+                add_axv(mc, e, 3, 0);
             }
         }
     }
@@ -541,19 +390,6 @@ typedef struct {
     tcase *cases;
     int ncases;
 } batch;
-
-static uint64_t hash_bytes(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* ---- input generation ---------------------------------------------------------- */
 static void gen_input(tcase *c, unsigned char *buf, rng_t *r) {
@@ -646,7 +482,7 @@ static void note_error(tcase *c, spmd_dev *d, int me, spmd_status s, const char 
                  spmd_last_error(d));
 }
 
-static void fill_opts(const tcase *c, const axvar *v, spmd_opts *o, const spmd_opts **op) {
+static void fill_opts(const tcase *c, const axv *v, spmd_opts *o, const spmd_opts **op) {
     memset(o, 0, sizeof *o);
     o->algo = c->algo;
     if (v->gsize) {
@@ -656,7 +492,7 @@ static void fill_opts(const tcase *c, const axvar *v, spmd_opts *o, const spmd_o
     *op = (c->null_opts && !v->gsize && c->algo == SPMD_ALGO_DEFAULT) ? NULL : o;
 }
 
-static spmd_status call_sync(spmd_dev *d, tcase *c, const axvar *v, int me) {
+static spmd_status call_sync(spmd_dev *d, tcase *c, const axv *v, int me) {
     const void *send = c->inplace ? (const void *)c->out[me] : (const void *)c->in[me];
     void *recv = c->out[me];
     spmd_opts o;
@@ -675,7 +511,7 @@ static spmd_status call_sync(spmd_dev *d, tcase *c, const axvar *v, int me) {
     }
 }
 
-static spmd_status call_start(spmd_dev *d, tcase *c, const axvar *v, int me, spmd_req **req) {
+static spmd_status call_start(spmd_dev *d, tcase *c, const axv *v, int me, spmd_req **req) {
     const void *send = c->inplace ? (const void *)c->out[me] : (const void *)c->in[me];
     void *recv = c->out[me];
     spmd_opts o;
@@ -816,8 +652,8 @@ static const char *api_name(const tcase *c) {
 
 static void describe(const meshctx *mc, const tcase *c, char *buf, size_t cap) {
     char ms[32], gs[96];
-    mesh_desc_str(&mc->md, ms, sizeof ms);
-    const axvar *v = &mc->var[c->var];
+    mesh_str(&mc->md, ms, sizeof ms);
+    const axv *v = &mc->var[c->var];
     groups_str(v, gs, sizeof gs);
     snprintf(buf, cap, "mesh %s axes \"%s\" groups %s dtype %s op %s n %zu inplace %d algo %s api %s%s%s",
              ms, v->axes, gs, dname(c->dt), oname(c->op), c->n, c->inplace, aname(c->algo), api_name(c),
@@ -830,7 +666,7 @@ static size_t g_ref_cap;
 
 static void verify_case(const meshctx *mc, tcase *c) {
     int ndev = mc->ndev;
-    const axvar *v = &mc->var[c->var];
+    const axv *v = &mc->var[c->var];
     char desc[400], why[600];
     describe(mc, c, desc, sizeof desc);
     why[0] = 0;
@@ -877,7 +713,7 @@ static void verify_case(const meshctx *mc, tcase *c) {
         for (int d = 0; d < ndev && ok; d++) {
             if (done[d]) continue;
             int mem[MAXDEV];
-            int G = group_members(&mc->md, v, d, mem);
+            int me, G = group_of(&mc->md, v, d, mem, &me);
             const unsigned char *ins[MAXDEV];
             for (int j = 0; j < G; j++) ins[j] = c->in[mem[j]];
             ref_reduce(c->dt, c->op, c->n, ins, G, g_ref);
@@ -908,7 +744,6 @@ static void verify_case(const meshctx *mc, tcase *c) {
 
 /* Run a list of cases on mesh mc, in batches bounded by memory and count.
    Async clusters stay together. */
-static int create_mesh(meshctx *mc);
 static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t mem_budget, int max_batch) {
     int k = 0;
     while (k < ncases) {
@@ -936,7 +771,7 @@ static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t me
         spmd_status s = spmd_run(mc->m, dev_main, &b);
         if (!expect_fail) {
             char ms[32];
-            mesh_desc_str(&mc->md, ms, sizeof ms);
+            mesh_str(&mc->md, ms, sizeof ms);
             T_CHECK(s == SPMD_OK, "spmd_run on mesh %s returned %s", ms, spmd_status_name(s));
         }
         for (int q = k; q < end; q++) {
@@ -948,7 +783,7 @@ static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t me
             /* a broken mesh fails everything after it: start a new one so
                the remaining cases still say something */
             char ms[32];
-            mesh_desc_str(&mc->md, ms, sizeof ms);
+            mesh_str(&mc->md, ms, sizeof ms);
             printf("  mesh %s broke (%s); recreating it for the remaining cases\n", ms, spmd_mesh_error(mc->m));
             fflush(stdout);
             spmd_mesh_destroy(mc->m);
@@ -965,7 +800,7 @@ static size_t g_long_n;
 static int pick_var(const meshctx *mc, rng_t *r, int need_single) {
     for (;;) {
         int v = (int)rbelow(r, (unsigned)mc->nvar);
-        if (!need_single || mc->var[v].single) return v;
+        if (!need_single || single_axis(&mc->var[v])) return v;
     }
 }
 
@@ -1056,7 +891,7 @@ static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, in
             init_case(c, mc, r, dt, op, alens[rbelow(r, 4)], (int)rbelow(r, 2), algos[rbelow(r, 3)]);
             c->api = API_ASYNC;
             if (j == 0 && rbelow(r, 3) == 0) c->op = SPMD_OP_SUM, c->null_opts = 1; /* spmd_psum_start */
-            if (is_arg(c->op) && !mc->var[c->var].single) c->var = pick_var(mc, r, 1);
+            if (is_arg(c->op) && !single_axis(&mc->var[c->var])) c->var = pick_var(mc, r, 1);
             c->inplace = c->inplace && inplace_ok(c->dt, c->op);
         }
         tcase *c0 = &(*arr)[first];
@@ -1086,8 +921,8 @@ static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
     }
     /* pargmax/pargmin with two axes or with axis_index_groups: refused */
     for (int v = 0; v < mc->nvar; v++) {
-        const axvar *av = &mc->var[v];
-        if (!(av->nnamed == 2 || (av->nnamed == 1 && av->gsize))) continue;
+        const axv *av = &mc->var[v];
+        if (!(av->nn == 2 || (av->nn == 1 && av->gsize))) continue;
         tcase *c = new_case(arr, n, cap);
         init_case(c, mc, r, SPMD_F32, rbelow(r, 2) ? SPMD_OP_ARGMAX : SPMD_OP_ARGMIN, 7, 0, SPMD_ALGO_DEFAULT);
         c->var = v;
@@ -1133,7 +968,7 @@ static void run_errors(meshctx *mc, tcase *cases, int ncases, rng_t *r) {
         free_case(c, mc->ndev);
     }
     char ms[32];
-    mesh_desc_str(&mc->md, ms, sizeof ms);
+    mesh_str(&mc->md, ms, sizeof ms);
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms,
             spmd_mesh_error(mc->m));
 }
@@ -1169,27 +1004,10 @@ static const meshdef MESHES[] = {
 };
 #define NMESHES ((int)(sizeof MESHES / sizeof MESHES[0]))
 
-static int create_mesh(meshctx *mc) {
-    const meshdef *md = &mc->md;
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = md->ndim;
-    mc->ndev = 1;
-    for (int d = 0; d < md->ndim; d++) {
-        desc.shape[d] = md->shape[d];
-        desc.axis_names[d] = AXNAME[d];
-        mc->ndev *= md->shape[d];
-    }
-    desc.timeout_ms = 30000; /* a hang becomes a failure, not a stuck test */
-    spmd_status s = spmd_mesh_create(&desc, &mc->m);
-    char ms[32];
-    mesh_desc_str(md, ms, sizeof ms);
-    T_CHECK(s == SPMD_OK && mc->m, "spmd_mesh_create %s: %s", ms, spmd_status_name(s));
-    return s == SPMD_OK && mc->m;
-}
 static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
     memset(mc, 0, sizeof *mc);
     mc->md = *md;
+    mc->axn = AXNAME;
     if (!create_mesh(mc)) return 0;
     build_vars(mc, r);
     return 1;
@@ -1197,7 +1015,7 @@ static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
 static void close_mesh(meshctx *mc) {
     spmd_status s = spmd_mesh_destroy(mc->m);
     char ms[32];
-    mesh_desc_str(&mc->md, ms, sizeof ms);
+    mesh_str(&mc->md, ms, sizeof ms);
     T_CHECK(s == SPMD_OK, "spmd_mesh_destroy %s: %s", ms, spmd_status_name(s));
     mc->m = NULL;
 }
@@ -1231,15 +1049,12 @@ static void reference_sanity(void) {
 
 int main(void) {
     double t0 = now_s();
-    uint64_t seed = 20261122;
-    const char *env = getenv("SPMD_TEST_SEED");
-    if (env && *env) seed = strtoull(env, NULL, 0);
-    env = getenv("SPMD_TEST_QUICK");
-    g_quick = env && *env && strcmp(env, "0") != 0;
+    uint64_t seed = env_seed(20261122);
+    g_quick = env_quick();
     g_long_n = g_quick ? ((size_t)1 << 16) : ((size_t)1 << 20);
     printf("test_reduce: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
     fflush(stdout);
-    init_tables();
+    init_half_tables();
     reference_sanity();
 
     size_t budget = (size_t)256 << 20;
@@ -1261,13 +1076,13 @@ int main(void) {
         run_errors(&mc, cases, n, &r);
         /* long cases on three meshes */
         int nlong = 0;
-        if (mc.md.ndim == 2 && mc.md.shape[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
-        else if (mc.md.ndim == 1 && mc.md.shape[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
-        else if (mc.md.ndim == 3 && mc.md.shape[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1); nlong = n; }
+        if (mc.md.nd == 2 && mc.md.sh[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
+        else if (mc.md.nd == 1 && mc.md.sh[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
+        else if (mc.md.nd == 3 && mc.md.sh[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1); nlong = n; }
         if (nlong) run_cases(&mc, cases, nlong, &r, budget, 64);
         free(cases);
         char ms[32];
-        mesh_desc_str(&mc.md, ms, sizeof ms);
+        mesh_str(&mc.md, ms, sizeof ms);
         printf("  mesh %-9s %5d sweep cases, %2d long cases, %d axis variants, %.2f s\n", ms, nsweep, nlong,
                mc.nvar, now_s() - t1);
         fflush(stdout);

@@ -1,0 +1,376 @@
+/* testlib.h - infrastructure shared by the spmdcoll test programs: a clock,
+   seeded RNGs and the SPMD_TEST_* environment, dtype facts, plain reference
+   half-precision conversions, the sweep meshes with their axis variants and
+   groups, and a few helpers for failure messages.
+
+   Include after "../spmdcoll.h" and "harness.h". Every test is its own
+   program, so everything here is static; functions are `static inline` and
+   data is marked unused, so that a test using only part of this file still
+   builds with -Wall -Wextra -Werror.
+
+   The reference code is deliberately plain (ldexp, frexp, double arithmetic
+   with explicit tie handling) and never calls the library's kernels or
+   conversions: a test comparing the library with it stays independent. */
+#ifndef SPMD_TEST_TESTLIB_H
+#define SPMD_TEST_TESTLIB_H
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TL_UNUSED __attribute__((unused))
+
+#define MAXDEV 16 /* the largest sweep mesh */
+#define MAXCL 8   /* requests of one async cluster */
+#define ACC(s) (1u << (s)) /* a set of accepted statuses: bit s = status s */
+
+/* ---- clock and environment --------------------------------------------------- */
+
+/* Monotonic time in seconds. */
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* SPMD_TEST_SEED (decimal, 0x.. or 0..) if set and not empty, else dflt. */
+static inline uint64_t env_seed(uint64_t dflt) {
+    const char *e = getenv("SPMD_TEST_SEED");
+    return e && *e ? strtoull(e, NULL, 0) : dflt;
+}
+
+/* SPMD_TEST_QUICK set, not empty and not "0": smaller sizes (sanitizer builds). */
+static inline int env_quick(void) {
+    const char *e = getenv("SPMD_TEST_QUICK");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* malloc that never returns NULL (n == 0 allowed); out of memory ends the test. */
+static inline void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "test: out of memory (%zu bytes)\n", n); exit(2); }
+    return p;
+}
+
+/* ---- random numbers ------------------------------------------------------------ */
+typedef struct { uint64_t s; } rng_t;
+
+/* xorshift64*: the next 64 random bits. */
+static inline uint64_t rn(rng_t *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+/* Uniform in [0, n) from rn (0 when n <= 1). */
+static inline int rb(rng_t *r, int n) { return n <= 1 ? 0 : (int)(rn(r) % (uint64_t)n); }
+/* An xorshift64* stream for (seed, stream); each test passes its own salt so
+   that equal seeds still give different inputs in different tests. */
+static inline rng_t rng_make(uint64_t seed, uint64_t salt, uint64_t stream) {
+    rng_t r = {(seed ^ salt) * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + 1};
+    if (!r.s) r.s = 1;
+    for (int i = 0; i < 4; i++) (void)rn(&r);
+    return r;
+}
+
+/* splitmix64: advances *state and returns the next 64 random bits. */
+static inline uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A 64-bit checksum of n bytes (FNV-style, 8 bytes a step): "did it change?". */
+static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 31;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- dtypes ------------------------------------------------------------------------ */
+static const spmd_dtype DTYPES[] TL_UNUSED = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16, SPMD_U16,
+                                             SPMD_I32,  SPMD_U32, SPMD_I64, SPMD_U64, SPMD_F16,
+                                             SPMD_BF16, SPMD_F32, SPMD_F64};
+#define NDT 13
+
+/* Element size in bytes; 0 for an invalid dtype. */
+static inline size_t dsize(spmd_dtype t) {
+    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+    return (unsigned)t < 14 ? s[t] : 0;
+}
+/* Short name ("f32"); "bad" for an invalid dtype. */
+static inline const char *dnm(spmd_dtype t) {
+    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
+                              "i64", "u64", "f16", "bf16", "f32", "f64"};
+    return (unsigned)t < 14 ? n[t] : "bad";
+}
+static inline int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
+/* Status name; "(not called)" for the SPMD_STATUS_COUNT placeholder. */
+static inline const char *stname(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
+}
+/* Is the element at p (dtype t) a NaN? Integers never are. */
+static inline int nan_bits(spmd_dtype t, const unsigned char *p) {
+    if (t == SPMD_F16 || t == SPMD_BF16) {
+        uint16_t h; memcpy(&h, p, 2);
+        return t == SPMD_F16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    }
+    if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
+    if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
+    return 0;
+}
+
+/* ---- reference half precision (plain; not the library's converters) --------------- */
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. */
+static inline float ref_f16_to_f32(uint16_t h) {
+    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexp((double)m, -24);
+    else v = ldexp((double)(m + 1024), e - 25);
+    return (float)(sign ? -v : v);
+}
+
+/* bfloat16 is the top half of a float. */
+static inline float ref_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* Encode a >= 0 (finite, not NaN) rounded to nearest even into a format with
+   `mbits` stored mantissa bits, minimum normal exponent emin, exponent bias
+   `bias` and all-ones exponent field `emax_field` (infinity). Returns the
+   bits without the sign. */
+static inline uint32_t ref_round(double a, int mbits, int emin, int bias, int emax_field) {
+    if (a == 0) return 0;
+    int k;
+    (void)frexp(a, &k);
+    int E = k - 1;              /* 2^E <= a < 2^(E+1) */
+    if (E < emin) E = emin;     /* subnormal range: fixed quantum */
+    if (E + bias >= emax_field) return (uint32_t)emax_field << mbits;
+    double quantum = ldexp(1.0, E - mbits);
+    double q = a / quantum;     /* exact: scaling by a power of two */
+    double r = floor(q);
+    double frac = q - r;        /* exact */
+    if (frac > 0.5 || (frac == 0.5 && ((int64_t)r & 1))) r += 1;
+    double one = ldexp(1.0, mbits);
+    uint32_t bits;
+    if (r < one) bits = (uint32_t)r; /* subnormal (or zero) */
+    else bits = ((uint32_t)(E + bias) << mbits) + (uint32_t)(r - one); /* carry moves the exponent */
+    if (bits >= ((uint32_t)emax_field << mbits)) bits = (uint32_t)emax_field << mbits;
+    return bits;
+}
+
+/* f32 -> f16 / bf16, to nearest even. NaN gives the canonical quiet NaN
+   with f's sign (callers that care about NaN payloads test NaN apart). */
+static inline uint16_t ref_f32_to_f16(float f) {
+    uint16_t s = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return s | 0x7e00;
+    if (isinf(f)) return s | 0x7c00;
+    return (uint16_t)(s | ref_round(fabs((double)f), 10, -14, 15, 31));
+}
+static inline uint16_t ref_f32_to_bf16(float f) {
+    uint16_t s = signbit(f) ? 0x8000 : 0;
+    if (isnan(f)) return s | 0x7fc0;
+    if (isinf(f)) return s | 0x7f80;
+    return (uint16_t)(s | ref_round(fabs((double)f), 7, -126, 127, 255));
+}
+
+/* Every f16 / bf16 bit pattern decoded: filled by init_half_tables(). */
+static float H2F[65536] TL_UNUSED, B2F[65536] TL_UNUSED;
+static inline void init_half_tables(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        H2F[h] = ref_f16_to_f32((uint16_t)h);
+        B2F[h] = ref_bf16_to_f32((uint16_t)h);
+    }
+}
+
+/* ---- meshes ------------------------------------------------------------------------ */
+typedef struct { int nd, sh[3]; } meshdef; /* rank and dim sizes */
+
+/* Creates a mesh with the given dims and names; every other desc field zero
+   but the deadline, the check mode and the log level. *m is set by the library. */
+static inline spmd_status create_named_mesh(int ndim, const int *shape, const char *const *names, int64_t timeout_ms,
+                                            spmd_check check, spmd_log_level log, spmd_mesh **m) {
+    spmd_mesh_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        desc.shape[i] = shape[i];
+        desc.axis_names[i] = names[i];
+    }
+    desc.timeout_ms = timeout_ms;
+    desc.check = check;
+    desc.log_level = log;
+    return spmd_mesh_create(&desc, m);
+}
+
+/* "(2,3)" */
+static inline void mesh_str(const meshdef *md, char *b, size_t cap) {
+    if (md->nd == 1) snprintf(b, cap, "(%d)", md->sh[0]);
+    else if (md->nd == 2) snprintf(b, cap, "(%d,%d)", md->sh[0], md->sh[1]);
+    else snprintf(b, cap, "(%d,%d,%d)", md->sh[0], md->sh[1], md->sh[2]);
+}
+
+/* The meshes of the movement and MPI-style sweeps. */
+static const meshdef SWEEP_MESHES[] TL_UNUSED = {{1, {1}},  {1, {2}},    {1, {3}},    {1, {5}},       {1, {7}},
+                                                 {1, {16}}, {2, {2, 3}}, {2, {3, 2}}, {3, {2, 2, 2}}, {2, {4, 2}}};
+#define NSWEEP_MESHES ((int)(sizeof SWEEP_MESHES / sizeof SWEEP_MESHES[0]))
+
+/* ---- axis variants and groups --------------------------------------------------------- */
+/* One way of naming axes in a call: the axes string, the mesh dims it names
+   (in the order named) and, optionally, axis_index_groups. */
+typedef struct {
+    char axes[24];
+    int nn, dims[3];    /* mesh dims in the order named */
+    int size;           /* product of the named sizes */
+    int gsize;          /* 0: no groups, else entries per group */
+    int groups[MAXDEV]; /* flattened partition of [0, size) */
+} axv;
+/* devices per group */
+static inline int vG(const axv *v) { return v->gsize ? v->gsize : v->size; }
+/* single axis, no groups: where argmax/argmin mean the same as for pargmax */
+static inline int single_axis(const axv *v) { return v->nn == 1 && v->axes[0] != '*' && !v->gsize; }
+
+/* A mesh, the names of its dims and its axis variants. */
+typedef struct {
+    meshdef md;
+    const char *const *axn; /* names of the mesh dims */
+    int ndev;
+    spmd_mesh *m;
+    axv var[64];
+    int nvar;
+} meshctx;
+
+/* "axes 'x,y' groups {0,2}{3,1}" */
+static inline void var_str(const axv *v, char *b, size_t cap) {
+    size_t o = (size_t)snprintf(b, cap, "axes '%s'", v->axes);
+    if (v->gsize && o < cap) {
+        o += (size_t)snprintf(b + o, cap - o, " groups ");
+        for (int k = 0; k < v->size && o + 6 < cap; k++)
+            o += (size_t)snprintf(b + o, cap - o, "%s%d", k == 0 ? "{" : k % v->gsize ? "," : "}{", v->groups[k]);
+        if (o + 2 < cap) snprintf(b + o, cap - o, "}");
+    }
+}
+
+/* The devices of dev's group under v, in group order, into mem; *me = dev's
+   index in it. Returns G. Plain coordinate arithmetic on the row-major mesh. */
+static inline int group_of(const meshdef *md, const axv *v, int dev, int *mem, int *me) {
+    int c[3] = {0, 0, 0}, t = dev;
+    for (int d = md->nd - 1; d >= 0; d--) { c[d] = t % md->sh[d]; t /= md->sh[d]; }
+    int idx = 0; /* dev's index along the named axes */
+    for (int k = 0; k < v->nn; k++) idx = idx * md->sh[v->dims[k]] + c[v->dims[k]];
+    int G = vG(v), base = 0, pos = idx;
+    if (v->gsize) {
+        for (int k = 0; k < v->size; k++)
+            if (v->groups[k] == idx) pos = k;
+        base = pos / v->gsize * v->gsize;
+        pos -= base;
+    }
+    *me = pos;
+    for (int j = 0; j < G; j++) {
+        int lin = v->gsize ? v->groups[base + j] : j;
+        int cc[3] = {c[0], c[1], c[2]};
+        for (int k = v->nn - 1; k >= 0; k--) {
+            cc[v->dims[k]] = lin % md->sh[v->dims[k]];
+            lin /= md->sh[v->dims[k]];
+        }
+        int id = 0;
+        for (int d = 0; d < md->nd; d++) id = id * md->sh[d] + cc[d];
+        mem[j] = id;
+    }
+    return G;
+}
+
+/* Appends the variant naming dims[0..nn-1] ("*" when star); returns its
+   index, or -1 when mc->var is full. */
+static inline int add_axv(meshctx *mc, const int *dims, int nn, int star) {
+    if (mc->nvar >= (int)(sizeof mc->var / sizeof mc->var[0])) return -1;
+    axv *v = &mc->var[mc->nvar];
+    memset(v, 0, sizeof *v);
+    v->nn = nn;
+    v->size = 1;
+    size_t o = 0;
+    for (int k = 0; k < nn; k++) {
+        v->dims[k] = dims[k];
+        v->size *= mc->md.sh[dims[k]];
+        if (!star) o += (size_t)snprintf(v->axes + o, sizeof v->axes - o, "%s%s", k ? "," : "", mc->axn[dims[k]]);
+    }
+    if (star) strcpy(v->axes, "*");
+    return mc->nvar++;
+}
+
+/* Appends a copy of variant `base` split into groups of gsize by a random
+   permutation (xorshift stream r). */
+static inline void add_groups(meshctx *mc, int base, int gsize, rng_t *r) {
+    axv *v = &mc->var[mc->nvar++];
+    *v = mc->var[base];
+    v->gsize = gsize;
+    for (int k = 0; k < v->size; k++) v->groups[k] = k;
+    for (int k = v->size - 1; k > 0; k--) {
+        int j = rb(r, k + 1), t = v->groups[k];
+        v->groups[k] = v->groups[j];
+        v->groups[j] = t;
+    }
+}
+
+/* Creates mc->m from mc->md and mc->axn (30 s deadline: a hang becomes a
+   failure) and sets mc->ndev; one check. Returns 1 when created. */
+static inline int create_mesh(meshctx *mc) {
+    mc->ndev = 1;
+    for (int d = 0; d < mc->md.nd; d++) mc->ndev *= mc->md.sh[d];
+    spmd_status s = create_named_mesh(mc->md.nd, mc->md.sh, mc->axn, 30000, SPMD_CHECK_DEFAULT, SPMD_LOG_DEFAULT, &mc->m);
+    char ms[24];
+    mesh_str(&mc->md, ms, sizeof ms);
+    T_CHECK(s == SPMD_OK && mc->m, "mesh_create %s: %s", ms, stname(s));
+    return s == SPMD_OK && mc->m;
+}
+
+/* Destroys mc->m and creates it again (after a case broke it). */
+static inline int recreate_mesh(meshctx *mc) {
+    spmd_mesh_destroy(mc->m);
+    mc->m = NULL;
+    return create_mesh(mc);
+}
+
+/* ---- async clusters and failure messages --------------------------------------------- */
+
+/* Per device, a random order 0..m-1 in which to finish a cluster's requests. */
+static inline void shuffle_orders(unsigned char (*order)[MAXCL], int m, rng_t *r) {
+    for (int d = 0; d < MAXDEV; d++) {
+        for (int j = 0; j < m; j++) order[d][j] = (unsigned char)j;
+        for (int j = m - 1; j > 0; j--) {
+            int s = rb(r, j + 1);
+            unsigned char t = order[d][j];
+            order[d][j] = order[d][s];
+            order[d][s] = t;
+        }
+    }
+}
+
+/* Keeps the first failure of a case (from any device thread) in msg. */
+static inline void note_first(int *flag, char *msg, size_t cap, spmd_dev *d, int me, spmd_status s, const char *where) {
+    if (__atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL) == 0)
+        snprintf(msg, cap, "dev %d %s: %s (%.150s)", me, where, stname(s), spmd_last_error(d));
+}
+
+/* "SPMD_ERR_SHAPE|SPMD_ERR_INVALID": the statuses in an ACC() set. */
+static inline void accept_str(uint32_t accept, char *b, size_t cap) {
+    size_t o = 0;
+    b[0] = 0;
+    for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < cap; s++)
+        if (accept & ACC(s)) o += (size_t)snprintf(b + o, cap - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+}
+#endif
