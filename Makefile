@@ -20,7 +20,7 @@ $(BUILD)/%: examples/%.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
-$(BUILD)/bench: bench/bench.c spmdcoll.h
+$(BUILD)/bench: bench/bench.c bench/bench_common.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
 
@@ -68,9 +68,11 @@ deps:
 	fi
 
 bench: $(BUILD)/bench
-	./$(BUILD)/bench -d 2 -b 8 -e 256M
+	./$(BUILD)/bench -c all -d 2 -b 8 -e 256M
 	./$(BUILD)/bench -d 8 -b 8 -e 1M
+	./$(BUILD)/bench --overlap
 	./$(BUILD)/bench --kernels
+	sh bench/compare_mpi.sh -c all -d 2 -b 8 -e 64M
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

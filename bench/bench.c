@@ -1,0 +1,1297 @@
+/* bench.c - an nccl-tests-like benchmark of spmdcoll's collectives.
+
+   MODES
+     (default)   every size of one collective (-c), or of each in turn
+                 (-c all), next to its memcpy floor;
+     --overlap   whether a collective progresses while its caller computes;
+     --kernels   the reduction kernel alone (spmd_reduce_local) against
+                 memcpy, in cache, then inside a collective.
+
+   THE COLLECTIVES (-c; the table, the size column, busbw and the memcpy
+   floor are defined in bench_common.h, shared with mpi_bench.c)
+     psum (default)  spmd_allreduce, -o op       busbw 2(G-1)/G  floor S
+     all_gather      spmd_all_gather, tiled      busbw (G-1)/G   floor S(G+1)/(2G)
+     psum_scatter    spmd_psum_scatter, tiled    busbw (G-1)/G   floor S(G+1)/(2G)
+     all_to_all      spmd_all_to_all, tiled      busbw (G-1)/G   floor S
+     bcast           spmd_bcast, root 0          busbw 1         floor S(G+1)/(2G)
+     reduce          spmd_reduce, root 0, -o op  busbw 1         floor S(G+1)/(2G)
+     ppermute        spmd_ppermute, ring i->i+1  busbw 1         floor S
+     barrier         spmd_barrier                time only
+     S is the size column as nccl-tests defines it: all_gather the gathered
+     output (each device sends S/G), psum_scatter the input (each receives
+     S/G), the others each device's buffer. The floor is a memcpy of B bytes
+     by every device thread at once, B = (bytes a device must read + bytes
+     it must write) / 2 with the work shared evenly (bench_common.h says
+     why each). The tiled operations run on 1-D arrays (split = concat = 0);
+     their counts are rounded down to a multiple of G.
+
+   WHAT IS MEASURED AND HOW
+     One mesh of -d devices on a 1-D axis "i" (devices are threads of this
+     process). All devices run inside one spmd_run and loop over the sizes
+     together. For each size S (-b .. -e, times -f):
+       1. warm-up: -w ops, or (default) the calibration rounds of step 2;
+       2. the iteration count: -n, or (default) device 0 times rounds of
+          back-to-back ops until one round takes 20 ms, then picks the count
+          that makes one repetition last 0.25 s / -r (at least one op);
+       3. the memcpy floor is prepared the same way (steps 1-2);
+       4. -r repetitions, each: the memcpy timed, the receive buffers
+          poisoned (untimed), the collective timed. Timing one: spmd_barrier,
+          timer started on device 0, `iters` back-to-back ops, spmd_barrier,
+          timer stopped; time per op = elapsed / iters. The row shows the
+          medians. Interleaving makes both see the same machine: other work
+          on it moves both (the last line of the output tells how much CPU
+          time other processes took during the run);
+       5. verification of the last repetition's result: every element on
+          every device, compared bit for bit with a reference computed here
+          from the same integer-valued inputs. Reductions: small integers,
+          so every sum is exact. Moves: each element a wide integer
+          (24 bits in f32) depending on its device and index, so a block
+          from the wrong device or offset is caught. reduce also checks
+          that non-roots' receive buffers were left untouched. A mismatch
+          prints the first bad element and the program exits 1.
+     Columns: coll, size (B), count (elements of S), dtype, op, iters, time
+     (us), algbw = S / time, busbw = algbw * factor, floor (B), memcpy (us),
+     time / memcpy. All out of place (send != recv).
+
+   OVERLAP MODE (--overlap)
+     -d devices (default 2), one size (64 MiB, or -e), psum and all_gather
+     (or -c). Device 0 starts the collective (spmd_*_start), computes for a
+     fixed time T, then calls spmd_wait; the other devices start it and wait
+     at once. The compute is arithmetic on a private 16 KiB buffer (in L1),
+     its length calibrated to the collective's own time. Per repetition,
+     all timed on device 0: the collective alone (start, wait at once), the
+     compute alone, and start + compute + wait; medians. Reported: the
+     three times, device 0's time inside spmd_wait after its compute, and
+         overlap = (t_coll + t_comp - t_total) / min(t_coll, t_comp)
+     (1: the collective was hidden behind the compute; 0: they ran one
+     after the other). With no more devices than CPUs, the waiting peers
+     run the collective's tasks while device 0 computes; with more devices
+     than CPUs they compete with the compute for CPUs and cannot.
+
+   KERNEL MODE (--kernels)
+     1. spmd_reduce_local(out, {in0, in1}, 2, count, dtype, op) alone, on
+        one thread, in cache: 16 KiB and 256 KiB per input (or -b), every
+        dtype x op (or -t / -o), out of place, timed interleaved with a
+        memcpy of the same output bytes (same rule as above, 0.06 s per
+        case); GB/s = output bytes / time (bool sum writes int32 counts:
+        4x its input). Verified exactly. Target: f32 sum in cache within
+        1.5x of memcpy; the output says whether it is met.
+     2. The same kernel as it runs inside a collective: spmd_allreduce with
+        the split algorithm (-a split unless -a says otherwise) on -d
+        devices (default 2), f32 sum (or -t / -o) at 16 KiB and 4 MiB per
+        device, against the psum floor (memcpy of S by every device).
+
+   BUILD (from the repository root)
+     make build/bench     (cc -O3 -g -std=c11 -pthread -I. bench/bench.c -lm)
+*/
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+
+#define AXIS "i"
+#define KERNEL_BUDGET_S 0.06      /* per dtype x op in kernel mode */
+#define OVERLAP_BYTES ((size_t)64 << 20)
+#define COMPUTE_FLOATS 4096       /* the overlap compute's private buffer: 16 KiB */
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef struct config {
+    int devices;
+    spmd_dtype dtype;
+    int dtype_set;
+    spmd_op op;
+    int op_set;
+    size_t min_bytes, max_bytes;
+    int min_set, max_set;
+    long factor;
+    long warmup;                  /* -1: auto */
+    long iters;                   /* 0: auto */
+    int reps;
+    coll_id coll;                 /* COLL_ALL: each in turn */
+    int coll_set;
+    spmd_algo algo;
+    int algo_set;
+    int kernels, overlap, csv;
+    char cmdline[1024];
+} config;
+
+static void usage(FILE *f)
+{
+    fputs("usage: bench [options]\n"
+          "  -c COLL    psum (default) all_gather psum_scatter all_to_all bcast reduce\n"
+          "             ppermute barrier, or all (each in turn)\n"
+          "  -d N       devices (default 2), mesh axis \"i\"\n"
+          "  -t DTYPE   bool i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 (default f32)\n"
+          "  -o OP      sum prod max min mean, for psum and reduce (default sum)\n"
+          "  -b SIZE    min size S (default 8; K M G suffixes, powers of 1024)\n"
+          "  -e SIZE    max size S (default 256M)\n"
+          "  -f N       size multiplication factor (default 2)\n"
+          "  -w N       warm-up ops per size (default: the calibration rounds; 5 with -n)\n"
+          "  -n N       timed ops per repetition (default: auto, ~0.25 s per size)\n"
+          "  -r N       repetitions, the median is reported (default 5)\n"
+          "  -a ALGO    default, eager or split (spmd_opts.algo)\n"
+          "  --overlap  compute while a collective is in flight (psum, all_gather; see bench.c)\n"
+          "  --kernels  time the reduction kernel of every dtype x op (see bench.c)\n"
+          "  --csv      comma-separated output\n",
+          f);
+}
+
+static void die(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "bench: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static spmd_dtype parse_dtype(const char *s)
+{
+    for (int t = 1; t < SPMD_DTYPE_COUNT; t++)
+        if (strcmp(s, spmd_dtype_name((spmd_dtype)t)) == 0) return (spmd_dtype)t;
+    die("unknown dtype '%s'", s);
+    return SPMD_DTYPE_NONE;
+}
+
+static spmd_op parse_op(const char *s)
+{
+    for (int o = SPMD_OP_SUM; o <= SPMD_OP_MEAN; o++)
+        if (strcmp(s, spmd_op_name((spmd_op)o)) == 0) return (spmd_op)o;
+    die("unknown op '%s' (sum prod max min mean)", s);
+    return SPMD_OP_NONE;
+}
+
+static spmd_algo parse_algo(const char *s)
+{
+    if (strcmp(s, "default") == 0) return SPMD_ALGO_DEFAULT;
+    if (strcmp(s, "eager") == 0) return SPMD_ALGO_EAGER;
+    if (strcmp(s, "split") == 0) return SPMD_ALGO_SPLIT;
+    die("unknown algo '%s' (default eager split)", s);
+    return SPMD_ALGO_DEFAULT;
+}
+
+static const char *algo_name(spmd_algo a)
+{
+    return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : "default";
+}
+
+/* The value of option argv[*i]: "-d 8" or "-d8". */
+static const char *opt_value(int *i, int argc, char **argv)
+{
+    if (argv[*i][2] != '\0') return argv[*i] + 2;
+    if (*i + 1 >= argc) die("option %s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+static void parse_option(config *cfg, char opt, const char *v)
+{
+    switch (opt) {
+    case 'd': cfg->devices = (int)parse_long(v, 1, SPMD_MAX_DEVICES); break;
+    case 't': cfg->dtype = parse_dtype(v); cfg->dtype_set = 1; break;
+    case 'o': cfg->op = parse_op(v); cfg->op_set = 1; break;
+    case 'b': cfg->min_bytes = parse_size(v); cfg->min_set = 1; break;
+    case 'e': cfg->max_bytes = parse_size(v); cfg->max_set = 1; break;
+    case 'f': cfg->factor = parse_long(v, 2, 1024); break;
+    case 'w': cfg->warmup = parse_long(v, 0, MAX_ITERS); break;
+    case 'n': cfg->iters = parse_long(v, 1, MAX_ITERS); break;
+    case 'r': cfg->reps = (int)parse_long(v, 1, MAX_REPS); break;
+    case 'a': cfg->algo = parse_algo(v); cfg->algo_set = 1; break;
+    case 'c': cfg->coll = parse_coll(v); cfg->coll_set = 1; break;
+    default: usage(stderr); exit(2);
+    }
+}
+
+static void check_args(config *cfg)
+{
+    if (cfg->min_bytes > cfg->max_bytes) die("%s", "-b is larger than -e");
+    if (cfg->kernels && cfg->overlap) die("%s", "--kernels and --overlap are separate runs");
+    if (cfg->kernels && cfg->coll_set) die("%s", "--kernels measures the reduction kernel; -c does not apply");
+    if (cfg->overlap && cfg->coll == COLL_BARRIER) die("%s", "--overlap needs a collective that moves data");
+    if (!cfg->kernels && cfg->dtype == SPMD_BOOL && cfg->op == SPMD_OP_MEAN)
+        die("%s", "pmean is not defined for bool (the library refuses it)");
+    if (cfg->kernels && !cfg->algo_set) cfg->algo = SPMD_ALGO_SPLIT;
+    if (cfg->overlap && !cfg->max_set) cfg->max_bytes = OVERLAP_BYTES;
+}
+
+static void parse_args(config *cfg, int argc, char **argv)
+{
+    *cfg = (config){.devices = 2, .dtype = SPMD_F32, .op = SPMD_OP_SUM, .min_bytes = 8,
+                    .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = -1, .reps = 5, .coll = COLL_PSUM};
+    join_args(cfg->cmdline, sizeof cfg->cmdline, argc, argv);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--kernels") == 0) cfg->kernels = 1;
+        else if (strcmp(a, "--overlap") == 0) cfg->overlap = 1;
+        else if (strcmp(a, "--csv") == 0) cfg->csv = 1;
+        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage(stdout); exit(0); }
+        else if (a[0] == '-' && a[1] != '\0' && strchr("cdtobefwnra", a[1]))
+            parse_option(cfg, a[1], opt_value(&i, argc, argv));
+        else { usage(stderr); exit(2); }
+    }
+    check_args(cfg);
+}
+
+/* ---- dtypes, inputs and the reference result ----------------------------- */
+
+typedef enum { K_BOOL, K_SINT, K_UINT, K_FLOAT } kind;
+
+static kind kind_of(spmd_dtype dt)
+{
+    switch (dt) {
+    case SPMD_BOOL: return K_BOOL;
+    case SPMD_I8: case SPMD_I16: case SPMD_I32: case SPMD_I64: return K_SINT;
+    case SPMD_U8: case SPMD_U16: case SPMD_U32: case SPMD_U64: return K_UINT;
+    default: return K_FLOAT;
+    }
+}
+
+/* Bytes of one result element: psum of bools counts into int32. */
+static size_t out_size(spmd_dtype dt, spmd_op op)
+{
+    return dt == SPMD_BOOL && op == SPMD_OP_SUM ? 4 : spmd_dtype_size(dt);
+}
+
+/* Input of device d at element r (mod PATTERN) of a reduction: small
+   integers, so every float sum is exact and the reference is bit-exact.
+   Products use factors +-1, +-2 for signed and float types (powers of two
+   stay exact). */
+static int64_t gen(spmd_dtype dt, spmd_op op, int d, size_t r)
+{
+    static const int64_t sfac[5] = {1, 2, -1, 1, -2}, ufac[5] = {1, 2, 3, 1, 5};
+    uint32_t x = mix((uint32_t)r, (uint32_t)d);
+    kind k = kind_of(dt);
+    if (k == K_BOOL) return x & 1;
+    if (op == SPMD_OP_PROD) return k == K_UINT ? ufac[x % 5] : sfac[x % 5];
+    return k == K_UINT ? (int64_t)(x % 11) : small_value(d, r);
+}
+
+/* Input of device d at element r of a data movement: as wide as the dtype
+   holds integers exactly. */
+static int64_t gen_tag(spmd_dtype dt, int d, size_t r)
+{
+    int bits;
+    switch (dt) {
+    case SPMD_BOOL: bits = 1; break;
+    case SPMD_F16: bits = 11; break;
+    case SPMD_BF16: bits = 8; break;
+    case SPMD_F32: bits = 24; break;
+    default: bits = spmd_dtype_size(dt) >= 4 ? 32 : (int)spmd_dtype_size(dt) * 8; break;
+    }
+    return tag_value(d, r, bits, dt != SPMD_BOOL && kind_of(dt) != K_UINT);
+}
+
+static void put_int(void *p, size_t size, uint64_t v)
+{
+    uint8_t a = (uint8_t)v;
+    uint16_t b = (uint16_t)v;
+    uint32_t c = (uint32_t)v;
+    memcpy(p, size == 1 ? (void *)&a : size == 2 ? (void *)&b : size == 4 ? (void *)&c : (void *)&v, size);
+}
+
+static void put_float(void *p, spmd_dtype dt, double v)
+{
+    float f = (float)v;
+    uint16_t h;
+    switch (dt) {
+    case SPMD_F16: h = spmd_f32_to_f16(f); memcpy(p, &h, 2); break;
+    case SPMD_BF16: h = spmd_f32_to_bf16(f); memcpy(p, &h, 2); break;
+    case SPMD_F32: memcpy(p, &f, 4); break;
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
+static void put_value(void *p, spmd_dtype dt, int64_t v)
+{
+    if (kind_of(dt) == K_FLOAT) put_float(p, dt, (double)v);
+    else put_int(p, spmd_dtype_size(dt), (uint64_t)v);
+}
+
+/* v truncated to the dtype's width, then sign- or zero-extended. */
+static uint64_t canon(spmd_dtype dt, int64_t v)
+{
+    int bits = (int)spmd_dtype_size(dt) * 8;
+    if (bits == 64) return (uint64_t)v;
+    uint64_t low = (uint64_t)v & ((UINT64_C(1) << bits) - 1);
+    if (kind_of(dt) == K_SINT && (low >> (bits - 1))) low |= ~((UINT64_C(1) << bits) - 1);
+    return low;
+}
+
+static void expect_bool(spmd_op op, int g, size_t r, void *out)
+{
+    int32_t n = 0;
+    for (int d = 0; d < g; d++) n += gen(SPMD_BOOL, op, d, r) != 0;
+    if (op == SPMD_OP_SUM) { memcpy(out, &n, 4); return; }
+    uint8_t b = op == SPMD_OP_MAX ? n > 0 : n == g; /* max: any; min, prod: all */
+    memcpy(out, &b, 1);
+}
+
+static void expect_float(spmd_dtype dt, spmd_op op, int g, size_t r, void *out)
+{
+    double acc = (double)gen(dt, op, 0, r);
+    for (int d = 1; d < g; d++) {
+        double v = (double)gen(dt, op, d, r);
+        if (op == SPMD_OP_PROD) acc *= v;
+        else if (op == SPMD_OP_MAX) acc = v > acc ? v : acc;
+        else if (op == SPMD_OP_MIN) acc = v < acc ? v : acc;
+        else acc += v;
+    }
+    if (op == SPMD_OP_MEAN) {
+        float q = (float)acc / (float)g;       /* f32, f16, bf16: divided in f32 */
+        acc = dt == SPMD_F64 ? acc / g : (double)q;
+    }
+    put_float(out, dt, acc);
+}
+
+static void expect_int(spmd_dtype dt, spmd_op op, int g, size_t r, void *out)
+{
+    int sgn = kind_of(dt) == K_SINT;
+    uint64_t acc = canon(dt, gen(dt, op, 0, r));
+    int64_t exact = (int64_t)acc;              /* inputs are small: no overflow */
+    for (int d = 1; d < g; d++) {
+        uint64_t v = canon(dt, gen(dt, op, d, r));
+        int gt = sgn ? (int64_t)v > (int64_t)acc : v > acc;
+        if (op == SPMD_OP_PROD) acc *= v;      /* wraps modulo 2^64, then 2^bits */
+        else if (op == SPMD_OP_MAX) acc = gt ? v : acc;
+        else if (op == SPMD_OP_MIN) acc = gt || v == acc ? acc : v;
+        else acc += v;
+        exact += (int64_t)v;
+    }
+    if (op == SPMD_OP_MEAN) acc = (uint64_t)(exact / g);  /* truncated toward zero */
+    put_int(out, spmd_dtype_size(dt), acc);
+}
+
+/* The expected reduction of g devices' inputs at pattern index r. */
+static void expected_elem(spmd_dtype dt, spmd_op op, int g, size_t r, void *out)
+{
+    switch (kind_of(dt)) {
+    case K_BOOL: expect_bool(op, g, r, out); break;
+    case K_FLOAT: expect_float(dt, op, g, r, out); break;
+    default: expect_int(dt, op, g, r, out); break;
+    }
+}
+
+/* The PATTERN expected elements of a reduction of g inputs. */
+static void expected_pattern(unsigned char *dst, spmd_dtype dt, spmd_op op, int g)
+{
+    size_t os = out_size(dt, op);
+    for (size_t r = 0; r < PATTERN; r++) expected_elem(dt, op, g, r, dst + r * os);
+}
+
+/* "12 (0x0000000c)": one element of a result buffer, for error messages. */
+static void describe(spmd_dtype dt, spmd_op op, const void *p, char *buf, size_t n)
+{
+    size_t sz = out_size(dt, op);
+    uint64_t raw = 0;
+    memcpy(&raw, p, sz);
+    double v;
+    if (dt == SPMD_BOOL && op == SPMD_OP_SUM) v = (double)(int32_t)raw;
+    else if (dt == SPMD_F16) v = spmd_f16_to_f32((uint16_t)raw);
+    else if (dt == SPMD_BF16) v = spmd_bf16_to_f32((uint16_t)raw);
+    else if (dt == SPMD_F32) { float f; memcpy(&f, p, 4); v = f; }
+    else if (dt == SPMD_F64) memcpy(&v, p, 8);
+    else v = kind_of(dt) == K_SINT ? (double)(int64_t)canon(dt, (int64_t)raw) : (double)raw;
+    snprintf(buf, n, "%.17g (0x%0*llx)", v, (int)(2 * sz), (unsigned long long)raw);
+}
+
+/* ---- shared state, jobs and device context -------------------------------- */
+
+typedef struct shared {
+    const config *cfg;
+    int *perm;                    /* the ring i -> i+1, as (source, destination) pairs */
+    long next;                    /* device 0's decision, read after a barrier */
+    int failed;                   /* set by any device; read after a barrier */
+    double rep_s[MAX_REPS];       /* device 0's repetition times */
+    double copy_s[MAX_REPS];      /* device 0's memcpy repetition times */
+    double ovl_s[3][MAX_REPS];    /* overlap mode: coll, compute, total */
+    double wait_s[MAX_REPS];      /* overlap mode: device 0 inside spmd_wait */
+    unsigned char *expect;        /* PATTERN expected elements (same on every device) */
+    spmd_dtype expect_dt;         /* what expect holds */
+    spmd_op expect_op;
+} shared;
+
+typedef enum { JOB_COLL, JOB_MEMCPY } job_kind;
+
+typedef struct job {
+    job_kind kind;
+    coll_id coll;
+    spmd_dtype dt;
+    spmd_op op;                   /* SPMD_OP_NONE for data movements */
+    size_t count;                 /* elements of S */
+    size_t bytes;                 /* S = count * dtype size */
+    size_t copy_bytes;            /* the memcpy floor, per device */
+} job;
+
+typedef struct devctx {
+    spmd_dev *dev;
+    int id, ndev;
+    shared *sh;
+    spmd_opts opts;
+    unsigned char *send, *recv;
+    size_t cap_bytes;             /* send capacity; recv holds 4x for bool sums */
+    spmd_dtype filled_dt;         /* what the send buffer holds */
+    spmd_op filled_op;            /* SPMD_OP_NONE: the movement values */
+    spmd_array x, out;            /* views for the JAX-style operations */
+    unsigned char *tagpat;        /* scratch: PATTERN movement values of one device */
+    int tagpat_src;               /* whose full pattern tagpat holds, or -1 */
+    spmd_dtype tagpat_dt;
+} devctx;
+
+static job make_job(coll_id coll, spmd_dtype dt, spmd_op op, size_t bytes, int g)
+{
+    size_t es = spmd_dtype_size(dt), count = coll_count(coll, bytes, es, g);
+    if (!COLLS[coll].reduces) op = SPMD_OP_NONE;
+    else if (coll == COLL_PSUM_SCATTER) op = SPMD_OP_SUM;
+    return (job){JOB_COLL, coll, dt, op, count, count * es, floor_bytes(coll, count * es, g)};
+}
+
+static job memcpy_job(const job *j)
+{
+    job cp = *j;
+    cp.kind = JOB_MEMCPY;
+    return cp;
+}
+
+/* A failed library call cannot be recovered from in a benchmark. */
+static void check(devctx *c, spmd_status s, const char *what)
+{
+    if (s == SPMD_OK) return;
+    fprintf(stderr, "bench: device %d: %s failed: %s: %s\n", c->id, what, spmd_status_name(s),
+            spmd_last_error(c->dev));
+    fflush(NULL);
+    _exit(2);
+}
+
+static void sync_all(devctx *c)
+{
+    check(c, spmd_barrier(c->dev, AXIS, NULL), "spmd_barrier");
+}
+
+/* Collective AND of ok over the devices (a failed device stops everyone). */
+static int all_ok(devctx *c, int ok)
+{
+    if (!ok) __atomic_store_n(&c->sh->failed, 1, __ATOMIC_RELAXED);
+    sync_all(c);
+    return !__atomic_load_n(&c->sh->failed, __ATOMIC_RELAXED);
+}
+
+/* Device 0 publishes a value that every device reads after a barrier. */
+static long share_from_0(devctx *c, long v)
+{
+    if (c->id == 0) c->sh->next = v;
+    sync_all(c);
+    v = c->sh->next;
+    sync_all(c);                  /* nobody may overwrite it before all have read */
+    return v;
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+static int alloc_buffers(devctx *c, size_t cap, int bool_sums)
+{
+    size_t rcap = bool_sums ? 4 * cap : cap;
+    c->cap_bytes = cap;
+    if (posix_memalign((void **)&c->send, 4096, cap ? cap : 1)) c->send = NULL;
+    if (posix_memalign((void **)&c->recv, 4096, rcap ? rcap : 1)) c->recv = NULL;
+    c->tagpat = malloc(PATTERN * 8);
+    c->tagpat_src = -1;
+    if (!c->send || !c->recv || !c->tagpat) {
+        fprintf(stderr, "bench: device %d: cannot allocate %zu bytes\n", c->id, cap + rcap);
+        return 0;
+    }
+    memset(c->send, 0, cap);      /* fault the pages in now, not while timing */
+    memset(c->recv, 0, rcap);
+    return 1;
+}
+
+static void free_buffers(devctx *c)
+{
+    free(c->send);
+    free(c->recv);
+    free(c->tagpat);
+}
+
+/* Fills the whole send buffer with this device's inputs for job j:
+   reduction values for (dt, op), or the movement values. */
+static void fill_send(devctx *c, const job *j)
+{
+    size_t es = spmd_dtype_size(j->dt), n = c->cap_bytes / es, have;
+    if (c->filled_dt == j->dt && c->filled_op == j->op) return;
+    for (size_t i = 0; i < n && i < PATTERN; i++)
+        put_value(c->send + i * es, j->dt, j->op ? gen(j->dt, j->op, c->id, i) : gen_tag(j->dt, c->id, i));
+    for (have = (n < PATTERN ? n : PATTERN) * es; have < n * es;) {
+        size_t k = have < n * es - have ? have : n * es - have;
+        memcpy(c->send + have, c->send, k);
+        have += k;
+    }
+    c->filled_dt = j->dt;
+    c->filled_op = j->op;
+}
+
+/* The array views of the JAX-style operations (1-D, tiled). */
+static void set_views(devctx *c, const job *j)
+{
+    int64_t n = (int64_t)j->count, g = c->ndev;
+    c->x = spmd_array_1d(c->send, j->dt, j->coll == COLL_ALL_GATHER ? n / g : n);
+    c->out = spmd_array_1d(c->recv, j->dt, j->coll == COLL_PSUM_SCATTER ? n / g : n);
+}
+
+/* Inputs, views and (device 0) the expected reduction; everyone waits. */
+static void prepare(devctx *c, const job *j)
+{
+    shared *sh = c->sh;
+    if (j->coll == COLL_BARRIER) return;
+    if (c->id == 0 && j->op && (sh->expect_dt != j->dt || sh->expect_op != j->op)) {
+        expected_pattern(sh->expect, j->dt, j->op, c->ndev);
+        sh->expect_dt = j->dt;
+        sh->expect_op = j->op;
+    }
+    fill_send(c, j);
+    set_views(c, j);
+    sync_all(c);
+}
+
+static size_t recv_bytes(const devctx *c, const job *j)
+{
+    return recv_elems(j->coll, j->count, c->ndev) * out_size(j->dt, j->op);
+}
+
+/* Poison this device's receive buffer: no valid result looks like this. */
+static void poison(devctx *c, const job *j)
+{
+    if (j->coll != COLL_BARRIER) memset(c->recv, 0xA5, recv_bytes(c, j));
+}
+
+/* ---- verification ----------------------------------------------------------- */
+
+static void report_wrong(devctx *c, const job *j, size_t elem, const void *got, const void *want)
+{
+    char g[64], w[64];
+    describe(j->dt, j->op, got, g, sizeof g);
+    describe(j->dt, j->op, want, w, sizeof w);
+    fprintf(stderr, "bench: WRONG RESULT: %s %s %s count %zu device %d element %zu: got %s, expected %s\n",
+            COLLS[j->coll].name, spmd_dtype_name(j->dt), j->op ? spmd_op_name(j->op) : "-", j->count, c->id,
+            elem, g, w);
+}
+
+/* reduce: a non-root's receive buffer must still hold the poison. */
+static int verify_untouched(devctx *c, const job *j)
+{
+    size_t n = recv_bytes(c, j);
+    for (size_t b = 0; b < n; b++) {
+        if (c->recv[b] == 0xA5) continue;
+        fprintf(stderr, "bench: WRONG RESULT: reduce wrote byte %zu of non-root device %d's buffer\n", b, c->id);
+        return 0;
+    }
+    return 1;
+}
+
+static int verify_reduction(devctx *c, const job *j)
+{
+    size_t os = out_size(j->dt, j->op), n = recv_elems(j->coll, j->count, c->ndev);
+    size_t start = j->coll == COLL_PSUM_SCATTER ? (size_t)c->id * n : 0, bad;
+    if (j->coll == COLL_REDUCE && c->id != 0) return verify_untouched(c, j);
+    bad = first_mismatch(c->recv, c->sh->expect, os, start, n);
+    if (bad == SIZE_MAX) return 1;
+    report_wrong(c, j, bad, c->recv + bad * os, c->sh->expect + (start + bad) % PATTERN * os);
+    return 0;
+}
+
+/* The movement values of device src at pattern indices start .. start+m
+   (mod PATTERN), in their places in c->tagpat; the full pattern is kept. */
+static const unsigned char *tag_pattern(devctx *c, spmd_dtype dt, int src, size_t start, size_t m)
+{
+    size_t es = spmd_dtype_size(dt), n = m < PATTERN ? m : PATTERN;
+    if (c->tagpat_src == src && c->tagpat_dt == dt) return c->tagpat;
+    for (size_t t = 0; t < n; t++) {
+        size_t r = (start + t) % PATTERN;
+        put_value(c->tagpat + r * es, dt, gen_tag(dt, src, r));
+    }
+    c->tagpat_src = n == PATTERN ? src : -1;
+    c->tagpat_dt = dt;
+    return c->tagpat;
+}
+
+/* Each block of the output against the sender's input it must be. */
+static int verify_movement(devctx *c, const job *j)
+{
+    int nb = COLLS[j->coll].blocks ? c->ndev : 1;
+    size_t es = spmd_dtype_size(j->dt), m = j->count / (size_t)nb;
+    for (int t = 0; t < nb; t++) {
+        int src = block_source(j->coll, c->id, t, c->ndev);
+        size_t start = block_start(j->coll, c->id, m), bad;
+        const unsigned char *got = c->recv + (size_t)t * m * es, *pat = tag_pattern(c, j->dt, src, start, m);
+        bad = first_mismatch(got, pat, es, start, m);
+        if (bad == SIZE_MAX) continue;
+        report_wrong(c, j, (size_t)t * m + bad, got + bad * es, pat + (start + bad) % PATTERN * es);
+        return 0;
+    }
+    return 1;
+}
+
+static int verify_mine(devctx *c, const job *j)
+{
+    if (j->coll == COLL_BARRIER) return 1;
+    return COLLS[j->coll].reduces ? verify_reduction(c, j) : verify_movement(c, j);
+}
+
+/* ---- the operations ------------------------------------------------------------ */
+
+static spmd_status run_coll(devctx *c, const job *j)
+{
+    const spmd_opts *o = &c->opts;
+    switch (j->coll) {
+    case COLL_PSUM: return spmd_allreduce(c->dev, c->send, c->recv, j->count, j->dt, j->op, AXIS, o);
+    case COLL_ALL_GATHER: return spmd_all_gather(c->dev, &c->x, &c->out, AXIS, 0, 1, o);
+    case COLL_PSUM_SCATTER: return spmd_psum_scatter(c->dev, &c->x, &c->out, AXIS, 0, 1, o);
+    case COLL_ALL_TO_ALL: return spmd_all_to_all(c->dev, &c->x, &c->out, AXIS, 0, 0, 1, o);
+    case COLL_BCAST: return spmd_bcast(c->dev, c->send, c->recv, j->count, j->dt, 0, AXIS, o);
+    case COLL_REDUCE: return spmd_reduce(c->dev, c->send, c->recv, j->count, j->dt, j->op, 0, AXIS, o);
+    case COLL_PPERMUTE: return spmd_ppermute(c->dev, &c->x, &c->out, AXIS, c->sh->perm, c->ndev, o);
+    default: return spmd_barrier(c->dev, AXIS, o);
+    }
+}
+
+static spmd_status start_coll(devctx *c, const job *j, spmd_req **r)
+{
+    const spmd_opts *o = &c->opts;
+    switch (j->coll) {
+    case COLL_PSUM: return spmd_allreduce_start(c->dev, c->send, c->recv, j->count, j->dt, j->op, AXIS, o, r);
+    case COLL_ALL_GATHER: return spmd_all_gather_start(c->dev, &c->x, &c->out, AXIS, 0, 1, o, r);
+    case COLL_PSUM_SCATTER: return spmd_psum_scatter_start(c->dev, &c->x, &c->out, AXIS, 0, 1, o, r);
+    case COLL_ALL_TO_ALL: return spmd_all_to_all_start(c->dev, &c->x, &c->out, AXIS, 0, 0, 1, o, r);
+    case COLL_BCAST: return spmd_bcast_start(c->dev, c->send, c->recv, j->count, j->dt, 0, AXIS, o, r);
+    case COLL_REDUCE: return spmd_reduce_start(c->dev, c->send, c->recv, j->count, j->dt, j->op, 0, AXIS, o, r);
+    case COLL_PPERMUTE: return spmd_ppermute_start(c->dev, &c->x, &c->out, AXIS, c->sh->perm, c->ndev, o, r);
+    default: return spmd_barrier_start(c->dev, AXIS, o, r);
+    }
+}
+
+static void do_ops(devctx *c, const job *j, long n)
+{
+    for (long k = 0; k < n; k++) {
+        if (j->kind == JOB_COLL) {
+            check(c, run_coll(c, j), COLLS[j->coll].ours);
+        } else {
+            memcpy(c->recv, c->send, j->copy_bytes);
+            __asm__ __volatile__("" ::: "memory");   /* keep every copy */
+        }
+    }
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+/* barrier, n ops, barrier: the elapsed seconds on device 0. */
+static double timed(devctx *c, const job *j, long n)
+{
+    sync_all(c);
+    double t0 = now_s();
+    do_ops(c, j, n);
+    sync_all(c);
+    return now_s() - t0;
+}
+
+static long calibrate(devctx *c, const job *j, double rep_budget)
+{
+    long n = 1;
+    for (int round = 1;; round++) {
+        double t = timed(c, j, n);
+        long v = share_from_0(c, c->id == 0 ? next_round(n, t, round, rep_budget) : 0);
+        if (v < 0) return -v;
+        n = v;
+    }
+}
+
+/* Warm-up, then the iteration count (-n, or calibrated); the same on every device. */
+static long iteration_count(devctx *c, const job *j, double budget)
+{
+    const config *cfg = c->sh->cfg;
+    do_ops(c, j, cfg->warmup >= 0 ? cfg->warmup : cfg->iters > 0 ? 5 : 0);
+    return cfg->iters > 0 ? cfg->iters : calibrate(c, j, budget / cfg->reps);
+}
+
+typedef struct result {
+    double t, tcopy;              /* median seconds per op (device 0 only) */
+    long iters, citers;
+} result;
+
+/* Times j alone: barrier mode. */
+static result measure_one(devctx *c, const job *j, double budget)
+{
+    const config *cfg = c->sh->cfg;
+    result res = {0, 0, iteration_count(c, j, budget), 0};
+    for (int k = 0; k < cfg->reps; k++) {
+        double t = timed(c, j, res.iters);
+        if (c->id == 0) c->sh->rep_s[k] = t / (double)res.iters;
+    }
+    if (c->id == 0) res.t = median(c->sh->rep_s, cfg->reps);
+    return res;
+}
+
+/* Times collective j and its memcpy floor, repetitions interleaved; recv is
+   left holding the result of the last timed op. */
+static result measure_pair(devctx *c, const job *j, double budget, double copy_budget)
+{
+    const config *cfg = c->sh->cfg;
+    job cp = memcpy_job(j);
+    result res = {0, 0, 0, iteration_count(c, &cp, copy_budget)};
+    res.iters = iteration_count(c, j, budget);
+    for (int k = 0; k < cfg->reps; k++) {
+        double tc = timed(c, &cp, res.citers);
+        poison(c, j);
+        double t = timed(c, j, res.iters);
+        if (c->id == 0) {
+            c->sh->copy_s[k] = tc / (double)res.citers;
+            c->sh->rep_s[k] = t / (double)res.iters;
+        }
+    }
+    if (c->id == 0) {
+        res.t = median(c->sh->rep_s, cfg->reps);
+        res.tcopy = median(c->sh->copy_s, cfg->reps);
+    }
+    return res;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static const char *mode_name(const config *cfg)
+{
+    if (cfg->kernels) return "kernel mode";
+    if (cfg->overlap) return "overlap mode";
+    return cfg->coll == COLL_ALL ? "every collective" : COLLS[cfg->coll].name;
+}
+
+static void print_header(const config *cfg)
+{
+    char date[64];
+    time_t t = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+    printf("# spmdcoll %s bench: %s\n", spmd_version(), cfg->cmdline);
+    printf("# devices: %d (threads, 1-D mesh axis \"%s\"), cpus: %ld online, date: %s\n", cfg->devices, AXIS,
+           sysconf(_SC_NPROCESSORS_ONLN), date);
+    printf("# %s, algo %s, reps %d (median), iters %s, warm-up %s\n", mode_name(cfg), algo_name(cfg->algo),
+           cfg->reps, cfg->iters ? "fixed (-n)" : "auto",
+           cfg->warmup >= 0 ? "fixed (-w)" : cfg->iters ? "5 ops" : "calibration rounds");
+    print_loadavg();
+    const char *env[] = {"SPMD_ALGO", "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_CHECK"};
+    for (size_t i = 0; i < sizeof env / sizeof *env; i++)
+        if (getenv(env[i])) printf("# env %s=%s\n", env[i], getenv(env[i]));
+    if (cfg->csv && !cfg->kernels && !cfg->overlap)
+        puts("coll,size,count,dtype,op,iters,time_us,algbw_gbs,busbw_gbs,floor_bytes,memcpy_us,ratio_memcpy,check");
+    fflush(stdout);
+}
+
+/* The opening lines of one collective's table. */
+static void print_columns(const config *cfg, coll_id coll)
+{
+    print_coll_legend(coll, 0);
+    if (!cfg->csv)
+        printf("# %-12s %11s %11s %5s %4s %9s %11s %11s %11s %11s %11s %9s %5s\n", "coll", "size(B)", "count",
+               "dtype", "op", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "floor(B)", "memcpy(us)",
+               "t/memcpy", "check");
+    fflush(stdout);
+}
+
+static void print_row(const config *cfg, const job *j, const result *res)
+{
+    const char *dt = spmd_dtype_name(j->dt), *op = j->op ? spmd_op_name(j->op) : "-";
+    double t = res->t, alg = (double)j->bytes / t / 1e9, bus = alg * busbw_factor(j->coll, cfg->devices);
+    if (cfg->csv)
+        printf("%s,%zu,%zu,%s,%s,%ld,%.4f,%.4f,%.4f,%zu,%.4f,%.3f,ok\n", COLLS[j->coll].name, j->bytes, j->count,
+               dt, op, res->iters, t * 1e6, alg, bus, j->copy_bytes, res->tcopy * 1e6, t / res->tcopy);
+    else
+        printf("  %-12s %11zu %11zu %5s %4s %9ld %11.3f %11.3f %11.3f %11zu %11.3f %9.2f %5s\n",
+               COLLS[j->coll].name, j->bytes, j->count, dt, op, res->iters, t * 1e6, alg, bus, j->copy_bytes,
+               res->tcopy * 1e6, t / res->tcopy, "ok");
+    fflush(stdout);
+}
+
+static void print_barrier_row(const config *cfg, const result *res)
+{
+    if (cfg->csv) printf("barrier,0,0,-,-,%ld,%.4f,,,,,,ok\n", res->iters, res->t * 1e6);
+    else
+        printf("  %-12s %11d %11d %5s %4s %9ld %11.3f %11s %11s %11s %11s %9s %5s\n", "barrier", 0, 0, "-", "-",
+               res->iters, res->t * 1e6, "-", "-", "-", "-", "-", "ok");
+    fflush(stdout);
+}
+
+/* ---- default mode: sizes ------------------------------------------------------ */
+
+/* One size: time the collective and its memcpy floor, verify, print. */
+static int bench_size(devctx *c, coll_id coll, size_t bytes)
+{
+    const config *cfg = c->sh->cfg;
+    job j = make_job(coll, cfg->dtype, cfg->op, bytes, c->ndev);
+    if (j.count == 0) return 1;
+    prepare(c, &j);
+    result res = measure_pair(c, &j, COLL_BUDGET_S, COPY_BUDGET_S);
+    if (!all_ok(c, verify_mine(c, &j))) return 0;
+    if (c->id == 0) print_row(cfg, &j, &res);
+    return 1;
+}
+
+static int run_barrier(devctx *c)
+{
+    job j = {JOB_COLL, COLL_BARRIER, SPMD_DTYPE_NONE, SPMD_OP_NONE, 0, 0, 0};
+    result res = measure_one(c, &j, COLL_BUDGET_S);
+    if (c->id == 0) print_barrier_row(c->sh->cfg, &res);
+    return 1;
+}
+
+/* Every size of one collective; 0 if a result was wrong. */
+static int run_sizes(devctx *c, coll_id coll)
+{
+    const config *cfg = c->sh->cfg;
+    if (c->id == 0) print_columns(cfg, coll);
+    if (coll == COLL_BARRIER) return run_barrier(c);
+    if (coll == COLL_PSUM_SCATTER && cfg->dtype == SPMD_BOOL) {
+        if (c->id == 0) printf("# psum_scatter: skipped for bool (its psum counts into int32)\n");
+        return 1;
+    }
+    for (size_t b = cfg->min_bytes; b <= cfg->max_bytes; b *= (size_t)cfg->factor) {
+        if (!bench_size(c, coll, b)) return 0;
+        if (b == 0) break;
+    }
+    return 1;
+}
+
+static void run_collectives(devctx *c)
+{
+    coll_id want = c->sh->cfg->coll;
+    for (int k = 0; k < COLL_COUNT; k++)
+        if ((want == COLL_ALL || want == (coll_id)k) && !run_sizes(c, (coll_id)k)) return;
+}
+
+/* ---- overlap mode ----------------------------------------------------------------- */
+
+static volatile float compute_sink;
+
+/* The caller's work: passes of arithmetic over a private, L1-resident buffer. */
+static void compute(long passes)
+{
+    float buf[COMPUTE_FLOATS];
+    for (int k = 0; k < COMPUTE_FLOATS; k++) buf[k] = (float)k;
+    for (long p = 0; p < passes; p++) {
+        for (int k = 0; k < COMPUTE_FLOATS; k++) buf[k] = buf[k] * 0.9999f + 1.0f;
+        __asm__ __volatile__("" : : "r"(buf) : "memory");
+    }
+    compute_sink = buf[passes % COMPUTE_FLOATS];
+}
+
+static double time_compute(long passes)
+{
+    double t0 = now_s();
+    compute(passes);
+    return now_s() - t0;
+}
+
+/* Passes that take about `target` seconds (a rough guess, then one refinement). */
+static long compute_passes(double target)
+{
+    long n = 16;
+    double t;
+    while ((t = time_compute(n)) < 0.005 && n < (1L << 40)) n *= 4;
+    n = (long)((double)n * target / t) + 1;
+    t = time_compute(n);
+    return (long)((double)n * target / t) + 1;
+}
+
+/* Device 0: the collective started, `passes` of compute, then wait; the
+   others: start and wait. Device 0's seconds, total and inside spmd_wait. */
+static double overlapped(devctx *c, const job *j, long passes, double *in_wait)
+{
+    spmd_req *req;
+    sync_all(c);
+    double t0 = now_s();
+    check(c, start_coll(c, j, &req), COLLS[j->coll].ours);
+    if (c->id == 0) compute(passes);
+    double tw = now_s();
+    check(c, spmd_wait(req), "spmd_wait");
+    double t1 = now_s();
+    *in_wait = t1 - tw;
+    return t1 - t0;
+}
+
+/* One repetition: the collective alone, the compute alone, both. */
+static void overlap_rep(devctx *c, const job *j, long passes, int k)
+{
+    shared *sh = c->sh;
+    double w, t_coll = overlapped(c, j, 0, &w), t_comp = 0;
+    sync_all(c);
+    if (c->id == 0) t_comp = time_compute(passes);
+    poison(c, j);
+    double t_total = overlapped(c, j, passes, &w);
+    if (c->id != 0) return;
+    sh->ovl_s[0][k] = t_coll;
+    sh->ovl_s[1][k] = t_comp;
+    sh->ovl_s[2][k] = t_total;
+    sh->wait_s[k] = w;
+}
+
+static void print_overlap_columns(const config *cfg)
+{
+    printf("# overlap: device 0 starts the collective, computes for about the collective's own time, then waits;"
+           " devices 1..%d start it and wait at once\n", cfg->devices - 1);
+    if (cfg->csv) puts("coll,size,devices,t_coll_ms,t_comp_ms,t_total_ms,wait_ms,overlap,check");
+    else
+        printf("# %-12s %11s %11s %11s %12s %9s %8s %5s\n", "coll", "size(B)", "t_coll(ms)", "t_comp(ms)",
+               "t_total(ms)", "wait(ms)", "overlap", "check");
+    fflush(stdout);
+}
+
+static void print_overlap_result(const config *cfg, const job *j, const double t[4])
+{
+    double lo = t[0] < t[1] ? t[0] : t[1], ov = lo > 0 ? (t[0] + t[1] - t[2]) / lo : 0;
+    if (cfg->csv)
+        printf("%s,%zu,%d,%.3f,%.3f,%.3f,%.3f,%.2f,ok\n", COLLS[j->coll].name, j->bytes, cfg->devices, t[0] * 1e3,
+               t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, ov);
+    else
+        printf("  %-12s %11zu %11.3f %11.3f %12.3f %9.3f %8.2f %5s\n", COLLS[j->coll].name, j->bytes, t[0] * 1e3,
+               t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, ov, "ok");
+    fflush(stdout);
+}
+
+static int overlap_case(devctx *c, coll_id coll)
+{
+    const config *cfg = c->sh->cfg;
+    shared *sh = c->sh;
+    job j = make_job(coll, cfg->dtype, cfg->op, cfg->max_bytes, c->ndev);
+    double w, t[4];
+    if (j.count == 0) return 1;
+    prepare(c, &j);
+    do_ops(c, &j, 2);                                    /* warm-up */
+    for (int k = 0; k < 3; k++) sh->rep_s[k] = overlapped(c, &j, 0, &w);
+    long passes = share_from_0(c, c->id == 0 ? compute_passes(median(sh->rep_s, 3)) : 0);
+    for (int k = 0; k < cfg->reps; k++) overlap_rep(c, &j, passes, k);
+    if (!all_ok(c, verify_mine(c, &j))) return 0;
+    if (c->id != 0) return 1;
+    for (int m = 0; m < 3; m++) t[m] = median(sh->ovl_s[m], cfg->reps);
+    t[3] = median(sh->wait_s, cfg->reps);
+    print_overlap_result(cfg, &j, t);
+    return 1;
+}
+
+static void print_overlap_notes(const config *cfg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("# overlap = (t_coll + t_comp - t_total) / min(t_coll, t_comp): 1 = the collective was hidden behind"
+           " device 0's compute, 0 = they ran one after the other\n");
+    if (cfg->devices <= cpus)
+        printf("# %d devices on %ld CPUs: while device 0 computes, the peer%s waiting in spmd_wait run%s the"
+               " collective's tasks (device 0's share too) on the other CPU%s, so it progresses without device 0;"
+               " wait = what was left for device 0 after its compute\n",
+               cfg->devices, cpus, cfg->devices > 2 ? "s" : "", cfg->devices > 2 ? "" : "s",
+               cpus > 2 ? "s" : "");
+    else
+        printf("# %d devices on %ld CPUs: the waiting peers share the CPUs with device 0's compute, so the"
+               " collective cannot progress beside it: a low value is expected\n", cfg->devices, cpus);
+    fflush(stdout);
+}
+
+static void run_overlap(devctx *c)
+{
+    const config *cfg = c->sh->cfg;
+    if (c->id == 0) print_overlap_columns(cfg);
+    for (int k = 0; k < COLL_BARRIER; k++) {
+        coll_id coll = (coll_id)k;
+        int want = cfg->coll == COLL_ALL || (cfg->coll_set ? cfg->coll == coll
+                                                              : coll == COLL_PSUM || coll == COLL_ALL_GATHER);
+        if (coll == COLL_PSUM_SCATTER && cfg->dtype == SPMD_BOOL) want = 0;
+        if (want && !overlap_case(c, coll)) return;
+    }
+    if (c->id == 0) print_overlap_notes(cfg);
+}
+
+/* ---- kernel mode 1: spmd_reduce_local alone ---------------------------------------- */
+
+typedef struct lcase {
+    spmd_dtype dt;
+    spmd_op op;
+    size_t count, in_bytes, out_bytes;
+    unsigned char *in[2], *out;   /* in[0] holds at least out_bytes (the memcpy source) */
+} lcase;
+
+/* n kernel calls (copy = 0) or n memcpys of the output bytes: seconds. */
+static double local_batch(const lcase *k, int copy, long n)
+{
+    const void *ins[2] = {k->in[0], k->in[1]};
+    double t0 = now_s();
+    for (long i = 0; i < n; i++) {
+        if (copy) memcpy(k->out, k->in[0], k->out_bytes);
+        else spmd_reduce_local(k->out, ins, 2, k->count, k->dt, k->op);
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return now_s() - t0;
+}
+
+static long local_calibrate(const lcase *k, int copy, double rep_budget)
+{
+    long n = 1;
+    for (int round = 1;; round++) {
+        long v = next_round(n, local_batch(k, copy, n), round, rep_budget);
+        if (v < 0) return -v;
+        n = v;
+    }
+}
+
+/* Fills both inputs and the expected result; runs the kernel once. */
+static int local_setup(lcase *k, unsigned char *expect)
+{
+    size_t es = spmd_dtype_size(k->dt);
+    const void *ins[2] = {k->in[0], k->in[1]};
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < k->count; i++)
+            put_value(k->in[d] + i * es, k->dt, gen(k->dt, k->op, d, i % PATTERN));
+    expected_pattern(expect, k->dt, k->op, 2);
+    spmd_status s = spmd_reduce_local(k->out, ins, 2, k->count, k->dt, k->op);
+    if (s == SPMD_OK) return 1;
+    fprintf(stderr, "bench: spmd_reduce_local(%s, %s): %s\n", spmd_dtype_name(k->dt), spmd_op_name(k->op),
+            spmd_status_name(s));
+    return 0;
+}
+
+static int local_verify(const lcase *k, const unsigned char *expect)
+{
+    size_t os = out_size(k->dt, k->op), bad = first_mismatch(k->out, expect, os, 0, k->count);
+    char g[64], w[64];
+    if (bad == SIZE_MAX) return 1;
+    describe(k->dt, k->op, k->out + bad * os, g, sizeof g);
+    describe(k->dt, k->op, expect + bad % PATTERN * os, w, sizeof w);
+    fprintf(stderr, "bench: WRONG RESULT: spmd_reduce_local %s %s count %zu element %zu: got %s, expected %s\n",
+            spmd_dtype_name(k->dt), spmd_op_name(k->op), k->count, bad, g, w);
+    return 0;
+}
+
+/* Kernel and memcpy, repetitions interleaved (the output poisoned before
+   each kernel batch); median seconds per call of each. */
+static void local_measure(const config *cfg, const lcase *k, double *t, double *tcopy, long *iters)
+{
+    double ks[MAX_REPS], cs[MAX_REPS];
+    long cn = local_calibrate(k, 1, KERNEL_BUDGET_S / 2 / cfg->reps);
+    long kn = local_calibrate(k, 0, KERNEL_BUDGET_S / cfg->reps);
+    for (int r = 0; r < cfg->reps; r++) {
+        cs[r] = local_batch(k, 1, cn) / (double)cn;
+        memset(k->out, 0xA5, k->out_bytes);
+        ks[r] = local_batch(k, 0, kn) / (double)kn;
+    }
+    *t = median(ks, cfg->reps);
+    *tcopy = median(cs, cfg->reps);
+    *iters = kn;
+}
+
+static void print_local_columns(const config *cfg)
+{
+    printf("# reduction kernel alone: spmd_reduce_local(out, {in0, in1}, 2, count, dtype, op), one thread, out of"
+           " place, in cache; GB/s = output bytes / time; memcpy = the same output bytes\n");
+    if (cfg->csv) puts("dtype,op,in_bytes,out_bytes,iters,time_us,gbs,memcpy_gbs,ratio_memcpy,check");
+    else
+        printf("# %5s %5s %10s %10s %9s %10s %9s %11s %9s %5s\n", "dtype", "op", "in(B)", "out(B)", "iters",
+               "time(us)", "GB/s", "memcpy GB/s", "t/memcpy", "check");
+    fflush(stdout);
+}
+
+static void print_local_row(const config *cfg, const lcase *k, double t, double tcopy, long iters)
+{
+    double gbs = (double)k->out_bytes / t / 1e9, cgbs = (double)k->out_bytes / tcopy / 1e9;
+    const char *dt = spmd_dtype_name(k->dt), *op = spmd_op_name(k->op);
+    if (cfg->csv)
+        printf("%s,%s,%zu,%zu,%ld,%.4f,%.3f,%.3f,%.3f,ok\n", dt, op, k->in_bytes, k->out_bytes, iters, t * 1e6, gbs,
+               cgbs, t / tcopy);
+    else
+        printf("  %5s %5s %10zu %10zu %9ld %10.3f %9.2f %11.2f %9.2f %5s\n", dt, op, k->in_bytes, k->out_bytes,
+               iters, t * 1e6, gbs, cgbs, t / tcopy, "ok");
+    fflush(stdout);
+}
+
+/* One dtype x op at `bytes` per input: its time / memcpy, or -1 if wrong. */
+static double local_case(const config *cfg, lcase *k, unsigned char *expect)
+{
+    double t, tcopy;
+    long iters;
+    if (!local_setup(k, expect) || !local_verify(k, expect)) return -1;
+    local_measure(cfg, k, &t, &tcopy, &iters);
+    if (!local_verify(k, expect)) return -1;
+    print_local_row(cfg, k, t, tcopy, iters);
+    return t / tcopy;
+}
+
+static int selected(const config *cfg, int dt, int op)
+{
+    if ((cfg->dtype_set && dt != (int)cfg->dtype) || (cfg->op_set && op != (int)cfg->op)) return 0;
+    return !(dt == SPMD_BOOL && op == SPMD_OP_MEAN);   /* refused by design */
+}
+
+static void print_target(const size_t *sizes, const double *ratio, int n)
+{
+    printf("# target: f32 sum in cache within 1.5x of memcpy (spmd_reduce_local time / memcpy time <= 1.50):\n");
+    for (int s = 0; s < n; s++) {
+        if (ratio[s] > 0)
+            printf("#   %zu B per input: %.2fx -> %s\n", sizes[s], ratio[s], ratio[s] <= 1.5 ? "MET" : "NOT MET");
+        else
+            printf("#   %zu B per input: f32 sum not run (see -t, -o)\n", sizes[s]);
+    }
+    fflush(stdout);
+}
+
+/* Every selected dtype x op at each size; 0 if a result was wrong. */
+static int run_local_kernels(const config *cfg)
+{
+    size_t sizes[2] = {16 << 10, 256 << 10}, cap = 0;
+    int ns = cfg->min_set ? 1 : 2, ok = 1;
+    double ratio[2] = {0, 0};
+    if (cfg->min_set) sizes[0] = cfg->min_bytes;
+    for (int s = 0; s < ns; s++) cap = sizes[s] > cap ? sizes[s] : cap;
+    lcase k = {0};
+    unsigned char *expect = malloc(PATTERN * 8);
+    void *p[3];                                      /* in[0] and out: bool sum writes 4x */
+    if (!expect || posix_memalign(&p[0], 4096, 4 * cap + 64) || posix_memalign(&p[1], 4096, cap + 64) ||
+        posix_memalign(&p[2], 4096, 4 * cap + 64))
+        die("%s", "out of memory");
+    k.in[0] = p[0];
+    k.in[1] = p[1];
+    k.out = p[2];
+    memset(k.in[0], 0, 4 * cap);
+    print_local_columns(cfg);
+    for (int s = 0; s < ns && ok; s++)
+        for (int dt = SPMD_BOOL; dt < SPMD_DTYPE_COUNT && ok; dt++)
+            for (int op = SPMD_OP_SUM; op <= SPMD_OP_MEAN && ok; op++) {
+                if (!selected(cfg, dt, op)) continue;
+                k.dt = (spmd_dtype)dt;
+                k.op = (spmd_op)op;
+                k.count = sizes[s] / spmd_dtype_size(k.dt);
+                k.in_bytes = k.count * spmd_dtype_size(k.dt);
+                k.out_bytes = k.count * out_size(k.dt, k.op);
+                double r = local_case(cfg, &k, expect);
+                ok = r > 0;
+                if (dt == SPMD_F32 && op == SPMD_OP_SUM) ratio[s] = r;
+            }
+    if (ok) print_target(sizes, ratio, ns);
+    free(expect);
+    free(k.in[0]);
+    free(k.in[1]);
+    free(k.out);
+    return ok;
+}
+
+/* ---- kernel mode 2: the kernel inside a collective ---------------------------------- */
+
+static void kernel_sizes(const config *cfg, size_t sizes[2], int *n)
+{
+    *n = 0;
+    if (cfg->min_set) sizes[(*n)++] = cfg->min_bytes;
+    else { sizes[(*n)++] = 16 << 10; sizes[(*n)++] = 4 << 20; }
+}
+
+/* One dtype x op at one size; returns 0 if the result was wrong. */
+static int coll_kernel_case(devctx *c, spmd_dtype dt, spmd_op op, size_t bytes)
+{
+    job j = make_job(COLL_PSUM, dt, op, bytes, c->ndev);
+    if (j.count == 0) return 1;
+    prepare(c, &j);
+    result res = measure_pair(c, &j, KERNEL_BUDGET_S, KERNEL_BUDGET_S / 2);
+    if (!all_ok(c, verify_mine(c, &j))) return 0;
+    if (c->id == 0) print_row(c->sh->cfg, &j, &res);
+    return 1;
+}
+
+static void run_coll_kernels(devctx *c)
+{
+    const config *cfg = c->sh->cfg;
+    size_t sizes[2];
+    int ns;
+    kernel_sizes(cfg, sizes, &ns);
+    if (c->id == 0) {
+        printf("# the kernel inside a collective: spmd_allreduce, algo %s, on %d devices; floor = memcpy of S by"
+               " every device\n", algo_name(cfg->algo), cfg->devices);
+        print_columns(cfg, COLL_PSUM);
+    }
+    for (int s = 0; s < ns; s++)
+        for (int dt = SPMD_BOOL; dt < SPMD_DTYPE_COUNT; dt++)
+            for (int op = SPMD_OP_SUM; op <= SPMD_OP_MEAN; op++) {
+                int want = cfg->dtype_set || cfg->op_set ? selected(cfg, dt, op)
+                                                         : dt == SPMD_F32 && op == SPMD_OP_SUM;
+                if (want && !coll_kernel_case(c, (spmd_dtype)dt, (spmd_op)op, sizes[s])) return;
+            }
+}
+
+/* ---- running ------------------------------------------------------------------------- */
+
+static size_t capacity(const config *cfg)
+{
+    size_t sizes[2];
+    int n;
+    if (!cfg->kernels) return cfg->coll == COLL_BARRIER ? 0 : cfg->max_bytes;
+    kernel_sizes(cfg, sizes, &n);
+    return n == 2 && sizes[1] > sizes[0] ? sizes[1] : sizes[0];
+}
+
+static int needs_bool_sums(const config *cfg)
+{
+    if (cfg->kernels) return !cfg->dtype_set || cfg->dtype == SPMD_BOOL;
+    return cfg->dtype == SPMD_BOOL;
+}
+
+static void device_main(spmd_dev *dev, void *arg)
+{
+    shared *sh = arg;
+    const config *cfg = sh->cfg;
+    devctx c = {.dev = dev, .id = spmd_device_id(dev), .ndev = cfg->devices, .sh = sh};
+    c.opts.algo = cfg->algo;
+    if (all_ok(&c, alloc_buffers(&c, capacity(cfg), needs_bool_sums(cfg)))) {
+        if (cfg->kernels) run_coll_kernels(&c);
+        else if (cfg->overlap) run_overlap(&c);
+        else run_collectives(&c);
+    }
+    free_buffers(&c);
+}
+
+static spmd_mesh *make_mesh(const config *cfg)
+{
+    spmd_mesh_desc desc = {0};
+    spmd_mesh *m;
+    desc.ndim = 1;
+    desc.shape[0] = cfg->devices;
+    desc.axis_names[0] = AXIS;
+    spmd_status s = spmd_mesh_create(&desc, &m);
+    if (s != SPMD_OK) die("spmd_mesh_create: %s", spmd_status_string(s));
+    return m;
+}
+
+/* The ring i -> i+1 as (source, destination) pairs. */
+static int *ring_perm(int g)
+{
+    int *p = malloc(2 * (size_t)g * sizeof *p);
+    if (!p) die("%s", "out of memory");
+    for (int i = 0; i < g; i++) {
+        p[2 * i] = i;
+        p[2 * i + 1] = (i + 1) % g;
+    }
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    parse_args(&cfg, argc, argv);
+    shared sh = {.cfg = &cfg, .expect = malloc(PATTERN * 8), .perm = ring_perm(cfg.devices)};
+    if (!sh.expect) die("%s", "out of memory");
+    print_header(&cfg);
+    cpu_sample before = cpu_sample_now();
+    if (cfg.kernels && !run_local_kernels(&cfg)) sh.failed = 1;
+    spmd_mesh *m = make_mesh(&cfg);
+    spmd_status s = sh.failed ? SPMD_OK : spmd_run(m, device_main, &sh);
+    cpu_sample after = cpu_sample_now();
+    print_cpu_use(&before, &after, after.self_s - before.self_s);
+    if (s != SPMD_OK) fprintf(stderr, "bench: spmd_run: %s\n", spmd_status_string(s));
+    spmd_mesh_destroy(m);
+    free(sh.expect);
+    free(sh.perm);
+    if (sh.failed) fprintf(stderr, "bench: FAILED (see above)\n");
+    return s != SPMD_OK || sh.failed;
+}
