@@ -804,6 +804,7 @@ enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_M
 #define SPMD__REQ_MAGIC 0x73706d64u
 
 typedef void (*spmd__kernel)(void *out, const void *const *in, int G, size_t n);
+typedef const spmd__kernel (*spmd__ktable)[SPMD_OP_COUNT]; /* [dtype][op] */
 
 /* An n-d block inside a row-major array: extents, and the byte strides of
    the source and destination arrays it is copied between. The innermost
@@ -987,6 +988,7 @@ struct spmd_mesh {
     uint64_t spin_ns, spin_os_ns, yield_ns;
     spmd_algo forced_algo;
     size_t stack_size;
+    spmd__ktable ktab;     /* the reduction kernels for this CPU, chosen at creation */
     spmd_dev **devs;
     uint32_t nattached;
     uint32_t running;
@@ -1359,8 +1361,14 @@ static const spmd__kernel spmd__kernels_avx2[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = 
 #endif
 
 /* The kernel for a dtype and op (NULL where the op is not defined). */
+/* AVX2 and F16C present? GCC answers from the CPU model libgcc reads once
+   at start-up; clang 14 knows no "f16c" there, so it asks CPUID, which
+   traps to the hypervisor in a VM (tens of microseconds): meshes therefore
+   choose their table once, at creation. */
 static int spmd__has_avx2_f16c(void) {
-#if SPMD__HAS_AVX2_DISPATCH
+#if SPMD__HAS_AVX2_DISPATCH && SPMD__GCC
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#elif SPMD__HAS_AVX2_DISPATCH
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
 #else
@@ -1368,14 +1376,14 @@ static int spmd__has_avx2_f16c(void) {
 #endif
 }
 
-static spmd__kernel spmd__kernel_for(spmd_dtype dt, spmd_op op) {
+static spmd__ktable spmd__kernel_table(void) {
 #if SPMD__HAS_AVX2_DISPATCH
-    static const int unknown = -1;
-    (void)unknown;
-    if (spmd__has_avx2_f16c()) return spmd__kernels_avx2[dt][op];
+    if (spmd__has_avx2_f16c()) return spmd__kernels_avx2;
 #endif
-    return spmd__kernels[dt][op];
+    return spmd__kernels;
 }
+
+static spmd__kernel spmd__kernel_for(spmd_dtype dt, spmd_op op) { return spmd__kernel_table()[dt][op]; }
 
 static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *spmd__dtype_names[SPMD_DTYPE_COUNT] = {
@@ -2871,7 +2879,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     if (reduces) {
         if ((int)c->op <= SPMD_OP_NONE || (int)c->op >= SPMD_OP_COUNT)
             return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
-        if (!spmd__kernel_for(c->dt, c->op) || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
+        if (!m->ktab[c->dt][c->op] || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
             return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
                               c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
                                                    "convert first)"
@@ -2898,7 +2906,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->count = c->count;
     r->in_size = c->kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[c->dt];
     r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
-    r->kern = reduces ? spmd__kernel_for(c->dt, c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op) : NULL;
+    r->kern = reduces ? m->ktab[c->dt][c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op] : NULL;
     r->sig.kind = (uint8_t)c->kind;
     if ((s = spmd__setup(d, c, G, gr->me, r, &max_in, &out_bytes, &aux)) != SPMD_OK) {
         spmd__req_release(r);
@@ -3211,6 +3219,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m->spin_os_ns = set ? m->spin_ns : 0u;
     m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
     m->D = desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT;
+    m->ktab = spmd__kernel_table();
     m->stack_size = desc->thread_stack_size;
     {
         const char *a = getenv("SPMD_ALGO");
