@@ -1139,34 +1139,46 @@ static void print_target(const size_t *sizes, const double *ratio, int n)
     fflush(stdout);
 }
 
+/* The buffers of a case of up to cap bytes per input: in[0] and out hold
+   4x (bool sum writes int32 counts; in[0] is the memcpy source). */
+static void lcase_alloc(lcase *k, size_t cap)
+{
+    void *p[3];
+    if (posix_memalign(&p[0], 4096, 4 * cap + 64) || posix_memalign(&p[1], 4096, cap + 64) ||
+        posix_memalign(&p[2], 4096, 4 * cap + 64))
+        die("%s", "out of memory");
+    k->in[0] = p[0];
+    k->in[1] = p[1];
+    k->out = p[2];
+    memset(k->in[0], 0, 4 * cap);
+}
+
+static void lcase_set(lcase *k, spmd_dtype dt, spmd_op op, size_t bytes)
+{
+    k->dt = dt;
+    k->op = op;
+    k->count = bytes / spmd_dtype_size(dt);
+    k->in_bytes = k->count * spmd_dtype_size(dt);
+    k->out_bytes = k->count * out_size(dt, op);
+}
+
 /* Every selected dtype x op at each size; 0 if a result was wrong. */
 static int run_local_kernels(const config *cfg)
 {
-    size_t sizes[2] = {16 << 10, 256 << 10}, cap = 0;
+    size_t sizes[2] = {16 << 10, 256 << 10};
     int ns = cfg->min_set ? 1 : 2, ok = 1;
     double ratio[2] = {0, 0};
-    if (cfg->min_set) sizes[0] = cfg->min_bytes;
-    for (int s = 0; s < ns; s++) cap = sizes[s] > cap ? sizes[s] : cap;
-    lcase k = {0};
     unsigned char *expect = malloc(PATTERN * 8);
-    void *p[3];                                      /* in[0] and out: bool sum writes 4x */
-    if (!expect || posix_memalign(&p[0], 4096, 4 * cap + 64) || posix_memalign(&p[1], 4096, cap + 64) ||
-        posix_memalign(&p[2], 4096, 4 * cap + 64))
-        die("%s", "out of memory");
-    k.in[0] = p[0];
-    k.in[1] = p[1];
-    k.out = p[2];
-    memset(k.in[0], 0, 4 * cap);
+    lcase k;
+    if (!expect) die("%s", "out of memory");
+    if (cfg->min_set) sizes[0] = cfg->min_bytes;
+    lcase_alloc(&k, ns == 2 ? sizes[1] : sizes[0]);
     print_local_columns(cfg);
     for (int s = 0; s < ns && ok; s++)
         for (int dt = SPMD_BOOL; dt < SPMD_DTYPE_COUNT && ok; dt++)
             for (int op = SPMD_OP_SUM; op <= SPMD_OP_MEAN && ok; op++) {
                 if (!selected(cfg, dt, op)) continue;
-                k.dt = (spmd_dtype)dt;
-                k.op = (spmd_op)op;
-                k.count = sizes[s] / spmd_dtype_size(k.dt);
-                k.in_bytes = k.count * spmd_dtype_size(k.dt);
-                k.out_bytes = k.count * out_size(k.dt, k.op);
+                lcase_set(&k, (spmd_dtype)dt, (spmd_op)op, sizes[s]);
                 double r = local_case(cfg, &k, expect);
                 ok = r > 0;
                 if (dt == SPMD_F32 && op == SPMD_OP_SUM) ratio[s] = r;
