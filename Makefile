@@ -72,7 +72,7 @@ bench: $(BUILD)/bench
 	./$(BUILD)/bench -d 8 -b 8 -e 1M
 	./$(BUILD)/bench --overlap
 	./$(BUILD)/bench --kernels
-	sh bench/compare_mpi.sh -c all -d 2 -b 8 -e 64M
+	bash bench/compare_mpi.sh -c all -d 2 -b 8 -e 64M
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -282,7 +282,8 @@ typedef struct spmd_mesh_desc {
     spmd_log_fn log_fn;                     /* NULL: stderr */
     void *log_user;
     spmd_allocator allocator;               /* zero: SPMD_MALLOC/SPMD_FREE */
-    int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024 */
+    int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024;
+                                               rounded up to a power of two */
     size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
 } spmd_mesh_desc;
 
@@ -960,6 +961,8 @@ struct spmd_dev {
     const void **ptrs;     /* 3 * mesh size scratch pointers */
     pthread_mutex_t mbox;  /* sends addressed to this device, in order */
     spmd_req *mhead, *mtail;
+    spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
+    char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     char err[512];
 };
 
@@ -1569,8 +1572,11 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
     return g;
 }
 
+/* The ring position of a group's operation (D is a power of two). */
+#define SPMD__SLOT(g, gseq) ((gseq) & (uint64_t)((g)->D - 1))
+
 static spmd__entry *spmd__entry_at(const spmd__group *g, uint64_t gseq, int k) {
-    return (spmd__entry *)(void *)(g->slots + ((size_t)(gseq % (uint64_t)g->D) * (size_t)g->G +
+    return (spmd__entry *)(void *)(g->slots + ((size_t)SPMD__SLOT(g, gseq) * (size_t)g->G +
                                                (size_t)k) * g->stride);
 }
 
@@ -1721,13 +1727,12 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
 static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
     spmd__mine *my = gr->my;
-    uint64_t D = (uint64_t)gr->g->D;
     r->status = s;
     r->state = SPMD__R_DONE;
     if (r->sig.algo == SPMD__ALG_LOCAL || r->p2p) return;
-    my->fin[r->gseq % D] = 1;
-    while (my->left < my->next && my->fin[my->left % D]) {
-        my->fin[my->left % D] = 0;
+    my->fin[SPMD__SLOT(gr->g, r->gseq)] = 1;
+    while (my->left < my->next && my->fin[SPMD__SLOT(gr->g, my->left)]) {
+        my->fin[SPMD__SLOT(gr->g, my->left)] = 0;
         my->left++;
     }
     SPMD__ST_SC(&gr->g->mem[gr->me].left, my->left);
@@ -1788,7 +1793,7 @@ static void spmd__post(spmd_req *r) {
         if (r->meta_bytes) memcpy(data, r->meta, r->meta_bytes); /* ragged: offsets and sizes first */
         if (r->in_bytes > r->meta_bytes) memcpy(data + r->meta_bytes, r->send, r->in_bytes - r->meta_bytes);
     } else {
-        spmd__shared *sh = &g->shared[r->gseq % (uint64_t)g->D];
+        spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
         memcpy(data, &r->send, sizeof r->send);
         memcpy(data + sizeof(void *), &r->recv, sizeof r->recv);
         memcpy(data + 2 * sizeof(void *), &r->meta, sizeof r->meta);
@@ -1877,7 +1882,7 @@ static int spmd__sigs_agree(spmd_req *r) {
                 snprintf(text, sizeof text, "%s", s->axes_hash == r->sig.axes_hash ? r->gr->text : "?");
             if (r->sig.algo == SPMD__ALG_SPLIT) {
                 uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-                SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
                           (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH);
             }
             spmd__mismatch(r, g->members[k], s, text);
@@ -2201,7 +2206,7 @@ static void spmd__thread_progress(spmd_req *r) {
         return;
     }
     g = r->gr->g;
-    sh = &g->shared[r->gseq % (uint64_t)g->D];
+    sh = &g->shared[SPMD__SLOT(g, r->gseq)];
     if (r->state == SPMD__R_POST) {
         if (!spmd__slot_free(r)) return;
         spmd__post(r);
@@ -2315,7 +2320,7 @@ static int spmd__expire(spmd_req *r) {
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
         uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
                        (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
             ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
             return 0;
@@ -2346,7 +2351,7 @@ static int spmd__on_broken(spmd_req *r) {
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
         spmd__group *g = r->gr->g;
         uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
                        (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
             ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
             return 0;
@@ -2374,7 +2379,7 @@ static int spmd__check_missing(spmd_req *r) {
             (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
             if (r->sig.algo == SPMD__ALG_SPLIT) {
                 uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-                if (!SPMD__CAS(&g->shared[r->gseq % (uint64_t)g->D].state, &st,
+                if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
                                (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH))
                     return 0;
             }
@@ -2430,14 +2435,18 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
     uint64_t last_yield = 0;
+    int spinning = 1;
     for (;;) {
         uint64_t now = 0, waited;
-        if ((++iter & 63u) == 0 || t0) now = spmd__now_ns();
+        /* the clock costs as much as a short operation: spinning reads it
+           every 64 polls, the slower phases every time */
+        if ((++iter & 63u) == 0 || !spinning) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
         if (!now) { spmd__pause(); continue; }
         if (!t0) t0 = now;
         waited = now - t0;
-        if (waited < spin) {
+        spinning = waited < spin;
+        if (spinning) {
             /* a short yield every 20 us: nearly free when no other thread
                wants this CPU, and it lets a peer that shares it run */
             if (waited - last_yield > 20000u) {
@@ -2714,7 +2723,7 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
     if (c->x && c->kind != SPMD__KIND_RAGGED && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
     if (c->x) r->shape_hash = spmd__hash_shape((uint64_t)c->x->dtype, c->x->shape, c->x->rank);
     if (c->two_phase) *aux ^= 0x5053454e44ull; /* a psend meets only a psend */
-    if ((size_t)G > SIZE_MAX / 16 / (n ? n * es : 1))
+    if (n * es > SIZE_MAX / 16 / SPMD_MAX_DEVICES && (size_t)G > SIZE_MAX / 16 / (n * es)) /* no div when small */
         return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
     r->in_bytes = n * es;
     *max_in = n * es;
@@ -2848,7 +2857,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
                                     spmd_req **out) {
     spmd_mesh *m;
     spmd_status s;
-    int ax[SPMD_MAX_AXES], nax = 0, A, G;
+    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain;
     size_t numel = 0, max_in = 0, out_bytes = 0;
     uint64_t aux = 0;
     char why[200];
@@ -2885,20 +2894,32 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
                                                    "convert first)"
                                                  : "");
     }
-    if ((s = spmd__parse_axes(m, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "%s: %s", name, why);
-    if (c->one_axis && (nax != 1 || (o && (o->groups || o->group_size))))
+    plain = !o || (!o->groups && !o->group_size);
+    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
+        gr = d->last_gr; /* the same text as last time names the same group */
+        nax = gr->naxes;
+    } else {
+        if ((s = spmd__parse_axes(m, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+            return spmd__fail(d, s, "%s: %s", name, why);
+        A = spmd__axes_size(m, ax, nax);
+        if ((s = spmd__check_groups(o, A, why, sizeof why)) != SPMD_OK)
+            return spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
+    }
+    if (c->one_axis && (nax != 1 || !plain))
         return spmd__fail(d, nax != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
                           "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name, axes,
                           nax == 1 ? " with groups" : "");
-    A = spmd__axes_size(m, ax, nax);
-    if ((s = spmd__check_groups(o, A, why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
     if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
     if (o && o->timeout_ms < 0)
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
-    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    if (!gr) {
+        if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+        if (plain && strlen(axes) < sizeof d->last_axes) {
+            d->last_gr = gr;
+            strcpy(d->last_axes, axes);
+        }
+    }
     G = gr->g->G;
     r = spmd__req_new(d);
     if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
@@ -3218,7 +3239,8 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
     m->spin_os_ns = set ? m->spin_ns : 0u;
     m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
-    m->D = desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT;
+    m->D = 1; /* a power of two, so that a ring position is a mask */
+    while (m->D < (desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT)) m->D *= 2;
     m->ktab = spmd__kernel_table();
     m->stack_size = desc->thread_stack_size;
     {

@@ -58,7 +58,9 @@
      (or -c). Device 0 starts the collective (spmd_*_start), computes for a
      fixed time T, then calls spmd_wait; the other devices start it and wait
      at once. The compute is arithmetic on a private 16 KiB buffer (in L1),
-     its length calibrated to the collective's own time. Per repetition,
+     its length calibrated to the collective's own time. Device k is pinned
+     to CPU k mod CPUs (else the scheduler may stack device 0's compute and
+     a peer on one CPU, and the numbers wander). Per repetition,
      all timed on device 0: the collective alone (start, wait at once), the
      compute alone, and start + compute + wait; medians. Reported: the
      three times, device 0's time inside spmd_wait after its compute, and
@@ -937,7 +939,8 @@ static void overlap_rep(devctx *c, const job *j, long passes, int k)
 static void print_overlap_columns(const config *cfg)
 {
     printf("# overlap: device 0 starts the collective, computes for about the collective's own time, then waits;"
-           " devices 1..%d start it and wait at once\n", cfg->devices - 1);
+           " devices 1..%d start it and wait at once; device k runs on CPU k mod %ld\n", cfg->devices - 1,
+           sysconf(_SC_NPROCESSORS_ONLN));
     if (cfg->csv) puts("coll,size,devices,t_coll_ms,t_comp_ms,t_total_ms,wait_ms,overlap,check");
     else
         printf("# %-12s %11s %11s %11s %12s %9s %8s %5s\n", "coll", "size(B)", "t_coll(ms)", "t_comp(ms)",
@@ -966,8 +969,8 @@ static int overlap_case(devctx *c, coll_id coll)
     if (j.count == 0) return 1;
     prepare(c, &j);
     do_ops(c, &j, 2);                                    /* warm-up */
-    for (int k = 0; k < 3; k++) sh->rep_s[k] = overlapped(c, &j, 0, &w);
-    long passes = share_from_0(c, c->id == 0 ? compute_passes(median(sh->rep_s, 3)) : 0);
+    for (int k = 0; k < 5; k++) sh->rep_s[k] = overlapped(c, &j, 0, &w);
+    long passes = share_from_0(c, c->id == 0 ? compute_passes(median(sh->rep_s, 5)) : 0);
     for (int k = 0; k < cfg->reps; k++) overlap_rep(c, &j, passes, k);
     if (!all_ok(c, verify_mine(c, &j))) return 0;
     if (c->id != 0) return 1;
@@ -994,9 +997,23 @@ static void print_overlap_notes(const config *cfg)
     fflush(stdout);
 }
 
+/* Overlap mode pins device k to CPU k mod CPUs: compute and the peers'
+   tasks then run where the scheduler cannot stack them, so the numbers
+   repeat. Returns 0 if the system refused. */
+static int pin_to_cpu(int id)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)(id % (cpus > 0 ? cpus : 1)), &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
 static void run_overlap(devctx *c)
 {
     const config *cfg = c->sh->cfg;
+    int pinned = all_ok(c, pin_to_cpu(c->id));
+    if (c->id == 0 && !pinned) printf("# overlap: could not pin the devices to CPUs; numbers will vary more\n");
     if (c->id == 0) print_overlap_columns(cfg);
     for (int k = 0; k < COLL_BARRIER; k++) {
         coll_id coll = (coll_id)k;
