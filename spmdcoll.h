@@ -713,6 +713,22 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define SPMD__LD_SC(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define SPMD__ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+/* A full fence. ThreadSanitizer does not model fences (gcc refuses them
+   there), so under it a seq_cst read-modify-write of a device-private word
+   stands in: also a full barrier on x86-64 and arm64. */
+#if defined(__SANITIZE_THREAD__)
+#define SPMD__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPMD__TSAN 1
+#endif
+#endif
+#ifdef SPMD__TSAN
+#define SPMD__FENCE(word) ((void)__atomic_fetch_add((word), 0u, __ATOMIC_SEQ_CST))
+#else
+#define SPMD__FENCE(word) __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+#define SPMD__PREFETCH_W(p) __builtin_prefetch((p), 1)
 #define SPMD__ST_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__FADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__CAS(p, expp, v) \
@@ -873,7 +889,7 @@ typedef struct spmd__group {
     size_t stride, eager;
     spmd__member *mem;     /* G */
     spmd__mine *mine;      /* G */
-    uint8_t *fin;          /* G * D */
+    uint8_t *fin;          /* G lines of D flags */
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
 } spmd__group;
@@ -947,6 +963,7 @@ struct spmd_dev {
     uint32_t bell;         /* futex word, bumped by peers to wake us */
     uint32_t sleeping;
     char pad0[SPMD__LINE - 8];
+    uint32_t fence_word;   /* see SPMD__FENCE */
     spmd_mesh *mesh;
     int id;
     int coords[SPMD_MAX_AXES];
@@ -961,6 +978,7 @@ struct spmd_dev {
     const void **ptrs;     /* 3 * mesh size scratch pointers */
     pthread_mutex_t mbox;  /* sends addressed to this device, in order */
     spmd_req *mhead, *mtail;
+    spmd_req quick;        /* the request of a blocking call on the quick path */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     char err[512];
@@ -1539,7 +1557,7 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
         if (g->hash == h && g->G == G && memcmp(g->members, members, (size_t)G * sizeof(int)) == 0)
             break;
     if (!g) {
-        size_t eager = SPMD__EAGER_BUDGET / (size_t)G, stride;
+        size_t eager = SPMD__EAGER_BUDGET / (size_t)G, stride, fstride;
         if (eager > SPMD__EAGER_MAX) eager = SPMD__EAGER_MAX;
         if (eager < SPMD__LINE) eager = SPMD__LINE;
         stride = (SPMD__ENTRY_HDR + eager + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
@@ -1553,7 +1571,9 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             g->members = (int *)spmd__alloc(&m->alloc, (size_t)G * sizeof(int));
             g->mem = (spmd__member *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__member));
             g->mine = (spmd__mine *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__mine));
-            g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)m->D);
+            /* each member's flags on lines of their own: written every operation */
+            fstride = ((size_t)m->D + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+            g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
             g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
             g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
             if (!g->members || !g->mem || !g->mine || !g->fin || !g->shared || !g->slots) {
@@ -1562,7 +1582,7 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             } else {
                 int k;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
-                for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * (size_t)m->D;
+                for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * fstride;
                 g->next = m->gtab[b];
                 m->gtab[b] = g;
             }
@@ -1735,7 +1755,8 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
         my->fin[SPMD__SLOT(gr->g, my->left)] = 0;
         my->left++;
     }
-    SPMD__ST_SC(&gr->g->mem[gr->me].left, my->left);
+    SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
+    SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
 
@@ -1800,6 +1821,14 @@ static void spmd__post(spmd_req *r) {
         spmd__retag(&sh->state, r->gseq, SPMD__S_SHIFT);
         spmd__retag(&sh->claim, r->gseq, 24);
         spmd__retag(&sh->done, r->gseq, 24);
+    }
+    if (r->sig.algo == SPMD__ALG_EAGER && !r->two_phase) {
+        /* No wake-up here: a sleeper waits for the whole group, so the last
+           member to post is the one that matters, and it finds everyone
+           arrived and finishes at once; spmd__finish wakes the sleepers.
+           Without a fence here, the post costs no round trip. */
+        SPMD__ST_REL(&e->seq, r->gseq + 1);
+        return;
     }
     SPMD__ST_SC(&e->seq, r->gseq + 1);
     spmd__wake_group(r->dev->mesh, g, r->gr->me);
@@ -2056,6 +2085,12 @@ static void spmd__eager(spmd_req *r, int local) {
     if (local) {
         ins[0] = r->send; /* a group of one reads its own buffer */
         cur[0] = r->meta;
+    } else if (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= 16384) {
+        /* small psum and friends: one kernel call over the inline inputs */
+        const unsigned char *e = (const unsigned char *)spmd__entry_at(g, r->gseq, 0) + SPMD__ENTRY_HDR;
+        for (k = 0; k < G; k++) ins[k] = e + (size_t)k * g->stride;
+        r->kern(r->recv, ins, G, r->count);
+        return;
     } else {
         for (k = 0; k < G; k++) {
             ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
@@ -2400,6 +2435,7 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
         if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, 1u);
     }
     SPMD__ST_SC(&d->sleeping, 1u);
+    SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
     bell = SPMD__LD_SC(&d->bell);
     spmd__progress_all(d);
     if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) spmd__futex_wait(&d->bell, bell, ns);
@@ -2466,6 +2502,25 @@ static spmd_status spmd__block(spmd_req *r) {
 }
 
 // >>requests
+#define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
+/* Requests in flight are linked in start order (progress walks the list). */
+static void spmd__req_link(spmd_dev *d, spmd_req *r) {
+    r->magic = SPMD__REQ_MAGIC;
+    r->dev = d;
+    r->next = NULL;
+    r->prev = d->tail;
+    if (d->tail) d->tail->next = r; else d->head = r;
+    d->tail = r;
+    d->inflight++;
+}
+static void spmd__req_unlink(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    if (r->prev) r->prev->next = r->next; else d->head = r->next;
+    if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
+    d->inflight--;
+    r->magic = 0;
+}
+
 static spmd_req *spmd__req_new(spmd_dev *d) {
     spmd_req *r = d->free_reqs;
     if (r) {
@@ -2475,12 +2530,7 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
         r = (spmd_req *)spmd__alloc(&d->mesh->alloc, sizeof *r);
         if (!r) return NULL;
     }
-    r->magic = SPMD__REQ_MAGIC;
-    r->dev = d;
-    r->prev = d->tail;
-    if (d->tail) d->tail->next = r; else d->head = r;
-    d->tail = r;
-    d->inflight++;
+    spmd__req_link(d, r);
     return r;
 }
 
@@ -2490,10 +2540,7 @@ static void spmd__req_release(spmd_req *r) {
     spmd__free(&d->mesh->alloc, r->src_of);
     r->temp = NULL;
     r->src_of = NULL;
-    if (r->prev) r->prev->next = r->next; else d->head = r->next;
-    if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
-    d->inflight--;
-    r->magic = 0;
+    spmd__req_unlink(r);
     r->next = d->free_reqs;
     d->free_reqs = r;
 }
@@ -2715,7 +2762,7 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
     int rooted = c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_GATHER || c->kind == SPMD__KIND_BCAST ||
                  c->kind == SPMD__KIND_SCATTER;
     spmd_status s;
-    *aux = (uint64_t)(c->root + 1) * 0x9e3779b97f4a7c15u;
+    *aux = (uint64_t)(c->root + 1) * SPMD__AUX_ROOT0;
     if (rooted && (c->root < 0 || c->root >= G))
         return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", c->name,
                           c->x ? "source" : "root", c->root, G);
@@ -3021,10 +3068,97 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     return s;
 }
 
+/* The common case made cheap: a blocking reduction or barrier without
+   axis_index_groups, over the same axes text as the device's previous call, with a
+   group of two or more, small enough for the eager path, check mode off.
+   It sets up the device's own quick request with what spmd__coll_start
+   would have set, and blocks on it the same way. Anything else, errors
+   included, returns -1 and goes the general way (which reports them). */
+static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       spmd_op op, const char *axes, const spmd_opts *o) {
+    spmd__gref *gr;
+    spmd_mesh *m;
+    spmd_req *r;
+    size_t in_size = 1, out_size = 1, in_bytes = 0;
+    spmd_status s;
+    if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
+    m = d->mesh;
+    if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
+    if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
+        return -1;
+    if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
+    if (kind == SPMD__KIND_ALLREDUCE) {
+        const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
+        size_t out_bytes;
+        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
+            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN || !m->ktab[dt][op] ||
+            count > gr->g->eager)
+            return -1;
+        in_size = spmd__dtype_sizes[dt];
+        out_size = spmd__out_size(dt, op);
+        in_bytes = count * in_size;
+        out_bytes = count * out_size;
+        if (in_bytes > gr->g->eager) return -1;
+        if (in_bytes && (!a || !b)) return -1;
+        if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
+    }
+    r = &d->quick;
+    spmd__req_link(d, r);
+    r->gr = gr;
+    r->state = SPMD__R_POST;
+    r->status = SPMD_OK;
+    r->user = 0;
+    r->deadline = 0;
+    r->nseen = 0;
+    r->asleep = 0;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
+    r->send = send;
+    r->recv = recv;
+    r->count = count;
+    r->in_size = in_size;
+    r->out_size = out_size;
+    r->in_bytes = in_bytes;
+    r->kern = kind == SPMD__KIND_ALLREDUCE ? m->ktab[dt][op] : NULL;
+    r->sig.kind = (uint8_t)kind;
+    r->sig.op = (uint8_t)op;
+    r->sig.dtype = (uint8_t)dt;
+    r->sig.algo = SPMD__ALG_EAGER;
+    r->sig.axes_hash = gr->axes_hash;
+    r->sig.count = count;
+    r->sig.aux = SPMD__AUX_ROOT0;
+    r->gseq = gr->my->next++;
+    r->global = d->global++;
+    m->vt->progress(r);
+    if (r->state == SPMD__R_ARRIVE && SPMD__LD_ACQ(&m->nattached) <= (uint32_t)m->ncpu) {
+        /* posted; the peers are likely a moment away: watch the next missing
+           entry alone for a while (a few us) before the general wait loop */
+        const spmd__group *g = gr->g;
+        int spins = 0;
+        while (r->nseen < g->G && spins < 1024) {
+            if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
+                r->nseen++;
+            } else {
+                spmd__pause();
+                spins++;
+            }
+        }
+        m->vt->progress(r);
+    }
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    /* own the line of the next post before it is written (off the critical path) */
+    SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
+    spmd__req_unlink(r);
+    return (int)s;
+}
+
 static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
                                       spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
                                       int one_axis, spmd_req **out) {
     spmd__call c;
+    if (!out && !one_axis) {
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, axes, o);
+        if (q >= 0) return (spmd_status)q;
+    }
     memset(&c, 0, sizeof c);
     c.kind = kind;
     c.name = kind == SPMD__KIND_BARRIER ? "barrier" : (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce";
