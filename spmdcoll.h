@@ -936,7 +936,6 @@ struct spmd_req {
     int root;              /* root or source, a group index */
     int *src_of;           /* ppermute: each member's source or -1 */
     void *temp;            /* copy of an input that the output overwrites */
-    spmd__blk blk;         /* all_to_all: one chunk */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
     const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
@@ -957,6 +956,8 @@ struct spmd_req {
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
     uint32_t ntasks;
+    spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
+                              (the all_to_all setup writes it before use) */
 };
 
 struct spmd_dev {
@@ -1948,9 +1949,25 @@ static void spmd__blk_copy(const spmd__blk *b, unsigned char *dst, const unsigne
    member's output (the eager path computes just its own). Units: the
    receiver for scan, psum_scatter, scatter, ppermute; the source for the
    gathers; a (receiver, source) pair for all_to_all; one for the rest. */
+/* Elements of es bytes in 16 KiB (an L1-sized piece), without a division
+   for the sizes there are. */
+static size_t spmd__l1_chunk(size_t es) {
+    switch (es) {
+    case 1: return 16384;
+    case 2: return 8192;
+    case 4: return 4096;
+    case 8: return 2048;
+    default: return 16384 / es;
+    }
+}
+
+/* Row o and column c of element e in rows of n (one row: no division). */
+#define SPMD__ROWCOL(e, n, outer, o, c) \
+    do { if ((outer) == 1) { (o) = 0; (c) = (e); } else { (o) = (e) / (n); (c) = (e) % (n); } } while (0)
+
 static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t hi, const void **ins,
                        void **outs, int only, const void **cur) {
-    size_t es = r->in_size, oes = r->out_size, chunk = 16384 / oes, off;
+    size_t es = r->in_size, oes = r->out_size, chunk = spmd__l1_chunk(oes), off;
     int k;
     switch (r->sig.kind) {
     case SPMD__KIND_ALLREDUCE:
@@ -1974,7 +1991,8 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
         /* out_u[o, c] = sum_j x_j[o, u, c]; [lo, hi) indexes out_u */
         size_t e = lo;
         while (e < hi) {
-            size_t o = e / r->inner, c = e % r->inner;
+            size_t o, c;
+            SPMD__ROWCOL(e, r->inner, r->outer, o, c);
             size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
             if (n > chunk) n = chunk;
             for (k = 0; k < G; k++) cur[k] = (const unsigned char *)ins[k] + ((o * (size_t)G + u) * r->inner + c) * es;
@@ -1988,7 +2006,8 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
         /* out_k[o, u, c] = x_u[o, c]; [lo, hi) indexes x_u */
         size_t e = lo;
         while (e < hi) {
-            size_t o = e / r->inner, c = e % r->inner;
+            size_t o, c;
+            SPMD__ROWCOL(e, r->inner, r->outer, o, c);
             size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
             const unsigned char *src = (const unsigned char *)ins[u] + e * es;
             size_t at = ((o * (size_t)G + u) * r->inner + c) * es;
@@ -2525,7 +2544,7 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
     spmd_req *r = d->free_reqs;
     if (r) {
         d->free_reqs = r->next;
-        memset(r, 0, sizeof *r);
+        memset(r, 0, offsetof(spmd_req, blk));
     } else {
         r = (spmd_req *)spmd__alloc(&d->mesh->alloc, sizeof *r);
         if (!r) return NULL;
@@ -2604,7 +2623,8 @@ static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *
         if (a->shape[i] < 0)
             return spmd__fail(d, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", name, which, i,
                               (long long)a->shape[i]);
-        if (a->shape[i] && n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
+        if ((n | (size_t)a->shape[i]) >= ((size_t)1 << 29) && a->shape[i] && /* small: no division */
+            n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
             return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", name, which);
         n *= (size_t)a->shape[i];
     }
