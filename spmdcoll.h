@@ -2520,6 +2520,27 @@ static spmd_status spmd__block(spmd_req *r) {
     return r->status;
 }
 
+/* A blocking eager call that has posted: the peers are likely a moment
+   away, so watch the next missing entry alone for a while (a few us)
+   before the general wait loop. Not when devices outnumber CPUs. */
+static void spmd__watch(spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    spmd_mesh *m = r->dev->mesh;
+    int spins = 0;
+    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER ||
+        SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
+        return;
+    while (r->nseen < g->G && spins < 1024) {
+        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
+            r->nseen++;
+        } else {
+            spmd__pause();
+            spins++;
+        }
+    }
+    m->vt->progress(r);
+}
+
 // >>requests
 #define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
 /* Requests in flight are linked in start order (progress walks the list). */
@@ -3083,7 +3104,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         *out = r;
         return SPMD_OK;
     }
-    s = spmd__block(r);
+    if (r->state != SPMD__R_DONE) spmd__watch(r);
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     spmd__req_release(r);
     return s;
 }
@@ -3149,21 +3171,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
-    if (r->state == SPMD__R_ARRIVE && SPMD__LD_ACQ(&m->nattached) <= (uint32_t)m->ncpu) {
-        /* posted; the peers are likely a moment away: watch the next missing
-           entry alone for a while (a few us) before the general wait loop */
-        const spmd__group *g = gr->g;
-        int spins = 0;
-        while (r->nseen < g->G && spins < 1024) {
-            if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
-                r->nseen++;
-            } else {
-                spmd__pause();
-                spins++;
-            }
-        }
-        m->vt->progress(r);
-    }
+    spmd__watch(r);
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     /* own the line of the next post before it is written (off the critical path) */
     SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
