@@ -12,7 +12,7 @@ SAN_TSAN := -O1 -g -fsanitize=thread
 
 .PHONY: all demo test test-plain test-asan test-tsan test-compile bench install clean deps
 
-EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul
+EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
 all: $(EXAMPLES:%=$(BUILD)/%) $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
 

@@ -69,6 +69,12 @@
      groups  axis_index_groups (spmd_opts.groups): a partition of the
              named axes' index range into equal groups; the collective runs
              inside each group, in the order listed.
+     specs   a PartitionSpec (spmd_spec, text P('row', None)): per array
+             dimension the mesh axes sharding it, major first; unnamed axes
+             replicate, `partial` axes hold summands. spmd_shard_map runs a
+             function on every device's blocks; spmd_reshard moves a block
+             between two specs by the cheapest collectives it finds (see
+             "sharding" below).
 
    SEMANTICS OF THE REDUCTIONS (result on every device of the group)
      psum   elementwise sum.   Integers wrap modulo 2^bits, as in XLA.
@@ -4587,8 +4593,9 @@ int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len) {
     spmd__put(&o, " of %s %s: ", spmd_dtype_name(p->dtype), t);
     if (p->nsteps == 0) spmd__put(&o, "nothing to do (same sharding)\n");
     else
-        spmd__put(&o, "%d step%s, %.0f bytes sent per device, %d latency steps, ~%.3g us\n", p->nsteps,
-                  p->nsteps == 1 ? "" : "s", p->total.bytes, p->total.steps, p->total.time_s * 1e6);
+        spmd__put(&o, "%d step%s, %.0f bytes sent per device, %d latency step%s, ~%.3g us\n", p->nsteps,
+                  p->nsteps == 1 ? "" : "s", p->total.bytes, p->total.steps, p->total.steps == 1 ? "" : "s",
+                  p->total.time_s * 1e6);
     for (k = 0; k < p->nsteps; k++) {
         const spmd_reshard_step *s = &p->steps[k];
         char a[160], b[160];
@@ -4601,8 +4608,9 @@ int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len) {
         spmd__put(&o, ": block %s -> %s", a, b);
         if (s->kind == SPMD_COLL_SLICE || s->kind == SPMD_COLL_ZERO) spmd__put(&o, ", local\n");
         else
-            spmd__put(&o, ", %.0f bytes, %d steps (%s), ~%.3g us\n", s->cost.bytes, s->cost.steps,
-                      s->cost.algo == SPMD_COST_TREE ? "tree" : "ring", s->cost.time_s * 1e6);
+            spmd__put(&o, ", %.0f bytes, %d step%s (%s), ~%.3g us\n", s->cost.bytes, s->cost.steps,
+                      s->cost.steps == 1 ? "" : "s", s->cost.algo == SPMD_COST_TREE ? "tree" : "ring",
+                      s->cost.time_s * 1e6);
     }
     return (int)o.at;
 }
