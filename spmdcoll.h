@@ -622,8 +622,8 @@ SPMD_API spmd_status spmd_test(spmd_req *req, int *done);
 /* Wait for n requests (NULL entries skipped); returns the first failure. */
 SPMD_API spmd_status spmd_wait_all(spmd_req **reqs, int n);
 
-/* ---- sharding ----
-   A PartitionSpec (spmd_spec) says, per array dimension, which mesh axes
+/* ---- sharding ---- */
+/* A PartitionSpec (spmd_spec) says, per array dimension, which mesh axes
    shard it, major to minor; mesh axes it does not name hold copies
    (replication), except `partial` axes, where the devices hold summands
    whose sum is the array (Nabla's partial sums, JAX's "unreduced"). The
