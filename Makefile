@@ -6,13 +6,13 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
 .PHONY: all demo test test-plain test-asan test-tsan test-compile bench install clean deps
 
-EXAMPLES := tour train pipeline moe transpose fsdp
+EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
 all: $(EXAMPLES:%=$(BUILD)/%) $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
 

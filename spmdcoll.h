@@ -69,6 +69,12 @@
      groups  axis_index_groups (spmd_opts.groups): a partition of the
              named axes' index range into equal groups; the collective runs
              inside each group, in the order listed.
+     specs   a PartitionSpec (spmd_spec, text P('row', None)): per array
+             dimension the mesh axes sharding it, major first; unnamed axes
+             replicate, `partial` axes hold summands. spmd_shard_map runs a
+             function on every device's blocks; spmd_reshard moves a block
+             between two specs by the cheapest collectives it finds (see
+             "sharding" below).
 
    SEMANTICS OF THE REDUCTIONS (result on every device of the group)
      psum   elementwise sum.   Integers wrap modulo 2^bits, as in XLA.
@@ -615,6 +621,176 @@ SPMD_API spmd_status spmd_done(spmd_req *req);
 SPMD_API spmd_status spmd_test(spmd_req *req, int *done);
 /* Wait for n requests (NULL entries skipped); returns the first failure. */
 SPMD_API spmd_status spmd_wait_all(spmd_req **reqs, int n);
+
+/* ---- sharding ---- */
+/* A PartitionSpec (spmd_spec) says, per array dimension, which mesh axes
+   shard it, major to minor; mesh axes it does not name hold copies
+   (replication), except `partial` axes, where the devices hold summands
+   whose sum is the array (Nabla's partial sums, JAX's "unreduced"). The
+   functions below that run outside devices take the mesh and report why
+   they failed in an optional spmd_msg (NULL: not reported); they are
+   thread-safe and never communicate. Text form as JAX prints it:
+   P('row', None), P(('x', 'y'), None), P(), P('x', partial='y'). */
+typedef struct spmd_spec {
+    int rank;                                  /* dimensions described, 0..SPMD_MAX_RANK; an array
+                                                  may have more (the rest are not sharded) */
+    int naxes[SPMD_MAX_RANK];                  /* mesh axes sharding dimension i (0: None) */
+    char axes[SPMD_MAX_RANK][SPMD_MAX_AXES][SPMD_MAX_AXIS_NAME + 1]; /* their names, major first */
+    int npartial;                              /* axes holding partial sums */
+    char partial[SPMD_MAX_AXES][SPMD_MAX_AXIS_NAME + 1];
+} spmd_spec;
+
+/* Why a mesh-level sharding call failed ("" after success). */
+typedef struct spmd_msg {
+    char text[512];
+} spmd_msg;
+
+/* Parse "P('row', None)", "P(('x','y'), None)", "P()" (also PartitionSpec(...),
+   double quotes, bare names, partial=/unreduced= with a name or a tuple).
+   SPMD_ERR_INVALID for syntax, SPMD_ERR_DUP_AXIS for an axis named twice. */
+SPMD_API spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why);
+/* Build a spec: dims[i] is "x", "x,y" (major first), or NULL / "" for None;
+   partial is NULL, "" or "y,z". dims may be NULL when rank is 0. */
+SPMD_API spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial,
+                                    spmd_msg *why);
+/* Write the text form into buf (always terminated when len > 0); returns the
+   length it needs (like snprintf), or -1 for a NULL or invalid spec. */
+SPMD_API int spmd_spec_format(const spmd_spec *s, char *buf, size_t len);
+/* Check a spec against a mesh and a global shape (rank dims): SPMD_ERR_AXIS
+   unknown axis, SPMD_ERR_DUP_AXIS repeated axis, SPMD_ERR_SHAPE spec longer
+   than the array or a dimension the axes' sizes do not divide. */
+SPMD_API spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                                     spmd_msg *why);
+/* The shape of every device's block: global_shape[i] / product of the sizes
+   of the axes sharding dim i. */
+SPMD_API spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank,
+                                      const int64_t *global_shape, int64_t *block_shape, spmd_msg *why);
+/* Where device's block starts in the global array (rank entries). */
+SPMD_API spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank,
+                                      const int64_t *global_shape, int device, int64_t *start, spmd_msg *why);
+/* jax.device_put for one device: copy its block out of the row-major global
+   array into block (dtype equal, shape = spmd_block_shape). With partial
+   axes, the device at coordinate 0 on all of them gets the data, the others
+   zeros (the sum is the array). */
+SPMD_API spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
+                                     const spmd_array *block, spmd_msg *why);
+/* Assemble global from every device's block (blocks[d] for device d, each
+   of the block shape and global's dtype): blocks are concatenated along the
+   named axes; for the axes not named one copy is taken (the device at
+   coordinate 0), and in check mode (the mesh's check flag) every copy is
+   compared bitwise with it: SPMD_ERR_MISMATCH names the devices that
+   differ. Partial axes are summed (bool: logical or). */
+SPMD_API spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
+                                   const spmd_array *global, spmd_msg *why);
+/* A text picture of the sharding, like jax.debug.visualize_array_sharding:
+   rank 1 and 2 draw the grid of blocks with the devices holding each; rank
+   0 one cell; rank 3 and more list the blocks as index ranges, one a line.
+   Returns SPMD_ERR_SIZE (with the text cut) when len is too small. */
+SPMD_API spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
+                                        const int64_t *global_shape, char *buf, size_t len, spmd_msg *why);
+
+/* ---- shard_map ----
+   The per-device function: in[k] / out[k] are this device's blocks (out
+   zeroed, of the out spec's block shape). Return SPMD_OK, or a status that
+   shard_map returns. Called on every device's thread. */
+typedef spmd_status (*spmd_shard_fn)(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user);
+#define SPMD_MAX_SHARD_ARGS 8
+typedef struct spmd_shard_map_desc {
+    spmd_shard_fn fn;
+    void *user;
+    int nin;                        /* 0..SPMD_MAX_SHARD_ARGS */
+    const spmd_array *in;           /* global inputs */
+    const spmd_spec *in_specs;
+    int nout;                       /* 1..SPMD_MAX_SHARD_ARGS */
+    const spmd_array *out;          /* global outputs: dtype, rank and shape given, data written */
+    const spmd_spec *out_specs;
+    spmd_check check_rep;           /* DEFAULT or ON: outputs must really be replicated over the
+                                       axes out_specs leave unnamed (JAX's check); OFF: one copy
+                                       taken, unchecked */
+} spmd_shard_map_desc;
+/* jax.shard_map: shard the inputs by in_specs, run fn on every device
+   (spmd_run), assemble the outputs by out_specs. SPMD_ERR_MISMATCH when an
+   output varies along an axis its out_spec claims replicated (why names the
+   devices); the first failing status of a device otherwise. */
+SPMD_API spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
+
+/* ---- resharding and its cost ---- */
+typedef enum spmd_coll {
+    SPMD_COLL_NONE = 0,
+    SPMD_COLL_SLICE,         /* replicated -> sharded: keep this device's chunk (local) */
+    SPMD_COLL_ZERO,          /* replicated -> partial: zeros off coordinate 0 (local) */
+    SPMD_COLL_ALL_GATHER,    /* sharded -> replicated */
+    SPMD_COLL_ALL_TO_ALL,    /* an axis moves from one dimension to another */
+    SPMD_COLL_PSUM,          /* partial -> replicated */
+    SPMD_COLL_PSUM_SCATTER,  /* partial -> sharded */
+    SPMD_COLL_COUNT
+} spmd_coll;
+typedef enum spmd_cost_algo {
+    SPMD_COST_AUTO = 0,      /* the faster of the two under the model */
+    SPMD_COST_RING,          /* ring / pairwise exchange: G-1 steps (psum 2(G-1)) */
+    SPMD_COST_TREE,          /* recursive doubling / halving, Bruck: ceil(log2 G) steps */
+    SPMD_COST_ALGO_COUNT
+} spmd_cost_algo;
+/* alpha-beta model: time = steps * alpha + bytes * beta. Zero fields mean
+   the defaults (alpha 5 us, beta 0.1 ns/byte = 10 GB/s, AUTO). */
+typedef struct spmd_cost_model {
+    double alpha_s;
+    double beta_s_per_byte;
+    spmd_cost_algo algo;
+} spmd_cost_model;
+typedef struct spmd_cost {
+    double bytes;            /* sent per device */
+    int steps;               /* latency steps (messages in sequence) */
+    double time_s;           /* alpha-beta estimate */
+    spmd_cost_algo algo;     /* RING or TREE (the one chosen); AUTO for local steps */
+} spmd_cost;
+/* Cost of one collective over G devices; bytes is the per-device buffer it
+   is about: all_gather's output, psum's and psum_scatter's input,
+   all_to_all's input. Ring: all_gather/psum_scatter/all_to_all (G-1)/G*B in
+   G-1 steps, psum 2(G-1)/G*B in 2(G-1); tree: the same bytes in
+   ceil(log2 G) steps, except psum log2 G*B and all_to_all (Bruck)
+   log2 G*B/2. Local steps cost nothing. */
+SPMD_API spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model,
+                                          spmd_cost *out);
+#define SPMD_MAX_RESHARD_STEPS 40
+typedef struct spmd_reshard_step {
+    spmd_coll kind;
+    char axes[SPMD_MAX_AXES * (SPMD_MAX_AXIS_NAME + 1)]; /* mesh axes it spans, "x,y" */
+    int G;                       /* devices in its group */
+    int dim;                     /* SLICE, ALL_GATHER, PSUM_SCATTER: the array dimension;
+                                    ALL_TO_ALL: split_axis (the dimension gaining the axis) */
+    int dim2;                    /* ALL_TO_ALL: concat_axis (the dimension losing it); else -1 */
+    int64_t in_shape[SPMD_MAX_RANK], out_shape[SPMD_MAX_RANK]; /* block shapes */
+    spmd_cost cost;
+} spmd_reshard_step;
+typedef struct spmd_reshard_plan {
+    int rank;
+    spmd_dtype dtype;
+    int64_t global_shape[SPMD_MAX_RANK];
+    spmd_spec from, to;
+    int nsteps;
+    spmd_reshard_step steps[SPMD_MAX_RESHARD_STEPS];
+    spmd_cost total;             /* sums; algo AUTO */
+} spmd_reshard_plan;
+/* The plan reshard follows from one sharding of a global array to another:
+   local slicing first, then partial sums (psum_scatter where the target
+   shards by those axes, psum otherwise), an axis at the minor end of one
+   dimension that the target wants next on another moves by all_to_all, the
+   rest is all_gathered; replicated -> partial is local. model may be NULL. */
+SPMD_API spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to,
+                                            spmd_dtype dt, int rank, const int64_t *global_shape,
+                                            const spmd_cost_model *model, spmd_reshard_plan *plan,
+                                            spmd_msg *why);
+/* The plan as text, one step a line; returns the length needed (snprintf). */
+SPMD_API int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len);
+/* Move this device's block from sharding `from` to sharding `to` of the
+   same global array (its shape follows from block and from); out must have
+   the block shape of `to`. Every device calls it with the same specs and
+   shapes (collective). plan, if not NULL, receives the plan followed (with
+   the default cost model). Partial sums of bool are reduced by logical or.
+   out may be block (in place) or overlap it. */
+SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
+                                  const spmd_array *out, spmd_reshard_plan *plan);
 
 #ifdef __cplusplus
 }
@@ -3205,6 +3381,1515 @@ static spmd_status spmd__req_check(spmd_req *r) {
     if (r->two_phase && !r->recv_ready)
         return spmd__fail(r->dev, SPMD_ERR_STATE, "a psend token is finished by spmd_precv, not waited");
     return SPMD_OK;
+}
+
+// >>sharding
+/* PartitionSpecs, shard_map and resharding, written on the public API
+   (spmd_run, spmd_all_gather, spmd_all_to_all, spmd_psum, spmd_psum_scatter,
+   spmd_axis_index, spmd_reduce_local) plus the block copier. A spec is kept
+   by axis names (as JAX's P is independent of a mesh) and resolved against a
+   mesh into axis indices whenever it is used. */
+
+/* A spec resolved against a mesh, for an array of `rank` dimensions. */
+typedef struct spmd__rspec {
+    int rank;
+    int n[SPMD_MAX_RANK];                  /* axes per dimension */
+    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];  /* mesh axis indices, major first */
+    int np;
+    int pax[SPMD_MAX_AXES];                /* partial axes, as listed */
+    unsigned used, partial;                /* masks of mesh axes */
+} spmd__rspec;
+
+/* Text being built into a caller's buffer: `at` counts what it needs. */
+typedef struct spmd__out {
+    char *buf;
+    size_t len, at;
+} spmd__out;
+
+static void spmd__put(spmd__out *o, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(o->at < o->len ? o->buf + o->at : NULL, o->at < o->len ? o->len - o->at : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->at += (size_t)n;
+}
+
+/* Report a mesh-level failure: into why (if given) and the debug log. */
+static spmd_status spmd__mfail(const spmd_mesh *m, spmd_msg *why, spmd_status s, const char *fmt, ...) {
+    char text[sizeof(((spmd_msg *)0)->text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (why) memcpy(why->text, text, sizeof text);
+    if (m) spmd__log((spmd_mesh *)m, SPMD_LOG_DEBUG, -1, "%s: %s", spmd_status_name(s), text);
+    return s;
+}
+
+static void spmd__msg_ok(spmd_msg *why) {
+    if (why) why->text[0] = '\0';
+}
+
+/* A name stored in a spec field: terminated inside the field, 1..31 chars. */
+static int spmd__name_ok(const char *n) {
+    size_t k = 0;
+    while (k <= SPMD_MAX_AXIS_NAME && n[k]) k++;
+    return k >= 1 && k <= SPMD_MAX_AXIS_NAME;
+}
+
+/* Structural validity of a spec (no mesh): counts, names, no axis twice. */
+static spmd_status spmd__spec_valid(const spmd_spec *s, char *why, size_t wl) {
+    const char *seen[SPMD_MAX_AXES * (SPMD_MAX_RANK + 1)];
+    int ns = 0, i, k, j;
+    if (s->rank < 0 || s->rank > SPMD_MAX_RANK) {
+        snprintf(why, wl, "spec has %d dimensions (0..%d)", s->rank, SPMD_MAX_RANK);
+        return SPMD_ERR_INVALID;
+    }
+    if (s->npartial < 0 || s->npartial > SPMD_MAX_AXES) {
+        snprintf(why, wl, "spec has %d partial axes (0..%d)", s->npartial, SPMD_MAX_AXES);
+        return SPMD_ERR_INVALID;
+    }
+    for (i = 0; i <= s->rank; i++) {
+        int n = i < s->rank ? s->naxes[i] : s->npartial;
+        if (n < 0 || n > SPMD_MAX_AXES) {
+            snprintf(why, wl, "spec dimension %d has %d axes (0..%d)", i, n, SPMD_MAX_AXES);
+            return SPMD_ERR_INVALID;
+        }
+        for (k = 0; k < n; k++) {
+            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
+            if (!spmd__name_ok(nm)) {
+                snprintf(why, wl, "spec %s %d: axis name %d is empty or longer than %d characters",
+                         i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k, SPMD_MAX_AXIS_NAME);
+                return SPMD_ERR_INVALID;
+            }
+            for (j = 0; j < ns; j++)
+                if (strcmp(seen[j], nm) == 0) {
+                    snprintf(why, wl, "axis '%s' appears twice in the spec (a mesh axis shards at most one "
+                             "dimension, once)", nm);
+                    return SPMD_ERR_DUP_AXIS;
+                }
+            if (ns == (int)(sizeof seen / sizeof seen[0])) {
+                snprintf(why, wl, "spec names more axes than a mesh can have");
+                return SPMD_ERR_INVALID;
+            }
+            seen[ns++] = nm;
+        }
+    }
+    return SPMD_OK;
+}
+
+static void spmd__spec_text(const spmd_spec *s, spmd__out *o) {
+    int i, k;
+    spmd__put(o, "P(");
+    for (i = 0; i < s->rank; i++) {
+        spmd__put(o, "%s", i ? ", " : "");
+        if (s->naxes[i] == 0) spmd__put(o, "None");
+        else if (s->naxes[i] == 1) spmd__put(o, "'%s'", s->axes[i][0]);
+        else {
+            spmd__put(o, "(");
+            for (k = 0; k < s->naxes[i]; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->axes[i][k]);
+            spmd__put(o, ")");
+        }
+    }
+    if (s->npartial) {
+        spmd__put(o, "%spartial=", s->rank ? ", " : "");
+        if (s->npartial == 1) spmd__put(o, "'%s'", s->partial[0]);
+        else {
+            spmd__put(o, "(");
+            for (k = 0; k < s->npartial; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->partial[k]);
+            spmd__put(o, ")");
+        }
+    }
+    spmd__put(o, ")");
+}
+
+/* The spec's text for messages (cut to fit). */
+static const char *spmd__spec_str(const spmd_spec *s, char *buf, size_t len) {
+    spmd__out o;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__spec_text(s, &o);
+    return buf;
+}
+
+int spmd_spec_format(const spmd_spec *s, char *buf, size_t len) {
+    char why[160];
+    spmd__out o;
+    if (!s || spmd__spec_valid(s, why, sizeof why) != SPMD_OK) {
+        if (buf && len) buf[0] = '\0';
+        return -1;
+    }
+    o.buf = buf;
+    o.len = buf ? len : 0;
+    o.at = 0;
+    if (buf && len) buf[0] = '\0';
+    spmd__spec_text(s, &o);
+    return (int)o.at;
+}
+
+/* ---- parsing P(...) ---- */
+static const char *spmd__skip(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+static int spmd__ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+/* A word that is exactly `w` at p (not the start of a longer identifier). */
+static int spmd__word(const char *p, const char *w) {
+    size_t n = strlen(w);
+    return strncmp(p, w, n) == 0 && !spmd__ident_char(p[n]);
+}
+
+/* One axis name, quoted ('x' or "x") or bare (x); *pp advanced past it. */
+static spmd_status spmd__parse_name(const char **pp, char *out, const char *text, char *why, size_t wl) {
+    const char *p = *pp, *s, *e;
+    size_t n;
+    if (*p == '\'' || *p == '"') {
+        char q = *p++;
+        s = p;
+        while (*p && *p != q) p++;
+        if (!*p) {
+            snprintf(why, wl, "unterminated quote in \"%s\"", text);
+            return SPMD_ERR_INVALID;
+        }
+        e = p++;
+    } else {
+        s = p;
+        while (spmd__ident_char(*p)) p++;
+        e = p;
+        if (e == s) {
+            snprintf(why, wl, "expected an axis name, None or a tuple at offset %d of \"%s\"", (int)(s - text),
+                     text);
+            return SPMD_ERR_INVALID;
+        }
+        if (spmd__word(s, "None")) {
+            snprintf(why, wl, "None inside a tuple in \"%s\"", text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    n = (size_t)(e - s);
+    if (n == 0 || n > SPMD_MAX_AXIS_NAME) {
+        snprintf(why, wl, "axis name of %d characters in \"%s\" (1..%d)", (int)n, text, SPMD_MAX_AXIS_NAME);
+        return SPMD_ERR_INVALID;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    *pp = p;
+    return SPMD_OK;
+}
+
+/* A name or a tuple of names into names[*n]. */
+static spmd_status spmd__parse_axes_item(const char **pp, char (*names)[SPMD_MAX_AXIS_NAME + 1], int *n,
+                                         const char *text, char *why, size_t wl) {
+    const char *p = *pp;
+    spmd_status s;
+    *n = 0;
+    if (*p != '(') {
+        s = spmd__parse_name(&p, names[0], text, why, wl);
+        if (s != SPMD_OK) return s;
+        *n = 1;
+        *pp = p;
+        return SPMD_OK;
+    }
+    p = spmd__skip(p + 1);
+    while (*p != ')') {
+        if (*n == SPMD_MAX_AXES) {
+            snprintf(why, wl, "more than %d axes in one tuple of \"%s\"", SPMD_MAX_AXES, text);
+            return SPMD_ERR_INVALID;
+        }
+        s = spmd__parse_name(&p, names[*n], text, why, wl);
+        if (s != SPMD_OK) return s;
+        (*n)++;
+        p = spmd__skip(p);
+        if (*p == ',') p = spmd__skip(p + 1);
+        else if (*p != ')') {
+            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    *pp = p + 1;
+    return SPMD_OK;
+}
+
+static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, size_t wl) {
+    const char *p = spmd__skip(text);
+    spmd_status s;
+    memset(o, 0, sizeof *o);
+    if (spmd__word(p, "PartitionSpec")) p += 13;
+    else if (spmd__word(p, "P")) p += 1;
+    p = spmd__skip(p);
+    if (*p != '(') {
+        snprintf(why, wl, "expected P( at the start of \"%s\"", text);
+        return SPMD_ERR_INVALID;
+    }
+    p = spmd__skip(p + 1);
+    while (*p != ')') {
+        if (spmd__word(p, "partial") || spmd__word(p, "unreduced")) {
+            const char *q = spmd__skip(p + (p[0] == 'p' ? 7 : 9));
+            if (*q != '=') {
+                snprintf(why, wl, "expected '=' after %s in \"%s\"", p[0] == 'p' ? "partial" : "unreduced", text);
+                return SPMD_ERR_INVALID;
+            }
+            if (o->npartial) {
+                snprintf(why, wl, "partial axes given twice in \"%s\"", text);
+                return SPMD_ERR_INVALID;
+            }
+            p = spmd__skip(q + 1);
+            if (*p == '{') { /* JAX prints unreduced={'y'} */
+                const char *e = strchr(p, '}');
+                char tup[600];
+                const char *tp = tup;
+                size_t n = e ? (size_t)(e - p) : 0;
+                if (!e || n + 2 > sizeof tup) {
+                    snprintf(why, wl, "unterminated '{' in \"%s\"", text);
+                    return SPMD_ERR_INVALID;
+                }
+                tup[0] = '(';
+                memcpy(tup + 1, p + 1, n - 1);
+                tup[n] = ')';
+                tup[n + 1] = '\0';
+                s = spmd__parse_axes_item(&tp, o->partial, &o->npartial, text, why, wl);
+                p = e + 1;
+            } else {
+                s = spmd__parse_axes_item(&p, o->partial, &o->npartial, text, why, wl);
+            }
+            if (s != SPMD_OK) return s;
+        } else {
+            if (o->npartial) {
+                snprintf(why, wl, "a dimension after the partial axes in \"%s\"", text);
+                return SPMD_ERR_INVALID;
+            }
+            if (o->rank == SPMD_MAX_RANK) {
+                snprintf(why, wl, "more than %d dimensions in \"%s\"", SPMD_MAX_RANK, text);
+                return SPMD_ERR_INVALID;
+            }
+            if (spmd__word(p, "None")) {
+                o->naxes[o->rank] = 0;
+                p += 4;
+            } else {
+                s = spmd__parse_axes_item(&p, o->axes[o->rank], &o->naxes[o->rank], text, why, wl);
+                if (s != SPMD_OK) return s;
+            }
+            o->rank++;
+        }
+        p = spmd__skip(p);
+        if (*p == ',') p = spmd__skip(p + 1);
+        else if (*p != ')') {
+            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    p = spmd__skip(p + 1);
+    if (*p) {
+        snprintf(why, wl, "unexpected text after ')' at offset %d of \"%s\"", (int)(p - text), text);
+        return SPMD_ERR_INVALID;
+    }
+    return spmd__spec_valid(o, why, wl);
+}
+
+spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_status s;
+    if (!text || !out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_parse: %s is NULL", text ? "out" : "text");
+    s = spmd__parse_spec(text, out, w, sizeof w);
+    if (s != SPMD_OK) {
+        memset(out, 0, sizeof *out);
+        return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
+    }
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    int i;
+    spmd_status s;
+    if (!out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (rank < 0 || rank > SPMD_MAX_RANK)
+        return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
+    if (rank > 0 && !dims) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: dims is NULL");
+    out->rank = rank;
+    for (i = 0; i <= rank; i++) {
+        const char *t = i < rank ? dims[i] : partial;
+        int *n = i < rank ? &out->naxes[i] : &out->npartial;
+        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? out->axes[i] : out->partial;
+        while (t && *t) {
+            const char *e = t + strcspn(t, ","), *a = t, *b = e;
+            size_t len;
+            while (*a == ' ') a++;
+            while (b > a && b[-1] == ' ') b--;
+            len = (size_t)(b - a);
+            if (len == 0 || len > SPMD_MAX_AXIS_NAME) {
+                s = SPMD_ERR_INVALID;
+                memset(out, 0, sizeof *out);
+                return spmd__mfail(NULL, why, s, "spec_init: %s \"%s\": axis names must be 1..%d characters",
+                                   i < rank ? "dimension" : "partial", i < rank ? dims[i] : partial,
+                                   SPMD_MAX_AXIS_NAME);
+            }
+            if (*n == SPMD_MAX_AXES) {
+                memset(out, 0, sizeof *out);
+                return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: more than %d axes in \"%s\"",
+                                   SPMD_MAX_AXES, i < rank ? dims[i] : partial);
+            }
+            memcpy(names[*n], a, len);
+            names[*n][len] = '\0';
+            (*n)++;
+            t = *e ? e + 1 : e;
+        }
+    }
+    s = spmd__spec_valid(out, w, sizeof w);
+    if (s != SPMD_OK) {
+        memset(out, 0, sizeof *out);
+        return spmd__mfail(NULL, why, s, "spec_init: %s", w);
+    }
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* ---- specs against a mesh ---- */
+static int spmd__mesh_axis(const spmd_mesh *m, const char *name) {
+    int i;
+    for (i = 0; i < m->ndim; i++)
+        if (strcmp(m->names[i], name) == 0) return i;
+    return -1;
+}
+
+static void spmd__mesh_text(const spmd_mesh *m, char *buf, size_t len) {
+    spmd__out o;
+    int i;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__put(&o, "(");
+    for (i = 0; i < m->ndim; i++) spmd__put(&o, "%s%s=%d", i ? ", " : "", m->names[i], m->shape[i]);
+    spmd__put(&o, ")");
+}
+
+/* Resolve s for an array of `rank` dims on mesh m. */
+static spmd_status spmd__resolve(const spmd_mesh *m, const spmd_spec *s, int rank, spmd__rspec *r, char *why,
+                                 size_t wl) {
+    char st[400], mt[300];
+    int i, k;
+    spmd_status e = spmd__spec_valid(s, why, wl);
+    if (e != SPMD_OK) return e;
+    if (rank < 0 || rank > SPMD_MAX_RANK) {
+        snprintf(why, wl, "array rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
+        return SPMD_ERR_INVALID;
+    }
+    if (s->rank > rank) {
+        snprintf(why, wl, "%s has %d entries but the array has rank %d", spmd__spec_str(s, st, sizeof st), s->rank,
+                 rank);
+        return SPMD_ERR_SHAPE;
+    }
+    memset(r, 0, sizeof *r);
+    r->rank = rank;
+    for (i = 0; i <= s->rank; i++) {
+        int n = i < s->rank ? s->naxes[i] : s->npartial;
+        for (k = 0; k < n; k++) {
+            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
+            int a = spmd__mesh_axis(m, nm);
+            if (a < 0) {
+                spmd__mesh_text(m, mt, sizeof mt);
+                snprintf(why, wl, "unknown axis '%s' in %s (mesh %s)", nm, spmd__spec_str(s, st, sizeof st), mt);
+                return SPMD_ERR_AXIS;
+            }
+            if (i < s->rank) {
+                r->ax[i][k] = a;
+                r->used |= 1u << a;
+            } else {
+                r->pax[k] = a;
+                r->partial |= 1u << a;
+            }
+        }
+        if (i < s->rank) r->n[i] = n;
+        else r->np = n;
+    }
+    return SPMD_OK;
+}
+
+static int64_t spmd__parts(const spmd_mesh *m, const spmd__rspec *r, int i) {
+    int64_t p = 1;
+    int k;
+    for (k = 0; k < r->n[i]; k++) p *= m->shape[r->ax[i][k]];
+    return p;
+}
+
+/* Block index along dim i of the device with mesh coordinates c. */
+static int64_t spmd__dim_index(const spmd_mesh *m, const spmd__rspec *r, int i, const int *c) {
+    int64_t v = 0;
+    int k;
+    for (k = 0; k < r->n[i]; k++) v = v * m->shape[r->ax[i][k]] + c[r->ax[i][k]];
+    return v;
+}
+
+static void spmd__coords(const spmd_mesh *m, int dev, int *c) {
+    int j;
+    for (j = 0; j < m->ndim; j++) {
+        c[j] = dev / m->stride[j];
+        dev %= m->stride[j];
+    }
+}
+
+static int spmd__dev_at(const spmd_mesh *m, const int *c) {
+    int j, id = 0;
+    for (j = 0; j < m->ndim; j++) id += c[j] * m->stride[j];
+    return id;
+}
+
+/* The global shape against the spec: non-negative, divisible. */
+static spmd_status spmd__divides(const spmd_mesh *m, const spmd_spec *s, const spmd__rspec *r, const int64_t *g,
+                                 char *why, size_t wl) {
+    char st[400];
+    int i, k;
+    for (i = 0; i < r->rank; i++) {
+        int64_t p = spmd__parts(m, r, i);
+        if (g[i] < 0) {
+            snprintf(why, wl, "global_shape[%d] = %lld is negative", i, (long long)g[i]);
+            return SPMD_ERR_SHAPE;
+        }
+        if (g[i] % p != 0) {
+            spmd__out o;
+            char ax[200];
+            o.buf = ax;
+            o.len = sizeof ax;
+            o.at = 0;
+            ax[0] = '\0';
+            for (k = 0; k < r->n[i]; k++)
+                spmd__put(&o, "%s%s=%d", k ? "*" : "", m->names[r->ax[i][k]], m->shape[r->ax[i][k]]);
+            snprintf(why, wl, "dimension %d of size %lld is not divisible by %lld (axes %s) in %s", i,
+                     (long long)g[i], (long long)p, ax, spmd__spec_str(s, st, sizeof st));
+            return SPMD_ERR_SHAPE;
+        }
+    }
+    return SPMD_OK;
+}
+
+/* The common prelude of the mesh-level functions. */
+static spmd_status spmd__prep(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *g, spmd__rspec *r,
+                              const char *fn, spmd_msg *why) {
+    char w[400];
+    spmd_status e;
+    if (!m || !s || (rank > 0 && !g))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, !m ? "mesh" : !s ? "spec" : "global_shape");
+    e = spmd__resolve(m, s, rank, r, w, sizeof w);
+    if (e == SPMD_OK) e = spmd__divides(m, s, r, g, w, sizeof w);
+    if (e != SPMD_OK) return spmd__mfail(m, why, e, "%s: %s", fn, w);
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                            spmd_msg *why) {
+    spmd__rspec r;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "spec_check", why);
+    if (e == SPMD_OK) spmd__msg_ok(why);
+    return e;
+}
+
+spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                             int64_t *block_shape, spmd_msg *why) {
+    spmd__rspec r;
+    int i;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_shape", why);
+    if (e != SPMD_OK) return e;
+    if (rank > 0 && !block_shape) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_shape: block_shape is NULL");
+    for (i = 0; i < rank; i++) block_shape[i] = global_shape[i] / spmd__parts(m, &r, i);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                             int device, int64_t *start, spmd_msg *why) {
+    spmd__rspec r;
+    int i, c[SPMD_MAX_AXES];
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_start", why);
+    if (e != SPMD_OK) return e;
+    if (rank > 0 && !start) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_start: start is NULL");
+    if (device < 0 || device >= m->size)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "block_start: device %d is outside 0..%d", device, m->size - 1);
+    spmd__coords(m, device, c);
+    for (i = 0; i < rank; i++)
+        start[i] = spmd__dim_index(m, &r, i, c) * (global_shape[i] / spmd__parts(m, &r, i));
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* An array argument of a mesh-level call: rank, dtype, shape, data. */
+static spmd_status spmd__arr_ok(const spmd_mesh *m, const spmd_array *a, const char *fn, const char *which,
+                                size_t *numel, spmd_msg *why) {
+    size_t n = 1;
+    int i;
+    if (!a) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, which);
+    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", fn, which, a->rank, SPMD_MAX_RANK);
+    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", fn, which, (int)a->dtype);
+    for (i = 0; i < a->rank; i++) {
+        if (a->shape[i] < 0)
+            return spmd__mfail(m, why, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", fn, which, i,
+                               (long long)a->shape[i]);
+        if (a->shape[i] && n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
+            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", fn, which);
+        n *= (size_t)a->shape[i];
+    }
+    if (n && !a->data) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s.data is NULL", fn, which);
+    *numel = n;
+    return SPMD_OK;
+}
+
+/* Copy the box of extent ext between two row-major arrays, starting at
+   sstart in src (shape ssh) and dstart in dst (shape dsh). */
+static void spmd__copy_box(unsigned char *dst, const int64_t *dsh, const int64_t *dstart, const unsigned char *src,
+                           const int64_t *ssh, const int64_t *sstart, const int64_t *ext, int rank, size_t es) {
+    spmd__blk b;
+    int64_t so = 0, dof = 0;
+    int i;
+    for (i = 0; i < rank; i++)
+        if (ext[i] == 0) return;
+    memset(&b, 0, sizeof b);
+    b.n = rank;
+    spmd__strides(ssh, rank, (int64_t)es, b.ss);
+    spmd__strides(dsh, rank, (int64_t)es, b.ds);
+    for (i = 0; i < rank; i++) {
+        b.ext[i] = ext[i];
+        so += sstart[i] * b.ss[i];
+        dof += dstart[i] * b.ds[i];
+    }
+    spmd__blk_fold(&b, (int64_t)es);
+    spmd__blk_copy(&b, dst + dof, src + so);
+}
+
+static int spmd__any_coord(const spmd_mesh *m, unsigned mask, const int *c) {
+    int j;
+    for (j = 0; j < m->ndim; j++)
+        if ((mask >> j & 1u) && c[j] != 0) return 1;
+    return 0;
+}
+
+/* Fill one device's block from the global array (validated). */
+static void spmd__put_block(const spmd_mesh *m, const spmd__rspec *r, const spmd_array *g, int dev, void *block) {
+    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
+    int c[SPMD_MAX_AXES], i;
+    size_t es = spmd__dtype_sizes[g->dtype], n = 1;
+    spmd__coords(m, dev, c);
+    for (i = 0; i < g->rank; i++) {
+        bs[i] = g->shape[i] / spmd__parts(m, r, i);
+        st[i] = spmd__dim_index(m, r, i, c) * bs[i];
+        zero[i] = 0;
+        n *= (size_t)bs[i];
+    }
+    if (n == 0) return;
+    if (spmd__any_coord(m, r->partial, c)) memset(block, 0, n * es);
+    else spmd__copy_box((unsigned char *)block, bs, zero, (const unsigned char *)g->data, g->shape, st, bs, g->rank, es);
+}
+
+spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
+                            const spmd_array *block, spmd_msg *why) {
+    spmd__rspec r;
+    size_t ng, nb;
+    int64_t bs[SPMD_MAX_RANK];
+    int i;
+    spmd_status e;
+    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "device_put: mesh is NULL");
+    if ((e = spmd__arr_ok(m, global, "device_put", "global", &ng, why)) != SPMD_OK) return e;
+    if ((e = spmd__arr_ok(m, block, "device_put", "block", &nb, why)) != SPMD_OK) return e;
+    if ((e = spmd__prep(m, s, global->rank, global->shape, &r, "device_put", why)) != SPMD_OK) return e;
+    if (device < 0 || device >= m->size)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "device_put: device %d is outside 0..%d", device, m->size - 1);
+    for (i = 0; i < global->rank; i++) bs[i] = global->shape[i] / spmd__parts(m, &r, i);
+    if (block->dtype != global->dtype || block->rank != global->rank ||
+        memcmp(block->shape, bs, (size_t)global->rank * sizeof(int64_t)) != 0) {
+        char want[160], got[160];
+        spmd__shape_text(bs, global->rank, want, sizeof want);
+        spmd__shape_text(block->shape, block->rank, got, sizeof got);
+        return spmd__mfail(m, why, SPMD_ERR_SHAPE, "device_put: block is %s %s but must be %s %s",
+                           spmd_dtype_name(block->dtype), got, spmd_dtype_name(global->dtype), want);
+    }
+    spmd__put_block(m, &r, global, device, block->data);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* "(row=0, col=1)" */
+static void spmd__coords_text(const spmd_mesh *m, int dev, char *buf, size_t len) {
+    spmd__out o;
+    int c[SPMD_MAX_AXES], j;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__coords(m, dev, c);
+    spmd__put(&o, "(");
+    for (j = 0; j < m->ndim; j++) spmd__put(&o, "%s%s=%d", j ? ", " : "", m->names[j], c[j]);
+    spmd__put(&o, ")");
+}
+
+/* The axes in mask as "'x', 'y'". */
+static void spmd__mask_text(const spmd_mesh *m, unsigned mask, char *buf, size_t len) {
+    spmd__out o;
+    int j, k = 0;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    for (j = 0; j < m->ndim; j++)
+        if (mask >> j & 1u) spmd__put(&o, "%s'%s'", k++ ? ", " : "", m->names[j]);
+}
+
+/* Assemble (see spmd_assemble); check: compare the copies. */
+static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
+                                  const spmd_array *g, int check, const char *fn, spmd_msg *why) {
+    spmd__rspec r;
+    size_t ng, es, nb = 1, bb;
+    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
+    unsigned all = 0, U;
+    int i, d, bad = 0, c[SPMD_MAX_AXES];
+    char badtext[400], st_text[400];
+    spmd__out bo;
+    spmd_status e;
+    unsigned char *tmp = NULL;
+    const void **ins = NULL;
+    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: mesh is NULL", fn);
+    if ((e = spmd__arr_ok(m, g, fn, "global", &ng, why)) != SPMD_OK) return e;
+    if ((e = spmd__prep(m, s, g->rank, g->shape, &r, fn, why)) != SPMD_OK) return e;
+    if (!blocks) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks is NULL", fn);
+    es = spmd__dtype_sizes[g->dtype];
+    for (i = 0; i < g->rank; i++) {
+        bs[i] = g->shape[i] / spmd__parts(m, &r, i);
+        zero[i] = 0;
+        nb *= (size_t)bs[i];
+    }
+    bb = nb * es;
+    if (ng == 0) {
+        spmd__msg_ok(why);
+        return SPMD_OK;
+    }
+    for (d = 0; d < m->size; d++)
+        if (!blocks[d]) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks[%d] is NULL", fn, d);
+    for (i = 0; i < m->ndim; i++) all |= 1u << i;
+    U = all & ~r.used & ~r.partial; /* the axes that hold copies */
+    /* the copies: every device against the one at coordinate 0 on U */
+    bo.buf = badtext;
+    bo.len = sizeof badtext;
+    bo.at = 0;
+    badtext[0] = '\0';
+    for (d = 0; check && U && d < m->size; d++) {
+        int rc[SPMD_MAX_AXES], rep;
+        spmd__coords(m, d, c);
+        memcpy(rc, c, sizeof rc);
+        for (i = 0; i < m->ndim; i++)
+            if (U >> i & 1u) rc[i] = 0;
+        rep = spmd__dev_at(m, rc);
+        if (rep != d && memcmp(blocks[d], blocks[rep], bb) != 0) {
+            if (bad < 4) {
+                const unsigned char *a = (const unsigned char *)blocks[d], *b = (const unsigned char *)blocks[rep];
+                size_t off = 0, el;
+                int64_t ix[SPMD_MAX_RANK];
+                char ct[120], rt[120], it[160];
+                while (a[off] == b[off]) off++;
+                el = off / es;
+                for (i = g->rank - 1; i >= 0; i--) {
+                    ix[i] = bs[i] ? (int64_t)(el % (size_t)bs[i]) : 0;
+                    el = bs[i] ? el / (size_t)bs[i] : 0;
+                }
+                spmd__coords_text(m, d, ct, sizeof ct);
+                spmd__coords_text(m, rep, rt, sizeof rt);
+                spmd__shape_text(ix, g->rank, it, sizeof it);
+                spmd__put(&bo, "%sdevice %d %s differs from device %d %s at block index %s", bad ? "; " : "", d, ct,
+                          rep, rt, it);
+            }
+            bad++;
+        }
+    }
+    if (bad) {
+        char ut[200];
+        spmd__mask_text(m, U, ut, sizeof ut);
+        return spmd__mfail(m, why, SPMD_ERR_MISMATCH,
+                           "%s: %s claims replication over %s but the blocks vary along it: %s%s (%d device%s)",
+                           fn, spmd__spec_str(s, st_text, sizeof st_text), ut, badtext, bad > 4 ? "; ..." : "", bad,
+                           bad == 1 ? " differs" : "s differ");
+    }
+    if (r.np) {
+        tmp = (unsigned char *)spmd__alloc(&m->alloc, bb);
+        ins = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *ins);
+        if (!tmp || !ins) {
+            spmd__free(&m->alloc, tmp);
+            spmd__free(&m->alloc, (void *)ins);
+            return spmd__mfail(m, why, SPMD_ERR_NOMEM, "%s: out of memory for a block of %zu bytes", fn, bb);
+        }
+    }
+    /* place the block of every device at coordinate 0 on U and on the partial axes */
+    for (d = 0; d < m->size; d++) {
+        const void *src = blocks[d];
+        spmd__coords(m, d, c);
+        if (spmd__any_coord(m, U | r.partial, c)) continue;
+        for (i = 0; i < g->rank; i++) st[i] = spmd__dim_index(m, &r, i, c) * bs[i];
+        if (r.np && nb) {
+            int P = 1, k, v;
+            for (k = 0; k < r.np; k++) P *= m->shape[r.pax[k]];
+            for (v = 0; v < P; v++) { /* the summands, the partial axes linearised as listed */
+                int pc[SPMD_MAX_AXES], t = v;
+                memcpy(pc, c, sizeof pc);
+                for (k = r.np - 1; k >= 0; k--) {
+                    pc[r.pax[k]] = t % m->shape[r.pax[k]];
+                    t /= m->shape[r.pax[k]];
+                }
+                ins[v] = blocks[spmd__dev_at(m, pc)];
+            }
+            spmd_reduce_local(tmp, ins, P, nb, g->dtype, g->dtype == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_SUM);
+            src = tmp;
+        }
+        spmd__copy_box((unsigned char *)g->data, g->shape, st, (const unsigned char *)src, bs, zero, bs, g->rank, es);
+    }
+    spmd__free(&m->alloc, tmp);
+    spmd__free(&m->alloc, (void *)ins);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks, const spmd_array *global,
+                          spmd_msg *why) {
+    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, "assemble", why);
+}
+
+/* "0-3,6": a sorted device list with runs compressed. */
+static void spmd__devlist(const int *v, int n, char *buf, size_t len) {
+    spmd__out o;
+    int i = 0;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    while (i < n) {
+        int j = i;
+        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+        if (j >= i + 2) spmd__put(&o, "%s%d-%d", i ? "," : "", v[i], v[j]);
+        else if (j == i + 1) spmd__put(&o, "%s%d,%d", i ? "," : "", v[i], v[j]);
+        else spmd__put(&o, "%s%d", i ? "," : "", v[i]);
+        i = j + 1;
+    }
+}
+
+spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                               char *buf, size_t len, spmd_msg *why) {
+    spmd__rspec r;
+    spmd__out o;
+    int64_t bs[SPMD_MAX_RANK] = {0}, nblk[2] = {1, 1};
+    int i, d, *devs, nd, c[SPMD_MAX_AXES];
+    char t1[400], t2[200];
+    size_t w = 5;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "sharding_text", why);
+    if (e != SPMD_OK) return e;
+    if (!buf && len) return spmd__mfail(m, why, SPMD_ERR_NULL, "sharding_text: buf is NULL");
+    devs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
+    if (!devs) return spmd__mfail(m, why, SPMD_ERR_NOMEM, "sharding_text: out of memory");
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    if (len) buf[0] = '\0';
+    for (i = 0; i < rank; i++) bs[i] = global_shape[i] / spmd__parts(m, &r, i);
+    spmd__mesh_text(m, t2, sizeof t2);
+    spmd__put(&o, "%s", spmd__spec_str(s, t1, sizeof t1));
+    spmd__shape_text(global_shape, rank, t1, sizeof t1);
+    spmd__put(&o, " of %s", t1);
+    spmd__shape_text(bs, rank, t1, sizeof t1);
+    spmd__put(&o, " on mesh %s: blocks %s\n", t2, t1);
+    if (rank <= 2) {
+        int64_t a, b;
+        for (i = 0; i < rank; i++) nblk[rank == 1 ? 1 : i] = spmd__parts(m, &r, i);
+        /* width: the longest device list */
+        for (a = 0; a < nblk[0]; a++)
+            for (b = 0; b < nblk[1]; b++) {
+                nd = 0;
+                for (d = 0; d < m->size; d++) {
+                    spmd__coords(m, d, c);
+                    if ((rank < 2 || spmd__dim_index(m, &r, 0, c) == a) &&
+                        (rank < 1 || spmd__dim_index(m, &r, rank - 1, c) == b))
+                        devs[nd++] = d;
+                }
+                spmd__devlist(devs, nd, t1, sizeof t1);
+                if (strlen(t1) + 4 > w) w = strlen(t1) + 4;
+            }
+        for (a = 0; a < nblk[0]; a++) {
+            for (b = 0; b < nblk[1]; b++) {
+                size_t k;
+                spmd__put(&o, "+");
+                for (k = 0; k < w; k++) spmd__put(&o, "-");
+            }
+            spmd__put(&o, "+\n");
+            for (b = 0; b < nblk[1]; b++) {
+                size_t l, left;
+                nd = 0;
+                for (d = 0; d < m->size; d++) {
+                    spmd__coords(m, d, c);
+                    if ((rank < 2 || spmd__dim_index(m, &r, 0, c) == a) &&
+                        (rank < 1 || spmd__dim_index(m, &r, rank - 1, c) == b))
+                        devs[nd++] = d;
+                }
+                spmd__devlist(devs, nd, t1, sizeof t1);
+                l = strlen(t1);
+                left = (w - l) / 2;
+                spmd__put(&o, "|%*s%s%*s", (int)left, "", t1, (int)(w - l - left), "");
+            }
+            spmd__put(&o, "|\n");
+        }
+        for (b = 0; b < nblk[1]; b++) {
+            size_t k;
+            spmd__put(&o, "+");
+            for (k = 0; k < w; k++) spmd__put(&o, "-");
+        }
+        spmd__put(&o, "+\n");
+    } else {
+        /* rank > 2: no grid; one line per block, in block order */
+        int64_t nb = 1, q;
+        for (i = 0; i < rank; i++) nb *= spmd__parts(m, &r, i);
+        for (q = 0; q < nb; q++) {
+            int64_t bi[SPMD_MAX_RANK], t = q;
+            for (i = rank - 1; i >= 0; i--) {
+                int64_t p = spmd__parts(m, &r, i);
+                bi[i] = t % p;
+                t /= p;
+            }
+            spmd__put(&o, "[");
+            for (i = 0; i < rank; i++)
+                spmd__put(&o, "%s%lld:%lld", i ? ", " : "", (long long)(bi[i] * bs[i]),
+                          (long long)((bi[i] + 1) * bs[i]));
+            nd = 0;
+            for (d = 0; d < m->size; d++) {
+                int ok = 1;
+                spmd__coords(m, d, c);
+                for (i = 0; i < rank && ok; i++) ok = spmd__dim_index(m, &r, i, c) == bi[i];
+                if (ok) devs[nd++] = d;
+            }
+            spmd__devlist(devs, nd, t1, sizeof t1);
+            spmd__put(&o, "] devices %s\n", t1);
+        }
+    }
+    if (r.np) {
+        spmd__mask_text(m, r.partial, t1, sizeof t1);
+        spmd__put(&o, "partial sums over %s: the devices of a block hold summands, not copies\n", t1);
+    }
+    spmd__free(&m->alloc, devs);
+    if (o.at >= len) return spmd__mfail(m, why, SPMD_ERR_SIZE, "sharding_text: needs %zu bytes, buf has %zu",
+                                        o.at + 1, len);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* ---- shard_map ---- */
+typedef struct spmd__sm_ctx {
+    const spmd_shard_map_desc *desc;
+    unsigned char *inb[SPMD_MAX_SHARD_ARGS], *outb[SPMD_MAX_SHARD_ARGS];
+    size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
+    int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
+    spmd_status *st;
+} spmd__sm_ctx;
+
+static void spmd__sm_dev(spmd_dev *d, void *arg) {
+    spmd__sm_ctx *c = (spmd__sm_ctx *)arg;
+    const spmd_shard_map_desc *ds = c->desc;
+    spmd_array in[SPMD_MAX_SHARD_ARGS], out[SPMD_MAX_SHARD_ARGS];
+    int k, id = d->id;
+    spmd_status s;
+    for (k = 0; k < ds->nin; k++)
+        in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + (size_t)id * c->inbb[k] : NULL, ds->in[k].dtype,
+                              ds->in[k].rank, c->ish[k]);
+    for (k = 0; k < ds->nout; k++)
+        out[k] = spmd_array_nd(c->outbb[k] ? c->outb[k] + (size_t)id * c->outbb[k] : NULL, ds->out[k].dtype,
+                               ds->out[k].rank, c->osh[k]);
+    s = ds->fn(d, in, out, ds->user);
+    c->st[id] = s;
+    if (s != SPMD_OK && !d->err[0]) snprintf(d->err, sizeof d->err, "the function returned %s", spmd_status_name(s));
+}
+
+spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg *why) {
+    spmd__sm_ctx c;
+    spmd__rspec rin[SPMD_MAX_SHARD_ARGS], rout[SPMD_MAX_SHARD_ARGS];
+    const void **blocks = NULL;
+    spmd_status e = SPMD_OK, rs;
+    size_t n;
+    int k, i, d;
+    char label[40];
+    if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
+    if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
+    if (ds->nin < 0 || ds->nin > SPMD_MAX_SHARD_ARGS || ds->nout < 0 || ds->nout > SPMD_MAX_SHARD_ARGS)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: nin %d / nout %d outside 0..%d", ds->nin, ds->nout,
+                           SPMD_MAX_SHARD_ARGS);
+    if ((ds->nin && (!ds->in || !ds->in_specs)) || (ds->nout && (!ds->out || !ds->out_specs)))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL",
+                           ds->nin && !ds->in ? "in" : ds->nin && !ds->in_specs ? "in_specs"
+                                                   : !ds->out                   ? "out"
+                                                                                : "out_specs");
+    if ((unsigned)ds->check_rep >= SPMD_CHECK_COUNT)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: invalid check_rep %d", (int)ds->check_rep);
+    memset(&c, 0, sizeof c);
+    c.desc = ds;
+    for (k = 0; k < ds->nin + ds->nout; k++) {
+        int isin = k < ds->nin, j = isin ? k : k - ds->nin;
+        const spmd_array *a = isin ? &ds->in[j] : &ds->out[j];
+        const spmd_spec *sp = isin ? &ds->in_specs[j] : &ds->out_specs[j];
+        spmd__rspec *r = isin ? &rin[j] : &rout[j];
+        int64_t *bs = isin ? c.ish[j] : c.osh[j];
+        size_t nb = 1, es;
+        snprintf(label, sizeof label, "shard_map: %s[%d]", isin ? "in" : "out", j);
+        if ((e = spmd__arr_ok(m, a, label, isin ? "the array" : "the array", &n, why)) != SPMD_OK) return e;
+        snprintf(label, sizeof label, "shard_map: %s_specs[%d]", isin ? "in" : "out", j);
+        if ((e = spmd__prep(m, sp, a->rank, a->shape, r, label, why)) != SPMD_OK) return e;
+        es = spmd__dtype_sizes[a->dtype];
+        for (i = 0; i < a->rank; i++) {
+            bs[i] = a->shape[i] / spmd__parts(m, r, i);
+            nb *= (size_t)bs[i];
+        }
+        if (nb && (size_t)m->size > SIZE_MAX / 2 / es / nb)
+            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: blocks too large", label);
+        (isin ? c.inbb : c.outbb)[j] = nb * es;
+    }
+    c.st = (spmd_status *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c.st);
+    blocks = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *blocks);
+    e = c.st && blocks ? SPMD_OK : SPMD_ERR_NOMEM;
+    for (k = 0; e == SPMD_OK && k < ds->nin; k++)
+        if (c.inbb[k] && !(c.inb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.inbb[k] * (size_t)m->size)))
+            e = SPMD_ERR_NOMEM;
+    for (k = 0; e == SPMD_OK && k < ds->nout; k++)
+        if (c.outbb[k] && !(c.outb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.outbb[k] * (size_t)m->size)))
+            e = SPMD_ERR_NOMEM;
+    if (e != SPMD_OK) {
+        spmd__mfail(m, why, e, "shard_map: out of memory for the blocks");
+        goto done;
+    }
+    for (k = 0; k < ds->nin; k++)
+        for (d = 0; c.inbb[k] && d < m->size; d++)
+            spmd__put_block(m, &rin[k], &ds->in[k], d, c.inb[k] + (size_t)d * c.inbb[k]);
+    rs = spmd_run(m, spmd__sm_dev, &c);
+    if (rs != SPMD_OK) {
+        e = rs;
+    } else {
+        for (d = 0; d < m->size && e == SPMD_OK; d++) e = c.st[d];
+    }
+    if (e != SPMD_OK) {
+        for (d = 0; d < m->size; d++)
+            if (m->devs[d]->err[0]) break;
+        if (d < m->size) spmd__mfail(m, why, e, "shard_map: device %d: %s", d, m->devs[d]->err);
+        else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
+        goto done;
+    }
+    for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
+        for (d = 0; d < m->size; d++) blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
+        snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
+        e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], ds->check_rep != SPMD_CHECK_OFF, label, why);
+    }
+done:
+    for (k = 0; k < SPMD_MAX_SHARD_ARGS; k++) {
+        spmd__free(&m->alloc, c.inb[k]);
+        spmd__free(&m->alloc, c.outb[k]);
+    }
+    spmd__free(&m->alloc, c.st);
+    spmd__free(&m->alloc, (void *)blocks);
+    if (e == SPMD_OK) spmd__msg_ok(why);
+    return e;
+}
+
+/* ---- cost model ---- */
+static const char *spmd__coll_names[SPMD_COLL_COUNT] = {"none", "slice", "zero", "all_gather", "all_to_all",
+                                                         "psum", "psum_scatter"};
+
+static int spmd__ceil_log2(int G) {
+    int s = 0;
+    while ((1 << s) < G) s++;
+    return s;
+}
+
+static void spmd__cost_of(spmd_coll kind, int G, double B, spmd_cost_algo algo, const spmd_cost_model *cm,
+                          spmd_cost *c) {
+    double f = (double)(G - 1) / (double)G;
+    int L = spmd__ceil_log2(G);
+    memset(c, 0, sizeof *c);
+    c->algo = algo;
+    if (kind == SPMD_COLL_SLICE || kind == SPMD_COLL_ZERO || G <= 1) {
+        c->algo = SPMD_COST_AUTO;
+        return;
+    }
+    if (algo == SPMD_COST_RING) {
+        c->bytes = (kind == SPMD_COLL_PSUM ? 2.0 : 1.0) * f * B;
+        c->steps = (kind == SPMD_COLL_PSUM ? 2 : 1) * (G - 1);
+    } else {
+        c->steps = L;
+        c->bytes = kind == SPMD_COLL_PSUM ? (double)L * B : kind == SPMD_COLL_ALL_TO_ALL ? (double)L * B / 2 : f * B;
+    }
+    c->time_s = (double)c->steps * cm->alpha_s + c->bytes * cm->beta_s_per_byte;
+}
+
+static void spmd__model_defaults(const spmd_cost_model *in, spmd_cost_model *out) {
+    memset(out, 0, sizeof *out);
+    if (in) *out = *in;
+    if (out->alpha_s == 0) out->alpha_s = 5e-6;
+    if (out->beta_s_per_byte == 0) out->beta_s_per_byte = 1e-10;
+}
+
+static void spmd__cost_pick(spmd_coll kind, int G, double B, const spmd_cost_model *cm, spmd_cost *out) {
+    spmd_cost ring, tree;
+    if (cm->algo != SPMD_COST_AUTO) {
+        spmd__cost_of(kind, G, B, cm->algo, cm, out);
+        return;
+    }
+    spmd__cost_of(kind, G, B, SPMD_COST_RING, cm, &ring);
+    spmd__cost_of(kind, G, B, SPMD_COST_TREE, cm, &tree);
+    *out = tree.time_s < ring.time_s ? tree : ring;
+}
+
+spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model, spmd_cost *out) {
+    spmd_cost_model cm;
+    if (!out) return SPMD_ERR_NULL;
+    memset(out, 0, sizeof *out);
+    if ((int)kind <= SPMD_COLL_NONE || (int)kind >= SPMD_COLL_COUNT || G < 1 || G > SPMD_MAX_DEVICES ||
+        !(bytes >= 0) || bytes > 1e30)
+        return SPMD_ERR_INVALID;
+    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
+                  !(model->beta_s_per_byte >= 0)))
+        return SPMD_ERR_INVALID;
+    spmd__model_defaults(model, &cm);
+    spmd__cost_pick(kind, G, bytes, &cm, out);
+    return SPMD_OK;
+}
+
+/* ---- reshard plans ---- */
+/* The layout a plan walks through: axes per dimension, partial axes, the
+   block shape. */
+typedef struct spmd__lay {
+    int n[SPMD_MAX_RANK];
+    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];
+    unsigned partial;
+    int64_t shape[SPMD_MAX_RANK];
+} spmd__lay;
+
+static unsigned spmd__lay_used(const spmd__lay *L, int rank) {
+    unsigned u = 0;
+    int i, k;
+    for (i = 0; i < rank; i++)
+        for (k = 0; k < L->n[i]; k++) u |= 1u << L->ax[i][k];
+    return u;
+}
+
+/* Dimension i's axes are a prefix of the target's. */
+static int spmd__lay_prefix(const spmd__lay *L, const spmd__rspec *t, int i) {
+    return L->n[i] <= t->n[i] && memcmp(L->ax[i], t->ax[i], (size_t)L->n[i] * sizeof(int)) == 0;
+}
+
+/* How many leading axes of dimension i are already where the target wants. */
+static int spmd__lay_common(const spmd__lay *L, const spmd__rspec *t, int i) {
+    int k = 0;
+    while (k < L->n[i] && k < t->n[i] && L->ax[i][k] == t->ax[i][k]) k++;
+    return k;
+}
+
+typedef struct spmd__planner {
+    const spmd_mesh *m;
+    spmd_reshard_plan *p;
+    spmd_cost_model cm;
+    size_t es;
+    int rank;
+    int axes[SPMD_MAX_RESHARD_STEPS][SPMD_MAX_AXES]; /* each step's axes, as indices */
+    int nax[SPMD_MAX_RESHARD_STEPS];
+} spmd__planner;
+
+static double spmd__shape_bytes(const int64_t *sh, int rank, size_t es) {
+    double b = (double)es;
+    int i;
+    for (i = 0; i < rank; i++) b *= (double)sh[i];
+    return b;
+}
+
+/* Finish a step: axes text, group size, cost. */
+static void spmd__step_finish(spmd__planner *pl, int k) {
+    spmd_reshard_step *s = &pl->p->steps[k];
+    spmd__out o;
+    int j;
+    double B;
+    o.buf = s->axes;
+    o.len = sizeof s->axes;
+    o.at = 0;
+    s->axes[0] = '\0';
+    s->G = 1;
+    for (j = 0; j < pl->nax[k]; j++) {
+        spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
+        s->G *= pl->m->shape[pl->axes[k][j]];
+    }
+    B = spmd__shape_bytes(s->kind == SPMD_COLL_ALL_GATHER ? s->out_shape : s->in_shape, pl->rank, pl->es);
+    spmd__cost_pick(s->kind, s->G, B, &pl->cm, &s->cost);
+}
+
+/* Append a step (or merge it into the previous one: two gathers, or two
+   slices, of the same dimension are one). Updates the layout's shape. */
+static spmd_status spmd__step_add(spmd__planner *pl, spmd__lay *L, spmd_coll kind, const int *ax, int nax, int dim,
+                                  int dim2) {
+    spmd_reshard_plan *p = pl->p;
+    spmd_reshard_step *s;
+    int64_t G = 1;
+    int j;
+    for (j = 0; j < nax; j++) G *= pl->m->shape[ax[j]];
+    if (p->nsteps > 0) {
+        int k = p->nsteps - 1;
+        s = &p->steps[k];
+        if (s->kind == kind && s->dim == dim && (kind == SPMD_COLL_ALL_GATHER || kind == SPMD_COLL_SLICE) &&
+            pl->nax[k] + nax <= SPMD_MAX_AXES) {
+            if (kind == SPMD_COLL_ALL_GATHER) { /* gathered minor first: the new axes are major */
+                memmove(pl->axes[k] + nax, pl->axes[k], (size_t)pl->nax[k] * sizeof(int));
+                memcpy(pl->axes[k], ax, (size_t)nax * sizeof(int));
+                L->shape[dim] *= G;
+            } else {
+                memcpy(pl->axes[k] + pl->nax[k], ax, (size_t)nax * sizeof(int));
+                L->shape[dim] /= G;
+            }
+            pl->nax[k] += nax;
+            memcpy(s->out_shape, L->shape, sizeof s->out_shape);
+            spmd__step_finish(pl, k);
+            return SPMD_OK;
+        }
+    }
+    if (p->nsteps == SPMD_MAX_RESHARD_STEPS) return SPMD_ERR_STATE;
+    s = &p->steps[p->nsteps];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->dim = dim;
+    s->dim2 = dim2;
+    memcpy(s->in_shape, L->shape, sizeof s->in_shape);
+    switch (kind) {
+    case SPMD_COLL_SLICE: case SPMD_COLL_PSUM_SCATTER: L->shape[dim] /= G; break;
+    case SPMD_COLL_ALL_GATHER: L->shape[dim] *= G; break;
+    case SPMD_COLL_ALL_TO_ALL: L->shape[dim] /= G; L->shape[dim2] *= G; break;
+    default: break;
+    }
+    memcpy(s->out_shape, L->shape, sizeof s->out_shape);
+    memcpy(pl->axes[p->nsteps], ax, (size_t)nax * sizeof(int));
+    pl->nax[p->nsteps] = nax;
+    spmd__step_finish(pl, p->nsteps);
+    p->nsteps++;
+    return SPMD_OK;
+}
+
+/* Build the plan from f to t (resolved, same rank, shape divisible by both). */
+static spmd_status spmd__plan_build(const spmd_mesh *m, const spmd__rspec *f, const spmd__rspec *t, spmd_dtype dt,
+                                   const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p) {
+    spmd__planner pl;
+    spmd__lay L;
+    unsigned R = f->partial & ~t->partial, Z = t->partial & ~f->partial;
+    int rank = f->rank, i, j, k, iter;
+    spmd_status s = SPMD_OK;
+    memset(&pl, 0, sizeof pl);
+    pl.m = m;
+    pl.p = p;
+    pl.es = spmd__dtype_sizes[dt];
+    pl.rank = rank;
+    spmd__model_defaults(model, &pl.cm);
+    memset(&L, 0, sizeof L);
+    for (i = 0; i < rank; i++) {
+        L.n[i] = f->n[i];
+        memcpy(L.ax[i], f->ax[i], sizeof L.ax[i]);
+        L.shape[i] = g[i] / spmd__parts(m, f, i);
+    }
+    L.partial = f->partial;
+    for (iter = 0; iter < 4 * SPMD_MAX_RESHARD_STEPS && s == SPMD_OK; iter++) {
+        unsigned busy = spmd__lay_used(&L, rank) | L.partial;
+        int did = 0;
+        /* 1. replicated -> sharded: slice locally, before anything moves */
+        for (j = 0; j < rank && s == SPMD_OK; j++) {
+            int S[SPMD_MAX_AXES], ns = 0;
+            if (!spmd__lay_prefix(&L, t, j)) continue;
+            for (k = L.n[j]; k < t->n[j] && !(busy >> t->ax[j][k] & 1u); k++) S[ns++] = t->ax[j][k];
+            if (!ns) continue;
+            s = spmd__step_add(&pl, &L, SPMD_COLL_SLICE, S, ns, j, -1);
+            memcpy(L.ax[j] + L.n[j], S, (size_t)ns * sizeof(int));
+            L.n[j] += ns;
+            did = 1;
+        }
+        if (did) continue;
+        /* 2. partial sums: psum_scatter into a dimension that wants the axes next, psum the rest */
+        if (R) {
+            int best = -1, bestS[SPMD_MAX_AXES], bestn = 0;
+            int64_t bestp = 1;
+            for (j = 0; j < rank && dt != SPMD_BOOL; j++) {
+                int S[SPMD_MAX_AXES], ns = 0;
+                int64_t prod = 1;
+                if (!spmd__lay_prefix(&L, t, j)) continue;
+                for (k = L.n[j]; k < t->n[j] && (R >> t->ax[j][k] & 1u); k++) {
+                    S[ns++] = t->ax[j][k];
+                    prod *= m->shape[t->ax[j][k]];
+                }
+                if (ns && prod > bestp) {
+                    best = j;
+                    bestp = prod;
+                    bestn = ns;
+                    memcpy(bestS, S, sizeof S);
+                }
+            }
+            if (best >= 0) {
+                s = spmd__step_add(&pl, &L, SPMD_COLL_PSUM_SCATTER, bestS, bestn, best, -1);
+                memcpy(L.ax[best] + L.n[best], bestS, (size_t)bestn * sizeof(int));
+                L.n[best] += bestn;
+                for (k = 0; k < bestn; k++) R &= ~(1u << bestS[k]);
+            }
+            if (R && s == SPMD_OK) {
+                int A[SPMD_MAX_AXES], na = 0;
+                for (k = 0; k < f->np; k++)
+                    if (R >> f->pax[k] & 1u) A[na++] = f->pax[k];
+                s = spmd__step_add(&pl, &L, SPMD_COLL_PSUM, A, na, -1, -1);
+            }
+            L.partial &= ~(f->partial & ~t->partial);
+            R = 0;
+            continue;
+        }
+        /* 3. an axis at the minor end of dimension i that dimension j wants next: all_to_all */
+        for (i = 0; i < rank && !did && s == SPMD_OK; i++) {
+            int a;
+            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
+            a = L.ax[i][L.n[i] - 1];
+            for (j = 0; j < rank; j++) {
+                if (j == i || !spmd__lay_prefix(&L, t, j) || L.n[j] >= t->n[j] || t->ax[j][L.n[j]] != a) continue;
+                s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, &a, 1, j, i);
+                L.n[i]--;
+                L.ax[j][L.n[j]++] = a;
+                did = 1;
+                break;
+            }
+        }
+        if (did) continue;
+        /* 4. the minor-most misplaced axis is gathered */
+        for (i = rank - 1; i >= 0 && !did && s == SPMD_OK; i--) {
+            int a;
+            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
+            a = L.ax[i][L.n[i] - 1];
+            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_GATHER, &a, 1, i, -1);
+            L.n[i]--;
+            did = 1;
+        }
+        if (!did) break;
+    }
+    if (s == SPMD_OK && Z) { /* replicated -> partial: local */
+        int A[SPMD_MAX_AXES], na = 0;
+        for (k = 0; k < t->np; k++)
+            if (Z >> t->pax[k] & 1u) A[na++] = t->pax[k];
+        s = spmd__step_add(&pl, &L, SPMD_COLL_ZERO, A, na, -1, -1);
+    }
+    for (i = 0; i < rank && s == SPMD_OK; i++)
+        if (L.n[i] != t->n[i] || memcmp(L.ax[i], t->ax[i], (size_t)t->n[i] * sizeof(int)) != 0) s = SPMD_ERR_STATE;
+    p->total.algo = SPMD_COST_AUTO;
+    for (k = 0; k < p->nsteps; k++) {
+        p->total.bytes += p->steps[k].cost.bytes;
+        p->total.steps += p->steps[k].cost.steps;
+        p->total.time_s += p->steps[k].cost.time_s;
+    }
+    return s;
+}
+
+static spmd_status spmd__plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
+                                   int rank, const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p,
+                                   char *why, size_t wl) {
+    spmd__rspec f, t;
+    spmd_status s;
+    char w[400];
+    int i;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT) {
+        snprintf(why, wl, "invalid dtype %d", (int)dt);
+        return SPMD_ERR_INVALID;
+    }
+    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
+                  !(model->beta_s_per_byte >= 0))) {
+        snprintf(why, wl, "invalid cost model");
+        return SPMD_ERR_INVALID;
+    }
+    if ((s = spmd__resolve(m, from, rank, &f, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, from, &f, g, w, sizeof w);
+    if (s != SPMD_OK) {
+        snprintf(why, wl, "from: %s", w);
+        return s;
+    }
+    if ((s = spmd__resolve(m, to, rank, &t, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, to, &t, g, w, sizeof w);
+    if (s != SPMD_OK) {
+        snprintf(why, wl, "to: %s", w);
+        return s;
+    }
+    memset(p, 0, sizeof *p);
+    p->rank = rank;
+    p->dtype = dt;
+    for (i = 0; i < rank; i++) p->global_shape[i] = g[i];
+    p->from = *from;
+    p->to = *to;
+    s = spmd__plan_build(m, &f, &t, dt, g, model, p);
+    if (s != SPMD_OK) snprintf(why, wl, "no plan found within %d steps (internal error)", SPMD_MAX_RESHARD_STEPS);
+    return s;
+}
+
+spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
+                                   int rank, const int64_t *global_shape, const spmd_cost_model *model,
+                                   spmd_reshard_plan *plan, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_status s;
+    if (!m || !from || !to || !plan || (rank > 0 && !global_shape))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "reshard_plan: %s is NULL",
+                           !m ? "mesh" : !from ? "from" : !to ? "to" : !plan ? "plan" : "global_shape");
+    s = spmd__plan_make(m, from, to, dt, rank, global_shape, model, plan, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(m, why, s, "reshard_plan: %s", w);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len) {
+    spmd__out o;
+    char t[400];
+    int k;
+    if (!p || p->nsteps < 0 || p->nsteps > SPMD_MAX_RESHARD_STEPS || p->rank < 0 || p->rank > SPMD_MAX_RANK) {
+        if (buf && len) buf[0] = '\0';
+        return -1;
+    }
+    o.buf = buf;
+    o.len = buf ? len : 0;
+    o.at = 0;
+    if (buf && len) buf[0] = '\0';
+    spmd__put(&o, "%s -> ", spmd__spec_str(&p->from, t, sizeof t));
+    spmd__put(&o, "%s", spmd__spec_str(&p->to, t, sizeof t));
+    spmd__shape_text(p->global_shape, p->rank, t, sizeof t);
+    spmd__put(&o, " of %s %s: ", spmd_dtype_name(p->dtype), t);
+    if (p->nsteps == 0) spmd__put(&o, "nothing to do (same sharding)\n");
+    else
+        spmd__put(&o, "%d step%s, %.0f bytes sent per device, %d latency step%s, ~%.3g us\n", p->nsteps,
+                  p->nsteps == 1 ? "" : "s", p->total.bytes, p->total.steps, p->total.steps == 1 ? "" : "s",
+                  p->total.time_s * 1e6);
+    for (k = 0; k < p->nsteps; k++) {
+        const spmd_reshard_step *s = &p->steps[k];
+        char a[160], b[160];
+        spmd__shape_text(s->in_shape, p->rank, a, sizeof a);
+        spmd__shape_text(s->out_shape, p->rank, b, sizeof b);
+        spmd__put(&o, "  %d. %s over '%s'", k + 1, (unsigned)s->kind < SPMD_COLL_COUNT ? spmd__coll_names[s->kind] : "?",
+                  s->axes);
+        if (s->kind == SPMD_COLL_ALL_TO_ALL) spmd__put(&o, " (split_axis %d, concat_axis %d)", s->dim, s->dim2);
+        else if (s->dim >= 0) spmd__put(&o, " along dim %d", s->dim);
+        spmd__put(&o, ": block %s -> %s", a, b);
+        if (s->kind == SPMD_COLL_SLICE || s->kind == SPMD_COLL_ZERO) spmd__put(&o, ", local\n");
+        else
+            spmd__put(&o, ", %.0f bytes, %d step%s (%s), ~%.3g us\n", s->cost.bytes, s->cost.steps,
+                      s->cost.steps == 1 ? "" : "s", s->cost.algo == SPMD_COST_TREE ? "tree" : "ring",
+                      s->cost.time_s * 1e6);
+    }
+    return (int)o.at;
+}
+
+/* Keep chunk idx of parts along dim of a row-major block. */
+static void spmd__slice_local(unsigned char *dst, const unsigned char *src, const int64_t *sh, int rank, int dim,
+                              int64_t parts, int64_t idx, size_t es) {
+    size_t outer = 1, inner = es, chunk, o;
+    int i;
+    for (i = 0; i < dim; i++) outer *= (size_t)sh[i];
+    for (i = dim + 1; i < rank; i++) inner *= (size_t)sh[i];
+    chunk = (size_t)(sh[dim] / parts) * inner;
+    if (chunk == 0) return;
+    for (o = 0; o < outer; o++) memcpy(dst + o * chunk, src + o * (size_t)sh[dim] * inner + (size_t)idx * chunk, chunk);
+}
+
+static int spmd__ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
+                         const spmd_array *out, spmd_reshard_plan *plan) {
+    spmd_reshard_plan local, *p = plan ? plan : &local;
+    spmd__rspec f;
+    int64_t g[SPMD_MAX_RANK];
+    size_t nx, no, es, maxb, outb;
+    unsigned char *tmp[2] = {NULL, NULL};
+    const unsigned char *cur;
+    char w[400];
+    int i, k, overlap;
+    spmd_status s;
+    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
+    if ((s = spmd__check_array(d, "reshard", "block", block, &nx)) != SPMD_OK) return s;
+    if ((s = spmd__check_array(d, "reshard", "out", out, &no)) != SPMD_OK) return s;
+    if (!from || !to) return spmd__fail(d, SPMD_ERR_NULL, "reshard: %s is NULL", from ? "to" : "from");
+    if ((s = spmd__resolve(d->mesh, from, block->rank, &f, w, sizeof w)) != SPMD_OK)
+        return spmd__fail(d, s, "reshard: from: %s", w);
+    for (i = 0; i < block->rank; i++) {
+        int64_t q = spmd__parts(d->mesh, &f, i);
+        if (block->shape[i] > INT64_MAX / q) return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: global shape overflows");
+        g[i] = block->shape[i] * q;
+    }
+    s = spmd__plan_make(d->mesh, from, to, block->dtype, block->rank, g, NULL, p, w, sizeof w);
+    if (s != SPMD_OK) return spmd__fail(d, s, "reshard: %s", w);
+    {
+        const int64_t *want = p->nsteps ? p->steps[p->nsteps - 1].out_shape : block->shape;
+        if (out->dtype != block->dtype || out->rank != block->rank ||
+            memcmp(out->shape, want, (size_t)block->rank * sizeof(int64_t)) != 0) {
+            char a[160], b[160];
+            spmd__shape_text(out->shape, out->rank, a, sizeof a);
+            spmd__shape_text(want, block->rank, b, sizeof b);
+            return spmd__fail(d, SPMD_ERR_SHAPE, "reshard: out is %s %s but the block of %s is %s %s",
+                              spmd_dtype_name(out->dtype), a, spmd__spec_str(to, w, sizeof w),
+                              spmd_dtype_name(block->dtype), b);
+        }
+    }
+    es = spmd__dtype_sizes[block->dtype];
+    outb = no * es;
+    if (p->nsteps == 0) {
+        if (outb && out->data != block->data) memmove(out->data, block->data, outb);
+        return SPMD_OK;
+    }
+    maxb = nx * es;
+    for (k = 0; k < p->nsteps; k++) {
+        double b = spmd__shape_bytes(p->steps[k].out_shape, block->rank, es);
+        if (b > (double)maxb) maxb = (size_t)b;
+    }
+    overlap = spmd__ranges_overlap(out->data, outb, block->data, nx * es);
+    tmp[0] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
+    if (p->nsteps > 1 || overlap) tmp[1] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
+    if (!tmp[0] || ((p->nsteps > 1 || overlap) && !tmp[1])) {
+        spmd__free(&d->mesh->alloc, tmp[0]);
+        spmd__free(&d->mesh->alloc, tmp[1]);
+        return spmd__fail(d, SPMD_ERR_NOMEM, "reshard: out of memory for %zu bytes", maxb);
+    }
+    cur = (const unsigned char *)block->data;
+    for (k = 0; k < p->nsteps && s == SPMD_OK; k++) {
+        const spmd_reshard_step *st = &p->steps[k];
+        unsigned char *dst = (k == p->nsteps - 1 && !overlap) ? (unsigned char *)out->data : tmp[k & 1];
+        spmd_array x = spmd_array_nd((void *)cur, block->dtype, block->rank, st->in_shape);
+        spmd_array y = spmd_array_nd(dst, block->dtype, block->rank, st->out_shape);
+        size_t n = 1;
+        int idx;
+        for (i = 0; i < block->rank; i++) n *= (size_t)st->in_shape[i];
+        switch (st->kind) {
+        case SPMD_COLL_SLICE:
+            idx = spmd_axis_index(d, st->axes);
+            if (idx < 0) s = (spmd_status)-idx;
+            else spmd__slice_local(dst, cur, st->in_shape, block->rank, st->dim, st->G, idx, es);
+            break;
+        case SPMD_COLL_ZERO:
+            idx = spmd_axis_index(d, st->axes);
+            if (idx < 0) s = (spmd_status)-idx;
+            else if (n && idx) memset(dst, 0, n * es);
+            else if (n) memcpy(dst, cur, n * es);
+            break;
+        case SPMD_COLL_ALL_GATHER: s = spmd_all_gather(d, &x, &y, st->axes, st->dim, 1, NULL); break;
+        case SPMD_COLL_ALL_TO_ALL: s = spmd_all_to_all(d, &x, &y, st->axes, st->dim, st->dim2, 1, NULL); break;
+        case SPMD_COLL_PSUM:
+            s = block->dtype == SPMD_BOOL ? spmd_pmax(d, cur, dst, n, block->dtype, st->axes, NULL)
+                                          : spmd_psum(d, cur, dst, n, block->dtype, st->axes, NULL);
+            break;
+        case SPMD_COLL_PSUM_SCATTER: s = spmd_psum_scatter(d, &x, &y, st->axes, st->dim, 1, NULL); break;
+        default: s = SPMD_ERR_STATE; break;
+        }
+        if (s != SPMD_OK) {
+            char e[sizeof d->err];
+            memcpy(e, d->err, sizeof e);
+            spmd__fail(d, s, "reshard step %d (%s over '%s'): %s", k + 1, spmd__coll_names[st->kind], st->axes, e);
+        }
+        cur = dst;
+    }
+    if (s == SPMD_OK && overlap && outb) memmove(out->data, cur, outb);
+    spmd__free(&d->mesh->alloc, tmp[0]);
+    spmd__free(&d->mesh->alloc, tmp[1]);
+    return s;
 }
 
 // >>public

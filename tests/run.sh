@@ -27,7 +27,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name
 
 run_suite() { # $1 = plain|asan|tsan
     kind=$1
-    for t in test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p; do
+    for t in test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
         start=$(date +%s)
@@ -72,7 +72,7 @@ run_compile() {
 }
 
 run_examples() {
-    for ex in tour train pipeline moe transpose fsdp; do
+    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
         if $B/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
         else F=$((F + 1)); echo "  example $ex: FAILED"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'; fi
     done
