@@ -2100,6 +2100,42 @@ static int spmd__sigs_agree(spmd_req *r) {
     return 1;
 }
 
+/* Whose entry an eager member reads: every member (-2), nobody (-1), or one
+   member. A bcast or scatter reads the root's; the root, and the members of
+   a reduce or gather other than the root, read nobody's, and a ppermute
+   reads its source's. Such a member finishes without waiting for the rest,
+   as MPI lets a bcast root return at once; the slot ring still keeps it
+   from overrunning the slowest member by more than D operations. Check
+   mode waits for everyone, so that every member sees a mismatch. */
+#define SPMD__NEED_ALL (-2)
+static int spmd__eager_needs(const spmd_req *r) {
+    int me = r->gr->me;
+    if (r->sig.algo != SPMD__ALG_EAGER || r->two_phase || r->dev->mesh->check) return SPMD__NEED_ALL;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return me == r->root ? -1 : r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return me == r->root ? SPMD__NEED_ALL : -1;
+    case SPMD__KIND_PPERMUTE: return r->src_of[me];
+    default: return SPMD__NEED_ALL;
+    }
+}
+
+/* The entries this member reads have arrived and agree with it. */
+static int spmd__needed_arrived(spmd_req *r) {
+    int k = spmd__eager_needs(r);
+    if (k == SPMD__NEED_ALL) return spmd__all_arrived(r) && spmd__sigs_agree(r);
+    if (k >= 0) {
+        const spmd__entry *e = spmd__entry_at(r->gr->g, r->gseq, k);
+        if (SPMD__LD_ACQ(&e->seq) != r->gseq + 1) return 0;
+        if (spmd__sig_differs(&e->sig, &r->sig, 0)) {
+            spmd__mismatch(r, r->gr->g->members[k], &e->sig, e->sig.axes_hash == r->sig.axes_hash ? r->gr->text : "?");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Copy an n-d block (odometer over the outer dimensions, memcpy per run). */
 static void spmd__blk_copy(const spmd__blk *b, unsigned char *dst, const unsigned char *src) {
     int64_t idx[SPMD_MAX_RANK];
@@ -2443,7 +2479,9 @@ static void spmd__thread_progress(spmd_req *r) {
         r->state = SPMD__R_ARRIVE;
     }
     if (r->state == SPMD__R_ARRIVE) {
-        if (!spmd__all_arrived(r) || !spmd__sigs_agree(r)) return;
+        if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
+                                           : (!spmd__all_arrived(r) || !spmd__sigs_agree(r)))
+            return;
         if (r->two_phase && !r->recv_ready) return; /* psend: precv has not come yet */
         if (r->sig.algo == SPMD__ALG_EAGER) {
             spmd__eager(r, 0);
@@ -2703,7 +2741,7 @@ static void spmd__watch(spmd_req *r) {
     const spmd__group *g = r->gr->g;
     spmd_mesh *m = r->dev->mesh;
     int spins = 0;
-    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER ||
+    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || spmd__eager_needs(r) != SPMD__NEED_ALL ||
         SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
         return;
     while (r->nseen < g->G && spins < 1024) {
