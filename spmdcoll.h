@@ -2735,7 +2735,7 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
             return spmd__boot_fail(b, SPMD_ERR_INVALID,
                                    "bootstrap: coordinator '%s' is not host:port (or [v6addr]:port, port 1..65535)",
                                    coord);
-    } else if (slurm) {
+    } else if (slurm && b->nprocs > 1) {
         int64_t job = 0, step = 0, port = 0;
         const char *nl = getenv("SLURM_STEP_NODELIST");
         if (!nl || !*nl) nl = getenv("SLURM_JOB_NODELIST");
