@@ -2289,7 +2289,9 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      the whole bootstrap; SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a
      connection to the coordinator to complete its handshake.
    Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
-     listens on and the others connect from (like NCCL_SOCKET_IFNAME); the
+     listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
+     the transport takes the fabric domain of that name where the provider
+     has one (tcp names its domains by interface); the
      address chosen is logged at info level either way.
 
    Wire: every message is a 16-byte header, little-endian
@@ -4011,6 +4013,15 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
         st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: no provider%s%s offers tagged RDM endpoints here: %s",
                             prov ? " named " : "", prov ? prov : "", fi_strerror(-rc));
         goto fail;
+    }
+    if (b->ifname[0]) { /* SPMD_SOCKET_IFNAME: the domain of that interface, where the provider names domains so */
+        struct fi_info *it, *pick = NULL;
+        for (it = f->info; it && !pick; it = it->next)
+            if (it->domain_attr && it->domain_attr->name && strcmp(it->domain_attr->name, b->ifname) == 0) pick = it;
+        if (pick && pick != f->info && (pick = fi_dupinfo(pick)) != NULL) {
+            fi_freeinfo(f->info);
+            f->info = pick;
+        }
     }
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
     f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
