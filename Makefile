@@ -7,10 +7,14 @@ WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
 TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard
+FABRIC_TESTS := test_boot test_fabric
+FABRIC_LIBS  := -lfabric
+# 1 when the libfabric headers are installed (make deps installs them as root)
+HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
-.PHONY: all demo test test-plain test-asan test-tsan test-compile bench install clean deps
+.PHONY: all demo test test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
 
 EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
@@ -28,6 +32,11 @@ $(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
+# The fabric flavour: the libfabric backend compiled in (-DSPMDCOLL_LIBFABRIC, -lfabric).
+$(BUILD)/fabric/%: tests/%.c spmdcoll.h tests/harness.h tests/proclib.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
+
 $(BUILD)/asan/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
@@ -42,6 +51,7 @@ demo: $(BUILD)/tour
 # Every test: the suite built plainly, under ASan+UBSan, under TSan, the
 # compile matrix, and the examples; one closing line "N passed, N failed".
 test: deps $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/%)
+	@$(MAKE) --no-print-directory fabric
 	@sh tests/run.sh all
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)
@@ -53,17 +63,26 @@ test-tsan: $(TESTS:%=$(BUILD)/tsan/%)
 test-compile:
 	@sh tests/run.sh compile
 
-# The compile matrix needs g++ and clang; installed here when we are root.
+# Builds the fabric flavour when libfabric is installed; else says how to get it.
+fabric:
+	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%); \
+	else echo "libfabric headers missing: the fabric tests will be skipped (make deps, or apt-get install libfabric-dev libfabric-bin)"; fi
+test-fabric: fabric
+	@sh tests/run.sh fabric
+
+# The compile matrix needs g++ and clang, the fabric flavour libfabric-dev and
+# libfabric-bin; installed here when we are root.
 deps:
 	@missing=""; \
+	printf "#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libfabric-dev libfabric-bin"; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing$$missing for the compile tests"; \
+	    echo "installing$$missing for the compile and fabric tests"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing) >/dev/null || true; \
 	  else \
-	    echo "the compile tests need:$$missing; install with: sudo apt-get install -y$$missing"; \
+	    echo "the compile and fabric tests need:$$missing; install with: sudo apt-get install -y$$missing"; \
 	  fi; \
 	fi
 

@@ -2535,8 +2535,1862 @@ static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
 static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
                                                  spmd__thread_progress};
 
+// >>bootstrap
+/* How the processes of a libfabric job find each other (internal; compiled
+   only with SPMDCOLL_LIBFABRIC).
+
+   Layout, first source that has both numbers wins:
+     SPMD_NUM_PROCESSES / SPMD_PROCESS_ID      (spmdrun, jax.distributed names)
+     SLURM_NTASKS / SLURM_PROCID               (srun)
+     OMPI_COMM_WORLD_SIZE / OMPI_COMM_WORLD_RANK   (Open MPI's mpirun)
+     PMI_SIZE / PMI_RANK                       (MPICH, Intel MPI, other PMI launchers)
+   Coordinator (process 0's host:port, "[v6addr]:port" for IPv6):
+     SPMD_COORDINATOR. Under Slurm without it: the first host of
+     SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST, which is where srun puts
+     task 0 with the default block distribution) and port
+     SPMD_COORDINATOR_PORT, else 20000 + (SLURM_JOB_ID * 16 + SLURM_STEP_ID)
+     % 30000. Open MPI and PMI publish no address we could use, so there
+     SPMD_COORDINATOR is required (mpirun -x SPMD_COORDINATOR=host:port).
+   Job key: SPMD_JOB_KEY (spmdrun makes a random one); under Slurm without
+     it "slurm:<job>.<step>"; else empty (logged at info).
+   Deadlines: SPMD_BOOT_TIMEOUT_MS (else SPMD_TIMEOUT_MS, else 60 s) for
+     the whole bootstrap; SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a
+     connection to the coordinator to complete its handshake.
+   Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
+     listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
+     the transport takes the fabric domain of that name where the provider
+     has one (tcp names its domains by interface); the
+     address chosen is logged at info level either way.
+
+   Wire: every message is a 16-byte header, little-endian
+       u32 magic "SPMD" (0x444d5053), u16 version, u16 type, u32 rank, u32 length
+   then `length` payload bytes. Types and payloads:
+       HELLO    u32 nprocs, u32 keylen, key        (client -> coordinator)
+       WELCOME  -                                  (coordinator -> client)
+       REJECT   reason text (at most 200 bytes)    (coordinator -> client)
+       GATHER   blob (at most 4096 bytes)          (client -> coordinator)
+       GATHERED nprocs times (u32 len, blob)       (coordinator -> client)
+       LOST     u32 rank of a process that died    (coordinator -> client)
+       BYE      -                                  (either way: clean exit)
+   The header is checked (magic, version, type, rank, length against the
+   type's limit) before the payload is read, and the payload before use.
+   A connection that has not sent a valid HELLO within its read deadline is
+   closed; the coordinator serves all pending connections with poll(), so
+   one silent or slow connection delays nobody.
+
+   After the handshake the connections stay open as a star around process 0;
+   they carry the allgather and barrier, and they are how a dead process is
+   noticed: the coordinator sees the socket close without BYE and tells the
+   others (LOST); the others see the coordinator's socket close. */
+#if SPMD__HAS_LIBFABRIC
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* A peer that died or left is reported with this status; a dedicated status
+   (SPMD_ERR_PEER_LOST) would need a line in the status list. */
+#define SPMD__ERR_PEER_LOST SPMD_ERR_TIMEOUT
+
+#define SPMD__BOOT_MAGIC 0x444d5053u
+#define SPMD__BOOT_VERSION 1u
+#define SPMD__BOOT_HDR 16u
+#define SPMD__BOOT_MAX_PROCS 4096
+#define SPMD__BOOT_KEY_MAX 128u
+#define SPMD__BOOT_BLOB_MAX 4096u
+#define SPMD__BOOT_REASON_MAX 200u
+#define SPMD__BOOT_MAX_PENDING 64
+
+enum {
+    SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_COUNT
+};
+
+/* What a program may set instead of the environment; zero fields: env. */
+typedef struct spmd__boot_desc {
+    int num_processes;        /* > 0: use this and process_id instead of the env */
+    int process_id;
+    const char *coordinator;  /* host:port of process 0 */
+    const char *job_key;
+    const char *ifname;       /* interface for the bootstrap sockets */
+    int64_t timeout_ms;       /* whole bootstrap */
+    spmd_log_fn log_fn;
+    void *log_user;
+    spmd_log_level log_level; /* 0: SPMD_LOG_LEVEL, else warn */
+    const spmd_allocator *alloc;
+} spmd__boot_desc;
+
+typedef struct spmd__boot_conn {
+    int fd;
+    int rank;                 /* -1 until the handshake says */
+    int bye, eof;
+    unsigned char *buf;
+    size_t len, cap;
+    uint64_t deadline_ns;     /* read deadline of a pending handshake */
+    char peer[64];
+} spmd__boot_conn;
+
+typedef struct spmd__boot {
+    int rank, nprocs;
+    spmd_allocator alloc;
+    spmd_log_fn log_fn;
+    void *log_user;
+    spmd_log_level log_level;
+    int64_t timeout_ms, conn_timeout_ms;
+    char coord_host[256], coord_port[8];
+    char key[SPMD__BOOT_KEY_MAX + 1];
+    size_t keylen;
+    char ifname[IF_NAMESIZE + 1];   /* interface actually used ("" unknown) */
+    char addr[INET6_ADDRSTRLEN];    /* this process's bootstrap address */
+    const char *layout_from;        /* which env family gave the layout */
+    int listen_fd;
+    spmd__boot_conn coord;          /* rank > 0: the connection to process 0 */
+    spmd__boot_conn *peers;         /* rank 0: one per process (index 0 unused) */
+    unsigned char *lost;            /* per process: 1 died, 2 left cleanly */
+    int nlost;
+    char err[512];
+} spmd__boot;
+
+static void spmd__boot_log(const spmd__boot *b, spmd_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void spmd__boot_log(const spmd__boot *b, spmd_log_level lvl, const char *fmt, ...) {
+    char msg[640];
+    va_list ap;
+    if (b->log_level == SPMD_LOG_OFF || lvl > b->log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (b->log_fn) {
+        char full[700];
+        snprintf(full, sizeof full, "process %d/%d: %s", b->rank, b->nprocs, msg);
+        b->log_fn(b->log_user, lvl, -1, full);
+    } else {
+        fprintf(stderr, "[spmd p%d/%d] %s: %s\n", b->rank, b->nprocs, spmd__level_names[lvl], msg);
+    }
+}
+
+static spmd_status spmd__boot_fail(spmd__boot *b, spmd_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static spmd_status spmd__boot_fail(spmd__boot *b, spmd_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof b->err, fmt, ap);
+    va_end(ap);
+    spmd__boot_log(b, SPMD_LOG_DEBUG, "%s: %s", spmd_status_name(s), b->err);
+    return s;
+}
+
+/* 1 and *out set when the variable holds an integer in lo..hi, 0 when it is
+   absent, -1 when it holds something else. */
+static int spmd__boot_env_i64(const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    const char *v = getenv(name);
+    char *end;
+    long long x;
+    if (!v || !*v) return 0;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) return -1;
+    *out = (int64_t)x;
+    return 1;
+}
+
+static void spmd__boot_put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+static uint32_t spmd__boot_get32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
+    switch (type) {
+    case SPMD__BM_HELLO: return 8 + SPMD__BOOT_KEY_MAX;
+    case SPMD__BM_REJECT: return SPMD__BOOT_REASON_MAX;
+    case SPMD__BM_GATHER: return SPMD__BOOT_BLOB_MAX;
+    case SPMD__BM_GATHERED: return (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
+    case SPMD__BM_LOST: return 4;
+    default: return 0;
+    }
+}
+
+static int spmd__boot_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static int spmd__boot_ms_left(uint64_t deadline_ns) {
+    uint64_t now = spmd__now_ns();
+    uint64_t ms;
+    if (now >= deadline_ns) return 0;
+    ms = (deadline_ns - now + 999999u) / 1000000u;
+    return ms > 1000000u ? 1000000 : (int)ms;
+}
+
+static void spmd__boot_conn_close(spmd__boot *b, spmd__boot_conn *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    spmd__free(&b->alloc, c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+}
+
+/* Read what the socket has without blocking. -1: closed or failed (eof set);
+   0: fine (possibly nothing new). The buffer grows only as far as the
+   largest message this connection may legally carry. */
+static int spmd__boot_fill(spmd__boot *b, spmd__boot_conn *c) {
+    size_t limit = SPMD__BOOT_HDR + (c->rank < 0 ? spmd__boot_max_payload(b, SPMD__BM_HELLO)
+                                                 : spmd__boot_max_payload(b, SPMD__BM_GATHERED));
+    for (;;) {
+        ssize_t n;
+        if (c->len == c->cap) {
+            size_t ncap = c->cap ? c->cap * 2 : 512;
+            unsigned char *nb;
+            if (ncap > limit + 4096) ncap = limit + 4096;
+            if (ncap <= c->cap) return 0; /* full: the caller parses (and rejects) first */
+            nb = (unsigned char *)spmd__alloc(&b->alloc, ncap);
+            if (!nb) return 0;
+            if (c->len) memcpy(nb, c->buf, c->len);
+            spmd__free(&b->alloc, c->buf);
+            c->buf = nb;
+            c->cap = ncap;
+        }
+        n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+        if (n > 0) { c->len += (size_t)n; continue; }
+        if (n == 0) { c->eof = 1; return -1; }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        c->eof = 1;
+        return -1;
+    }
+}
+
+typedef struct spmd__boot_msg {
+    unsigned type;
+    uint32_t rank, len;
+    const unsigned char *payload;
+    size_t total;   /* header + payload: what to consume */
+} spmd__boot_msg;
+
+/* Parse the message at offset `at` of the buffer. 1: complete and valid;
+   0: incomplete; -1: invalid (reason in why). */
+static int spmd__boot_parse(const spmd__boot *b, const spmd__boot_conn *c, size_t at, spmd__boot_msg *m,
+                            char *why, size_t whylen) {
+    const unsigned char *p = c->buf + at;
+    size_t have = c->len - at;
+    uint32_t magic, ver_type;
+    if (have < SPMD__BOOT_HDR) {
+        /* judge the magic as soon as its bytes are there */
+        size_t i;
+        for (i = 0; i < have && i < 4; i++)
+            if (p[i] != (unsigned char)(SPMD__BOOT_MAGIC >> (8 * i))) {
+                snprintf(why, whylen, "bad magic (not a spmdcoll bootstrap peer)");
+                return -1;
+            }
+        return 0;
+    }
+    magic = spmd__boot_get32(p);
+    ver_type = spmd__boot_get32(p + 4);
+    m->type = ver_type >> 16;
+    m->rank = spmd__boot_get32(p + 8);
+    m->len = spmd__boot_get32(p + 12);
+    if (magic != SPMD__BOOT_MAGIC) {
+        snprintf(why, whylen, "bad magic 0x%08x (not a spmdcoll bootstrap peer)", (unsigned)magic);
+        return -1;
+    }
+    if ((ver_type & 0xffffu) != SPMD__BOOT_VERSION) {
+        snprintf(why, whylen, "protocol version %u, this process speaks %u", (unsigned)(ver_type & 0xffffu),
+                 SPMD__BOOT_VERSION);
+        return -1;
+    }
+    if (m->type == 0 || m->type >= SPMD__BM_COUNT) {
+        snprintf(why, whylen, "unknown message type %u", m->type);
+        return -1;
+    }
+    if (m->rank >= (uint32_t)b->nprocs) {
+        snprintf(why, whylen, "process id %u outside 0..%d", (unsigned)m->rank, b->nprocs - 1);
+        return -1;
+    }
+    if (m->len > spmd__boot_max_payload(b, m->type)) {
+        snprintf(why, whylen, "length %u too large for message type %u (at most %zu)", (unsigned)m->len,
+                 m->type, spmd__boot_max_payload(b, m->type));
+        return -1;
+    }
+    if (have - SPMD__BOOT_HDR < m->len) return 0;
+    m->payload = p + SPMD__BOOT_HDR;
+    m->total = SPMD__BOOT_HDR + m->len;
+    return 1;
+}
+
+static void spmd__boot_consume(spmd__boot_conn *c, size_t n) {
+    memmove(c->buf, c->buf + n, c->len - n);
+    c->len -= n;
+}
+
+/* Write a whole message before the deadline. 0 ok, -1 failed. */
+static int spmd__boot_send(int fd, unsigned type, int rank, const void *payload, size_t len,
+                           uint64_t deadline_ns) {
+    unsigned char hdr[SPMD__BOOT_HDR];
+    const unsigned char *parts[2];
+    size_t lens[2], i, off;
+    spmd__boot_put32(hdr, SPMD__BOOT_MAGIC);
+    spmd__boot_put32(hdr + 4, SPMD__BOOT_VERSION | (uint32_t)type << 16);
+    spmd__boot_put32(hdr + 8, (uint32_t)rank);
+    spmd__boot_put32(hdr + 12, (uint32_t)len);
+    parts[0] = hdr; lens[0] = sizeof hdr;
+    parts[1] = (const unsigned char *)payload; lens[1] = len;
+    for (i = 0; i < 2; i++) {
+        for (off = 0; off < lens[i];) {
+            ssize_t n = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
+            if (n > 0) { off += (size_t)n; continue; }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                struct pollfd pf;
+                int ms = spmd__boot_ms_left(deadline_ns);
+                if (ms == 0) return -1;
+                pf.fd = fd; pf.events = POLLOUT; pf.revents = 0;
+                if (poll(&pf, 1, ms) < 0 && errno != EINTR) return -1;
+                continue;
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Interface lookups: the address of a named interface, or the interface
+   holding an address. */
+static int spmd__boot_if_addr(const char *ifname, struct sockaddr_storage *ss, socklen_t *sl) {
+    struct ifaddrs *ifs, *i;
+    int found = 0;
+    if (getifaddrs(&ifs) != 0) return 0;
+    for (int pass = 0; pass < 2 && !found; pass++) /* IPv4 first */
+        for (i = ifs; i && !found; i = i->ifa_next) {
+            if (!i->ifa_addr || strcmp(i->ifa_name, ifname) != 0) continue;
+            if (i->ifa_addr->sa_family != (pass == 0 ? AF_INET : AF_INET6)) continue;
+            *sl = pass == 0 ? (socklen_t)sizeof(struct sockaddr_in) : (socklen_t)sizeof(struct sockaddr_in6);
+            memcpy(ss, i->ifa_addr, *sl);
+            found = 1;
+        }
+    freeifaddrs(ifs);
+    return found;
+}
+
+static void spmd__boot_note_addr(spmd__boot *b, const struct sockaddr *sa) {
+    struct ifaddrs *ifs, *i;
+    const void *a = sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                                             : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+    size_t alen = sa->sa_family == AF_INET ? 4 : 16;
+    inet_ntop(sa->sa_family, a, b->addr, sizeof b->addr);
+    if (b->ifname[0] || getifaddrs(&ifs) != 0) return;
+    for (i = ifs; i; i = i->ifa_next) {
+        const void *ia;
+        if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family) continue;
+        ia = sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)i->ifa_addr)->sin_addr
+                                      : (const void *)&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        if (memcmp(ia, a, alen) == 0) {
+            snprintf(b->ifname, sizeof b->ifname, "%s", i->ifa_name);
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+}
+
+static void spmd__boot_peer_name(int fd, char *out, size_t n) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    snprintf(out, n, "%s:%u", host, port);
+}
+
+/* "host:port" or "[v6]:port". */
+static int spmd__boot_split_hostport(const char *s, char *host, size_t hn, char *port, size_t pn) {
+    const char *colon;
+    size_t hl;
+    long p;
+    char *end;
+    if (!s || !*s) return 0;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':') return 0;
+        hl = (size_t)(rb - s - 1);
+        if (hl == 0 || hl >= hn) return 0;
+        memcpy(host, s + 1, hl);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) return 0;
+        hl = (size_t)(colon - s);
+        if (hl == 0 || hl >= hn) return 0;
+        memcpy(host, s, hl);
+    }
+    host[hl] = 0;
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p < 1 || p > 65535) return 0;
+    snprintf(port, pn, "%ld", p);
+    return 1;
+}
+
+/* First host of a Slurm node list: "n[01-04,7],m" -> "n01". */
+static int spmd__boot_slurm_first_host(const char *list, char *out, size_t n) {
+    size_t i = 0, o = 0;
+    if (!list) return 0;
+    while (list[i] && list[i] != ',' && list[i] != '[' && o + 1 < n) out[o++] = list[i++];
+    if (list[i] == '[') {
+        i++;
+        while (list[i] >= '0' && list[i] <= '9' && o + 1 < n) out[o++] = list[i++];
+    }
+    out[o] = 0;
+    return o > 0;
+}
+
+/* Where the layout, coordinator and key come from; see the section comment. */
+static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
+    static const char *fam[4][3] = {{"SPMD_NUM_PROCESSES", "SPMD_PROCESS_ID", "spmd"},
+                                    {"SLURM_NTASKS", "SLURM_PROCID", "slurm"},
+                                    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "openmpi"},
+                                    {"PMI_SIZE", "PMI_RANK", "pmi"}};
+    const char *coord = d->coordinator, *key = d->job_key, *ifn = d->ifname;
+    int64_t v = 0, n = 0, r = 0;
+    int f, rs, slurm = 0;
+    char slurm_key[64];
+    if (d->num_processes > 0) {
+        n = d->num_processes;
+        r = d->process_id;
+        b->layout_from = "desc";
+        if (n > SPMD__BOOT_MAX_PROCS || r < 0 || r >= n)
+            return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: process %lld of %lld is not a valid layout",
+                                   (long long)r, (long long)n);
+    } else {
+        for (f = 0; f < 4; f++) {
+            int ns = spmd__boot_env_i64(fam[f][0], 1, SPMD__BOOT_MAX_PROCS, &n);
+            rs = spmd__boot_env_i64(fam[f][1], 0, SPMD__BOOT_MAX_PROCS - 1, &r);
+            if (ns == 0 && rs == 0) continue;
+            if (ns != 1 || rs != 1 || r >= n)
+                return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                       "bootstrap: %s=%s and %s=%s are not a valid layout (1..%d processes, "
+                                       "id below the count)", fam[f][0], getenv(fam[f][0]) ? getenv(fam[f][0]) : "",
+                                       fam[f][1], getenv(fam[f][1]) ? getenv(fam[f][1]) : "", SPMD__BOOT_MAX_PROCS);
+            b->layout_from = fam[f][2];
+            slurm = f == 1;
+            break;
+        }
+        if (f == 4)
+            return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                   "bootstrap: no process layout: set SPMD_NUM_PROCESSES and SPMD_PROCESS_ID "
+                                   "(tools/spmdrun does), or start under srun or mpirun");
+    }
+    b->nprocs = (int)n;
+    b->rank = (int)r;
+    if (!coord) coord = getenv("SPMD_COORDINATOR");
+    if (coord && *coord) {
+        if (!spmd__boot_split_hostport(coord, b->coord_host, sizeof b->coord_host, b->coord_port,
+                                       sizeof b->coord_port))
+            return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                   "bootstrap: coordinator '%s' is not host:port (or [v6addr]:port, port 1..65535)",
+                                   coord);
+    } else if (slurm && b->nprocs > 1) {
+        int64_t job = 0, step = 0, port = 0;
+        const char *nl = getenv("SLURM_STEP_NODELIST");
+        if (!nl || !*nl) nl = getenv("SLURM_JOB_NODELIST");
+        if (!spmd__boot_slurm_first_host(nl, b->coord_host, sizeof b->coord_host))
+            return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                   "bootstrap: under Slurm without SPMD_COORDINATOR, and no SLURM_STEP_NODELIST "
+                                   "to find process 0's host in");
+        if (spmd__boot_env_i64("SPMD_COORDINATOR_PORT", 1, 65535, &port) != 1) {
+            spmd__boot_env_i64("SLURM_JOB_ID", 0, INT64_MAX / 32, &job);
+            spmd__boot_env_i64("SLURM_STEP_ID", 0, 1 << 30, &step);
+            port = 20000 + (job * 16 + step) % 30000;
+        }
+        snprintf(b->coord_port, sizeof b->coord_port, "%d", (int)port);
+    } else if (b->nprocs > 1) {
+        return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                               "bootstrap: set SPMD_COORDINATOR=host:port of process 0 (layout from %s; "
+                               "with mpirun: -x SPMD_COORDINATOR=host:port)", b->layout_from);
+    }
+    if (!key) key = getenv("SPMD_JOB_KEY");
+    if (!key && slurm && getenv("SLURM_JOB_ID")) {
+        const char *st = getenv("SLURM_STEP_ID");
+        snprintf(slurm_key, sizeof slurm_key, "slurm:%.20s.%.20s", getenv("SLURM_JOB_ID"), st ? st : "0");
+        key = slurm_key;
+    }
+    if (!key) {
+        key = "";
+        if (b->nprocs > 1) spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: no SPMD_JOB_KEY; using an empty key");
+    }
+    b->keylen = strlen(key);
+    if (b->keylen > SPMD__BOOT_KEY_MAX)
+        return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: job key of %zu bytes (at most %u)", b->keylen,
+                               SPMD__BOOT_KEY_MAX);
+    memcpy(b->key, key, b->keylen + 1);
+    if (d->timeout_ms > 0) {
+        b->timeout_ms = d->timeout_ms;
+    } else if ((rs = spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &v)) == 1 ||
+               (rs == 0 && spmd__boot_env_i64("SPMD_TIMEOUT_MS", 1, INT64_MAX / 1000000, &v) == 1)) {
+        b->timeout_ms = v;
+    } else {
+        b->timeout_ms = SPMD__DEFAULT_TIMEOUT_MS;
+    }
+    b->conn_timeout_ms = 5000;
+    if (spmd__boot_env_i64("SPMD_BOOT_CONN_TIMEOUT_MS", 1, 3600000, &v) == 1) b->conn_timeout_ms = v;
+    if (!ifn) ifn = getenv("SPMD_SOCKET_IFNAME");
+    if (ifn && *ifn) {
+        if (strlen(ifn) >= sizeof b->ifname)
+            return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface name '%s' too long", ifn);
+        snprintf(b->ifname, sizeof b->ifname, "%s", ifn);
+    }
+    return SPMD_OK;
+}
+
+/* Process 0: listen, then admit every other process. */
+static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
+    struct addrinfo hints, *res = NULL, *ai;
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
+    struct pollfd *pf;
+    int npend = 0, joined = 1, one = 1, i, rc;
+    spmd_status st = SPMD_OK;
+    if (b->ifname[0]) {
+        if (!spmd__boot_if_addr(b->ifname, &ss, &sl))
+            return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no "
+                                   "IPv4 or IPv6 address", b->ifname);
+        if (ss.ss_family == AF_INET) ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)atoi(b->coord_port));
+        else ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)atoi(b->coord_port));
+        b->listen_fd = socket(ss.ss_family, SOCK_STREAM, 0);
+        if (b->listen_fd >= 0) setsockopt(b->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (b->listen_fd < 0 || bind(b->listen_fd, (struct sockaddr *)&ss, sl) != 0) {
+            int e = errno;
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: cannot listen on %s port %s: %s", b->ifname,
+                                   b->coord_port, strerror(e));
+        }
+    } else {
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE;
+        if ((rc = getaddrinfo(NULL, b->coord_port, &hints, &res)) != 0)
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: port %s: %s", b->coord_port, gai_strerror(rc));
+        for (ai = res; ai; ai = ai->ai_next) {
+            int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+            if (fd < 0) continue;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) { b->listen_fd = fd; break; }
+            close(fd);
+        }
+        freeaddrinfo(res);
+        if (b->listen_fd < 0) {
+            int e = errno;
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: cannot bind port %s: %s", b->coord_port,
+                                   strerror(e));
+        }
+    }
+    if (listen(b->listen_fd, 128) != 0 || spmd__boot_nonblock(b->listen_fd) != 0) {
+        int e = errno;
+        return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: listen on port %s: %s", b->coord_port, strerror(e));
+    }
+    sl = sizeof ss;
+    if (getsockname(b->listen_fd, (struct sockaddr *)&ss, &sl) == 0) spmd__boot_note_addr(b, (struct sockaddr *)&ss);
+    spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: coordinator listening on %s port %s (interface %s), %d processes, "
+                   "layout from %s", b->addr, b->coord_port, b->ifname[0] ? b->ifname : "any", b->nprocs,
+                   b->layout_from);
+    pf = (struct pollfd *)spmd__alloc(&b->alloc, (SPMD__BOOT_MAX_PENDING + 1) * sizeof *pf);
+    if (!pf) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
+    while (joined < b->nprocs) {
+        uint64_t now = spmd__now_ns(), wake = deadline_ns;
+        int ms;
+        if (now >= deadline_ns) {
+            char miss[256];
+            size_t o = 0;
+            int shown = 0;
+            miss[0] = 0;
+            for (i = 1; i < b->nprocs && o + 16 < sizeof miss; i++)
+                if (b->peers[i].fd < 0) {
+                    o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
+                }
+            st = spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
+                                 "joined (missing: %s)", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs, miss);
+            break;
+        }
+        for (i = 0; i < npend; i++) {
+            if (pend[i].deadline_ns <= now) {
+                spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: dropped connection from %s: no valid handshake within "
+                               "%lld ms", pend[i].peer, (long long)b->conn_timeout_ms);
+                spmd__boot_conn_close(b, &pend[i]);
+                pend[i--] = pend[--npend];
+                continue;
+            }
+            if (pend[i].deadline_ns < wake) wake = pend[i].deadline_ns;
+        }
+        pf[0].fd = b->listen_fd; pf[0].events = POLLIN; pf[0].revents = 0;
+        for (i = 0; i < npend; i++) { pf[i + 1].fd = pend[i].fd; pf[i + 1].events = POLLIN; pf[i + 1].revents = 0; }
+        ms = spmd__boot_ms_left(wake);
+        rc = poll(pf, (nfds_t)npend + 1, ms ? ms : 1);
+        if (rc < 0 && errno != EINTR) {
+            st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: poll: %s", strerror(errno));
+            break;
+        }
+        if (rc <= 0) continue;
+        for (i = npend - 1; i >= 0; i--) {
+            spmd__boot_conn *c = &pend[i];
+            spmd__boot_msg m;
+            char why[160];
+            int bad, eof;
+            if (!pf[i + 1].revents) continue;
+            eof = spmd__boot_fill(b, c) < 0;
+            bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
+            if (bad == 1 && m.type != SPMD__BM_HELLO) {
+                snprintf(why, sizeof why, "message type %u before the handshake", m.type);
+                bad = -1;
+            } else if (bad == 1) {
+                uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
+                unsigned diff = 0;
+                size_t k;
+                if (m.len < 8 || kl != m.len - 8) {
+                    snprintf(why, sizeof why, "handshake of %u bytes with a key length of %u", (unsigned)m.len,
+                             (unsigned)kl);
+                    bad = -1;
+                } else if (np != (uint32_t)b->nprocs) {
+                    snprintf(why, sizeof why, "process %u says the job has %u processes, not %d", (unsigned)m.rank,
+                             (unsigned)np, b->nprocs);
+                    bad = -1;
+                } else {
+                    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m.payload[8 + k]);
+                    if (kl != b->keylen || diff) {
+                        snprintf(why, sizeof why, "job key mismatch (process %u is from another job)",
+                                 (unsigned)m.rank);
+                        bad = -1;
+                    } else if (m.rank == 0 || b->peers[m.rank].fd >= 0) {
+                        snprintf(why, sizeof why, "process id %u %s", (unsigned)m.rank,
+                                 m.rank == 0 ? "is the coordinator's own" : "joined already");
+                        bad = -1;
+                    }
+                }
+            }
+            if (bad == 0 && !eof && c->len < c->cap) continue;
+            if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
+            if (bad != 1) {
+                spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
+                if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
+                spmd__boot_conn_close(b, c);
+                pend[i] = pend[--npend];
+                continue;
+            }
+            spmd__boot_consume(c, m.total);
+            if (spmd__boot_send(c->fd, SPMD__BM_WELCOME, 0, NULL, 0, deadline_ns) != 0) {
+                spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: process %u at %s vanished during its handshake",
+                               (unsigned)m.rank, c->peer);
+                spmd__boot_conn_close(b, c);
+                pend[i] = pend[--npend];
+                continue;
+            }
+            c->rank = (int)m.rank;
+            b->peers[m.rank] = *c;
+            pend[i] = pend[--npend];
+            joined++;
+            spmd__boot_log(b, SPMD_LOG_DEBUG, "bootstrap: process %u joined from %s (%d of %d)", (unsigned)m.rank,
+                           b->peers[m.rank].peer, joined, b->nprocs);
+        }
+        if (pf[0].revents & POLLIN) {
+            for (;;) {
+                int fd = accept(b->listen_fd, NULL, NULL);
+                if (fd < 0) break;
+                if (npend == SPMD__BOOT_MAX_PENDING || spmd__boot_nonblock(fd) != 0) {
+                    spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: %d handshakes pending; refusing one more",
+                                   SPMD__BOOT_MAX_PENDING);
+                    close(fd);
+                    continue;
+                }
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                memset(&pend[npend], 0, sizeof pend[npend]);
+                pend[npend].fd = fd;
+                pend[npend].rank = -1;
+                pend[npend].deadline_ns = spmd__now_ns() + (uint64_t)b->conn_timeout_ms * 1000000u;
+                spmd__boot_peer_name(fd, pend[npend].peer, sizeof pend[npend].peer);
+                npend++;
+            }
+        }
+    }
+    for (i = 0; i < npend; i++) spmd__boot_conn_close(b, &pend[i]);
+    spmd__free(&b->alloc, pf);
+    close(b->listen_fd); /* everyone is here: nobody else may join */
+    b->listen_fd = -1;
+    return st;
+}
+
+/* Processes 1..n-1: reach the coordinator, retrying with back-off. */
+static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
+    struct addrinfo hints, *res = NULL, *ai;
+    struct sockaddr_storage local;
+    socklen_t local_len = 0;
+    uint64_t backoff_ms = 10;
+    char last[400] = "no attempt";
+    int attempts = 0, one = 1;
+    spmd__boot_conn *c = &b->coord;
+    if (b->ifname[0] && !spmd__boot_if_addr(b->ifname, &local, &local_len))
+        return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no address",
+                               b->ifname);
+    while (c->fd < 0) {
+        int rc, ms;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = b->ifname[0] ? local.ss_family : AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        attempts++;
+        rc = getaddrinfo(b->coord_host, b->coord_port, &hints, &res);
+        if (rc != 0) {
+            snprintf(last, sizeof last, "resolving %s: %s", b->coord_host, gai_strerror(rc));
+            res = NULL;
+        }
+        for (ai = res; ai && c->fd < 0; ai = ai->ai_next) {
+            struct pollfd pf;
+            int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), err = 0;
+            socklen_t el = sizeof err;
+            if (fd < 0) { snprintf(last, sizeof last, "socket: %s", strerror(errno)); continue; }
+            if (b->ifname[0] && bind(fd, (struct sockaddr *)&local, local_len) != 0) {
+                snprintf(last, sizeof last, "bind to %s: %s", b->ifname, strerror(errno));
+                close(fd);
+                continue;
+            }
+            spmd__boot_nonblock(fd);
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+                snprintf(last, sizeof last, "connect: %s", strerror(errno));
+                close(fd);
+                continue;
+            }
+            pf.fd = fd; pf.events = POLLOUT; pf.revents = 0;
+            ms = spmd__boot_ms_left(deadline_ns);
+            if (poll(&pf, 1, ms < 1000 ? ms : 1000) <= 0) {
+                snprintf(last, sizeof last, "connect: no answer");
+                close(fd);
+                continue;
+            }
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+                snprintf(last, sizeof last, "connect: %s", strerror(err ? err : errno));
+                close(fd);
+                continue;
+            }
+            c->fd = fd;
+        }
+        if (res) freeaddrinfo(res);
+        if (c->fd >= 0) break;
+        ms = spmd__boot_ms_left(deadline_ns);
+        if (ms == 0)
+            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: process %d could not reach the coordinator "
+                                   "%s:%s within %lld ms (%d attempts; last: %s)", b->rank, b->coord_host,
+                                   b->coord_port, (long long)b->timeout_ms, attempts, last);
+        {
+            struct timespec ts;
+            uint64_t w = backoff_ms < (uint64_t)ms ? backoff_ms : (uint64_t)ms;
+            ts.tv_sec = (time_t)(w / 1000u);
+            ts.tv_nsec = (long)(w % 1000u) * 1000000L;
+            nanosleep(&ts, NULL);
+            backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2;
+        }
+    }
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->rank = 0;
+    spmd__boot_peer_name(c->fd, c->peer, sizeof c->peer);
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) == 0) spmd__boot_note_addr(b, (struct sockaddr *)&ss);
+    }
+    {
+        unsigned char hello[8 + SPMD__BOOT_KEY_MAX];
+        spmd__boot_put32(hello, (uint32_t)b->nprocs);
+        spmd__boot_put32(hello + 4, (uint32_t)b->keylen);
+        memcpy(hello + 8, b->key, b->keylen);
+        if (spmd__boot_send(c->fd, SPMD__BM_HELLO, b->rank, hello, 8 + b->keylen, deadline_ns) != 0)
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
+                                   strerror(errno));
+    }
+    for (;;) {
+        spmd__boot_msg m;
+        char why[160];
+        struct pollfd pf;
+        int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why), ms;
+        if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
+        if (rc == 1) {
+            if (m.type == SPMD__BM_REJECT)
+                return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %.*s",
+                                       c->peer, b->rank, (int)m.len, (const char *)m.payload);
+            if (m.type != SPMD__BM_WELCOME)
+                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with "
+                                       "message type %u", c->peer, m.type);
+            spmd__boot_consume(c, m.total);
+            break;
+        }
+        ms = spmd__boot_ms_left(deadline_ns);
+        if (ms == 0)
+            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: coordinator %s did not answer the handshake "
+                                   "within %lld ms", c->peer, (long long)b->timeout_ms);
+        pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
+        poll(&pf, 1, ms);
+        if (spmd__boot_fill(b, c) < 0 && spmd__boot_parse(b, c, 0, &m, why, sizeof why) != 1)
+            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
+                                   "the handshake", c->peer);
+    }
+    spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
+                   c->peer, b->addr, b->ifname[0] ? b->ifname : "?", b->layout_from);
+    return SPMD_OK;
+}
+
+static void spmd__boot_close(spmd__boot *b);
+
+/* Start the bootstrap; on failure *out is NULL and err holds the reason. */
+static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__boot **out, char *err,
+                                                size_t errlen) {
+    spmd_allocator none;
+    const spmd_allocator *a = d && d->alloc ? d->alloc : &none;
+    spmd__boot *b;
+    spmd_status st;
+    uint64_t deadline;
+    int i;
+    memset(&none, 0, sizeof none);
+    if (out) *out = NULL;
+    if (err && errlen) err[0] = 0;
+    if (!d || !out) {
+        if (err) snprintf(err, errlen, "bootstrap: NULL desc or result");
+        return SPMD_ERR_NULL;
+    }
+    b = (spmd__boot *)spmd__alloc(a, sizeof *b);
+    if (!b) {
+        if (err) snprintf(err, errlen, "bootstrap: out of memory");
+        return SPMD_ERR_NOMEM;
+    }
+    b->alloc = *a;
+    b->log_fn = d->log_fn;
+    b->log_user = d->log_user;
+    b->log_level = (unsigned)d->log_level < SPMD_LOG_LEVEL_COUNT && d->log_level ? d->log_level : SPMD_LOG_WARN;
+    {
+        const char *lv = getenv("SPMD_LOG_LEVEL");
+        for (i = SPMD_LOG_OFF; lv && i < SPMD_LOG_LEVEL_COUNT; i++)
+            if (strcmp(lv, spmd__level_names[i]) == 0) b->log_level = (spmd_log_level)i;
+    }
+    b->listen_fd = -1;
+    b->coord.fd = -1;
+    b->rank = -1;
+    st = spmd__boot_config(b, d);
+    if (st == SPMD_OK) {
+        b->lost = (unsigned char *)spmd__alloc(&b->alloc, (size_t)b->nprocs);
+        if (b->rank == 0) b->peers = (spmd__boot_conn *)spmd__alloc(&b->alloc, (size_t)b->nprocs * sizeof *b->peers);
+        if (!b->lost || (b->rank == 0 && !b->peers)) st = spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
+        for (i = 0; b->peers && i < b->nprocs; i++) { b->peers[i].fd = -1; b->peers[i].rank = i; }
+    }
+    if (st == SPMD_OK && b->nprocs > 1) {
+        deadline = spmd__now_ns() + (uint64_t)b->timeout_ms * 1000000u;
+        st = b->rank == 0 ? spmd__boot_serve(b, deadline) : spmd__boot_join(b, deadline);
+    }
+    if (st != SPMD_OK) {
+        spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);
+        if (err) snprintf(err, errlen, "%s", b->err);
+        spmd__boot_close(b);
+        return st;
+    }
+    *out = b;
+    return SPMD_OK;
+}
+
+/* Mark a process gone; the coordinator tells everyone else it died. */
+static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
+    int i;
+    unsigned char p[4];
+    if (rank < 0 || rank >= b->nprocs || b->lost[rank]) return;
+    b->lost[rank] = (unsigned char)(died ? 1 : 2);
+    if (!died) return;
+    b->nlost++;
+    spmd__boot_log(b, SPMD_LOG_ERROR, "process %d lost (its bootstrap connection closed without goodbye)", rank);
+    if (b->rank != 0) return;
+    spmd__boot_put32(p, (uint32_t)rank);
+    for (i = 1; i < b->nprocs; i++)
+        if (b->peers[i].fd >= 0 && !b->lost[i])
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_LOST, 0, p, 4, spmd__now_ns() + 100000000u);
+}
+
+/* Handle the out-of-band messages (LOST, BYE) at the head of a connection;
+   stops at the first other message, which belongs to a collective. On end of
+   file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
+static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
+    spmd__boot_msg m;
+    char why[160];
+    int rc;
+    while ((rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why)) == 1) {
+        if (m.type == SPMD__BM_LOST && m.len == 4) {
+            uint32_t r = spmd__boot_get32(m.payload);
+            if (r < (uint32_t)b->nprocs && (int)r != b->rank) spmd__boot_mark(b, (int)r, 1);
+        } else if (m.type == SPMD__BM_BYE) {
+            c->bye = 1;
+        } else {
+            break;
+        }
+        spmd__boot_consume(c, m.total);
+    }
+    if (rc < 0) {
+        spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: %s", c->rank, why);
+        return -1;
+    }
+    if (c->eof && !c->bye) {
+        size_t at = 0;
+        while (spmd__boot_parse(b, c, at, &m, why, sizeof why) == 1) {
+            if (m.type == SPMD__BM_BYE) c->bye = 1;
+            at += m.total;
+        }
+    }
+    return 0;
+}
+
+/* Non-blocking check for processes that died; returns how many are known
+   lost. Cheap enough to call every few milliseconds from a progress loop. */
+static SPMD__UNUSED int spmd__boot_poll(spmd__boot *b) {
+    int i;
+    if (!b || b->nprocs == 1) return 0;
+    if (b->rank == 0) {
+        for (i = 1; i < b->nprocs; i++) {
+            spmd__boot_conn *c = &b->peers[i];
+            if (c->fd < 0 || b->lost[i]) continue;
+            if (spmd__boot_fill(b, c) < 0 || c->eof) {
+                spmd__boot_oob(b, c);
+                spmd__boot_mark(b, i, !c->bye);
+                close(c->fd);
+                c->fd = -1;
+                continue;
+            }
+            if (spmd__boot_oob(b, c) < 0) { spmd__boot_mark(b, i, 1); close(c->fd); c->fd = -1; }
+        }
+    } else if (b->coord.fd >= 0 && !b->lost[0]) {
+        spmd__boot_conn *c = &b->coord;
+        int eof = spmd__boot_fill(b, c) < 0;
+        int bad = spmd__boot_oob(b, c) < 0;
+        if (eof || bad) {
+            spmd__boot_mark(b, 0, bad || !c->bye);
+            close(c->fd);
+            c->fd = -1;
+        }
+    }
+    return b->nlost;
+}
+
+/* 1 if process `rank` died (0 if alive or left cleanly). */
+static SPMD__UNUSED int spmd__boot_lost(const spmd__boot *b, int rank) {
+    return b && rank >= 0 && rank < b->nprocs && b->lost[rank] == 1;
+}
+
+/* Wait for the next collective message on c (LOST/BYE handled on the way). */
+static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
+                                    uint64_t deadline_ns, const char *what) {
+    for (;;) {
+        char why[160];
+        struct pollfd pf;
+        int rc, ms;
+        if (spmd__boot_oob(b, c) < 0)
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
+        if (b->rank != 0 && b->nlost) {
+            for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
+            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "%s: process %d lost", what, rc);
+        }
+        rc = spmd__boot_parse(b, c, 0, m, why, sizeof why);
+        if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: process %d: %s", what, c->rank, why);
+        if (rc == 1) {
+            if (m->type != type)
+                return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "%s: process %d sent message type %u, expected %u "
+                                       "(processes out of step)", what, c->rank, m->type, type);
+            if (b->rank == 0 && m->rank != (uint32_t)c->rank)
+                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: connection of process %d claims to be %u", what,
+                                       c->rank, (unsigned)m->rank);
+            return SPMD_OK;
+        }
+        if (c->eof || c->bye) {
+            spmd__boot_mark(b, c->rank, !c->bye);
+            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "%s: process %d %s", what, c->rank,
+                                   c->bye ? "left the job" : "lost (connection closed)");
+        }
+        ms = spmd__boot_ms_left(deadline_ns);
+        if (ms == 0) return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "%s: process %d did not answer in time", what, c->rank);
+        pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
+        poll(&pf, 1, ms);
+        spmd__boot_fill(b, c);
+    }
+}
+
+/* Every process contributes `len` bytes (len <= cap <= 4096); afterwards
+   all[i * cap ...] holds process i's blob and lens[i] its length. With
+   cap 0 this is a barrier. Collective: every process calls it in the same
+   order. */
+static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *mine, size_t len, void *all,
+                                                     size_t cap, size_t *lens, uint64_t deadline_ns) {
+    unsigned char *out = (unsigned char *)all, *pay = NULL;
+    size_t plen = 0, o;
+    spmd_status st = SPMD_OK;
+    spmd__boot_msg m;
+    int i;
+    if (!b) return SPMD_ERR_NULL;
+    if (cap > SPMD__BOOT_BLOB_MAX || len > cap || (len && !mine) || (cap && (!all || !lens)))
+        return spmd__boot_fail(b, SPMD_ERR_SIZE, "allgather: blob of %zu bytes, capacity %zu (at most %u)", len, cap,
+                               SPMD__BOOT_BLOB_MAX);
+    if (cap) {
+        memcpy(out + (size_t)b->rank * cap, mine, len);
+        lens[b->rank] = len;
+    }
+    if (b->nprocs == 1) return SPMD_OK;
+    if (b->rank != 0) {
+        if (b->coord.fd < 0)
+            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
+        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, mine, len, deadline_ns) != 0)
+            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
+        st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
+        if (st != SPMD_OK) return st;
+        for (i = 0, o = 0; i < b->nprocs; i++) {
+            uint32_t l;
+            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l) {
+                spmd__boot_consume(&b->coord, m.total);
+                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed result from the coordinator "
+                                       "(entry %d)", i);
+            }
+            if (cap) {
+                if (i != b->rank) memcpy(out + (size_t)i * cap, m.payload + o + 4, l);
+                lens[i] = l;
+            }
+            o += 4 + l;
+        }
+        spmd__boot_consume(&b->coord, m.total);
+        if (o != m.len) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: %zu stray bytes in the result", m.len - o);
+        return SPMD_OK;
+    }
+    for (i = 1; i < b->nprocs && st == SPMD_OK; i++) {
+        spmd__boot_conn *c = &b->peers[i];
+        if (c->fd < 0) { st = spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: process %d is gone", i); break; }
+        st = spmd__boot_await(b, c, SPMD__BM_GATHER, &m, deadline_ns, "allgather");
+        if (st != SPMD_OK) break;
+        if (m.len > cap) {
+            st = spmd__boot_fail(b, SPMD_ERR_SIZE, "allgather: process %d sent %u bytes, capacity %zu", i,
+                                 (unsigned)m.len, cap);
+        } else if (cap) {
+            memcpy(out + (size_t)i * cap, m.payload, m.len);
+            lens[i] = m.len;
+        }
+        spmd__boot_consume(c, m.total);
+    }
+    if (st == SPMD_OK) {
+        for (i = 0; i < b->nprocs; i++) plen += 4 + (cap ? lens[i] : 0);
+        pay = (unsigned char *)spmd__alloc(&b->alloc, plen);
+        if (!pay) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
+        for (i = 0, o = 0; i < b->nprocs; i++) {
+            size_t l = cap ? lens[i] : 0;
+            spmd__boot_put32(pay + o, (uint32_t)l);
+            if (l) memcpy(pay + o + 4, out + (size_t)i * cap, l);
+            o += 4 + l;
+        }
+        for (i = 1; i < b->nprocs; i++)
+            if (spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, pay, plen, deadline_ns) != 0 && st == SPMD_OK)
+                st = spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: sending the result to process %d failed", i);
+        spmd__free(&b->alloc, pay);
+    }
+    return st;
+}
+
+static SPMD__UNUSED spmd_status spmd__boot_barrier(spmd__boot *b, uint64_t deadline_ns) {
+    return spmd__boot_allgather(b, NULL, 0, NULL, 0, NULL, deadline_ns);
+}
+
+/* Say goodbye (so nobody reports us lost) and free everything. */
+static void spmd__boot_close(spmd__boot *b) {
+    int i;
+    spmd_allocator a;
+    if (!b) return;
+    if (b->coord.fd >= 0) spmd__boot_send(b->coord.fd, SPMD__BM_BYE, b->rank, NULL, 0, spmd__now_ns() + 100000000u);
+    spmd__boot_conn_close(b, &b->coord);
+    for (i = 0; b->peers && i < b->nprocs; i++) {
+        if (b->peers[i].fd >= 0)
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_BYE, 0, NULL, 0, spmd__now_ns() + 100000000u);
+        spmd__boot_conn_close(b, &b->peers[i]);
+    }
+    if (b->listen_fd >= 0) close(b->listen_fd);
+    a = b->alloc;
+    spmd__free(&a, b->peers);
+    spmd__free(&a, b->lost);
+    spmd__free(&a, b);
+}
+#endif /* SPMD__HAS_LIBFABRIC */
+
 // >>libfabric backend
-/* Placeholder until the libfabric backend lands: selecting it fails cleanly. */
+/* Transport of the libfabric backend (internal; compiled with
+   SPMDCOLL_LIBFABRIC). The mesh does not use it yet: selecting the backend
+   still fails cleanly below. What the collective engine gets:
+
+     spmd__fab_open(desc, &f, err, errlen)      bootstrap + fabric, domain, AV, CQ, endpoint
+     spmd__fab_close(f)                         cancel what is in flight, free everything
+     spmd__fab_post_send(f, op, peer, tag, buf, len, deadline_ns)
+     spmd__fab_post_recv(f, op, peer, tag, buf, len, deadline_ns)
+     spmd__fab_progress(f)                      read the CQ, post what waits, notice lost peers
+     spmd__fab_test(f, op)                      SPMD_ERR_BUSY while running, else the op's status
+     spmd__fab_wait(f, op)                      progress until done, failed or past its deadline
+     spmd__fab_cancel(f, op, status, why)       fail an op, hand its buffers back when the provider does
+     spmd__fab_op_idle(op)                      1 when the provider holds nothing of the op
+     spmd__fab_mr_forget(f, buf, len)           drop cached registrations before freeing memory
+     spmd__fab_peer_lost(f, peer)               1 when that process died
+   f->boot is the bootstrap (allgather, barrier) for the engine's own use.
+
+   Ops: the caller owns the spmd__fab_op (zeroed or reused after it ended) and
+   the buffer from post until spmd__fab_op_idle(op); a failed op whose
+   segments the provider could not cancel stays idle-false until
+   spmd__fab_close. Both sides of a message must post the same length: the
+   message is cut into segments of f->seg bytes (the minimum over all
+   processes of max_msg_size, and 8 KiB in strict mode), each its own tagged
+   message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
+   f->inject bytes in one segment go out with fi_tinject and are done at once.
+
+   Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
+       63..62  kind        2 bits   0 = data; 1..3 reserved for control traffic
+       61..46  group id   16 bits   65536 groups (engine numbers its groups)
+       45..30  sequence   16 bits   per group, wraps; needs < 65536 requests in flight
+       29..16  step       14 bits   16384 steps (a ring over 4096 devices needs 8190)
+       15..0   segment    16 bits   filled in here; so at most 65536 segments per message
+   The source is matched by address (FI_DIRECTED_RECV), so it is not in the tag.
+
+   Environment: SPMD_PROVIDER (else FI_PROVIDER, else libfabric's first
+   choice, shm first when every process is on one host); SPMD_FABRIC_STRICT=1
+   runs any provider through the paths verbs and EFA demand: every buffer
+   registered, fi_context2 poisoned before posting and checked on completion,
+   manual progress requested, 8 KiB segments. */
+#if SPMD__HAS_LIBFABRIC
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define SPMD__FAB_WINDOW 8
+#define SPMD__FAB_STRICT_SEG 8192
+#define SPMD__FAB_NAME_MAX 1024
+#define SPMD__FAB_SEG_MAGIC 0x5345474du
+#define SPMD__FAB_TAG_SEG_BITS 16
+#define SPMD__FAB_TAG_STEP_BITS 14
+#define SPMD__FAB_TAG_SEQ_BITS 16
+#define SPMD__FAB_TAG_GROUP_BITS 16
+#define SPMD__FAB_TAG(group, seq, step)                                                              \
+    ((((uint64_t)(group) & 0xffffu) << 46) | (((uint64_t)(seq) & 0xffffu) << 30) |                  \
+     (((uint64_t)(step) & 0x3fffu) << 16))
+#define SPMD__FAB_TAG_SEG_MASK 0xffffu
+#define SPMD__FAB_TAG_KIND_MASK (3ull << 62)
+#define SPMD__FAB_MAX_SEGS (1u << SPMD__FAB_TAG_SEG_BITS)
+
+enum { SPMD__FOP_IDLE = 0, SPMD__FOP_ACTIVE, SPMD__FOP_DONE };
+enum { SPMD__FOP_SEND = 1, SPMD__FOP_RECV };
+
+typedef struct spmd__fab_desc {
+    spmd__boot_desc boot;     /* layout, coordinator, key, deadline, logging, allocator */
+    const char *provider;     /* NULL: SPMD_PROVIDER, FI_PROVIDER, else automatic */
+    int strict;               /* 0: SPMD_FABRIC_STRICT; 1: on; -1: off */
+} spmd__fab_desc;
+
+typedef struct spmd__fab_mr {
+    uintptr_t base;
+    size_t len;
+    struct fid_mr *mr;
+    void *desc;
+    int refs;
+    uint64_t used;            /* LRU clock */
+} spmd__fab_mr;
+
+struct spmd__fab_op;
+/* One posted segment: what the provider gets as its context. The
+   fi_context2 is first, so providers with FI_CONTEXT/FI_CONTEXT2 can use it
+   as scratch space for as long as they own the operation. */
+typedef struct spmd__fab_seg {
+    struct fi_context2 ctx;
+    struct spmd__fab_op *op;
+    uint32_t magic;
+    uint32_t index;
+    int busy;
+} spmd__fab_seg;
+
+typedef struct spmd__fab_op {
+    spmd__fab_seg slot[SPMD__FAB_WINDOW];
+    struct spmd__fab_op *prev, *next;
+    int state, kind, peer;
+    uint64_t tag;
+    unsigned char *buf;
+    size_t len, received;
+    uint32_t nseg, posted, done, inflight;
+    spmd__fab_mr *mr;
+    uint64_t deadline_ns;
+    spmd_status status;
+    char err[224];
+} spmd__fab_op;
+
+typedef struct spmd__fab {
+    spmd__boot *boot;
+    int rank, nprocs, strict;
+    spmd_allocator alloc;
+    pthread_mutex_t lock;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    fi_addr_t *addrs;
+    char prov[64];
+    size_t seg, inject, max_msg;
+    uint64_t mr_mode;
+    int need_mr;
+    spmd__fab_mr **mrs;
+    int nmr, capmr;
+    uint64_t mr_clock, mr_key;
+    spmd__fab_op *head;
+    uint64_t next_poll_ns;
+    char err[512];
+} spmd__fab;
+
+static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->err, sizeof f->err, fmt, ap);
+    va_end(ap);
+    spmd__boot_log(f->boot, SPMD_LOG_DEBUG, "%s: %s", spmd_status_name(s), f->err);
+    return s;
+}
+
+/* ---- registration cache ---- */
+/* Entries are allocated one by one (ops point at them), looked up by
+   containment, and the least recently used idle one is evicted once 256
+   exist; at most 4096 (then SPMD_ERR_BUSY: too many buffers in flight). */
+static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, spmd__fab_mr **out) {
+    uintptr_t b = (uintptr_t)buf, lo, hi;
+    int i, victim = -1;
+    spmd__fab_mr *e;
+    struct fid_mr *mr = NULL;
+    int rc;
+    *out = NULL;
+    if (!f->need_mr || len == 0) return SPMD_OK;
+    for (i = 0; i < f->nmr; i++) {
+        e = f->mrs[i];
+        if (e->mr && e->base <= b && b - e->base <= e->len && len <= e->len - (b - e->base)) {
+            e->refs++;
+            e->used = ++f->mr_clock;
+            *out = e;
+            return SPMD_OK;
+        }
+    }
+    if (b > UINTPTR_MAX - len - 4095) return spmd__fab_fail(f, SPMD_ERR_OVERFLOW, "register: buffer wraps");
+    lo = b & ~(uintptr_t)4095;
+    hi = (b + len + 4095) & ~(uintptr_t)4095;
+    for (i = 0; i < f->nmr; i++)
+        if (!f->mrs[i]->mr) { victim = i; break; }
+    if (victim < 0 && f->nmr >= 256) {
+        for (i = 0; i < f->nmr; i++)
+            if (f->mrs[i]->refs == 0 && (victim < 0 || f->mrs[i]->used < f->mrs[victim]->used)) victim = i;
+        if (victim >= 0) { fi_close(&f->mrs[victim]->mr->fid); f->mrs[victim]->mr = NULL; }
+    }
+    if (victim < 0) {
+        if (f->nmr >= 4096)
+            return spmd__fab_fail(f, SPMD_ERR_BUSY, "registration cache full: %d buffers in flight", f->nmr);
+        if (f->nmr == f->capmr) {
+            int ncap = f->capmr ? f->capmr * 2 : 64;
+            spmd__fab_mr **n = (spmd__fab_mr **)spmd__alloc(&f->alloc, (size_t)ncap * sizeof *n);
+            if (!n) return spmd__fab_fail(f, SPMD_ERR_NOMEM, "register: out of memory");
+            if (f->nmr) memcpy(n, f->mrs, (size_t)f->nmr * sizeof *n);
+            spmd__free(&f->alloc, f->mrs);
+            f->mrs = n;
+            f->capmr = ncap;
+        }
+        f->mrs[f->nmr] = (spmd__fab_mr *)spmd__alloc(&f->alloc, sizeof **f->mrs);
+        if (!f->mrs[f->nmr]) return spmd__fab_fail(f, SPMD_ERR_NOMEM, "register: out of memory");
+        victim = f->nmr++;
+    }
+    rc = fi_mr_reg(f->domain, (void *)lo, hi - lo, FI_SEND | FI_RECV, 0, ++f->mr_key, 0, &mr, NULL);
+    if (rc == 0 && (f->mr_mode & FI_MR_ENDPOINT)) {
+        rc = fi_mr_bind(mr, &f->ep->fid, 0);
+        if (rc == 0) rc = fi_mr_enable(mr);
+    }
+    if (rc != 0) {
+        if (mr) fi_close(&mr->fid);
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_mr_reg of %zu bytes at %p: %s", (size_t)(hi - lo), (void *)lo,
+                              fi_strerror(-rc));
+    }
+    e = f->mrs[victim];
+    e->base = lo;
+    e->len = hi - lo;
+    e->mr = mr;
+    e->desc = fi_mr_desc(mr);
+    e->refs = 1;
+    e->used = ++f->mr_clock;
+    *out = e;
+    return SPMD_OK;
+}
+
+/* Forget registrations overlapping [buf, buf+len): call before memory is
+   freed or unmapped. Entries still used by an op are kept. */
+static SPMD__UNUSED void spmd__fab_mr_forget(spmd__fab *f, const void *buf, size_t len) {
+    uintptr_t b = (uintptr_t)buf;
+    int i;
+    pthread_mutex_lock(&f->lock);
+    for (i = 0; i < f->nmr; i++) {
+        spmd__fab_mr *e = f->mrs[i];
+        if (e->mr && e->refs == 0 && e->base < b + len && b < e->base + e->len) {
+            fi_close(&e->mr->fid);
+            e->mr = NULL;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- ops ---- */
+static void spmd__fab_unlink(spmd__fab *f, spmd__fab_op *op) {
+    if (op->prev) op->prev->next = op->next;
+    else if (f->head == op) f->head = op->next;
+    if (op->next) op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+}
+
+/* The op ended (all segments done, or failed with none held). */
+static void spmd__fab_settle(spmd__fab *f, spmd__fab_op *op) {
+    if (op->state != SPMD__FOP_ACTIVE || op->inflight) return;
+    if (op->status == SPMD_OK && op->done < op->nseg) return;
+    if (op->mr) { op->mr->refs--; op->mr = NULL; }
+    spmd__fab_unlink(f, op);
+    op->state = SPMD__FOP_DONE;
+}
+
+static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *fmt, ...) {
+    int i;
+    if (op->status == SPMD_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(op->err, sizeof op->err, fmt, ap);
+        va_end(ap);
+        op->status = s;
+        spmd__boot_log(f->boot, SPMD_LOG_DEBUG, "%s: %s", spmd_status_name(s), op->err);
+    }
+    for (i = 0; i < SPMD__FAB_WINDOW; i++)
+        if (op->slot[i].busy) fi_cancel(&f->ep->fid, &op->slot[i].ctx);
+    spmd__fab_settle(f, op);
+}
+
+static const char *spmd__fab_kind(const spmd__fab_op *op) { return op->kind == SPMD__FOP_SEND ? "send to" : "receive from"; }
+
+static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n) {
+    snprintf(s, n, "%s process %d of %zu bytes, tag group %u seq %u step %u", spmd__fab_kind(op), op->peer, op->len,
+             (unsigned)(op->tag >> 46 & 0xffffu), (unsigned)(op->tag >> 30 & 0xffffu),
+             (unsigned)(op->tag >> 16 & 0x3fffu));
+}
+
+/* Post as many segments as the window and the provider allow. */
+static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
+    while (op->state == SPMD__FOP_ACTIVE && op->status == SPMD_OK && op->posted < op->nseg) {
+        uint32_t i = op->posted;
+        spmd__fab_seg *sg = &op->slot[i % SPMD__FAB_WINDOW];
+        size_t off = (size_t)i * f->seg, n = op->len - off < f->seg ? op->len - off : f->seg;
+        void *desc = op->mr ? op->mr->desc : NULL;
+        uint64_t tag = op->tag | i;
+        ssize_t rc;
+        if (sg->busy) break;
+        if (f->strict) memset(&sg->ctx, 0xa5, sizeof sg->ctx);
+        else memset(&sg->ctx, 0, sizeof sg->ctx);
+        sg->op = op;
+        sg->magic = SPMD__FAB_SEG_MAGIC;
+        sg->index = i;
+        if (op->kind == SPMD__FOP_SEND && op->nseg == 1 && n <= f->inject) {
+            rc = fi_tinject(f->ep, op->buf, n, f->addrs[op->peer], tag);
+            if (rc == 0) {
+                op->posted++;
+                op->done++;
+                spmd__fab_settle(f, op);
+                return;
+            }
+        } else if (op->kind == SPMD__FOP_SEND) {
+            rc = fi_tsend(f->ep, op->buf + off, n, desc, f->addrs[op->peer], tag, &sg->ctx);
+        } else {
+            rc = fi_trecv(f->ep, op->buf + off, n, desc, f->addrs[op->peer], tag, 0, &sg->ctx);
+        }
+        if (rc == -FI_EAGAIN) break; /* the provider is full: progress, then post again */
+        if (rc != 0) {
+            char what[160];
+            spmd__fab_describe(op, what, sizeof what);
+            spmd__fab_op_fail(f, op, SPMD_ERR_SYSTEM, "%s: posting segment %u: %s", what, (unsigned)i,
+                              fi_strerror((int)-rc));
+            return;
+        }
+        sg->busy = 1;
+        op->posted++;
+        op->inflight++;
+    }
+}
+
+static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
+                                  size_t len, uint64_t deadline_ns) {
+    size_t nseg;
+    spmd_status st;
+    if (!f || !op || (len && !buf)) return SPMD_ERR_NULL;
+    if (op->state == SPMD__FOP_ACTIVE || (op->state == SPMD__FOP_DONE && op->inflight))
+        return spmd__fab_fail(f, SPMD_ERR_STATE, "post: the op is still in flight");
+    if (peer < 0 || peer >= f->nprocs)
+        return spmd__fab_fail(f, SPMD_ERR_ROOT, "post: process %d outside 0..%d", peer, f->nprocs - 1);
+    if (tag & (SPMD__FAB_TAG_SEG_MASK | SPMD__FAB_TAG_KIND_MASK))
+        return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment or kind bits",
+                              (unsigned long long)tag);
+    nseg = len ? (len - 1) / f->seg + 1 : 1;
+    if (nseg > SPMD__FAB_MAX_SEGS)
+        return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
+                              "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS);
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->peer = peer;
+    op->tag = tag;
+    op->buf = (unsigned char *)buf;
+    op->len = len;
+    op->nseg = (uint32_t)nseg;
+    op->deadline_ns = deadline_ns ? deadline_ns : spmd__now_ns() + (uint64_t)f->boot->timeout_ms * 1000000u;
+    pthread_mutex_lock(&f->lock);
+    if (spmd__boot_lost(f->boot, peer)) {
+        pthread_mutex_unlock(&f->lock);
+        return spmd__fab_fail(f, SPMD__ERR_PEER_LOST, "%s process %d: that process is lost",
+                              kind == SPMD__FOP_SEND ? "send to" : "receive from", peer);
+    }
+    st = spmd__fab_mr_get(f, buf, len, &op->mr);
+    if (st != SPMD_OK) {
+        pthread_mutex_unlock(&f->lock);
+        return st;
+    }
+    op->state = SPMD__FOP_ACTIVE;
+    op->next = f->head;
+    if (f->head) f->head->prev = op;
+    f->head = op;
+    spmd__fab_post_more(f, op);
+    pthread_mutex_unlock(&f->lock);
+    return SPMD_OK;
+}
+
+static SPMD__UNUSED spmd_status spmd__fab_post_send(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
+                                                    const void *buf, size_t len, uint64_t deadline_ns) {
+    return spmd__fab_post(f, op, SPMD__FOP_SEND, peer, tag, (void *)(uintptr_t)buf, len, deadline_ns);
+}
+
+static SPMD__UNUSED spmd_status spmd__fab_post_recv(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
+                                                    void *buf, size_t len, uint64_t deadline_ns) {
+    return spmd__fab_post(f, op, SPMD__FOP_RECV, peer, tag, buf, len, deadline_ns);
+}
+
+static void spmd__fab_seg_done(spmd__fab *f, spmd__fab_seg *sg, size_t len, spmd_status s, const char *why) {
+    spmd__fab_op *op = sg->op;
+    char what[160];
+    size_t off = (size_t)sg->index * f->seg;
+    size_t want = op->len - off < f->seg ? op->len - off : f->seg;
+    sg->busy = 0;
+    op->inflight--;
+    if (s == SPMD_OK) {
+        op->done++;
+        if (op->kind == SPMD__FOP_RECV) {
+            op->received += len;
+            if (len != want) {
+                spmd__fab_describe(op, what, sizeof what);
+                spmd__fab_op_fail(f, op, SPMD_ERR_SIZE, "%s: segment %u carried %zu bytes, expected %zu (both sides "
+                                  "must post the same length)", what, (unsigned)sg->index, len, want);
+                return;
+            }
+        }
+    } else if (op->status == SPMD_OK) {
+        spmd__fab_describe(op, what, sizeof what);
+        spmd__fab_op_fail(f, op, s, "%s: segment %u: %s", what, (unsigned)sg->index, why);
+        return;
+    }
+    spmd__fab_post_more(f, op);
+    spmd__fab_settle(f, op);
+}
+
+/* The context the provider handed back, checked before we trust it. */
+static spmd__fab_seg *spmd__fab_ctx(spmd__fab *f, void *ctx) {
+    spmd__fab_seg *sg = (spmd__fab_seg *)ctx;
+    if (!sg || sg->magic != SPMD__FAB_SEG_MAGIC || !sg->busy || !sg->op) {
+        spmd__boot_log(f->boot, SPMD_LOG_ERROR, "completion with an unknown context %p ignored", ctx);
+        return NULL;
+    }
+    return sg;
+}
+
+/* Read the CQ, then look after lost peers and deadlines. Lock held. */
+static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
+    struct fi_cq_tagged_entry ent[16];
+    spmd_status st = SPMD_OK;
+    spmd__fab_op *op, *nx;
+    uint64_t now;
+    int round, i;
+    for (round = 0; round < 64; round++) {
+        ssize_t n = fi_cq_read(f->cq, ent, 16);
+        if (n > 0) {
+            for (i = 0; i < (int)n; i++) {
+                spmd__fab_seg *sg = spmd__fab_ctx(f, ent[i].op_context);
+                if (sg) spmd__fab_seg_done(f, sg, ent[i].len, SPMD_OK, NULL);
+            }
+            continue;
+        }
+        if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry e;
+            char pbuf[256];
+            const char *ptxt;
+            spmd__fab_seg *sg;
+            memset(&e, 0, sizeof e);
+            if (fi_cq_readerr(f->cq, &e, 0) < 1) break;
+            sg = spmd__fab_ctx(f, e.op_context);
+            if (!sg) continue;
+            if (e.err == FI_ECANCELED) {
+                spmd__fab_seg_done(f, sg, 0, SPMD_ERR_STATE, "cancelled");
+                continue;
+            }
+            ptxt = fi_cq_strerror(f->cq, e.prov_errno, e.err_data, pbuf, sizeof pbuf);
+            snprintf(pbuf, sizeof pbuf, "%s", ptxt ? ptxt : "");
+            {
+                char why[400];
+                spmd_status s = e.err == FI_ETRUNC ? SPMD_ERR_SIZE
+                                : spmd__boot_lost(f->boot, sg->op->peer) ? SPMD__ERR_PEER_LOST
+                                                                          : SPMD_ERR_SYSTEM;
+                snprintf(why, sizeof why, "%s%s (provider: %s)", fi_strerror(e.err),
+                         e.err == FI_ETRUNC ? ": the sender posted more bytes" : "", pbuf);
+                spmd__fab_seg_done(f, sg, 0, s, why);
+            }
+            continue;
+        }
+        if (n != -FI_EAGAIN) st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_read: %s", fi_strerror((int)-n));
+        break;
+    }
+    now = spmd__now_ns();
+    if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
+        f->next_poll_ns = now + 2000000u;
+        spmd__boot_poll(f->boot);
+    }
+    for (op = f->head; op; op = nx) {
+        nx = op->next;
+        if (op->status == SPMD_OK && spmd__boot_lost(f->boot, op->peer)) {
+            char what[160];
+            spmd__fab_describe(op, what, sizeof what);
+            spmd__fab_op_fail(f, op, SPMD__ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)",
+                              what, op->peer);
+        } else if (op->status == SPMD_OK && op->deadline_ns && now >= op->deadline_ns) {
+            char what[160];
+            spmd__fab_describe(op, what, sizeof what);
+            spmd__fab_op_fail(f, op, SPMD_ERR_TIMEOUT, "%s: process %d did not complete it before the deadline "
+                              "(%u of %u segments done)", what, op->peer, (unsigned)op->done, (unsigned)op->nseg);
+        } else if (op->status == SPMD_OK) {
+            spmd__fab_post_more(f, op);
+        }
+    }
+    return st;
+}
+
+static SPMD__UNUSED spmd_status spmd__fab_progress(spmd__fab *f) {
+    spmd_status st;
+    if (!f) return SPMD_ERR_NULL;
+    pthread_mutex_lock(&f->lock);
+    st = spmd__fab_progress_locked(f);
+    pthread_mutex_unlock(&f->lock);
+    return st;
+}
+
+static SPMD__UNUSED int spmd__fab_op_idle(const spmd__fab_op *op) {
+    return op->state != SPMD__FOP_ACTIVE && op->inflight == 0;
+}
+
+/* SPMD_ERR_BUSY while the op runs; its status once it ended or failed. */
+static SPMD__UNUSED spmd_status spmd__fab_test(spmd__fab *f, spmd__fab_op *op) {
+    spmd_status st;
+    if (!f || !op) return SPMD_ERR_NULL;
+    pthread_mutex_lock(&f->lock);
+    if (op->state == SPMD__FOP_ACTIVE) spmd__fab_progress_locked(f);
+    st = op->state == SPMD__FOP_IDLE ? SPMD_ERR_STATE
+         : op->status != SPMD_OK     ? op->status
+         : op->state == SPMD__FOP_DONE ? SPMD_OK
+                                       : SPMD_ERR_BUSY;
+    pthread_mutex_unlock(&f->lock);
+    return st;
+}
+
+/* Blocks until the op ends; returns within its deadline (plus a poll tick). */
+static SPMD__UNUSED spmd_status spmd__fab_wait(spmd__fab *f, spmd__fab_op *op) {
+    uint64_t start = spmd__now_ns();
+    for (;;) {
+        spmd_status st = spmd__fab_test(f, op);
+        uint64_t waited;
+        if (st != SPMD_ERR_BUSY) return st;
+        waited = spmd__now_ns() - start;
+        if (waited < 200000u) {
+            spmd__pause();
+        } else if (waited < 5000000u) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* Fail an op on purpose. SPMD_OK when the provider has handed everything
+   back within ~100 ms, else SPMD_ERR_BUSY (memory stays owned until close). */
+static SPMD__UNUSED spmd_status spmd__fab_cancel(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *why) {
+    uint64_t end;
+    if (!f || !op) return SPMD_ERR_NULL;
+    end = spmd__now_ns() + 100000000u;
+    pthread_mutex_lock(&f->lock);
+    if (op->state == SPMD__FOP_ACTIVE)
+        spmd__fab_op_fail(f, op, s == SPMD_OK ? SPMD_ERR_STATE : s, "cancelled: %s", why ? why : "by the caller");
+    while (op->inflight && spmd__now_ns() < end) spmd__fab_progress_locked(f);
+    pthread_mutex_unlock(&f->lock);
+    return op->inflight ? SPMD_ERR_BUSY : SPMD_OK;
+}
+
+static SPMD__UNUSED int spmd__fab_peer_lost(spmd__fab *f, int peer) { return spmd__boot_lost(f->boot, peer); }
+
+static void spmd__fab_close(spmd__fab *f) {
+    int i;
+    spmd_allocator a;
+    if (!f) return;
+    if (f->ep) {
+        spmd__fab_op *op, *nx;
+        uint64_t end = spmd__now_ns() + 200000000u;
+        pthread_mutex_lock(&f->lock);
+        for (op = f->head; op; op = nx) {
+            nx = op->next;
+            if (op->status == SPMD_OK) spmd__fab_op_fail(f, op, SPMD_ERR_STATE, "transport closed");
+        }
+        while (f->head && spmd__now_ns() < end) spmd__fab_progress_locked(f);
+        while (f->head) { /* the provider kept them: the endpoint's close reclaims them */
+            op = f->head;
+            op->inflight = 0;
+            for (i = 0; i < SPMD__FAB_WINDOW; i++) op->slot[i].busy = 0;
+            spmd__fab_settle(f, op);
+        }
+        pthread_mutex_unlock(&f->lock);
+        fi_close(&f->ep->fid);
+    }
+    for (i = 0; i < f->nmr; i++) {
+        if (f->mrs[i]->mr) fi_close(&f->mrs[i]->mr->fid);
+        spmd__free(&f->alloc, f->mrs[i]);
+    }
+    if (f->av) fi_close(&f->av->fid);
+    if (f->cq) fi_close(&f->cq->fid);
+    if (f->domain) fi_close(&f->domain->fid);
+    if (f->fabric) fi_close(&f->fabric->fid);
+    if (f->info) fi_freeinfo(f->info);
+    spmd__boot_close(f->boot);
+    pthread_mutex_destroy(&f->lock);
+    a = f->alloc;
+    spmd__free(&a, f->mrs);
+    spmd__free(&a, f->addrs);
+    spmd__free(&a, f);
+}
+
+/* fi_getinfo for a tagged RDM endpoint with what we can honour. */
+static int spmd__fab_getinfo(spmd__fab *f, const char *prov, struct fi_info **out) {
+    struct fi_info *hints = fi_allocinfo();
+    int rc;
+    if (!hints) return -FI_ENOMEM;
+    hints->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    if (f->strict) {
+        hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+        hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+    }
+    if (prov && *prov) {
+        size_t n = strlen(prov) + 1;
+        hints->fabric_attr->prov_name = (char *)malloc(n); /* fi_freeinfo frees it with free() */
+        if (hints->fabric_attr->prov_name) memcpy(hints->fabric_attr->prov_name, prov, n);
+    }
+    rc = fi_getinfo(FI_VERSION(1, 10), NULL, NULL, 0, hints, out);
+    fi_freeinfo(hints);
+    return rc;
+}
+
+/* The blob each process publishes: u32 segment size, u32 name length, the
+   endpoint name, then the provider name (NUL-terminated). */
+static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fab **out, char *err, size_t errlen) {
+    spmd__fab *f;
+    spmd_allocator none;
+    spmd__boot *b = NULL;
+    spmd_status st;
+    const char *prov, *sv;
+    unsigned char *blobs = NULL, mine[SPMD__BOOT_BLOB_MAX];
+    size_t *lens = NULL, namelen = SPMD__FAB_NAME_MAX, ml, seg;
+    uint64_t deadline;
+    int rc, i, auto_shm = 0;
+    memset(&none, 0, sizeof none);
+    if (out) *out = NULL;
+    if (!d || !out) {
+        if (err && errlen) snprintf(err, errlen, "fabric: NULL desc or result");
+        return SPMD_ERR_NULL;
+    }
+    st = spmd__boot_open(&d->boot, &b, err, errlen);
+    if (st != SPMD_OK) return st;
+    f = (spmd__fab *)spmd__alloc(d->boot.alloc ? d->boot.alloc : &none, sizeof *f);
+    if (!f) {
+        spmd__boot_close(b);
+        if (err && errlen) snprintf(err, errlen, "fabric: out of memory");
+        return SPMD_ERR_NOMEM;
+    }
+    f->alloc = b->alloc;
+    f->boot = b;
+    f->rank = b->rank;
+    f->nprocs = b->nprocs;
+    pthread_mutex_init(&f->lock, NULL);
+    deadline = spmd__now_ns() + (uint64_t)b->timeout_ms * 1000000u;
+    sv = getenv("SPMD_FABRIC_STRICT");
+    f->strict = d->strict > 0 || (d->strict == 0 && sv && strcmp(sv, "1") == 0);
+    prov = d->provider;
+    if (!prov || !*prov) prov = getenv("SPMD_PROVIDER");
+    if (!prov || !*prov) prov = getenv("FI_PROVIDER");
+    if (prov && !*prov) prov = NULL;
+    lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
+    blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * SPMD__BOOT_BLOB_MAX);
+    if (!lens || !blobs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto fail; }
+    if (!prov && f->nprocs > 1) { /* all on one host? then try shm first */
+        char host[256];
+        memset(host, 0, sizeof host);
+        gethostname(host, sizeof host - 1);
+        st = spmd__boot_allgather(b, host, strlen(host), blobs, 256, lens, deadline);
+        if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: %s", b->err); goto fail; }
+        auto_shm = 1;
+        for (i = 0; i < f->nprocs; i++)
+            auto_shm &= lens[i] == strlen(host) && memcmp(blobs + (size_t)i * 256, host, lens[i]) == 0;
+    }
+    rc = -FI_ENODATA;
+    if (auto_shm) rc = spmd__fab_getinfo(f, "shm", &f->info);
+    if (rc != 0) rc = spmd__fab_getinfo(f, prov, &f->info);
+    if (rc != 0 || !f->info) {
+        st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: no provider%s%s offers tagged RDM endpoints here: %s",
+                            prov ? " named " : "", prov ? prov : "", fi_strerror(-rc));
+        goto fail;
+    }
+    if (b->ifname[0]) { /* SPMD_SOCKET_IFNAME: the domain of that interface, where the provider names domains so */
+        struct fi_info *it, *pick = NULL;
+        for (it = f->info; it && !pick; it = it->next)
+            if (it->domain_attr && it->domain_attr->name && strcmp(it->domain_attr->name, b->ifname) == 0) pick = it;
+        if (pick && pick != f->info && (pick = fi_dupinfo(pick)) != NULL) {
+            fi_freeinfo(f->info);
+            f->info = pick;
+        }
+    }
+    snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
+    f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
+    f->need_mr = f->strict || (f->mr_mode & FI_MR_LOCAL) != 0;
+    f->max_msg = f->info->ep_attr->max_msg_size;
+    f->inject = f->info->tx_attr->inject_size;
+    seg = f->strict ? SPMD__FAB_STRICT_SEG : f->max_msg;
+    if (seg > f->max_msg) seg = f->max_msg;
+    if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
+    if (seg == 0) { st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); goto fail; }
+    if (f->strict && f->inject > 64) f->inject = 64;
+    if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0) {
+        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_fabric (%s): %s", f->prov, fi_strerror(-rc));
+        goto fail;
+    }
+    if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)) != 0) {
+        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_domain (%s): %s", f->prov, fi_strerror(-rc));
+        goto fail;
+    }
+    {
+        struct fi_cq_attr cqa;
+        struct fi_av_attr ava;
+        memset(&cqa, 0, sizeof cqa);
+        cqa.format = FI_CQ_FORMAT_TAGGED;
+        cqa.wait_obj = FI_WAIT_NONE;
+        cqa.size = 4096;
+        memset(&ava, 0, sizeof ava);
+        ava.type = f->info->domain_attr->av_type != FI_AV_UNSPEC ? f->info->domain_attr->av_type : FI_AV_TABLE;
+        ava.count = (size_t)f->nprocs;
+        if ((rc = fi_cq_open(f->domain, &cqa, &f->cq, NULL)) != 0) {
+            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_open: %s", fi_strerror(-rc));
+            goto fail;
+        }
+        if ((rc = fi_av_open(f->domain, &ava, &f->av, NULL)) != 0) {
+            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_open: %s", fi_strerror(-rc));
+            goto fail;
+        }
+    }
+    if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)) != 0 || (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) != 0 ||
+        (rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(f->ep)) != 0) {
+        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "endpoint (%s): %s", f->prov, fi_strerror(-rc));
+        goto fail;
+    }
+    ml = strlen(f->prov) + 1;
+    rc = fi_getname(&f->ep->fid, mine + 8, &namelen);
+    if (rc != 0 || namelen > SPMD__BOOT_BLOB_MAX - 8 - ml) {
+        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_getname: %s (%zu bytes)", rc ? fi_strerror(-rc) : "too long",
+                            namelen);
+        goto fail;
+    }
+    spmd__boot_put32(mine, (uint32_t)(seg > 0xffffffffu ? 0xffffffffu : seg));
+    spmd__boot_put32(mine + 4, (uint32_t)namelen);
+    memcpy(mine + 8 + namelen, f->prov, ml);
+    st = spmd__boot_allgather(b, mine, 8 + namelen + ml, blobs, SPMD__BOOT_BLOB_MAX, lens, deadline);
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: exchanging endpoint names: %s", b->err); goto fail; }
+    f->addrs = (fi_addr_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->addrs);
+    if (!f->addrs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto fail; }
+    f->seg = seg;
+    for (i = 0; i < f->nprocs; i++) {
+        const unsigned char *p = blobs + (size_t)i * SPMD__BOOT_BLOB_MAX;
+        uint32_t s, nl;
+        if (lens[i] < 9 || (nl = spmd__boot_get32(p + 4)) > lens[i] - 9 || p[lens[i] - 1] != 0 ||
+            (s = spmd__boot_get32(p)) == 0) {
+            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fabric: malformed endpoint entry of process %d", i);
+            goto fail;
+        }
+        if (strcmp((const char *)p + 8 + nl, f->prov) != 0) {
+            st = spmd__fab_fail(f, SPMD_ERR_MISMATCH, "fabric: process %d uses provider %s, this process %s (set "
+                                "SPMD_PROVIDER alike everywhere)", i, (const char *)p + 8 + nl, f->prov);
+            goto fail;
+        }
+        if (s < f->seg) f->seg = s;
+        rc = fi_av_insert(f->av, p + 8, 1, &f->addrs[i], 0, NULL);
+        if (rc != 1) {
+            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_insert of process %d: %s", i,
+                                rc < 0 ? fi_strerror(-rc) : "not inserted");
+            goto fail;
+        }
+    }
+    spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu, inject %zu, "
+                   "mr_mode 0x%llx%s%s%s", f->prov, f->info->fabric_attr->name ? f->info->fabric_attr->name : "?",
+                   f->info->domain_attr->name ? f->info->domain_attr->name : "?", f->nprocs, f->seg, f->inject,
+                   (unsigned long long)f->mr_mode, f->need_mr ? ", registering buffers" : "",
+                   f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL ? ", manual progress" : "",
+                   f->strict ? ", strict" : "");
+    spmd__free(&f->alloc, blobs);
+    spmd__free(&f->alloc, lens);
+    *out = f;
+    return SPMD_OK;
+fail:
+    spmd__boot_log(b, SPMD_LOG_ERROR, "%s", f->err);
+    if (err && errlen) snprintf(err, errlen, "%s", f->err);
+    spmd__free(&f->alloc, blobs);
+    spmd__free(&f->alloc, lens);
+    spmd__fab_close(f);
+    return st;
+}
+#endif /* SPMD__HAS_LIBFABRIC */
+
+/* The mesh-level backend: not wired to the transport above yet, so
+   selecting it fails cleanly. */
 static spmd_status spmd__fabric_init(spmd_mesh *m) {
     spmd__log(m, SPMD_LOG_ERROR, -1,
               "the libfabric backend is not implemented in spmdcoll %s; use SPMD_BACKEND_THREADS",

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|asan|tsan|compile]
+#   sh tests/run.sh [all|plain|asan|tsan|compile|fabric]
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure.
@@ -46,15 +46,15 @@ run_suite() { # $1 = plain|asan|tsan
     done
 }
 
-compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = name
-    cc=$1 lang=$2 defs=$3 name=$4
+compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = name, $5 = libraries
+    cc=$1 lang=$2 defs=$3 name=$4 libs=${5:-}
     if ! command -v $cc >/dev/null 2>&1; then
         echo "  compile $name: $cc not installed: skipped"; S=$((S + 1)); return
     fi
     out=$B/compile/$(echo "$name" | tr ' +/' '_px')
     mkdir -p $B/compile
     if $cc $lang -Wall -Wextra -Wpedantic -Werror $defs -pthread \
-           tests/compile/main.c tests/compile/other.c -o $out 2>$out.err && $out >/dev/null; then
+           tests/compile/main.c tests/compile/other.c -o $out $libs 2>$out.err && $out >/dev/null; then
         P=$((P + 1))
     else
         echo "  compile $name: FAILED"; sed -n '1,10p' $out.err | sed 's/^/      /'; F=$((F + 1))
@@ -68,7 +68,39 @@ run_compile() {
         done
         for cxx in g++ clang++; do compile_one $cxx "-x c++ -std=c++17" "$st" "$cxx c++17 $st"; done
     done
+    if have_fabric; then # with the libfabric backend compiled in: every compiler and language once
+        for cc in gcc clang; do
+            compile_one $cc "-std=c99" "-DSPMDCOLL_LIBFABRIC" "$cc c99 fabric" -lfabric
+            compile_one $cc "-std=c11" "-DSPMD_STATIC -DSPMDCOLL_LIBFABRIC" "$cc c11 -DSPMD_STATIC fabric" -lfabric
+        done
+        compile_one g++ "-x c++ -std=c++17" "-DSPMDCOLL_LIBFABRIC" "g++ c++17 fabric" -lfabric
+        compile_one clang++ "-x c++ -std=c++17" "-DSPMD_STATIC -DSPMDCOLL_LIBFABRIC" "clang++ c++17 -DSPMD_STATIC fabric" -lfabric
+    else
+        echo "  compile with SPMDCOLL_LIBFABRIC: libfabric headers missing: skipped"; S=$((S + 1))
+    fi
     echo "  compile matrix: done"
+}
+
+have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
+
+# The libfabric suites (built by make fabric); each starts its own jobs
+# through tools/spmdrun. Not built (libfabric missing): skipped.
+run_fabric() {
+    for t in test_boot test_fabric; do
+        exe=$B/fabric/$t
+        if [ ! -x "$exe" ]; then
+            if have_fabric; then echo "  fabric/$t: not built: FAILED"; F=$((F + 1))
+            else echo "  fabric/$t: libfabric missing: skipped"; S=$((S + 1)); fi
+            continue
+        fi
+        start=$(date +%s)
+        timeout 300 "$exe" >$LOG/fabric-$t.out 2>$LOG/fabric-$t.err; rc=$?
+        end=$(date +%s)
+        add_line "$(tail -n 1 $LOG/fabric-$t.out)" $rc "fabric/$t ($((end - start))s)"
+        if [ $rc != 0 ] || grep -q '^FAIL' $LOG/fabric-$t.err; then
+            sed -n '1,40p' $LOG/fabric-$t.err | sed 's/^/      /'
+        fi
+    done
 }
 
 run_examples() {
@@ -81,8 +113,9 @@ run_examples() {
 case $mode in
     plain|asan|tsan) run_suite $mode ;;
     compile) run_compile ;;
-    all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_examples ;;
-    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile]"; exit 2 ;;
+    fabric) run_fabric ;;
+    all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
+    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile|fabric]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]

@@ -1,0 +1,278 @@
+/* Bootstrap of the libfabric backend: jobs of 2, 3 and 4 processes through
+   tools/spmdrun (allgather of blobs of different lengths, barrier); the
+   layout read from the Slurm/Open MPI/PMI variables; a wrong job key
+   rejected; garbage, truncated and lying messages on the coordinator port
+   neither crash nor stall it; a coordinator that never starts gives a
+   timeout within the deadline. Internal API, so the implementation is
+   included here. */
+#define SPMDCOLL_IMPLEMENTATION
+#ifndef SPMDCOLL_LIBFABRIC
+#define SPMDCOLL_LIBFABRIC
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "proclib.h"
+#include <arpa/inet.h>
+
+static void blob_of(int rank, int round, unsigned char *b, size_t *len) {
+    size_t i;
+    *len = (size_t)(rank * 37 + round * 11) % 300;
+    for (i = 0; i < *len; i++) b[i] = (unsigned char)(rank * 7 + round * 3 + i);
+}
+
+/* A process of a job: prints "BOOT <status> <message>" and exits 0 when
+   everything it checked held. */
+static int child(const char *mode) {
+    spmd__boot_desc d;
+    spmd__boot *b;
+    char err[512];
+    spmd_status st;
+    memset(&d, 0, sizeof d);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    printf("BOOT %s %s\n", spmd_status_name(st), st == SPMD_OK ? "" : err);
+    fflush(stdout);
+    if (st != SPMD_OK) return strcmp(mode, "status") == 0 ? 0 : 1;
+    if (strcmp(mode, "gather") == 0) {
+        unsigned char mine[512], *all = (unsigned char *)calloc((size_t)b->nprocs, 512);
+        size_t len, *lens = (size_t *)calloc((size_t)b->nprocs, sizeof *lens);
+        int round, i, bad = 0;
+        uint64_t dl = spmd__now_ns() + 20000000000ull;
+        for (round = 0; round < 3 && !bad; round++) {
+            blob_of(b->rank, round, mine, &len);
+            st = spmd__boot_allgather(b, mine, len, all, 512, lens, dl);
+            if (st != SPMD_OK) { printf("allgather: %s %s\n", spmd_status_name(st), b->err); bad = 1; break; }
+            for (i = 0; i < b->nprocs; i++) {
+                unsigned char want[512];
+                size_t wl;
+                blob_of(i, round, want, &wl);
+                if (lens[i] != wl || memcmp(all + (size_t)i * 512, want, wl) != 0) {
+                    printf("allgather round %d: entry %d wrong (%zu bytes, want %zu)\n", round, i, lens[i], wl);
+                    bad = 1;
+                }
+            }
+            st = spmd__boot_barrier(b, dl);
+            if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), b->err); bad = 1; }
+        }
+        free(all);
+        free(lens);
+        spmd__boot_close(b);
+        return bad;
+    }
+    st = spmd__boot_barrier(b, spmd__now_ns() + 20000000000ull);
+    printf("BARRIER %s\n", spmd_status_name(st));
+    spmd__boot_close(b);
+    return 0;
+}
+
+static int connect_to(int port) {
+    struct sockaddr_in a;
+    int fd, i;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < 500; i++) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+        close(fd);
+        usleep(10000);
+    }
+    return -1;
+}
+
+static size_t hdr(unsigned char *p, uint32_t magic, uint32_t ver, uint32_t type, uint32_t rank, uint32_t len) {
+    spmd__boot_put32(p, magic);
+    spmd__boot_put32(p + 4, ver | type << 16);
+    spmd__boot_put32(p + 8, rank);
+    spmd__boot_put32(p + 12, len);
+    return 16;
+}
+
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    const char *p = hay;
+    while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
+    return n;
+}
+
+static void test_jobs(void) {
+    int n;
+    for (n = 2; n <= 4; n++) {
+        char tag[32];
+        int rc;
+        snprintf(tag, sizeof tag, "boot-job%d", n);
+        rc = p_spmdrun(tag, n, "", "gather", "");
+        T_CHECK(rc == 0, "%d processes through spmdrun: exit %d (see %s/%s.log)", n, rc, p_logdir, tag);
+        if (rc != 0) p_show(tag, "log");
+    }
+}
+
+static void test_layouts(void) {
+    static const char *vars[] = {"SPMD_NUM_PROCESSES", "SPMD_PROCESS_ID", "SPMD_COORDINATOR", "SLURM_NTASKS",
+                                 "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE",
+                                 "PMI_RANK", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "SPMD_JOB_KEY"};
+    spmd__boot_desc d;
+    spmd__boot *b = NULL;
+    char err[512];
+    spmd_status st;
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    memset(&d, 0, sizeof d);
+    d.log_level = SPMD_LOG_OFF;
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_ERR_INVALID && strstr(err, "SPMD_NUM_PROCESSES"), "no layout: %s %s", spmd_status_name(st), err);
+    setenv("SLURM_NTASKS", "1", 1);
+    setenv("SLURM_PROCID", "0", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_OK && b && b->nprocs == 1 && strcmp(b->layout_from, "slurm") == 0, "slurm layout: %s %s",
+            spmd_status_name(st), err);
+    spmd__boot_close(b);
+    setenv("SLURM_NTASKS", "4", 1);
+    setenv("SLURM_PROCID", "4", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_ERR_INVALID, "slurm id 4 of 4: %s %s", spmd_status_name(st), err);
+    setenv("SLURM_PROCID", "2", 1);
+    setenv("SLURM_STEP_NODELIST", "node[07-09],x", 1);
+    setenv("SLURM_JOB_ID", "12", 1);
+    setenv("SLURM_STEP_ID", "3", 1);
+    setenv("SPMD_BOOT_TIMEOUT_MS", "200", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err); /* nobody listens at node07: a timeout naming it */
+    T_CHECK(st == SPMD_ERR_TIMEOUT && strstr(err, "node07:20195"), "slurm coordinator: %s %s", spmd_status_name(st), err);
+    unsetenv("SLURM_NTASKS"); unsetenv("SLURM_PROCID"); unsetenv("SLURM_STEP_NODELIST");
+    unsetenv("SLURM_JOB_ID"); unsetenv("SLURM_STEP_ID");
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_ERR_INVALID && strstr(err, "SPMD_COORDINATOR") && strstr(err, "openmpi"),
+            "open mpi without coordinator: %s %s", spmd_status_name(st), err);
+    unsetenv("OMPI_COMM_WORLD_SIZE"); unsetenv("OMPI_COMM_WORLD_RANK");
+    setenv("PMI_SIZE", "3", 1);
+    setenv("PMI_RANK", "x", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_ERR_INVALID && strstr(err, "PMI_RANK"), "pmi garbage rank: %s %s", spmd_status_name(st), err);
+    unsetenv("PMI_SIZE"); unsetenv("PMI_RANK");
+    setenv("SPMD_NUM_PROCESSES", "2", 1);
+    setenv("SPMD_PROCESS_ID", "1", 1);
+    setenv("SPMD_COORDINATOR", "localhost:99999", 1);
+    st = spmd__boot_open(&d, &b, err, sizeof err);
+    T_CHECK(st == SPMD_ERR_INVALID && strstr(err, "host:port"), "bad port: %s %s", spmd_status_name(st), err);
+    unsetenv("SPMD_NUM_PROCESSES"); unsetenv("SPMD_PROCESS_ID"); unsetenv("SPMD_COORDINATOR");
+    unsetenv("SPMD_BOOT_TIMEOUT_MS");
+}
+
+static void test_wrong_key(void) {
+    char coord[64];
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=right-key",
+                        "SPMD_BOOT_TIMEOUT_MS=2500", NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=wrong-key",
+                        "SPMD_BOOT_TIMEOUT_MS=2500", NULL};
+    pid_t p0, p1;
+    int s0, s1;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    p0 = p_spawn("boot-key0", "status", e0);
+    p1 = p_spawn("boot-key1", "status", e1);
+    s1 = p_wait(p1, 20);
+    s0 = p_wait(p0, 20);
+    T_CHECK(p_exit_code(s1) == 0 && strstr(p_read("boot-key1", "out"), "BOOT SPMD_ERR_INVALID") &&
+                strstr(p_read("boot-key1", "out"), "job key mismatch"),
+            "wrong key: process 1 says: %s", p_read("boot-key1", "out"));
+    T_CHECK(p_exit_code(s0) == 0 && strstr(p_read("boot-key0", "out"), "BOOT SPMD_ERR_TIMEOUT") &&
+                strstr(p_read("boot-key0", "err"), "job key mismatch"),
+            "wrong key: coordinator says: %s", p_read("boot-key0", "out"));
+}
+
+static void test_garbage(void) {
+    char coord[64];
+    int port = p_free_port(), fd, hang, i;
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=k",
+                        "SPMD_BOOT_TIMEOUT_MS=15000", "SPMD_BOOT_CONN_TIMEOUT_MS=800", NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=k",
+                        "SPMD_BOOT_TIMEOUT_MS=15000", NULL};
+    unsigned char m[4096];
+    size_t n;
+    pid_t p0, p1;
+    int s0, s1;
+    double t0;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", port);
+    t0 = p_now();
+    p0 = p_spawn("boot-garbage0", "status", e0);
+    /* 1: random bytes */
+    fd = connect_to(port);
+    T_CHECK(fd >= 0, "could not connect to the coordinator on port %d", port);
+    for (i = 0; i < (int)sizeof m; i++) m[i] = (unsigned char)(rand() >> 7);
+    if (fd >= 0) { (void)!write(fd, m, sizeof m); close(fd); }
+    /* 2: a truncated header, left open (must be dropped after its deadline) */
+    hang = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 8);
+    if (hang >= 0) (void)!write(hang, m, 10);
+    /* 3: a valid header announcing 4 GiB */
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 0xffffffffu);
+    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    /* 4: a HELLO whose key length disagrees with its size */
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 9);
+    spmd__boot_put32(m + n, 2); spmd__boot_put32(m + n + 4, 100); m[n + 8] = 'k';
+    if (fd >= 0) { (void)!write(fd, m, n + 9); usleep(50000); close(fd); }
+    /* 5: a collective message before any handshake, 6: an unknown version, 7: a process id out of range,
+       8: half a payload then close */
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_GATHER, 1, 0);
+    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, 77, SPMD__BM_HELLO, 1, 0);
+    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 99, 9);
+    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    fd = connect_to(port);
+    n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 9);
+    if (fd >= 0) { (void)!write(fd, m, n + 4); usleep(50000); close(fd); }
+    usleep(1200000); /* past the truncated connection's deadline */
+    p1 = p_spawn("boot-garbage1", "status", e1);
+    s1 = p_wait(p1, 20);
+    s0 = p_wait(p0, 20);
+    if (hang >= 0) close(hang);
+    T_CHECK(p_exit_code(s0) == 0 && strstr(p_read("boot-garbage0", "out"), "BOOT SPMD_OK") &&
+                strstr(p_read("boot-garbage0", "out"), "BARRIER SPMD_OK"),
+            "coordinator after garbage: exit %d: %s", p_exit_code(s0), p_read("boot-garbage0", "out"));
+    T_CHECK(p_exit_code(s1) == 0 && strstr(p_read("boot-garbage1", "out"), "BARRIER SPMD_OK"),
+            "process 1 after garbage: exit %d: %s", p_exit_code(s1), p_read("boot-garbage1", "out"));
+    {
+        const char *e = p_read("boot-garbage0", "err");
+        int rejected = count(e, "rejected connection");
+        T_CHECK(rejected >= 7, "coordinator logged %d rejections, want 7:\n%s", rejected, e);
+        T_CHECK(strstr(e, "bad magic") && strstr(e, "too large") && strstr(e, "key length") &&
+                    strstr(e, "before the handshake") && strstr(e, "protocol version") && strstr(e, "outside"),
+                "rejection reasons:\n%s", e);
+        T_CHECK(strstr(e, "no valid handshake within"), "the truncated connection was not dropped:\n%s", e);
+    }
+    T_CHECK(p_now() - t0 < 10, "garbage test took %.1f s", p_now() - t0);
+}
+
+static void test_no_coordinator(void) {
+    char coord[64];
+    const char *e1[] = {"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=2", coord, "SPMD_JOB_KEY=k",
+                        "SPMD_BOOT_TIMEOUT_MS=1500", NULL};
+    double t0 = p_now(), dt;
+    int s;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    s = p_wait(p_spawn("boot-nocoord", "status", e1), 20);
+    dt = p_now() - t0;
+    T_CHECK(p_exit_code(s) == 0 && strstr(p_read("boot-nocoord", "out"), "BOOT SPMD_ERR_TIMEOUT") &&
+                strstr(p_read("boot-nocoord", "out"), "could not reach the coordinator"),
+            "no coordinator: %s", p_read("boot-nocoord", "out"));
+    T_CHECK(dt >= 1.4 && dt < 4.0, "no coordinator: gave up after %.2f s, deadline 1.5 s", dt);
+}
+
+int main(int argc, char **argv) {
+    p_self = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
+    signal(SIGPIPE, SIG_IGN);
+    test_layouts();
+    test_jobs();
+    test_wrong_key();
+    test_garbage();
+    test_no_coordinator();
+    return t_summary();
+}

@@ -1,0 +1,231 @@
+/* Transport of the libfabric backend: every pair of processes exchanges
+   tagged messages of sizes 0, 1, 7, inject-1..inject+1, 8 KiB-1..8 KiB+1 and
+   1 MiB+13, random data verified, all in flight at once and finished in a
+   random order, over several groups and sequence numbers with the same
+   steps (a mixed-up match would show as wrong data); with the tcp provider,
+   the shm provider, the automatic choice, and tcp with SPMD_FABRIC_STRICT=1.
+   A process killed mid-transfer (process 1, then the coordinator) makes the
+   survivor's wait return the peer-lost status naming it. A provider that is
+   missing makes its cases skipped (child exit 77), not passed. */
+#define SPMDCOLL_IMPLEMENTATION
+#ifndef SPMDCOLL_LIBFABRIC
+#define SPMDCOLL_LIBFABRIC
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "proclib.h"
+
+#define NGROUP 2
+#define NSEQ 2
+#define NSIZE 10
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill(unsigned char *p, size_t n, int src, int dst, int g, int s, int k) {
+    uint64_t st = (uint64_t)src << 48 ^ (uint64_t)dst << 32 ^ (uint64_t)g << 24 ^ (uint64_t)s << 16 ^ (uint64_t)k;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (i % 8 == 0) rng_next(&st);
+        p[i] = (unsigned char)(st >> (8 * (i % 8)));
+    }
+}
+
+typedef struct xfer {
+    spmd__fab_op op;
+    int peer, g, s, k, send;
+    unsigned char *buf;
+    size_t len;
+} xfer;
+
+static int open_fab(spmd__fab **f) {
+    spmd__fab_desc d;
+    char err[512];
+    spmd_status st;
+    memset(&d, 0, sizeof d);
+    st = spmd__fab_open(&d, f, err, sizeof err);
+    if (st == SPMD_ERR_UNSUPPORTED) {
+        printf("SKIP %s\n", err);
+        return 77;
+    }
+    if (st != SPMD_OK) {
+        printf("open: %s %s\n", spmd_status_name(st), err);
+        return 1;
+    }
+    return 0;
+}
+
+static int child_xfer(void) {
+    spmd__fab *f;
+    size_t sizes[NSIZE];
+    xfer *x;
+    int *order, nx = 0, i, j, bad = 0, rc = open_fab(&f);
+    uint64_t seed = 12345u, dl;
+    if (rc) return rc;
+    sizes[0] = 0; sizes[1] = 1; sizes[2] = 7;
+    sizes[3] = f->inject ? f->inject - 1 : 0; sizes[4] = f->inject; sizes[5] = f->inject + 1;
+    sizes[6] = 8191; sizes[7] = 8192; sizes[8] = 8193; sizes[9] = (1u << 20) + 13;
+    x = (xfer *)calloc((size_t)f->nprocs * NGROUP * NSEQ * NSIZE * 2, sizeof *x);
+    order = (int *)calloc((size_t)f->nprocs * NGROUP * NSEQ * NSIZE * 2, sizeof *order);
+    for (i = 0; i < f->nprocs; i++) {
+        int g, s, k, dir;
+        if (i == f->rank) continue;
+        for (g = 0; g < NGROUP; g++)
+            for (s = 0; s < NSEQ; s++)
+                for (k = 0; k < NSIZE; k++)
+                    for (dir = 0; dir < 2; dir++) {
+                        xfer *t = &x[nx];
+                        t->peer = i; t->g = g; t->s = s; t->k = k; t->send = dir;
+                        t->len = sizes[k];
+                        t->buf = (unsigned char *)malloc(t->len + 1);
+                        if (dir) fill(t->buf, t->len, f->rank, i, g, s, k);
+                        else memset(t->buf, 0xee, t->len);
+                        order[nx] = nx;
+                        nx++;
+                    }
+    }
+    /* post everything in a random order, then finish in another */
+    for (i = nx - 1; i > 0; i--) { j = (int)(rng_next(&seed) % (uint64_t)(i + 1)); rc = order[i]; order[i] = order[j]; order[j] = rc; }
+    dl = spmd__now_ns() + 60000000000ull;
+    for (i = 0; i < nx && !bad; i++) {
+        xfer *t = &x[order[i]];
+        uint64_t tag = SPMD__FAB_TAG(t->g + 1, t->s + 700, t->k);
+        spmd_status st = t->send ? spmd__fab_post_send(f, &t->op, t->peer, tag, t->buf, t->len, dl)
+                                 : spmd__fab_post_recv(f, &t->op, t->peer, tag, t->buf, t->len, dl);
+        if (st != SPMD_OK) { printf("post: %s %s\n", spmd_status_name(st), f->err); bad = 1; }
+    }
+    for (i = nx - 1; i > 0; i--) { j = (int)(rng_next(&seed) % (uint64_t)(i + 1)); rc = order[i]; order[i] = order[j]; order[j] = rc; }
+    for (i = 0; i < nx && !bad; i++) {
+        xfer *t = &x[order[i]];
+        spmd_status st = spmd__fab_wait(f, &t->op);
+        if (st != SPMD_OK) {
+            printf("wait (%s process %d, group %d seq %d size %zu): %s %s\n", t->send ? "send to" : "recv from", t->peer,
+                   t->g, t->s, t->len, spmd_status_name(st), t->op.err);
+            bad = 1;
+        } else if (!t->send) {
+            unsigned char *want = (unsigned char *)malloc(t->len + 1);
+            fill(want, t->len, t->peer, f->rank, t->g, t->s, t->k);
+            if (memcmp(want, t->buf, t->len) != 0 || t->op.received != t->len) {
+                printf("data from process %d, group %d seq %d size %zu: wrong (received %zu)\n", t->peer, t->g, t->s,
+                       t->len, t->op.received);
+                bad = 1;
+            }
+            free(want);
+        }
+    }
+    if (!bad) {
+        spmd_status st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
+        if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); bad = 1; }
+    }
+    printf("%s: %d transfers with %d processes on %s, segment %zu, inject %zu, %d registrations%s\n",
+           bad ? "FAILED" : "ok", nx, f->nprocs, f->prov, f->seg, f->inject, f->nmr, f->strict ? ", strict" : "");
+    spmd__fab_close(f);
+    for (i = 0; i < nx; i++) free(x[i].buf);
+    free(x);
+    free(order);
+    return bad;
+}
+
+/* mode "kill1": process 1 dies mid-send; "kill0": the coordinator dies. */
+static int child_kill(int victim) {
+    spmd__fab *f;
+    size_t len = (size_t)8 << 20;
+    unsigned char *buf;
+    spmd__fab_op op;
+    spmd_status st;
+    double t0;
+    int rc = open_fab(&f), other;
+    if (rc) return rc;
+    other = 1 - f->rank;
+    buf = (unsigned char *)calloc(1, len);
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
+    if (st != SPMD_OK) { printf("barrier: %s\n", f->boot->err); return 1; }
+    memset(&op, 0, sizeof op);
+    if (f->rank == victim) {
+        /* half of what the survivor expects: its receive is cut off mid-transfer for sure */
+        spmd__fab_post_send(f, &op, other, SPMD__FAB_TAG(1, 1, 1), buf, len / 2, 0);
+        t0 = p_now();
+        while (p_now() - t0 < 0.05) spmd__fab_progress(f);
+        printf("dying\n");
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    st = spmd__fab_post_recv(f, &op, other, SPMD__FAB_TAG(1, 1, 1), buf, len, spmd__now_ns() + 30000000000ull);
+    t0 = p_now();
+    if (st == SPMD_OK) st = spmd__fab_wait(f, &op);
+    printf("SURVIVOR %s after %.2f s: %s\n", spmd_status_name(st), p_now() - t0, st == SPMD_OK ? "" : op.err);
+    rc = !(st == SPMD__ERR_PEER_LOST && p_now() - t0 < 10);
+    {
+        char who[32];
+        snprintf(who, sizeof who, "process %d lost", other);
+        if (!strstr(op.err, who)) rc = 1;
+    }
+    spmd__fab_close(f);
+    free(buf);
+    return rc;
+}
+
+static void run_job(const char *tag, int n, const char *extra, const char *envs) {
+    int rc = p_spmdrun(tag, n, extra, "xfer", envs);
+    if (rc == 77) {
+        T_SKIP("%s: provider not available here (%s/%s.log)", tag, p_logdir, tag);
+        return;
+    }
+    T_CHECK(rc == 0, "%s: exit %d", tag, rc);
+    if (rc != 0) p_show(tag, "log");
+}
+
+static void test_kill(int victim, const char *prov) {
+    char coord[64], tag0[64], tag1[64], mode[16];
+    char provenv[64];
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=kk", provenv,
+                        "SPMD_FABRIC_STRICT=1", NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=kk", provenv,
+                        "SPMD_FABRIC_STRICT=1", NULL};
+    pid_t p0, p1;
+    int s0, s1, survivor_rc, victim_rc;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(provenv, sizeof provenv, "SPMD_PROVIDER=%s", prov);
+    snprintf(tag0, sizeof tag0, "fabric-kill%d-%s-p0", victim, prov);
+    snprintf(tag1, sizeof tag1, "fabric-kill%d-%s-p1", victim, prov);
+    snprintf(mode, sizeof mode, "kill%d", victim);
+    p0 = p_spawn(tag0, mode, e0);
+    p1 = p_spawn(tag1, mode, e1);
+    s0 = p_wait(p0, 40);
+    s1 = p_wait(p1, 40);
+    survivor_rc = p_exit_code(victim ? s0 : s1);
+    victim_rc = p_exit_code(victim ? s1 : s0);
+    if (survivor_rc == 77) {
+        T_SKIP("kill test with %s: provider not available", prov);
+        return;
+    }
+    T_CHECK(victim_rc == 128 + SIGKILL, "victim (process %d) ended with %d", victim, victim_rc);
+    T_CHECK(survivor_rc == 0, "survivor of process %d's death (%s): exit %d: %s", victim, prov, survivor_rc,
+            p_read(victim ? tag0 : tag1, "out"));
+    if (survivor_rc != 0) p_show(victim ? tag0 : tag1, "err");
+}
+
+int main(int argc, char **argv) {
+    p_self = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+        if (strcmp(argv[2], "xfer") == 0) return child_xfer();
+        if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
+        if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    run_job("fabric-tcp-2", 2, "--provider tcp", "");
+    run_job("fabric-tcp-3", 3, "--provider tcp", "");
+    run_job("fabric-shm-2", 2, "--provider shm", "");
+    run_job("fabric-shm-3", 3, "--provider shm", "");
+    run_job("fabric-strict-tcp-2", 2, "--provider tcp", "SPMD_FABRIC_STRICT=1");
+    run_job("fabric-strict-tcp-3", 3, "--provider tcp", "SPMD_FABRIC_STRICT=1");
+    run_job("fabric-auto-2", 2, "", "unset SPMD_PROVIDER FI_PROVIDER;");
+    test_kill(1, "tcp");
+    test_kill(0, "tcp");
+    return t_summary();
+}
