@@ -205,7 +205,8 @@ extern "C" {
     X(SPMD_ERR_UNSUPPORTED, "not supported")                                         \
     X(SPMD_ERR_BUSY, "busy")                                                         \
     X(SPMD_ERR_STATE, "call not valid in this state")                                \
-    X(SPMD_ERR_SYSTEM, "system call failed")
+    X(SPMD_ERR_SYSTEM, "system call failed")                                         \
+    X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")
 
 typedef enum spmd_status {
 #define SPMD__STATUS_ENUM(name, text) name,
@@ -2594,10 +2595,6 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #include <sys/socket.h>
 #include <sys/types.h>
 
-/* A peer that died or left is reported with this status; a dedicated status
-   (SPMD_ERR_PEER_LOST) would need a line in the status list. */
-#define SPMD__ERR_PEER_LOST SPMD_ERR_TIMEOUT
-
 #define SPMD__BOOT_MAGIC 0x444d5053u
 #define SPMD__BOOT_VERSION 1u
 #define SPMD__BOOT_HDR 16u
@@ -3343,7 +3340,7 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
         if (spmd__boot_fill(b, c) < 0 && spmd__boot_parse(b, c, 0, &m, why, sizeof why) != 1)
-            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
                                    "the handshake", c->peer);
     }
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
@@ -3502,7 +3499,7 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
         if (b->rank != 0 && b->nlost) {
             for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
-            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "%s: process %d lost", what, rc);
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, rc);
         }
         rc = spmd__boot_parse(b, c, 0, m, why, sizeof why);
         if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: process %d: %s", what, c->rank, why);
@@ -3517,7 +3514,7 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
         }
         if (c->eof || c->bye) {
             spmd__boot_mark(b, c->rank, !c->bye);
-            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "%s: process %d %s", what, c->rank,
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d %s", what, c->rank,
                                    c->bye ? "left the job" : "lost (connection closed)");
         }
         ms = spmd__boot_ms_left(deadline_ns);
@@ -3550,9 +3547,9 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     if (b->nprocs == 1) return SPMD_OK;
     if (b->rank != 0) {
         if (b->coord.fd < 0)
-            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
         if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, mine, len, deadline_ns) != 0)
-            return spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
         st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) return st;
         for (i = 0, o = 0; i < b->nprocs; i++) {
@@ -3574,7 +3571,7 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     }
     for (i = 1; i < b->nprocs && st == SPMD_OK; i++) {
         spmd__boot_conn *c = &b->peers[i];
-        if (c->fd < 0) { st = spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: process %d is gone", i); break; }
+        if (c->fd < 0) { st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process %d is gone", i); break; }
         st = spmd__boot_await(b, c, SPMD__BM_GATHER, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) break;
         if (m.len > cap) {
@@ -3598,7 +3595,7 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         }
         for (i = 1; i < b->nprocs; i++)
             if (spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, pay, plen, deadline_ns) != 0 && st == SPMD_OK)
-                st = spmd__boot_fail(b, SPMD__ERR_PEER_LOST, "allgather: sending the result to process %d failed", i);
+                st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending the result to process %d failed", i);
         spmd__free(&b->alloc, pay);
     }
     return st;
@@ -3965,7 +3962,7 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
     pthread_mutex_lock(&f->lock);
     if (spmd__boot_lost(f->boot, peer)) {
         pthread_mutex_unlock(&f->lock);
-        return spmd__fab_fail(f, SPMD__ERR_PEER_LOST, "%s process %d: that process is lost",
+        return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "%s process %d: that process is lost",
                               kind == SPMD__FOP_SEND ? "send to" : "receive from", peer);
     }
     st = spmd__fab_mr_get(f, buf, len, &op->mr);
@@ -4063,7 +4060,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             {
                 char why[400];
                 spmd_status s = e.err == FI_ETRUNC ? SPMD_ERR_SIZE
-                                : spmd__boot_lost(f->boot, sg->op->peer) ? SPMD__ERR_PEER_LOST
+                                : spmd__boot_lost(f->boot, sg->op->peer) ? SPMD_ERR_PEER_LOST
                                                                           : SPMD_ERR_SYSTEM;
                 snprintf(why, sizeof why, "%s%s (provider: %s)", fi_strerror(e.err),
                          e.err == FI_ETRUNC ? ": the sender posted more bytes" : "", pbuf);
@@ -4084,7 +4081,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
         if (op->status == SPMD_OK && spmd__boot_lost(f->boot, op->peer)) {
             char what[160];
             spmd__fab_describe(op, what, sizeof what);
-            spmd__fab_op_fail(f, op, SPMD__ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)",
+            spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)",
                               what, op->peer);
         } else if (op->status == SPMD_OK && op->deadline_ns && now >= op->deadline_ns) {
             char what[160];

@@ -158,7 +158,7 @@ static int child_kill(int victim) {
     t0 = p_now();
     if (st == SPMD_OK) st = spmd__fab_wait(f, &op);
     printf("SURVIVOR %s after %.2f s: %s\n", spmd_status_name(st), p_now() - t0, st == SPMD_OK ? "" : op.err);
-    rc = !(st == SPMD__ERR_PEER_LOST && p_now() - t0 < 10);
+    rc = !(st == SPMD_ERR_PEER_LOST && p_now() - t0 < 10);
     {
         char who[32];
         snprintf(who, sizeof who, "process %d lost", other);
