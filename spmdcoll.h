@@ -37,9 +37,11 @@
      SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
      SPMD_STATIC               make every function static (private copy per file)
      SPMD_API                  override the linkage of the public functions
-     SPMDCOLL_LIBFABRIC        compile the libfabric backend in (not yet
-                               implemented: selecting it returns
-                               SPMD_ERR_UNSUPPORTED with a message)
+     SPMDCOLL_LIBFABRIC        compile the libfabric parts in (link
+                               -lfabric): bootstrap and tagged transport
+                               are there; meshes over them are not wired
+                               yet, so selecting the backend still returns
+                               SPMD_ERR_UNSUPPORTED with a message
      SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
      SPMD_ASSERT(x)            replace assert() for internal invariants
 
