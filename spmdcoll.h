@@ -774,9 +774,10 @@ typedef struct spmd_reshard_plan {
 } spmd_reshard_plan;
 /* The plan reshard follows from one sharding of a global array to another:
    local slicing first, then partial sums (psum_scatter where the target
-   shards by those axes, psum otherwise), an axis at the minor end of one
-   dimension that the target wants next on another moves by all_to_all, the
-   rest is all_gathered; replicated -> partial is local. model may be NULL. */
+   shards by those axes, psum otherwise), axes at the minor end of one
+   dimension that the target wants next, in that order, on another move by
+   one all_to_all, the rest is all_gathered; replicated -> partial is local.
+   model may be NULL (the defaults). Thread-safe; no communication. */
 SPMD_API spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to,
                                             spmd_dtype dt, int rank, const int64_t *global_shape,
                                             const spmd_cost_model *model, spmd_reshard_plan *plan,
@@ -4643,19 +4644,26 @@ static spmd_status spmd__plan_build(const spmd_mesh *m, const spmd__rspec *f, co
             R = 0;
             continue;
         }
-        /* 3. an axis at the minor end of dimension i that dimension j wants next: all_to_all */
+        /* 3. the axes at the minor end of dimension i that dimension j wants next, in the same
+           order: one all_to_all over all of them (the longest such run) */
         for (i = 0; i < rank && !did && s == SPMD_OK; i++) {
-            int a;
-            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
-            a = L.ax[i][L.n[i] - 1];
+            int c = spmd__lay_common(&L, t, i), len = 0, S[SPMD_MAX_AXES];
+            if (L.n[i] <= c) continue;
             for (j = 0; j < rank; j++) {
-                if (j == i || !spmd__lay_prefix(&L, t, j) || L.n[j] >= t->n[j] || t->ax[j][L.n[j]] != a) continue;
-                s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, &a, 1, j, i);
-                L.n[i]--;
-                L.ax[j][L.n[j]++] = a;
-                did = 1;
-                break;
+                if (j == i || !spmd__lay_prefix(&L, t, j)) continue;
+                for (len = L.n[i] - c; len >= 1; len--)
+                    if (L.n[j] + len <= t->n[j] &&
+                        memcmp(L.ax[i] + L.n[i] - len, t->ax[j] + L.n[j], (size_t)len * sizeof(int)) == 0)
+                        break;
+                if (len) break;
             }
+            if (!len) continue;
+            memcpy(S, L.ax[i] + L.n[i] - len, (size_t)len * sizeof(int));
+            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, S, len, j, i);
+            L.n[i] -= len;
+            memcpy(L.ax[j] + L.n[j], S, (size_t)len * sizeof(int));
+            L.n[j] += len;
+            did = 1;
         }
         if (did) continue;
         /* 4. the minor-most misplaced axis is gathered */

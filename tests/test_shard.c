@@ -1072,6 +1072,76 @@ static void test_plans_and_costs(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- the textbook transitions take exactly the textbook plan -------------------------------- */
+typedef struct { spmd_coll k; const char *ax; int dim, dim2; } tstep;
+
+static void test_textbook_plans(void) {
+    static const tmesh meshes[2] = {{2, {2, 2}, {"x", "y"}}, {2, {2, 3}, {"x", "y"}}};
+    static const struct { const char *f, *t; int rank, n; tstep st[2]; } tb[] = {
+        /* sharded -> replicated: one all_gather (axes sharing a dimension: one gather over both) */
+        {"P('x')", "P()", 1, 1, {{SPMD_COLL_ALL_GATHER, "x", 0, -1}}},
+        {"P(None, 'y')", "P(None, None)", 2, 1, {{SPMD_COLL_ALL_GATHER, "y", 1, -1}}},
+        {"P(('x', 'y'))", "P()", 1, 1, {{SPMD_COLL_ALL_GATHER, "x,y", 0, -1}}},
+        {"P(None, ('y', 'x'), None)", "P()", 3, 1, {{SPMD_COLL_ALL_GATHER, "y,x", 1, -1}}},
+        {"P('x', ('y'))", "P('x')", 2, 1, {{SPMD_COLL_ALL_GATHER, "y", 1, -1}}},
+        /* replicated -> sharded: a local slice, nothing sent */
+        {"P()", "P('x')", 1, 1, {{SPMD_COLL_SLICE, "x", 0, -1}}},
+        {"P()", "P(None, ('y', 'x'))", 2, 1, {{SPMD_COLL_SLICE, "y,x", 1, -1}}},
+        {"P('x')", "P('x', None, 'y')", 3, 1, {{SPMD_COLL_SLICE, "y", 2, -1}}},
+        /* an axis (or a run of axes) moved between dimensions: one all_to_all */
+        {"P('x', None)", "P(None, 'x')", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "x", 1, 0}}},
+        {"P(None, None, 'y')", "P('y')", 3, 1, {{SPMD_COLL_ALL_TO_ALL, "y", 0, 2}}},
+        {"P(('x', 'y'), None)", "P(None, ('x', 'y'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "x,y", 1, 0}}},
+        {"P(None, ('y', 'x'))", "P(('y', 'x'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "y,x", 0, 1}}},
+        {"P('x', 'y')", "P(('x', 'y'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "y", 0, 1}}},
+        /* partial -> sharded: one psum_scatter */
+        {"P(partial='x')", "P('x')", 1, 1, {{SPMD_COLL_PSUM_SCATTER, "x", 0, -1}}},
+        {"P(None, partial=('x', 'y'))", "P(None, ('y', 'x'))", 2, 1, {{SPMD_COLL_PSUM_SCATTER, "y,x", 1, -1}}},
+        {"P('y', partial='x')", "P(('y', 'x'))", 1, 1, {{SPMD_COLL_PSUM_SCATTER, "x", 0, -1}}},
+        /* partial -> replicated: one psum */
+        {"P(partial='y')", "P()", 2, 1, {{SPMD_COLL_PSUM, "y", -1, -1}}},
+        {"P(partial=('x', 'y'))", "P()", 0, 1, {{SPMD_COLL_PSUM, "x,y", -1, -1}}},
+        {"P('x', partial='y')", "P('x')", 3, 1, {{SPMD_COLL_PSUM, "y", -1, -1}}},
+        /* replicated -> partial: local */
+        {"P()", "P(partial='x')", 1, 1, {{SPMD_COLL_ZERO, "x", -1, -1}}},
+        /* nothing: trailing None and P() / P(None) are the same sharding */
+        {"P('x')", "P('x', None, None)", 3, 0, {{SPMD_COLL_NONE, "", 0, 0}}},
+        {"P(None)", "P()", 1, 0, {{SPMD_COLL_NONE, "", 0, 0}}},
+        /* two steps: the partial sum reduced before the gather, on the smaller block */
+        {"P('x', partial='y')", "P()", 1, 2, {{SPMD_COLL_PSUM, "y", -1, -1}, {SPMD_COLL_ALL_GATHER, "x", 0, -1}}},
+        {"P(partial='x')", "P('y')", 1, 2, {{SPMD_COLL_SLICE, "y", 0, -1}, {SPMD_COLL_PSUM, "x", -1, -1}}},
+    };
+    for (int mi = 0; mi < 2; mi++) {
+        spmd_mesh *m = make_mesh(&meshes[mi], SPMD_CHECK_DEFAULT);
+        if (!m) return;
+        for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) {
+            spmd_spec f, t;
+            spmd_reshard_plan p;
+            spmd_msg w;
+            char text[2048];
+            int64_t g[3] = {12, 12, 12};
+            T_CHECK(spmd_spec_parse(tb[i].f, &f, NULL) == SPMD_OK && spmd_spec_parse(tb[i].t, &t, NULL) == SPMD_OK,
+                    "parse %s / %s", tb[i].f, tb[i].t);
+            spmd_status s = spmd_reshard_plan_make(m, &f, &t, SPMD_F32, tb[i].rank, g, NULL, &p, &w);
+            int ok = s == SPMD_OK && p.nsteps == tb[i].n, local = 1;
+            for (int k = 0; k < tb[i].n && ok; k++) {
+                const spmd_reshard_step *st = &p.steps[k];
+                ok = st->kind == tb[i].st[k].k && strcmp(st->axes, tb[i].st[k].ax) == 0 && st->dim == tb[i].st[k].dim &&
+                     (st->kind != SPMD_COLL_ALL_TO_ALL || st->dim2 == tb[i].st[k].dim2);
+                int is_local = st->kind == SPMD_COLL_SLICE || st->kind == SPMD_COLL_ZERO;
+                local &= is_local;
+                if (is_local) ok &= st->cost.bytes == 0 && st->cost.steps == 0;
+                else ok &= st->cost.bytes > 0 && st->cost.steps > 0;
+            }
+            if (ok && local) ok = p.total.bytes == 0 && p.total.steps == 0;
+            spmd_reshard_plan_text(&p, text, sizeof text);
+            T_CHECK(ok, "mesh %d: plan %s -> %s (rank %d) is not the textbook one: %s %s\n%s", mi, tb[i].f, tb[i].t,
+                    tb[i].rank, stname(s), w.text, text);
+        }
+        spmd_mesh_destroy(m);
+    }
+}
+
 /* ---- reshard errors: every device refused alike, the mesh stays usable --------------------- */
 typedef struct {
     spmd_status st[8];
@@ -1152,6 +1222,7 @@ int main(void) {
     test_shard_map_random();
     test_tutorial();
     test_plans_and_costs();
+    test_textbook_plans();
     test_reshard_errors();
     test_reshard_sweep();
     printf("(%.1f s)\n", now_s() - t0);
