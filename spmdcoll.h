@@ -647,10 +647,13 @@ typedef struct spmd_msg {
 
 /* Parse "P('row', None)", "P(('x','y'), None)", "P()" (also PartitionSpec(...),
    double quotes, bare names, partial=/unreduced= with a name or a tuple).
-   SPMD_ERR_INVALID for syntax, SPMD_ERR_DUP_AXIS for an axis named twice. */
+   SPMD_ERR_INVALID for syntax or a name with ',' '*' blanks or quotes,
+   SPMD_ERR_DUP_AXIS for an axis named twice; *out is unchanged on failure.
+   spmd_spec_format's text parses back to an equal spec. */
 SPMD_API spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why);
 /* Build a spec: dims[i] is "x", "x,y" (major first), or NULL / "" for None;
-   partial is NULL, "" or "y,z". dims may be NULL when rank is 0. */
+   partial is NULL, "" or "y,z". dims may be NULL when rank is 0. Errors as
+   spmd_spec_parse; *out is unchanged on failure. */
 SPMD_API spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial,
                                     spmd_msg *why);
 /* Write the text form into buf (always terminated when len > 0); returns the
@@ -3432,11 +3435,13 @@ static void spmd__msg_ok(spmd_msg *why) {
     if (why) why->text[0] = '\0';
 }
 
-/* A name stored in a spec field: terminated inside the field, 1..31 chars. */
+/* A name stored in a spec field: terminated inside the field, 1..31 chars,
+   none of the characters a mesh axis name may not hold (',' '*' blanks)
+   nor a quote (the text form could not be read back). */
 static int spmd__name_ok(const char *n) {
     size_t k = 0;
     while (k <= SPMD_MAX_AXIS_NAME && n[k]) k++;
-    return k >= 1 && k <= SPMD_MAX_AXIS_NAME;
+    return k >= 1 && k <= SPMD_MAX_AXIS_NAME && n[strcspn(n, ", *\t\n\r'\"")] == '\0';
 }
 
 /* Structural validity of a spec (no mesh): counts, names, no axis twice. */
@@ -3460,8 +3465,9 @@ static spmd_status spmd__spec_valid(const spmd_spec *s, char *why, size_t wl) {
         for (k = 0; k < n; k++) {
             const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
             if (!spmd__name_ok(nm)) {
-                snprintf(why, wl, "spec %s %d: axis name %d is empty or longer than %d characters",
-                         i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k, SPMD_MAX_AXIS_NAME);
+                snprintf(why, wl, "spec %s %d: axis name %d is empty, longer than %d characters or holds one "
+                         "of , * blanks quotes", i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k,
+                         SPMD_MAX_AXIS_NAME);
                 return SPMD_ERR_INVALID;
             }
             for (j = 0; j < ns; j++)
@@ -3577,6 +3583,10 @@ static spmd_status spmd__parse_name(const char **pp, char *out, const char *text
         snprintf(why, wl, "axis name of %d characters in \"%s\" (1..%d)", (int)n, text, SPMD_MAX_AXIS_NAME);
         return SPMD_ERR_INVALID;
     }
+    if (strcspn(s, ", *\t\n\r'\"") < n) {
+        snprintf(why, wl, "axis name '%.*s' in \"%s\" holds one of , * blanks quotes", (int)n, s, text);
+        return SPMD_ERR_INVALID;
+    }
     memcpy(out, s, n);
     out[n] = '\0';
     *pp = p;
@@ -3619,6 +3629,7 @@ static spmd_status spmd__parse_axes_item(const char **pp, char (*names)[SPMD_MAX
 static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, size_t wl) {
     const char *p = spmd__skip(text);
     spmd_status s;
+    int got_partial = 0;
     memset(o, 0, sizeof *o);
     if (spmd__word(p, "PartitionSpec")) p += 13;
     else if (spmd__word(p, "P")) p += 1;
@@ -3635,7 +3646,7 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
                 snprintf(why, wl, "expected '=' after %s in \"%s\"", p[0] == 'p' ? "partial" : "unreduced", text);
                 return SPMD_ERR_INVALID;
             }
-            if (o->npartial) {
+            if (got_partial++) {
                 snprintf(why, wl, "partial axes given twice in \"%s\"", text);
                 return SPMD_ERR_INVALID;
             }
@@ -3660,7 +3671,7 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
             }
             if (s != SPMD_OK) return s;
         } else {
-            if (o->npartial) {
+            if (got_partial) {
                 snprintf(why, wl, "a dimension after the partial axes in \"%s\"", text);
                 return SPMD_ERR_INVALID;
             }
@@ -3694,60 +3705,53 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
 
 spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why) {
     char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
     spmd_status s;
     if (!text || !out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_parse: %s is NULL", text ? "out" : "text");
-    s = spmd__parse_spec(text, out, w, sizeof w);
-    if (s != SPMD_OK) {
-        memset(out, 0, sizeof *out);
-        return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
-    }
+    s = spmd__parse_spec(text, &sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
+    *out = sp;
     spmd__msg_ok(why);
     return SPMD_OK;
 }
 
 spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial, spmd_msg *why) {
     char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
     int i;
     spmd_status s;
     if (!out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: out is NULL");
-    memset(out, 0, sizeof *out);
     if (rank < 0 || rank > SPMD_MAX_RANK)
         return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
     if (rank > 0 && !dims) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: dims is NULL");
-    out->rank = rank;
+    memset(&sp, 0, sizeof sp);
+    sp.rank = rank;
     for (i = 0; i <= rank; i++) {
-        const char *t = i < rank ? dims[i] : partial;
-        int *n = i < rank ? &out->naxes[i] : &out->npartial;
-        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? out->axes[i] : out->partial;
+        const char *t = i < rank ? dims[i] : partial, *all = t;
+        int *n = i < rank ? &sp.naxes[i] : &sp.npartial;
+        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? sp.axes[i] : sp.partial;
         while (t && *t) {
             const char *e = t + strcspn(t, ","), *a = t, *b = e;
             size_t len;
             while (*a == ' ') a++;
             while (b > a && b[-1] == ' ') b--;
             len = (size_t)(b - a);
-            if (len == 0 || len > SPMD_MAX_AXIS_NAME) {
-                s = SPMD_ERR_INVALID;
-                memset(out, 0, sizeof *out);
-                return spmd__mfail(NULL, why, s, "spec_init: %s \"%s\": axis names must be 1..%d characters",
-                                   i < rank ? "dimension" : "partial", i < rank ? dims[i] : partial,
-                                   SPMD_MAX_AXIS_NAME);
-            }
-            if (*n == SPMD_MAX_AXES) {
-                memset(out, 0, sizeof *out);
+            if (len == 0 || len > SPMD_MAX_AXIS_NAME)
+                return spmd__mfail(NULL, why, SPMD_ERR_INVALID,
+                                   "spec_init: %s \"%s\": axis names must be 1..%d characters",
+                                   i < rank ? "dimension" : "partial", all, SPMD_MAX_AXIS_NAME);
+            if (*n == SPMD_MAX_AXES)
                 return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: more than %d axes in \"%s\"",
-                                   SPMD_MAX_AXES, i < rank ? dims[i] : partial);
-            }
+                                   SPMD_MAX_AXES, all);
             memcpy(names[*n], a, len);
             names[*n][len] = '\0';
             (*n)++;
             t = *e ? e + 1 : e;
         }
     }
-    s = spmd__spec_valid(out, w, sizeof w);
-    if (s != SPMD_OK) {
-        memset(out, 0, sizeof *out);
-        return spmd__mfail(NULL, why, s, "spec_init: %s", w);
-    }
+    s = spmd__spec_valid(&sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_init: %s", w);
+    *out = sp;
     spmd__msg_ok(why);
     return SPMD_OK;
 }

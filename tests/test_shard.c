@@ -214,6 +214,29 @@ static void test_specs(void) {
         junk.naxes[0] = 1; /* empty name */
         T_CHECK(spmd_spec_format(&junk, b, sizeof b) == -1 && b[0] == 0, "format of an invalid spec");
         T_CHECK(spmd_spec_format(NULL, b, sizeof b) == -1, "format NULL");
+        strcpy(junk.axes[0][0], "a'b"); /* a quote: its text could not be read back */
+        T_CHECK(spmd_spec_format(&junk, b, sizeof b) == -1, "format of a name with a quote");
+        /* a failed parse or init leaves *out as it was */
+        spmd_spec keep, before;
+        spmd_spec_parse("P('x', partial='y')", &keep, NULL);
+        before = keep;
+        static const char *fails[] = {"P('x'", "P(\"a'b\")", "P('a b')", "P('x,y')", "P('*')",
+                                      "P(partial=(), partial='x')", "P(partial={}, 'x')", "P('x', 'x')"};
+        for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+            spmd_status st2 = spmd_spec_parse(fails[i], &keep, &w);
+            T_CHECK(st2 != SPMD_OK && w.text[0] && memcmp(&keep, &before, sizeof keep) == 0,
+                    "failed parse of %s: %s (%s), out untouched", fails[i], stname(st2), w.text);
+        }
+        const char *d4[2] = {"x", "x"};
+        T_CHECK(spmd_spec_init(&keep, 2, d4, NULL, NULL) == SPMD_ERR_DUP_AXIS && memcmp(&keep, &before, sizeof keep) == 0,
+                "failed spec_init leaves out untouched");
+        const char *d5[1] = {"a*b"};
+        T_CHECK(spmd_spec_init(&keep, 1, d5, NULL, &w) == SPMD_ERR_INVALID && memcmp(&keep, &before, sizeof keep) == 0,
+                "spec_init name with '*': %s", w.text);
+        T_CHECK(spmd_spec_init(&keep, -1, NULL, NULL, &w) == SPMD_ERR_INVALID, "spec_init rank -1");
+        T_CHECK(spmd_spec_init(NULL, 0, NULL, NULL, &w) == SPMD_ERR_NULL, "spec_init NULL out");
+        /* needed length with no buffer, like snprintf */
+        T_CHECK(spmd_spec_format(&before, NULL, 0) == (int)strlen("P('x', partial='y')"), "format length query");
     }
     /* against a mesh */
     spmd_mesh *m;
@@ -1072,6 +1095,28 @@ static void test_plans_and_costs(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- parse(format(s)) == s for every spec the sweep uses, trailing Nones included ------------ */
+static void test_spec_round_trip(void) {
+    static const tmesh tm = {3, {2, 1, 3}, {"a", "b", "c"}};
+    tspec *specs = (tspec *)xmalloc(4096 * sizeof(tspec));
+    int bad = 0, total = 0;
+    char first[160] = "";
+    for (int rank = 0; rank <= 3; rank++) {
+        int n = enum_specs(&tm, rank, 1, specs, 4096);
+        for (int i = 0; i < n; i++, total++) {
+            spmd_spec s = ts_make(&tm, &specs[i]), back;
+            char b[256];
+            int len = spmd_spec_format(&s, b, sizeof b);
+            spmd_status st = spmd_spec_parse(b, &back, NULL);
+            if (len != (int)strlen(b) || st != SPMD_OK || memcmp(&s, &back, sizeof s) != 0) {
+                if (!bad++) snprintf(first, sizeof first, "%s", b);
+            }
+        }
+    }
+    free(specs);
+    T_CHECK(bad == 0 && total > 100, "round trip: %d of %d specs differ, first %s", bad, total, first);
+}
+
 /* ---- the textbook transitions take exactly the textbook plan -------------------------------- */
 typedef struct { spmd_coll k; const char *ax; int dim, dim2; } tstep;
 
@@ -1222,6 +1267,7 @@ int main(void) {
     test_shard_map_random();
     test_tutorial();
     test_plans_and_costs();
+    test_spec_round_trip();
     test_textbook_plans();
     test_reshard_errors();
     test_reshard_sweep();
