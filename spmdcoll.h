@@ -704,7 +704,7 @@ typedef struct spmd_shard_map_desc {
     int nin;                        /* 0..SPMD_MAX_SHARD_ARGS */
     const spmd_array *in;           /* global inputs */
     const spmd_spec *in_specs;
-    int nout;                       /* 1..SPMD_MAX_SHARD_ARGS */
+    int nout;                       /* 0..SPMD_MAX_SHARD_ARGS */
     const spmd_array *out;          /* global outputs: dtype, rank and shape given, data written */
     const spmd_spec *out_specs;
     spmd_check check_rep;           /* DEFAULT or ON: outputs must really be replicated over the
@@ -714,7 +714,9 @@ typedef struct spmd_shard_map_desc {
 /* jax.shard_map: shard the inputs by in_specs, run fn on every device
    (spmd_run), assemble the outputs by out_specs. SPMD_ERR_MISMATCH when an
    output varies along an axis its out_spec claims replicated (why names the
-   devices); the first failing status of a device otherwise. */
+   devices); the first failing status of a device otherwise. The global
+   outputs are written only when every device and every check succeeded.
+   Runs the mesh as spmd_run does: SPMD_ERR_BUSY while it already runs. */
 SPMD_API spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
 
 /* ---- resharding and its cost ---- */
@@ -4046,9 +4048,10 @@ static void spmd__mask_text(const spmd_mesh *m, unsigned mask, char *buf, size_t
         if (mask >> j & 1u) spmd__put(&o, "%s'%s'", k++ ? ", " : "", m->names[j]);
 }
 
-/* Assemble (see spmd_assemble); check: compare the copies. */
+/* Assemble (see spmd_assemble); check: compare the copies first; write: then
+   write global (0: validate and check only). */
 static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
-                                  const spmd_array *g, int check, const char *fn, spmd_msg *why) {
+                                  const spmd_array *g, int check, int write, const char *fn, spmd_msg *why) {
     spmd__rspec r;
     size_t ng, es, nb = 1, bb;
     int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
@@ -4119,6 +4122,10 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
                            fn, spmd__spec_str(s, st_text, sizeof st_text), ut, badtext, bad > 4 ? "; ..." : "", bad,
                            bad == 1 ? " differs" : "s differ");
     }
+    if (!write) {
+        spmd__msg_ok(why);
+        return SPMD_OK;
+    }
     if (r.np) {
         tmp = (unsigned char *)spmd__alloc(&m->alloc, bb);
         ins = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *ins);
@@ -4159,7 +4166,7 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
 
 spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks, const spmd_array *global,
                           spmd_msg *why) {
-    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, "assemble", why);
+    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, 1, "assemble", why);
 }
 
 /* "0-3,6": a sorted device list with runs compressed. */
@@ -4292,7 +4299,7 @@ typedef struct spmd__sm_ctx {
     unsigned char *inb[SPMD_MAX_SHARD_ARGS], *outb[SPMD_MAX_SHARD_ARGS];
     size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
     int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
-    spmd_status *st;
+    spmd_status *st; /* per device; SPMD_STATUS_COUNT until its function ran */
 } spmd__sm_ctx;
 
 static void spmd__sm_dev(spmd_dev *d, void *arg) {
@@ -4318,7 +4325,7 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     const void **blocks = NULL;
     spmd_status e = SPMD_OK, rs;
     size_t n;
-    int k, i, d;
+    int k, i, d, ran = 0;
     char label[40];
     if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
     if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
@@ -4370,12 +4377,17 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     for (k = 0; k < ds->nin; k++)
         for (d = 0; c.inbb[k] && d < m->size; d++)
             spmd__put_block(m, &rin[k], &ds->in[k], d, c.inb[k] + (size_t)d * c.inbb[k]);
+    for (d = 0; d < m->size; d++) c.st[d] = SPMD_STATUS_COUNT;
     rs = spmd_run(m, spmd__sm_dev, &c);
-    if (rs != SPMD_OK) {
-        e = rs;
-    } else {
-        for (d = 0; d < m->size && e == SPMD_OK; d++) e = c.st[d];
+    for (d = 0; d < m->size; d++) ran |= c.st[d] != SPMD_STATUS_COUNT;
+    if (!ran) { /* nothing ran (busy mesh, no memory): the devices are not ours to read */
+        e = rs != SPMD_OK ? rs : SPMD_ERR_STATE;
+        spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
+        goto done;
     }
+    e = rs;
+    for (d = 0; d < m->size && e == SPMD_OK; d++)
+        if (c.st[d] != SPMD_OK) e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
     if (e != SPMD_OK) {
         for (d = 0; d < m->size; d++)
             if (m->devs[d]->err[0]) break;
@@ -4383,11 +4395,15 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
         else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
         goto done;
     }
-    for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
-        for (d = 0; d < m->size; d++) blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
-        snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
-        e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], ds->check_rep != SPMD_CHECK_OFF, label, why);
-    }
+    /* every output's replication check before any output is written */
+    for (i = 0; i < 2 && e == SPMD_OK; i++)
+        for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
+            for (d = 0; d < m->size; d++)
+                blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
+            snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
+            e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], !i && ds->check_rep != SPMD_CHECK_OFF, i,
+                               label, why);
+        }
 done:
     for (k = 0; k < SPMD_MAX_SHARD_ARGS; k++) {
         spmd__free(&m->alloc, c.inb[k]);

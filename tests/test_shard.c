@@ -819,6 +819,75 @@ static void test_tutorial(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- shard_map writes all outputs or none; a busy mesh is refused ----------------------------- */
+static spmd_status sm_two(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user) {
+    (void)in;
+    (void)user;
+    ((float *)out[0].data)[0] = 1; /* the same everywhere */
+    ((float *)out[1].data)[0] = (float)spmd_device_id(d); /* varies, against a P() out_spec */
+    return SPMD_OK;
+}
+static spmd_status sm_count(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user) {
+    (void)d;
+    (void)in;
+    (void)out;
+    __atomic_fetch_add((int *)user, 1, __ATOMIC_RELAXED);
+    return SPMD_OK;
+}
+typedef struct { spmd_mesh *m; spmd_status st; char msg[512]; } sm_busy;
+static void sm_busy_dev(spmd_dev *d, void *arg) {
+    sm_busy *b = (sm_busy *)arg;
+    if (spmd_device_id(d) != 0) return;
+    int n = 0;
+    spmd_shard_map_desc ds;
+    spmd_msg w;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_count;
+    ds.user = &n;
+    b->st = spmd_shard_map(b->m, &ds, &w);
+    snprintf(b->msg, sizeof b->msg, "%s", w.text);
+}
+
+static void test_shard_map_outputs(void) {
+    spmd_mesh *m = mesh1("x", 2);
+    if (!m) return;
+    float A = 7, B = 7;
+    int64_t one = 1;
+    spmd_spec sp[2];
+    spmd_spec_parse("P()", &sp[0], NULL);
+    sp[1] = sp[0];
+    spmd_array outs[2] = {spmd_array_nd(&A, SPMD_F32, 1, &one), spmd_array_nd(&B, SPMD_F32, 1, &one)};
+    spmd_shard_map_desc ds;
+    spmd_msg w;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_two;
+    ds.nout = 2;
+    ds.out = outs;
+    ds.out_specs = sp;
+    spmd_status s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_ERR_MISMATCH && strstr(w.text, "out_specs[1]") && A == 7 && B == 7,
+            "a failed check of out[1] leaves out[0] unwritten: %s A=%g (%s)", stname(s), (double)A, w.text);
+    ds.check_rep = SPMD_CHECK_OFF;
+    s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_OK && A == 1 && B == 0, "unchecked: device 0's copies: %s %g %g", stname(s), (double)A, (double)B);
+    /* no outputs: the function runs for its effects */
+    int n = 0;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_count;
+    ds.user = &n;
+    s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_OK && n == 2, "nout 0: %s, ran %d times", stname(s), n);
+    /* from inside a run: busy, nothing run, a message */
+    sm_busy b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    spmd_run(m, sm_busy_dev, &b);
+    T_CHECK(b.st == SPMD_ERR_BUSY && strstr(b.msg, "busy"), "shard_map on a running mesh: %s (%s)", stname(b.st),
+            b.msg);
+    T_CHECK(spmd_mesh_status(m) == SPMD_OK, "mesh fine after");
+    spmd_mesh_destroy(m);
+}
+
 /* ---- reshard: every pair of specs ------------------------------------------------------- */
 /* All specs of rank r over the mesh's axes: each axis unused, partial, or on
    a dimension; axes sharing a dimension in every order. */
@@ -1109,7 +1178,7 @@ static void test_spec_round_trip(void) {
             int len = spmd_spec_format(&s, b, sizeof b);
             spmd_status st = spmd_spec_parse(b, &back, NULL);
             if (len != (int)strlen(b) || st != SPMD_OK || memcmp(&s, &back, sizeof s) != 0) {
-                if (!bad++) snprintf(first, sizeof first, "%s", b);
+                if (!bad++) snprintf(first, sizeof first, "%.150s", b);
             }
         }
     }
@@ -1266,6 +1335,7 @@ int main(void) {
     test_pictures();
     test_shard_map_random();
     test_tutorial();
+    test_shard_map_outputs();
     test_plans_and_costs();
     test_spec_round_trip();
     test_textbook_plans();
