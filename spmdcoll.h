@@ -3820,11 +3820,9 @@ static spmd_status spmd__resolve(const spmd_mesh *m, const spmd_spec *s, int ran
     return SPMD_OK;
 }
 
+/* How many blocks dimension i is cut into. */
 static int64_t spmd__parts(const spmd_mesh *m, const spmd__rspec *r, int i) {
-    int64_t p = 1;
-    int k;
-    for (k = 0; k < r->n[i]; k++) p *= m->shape[r->ax[i][k]];
-    return p;
+    return spmd__axes_size(m, r->ax[i], r->n[i]);
 }
 
 /* Block index along dim i of the device with mesh coordinates c. */
@@ -4142,8 +4140,7 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
         if (spmd__any_coord(m, U | r.partial, c)) continue;
         for (i = 0; i < g->rank; i++) st[i] = spmd__dim_index(m, &r, i, c) * bs[i];
         if (r.np && nb) {
-            int P = 1, k, v;
-            for (k = 0; k < r.np; k++) P *= m->shape[r.pax[k]];
+            int P = spmd__axes_size(m, r.pax, r.np), k, v;
             for (v = 0; v < P; v++) { /* the summands, the partial axes linearised as listed */
                 int pc[SPMD_MAX_AXES], t = v;
                 memcpy(pc, c, sizeof pc);
@@ -4535,11 +4532,8 @@ static void spmd__step_finish(spmd__planner *pl, int k) {
     o.len = sizeof s->axes;
     o.at = 0;
     s->axes[0] = '\0';
-    s->G = 1;
-    for (j = 0; j < pl->nax[k]; j++) {
-        spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
-        s->G *= pl->m->shape[pl->axes[k][j]];
-    }
+    for (j = 0; j < pl->nax[k]; j++) spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
+    s->G = spmd__axes_size(pl->m, pl->axes[k], pl->nax[k]);
     B = spmd__shape_bytes(s->kind == SPMD_COLL_ALL_GATHER ? s->out_shape : s->in_shape, pl->rank, pl->es);
     spmd__cost_pick(s->kind, s->G, B, &pl->cm, &s->cost);
 }
@@ -4550,9 +4544,7 @@ static spmd_status spmd__step_add(spmd__planner *pl, spmd__lay *L, spmd_coll kin
                                   int dim2) {
     spmd_reshard_plan *p = pl->p;
     spmd_reshard_step *s;
-    int64_t G = 1;
-    int j;
-    for (j = 0; j < nax; j++) G *= pl->m->shape[ax[j]];
+    int64_t G = spmd__axes_size(pl->m, ax, nax);
     if (p->nsteps > 0) {
         int k = p->nsteps - 1;
         s = &p->steps[k];
