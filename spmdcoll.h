@@ -4859,6 +4859,8 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
     maxb = nx * es;
     for (k = 0; k < p->nsteps; k++) {
         double b = spmd__shape_bytes(p->steps[k].out_shape, block->rank, es);
+        if (b >= (double)(INT64_MAX / 2))
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: step %d needs a block of %.3g bytes", k + 1, b);
         if (b > (double)maxb) maxb = (size_t)b;
     }
     overlap = spmd__ranges_overlap(out->data, outb, block->data, nx * es);

@@ -1304,6 +1304,72 @@ static void reshard_errors_dev(spmd_dev *d, void *arg) {
     e->after[id] = ok;
 }
 
+/* rank 0, size-0 dimensions, a huge intermediate block, bad arrays */
+static void reshard_edges_dev(spmd_dev *d, void *arg) {
+    rerr *e = (rerr *)arg;
+    int id = spmd_device_id(d), c[2] = {id / 2, id % 2}, k = 0;
+    spmd_spec px, pxy, none, sx, sy_col, py_part;
+    spmd_spec_parse("P(partial='x')", &px, NULL);
+    spmd_spec_parse("P(partial=('x', 'y'))", &pxy, NULL);
+    spmd_spec_parse("P()", &none, NULL);
+    spmd_spec_parse("P('x')", &sx, NULL);
+    spmd_spec_parse("P(None, 'x')", &sy_col, NULL);
+    spmd_spec_parse("P(None, None, partial='y')", &py_part, NULL);
+    e->st[id] = SPMD_OK;
+#define EDGE(cond) do { k++; if (!(cond) && e->st[id] == SPMD_OK) { e->st[id] = SPMD_ERR_STATE; e->after[id] = k; } } while (0)
+    /* rank 0: a partial sum reduced, then made partial again */
+    float v = (float)(id + 1), r = -1;
+    spmd_array x0 = spmd_array_nd(&v, SPMD_F32, 0, NULL), y0 = spmd_array_nd(&r, SPMD_F32, 0, NULL);
+    EDGE(spmd_reshard(d, &x0, &px, &none, &y0, NULL) == SPMD_OK && r == (float)(2 * (c[1] + 1) + 2));
+    EDGE(spmd_reshard(d, &x0, &none, &pxy, &y0, NULL) == SPMD_OK && r == (id == 0 ? v : 0.0f));
+    /* size-0 dimensions move nothing but succeed */
+    float dummy[4];
+    int64_t s04[2] = {0, 4}, s02[2] = {0, 2}, s40[2] = {4, 0}, s20[2] = {2, 0};
+    spmd_array a = spmd_array_nd(dummy, SPMD_F32, 2, s04), b = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    EDGE(spmd_reshard(d, &a, &sx, &sy_col, &b, NULL) == SPMD_OK);
+    a = spmd_array_nd(NULL, SPMD_BF16, 2, s40);
+    b = spmd_array_nd(NULL, SPMD_BF16, 2, s20);
+    spmd_spec sy;
+    spmd_spec_parse("P('y')", &sy, NULL);
+    EDGE(spmd_reshard(d, &a, &py_part, &sy, &b, NULL) == SPMD_OK);
+    /* an intermediate block too large for memory: refused by every device alike */
+    int64_t big[2] = {(int64_t)1 << 38, (int64_t)1 << 20}; /* 2^61 bytes of f64; gathered, 2^62 */
+    spmd_spec fxy, fyx;
+    spmd_spec_parse("P('x', 'y')", &fxy, NULL);
+    spmd_spec_parse("P('y', 'x')", &fyx, NULL);
+    a = spmd_array_nd(dummy, SPMD_F64, 2, big);
+    EDGE(spmd_reshard(d, &a, &fxy, &fyx, &a, NULL) == SPMD_ERR_OVERFLOW);
+    /* bad arrays */
+    int64_t neg[2] = {2, -1};
+    a = spmd_array_nd(dummy, SPMD_F32, 2, neg);
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_SHAPE);
+    a = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    a.rank = 9;
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_INVALID);
+    a.rank = 2;
+    a.dtype = SPMD_DTYPE_COUNT;
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_INVALID);
+    spmd_spec long3;
+    spmd_spec_parse("P('x', None, None)", &long3, NULL);
+    a = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    EDGE(spmd_reshard(d, &a, &long3, &none, &a, NULL) == SPMD_ERR_SHAPE);
+    EDGE(spmd_reshard(d, &a, &none, &long3, &a, NULL) == SPMD_ERR_SHAPE);
+#undef EDGE
+}
+
+static void test_reshard_edges(void) {
+    tmesh t22 = {2, {2, 2}, {"x", "y"}};
+    spmd_mesh *m = make_mesh(&t22, SPMD_CHECK_DEFAULT);
+    if (!m) return;
+    rerr e;
+    memset(&e, 0, sizeof e);
+    spmd_status s = spmd_run(m, reshard_edges_dev, &e);
+    for (int d = 0; d < 4; d++)
+        T_CHECK(e.st[d] == SPMD_OK, "device %d: reshard edge case %d failed (run: %s)", d, e.after[d], stname(s));
+    T_CHECK(spmd_mesh_status(m) == SPMD_OK, "mesh not broken by the edge cases");
+    spmd_mesh_destroy(m);
+}
+
 static void test_reshard_errors(void) {
     tmesh t22 = {2, {2, 2}, {"x", "y"}};
     spmd_mesh *m = make_mesh(&t22, SPMD_CHECK_DEFAULT);
@@ -1340,6 +1406,7 @@ int main(void) {
     test_spec_round_trip();
     test_textbook_plans();
     test_reshard_errors();
+    test_reshard_edges();
     test_reshard_sweep();
     printf("(%.1f s)\n", now_s() - t0);
     return t_summary();
