@@ -754,7 +754,9 @@ typedef struct spmd_cost {
    all_to_all's input. Ring: all_gather/psum_scatter/all_to_all (G-1)/G*B in
    G-1 steps, psum 2(G-1)/G*B in 2(G-1); tree: the same bytes in
    ceil(log2 G) steps, except psum log2 G*B and all_to_all (Bruck)
-   log2 G*B/2. Local steps cost nothing. */
+   log2 G*B/2. Local steps cost nothing. SPMD_ERR_INVALID (out unchanged)
+   for an unknown kind, G outside 1..SPMD_MAX_DEVICES, bytes negative or
+   NaN, or a bad model. Thread-safe. */
 SPMD_API spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model,
                                           spmd_cost *out);
 #define SPMD_MAX_RESHARD_STEPS 40
@@ -787,14 +789,17 @@ SPMD_API spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec 
                                             spmd_dtype dt, int rank, const int64_t *global_shape,
                                             const spmd_cost_model *model, spmd_reshard_plan *plan,
                                             spmd_msg *why);
-/* The plan as text, one step a line; returns the length needed (snprintf). */
+/* The plan as text, one step a line; returns the length needed (snprintf),
+   -1 for a NULL or malformed plan. Thread-safe. */
 SPMD_API int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len);
 /* Move this device's block from sharding `from` to sharding `to` of the
    same global array (its shape follows from block and from); out must have
    the block shape of `to`. Every device calls it with the same specs and
-   shapes (collective). plan, if not NULL, receives the plan followed (with
-   the default cost model). Partial sums of bool are reduced by logical or.
-   out may be block (in place) or overlap it. */
+   shapes (collective), from the device's thread. plan, if not NULL,
+   receives the plan followed (with the default cost model). Partial sums
+   of bool are reduced by logical or. out may be block (in place) or
+   overlap it. Bad arguments are refused before anything moves, alike on
+   every device (message in spmd_last_error); out is then unchanged. */
 SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
                                   const spmd_array *out, spmd_reshard_plan *plan);
 
@@ -4463,7 +4468,6 @@ static void spmd__cost_pick(spmd_coll kind, int G, double B, const spmd_cost_mod
 spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model, spmd_cost *out) {
     spmd_cost_model cm;
     if (!out) return SPMD_ERR_NULL;
-    memset(out, 0, sizeof *out);
     if ((int)kind <= SPMD_COLL_NONE || (int)kind >= SPMD_COLL_COUNT || G < 1 || G > SPMD_MAX_DEVICES ||
         !(bytes >= 0) || bytes > 1e30)
         return SPMD_ERR_INVALID;

@@ -1164,6 +1164,44 @@ static void test_plans_and_costs(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- mesh-level bad input: refused with a message, nothing written ------------------------- */
+static void test_mesh_level_errors(void) {
+    spmd_mesh *m = mesh1("x", 2);
+    if (!m) return;
+    spmd_spec sp;
+    spmd_msg w;
+    spmd_spec_parse("P('x')", &sp, NULL);
+    int64_t g[2] = {4, 2}, out[2] = {-7, -7}, neg[2] = {4, -2};
+    char buf[64] = "untouched";
+    T_CHECK(spmd_block_shape(m, &sp, -1, g, out, &w) == SPMD_ERR_INVALID && out[0] == -7 && w.text[0], "rank -1");
+    T_CHECK(spmd_block_shape(m, &sp, 2, neg, out, &w) == SPMD_ERR_SHAPE && out[0] == -7 && strstr(w.text, "negative"),
+            "negative dim: %s", w.text);
+    T_CHECK(spmd_block_start(m, &sp, 2, g, -1, out, &w) == SPMD_ERR_INVALID && out[0] == -7, "device -1");
+    T_CHECK(spmd_sharding_text(m, NULL, 2, g, buf, sizeof buf, &w) == SPMD_ERR_NULL && strcmp(buf, "untouched") == 0,
+            "picture NULL spec");
+    T_CHECK(spmd_sharding_text(NULL, &sp, 2, g, buf, sizeof buf, &w) == SPMD_ERR_NULL, "picture NULL mesh");
+    T_CHECK(spmd_sharding_text(m, &sp, 9, g, buf, sizeof buf, &w) == SPMD_ERR_INVALID, "picture rank 9");
+    spmd_spec bad = sp;
+    bad.naxes[0] = 9;
+    T_CHECK(spmd_spec_check(m, &bad, 2, g, &w) == SPMD_ERR_INVALID && strstr(w.text, "9 axes"), "spec with 9 axes: %s",
+            w.text);
+    float gd[8] = {0}, bd[4] = {1, 2, 3, 4};
+    spmd_array ga = spmd_array_nd(gd, SPMD_F32, 2, g), b3 = spmd_array_3d(bd, SPMD_F32, 2, 2, 1);
+    T_CHECK(spmd_device_put(m, &sp, &ga, 0, &b3, &w) == SPMD_ERR_SHAPE && bd[0] == 1, "device_put block of rank 3");
+    spmd_array gneg = spmd_array_nd(gd, SPMD_F32, 2, neg);
+    const void *blocks[2] = {bd, bd};
+    T_CHECK(spmd_assemble(m, &sp, blocks, &gneg, &w) == SPMD_ERR_SHAPE && gd[0] == 0, "assemble negative dim");
+    T_CHECK(spmd_assemble(m, NULL, blocks, &ga, &w) == SPMD_ERR_NULL && gd[0] == 0, "assemble NULL spec");
+    T_CHECK(spmd_assemble(NULL, &sp, blocks, &ga, &w) == SPMD_ERR_NULL && gd[0] == 0, "assemble NULL mesh");
+    spmd_cost c;
+    memset(&c, 0x5a, sizeof c);
+    spmd_cost before = c;
+    T_CHECK(spmd_collective_cost(SPMD_COLL_COUNT, 4, 1, NULL, &c) == SPMD_ERR_INVALID &&
+                memcmp(&c, &before, sizeof c) == 0, "cost of an unknown kind leaves out unchanged");
+    T_CHECK(spmd_collective_cost(SPMD_COLL_PSUM, SPMD_MAX_DEVICES + 1, 1, NULL, &c) == SPMD_ERR_INVALID, "G too large");
+    spmd_mesh_destroy(m);
+}
+
 /* ---- parse(format(s)) == s for every spec the sweep uses, trailing Nones included ------------ */
 static void test_spec_round_trip(void) {
     static const tmesh tm = {3, {2, 1, 3}, {"a", "b", "c"}};
@@ -1404,6 +1442,7 @@ int main(void) {
     test_shard_map_outputs();
     test_plans_and_costs();
     test_spec_round_trip();
+    test_mesh_level_errors();
     test_textbook_plans();
     test_reshard_errors();
     test_reshard_edges();
