@@ -650,10 +650,13 @@ typedef struct spmd_msg {
 
 /* Parse "P('row', None)", "P(('x','y'), None)", "P()" (also PartitionSpec(...),
    double quotes, bare names, partial=/unreduced= with a name or a tuple).
-   SPMD_ERR_INVALID for syntax, SPMD_ERR_DUP_AXIS for an axis named twice. */
+   SPMD_ERR_INVALID for syntax or a name with ',' '*' blanks or quotes,
+   SPMD_ERR_DUP_AXIS for an axis named twice; *out is unchanged on failure.
+   spmd_spec_format's text parses back to an equal spec. */
 SPMD_API spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why);
 /* Build a spec: dims[i] is "x", "x,y" (major first), or NULL / "" for None;
-   partial is NULL, "" or "y,z". dims may be NULL when rank is 0. */
+   partial is NULL, "" or "y,z". dims may be NULL when rank is 0. Errors as
+   spmd_spec_parse; *out is unchanged on failure. */
 SPMD_API spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial,
                                     spmd_msg *why);
 /* Write the text form into buf (always terminated when len > 0); returns the
@@ -704,7 +707,7 @@ typedef struct spmd_shard_map_desc {
     int nin;                        /* 0..SPMD_MAX_SHARD_ARGS */
     const spmd_array *in;           /* global inputs */
     const spmd_spec *in_specs;
-    int nout;                       /* 1..SPMD_MAX_SHARD_ARGS */
+    int nout;                       /* 0..SPMD_MAX_SHARD_ARGS */
     const spmd_array *out;          /* global outputs: dtype, rank and shape given, data written */
     const spmd_spec *out_specs;
     spmd_check check_rep;           /* DEFAULT or ON: outputs must really be replicated over the
@@ -714,7 +717,9 @@ typedef struct spmd_shard_map_desc {
 /* jax.shard_map: shard the inputs by in_specs, run fn on every device
    (spmd_run), assemble the outputs by out_specs. SPMD_ERR_MISMATCH when an
    output varies along an axis its out_spec claims replicated (why names the
-   devices); the first failing status of a device otherwise. */
+   devices); the first failing status of a device otherwise. The global
+   outputs are written only when every device and every check succeeded.
+   Runs the mesh as spmd_run does: SPMD_ERR_BUSY while it already runs. */
 SPMD_API spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
 
 /* ---- resharding and its cost ---- */
@@ -752,7 +757,9 @@ typedef struct spmd_cost {
    all_to_all's input. Ring: all_gather/psum_scatter/all_to_all (G-1)/G*B in
    G-1 steps, psum 2(G-1)/G*B in 2(G-1); tree: the same bytes in
    ceil(log2 G) steps, except psum log2 G*B and all_to_all (Bruck)
-   log2 G*B/2. Local steps cost nothing. */
+   log2 G*B/2. Local steps cost nothing. SPMD_ERR_INVALID (out unchanged)
+   for an unknown kind, G outside 1..SPMD_MAX_DEVICES, bytes negative or
+   NaN, or a bad model. Thread-safe. */
 SPMD_API spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model,
                                           spmd_cost *out);
 #define SPMD_MAX_RESHARD_STEPS 40
@@ -777,21 +784,25 @@ typedef struct spmd_reshard_plan {
 } spmd_reshard_plan;
 /* The plan reshard follows from one sharding of a global array to another:
    local slicing first, then partial sums (psum_scatter where the target
-   shards by those axes, psum otherwise), an axis at the minor end of one
-   dimension that the target wants next on another moves by all_to_all, the
-   rest is all_gathered; replicated -> partial is local. model may be NULL. */
+   shards by those axes, psum otherwise), axes at the minor end of one
+   dimension that the target wants next, in that order, on another move by
+   one all_to_all, the rest is all_gathered; replicated -> partial is local.
+   model may be NULL (the defaults). Thread-safe; no communication. */
 SPMD_API spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to,
                                             spmd_dtype dt, int rank, const int64_t *global_shape,
                                             const spmd_cost_model *model, spmd_reshard_plan *plan,
                                             spmd_msg *why);
-/* The plan as text, one step a line; returns the length needed (snprintf). */
+/* The plan as text, one step a line; returns the length needed (snprintf),
+   -1 for a NULL or malformed plan. Thread-safe. */
 SPMD_API int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len);
 /* Move this device's block from sharding `from` to sharding `to` of the
    same global array (its shape follows from block and from); out must have
    the block shape of `to`. Every device calls it with the same specs and
-   shapes (collective). plan, if not NULL, receives the plan followed (with
-   the default cost model). Partial sums of bool are reduced by logical or.
-   out may be block (in place) or overlap it. */
+   shapes (collective), from the device's thread. plan, if not NULL,
+   receives the plan followed (with the default cost model). Partial sums
+   of bool are reduced by logical or. out may be block (in place) or
+   overlap it. Bad arguments are refused before anything moves, alike on
+   every device (message in spmd_last_error); out is then unchanged. */
 SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
                                   const spmd_array *out, spmd_reshard_plan *plan);
 
@@ -5322,11 +5333,13 @@ static void spmd__msg_ok(spmd_msg *why) {
     if (why) why->text[0] = '\0';
 }
 
-/* A name stored in a spec field: terminated inside the field, 1..31 chars. */
+/* A name stored in a spec field: terminated inside the field, 1..31 chars,
+   none of the characters a mesh axis name may not hold (',' '*' blanks)
+   nor a quote (the text form could not be read back). */
 static int spmd__name_ok(const char *n) {
     size_t k = 0;
     while (k <= SPMD_MAX_AXIS_NAME && n[k]) k++;
-    return k >= 1 && k <= SPMD_MAX_AXIS_NAME;
+    return k >= 1 && k <= SPMD_MAX_AXIS_NAME && n[strcspn(n, ", *\t\n\r'\"")] == '\0';
 }
 
 /* Structural validity of a spec (no mesh): counts, names, no axis twice. */
@@ -5350,8 +5363,9 @@ static spmd_status spmd__spec_valid(const spmd_spec *s, char *why, size_t wl) {
         for (k = 0; k < n; k++) {
             const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
             if (!spmd__name_ok(nm)) {
-                snprintf(why, wl, "spec %s %d: axis name %d is empty or longer than %d characters",
-                         i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k, SPMD_MAX_AXIS_NAME);
+                snprintf(why, wl, "spec %s %d: axis name %d is empty, longer than %d characters or holds one "
+                         "of , * blanks quotes", i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k,
+                         SPMD_MAX_AXIS_NAME);
                 return SPMD_ERR_INVALID;
             }
             for (j = 0; j < ns; j++)
@@ -5467,6 +5481,10 @@ static spmd_status spmd__parse_name(const char **pp, char *out, const char *text
         snprintf(why, wl, "axis name of %d characters in \"%s\" (1..%d)", (int)n, text, SPMD_MAX_AXIS_NAME);
         return SPMD_ERR_INVALID;
     }
+    if (strcspn(s, ", *\t\n\r'\"") < n) {
+        snprintf(why, wl, "axis name '%.*s' in \"%s\" holds one of , * blanks quotes", (int)n, s, text);
+        return SPMD_ERR_INVALID;
+    }
     memcpy(out, s, n);
     out[n] = '\0';
     *pp = p;
@@ -5509,6 +5527,7 @@ static spmd_status spmd__parse_axes_item(const char **pp, char (*names)[SPMD_MAX
 static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, size_t wl) {
     const char *p = spmd__skip(text);
     spmd_status s;
+    int got_partial = 0;
     memset(o, 0, sizeof *o);
     if (spmd__word(p, "PartitionSpec")) p += 13;
     else if (spmd__word(p, "P")) p += 1;
@@ -5525,7 +5544,7 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
                 snprintf(why, wl, "expected '=' after %s in \"%s\"", p[0] == 'p' ? "partial" : "unreduced", text);
                 return SPMD_ERR_INVALID;
             }
-            if (o->npartial) {
+            if (got_partial++) {
                 snprintf(why, wl, "partial axes given twice in \"%s\"", text);
                 return SPMD_ERR_INVALID;
             }
@@ -5550,7 +5569,7 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
             }
             if (s != SPMD_OK) return s;
         } else {
-            if (o->npartial) {
+            if (got_partial) {
                 snprintf(why, wl, "a dimension after the partial axes in \"%s\"", text);
                 return SPMD_ERR_INVALID;
             }
@@ -5584,60 +5603,53 @@ static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, s
 
 spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why) {
     char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
     spmd_status s;
     if (!text || !out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_parse: %s is NULL", text ? "out" : "text");
-    s = spmd__parse_spec(text, out, w, sizeof w);
-    if (s != SPMD_OK) {
-        memset(out, 0, sizeof *out);
-        return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
-    }
+    s = spmd__parse_spec(text, &sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
+    *out = sp;
     spmd__msg_ok(why);
     return SPMD_OK;
 }
 
 spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial, spmd_msg *why) {
     char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
     int i;
     spmd_status s;
     if (!out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: out is NULL");
-    memset(out, 0, sizeof *out);
     if (rank < 0 || rank > SPMD_MAX_RANK)
         return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
     if (rank > 0 && !dims) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: dims is NULL");
-    out->rank = rank;
+    memset(&sp, 0, sizeof sp);
+    sp.rank = rank;
     for (i = 0; i <= rank; i++) {
-        const char *t = i < rank ? dims[i] : partial;
-        int *n = i < rank ? &out->naxes[i] : &out->npartial;
-        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? out->axes[i] : out->partial;
+        const char *t = i < rank ? dims[i] : partial, *all = t;
+        int *n = i < rank ? &sp.naxes[i] : &sp.npartial;
+        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? sp.axes[i] : sp.partial;
         while (t && *t) {
             const char *e = t + strcspn(t, ","), *a = t, *b = e;
             size_t len;
             while (*a == ' ') a++;
             while (b > a && b[-1] == ' ') b--;
             len = (size_t)(b - a);
-            if (len == 0 || len > SPMD_MAX_AXIS_NAME) {
-                s = SPMD_ERR_INVALID;
-                memset(out, 0, sizeof *out);
-                return spmd__mfail(NULL, why, s, "spec_init: %s \"%s\": axis names must be 1..%d characters",
-                                   i < rank ? "dimension" : "partial", i < rank ? dims[i] : partial,
-                                   SPMD_MAX_AXIS_NAME);
-            }
-            if (*n == SPMD_MAX_AXES) {
-                memset(out, 0, sizeof *out);
+            if (len == 0 || len > SPMD_MAX_AXIS_NAME)
+                return spmd__mfail(NULL, why, SPMD_ERR_INVALID,
+                                   "spec_init: %s \"%s\": axis names must be 1..%d characters",
+                                   i < rank ? "dimension" : "partial", all, SPMD_MAX_AXIS_NAME);
+            if (*n == SPMD_MAX_AXES)
                 return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: more than %d axes in \"%s\"",
-                                   SPMD_MAX_AXES, i < rank ? dims[i] : partial);
-            }
+                                   SPMD_MAX_AXES, all);
             memcpy(names[*n], a, len);
             names[*n][len] = '\0';
             (*n)++;
             t = *e ? e + 1 : e;
         }
     }
-    s = spmd__spec_valid(out, w, sizeof w);
-    if (s != SPMD_OK) {
-        memset(out, 0, sizeof *out);
-        return spmd__mfail(NULL, why, s, "spec_init: %s", w);
-    }
+    s = spmd__spec_valid(&sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_init: %s", w);
+    *out = sp;
     spmd__msg_ok(why);
     return SPMD_OK;
 }
@@ -5704,11 +5716,9 @@ static spmd_status spmd__resolve(const spmd_mesh *m, const spmd_spec *s, int ran
     return SPMD_OK;
 }
 
+/* How many blocks dimension i is cut into. */
 static int64_t spmd__parts(const spmd_mesh *m, const spmd__rspec *r, int i) {
-    int64_t p = 1;
-    int k;
-    for (k = 0; k < r->n[i]; k++) p *= m->shape[r->ax[i][k]];
-    return p;
+    return spmd__axes_size(m, r->ax[i], r->n[i]);
 }
 
 /* Block index along dim i of the device with mesh coordinates c. */
@@ -5932,9 +5942,10 @@ static void spmd__mask_text(const spmd_mesh *m, unsigned mask, char *buf, size_t
         if (mask >> j & 1u) spmd__put(&o, "%s'%s'", k++ ? ", " : "", m->names[j]);
 }
 
-/* Assemble (see spmd_assemble); check: compare the copies. */
+/* Assemble (see spmd_assemble); check: compare the copies first; write: then
+   write global (0: validate and check only). */
 static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
-                                  const spmd_array *g, int check, const char *fn, spmd_msg *why) {
+                                  const spmd_array *g, int check, int write, const char *fn, spmd_msg *why) {
     spmd__rspec r;
     size_t ng, es, nb = 1, bb;
     int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
@@ -6005,6 +6016,10 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
                            fn, spmd__spec_str(s, st_text, sizeof st_text), ut, badtext, bad > 4 ? "; ..." : "", bad,
                            bad == 1 ? " differs" : "s differ");
     }
+    if (!write) {
+        spmd__msg_ok(why);
+        return SPMD_OK;
+    }
     if (r.np) {
         tmp = (unsigned char *)spmd__alloc(&m->alloc, bb);
         ins = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *ins);
@@ -6021,8 +6036,7 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
         if (spmd__any_coord(m, U | r.partial, c)) continue;
         for (i = 0; i < g->rank; i++) st[i] = spmd__dim_index(m, &r, i, c) * bs[i];
         if (r.np && nb) {
-            int P = 1, k, v;
-            for (k = 0; k < r.np; k++) P *= m->shape[r.pax[k]];
+            int P = spmd__axes_size(m, r.pax, r.np), k, v;
             for (v = 0; v < P; v++) { /* the summands, the partial axes linearised as listed */
                 int pc[SPMD_MAX_AXES], t = v;
                 memcpy(pc, c, sizeof pc);
@@ -6045,7 +6059,7 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
 
 spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks, const spmd_array *global,
                           spmd_msg *why) {
-    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, "assemble", why);
+    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, 1, "assemble", why);
 }
 
 /* "0-3,6": a sorted device list with runs compressed. */
@@ -6178,7 +6192,7 @@ typedef struct spmd__sm_ctx {
     unsigned char *inb[SPMD_MAX_SHARD_ARGS], *outb[SPMD_MAX_SHARD_ARGS];
     size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
     int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
-    spmd_status *st;
+    spmd_status *st; /* per device; SPMD_STATUS_COUNT until its function ran */
 } spmd__sm_ctx;
 
 static void spmd__sm_dev(spmd_dev *d, void *arg) {
@@ -6204,7 +6218,7 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     const void **blocks = NULL;
     spmd_status e = SPMD_OK, rs;
     size_t n;
-    int k, i, d;
+    int k, i, d, ran = 0;
     char label[40];
     if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
     if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
@@ -6256,12 +6270,17 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     for (k = 0; k < ds->nin; k++)
         for (d = 0; c.inbb[k] && d < m->size; d++)
             spmd__put_block(m, &rin[k], &ds->in[k], d, c.inb[k] + (size_t)d * c.inbb[k]);
+    for (d = 0; d < m->size; d++) c.st[d] = SPMD_STATUS_COUNT;
     rs = spmd_run(m, spmd__sm_dev, &c);
-    if (rs != SPMD_OK) {
-        e = rs;
-    } else {
-        for (d = 0; d < m->size && e == SPMD_OK; d++) e = c.st[d];
+    for (d = 0; d < m->size; d++) ran |= c.st[d] != SPMD_STATUS_COUNT;
+    if (!ran) { /* nothing ran (busy mesh, no memory): the devices are not ours to read */
+        e = rs != SPMD_OK ? rs : SPMD_ERR_STATE;
+        spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
+        goto done;
     }
+    e = rs;
+    for (d = 0; d < m->size && e == SPMD_OK; d++)
+        if (c.st[d] != SPMD_OK) e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
     if (e != SPMD_OK) {
         for (d = 0; d < m->size; d++)
             if (m->devs[d]->err[0]) break;
@@ -6269,11 +6288,15 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
         else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
         goto done;
     }
-    for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
-        for (d = 0; d < m->size; d++) blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
-        snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
-        e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], ds->check_rep != SPMD_CHECK_OFF, label, why);
-    }
+    /* every output's replication check before any output is written */
+    for (i = 0; i < 2 && e == SPMD_OK; i++)
+        for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
+            for (d = 0; d < m->size; d++)
+                blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
+            snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
+            e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], !i && ds->check_rep != SPMD_CHECK_OFF, i,
+                               label, why);
+        }
 done:
     for (k = 0; k < SPMD_MAX_SHARD_ARGS; k++) {
         spmd__free(&m->alloc, c.inb[k]);
@@ -6336,7 +6359,6 @@ static void spmd__cost_pick(spmd_coll kind, int G, double B, const spmd_cost_mod
 spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model, spmd_cost *out) {
     spmd_cost_model cm;
     if (!out) return SPMD_ERR_NULL;
-    memset(out, 0, sizeof *out);
     if ((int)kind <= SPMD_COLL_NONE || (int)kind >= SPMD_COLL_COUNT || G < 1 || G > SPMD_MAX_DEVICES ||
         !(bytes >= 0) || bytes > 1e30)
         return SPMD_ERR_INVALID;
@@ -6405,11 +6427,8 @@ static void spmd__step_finish(spmd__planner *pl, int k) {
     o.len = sizeof s->axes;
     o.at = 0;
     s->axes[0] = '\0';
-    s->G = 1;
-    for (j = 0; j < pl->nax[k]; j++) {
-        spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
-        s->G *= pl->m->shape[pl->axes[k][j]];
-    }
+    for (j = 0; j < pl->nax[k]; j++) spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
+    s->G = spmd__axes_size(pl->m, pl->axes[k], pl->nax[k]);
     B = spmd__shape_bytes(s->kind == SPMD_COLL_ALL_GATHER ? s->out_shape : s->in_shape, pl->rank, pl->es);
     spmd__cost_pick(s->kind, s->G, B, &pl->cm, &s->cost);
 }
@@ -6420,9 +6439,7 @@ static spmd_status spmd__step_add(spmd__planner *pl, spmd__lay *L, spmd_coll kin
                                   int dim2) {
     spmd_reshard_plan *p = pl->p;
     spmd_reshard_step *s;
-    int64_t G = 1;
-    int j;
-    for (j = 0; j < nax; j++) G *= pl->m->shape[ax[j]];
+    int64_t G = spmd__axes_size(pl->m, ax, nax);
     if (p->nsteps > 0) {
         int k = p->nsteps - 1;
         s = &p->steps[k];
@@ -6534,19 +6551,26 @@ static spmd_status spmd__plan_build(const spmd_mesh *m, const spmd__rspec *f, co
             R = 0;
             continue;
         }
-        /* 3. an axis at the minor end of dimension i that dimension j wants next: all_to_all */
+        /* 3. the axes at the minor end of dimension i that dimension j wants next, in the same
+           order: one all_to_all over all of them (the longest such run) */
         for (i = 0; i < rank && !did && s == SPMD_OK; i++) {
-            int a;
-            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
-            a = L.ax[i][L.n[i] - 1];
+            int c = spmd__lay_common(&L, t, i), len = 0, S[SPMD_MAX_AXES];
+            if (L.n[i] <= c) continue;
             for (j = 0; j < rank; j++) {
-                if (j == i || !spmd__lay_prefix(&L, t, j) || L.n[j] >= t->n[j] || t->ax[j][L.n[j]] != a) continue;
-                s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, &a, 1, j, i);
-                L.n[i]--;
-                L.ax[j][L.n[j]++] = a;
-                did = 1;
-                break;
+                if (j == i || !spmd__lay_prefix(&L, t, j)) continue;
+                for (len = L.n[i] - c; len >= 1; len--)
+                    if (L.n[j] + len <= t->n[j] &&
+                        memcmp(L.ax[i] + L.n[i] - len, t->ax[j] + L.n[j], (size_t)len * sizeof(int)) == 0)
+                        break;
+                if (len) break;
             }
+            if (!len) continue;
+            memcpy(S, L.ax[i] + L.n[i] - len, (size_t)len * sizeof(int));
+            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, S, len, j, i);
+            L.n[i] -= len;
+            memcpy(L.ax[j] + L.n[j], S, (size_t)len * sizeof(int));
+            L.n[j] += len;
+            did = 1;
         }
         if (did) continue;
         /* 4. the minor-most misplaced axis is gathered */
@@ -6730,6 +6754,8 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
     maxb = nx * es;
     for (k = 0; k < p->nsteps; k++) {
         double b = spmd__shape_bytes(p->steps[k].out_shape, block->rank, es);
+        if (b >= (double)(INT64_MAX / 2))
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: step %d needs a block of %.3g bytes", k + 1, b);
         if (b > (double)maxb) maxb = (size_t)b;
     }
     overlap = spmd__ranges_overlap(out->data, outb, block->data, nx * es);

@@ -31,7 +31,8 @@ int main(void) {
         {"P(None, None, partial='y')", "P()"},             /* partial sums -> replicated: psum */
         {"P('x', None, partial='y')", "P('x', 'y')"},      /* partial sums -> sharded: psum_scatter */
         {"P('x', 'y')", "P('y', 'x')"},                    /* both axes swap: composed */
-        {"P(('x', 'y'), None)", "P(None, ('y', 'x'))"},
+        {"P(('x', 'y'), None)", "P(None, ('x', 'y'))"},    /* two axes move together: one all_to_all */
+        {"P(('x', 'y'), None)", "P(None, ('y', 'x'))"},    /* ... in another order: one each */
     };
     spmd_mesh_desc desc;
     spmd_mesh *m;

@@ -214,6 +214,29 @@ static void test_specs(void) {
         junk.naxes[0] = 1; /* empty name */
         T_CHECK(spmd_spec_format(&junk, b, sizeof b) == -1 && b[0] == 0, "format of an invalid spec");
         T_CHECK(spmd_spec_format(NULL, b, sizeof b) == -1, "format NULL");
+        strcpy(junk.axes[0][0], "a'b"); /* a quote: its text could not be read back */
+        T_CHECK(spmd_spec_format(&junk, b, sizeof b) == -1, "format of a name with a quote");
+        /* a failed parse or init leaves *out as it was */
+        spmd_spec keep, before;
+        spmd_spec_parse("P('x', partial='y')", &keep, NULL);
+        before = keep;
+        static const char *fails[] = {"P('x'", "P(\"a'b\")", "P('a b')", "P('x,y')", "P('*')",
+                                      "P(partial=(), partial='x')", "P(partial={}, 'x')", "P('x', 'x')"};
+        for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+            spmd_status st2 = spmd_spec_parse(fails[i], &keep, &w);
+            T_CHECK(st2 != SPMD_OK && w.text[0] && memcmp(&keep, &before, sizeof keep) == 0,
+                    "failed parse of %s: %s (%s), out untouched", fails[i], stname(st2), w.text);
+        }
+        const char *d4[2] = {"x", "x"};
+        T_CHECK(spmd_spec_init(&keep, 2, d4, NULL, NULL) == SPMD_ERR_DUP_AXIS && memcmp(&keep, &before, sizeof keep) == 0,
+                "failed spec_init leaves out untouched");
+        const char *d5[1] = {"a*b"};
+        T_CHECK(spmd_spec_init(&keep, 1, d5, NULL, &w) == SPMD_ERR_INVALID && memcmp(&keep, &before, sizeof keep) == 0,
+                "spec_init name with '*': %s", w.text);
+        T_CHECK(spmd_spec_init(&keep, -1, NULL, NULL, &w) == SPMD_ERR_INVALID, "spec_init rank -1");
+        T_CHECK(spmd_spec_init(NULL, 0, NULL, NULL, &w) == SPMD_ERR_NULL, "spec_init NULL out");
+        /* needed length with no buffer, like snprintf */
+        T_CHECK(spmd_spec_format(&before, NULL, 0) == (int)strlen("P('x', partial='y')"), "format length query");
     }
     /* against a mesh */
     spmd_mesh *m;
@@ -796,6 +819,75 @@ static void test_tutorial(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- shard_map writes all outputs or none; a busy mesh is refused ----------------------------- */
+static spmd_status sm_two(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user) {
+    (void)in;
+    (void)user;
+    ((float *)out[0].data)[0] = 1; /* the same everywhere */
+    ((float *)out[1].data)[0] = (float)spmd_device_id(d); /* varies, against a P() out_spec */
+    return SPMD_OK;
+}
+static spmd_status sm_count(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user) {
+    (void)d;
+    (void)in;
+    (void)out;
+    __atomic_fetch_add((int *)user, 1, __ATOMIC_RELAXED);
+    return SPMD_OK;
+}
+typedef struct { spmd_mesh *m; spmd_status st; char msg[512]; } sm_busy;
+static void sm_busy_dev(spmd_dev *d, void *arg) {
+    sm_busy *b = (sm_busy *)arg;
+    if (spmd_device_id(d) != 0) return;
+    int n = 0;
+    spmd_shard_map_desc ds;
+    spmd_msg w;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_count;
+    ds.user = &n;
+    b->st = spmd_shard_map(b->m, &ds, &w);
+    snprintf(b->msg, sizeof b->msg, "%s", w.text);
+}
+
+static void test_shard_map_outputs(void) {
+    spmd_mesh *m = mesh1("x", 2);
+    if (!m) return;
+    float A = 7, B = 7;
+    int64_t one = 1;
+    spmd_spec sp[2];
+    spmd_spec_parse("P()", &sp[0], NULL);
+    sp[1] = sp[0];
+    spmd_array outs[2] = {spmd_array_nd(&A, SPMD_F32, 1, &one), spmd_array_nd(&B, SPMD_F32, 1, &one)};
+    spmd_shard_map_desc ds;
+    spmd_msg w;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_two;
+    ds.nout = 2;
+    ds.out = outs;
+    ds.out_specs = sp;
+    spmd_status s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_ERR_MISMATCH && strstr(w.text, "out_specs[1]") && A == 7 && B == 7,
+            "a failed check of out[1] leaves out[0] unwritten: %s A=%g (%s)", stname(s), (double)A, w.text);
+    ds.check_rep = SPMD_CHECK_OFF;
+    s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_OK && A == 1 && B == 0, "unchecked: device 0's copies: %s %g %g", stname(s), (double)A, (double)B);
+    /* no outputs: the function runs for its effects */
+    int n = 0;
+    memset(&ds, 0, sizeof ds);
+    ds.fn = sm_count;
+    ds.user = &n;
+    s = spmd_shard_map(m, &ds, &w);
+    T_CHECK(s == SPMD_OK && n == 2, "nout 0: %s, ran %d times", stname(s), n);
+    /* from inside a run: busy, nothing run, a message */
+    sm_busy b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    spmd_run(m, sm_busy_dev, &b);
+    T_CHECK(b.st == SPMD_ERR_BUSY && strstr(b.msg, "busy"), "shard_map on a running mesh: %s (%s)", stname(b.st),
+            b.msg);
+    T_CHECK(spmd_mesh_status(m) == SPMD_OK, "mesh fine after");
+    spmd_mesh_destroy(m);
+}
+
 /* ---- reshard: every pair of specs ------------------------------------------------------- */
 /* All specs of rank r over the mesh's axes: each axis unused, partial, or on
    a dimension; axes sharing a dimension in every order. */
@@ -1072,6 +1164,136 @@ static void test_plans_and_costs(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- mesh-level bad input: refused with a message, nothing written ------------------------- */
+static void test_mesh_level_errors(void) {
+    spmd_mesh *m = mesh1("x", 2);
+    if (!m) return;
+    spmd_spec sp;
+    spmd_msg w;
+    spmd_spec_parse("P('x')", &sp, NULL);
+    int64_t g[2] = {4, 2}, out[2] = {-7, -7}, neg[2] = {4, -2};
+    char buf[64] = "untouched";
+    T_CHECK(spmd_block_shape(m, &sp, -1, g, out, &w) == SPMD_ERR_INVALID && out[0] == -7 && w.text[0], "rank -1");
+    T_CHECK(spmd_block_shape(m, &sp, 2, neg, out, &w) == SPMD_ERR_SHAPE && out[0] == -7 && strstr(w.text, "negative"),
+            "negative dim: %s", w.text);
+    T_CHECK(spmd_block_start(m, &sp, 2, g, -1, out, &w) == SPMD_ERR_INVALID && out[0] == -7, "device -1");
+    T_CHECK(spmd_sharding_text(m, NULL, 2, g, buf, sizeof buf, &w) == SPMD_ERR_NULL && strcmp(buf, "untouched") == 0,
+            "picture NULL spec");
+    T_CHECK(spmd_sharding_text(NULL, &sp, 2, g, buf, sizeof buf, &w) == SPMD_ERR_NULL, "picture NULL mesh");
+    T_CHECK(spmd_sharding_text(m, &sp, 9, g, buf, sizeof buf, &w) == SPMD_ERR_INVALID, "picture rank 9");
+    spmd_spec bad = sp;
+    bad.naxes[0] = 9;
+    T_CHECK(spmd_spec_check(m, &bad, 2, g, &w) == SPMD_ERR_INVALID && strstr(w.text, "9 axes"), "spec with 9 axes: %s",
+            w.text);
+    float gd[8] = {0}, bd[4] = {1, 2, 3, 4};
+    spmd_array ga = spmd_array_nd(gd, SPMD_F32, 2, g), b3 = spmd_array_3d(bd, SPMD_F32, 2, 2, 1);
+    T_CHECK(spmd_device_put(m, &sp, &ga, 0, &b3, &w) == SPMD_ERR_SHAPE && bd[0] == 1, "device_put block of rank 3");
+    spmd_array gneg = spmd_array_nd(gd, SPMD_F32, 2, neg);
+    const void *blocks[2] = {bd, bd};
+    T_CHECK(spmd_assemble(m, &sp, blocks, &gneg, &w) == SPMD_ERR_SHAPE && gd[0] == 0, "assemble negative dim");
+    T_CHECK(spmd_assemble(m, NULL, blocks, &ga, &w) == SPMD_ERR_NULL && gd[0] == 0, "assemble NULL spec");
+    T_CHECK(spmd_assemble(NULL, &sp, blocks, &ga, &w) == SPMD_ERR_NULL && gd[0] == 0, "assemble NULL mesh");
+    spmd_cost c;
+    memset(&c, 0x5a, sizeof c);
+    spmd_cost before = c;
+    T_CHECK(spmd_collective_cost(SPMD_COLL_COUNT, 4, 1, NULL, &c) == SPMD_ERR_INVALID &&
+                memcmp(&c, &before, sizeof c) == 0, "cost of an unknown kind leaves out unchanged");
+    T_CHECK(spmd_collective_cost(SPMD_COLL_PSUM, SPMD_MAX_DEVICES + 1, 1, NULL, &c) == SPMD_ERR_INVALID, "G too large");
+    spmd_mesh_destroy(m);
+}
+
+/* ---- parse(format(s)) == s for every spec the sweep uses, trailing Nones included ------------ */
+static void test_spec_round_trip(void) {
+    static const tmesh tm = {3, {2, 1, 3}, {"a", "b", "c"}};
+    tspec *specs = (tspec *)xmalloc(4096 * sizeof(tspec));
+    int bad = 0, total = 0;
+    char first[160] = "";
+    for (int rank = 0; rank <= 3; rank++) {
+        int n = enum_specs(&tm, rank, 1, specs, 4096);
+        for (int i = 0; i < n; i++, total++) {
+            spmd_spec s = ts_make(&tm, &specs[i]), back;
+            char b[256];
+            int len = spmd_spec_format(&s, b, sizeof b);
+            spmd_status st = spmd_spec_parse(b, &back, NULL);
+            if (len != (int)strlen(b) || st != SPMD_OK || memcmp(&s, &back, sizeof s) != 0) {
+                if (!bad++) snprintf(first, sizeof first, "%.150s", b);
+            }
+        }
+    }
+    free(specs);
+    T_CHECK(bad == 0 && total > 100, "round trip: %d of %d specs differ, first %s", bad, total, first);
+}
+
+/* ---- the textbook transitions take exactly the textbook plan -------------------------------- */
+typedef struct { spmd_coll k; const char *ax; int dim, dim2; } tstep;
+
+static void test_textbook_plans(void) {
+    static const tmesh meshes[2] = {{2, {2, 2}, {"x", "y"}}, {2, {2, 3}, {"x", "y"}}};
+    static const struct { const char *f, *t; int rank, n; tstep st[2]; } tb[] = {
+        /* sharded -> replicated: one all_gather (axes sharing a dimension: one gather over both) */
+        {"P('x')", "P()", 1, 1, {{SPMD_COLL_ALL_GATHER, "x", 0, -1}}},
+        {"P(None, 'y')", "P(None, None)", 2, 1, {{SPMD_COLL_ALL_GATHER, "y", 1, -1}}},
+        {"P(('x', 'y'))", "P()", 1, 1, {{SPMD_COLL_ALL_GATHER, "x,y", 0, -1}}},
+        {"P(None, ('y', 'x'), None)", "P()", 3, 1, {{SPMD_COLL_ALL_GATHER, "y,x", 1, -1}}},
+        {"P('x', ('y'))", "P('x')", 2, 1, {{SPMD_COLL_ALL_GATHER, "y", 1, -1}}},
+        /* replicated -> sharded: a local slice, nothing sent */
+        {"P()", "P('x')", 1, 1, {{SPMD_COLL_SLICE, "x", 0, -1}}},
+        {"P()", "P(None, ('y', 'x'))", 2, 1, {{SPMD_COLL_SLICE, "y,x", 1, -1}}},
+        {"P('x')", "P('x', None, 'y')", 3, 1, {{SPMD_COLL_SLICE, "y", 2, -1}}},
+        /* an axis (or a run of axes) moved between dimensions: one all_to_all */
+        {"P('x', None)", "P(None, 'x')", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "x", 1, 0}}},
+        {"P(None, None, 'y')", "P('y')", 3, 1, {{SPMD_COLL_ALL_TO_ALL, "y", 0, 2}}},
+        {"P(('x', 'y'), None)", "P(None, ('x', 'y'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "x,y", 1, 0}}},
+        {"P(None, ('y', 'x'))", "P(('y', 'x'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "y,x", 0, 1}}},
+        {"P('x', 'y')", "P(('x', 'y'))", 2, 1, {{SPMD_COLL_ALL_TO_ALL, "y", 0, 1}}},
+        /* partial -> sharded: one psum_scatter */
+        {"P(partial='x')", "P('x')", 1, 1, {{SPMD_COLL_PSUM_SCATTER, "x", 0, -1}}},
+        {"P(None, partial=('x', 'y'))", "P(None, ('y', 'x'))", 2, 1, {{SPMD_COLL_PSUM_SCATTER, "y,x", 1, -1}}},
+        {"P('y', partial='x')", "P(('y', 'x'))", 1, 1, {{SPMD_COLL_PSUM_SCATTER, "x", 0, -1}}},
+        /* partial -> replicated: one psum */
+        {"P(partial='y')", "P()", 2, 1, {{SPMD_COLL_PSUM, "y", -1, -1}}},
+        {"P(partial=('x', 'y'))", "P()", 0, 1, {{SPMD_COLL_PSUM, "x,y", -1, -1}}},
+        {"P('x', partial='y')", "P('x')", 3, 1, {{SPMD_COLL_PSUM, "y", -1, -1}}},
+        /* replicated -> partial: local */
+        {"P()", "P(partial='x')", 1, 1, {{SPMD_COLL_ZERO, "x", -1, -1}}},
+        /* nothing: trailing None and P() / P(None) are the same sharding */
+        {"P('x')", "P('x', None, None)", 3, 0, {{SPMD_COLL_NONE, "", 0, 0}}},
+        {"P(None)", "P()", 1, 0, {{SPMD_COLL_NONE, "", 0, 0}}},
+        /* two steps: the partial sum reduced before the gather, on the smaller block */
+        {"P('x', partial='y')", "P()", 1, 2, {{SPMD_COLL_PSUM, "y", -1, -1}, {SPMD_COLL_ALL_GATHER, "x", 0, -1}}},
+        {"P(partial='x')", "P('y')", 1, 2, {{SPMD_COLL_SLICE, "y", 0, -1}, {SPMD_COLL_PSUM, "x", -1, -1}}},
+    };
+    for (int mi = 0; mi < 2; mi++) {
+        spmd_mesh *m = make_mesh(&meshes[mi], SPMD_CHECK_DEFAULT);
+        if (!m) return;
+        for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) {
+            spmd_spec f, t;
+            spmd_reshard_plan p;
+            spmd_msg w;
+            char text[2048];
+            int64_t g[3] = {12, 12, 12};
+            T_CHECK(spmd_spec_parse(tb[i].f, &f, NULL) == SPMD_OK && spmd_spec_parse(tb[i].t, &t, NULL) == SPMD_OK,
+                    "parse %s / %s", tb[i].f, tb[i].t);
+            spmd_status s = spmd_reshard_plan_make(m, &f, &t, SPMD_F32, tb[i].rank, g, NULL, &p, &w);
+            int ok = s == SPMD_OK && p.nsteps == tb[i].n, local = 1;
+            for (int k = 0; k < tb[i].n && ok; k++) {
+                const spmd_reshard_step *st = &p.steps[k];
+                ok = st->kind == tb[i].st[k].k && strcmp(st->axes, tb[i].st[k].ax) == 0 && st->dim == tb[i].st[k].dim &&
+                     (st->kind != SPMD_COLL_ALL_TO_ALL || st->dim2 == tb[i].st[k].dim2);
+                int is_local = st->kind == SPMD_COLL_SLICE || st->kind == SPMD_COLL_ZERO;
+                local &= is_local;
+                if (is_local) ok &= st->cost.bytes == 0 && st->cost.steps == 0;
+                else ok &= st->cost.bytes > 0 && st->cost.steps > 0;
+            }
+            if (ok && local) ok = p.total.bytes == 0 && p.total.steps == 0;
+            spmd_reshard_plan_text(&p, text, sizeof text);
+            T_CHECK(ok, "mesh %d: plan %s -> %s (rank %d) is not the textbook one: %s %s\n%s", mi, tb[i].f, tb[i].t,
+                    tb[i].rank, stname(s), w.text, text);
+        }
+        spmd_mesh_destroy(m);
+    }
+}
+
 /* ---- reshard errors: every device refused alike, the mesh stays usable --------------------- */
 typedef struct {
     spmd_status st[8];
@@ -1120,6 +1342,72 @@ static void reshard_errors_dev(spmd_dev *d, void *arg) {
     e->after[id] = ok;
 }
 
+/* rank 0, size-0 dimensions, a huge intermediate block, bad arrays */
+static void reshard_edges_dev(spmd_dev *d, void *arg) {
+    rerr *e = (rerr *)arg;
+    int id = spmd_device_id(d), c[2] = {id / 2, id % 2}, k = 0;
+    spmd_spec px, pxy, none, sx, sy_col, py_part;
+    spmd_spec_parse("P(partial='x')", &px, NULL);
+    spmd_spec_parse("P(partial=('x', 'y'))", &pxy, NULL);
+    spmd_spec_parse("P()", &none, NULL);
+    spmd_spec_parse("P('x')", &sx, NULL);
+    spmd_spec_parse("P(None, 'x')", &sy_col, NULL);
+    spmd_spec_parse("P(None, None, partial='y')", &py_part, NULL);
+    e->st[id] = SPMD_OK;
+#define EDGE(cond) do { k++; if (!(cond) && e->st[id] == SPMD_OK) { e->st[id] = SPMD_ERR_STATE; e->after[id] = k; } } while (0)
+    /* rank 0: a partial sum reduced, then made partial again */
+    float v = (float)(id + 1), r = -1;
+    spmd_array x0 = spmd_array_nd(&v, SPMD_F32, 0, NULL), y0 = spmd_array_nd(&r, SPMD_F32, 0, NULL);
+    EDGE(spmd_reshard(d, &x0, &px, &none, &y0, NULL) == SPMD_OK && r == (float)(2 * (c[1] + 1) + 2));
+    EDGE(spmd_reshard(d, &x0, &none, &pxy, &y0, NULL) == SPMD_OK && r == (id == 0 ? v : 0.0f));
+    /* size-0 dimensions move nothing but succeed */
+    float dummy[4];
+    int64_t s04[2] = {0, 4}, s02[2] = {0, 2}, s40[2] = {4, 0}, s20[2] = {2, 0};
+    spmd_array a = spmd_array_nd(dummy, SPMD_F32, 2, s04), b = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    EDGE(spmd_reshard(d, &a, &sx, &sy_col, &b, NULL) == SPMD_OK);
+    a = spmd_array_nd(NULL, SPMD_BF16, 2, s40);
+    b = spmd_array_nd(NULL, SPMD_BF16, 2, s20);
+    spmd_spec sy;
+    spmd_spec_parse("P('y')", &sy, NULL);
+    EDGE(spmd_reshard(d, &a, &py_part, &sy, &b, NULL) == SPMD_OK);
+    /* an intermediate block too large for memory: refused by every device alike */
+    int64_t big[2] = {(int64_t)1 << 38, (int64_t)1 << 20}; /* 2^61 bytes of f64; gathered, 2^62 */
+    spmd_spec fxy, fyx;
+    spmd_spec_parse("P('x', 'y')", &fxy, NULL);
+    spmd_spec_parse("P('y', 'x')", &fyx, NULL);
+    a = spmd_array_nd(dummy, SPMD_F64, 2, big);
+    EDGE(spmd_reshard(d, &a, &fxy, &fyx, &a, NULL) == SPMD_ERR_OVERFLOW);
+    /* bad arrays */
+    int64_t neg[2] = {2, -1};
+    a = spmd_array_nd(dummy, SPMD_F32, 2, neg);
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_SHAPE);
+    a = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    a.rank = 9;
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_INVALID);
+    a.rank = 2;
+    a.dtype = SPMD_DTYPE_COUNT;
+    EDGE(spmd_reshard(d, &a, &sx, &none, &a, NULL) == SPMD_ERR_INVALID);
+    spmd_spec long3;
+    spmd_spec_parse("P('x', None, None)", &long3, NULL);
+    a = spmd_array_nd(dummy, SPMD_F32, 2, s02);
+    EDGE(spmd_reshard(d, &a, &long3, &none, &a, NULL) == SPMD_ERR_SHAPE);
+    EDGE(spmd_reshard(d, &a, &none, &long3, &a, NULL) == SPMD_ERR_SHAPE);
+#undef EDGE
+}
+
+static void test_reshard_edges(void) {
+    tmesh t22 = {2, {2, 2}, {"x", "y"}};
+    spmd_mesh *m = make_mesh(&t22, SPMD_CHECK_DEFAULT);
+    if (!m) return;
+    rerr e;
+    memset(&e, 0, sizeof e);
+    spmd_status s = spmd_run(m, reshard_edges_dev, &e);
+    for (int d = 0; d < 4; d++)
+        T_CHECK(e.st[d] == SPMD_OK, "device %d: reshard edge case %d failed (run: %s)", d, e.after[d], stname(s));
+    T_CHECK(spmd_mesh_status(m) == SPMD_OK, "mesh not broken by the edge cases");
+    spmd_mesh_destroy(m);
+}
+
 static void test_reshard_errors(void) {
     tmesh t22 = {2, {2, 2}, {"x", "y"}};
     spmd_mesh *m = make_mesh(&t22, SPMD_CHECK_DEFAULT);
@@ -1151,8 +1439,13 @@ int main(void) {
     test_pictures();
     test_shard_map_random();
     test_tutorial();
+    test_shard_map_outputs();
     test_plans_and_costs();
+    test_spec_round_trip();
+    test_mesh_level_errors();
+    test_textbook_plans();
     test_reshard_errors();
+    test_reshard_edges();
     test_reshard_sweep();
     printf("(%.1f s)\n", now_s() - t0);
     return t_summary();
