@@ -1143,6 +1143,7 @@ struct spmd_req {
     spmd_req *mnext;       /* send: next message in the destination's mailbox */
     spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
+    int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
     size_t task_elems;
     uint32_t ntasks;
@@ -1339,6 +1340,11 @@ static inline uint16_t spmd__f2b(float f) {
         OT *out = (OT *)out_;                                                           \
         size_t base, i;                                                                 \
         int j;                                                                          \
+        if (G == 2 && n <= 4) { /* a scalar or two: no loop set-up */                  \
+            const T *y0 = (const T *)in_[0], *y1 = (const T *)in_[1];                   \
+            for (i = 0; i < n; i++) { A a = COMB(LOAD(y0[i]), LOAD(y1[i])); out[i] = FIN(a); } \
+            return;                                                                     \
+        }                                                                               \
         for (base = 0; base < n; base += SPMD__TILE) {                                  \
             size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
             const T *x0 = (const T *)in_[0] + base;                                     \
@@ -2095,7 +2101,7 @@ static int spmd__sigs_agree(spmd_req *r) {
     int k;
     for (k = 0; k < g->G; k++) {
         const spmd__sig *s = &spmd__entry_at(g, r->gseq, k)->sig;
-        if (spmd__sig_differs(s, &r->sig, m->check)) {
+        if (k != r->gr->me && spmd__sig_differs(s, &r->sig, m->check)) {
             char text[64];
             spmd__sig other;
             if (!m->check || !spmd__clog_read(m->devs[g->members[k]], r->global, &other, text))
@@ -2137,7 +2143,7 @@ static int spmd__eager_needs(const spmd_req *r) {
 
 /* The entries this member reads have arrived and agree with it. */
 static int spmd__needed_arrived(spmd_req *r) {
-    int k = spmd__eager_needs(r);
+    int k = r->need;
     if (k == SPMD__NEED_ALL) return spmd__all_arrived(r) && spmd__sigs_agree(r);
     if (k >= 0) {
         const spmd__entry *e = spmd__entry_at(r->gr->g, r->gseq, k);
@@ -2490,6 +2496,7 @@ static void spmd__thread_progress(spmd_req *r) {
     if (r->state == SPMD__R_POST) {
         if (!spmd__slot_free(r)) return;
         spmd__post(r);
+        r->need = spmd__eager_needs(r);
         r->state = SPMD__R_ARRIVE;
     }
     if (r->state == SPMD__R_ARRIVE) {
@@ -4605,7 +4612,7 @@ static void spmd__watch(spmd_req *r) {
     const spmd__group *g = r->gr->g;
     spmd_mesh *m = r->dev->mesh;
     int spins = 0;
-    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || spmd__eager_needs(r) != SPMD__NEED_ALL ||
+    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
         SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
         return;
     while (r->nseen < g->G && spins < 1024) {
