@@ -71,12 +71,13 @@ test-fabric: fabric
 	@sh tests/run.sh fabric
 
 # The compile matrix needs g++ and clang, the fabric flavour libfabric-dev and
-# libfabric-bin; installed here when we are root.
+# libfabric-bin, the two-host test ip (iproute2); installed here when we are root.
 deps:
 	@missing=""; \
 	printf "#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libfabric-dev libfabric-bin"; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing for the compile and fabric tests"; \

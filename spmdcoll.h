@@ -2580,8 +2580,11 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
    Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
      listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
      the transport takes the fabric domain of that name where the provider
-     has one (tcp names its domains by interface); the
-     address chosen is logged at info level either way.
+     has one (tcp names its domains by interface; when it names them so
+     but offers none on that interface, which is down or without carrier,
+     opening fails with SPMD_ERR_INVALID rather than publishing an
+     address on another one); the address chosen is logged at info level
+     either way.
 
    Wire: every message is a 16-byte header, little-endian
        u32 magic "SPMD" (0x444d5053), u16 version, u16 type, u32 rank, u32 length
@@ -4306,6 +4309,25 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
         if (pick && pick != f->info && (pick = fi_dupinfo(pick)) != NULL) {
             fi_freeinfo(f->info);
             f->info = pick;
+        }
+        if (!pick) { /* domains named after interfaces, none after this one: it is down or has no carrier, and
+                        the first domain (often lo) would publish an address the other hosts cannot reach */
+            char seen[256] = "";
+            int by_if = 0;
+            for (it = f->info; it; it = it->next) {
+                const char *dn = it->domain_attr ? it->domain_attr->name : NULL;
+                if (!dn || !if_nametoindex(dn)) continue;
+                by_if = 1;
+                if (!strstr(seen, dn) && strlen(seen) + strlen(dn) + 3 < sizeof seen)
+                    snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", seen[0] ? ", " : "", dn);
+            }
+            if (by_if) {
+                st = spmd__fab_fail(f, SPMD_ERR_INVALID, "fabric: provider %s offers no domain on interface %s "
+                                    "(SPMD_SOCKET_IFNAME; is it up, with carrier?), only on: %s",
+                                    f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?",
+                                    b->ifname, seen);
+                goto fail;
+            }
         }
     }
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");

@@ -101,6 +101,18 @@ run_fabric() {
             sed -n '1,40p' $LOG/fabric-$t.err | sed 's/^/      /'
         fi
     done
+    # Two hosts: network namespaces joined by a veth pair, test_fabric's
+    # transfers between them (needs root and ip netns, else skipped).
+    if [ -x $B/fabric/test_fabric ]; then
+        start=$(date +%s)
+        timeout 180 sh tests/twohost.sh $B/fabric/test_fabric >$LOG/fabric-twohost.out 2>$LOG/fabric-twohost.err; rc=$?
+        end=$(date +%s)
+        add_line "$(tail -n 1 $LOG/fabric-twohost.out)" $rc "fabric/twohost ($((end - start))s)"
+        if [ $rc != 0 ] || grep -q '^FAIL' $LOG/fabric-twohost.err; then
+            sed -n '1,40p' $LOG/fabric-twohost.err | sed 's/^/      /'
+        fi
+    elif have_fabric; then echo "  fabric/twohost: test_fabric not built: FAILED"; F=$((F + 1))
+    else echo "  fabric/twohost: libfabric missing: skipped"; S=$((S + 1)); fi
 }
 
 run_examples() {

@@ -3,7 +3,8 @@
    layout read from the Slurm/Open MPI/PMI variables; a wrong job key
    rejected; garbage, truncated and lying messages on the coordinator port
    neither crash nor stall it; a coordinator that never starts gives a
-   timeout within the deadline. Internal API, so the implementation is
+   timeout within the deadline; tools/spmdrun's arguments, exit status,
+   deadline and signal handling. Internal API, so the implementation is
    included here. */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
@@ -13,6 +14,7 @@
 #include "harness.h"
 #include "proclib.h"
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 static void blob_of(int rank, int round, unsigned char *b, size_t *len) {
     size_t i;
@@ -265,6 +267,139 @@ static void test_no_coordinator(void) {
     T_CHECK(dt >= 1.4 && dt < 4.0, "no coordinator: gave up after %.2f s, deadline 1.5 s", dt);
 }
 
+/* tools/spmdrun itself: arguments passed on as given, the failed process's
+   status (also when it dies at once), the deadline, SIGTERM and SIGINT
+   stopping every process, and a grandchild that keeps the output pipe open
+   not holding spmdrun. Each job runs with its own directory for pid files. */
+static pid_t run_argv(const char *tag, const char *const *argv) {
+    char out[400], err[400];
+    pid_t pid;
+    snprintf(out, sizeof out, "%s/%s.out", p_logdir, tag);
+    snprintf(err, sizeof err, "%s/%s.err", p_logdir, tag);
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid != 0) return pid;
+    {
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo >= 0) dup2(fo, 1);
+        if (fe >= 0) dup2(fe, 2);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], (char *const *)argv);
+        _exit(126);
+    }
+}
+
+/* pids written by the processes of a job into dir/pid.<id>; how many of want are there */
+static int read_pids(const char *dir, int want, pid_t *pids) {
+    int i, got = 0;
+    for (i = 0; i < want; i++) {
+        char path[400];
+        FILE *f;
+        long v = 0;
+        snprintf(path, sizeof path, "%s/pid.%d", dir, i);
+        pids[i] = 0;
+        if ((f = fopen(path, "r")) == NULL) continue;
+        if (fscanf(f, "%ld", &v) == 1 && v > 0) { pids[i] = (pid_t)v; got++; }
+        fclose(f);
+    }
+    return got;
+}
+
+static void test_spmdrun_signal(const char *run, int sig) {
+    char dir[300], script[1200], tag[32];
+    const char *argv[] = {run, "-n", "3", "--timeout", "60", "--", "/bin/sh", "-c", script, NULL};
+    pid_t pids[3], job;
+    double t0;
+    int i, got = 0, rc, alive = 0;
+    snprintf(tag, sizeof tag, "spmdrun-sig%d", sig);
+    snprintf(dir, sizeof dir, "%s/%s.d", p_logdir, tag);
+    mkdir(dir, 0755);
+    for (i = 0; i < 3; i++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/pid.%d", dir, i);
+        unlink(path);
+    }
+    /* the process writes its pid, then becomes sleep (same pid) */
+    snprintf(script, sizeof script, "echo $$ > '%s/pid.'$SPMD_PROCESS_ID.t && mv '%s/pid.'$SPMD_PROCESS_ID.t "
+             "'%s/pid.'$SPMD_PROCESS_ID && exec sleep 30", dir, dir, dir);
+    job = run_argv(tag, argv);
+    t0 = p_now();
+    while (p_now() - t0 < 10 && (got = read_pids(dir, 3, pids)) < 3) usleep(20000);
+    T_CHECK(got == 3, "spmdrun signal %d: only %d of 3 processes started", sig, got);
+    usleep(100000); /* they are sleeping now */
+    kill(job, sig);
+    rc = p_exit_code(p_wait(job, 10));
+    T_CHECK(rc == 128 + sig, "spmdrun got signal %d: exit %d, want %d: %s", sig, rc, 128 + sig, p_read(tag, "err"));
+    for (i = 0; i < got; i++)
+        if (pids[i] > 0 && kill(pids[i], 0) == 0) { alive++; kill(pids[i], SIGKILL); }
+    T_CHECK(alive == 0, "spmdrun got signal %d: %d of its processes still running", sig, alive);
+}
+
+static void test_spmdrun(void) {
+    const char *run = getenv("SPMDRUN") ? getenv("SPMDRUN") : "tools/spmdrun";
+    char dir[300], script[1200];
+    double t0, dt;
+    int rc;
+    {   /* arguments with spaces, quotes, glob characters and an empty one */
+        const char *argv[] = {run, "-n", "2", "--", "/bin/sh", "-c", "printf '<%s>' \"$@\"; echo", "x", "a  b", "",
+                              "c*", "d'e \"q\" $HOME", NULL};
+        const char *want = "<a  b><><c*><d'e \"q\" $HOME>";
+        char w0[128], w1[128];
+        rc = p_exit_code(p_wait(run_argv("spmdrun-args", argv), 20));
+        snprintf(w0, sizeof w0, "[0] %s\n", want);
+        snprintf(w1, sizeof w1, "[1] %s\n", want);
+        T_CHECK(rc == 0 && strstr(p_read("spmdrun-args", "out"), w0) && strstr(p_read("spmdrun-args", "out"), w1),
+                "spmdrun arguments: exit %d, output:\n%s", rc, p_read("spmdrun-args", "out"));
+    }
+    {   /* process 1 fails with 7 while the others sleep: 7, at once */
+        const char *argv[] = {run, "-n", "3", "--", "/bin/sh", "-c",
+                              "[ $SPMD_PROCESS_ID = 1 ] && exit 7; exec sleep 30", NULL};
+        t0 = p_now();
+        rc = p_exit_code(p_wait(run_argv("spmdrun-exit", argv), 20));
+        dt = p_now() - t0;
+        T_CHECK(rc == 7 && dt < 5, "spmdrun, process 1 exits 7: exit %d after %.1f s", rc, dt);
+    }
+    {   /* process 0 dies of SIGKILL before spmdrun has started the others: 137, at once */
+        const char *argv[] = {run, "-n", "4", "--timeout", "20", "--", "/bin/sh", "-c",
+                              "[ $SPMD_PROCESS_ID = 0 ] && kill -9 $$; exec sleep 30", NULL};
+        int i, bad = 0;
+        for (i = 0; i < 5; i++) {
+            t0 = p_now();
+            rc = p_exit_code(p_wait(run_argv("spmdrun-killed", argv), 30));
+            dt = p_now() - t0;
+            if (rc != 128 + SIGKILL || dt > 5) {
+                bad = 1;
+                break;
+            }
+        }
+        T_CHECK(!bad, "spmdrun, process 0 killed at once: exit %d after %.1f s (want %d at once)", rc, dt,
+                128 + SIGKILL);
+    }
+    {   /* the deadline */
+        const char *argv[] = {run, "-n", "2", "--timeout", "1", "--", "/bin/sleep", "30", NULL};
+        t0 = p_now();
+        rc = p_exit_code(p_wait(run_argv("spmdrun-deadline", argv), 20));
+        dt = p_now() - t0;
+        T_CHECK(rc == 124 && dt >= 0.95 && dt < 5, "spmdrun deadline 1 s: exit %d after %.1f s", rc, dt);
+    }
+    {   /* a grandchild that leaves the process group with the output pipe open */
+        const char *argv[] = {run, "-n", "1", "--timeout", "20", "--", "/bin/sh", "-c", script, NULL};
+        pid_t straggler[1];
+        snprintf(dir, sizeof dir, "%s/spmdrun-straggler.d", p_logdir);
+        mkdir(dir, 0755);
+        snprintf(script, sizeof script, "setsid sleep 30 & echo $! > '%s/pid.0'; echo started; exit 0", dir);
+        t0 = p_now();
+        rc = p_exit_code(p_wait(run_argv("spmdrun-straggler", argv), 30));
+        dt = p_now() - t0;
+        T_CHECK(rc == 0 && dt < 5 && strstr(p_read("spmdrun-straggler", "out"), "[0] started"),
+                "spmdrun with a grandchild holding its output: exit %d after %.1f s", rc, dt);
+        if (read_pids(dir, 1, straggler) == 1) kill(straggler[0], SIGKILL);
+    }
+    test_spmdrun_signal(run, SIGTERM);
+    test_spmdrun_signal(run, SIGINT);
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
@@ -274,5 +409,6 @@ int main(int argc, char **argv) {
     test_wrong_key();
     test_garbage();
     test_no_coordinator();
+    test_spmdrun();
     return t_summary();
 }

@@ -1,0 +1,113 @@
+#!/bin/sh
+# Two hosts: two network namespaces joined by a veth pair (10.77.0.1/24 and
+# 10.77.0.2/24), one process of a 2-process job in each, the tcp provider
+# between them. The processes are test_fabric's "xfer" children (tagged
+# transfers of 0, 1, 7, inject-1..inject+1, 8 KiB-1..8 KiB+1 and 1 MiB+13
+# bytes, random data verified, then a bootstrap barrier), started with
+# SPMD_COORDINATOR at the first namespace's address and SPMD_SOCKET_IFNAME
+# at each side's veth. Checks that both pass, that the address each logs at
+# info level is its veth address, that the transport took the veth's domain,
+# and that the data crossed the veth. Then, with one veth end down, that a
+# process told to use it fails to open with SPMD_ERR_INVALID naming it.
+#   sh tests/twohost.sh [path/to/test_fabric]
+# Needs root and `ip netns`; without them one check is reported skipped.
+# Prints a closing line "N passed, N failed[, N skipped]"; exit 1 on failure.
+# Everything it creates is removed on exit, also on failure or a signal.
+exe=${1:-build/fabric/test_fabric}
+LOG=${LOG:-build/test-logs} # where the logs of the last run are left
+mkdir -p "$LOG"
+P=0 F=0 S=0
+summary() {
+    if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
+    [ $F = 0 ]
+}
+skip() { echo "SKIP two hosts: $*" >&2; S=$((S + 1)); summary; exit $?; }
+check() { # $1 = 0 when it held, $2 = what
+    if [ "$1" = 0 ]; then P=$((P + 1)); else F=$((F + 1)); echo "FAIL two hosts: $2" >&2; fi
+}
+
+[ "$(id -u)" = 0 ] || skip "not root"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) not installed"
+[ -x "$exe" ] || { F=$((F + 1)); echo "FAIL two hosts: $exe not built" >&2; summary; exit 1; }
+
+id=$$
+NA=spmd2h-a-$id NB=spmd2h-b-$id      # namespaces
+VA=spv0-$id VB=spv1-$id              # veth ends (at most 15 characters)
+AA=10.77.0.1 AB=10.77.0.2
+pa="" pb=""
+cleanup() {
+    [ -n "$pa" ] && kill -9 "$pa" 2>/dev/null
+    [ -n "$pb" ] && kill -9 "$pb" 2>/dev/null
+    ip netns pids "$NA" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns pids "$NB" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "$NA" 2>/dev/null # deleting a namespace deletes its veth end and the peer with it
+    ip netns del "$NB" 2>/dev/null
+    ip link del "$VA" 2>/dev/null  # in case it was made but not yet moved
+    cp "$W"/* "$LOG"/ 2>/dev/null
+    rm -rf "$W"
+}
+W=$(mktemp -d "${TMPDIR:-/tmp}/twohost.XXXXXX") || exit 1 # this run's logs: parallel runs do not mix them
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+ip netns add "$NA" 2>"$W/twohost-setup.err" || skip "ip netns add failed: $(head -n 1 "$W/twohost-setup.err")"
+if ! { ip netns add "$NB" &&
+       ip link add "$VA" type veth peer name "$VB" &&
+       ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB" &&
+       ip -n "$NA" addr add "$AA/24" dev "$VA" && ip -n "$NB" addr add "$AB/24" dev "$VB" &&
+       ip -n "$NA" link set lo up && ip -n "$NB" link set lo up &&
+       ip -n "$NA" link set "$VA" up && ip -n "$NB" link set "$VB" up; } 2>>"$W/twohost-setup.err"; then
+    skip "could not set up the namespaces and veth pair: $(tail -n 1 "$W/twohost-setup.err")"
+fi
+# The tcp provider lists only interfaces that are running: wait for carrier on both ends.
+up=0
+for _ in $(seq 1 100); do
+    if ip -n "$NA" link show "$VA" | grep -q 'state UP' && ip -n "$NB" link show "$VB" | grep -q 'state UP'; then
+        up=1; break
+    fi
+    sleep 0.05
+done
+check $((1 - up)) "the veth pair did not come up within 5 s"
+tx_before=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/dev/null || echo 0)
+
+key=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+port=29500 # fresh namespaces: every port is free
+run() { # $1 = namespace, $2 = process id, $3 = interface, $4 = log name
+    timeout -s KILL 90 ip netns exec "$1" env SPMD_NUM_PROCESSES=2 SPMD_PROCESS_ID="$2" \
+        SPMD_COORDINATOR="$AA:$port" SPMD_JOB_KEY="$key" SPMD_SOCKET_IFNAME="$3" \
+        SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_LOG_LEVEL=info SPMD_BOOT_TIMEOUT_MS=20000 \
+        "$exe" --child xfer >"$W/$4.out" 2>"$W/$4.err"
+}
+run "$NA" 0 "$VA" twohost-p0 & pa=$!
+run "$NB" 1 "$VB" twohost-p1 & pb=$!
+wait $pa; ra=$?; pa=""
+wait $pb; rb=$?; pb=""
+
+show() { sed 's/^/      /' "$W/$1.out" "$W/$1.err" >&2; }
+check $ra "process 0 (namespace $NA) exited with $ra"
+check $rb "process 1 (namespace $NB) exited with $rb"
+grep -q '^ok: .* with 2 processes on tcp' "$W/twohost-p0.out"; check $? "process 0 did not report its transfers ok"
+grep -q '^ok: .* with 2 processes on tcp' "$W/twohost-p1.out"; check $? "process 1 did not report its transfers ok"
+grep -q "info: bootstrap: coordinator listening on $AA port $port (interface $VA)" "$W/twohost-p0.err"
+check $? "process 0 did not log $AA on $VA as its address"
+grep -q "info: bootstrap: joined coordinator $AA:$port from $AB (interface $VB)" "$W/twohost-p1.err"
+check $? "process 1 did not log $AB on $VB as its address"
+grep -q "info: fabric: provider tcp.* domain $VA," "$W/twohost-p0.err"; check $? "process 0's transport is not on $VA"
+grep -q "info: fabric: provider tcp.* domain $VB," "$W/twohost-p1.err"; check $? "process 1's transport is not on $VB"
+tx_after=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/dev/null || echo 0)
+# 2 groups x 2 sequence numbers of 1 MiB+13 and the smaller sizes, each way
+[ $((tx_after - tx_before)) -gt 4194304 ]; check $? "only $((tx_after - tx_before)) bytes left through $VA"
+if [ $F -gt 0 ]; then show twohost-p0; show twohost-p1; fi
+
+# SPMD_SOCKET_IFNAME naming an interface that is down: the tcp provider offers
+# no domain on it, and opening must say so (not fall back to lo, whose
+# address the other host cannot reach).
+ip -n "$NB" link set "$VB" down
+timeout -s KILL 30 ip netns exec "$NB" env SPMD_NUM_PROCESSES=1 SPMD_PROCESS_ID=0 SPMD_COORDINATOR="$AB:$port" \
+    SPMD_SOCKET_IFNAME="$VB" SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_BOOT_TIMEOUT_MS=5000 \
+    "$exe" --child xfer >"$W/twohost-down.out" 2>"$W/twohost-down.err"
+rd=$?
+[ $rd = 1 ] && grep -q "open: SPMD_ERR_INVALID fabric: provider tcp.* no domain on interface $VB" "$W/twohost-down.out"
+check $? "interface down: exit $rd, want 1 and SPMD_ERR_INVALID naming $VB: $(head -n 1 "$W/twohost-down.out")"
+summary
