@@ -3917,6 +3917,16 @@ static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n) {
 }
 
 /* Post as many segments as the window and the provider allow. */
+/* Errors that mean the connection to the peer is gone: the peer died or
+   became unreachable, often noticed here before the bootstrap hears of it. */
+static int spmd__fab_conn_lost(int err) {
+    switch (err) {
+    case FI_ECONNRESET: case FI_ECONNREFUSED: case FI_ECONNABORTED: case FI_ENOTCONN: case FI_ESHUTDOWN:
+    case FI_EHOSTUNREACH: case FI_ENETUNREACH: case FI_ENETDOWN: case EPIPE: return 1;
+    default: return 0;
+    }
+}
+
 static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
     while (op->state == SPMD__FOP_ACTIVE && op->status == SPMD_OK && op->posted < op->nseg) {
         uint32_t i = op->posted;
@@ -3948,8 +3958,10 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         if (rc != 0) {
             char what[160];
             spmd__fab_describe(op, what, sizeof what);
-            spmd__fab_op_fail(f, op, SPMD_ERR_SYSTEM, "%s: posting segment %u: %s", what, (unsigned)i,
-                              fi_strerror((int)-rc));
+            spmd__fab_op_fail(f, op,
+                              spmd__fab_conn_lost((int)-rc) || spmd__boot_lost(f->boot, op->peer) ? SPMD_ERR_PEER_LOST
+                                                                                                 : SPMD_ERR_SYSTEM,
+                              "%s: posting segment %u: %s", what, (unsigned)i, fi_strerror((int)-rc));
             return;
         }
         sg->busy = 1;
@@ -4083,8 +4095,9 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             {
                 char why[400];
                 spmd_status s = e.err == FI_ETRUNC ? SPMD_ERR_SIZE
-                                : spmd__boot_lost(f->boot, sg->op->peer) ? SPMD_ERR_PEER_LOST
-                                                                          : SPMD_ERR_SYSTEM;
+                                : spmd__boot_lost(f->boot, sg->op->peer) || spmd__fab_conn_lost(e.err)
+                                    ? SPMD_ERR_PEER_LOST
+                                    : SPMD_ERR_SYSTEM;
                 snprintf(why, sizeof why, "%s%s (provider: %s)", fi_strerror(e.err),
                          e.err == FI_ETRUNC ? ": the sender posted more bytes" : "", pbuf);
                 spmd__fab_seg_done(f, sg, 0, s, why);
