@@ -14,7 +14,7 @@ HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/d
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
-.PHONY: all demo test test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
+.PHONY: all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
 
 EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
@@ -50,9 +50,13 @@ demo: $(BUILD)/tour
 
 # Every test: the suite built plainly, under ASan+UBSan, under TSan, the
 # compile matrix, and the examples; one closing line "N passed, N failed".
-test: deps $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/%)
-	@$(MAKE) --no-print-directory fabric
+# The builds run in parallel (one job per CPU; JOBS=1 for one at a time).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@sh tests/run.sh all
+test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/%)
+	@$(MAKE) --no-print-directory fabric
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)
 	@sh tests/run.sh plain

@@ -46,6 +46,10 @@ run_suite() { # $1 = plain|asan|tsan
     done
 }
 
+# The compile matrix runs JOBS compiles at a time (default: one per CPU);
+# compile_one starts one, compile_tally collects the results in order.
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+RUNNING=0
 compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = name, $5 = libraries
     cc=$1 lang=$2 defs=$3 name=$4 libs=${5:-}
     if ! command -v $cc >/dev/null 2>&1; then
@@ -53,15 +57,31 @@ compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = n
     fi
     out=$B/compile/$(echo "$name" | tr ' +/' '_px')
     mkdir -p $B/compile
-    if $cc $lang -Wall -Wextra -Wpedantic -Werror $defs -pthread \
-           tests/compile/main.c tests/compile/other.c -o $out $libs 2>$out.err && $out >/dev/null; then
-        P=$((P + 1))
-    else
-        echo "  compile $name: FAILED"; sed -n '1,10p' $out.err | sed 's/^/      /'; F=$((F + 1))
-    fi
+    rm -f $out.rc
+    printf '%s\t%s\n' "$out" "$name" >>$B/compile/list
+    ( if $cc $lang -Wall -Wextra -Wpedantic -Werror $defs -pthread \
+             tests/compile/main.c tests/compile/other.c -o $out $libs 2>$out.err && $out >/dev/null; then
+          echo 0 >$out.rc
+      else
+          echo 1 >$out.rc
+      fi ) &
+    RUNNING=$((RUNNING + 1))
+    if [ $RUNNING -ge $JOBS ]; then wait; RUNNING=0; fi
 }
-
+compile_tally() {
+    wait; RUNNING=0
+    while IFS="$(printf '\t')" read -r out name; do
+        if [ "$(cat $out.rc 2>/dev/null)" = 0 ]; then
+            P=$((P + 1))
+        else
+            echo "  compile $name: FAILED"; sed -n '1,10p' $out.err | sed 's/^/      /'; F=$((F + 1))
+        fi
+    done <$B/compile/list
+    rm -f $B/compile/list
+}
 run_compile() {
+    mkdir -p $B/compile
+    rm -f $B/compile/list
     for st in "" "-DSPMD_STATIC"; do
         for cc in gcc clang; do
             for std in c99 c11; do compile_one $cc "-std=$std" "$st" "$cc $std $st"; done
@@ -78,6 +98,7 @@ run_compile() {
     else
         echo "  compile with SPMDCOLL_LIBFABRIC: libfabric headers missing: skipped"; S=$((S + 1))
     fi
+    compile_tally
     echo "  compile matrix: done"
 }
 
