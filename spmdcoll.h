@@ -1340,7 +1340,7 @@ static inline uint16_t spmd__f2b(float f) {
         OT *out = (OT *)out_;                                                           \
         size_t base, i;                                                                 \
         int j;                                                                          \
-        if (G == 2 && n <= 4) { /* a scalar or two: no loop set-up */                  \
+        if (G == 2) { /* no accumulator: one pass over the whole range */           \
             const T *y0 = (const T *)in_[0], *y1 = (const T *)in_[1];                   \
             for (i = 0; i < n; i++) { A a = COMB(LOAD(y0[i]), LOAD(y1[i])); out[i] = FIN(a); } \
             return;                                                                     \
@@ -1351,14 +1351,6 @@ static inline uint16_t spmd__f2b(float f) {
             OT *o = out + base;                                                         \
             if (G == 1) {                                                               \
                 for (i = 0; i < m; i++) { A a = LOAD(x0[i]); o[i] = FIN(a); }           \
-                continue;                                                               \
-            }                                                                           \
-            if (G == 2) {                                                               \
-                const T *x1 = (const T *)in_[1] + base;                                 \
-                for (i = 0; i < m; i++) {                                               \
-                    A a = COMB(LOAD(x0[i]), LOAD(x1[i]));                               \
-                    o[i] = FIN(a);                                                      \
-                }                                                                       \
                 continue;                                                               \
             }                                                                           \
             {                                                                           \
