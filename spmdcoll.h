@@ -6114,6 +6114,19 @@ static void spmd__devlist(const int *v, int n, char *buf, size_t len) {
     }
 }
 
+/* The devices holding block (a, b) of a rank-0..2 picture, as a device list
+   in buf; devs is scratch for m->size ids. */
+static void spmd__cell_devs(const spmd_mesh *m, const spmd__rspec *r, int rank, int64_t a, int64_t b, int *devs,
+                            char *buf, size_t len) {
+    int d, nd = 0, c[SPMD_MAX_AXES];
+    for (d = 0; d < m->size; d++) {
+        spmd__coords(m, d, c);
+        if ((rank < 2 || spmd__dim_index(m, r, 0, c) == a) && (rank < 1 || spmd__dim_index(m, r, rank - 1, c) == b))
+            devs[nd++] = d;
+    }
+    spmd__devlist(devs, nd, buf, len);
+}
+
 spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
                                char *buf, size_t len, spmd_msg *why) {
     spmd__rspec r;
@@ -6144,14 +6157,7 @@ spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
         /* width: the longest device list */
         for (a = 0; a < nblk[0]; a++)
             for (b = 0; b < nblk[1]; b++) {
-                nd = 0;
-                for (d = 0; d < m->size; d++) {
-                    spmd__coords(m, d, c);
-                    if ((rank < 2 || spmd__dim_index(m, &r, 0, c) == a) &&
-                        (rank < 1 || spmd__dim_index(m, &r, rank - 1, c) == b))
-                        devs[nd++] = d;
-                }
-                spmd__devlist(devs, nd, t1, sizeof t1);
+                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
                 if (strlen(t1) + 4 > w) w = strlen(t1) + 4;
             }
         for (a = 0; a < nblk[0]; a++) {
@@ -6163,14 +6169,7 @@ spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
             spmd__put(&o, "+\n");
             for (b = 0; b < nblk[1]; b++) {
                 size_t l, left;
-                nd = 0;
-                for (d = 0; d < m->size; d++) {
-                    spmd__coords(m, d, c);
-                    if ((rank < 2 || spmd__dim_index(m, &r, 0, c) == a) &&
-                        (rank < 1 || spmd__dim_index(m, &r, rank - 1, c) == b))
-                        devs[nd++] = d;
-                }
-                spmd__devlist(devs, nd, t1, sizeof t1);
+                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
                 l = strlen(t1);
                 left = (w - l) / 2;
                 spmd__put(&o, "|%*s%s%*s", (int)left, "", t1, (int)(w - l - left), "");

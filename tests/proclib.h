@@ -40,7 +40,9 @@ static int p_free_port(void) {
 
 /* Start `self --child mode` with env entries "NAME=value" (NULL-terminated;
    "NAME=" unsets), stdout and stderr to <logdir>/<tag>.out/.err. */
-static pid_t p_spawn(const char *tag, const char *mode, const char *const *env) {
+/* fork with the child's stdout and stderr going to <logdir>/<tag>.out/.err:
+   returns the pid in the parent (or -1), 0 in the child. */
+static pid_t p_fork_logged(const char *tag) {
     char out[400], err[400];
     pid_t pid;
     snprintf(out, sizeof out, "%s/%s.out", p_logdir, tag);
@@ -48,12 +50,19 @@ static pid_t p_spawn(const char *tag, const char *mode, const char *const *env) 
     fflush(stdout);
     fflush(stderr);
     pid = fork();
-    if (pid != 0) return pid;
-    {
+    if (pid == 0) {
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int i;
         if (fo >= 0) dup2(fo, 1);
         if (fe >= 0) dup2(fe, 2);
+    }
+    return pid;
+}
+
+static pid_t p_spawn(const char *tag, const char *mode, const char *const *env) {
+    pid_t pid = p_fork_logged(tag);
+    if (pid != 0) return pid;
+    {
+        int i;
         for (i = 0; env && env[i]; i++) {
             char name[128];
             const char *eq = strchr(env[i], '=');

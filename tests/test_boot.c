@@ -272,22 +272,11 @@ static void test_no_coordinator(void) {
    stopping every process, and a grandchild that keeps the output pipe open
    not holding spmdrun. Each job runs with its own directory for pid files. */
 static pid_t run_argv(const char *tag, const char *const *argv) {
-    char out[400], err[400];
-    pid_t pid;
-    snprintf(out, sizeof out, "%s/%s.out", p_logdir, tag);
-    snprintf(err, sizeof err, "%s/%s.err", p_logdir, tag);
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
+    pid_t pid = p_fork_logged(tag);
     if (pid != 0) return pid;
-    {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo >= 0) dup2(fo, 1);
-        if (fe >= 0) dup2(fe, 2);
-        signal(SIGPIPE, SIG_DFL);
-        execv(argv[0], (char *const *)argv);
-        _exit(126);
-    }
+    signal(SIGPIPE, SIG_DFL);
+    execv(argv[0], (char *const *)argv);
+    _exit(126);
 }
 
 /* pids written by the processes of a job into dir/pid.<id>; how many of want are there */

@@ -10,6 +10,7 @@
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
+#include "testlib.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXDEV 8
 #define MAXROW 16
 
 /* ---- dtypes and plain conversions ------------------------------------------- */
@@ -229,16 +229,8 @@ static int run_job(vjob *j, char *text, size_t cap, int first, int last) {
 }
 
 static spmd_mesh *make_mesh(int ndim, const int *shape, const char *const *names) {
-    spmd_mesh_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = ndim;
-    for (int i = 0; i < ndim; i++) {
-        desc.shape[i] = shape[i];
-        desc.axis_names[i] = names[i];
-    }
-    desc.timeout_ms = 20000;
     spmd_mesh *m = NULL;
-    spmd_status s = spmd_mesh_create(&desc, &m);
+    spmd_status s = create_named_mesh(ndim, shape, names, 20000, SPMD_CHECK_DEFAULT, SPMD_LOG_DEFAULT, &m);
     T_CHECK(s == SPMD_OK && m, "spmd_mesh_create: %s", spmd_status_name(s));
     return s == SPMD_OK ? m : NULL;
 }
