@@ -294,6 +294,9 @@ typedef struct spmd_mesh_desc {
     int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024;
                                                rounded up to a power of two */
     size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
+    int devices_per_process;                /* libfabric: devices each process hosts; 0: env
+                                               SPMD_DEVICES_PER_PROCESS, else the mesh cut into one
+                                               contiguous block per process (minor axes stay inside) */
 } spmd_mesh_desc;
 
 /* Per-call options; NULL means all defaults. */
@@ -351,9 +354,19 @@ SPMD_API spmd_backend spmd_mesh_backend(const spmd_mesh *m);
 /* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
 SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
 SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
+/* Processes (libfabric backend): how many take part, which one this is, and
+   which hosts a device (devices are numbered row-major and each process
+   hosts one contiguous block). On threads: 1, 0 and 0. spmd_device_is_local
+   is 1 when this process hosts the device: only those run in spmd_run and
+   can be attached. -SPMD_ERR_NULL / -SPMD_ERR_INVALID on bad arguments. */
+SPMD_API int spmd_mesh_process_count(const spmd_mesh *m);
+SPMD_API int spmd_mesh_process_id(const spmd_mesh *m);
+SPMD_API int spmd_device_process(const spmd_mesh *m, int device);
+SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 
 /* ---- running devices -------------------------------------------------- */
-/* Run fn(dev, arg) on one new thread per device and join them. Returns the
+/* Run fn(dev, arg) on one new thread per device of this process (every
+   device on threads; spmd_device_is_local on libfabric) and join them. Returns the
    first failing status any library call returned on any device during the
    run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
@@ -1212,6 +1225,12 @@ struct spmd_mesh {
     spmd_status broken_status;
     char broken_msg[512];
     uint32_t run_status;   /* first failure seen during spmd_run */
+    int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
+    int *proc_of;          /* device -> its process (NULL on threads: all 0) */
+    int first_local, nlocal; /* this process's devices: a contiguous block */
+    uint32_t mesh_id;      /* libfabric: meshes this process made before; equal on every process */
+    struct spmd__fab *fab; /* libfabric: the process's transport (shared by its meshes) */
+    struct spmd__xstate *xs; /* libfabric: exchanges in flight */
 };
 
 // >>logging and errors
@@ -7018,6 +7037,8 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     if (!m) return SPMD_ERR_NOMEM;
     m->alloc = desc->allocator;
     pthread_mutex_init(&m->lock, NULL);
+    m->nprocs = 1;
+    m->nlocal = size;
     m->ndim = desc->ndim;
     m->size = size;
     for (i = m->ndim - 1, j = 1; i >= 0; i--) {
@@ -7117,6 +7138,18 @@ const char *spmd_mesh_error(const spmd_mesh *m) {
     return m && SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "";
 }
 
+int spmd_mesh_process_count(const spmd_mesh *m) { return m ? m->nprocs : -(int)SPMD_ERR_NULL; }
+int spmd_mesh_process_id(const spmd_mesh *m) { return m ? m->proc : -(int)SPMD_ERR_NULL; }
+int spmd_device_process(const spmd_mesh *m, int device) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
+    return m->proc_of ? m->proc_of[device] : 0;
+}
+int spmd_device_is_local(const spmd_mesh *m, int device) {
+    int p = spmd_device_process(m, device);
+    return p < 0 ? p : p == m->proc;
+}
+
 spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) {
     uint32_t expect = 0;
     spmd_dev *d;
@@ -7124,6 +7157,11 @@ spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) {
     if (!m || !out) return SPMD_ERR_NULL;
     if (device < 0 || device >= m->size) {
         spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d outside 0..%d", device, m->size - 1);
+        return SPMD_ERR_INVALID;
+    }
+    if (m->proc_of && m->proc_of[device] != m->proc) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d lives in process %d, this is process %d", device,
+                  m->proc_of[device], m->proc);
         return SPMD_ERR_INVALID;
     }
     d = m->devs[device];
@@ -7186,12 +7224,14 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     pthread_t *th;
     pthread_attr_t attr;
     uint32_t expect = 0;
-    int i, started = 0;
+    int i, started = 0, lo, n;
     spmd_status s;
     if (!m || !fn) return SPMD_ERR_NULL;
     if (!SPMD__CAS(&m->running, &expect, 1u)) return SPMD_ERR_BUSY;
-    args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *args);
-    th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *th);
+    lo = m->first_local; /* this process's devices (all of them on threads) */
+    n = m->nlocal;
+    args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *args);
+    th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *th);
     if (!args || !th) {
         spmd__free(&m->alloc, args);
         spmd__free(&m->alloc, th);
@@ -7200,10 +7240,10 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     }
     /* claim every device before any thread starts, so that no other thread
        can take one in between */
-    for (i = 0; i < m->size; i++) {
+    for (i = 0; i < n; i++) {
         spmd_dev *dummy;
-        if (spmd_attach(m, i, &dummy) != SPMD_OK) {
-            while (i-- > 0) spmd_detach(m->devs[i]);
+        if (spmd_attach(m, lo + i, &dummy) != SPMD_OK) {
+            while (i-- > 0) spmd_detach(m->devs[lo + i]);
             spmd__free(&m->alloc, args);
             spmd__free(&m->alloc, th);
             SPMD__ST_SC(&m->running, 0u);
@@ -7220,25 +7260,25 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     pthread_cond_init(&c.cond, NULL);
     pthread_attr_init(&attr);
     if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
-    for (i = 0; i < m->size; i++) {
+    for (i = 0; i < n; i++) {
         args[i].ctx = &c;
-        args[i].device = i;
+        args[i].device = lo + i;
         if (pthread_create(&th[i], &attr, spmd__run_thread, &args[i]) != 0) break;
         started++;
     }
     pthread_attr_destroy(&attr);
     pthread_mutex_lock(&c.lock);
-    c.gate = started == m->size ? 1 : -1;
+    c.gate = started == n ? 1 : -1;
     pthread_cond_broadcast(&c.cond);
     pthread_mutex_unlock(&c.lock);
     for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = started; i < m->size; i++) spmd_detach(m->devs[i]);
+    for (i = started; i < n; i++) spmd_detach(m->devs[lo + i]);
     pthread_mutex_destroy(&c.lock);
     pthread_cond_destroy(&c.cond);
     spmd__free(&m->alloc, args);
     spmd__free(&m->alloc, th);
-    if (started < m->size) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, m->size);
+    if (started < n) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
         s = SPMD_ERR_SYSTEM;
     } else {
         s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
