@@ -1095,6 +1095,15 @@ typedef struct spmd__group {
     uint8_t *fin;          /* G lines of D flags */
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
+    /* libfabric: where the members live */
+    int span;              /* in more than one process: the exchange path */
+    int nloc;              /* members in this process */
+    int *lidx;             /* G: index among this process's members, or -1 */
+    int nrp;               /* other processes with members, */
+    int *rprocs;           /* in member order */
+    uint32_t gid;          /* 16 bits of xhash: the group field of message tags */
+    uint64_t xhash;        /* member list and mesh, checked in every header */
+    struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
 } spmd__group;
 
 /* A device's view of a group it uses: the key it was asked by and its index. */
@@ -1158,6 +1167,9 @@ struct spmd_req {
     int nseen;             /* members seen arrived, in order */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
+    int x;                 /* libfabric: the group spans processes (the exchange path) */
+    struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
+    const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
     size_t task_elems;
     uint32_t ntasks;
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
@@ -1230,7 +1242,8 @@ struct spmd_mesh {
     int first_local, nlocal; /* this process's devices: a contiguous block */
     uint32_t mesh_id;      /* libfabric: meshes this process made before; equal on every process */
     struct spmd__fab *fab; /* libfabric: the process's transport (shared by its meshes) */
-    struct spmd__xstate *xs; /* libfabric: exchanges in flight */
+    pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
+    int want_dpp;          /* libfabric: desc.devices_per_process */
 };
 
 // >>logging and errors
@@ -1752,7 +1765,32 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g->fin);
     spmd__free(&m->alloc, g->shared);
     spmd__free(&m->alloc, g->slots);
+    spmd__free(&m->alloc, g->lidx);
+    spmd__free(&m->alloc, g->rprocs);
     spmd__free(&m->alloc, g);
+}
+
+/* libfabric: which members live here and which processes hold the others. */
+static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
+    int k, j, n = 0;
+    g->lidx = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
+    g->rprocs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
+    if (!g->lidx || !g->rprocs) return SPMD_ERR_NOMEM;
+    for (k = 0; k < g->G; k++) {
+        int p = m->proc_of[g->members[k]];
+        if (p == m->proc) {
+            g->lidx[k] = g->nloc++;
+            continue;
+        }
+        g->lidx[k] = -1;
+        for (j = 0; j < n && g->rprocs[j] != p; j++) {}
+        if (j == n) g->rprocs[n++] = p;
+    }
+    g->nrp = n;
+    g->span = n > 0;
+    g->xhash = (h ^ ((uint64_t)m->mesh_id + 1) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
+    g->gid = (uint32_t)((g->xhash >> 40 ^ g->xhash >> 16 ^ g->xhash) & 0xffffu);
+    return SPMD_OK;
 }
 
 /* The mesh-wide communicator for an ordered member list, made on first use. */
@@ -1791,8 +1829,13 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
                 int k;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
                 for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * fstride;
-                g->next = m->gtab[b];
-                m->gtab[b] = g;
+                if (m->proc_of && spmd__group_place(m, g, h) != SPMD_OK) {
+                    spmd__group_free(m, g);
+                    g = NULL;
+                } else {
+                    g->next = m->gtab[b];
+                    m->gtab[b] = g;
+                }
             }
         }
     }
@@ -2069,6 +2112,7 @@ static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const cha
 static const int64_t *spmd__ragged_meta(const spmd_req *r, int k) {
     const unsigned char *data = (const unsigned char *)spmd__entry_at(r->gr->g, r->gseq, k) + SPMD__ENTRY_HDR;
     const int64_t *m;
+    if (r->xmeta) return r->xmeta[k];
     if (r->sig.algo == SPMD__ALG_EAGER) return (const int64_t *)(const void *)data;
     memcpy(&m, data + 2 * sizeof(void *), sizeof m);
     return m;
@@ -2337,13 +2381,14 @@ static void spmd__run_task(spmd_req *r, uint32_t t) {
     spmd__work(r, G, u, lo, hi, ins, outs, -1, cur);
 }
 
+static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur);
+
 /* Eager: compute this member's output from everyone's inline input. */
 static void spmd__eager(spmd_req *r, int local) {
     const spmd__group *g = r->gr->g;
     int G = g->G, k, me = r->gr->me;
     const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
     void **outs = (void **)(ins + G);
-    size_t len = spmd__unit_len(r);
     if (local) {
         ins[0] = r->send; /* a group of one reads its own buffer */
         cur[0] = r->meta;
@@ -2363,6 +2408,14 @@ static void spmd__eager(spmd_req *r, int local) {
         }
     }
     outs[me] = r->recv;
+    spmd__compute_own(r, G, me, ins, outs, cur);
+}
+
+/* Member me's output from every member's input (ins, and cur: ragged
+   offsets), the same arithmetic in the same order on every backend. */
+static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur) {
+    size_t len = spmd__unit_len(r);
+    int k;
     switch (r->sig.kind) {
     case SPMD__KIND_BARRIER: break;
     case SPMD__KIND_REDUCE:
@@ -3759,6 +3812,7 @@ typedef struct spmd__fab_op {
     uint64_t tag;
     unsigned char *buf;
     size_t len, received;
+    int upto;                 /* a receive that may carry fewer bytes */
     uint32_t nseg, posted, done, inflight;
     spmd__fab_mr *mr;
     uint64_t deadline_ns;
@@ -3982,7 +4036,7 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
 }
 
 static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
-                                  size_t len, uint64_t deadline_ns) {
+                                  size_t len, uint64_t deadline_ns, int upto) {
     size_t nseg;
     spmd_status st;
     if (!f || !op || (len && !buf)) return SPMD_ERR_NULL;
@@ -4004,6 +4058,7 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
     op->buf = (unsigned char *)buf;
     op->len = len;
     op->nseg = (uint32_t)nseg;
+    op->upto = upto && nseg == 1;
     op->deadline_ns = deadline_ns ? deadline_ns : spmd__now_ns() + (uint64_t)f->boot->timeout_ms * 1000000u;
     pthread_mutex_lock(&f->lock);
     if (spmd__boot_lost(f->boot, peer)) {
@@ -4027,12 +4082,19 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
 
 static SPMD__UNUSED spmd_status spmd__fab_post_send(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
                                                     const void *buf, size_t len, uint64_t deadline_ns) {
-    return spmd__fab_post(f, op, SPMD__FOP_SEND, peer, tag, (void *)(uintptr_t)buf, len, deadline_ns);
+    return spmd__fab_post(f, op, SPMD__FOP_SEND, peer, tag, (void *)(uintptr_t)buf, len, deadline_ns, 0);
 }
 
 static SPMD__UNUSED spmd_status spmd__fab_post_recv(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
                                                     void *buf, size_t len, uint64_t deadline_ns) {
-    return spmd__fab_post(f, op, SPMD__FOP_RECV, peer, tag, buf, len, deadline_ns);
+    return spmd__fab_post(f, op, SPMD__FOP_RECV, peer, tag, buf, len, deadline_ns, 0);
+}
+
+/* A receive of at most len bytes (one segment at most): op->received says
+   how many came. */
+static SPMD__UNUSED spmd_status spmd__fab_post_recv_upto(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
+                                                         void *buf, size_t len, uint64_t deadline_ns) {
+    return spmd__fab_post(f, op, SPMD__FOP_RECV, peer, tag, buf, len, deadline_ns, 1);
 }
 
 static void spmd__fab_seg_done(spmd__fab *f, spmd__fab_seg *sg, size_t len, spmd_status s, const char *why) {
@@ -4046,7 +4108,7 @@ static void spmd__fab_seg_done(spmd__fab *f, spmd__fab_seg *sg, size_t len, spmd
         op->done++;
         if (op->kind == SPMD__FOP_RECV) {
             op->received += len;
-            if (len != want) {
+            if (len != want && !(op->upto && len < want)) {
                 spmd__fab_describe(op, what, sizeof what);
                 spmd__fab_op_fail(f, op, SPMD_ERR_SIZE, "%s: segment %u carried %zu bytes, expected %zu (both sides "
                                   "must post the same length)", what, (unsigned)sg->index, len, want);
@@ -4452,16 +4514,648 @@ fail:
 }
 #endif /* SPMD__HAS_LIBFABRIC */
 
-/* The mesh-level backend: not wired to the transport above yet, so
-   selecting it fails cleanly. */
-static spmd_status spmd__fabric_init(spmd_mesh *m) {
-    spmd__log(m, SPMD_LOG_ERROR, -1,
-              "the libfabric backend is not implemented in spmdcoll %s; use SPMD_BACKEND_THREADS",
-              SPMD_VERSION_STRING);
-    return SPMD_ERR_UNSUPPORTED;
+// >>libfabric meshes
+#if SPMD__HAS_LIBFABRIC
+/* A mesh on the libfabric backend. Every process creates the same meshes
+   in the same order (creation is collective: the shapes are compared over
+   the bootstrap) and hosts one contiguous block of device ids, so the minor
+   axes stay inside a process. A group whose members all live here runs on
+   the thread engine above. A group that spans processes takes the exchange
+   path: each operation has one exchange record (xrec) per process, shared
+   by the process's members of the group. Every member sends a header (its
+   signature, group index, the group's hash, the operation's number and the
+   length of its input) to each other process of the group; the input goes
+   inline when it is at most SPMD__X_INLINE bytes, else as a second message
+   straight from the caller's buffer, and only to processes that read it
+   (spmd__x_wants). Headers are compared like the thread engine's
+   signatures. Once every input is here, each local member's output is
+   computed by spmd__compute_own over the inputs in group order -- the
+   thread engine's arithmetic, so the results are bit-identical -- by
+   whichever local member gets there first.
+
+   Tags: group = 16 bits of the group's hash (every header repeats the whole
+   hash, so a collision is reported, never mixed), sequence = the
+   operation's number on the group, step = 2k for member k's header and
+   2k + 1 for its data. */
+#define SPMD__X_MAGIC 0x58444d53u
+#define SPMD__X_INLINE 4096u
+
+typedef struct spmd__xhdr {
+    uint32_t magic, member;
+    uint64_t ghash, gseq, global, data_len;
+    spmd__sig sig;
+    uint32_t has_inline, pad;
+    char axes[64];
+} spmd__xhdr;
+#define SPMD__X_HDR ((sizeof(spmd__xhdr) + 63) / 64 * 64)
+
+enum { SPMD__XC_ABSENT = 0, SPMD__XC_JOINED, SPMD__XC_COMPUTING, SPMD__XC_DONE };
+
+typedef struct spmd__xrec {
+    struct spmd__xrec *next;
+    uint64_t gseq;
+    int left;                 /* local members finished with it */
+    size_t hb, inl;           /* bytes per header buffer, and of inline data */
+    spmd__fab_op *rop;        /* 2G: header and data receives from remote members */
+    spmd__fab_op *sop;        /* 2 nloc nrp: each local member's header and data sends */
+    unsigned char *hbuf;      /* G * hb: headers in (remote members) and out (local ones) */
+    unsigned char **stage;    /* G: remote inputs too large to come inline */
+    size_t *stage_cap;
+    const void **in;          /* G: every member's input */
+    const int64_t **meta;     /* G: ragged offsets and sizes */
+    void **out;               /* G: local members' outputs */
+    uint8_t *have;            /* G: 0 nothing, 1 header (data on its way), 2 ready */
+    uint8_t *cst;             /* G: SPMD__XC_* of local members */
+    uint8_t *copied;          /* G: a local member's input was copied into hbuf */
+} spmd__xrec;
+
+static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
+    int k;
+    spmd__free(&m->alloc, x->rop);
+    spmd__free(&m->alloc, x->sop);
+    if (x->hbuf) spmd__fab_mr_forget(m->fab, x->hbuf, (size_t)g->G * x->hb);
+    spmd__free(&m->alloc, x->hbuf);
+    if (x->stage)
+        for (k = 0; k < g->G; k++)
+            if (x->stage[k]) {
+                spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
+                spmd__free(&m->alloc, x->stage[k]);
+            }
+    spmd__free(&m->alloc, x->stage);
+    spmd__free(&m->alloc, x->stage_cap);
+    spmd__free(&m->alloc, (void *)x->in);
+    spmd__free(&m->alloc, (void *)x->meta);
+    spmd__free(&m->alloc, x->out);
+    spmd__free(&m->alloc, x->have);
+    spmd__free(&m->alloc, x->cst);
+    spmd__free(&m->alloc, x->copied);
+    spmd__free(&m->alloc, x);
 }
-static const spmd__backend_vt spmd__fabric_vt SPMD__UNUSED = {"libfabric", spmd__fabric_init,
-                                                              spmd__thread_fini, spmd__thread_progress};
+
+/* Does process p read member k's input? Headers go everywhere regardless. */
+static int spmd__x_wants(const spmd_req *r, int k, int p) {
+    const spmd__group *g = r->gr->g;
+    const int *po = r->dev->mesh->proc_of;
+    int j;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BARRIER: return 0;
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return k == r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return po[g->members[r->root]] == p;
+    case SPMD__KIND_SCAN:
+        for (j = k; j < g->G; j++)
+            if (po[g->members[j]] == p) return 1;
+        return 0;
+    case SPMD__KIND_PPERMUTE:
+        for (j = 0; j < g->G; j++)
+            if (r->src_of[j] == k && po[g->members[j]] == p) return 1;
+        return 0;
+    default: return 1;
+    }
+}
+
+/* The exchange of operation gseq, made (and its header receives posted) by
+   the first local member to come. xlock held. */
+static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    int G = g->G, k;
+    spmd__xrec *x;
+    for (x = g->xlive; x; x = x->next)
+        if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
+    x = g->xfree;
+    if (x) {
+        g->xfree = x->next;
+    } else {
+        size_t inl = f->seg > SPMD__X_HDR ? f->seg - SPMD__X_HDR : 0;
+        x = (spmd__xrec *)spmd__alloc(&m->alloc, sizeof *x);
+        if (!x) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
+        x->inl = inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE;
+        x->hb = SPMD__X_HDR + x->inl;
+        x->rop = (spmd__fab_op *)spmd__alloc(&m->alloc, 2 * (size_t)G * sizeof *x->rop);
+        x->sop = (spmd__fab_op *)spmd__alloc(&m->alloc, 2 * (size_t)(g->nloc * g->nrp) * sizeof *x->sop);
+        x->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * x->hb);
+        x->stage = (unsigned char **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage);
+        x->stage_cap = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage_cap);
+        x->in = (const void **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->in);
+        x->meta = (const int64_t **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->meta);
+        x->out = (void **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->out);
+        x->have = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
+        x->cst = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
+        x->copied = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
+        if (!x->rop || !x->sop || !x->hbuf || !x->stage || !x->stage_cap || !x->in || !x->meta || !x->out ||
+            !x->have || !x->cst || !x->copied) {
+            spmd__x_free(m, g, x);
+            return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
+        }
+    }
+    x->gseq = r->gseq;
+    x->left = 0;
+    memset(x->have, 0, (size_t)G);
+    memset(x->cst, 0, (size_t)G);
+    memset(x->copied, 0, (size_t)G);
+    for (k = 0; k < G; k++) {
+        x->in[k] = NULL;
+        x->meta[k] = NULL;
+        x->out[k] = NULL;
+    }
+    x->next = g->xlive;
+    g->xlive = x;
+    for (k = 0; k < G; k++) {
+        spmd_status st;
+        if (g->lidx[k] >= 0) continue;
+        st = spmd__fab_post_recv_upto(f, &x->rop[2 * k], m->proc_of[g->members[k]],
+                                      SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), x->hbuf + (size_t)k * x->hb, x->hb,
+                                      UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
+    }
+    *out = x;
+    return SPMD_OK;
+}
+
+/* A device in a message: "device 3 (process 1)". */
+static void spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t len) {
+    snprintf(buf, len, "device %d (process %d)", dev, m->proc_of[dev]);
+}
+
+/* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
+static spmd_status spmd__x_post(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    int me = r->gr->me, li = g->lidx[me], i, ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
+    size_t len = r->in_bytes;
+    const unsigned char *data = (const unsigned char *)r->send;
+    unsigned char *hb;
+    spmd__xhdr *h;
+    spmd__xrec *x = NULL;
+    spmd_status st;
+    if (len && (ragged || (r->send && r->send == r->recv))) {
+        /* ragged: offsets and sizes then the operand, in one message; in
+           place: the input must outlive the output being written */
+        r->temp = spmd__alloc(&m->alloc, len);
+        if (!r->temp) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
+                                        spmd__kind_names[r->sig.kind]);
+        if (ragged) {
+            memcpy(r->temp, r->meta, r->meta_bytes);
+            if (len > r->meta_bytes) memcpy((unsigned char *)r->temp + r->meta_bytes, r->send, len - r->meta_bytes);
+        } else {
+            memcpy(r->temp, r->send, len);
+        }
+        data = (const unsigned char *)r->temp;
+    }
+    pthread_mutex_lock(&m->xlock);
+    st = spmd__x_get(r, &x);
+    if (st != SPMD_OK) {
+        pthread_mutex_unlock(&m->xlock);
+        return st;
+    }
+    hb = x->hbuf + (size_t)me * x->hb;
+    h = (spmd__xhdr *)(void *)hb;
+    inl = len <= x->inl;
+    memset(h, 0, SPMD__X_HDR);
+    h->magic = SPMD__X_MAGIC;
+    h->member = (uint32_t)me;
+    h->ghash = g->xhash;
+    h->gseq = r->gseq;
+    h->global = r->global;
+    h->data_len = len;
+    h->sig = r->sig;
+    h->has_inline = (uint32_t)inl;
+    snprintf(h->axes, sizeof h->axes, "%s", r->gr->text);
+    if (inl) {
+        if (len) memcpy(hb + SPMD__X_HDR, data, len);
+        data = hb + SPMD__X_HDR;
+        x->copied[me] = 1;
+    }
+    x->meta[me] = ragged ? (const int64_t *)(const void *)data : NULL;
+    x->in[me] = ragged ? data + r->meta_bytes : data;
+    x->out[me] = r->recv;
+    x->cst[me] = SPMD__XC_JOINED;
+    x->have[me] = 2;
+    r->xr = x;
+    if (ragged) r->xmeta = x->meta;
+    pthread_mutex_unlock(&m->xlock);
+    for (i = 0; i < g->nrp; i++) {
+        int p = g->rprocs[i];
+        spmd__fab_op *op = &x->sop[2 * ((size_t)li * (size_t)g->nrp + (size_t)i)];
+        st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb,
+                                 SPMD__X_HDR + (inl ? len : 0), UINT64_MAX);
+        if (st == SPMD_OK && !inl && len && spmd__x_wants(r, me, p))
+            st = spmd__fab_post_send(f, op + 1, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1), data, len, UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
+                                             spmd__kind_names[r->sig.kind], r->gr->text, p, f->err);
+    }
+    return SPMD_OK;
+}
+
+/* Read what arrived for the exchange. SPMD_OK once every input is here,
+   SPMD_ERR_BUSY while some are missing, else the failure (d->err says).
+   xlock held. */
+static spmd_status spmd__x_scan(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int k, ready = 1, ragged = r->sig.kind == SPMD__KIND_RAGGED;
+    char who[64];
+    for (k = 0; k < g->G; k++) {
+        spmd__fab_op *op = &x->rop[2 * k];
+        spmd__xhdr *h;
+        spmd_status st;
+        if (x->have[k] == 2) continue;
+        if (g->lidx[k] >= 0) { ready = 0; continue; } /* a local member yet to come */
+        spmd__x_who(m, g->members[k], who, sizeof who);
+        if (x->have[k] == 1) {
+            st = spmd__fab_test(f, op + 1);
+            if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
+            if (st != SPMD_OK)
+                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__kind_names[r->sig.kind],
+                                  r->gr->text, who, (op + 1)->err);
+            x->have[k] = 2;
+            continue;
+        }
+        st = spmd__fab_test(f, op);
+        if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
+        if (st != SPMD_OK)
+            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__kind_names[r->sig.kind],
+                              r->gr->text, who, op->err);
+        h = (spmd__xhdr *)(void *)(x->hbuf + (size_t)k * x->hb);
+        if (op->received < SPMD__X_HDR || h->magic != SPMD__X_MAGIC || h->member != (uint32_t)k ||
+            (h->has_inline && op->received != SPMD__X_HDR + h->data_len) || (h->has_inline && h->data_len > x->inl))
+            return spmd__fail(d, SPMD_ERR_SYSTEM, "%s over '%s': a malformed header (%zu bytes) from %s",
+                              spmd__kind_names[r->sig.kind], r->gr->text, op->received, who);
+        if (h->ghash != g->xhash || h->gseq != r->gseq)
+            return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sent operation #%llu of another group "
+                              "(group ids collide, or the processes created different meshes)",
+                              spmd__kind_names[r->sig.kind], r->gr->text, who, (unsigned long long)h->gseq);
+        if (spmd__sig_differs(&h->sig, &r->sig, m->check)) {
+            char a[96], b[96];
+            h->axes[sizeof h->axes - 1] = '\0';
+            spmd__sig_text(&r->sig, a, sizeof a);
+            spmd__sig_text(&h->sig, b, sizeof b);
+            return spmd__fail(d, SPMD_ERR_MISMATCH,
+                              "device %d called %s over '%s' but %s called %s over '%s' (operation #%llu of this "
+                              "device, #%llu of that one)",
+                              d->id, a, r->gr->text, who, b, h->axes, (unsigned long long)r->global,
+                              (unsigned long long)h->global);
+        }
+        if (h->has_inline || !h->data_len || !spmd__x_wants(r, k, m->proc)) {
+            const unsigned char *data = (const unsigned char *)h + SPMD__X_HDR;
+            x->meta[k] = ragged ? (const int64_t *)(const void *)data : NULL;
+            x->in[k] = ragged ? data + r->meta_bytes : data;
+            x->have[k] = 2;
+            continue;
+        }
+        if (ragged && h->data_len < r->meta_bytes)
+            return spmd__fail(d, SPMD_ERR_SYSTEM, "%s: %s sent %llu bytes, less than the offsets",
+                              spmd__kind_names[r->sig.kind], who, (unsigned long long)h->data_len);
+        if (x->stage_cap[k] < h->data_len) {
+            if (x->stage[k]) {
+                spmd__fab_mr_forget(f, x->stage[k], x->stage_cap[k]);
+                spmd__free(&m->alloc, x->stage[k]);
+            }
+            x->stage_cap[k] = 0;
+            x->stage[k] = (unsigned char *)spmd__alloc(&m->alloc, (size_t)h->data_len);
+            if (!x->stage[k])
+                return spmd__fail(d, SPMD_ERR_NOMEM, "%s: no memory for %llu bytes from %s",
+                                  spmd__kind_names[r->sig.kind], (unsigned long long)h->data_len, who);
+            x->stage_cap[k] = (size_t)h->data_len;
+        }
+        st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1),
+                                 x->stage[k], (size_t)h->data_len, UINT64_MAX);
+        if (st != SPMD_OK)
+            return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__kind_names[r->sig.kind],
+                              r->gr->text, who, f->err);
+        x->meta[k] = ragged ? (const int64_t *)(const void *)x->stage[k] : NULL;
+        x->in[k] = ragged ? x->stage[k] + r->meta_bytes : x->stage[k];
+        x->have[k] = 1;
+        ready = 0;
+    }
+    return ready ? SPMD_OK : SPMD_ERR_BUSY;
+}
+
+/* Wait (briefly, outside the lock) until no local member computes from
+   the exchange's inputs. xlock held on entry and exit. */
+static void spmd__x_quiesce(spmd_mesh *m, spmd__xrec *x, int G) {
+    int k, busy = 1;
+    while (busy) {
+        busy = 0;
+        for (k = 0; k < G; k++) busy |= x->cst[k] == SPMD__XC_COMPUTING;
+        if (busy) {
+            pthread_mutex_unlock(&m->xlock);
+            sched_yield();
+            pthread_mutex_lock(&m->xlock);
+        }
+    }
+}
+
+/* r failed (d->err says why): hand back its buffers, leave the exchange,
+   break the mesh, finish. */
+static void spmd__x_fail(spmd_req *r, spmd_status s) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int i, me = r->gr->me;
+    if (x) {
+        size_t li = (size_t)g->lidx[me];
+        for (i = 0; i < 2 * g->nrp; i++) {
+            spmd__fab_op *op = &x->sop[2 * li * (size_t)g->nrp + (size_t)i];
+            if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
+        }
+        pthread_mutex_lock(&m->xlock);
+        x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
+        spmd__x_quiesce(m, x, g->G); /* nor reads its input */
+        x->left++;
+        pthread_mutex_unlock(&m->xlock);
+        r->xr = NULL; /* the exchange stays listed; freed with the mesh */
+    }
+    spmd__break(m, s, d->id, d->err);
+    spmd__finish(r, s);
+}
+
+static void spmd__x_progress(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    int G = g->G, me = r->gr->me, k, n = 0;
+    spmd__xrec *x;
+    spmd_status st;
+    if (r->state == SPMD__R_DONE) return;
+    if (r->state == SPMD__R_POST) {
+        st = spmd__x_post(r);
+        if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
+        r->state = SPMD__R_ARRIVE;
+    }
+    x = r->xr;
+    spmd__fab_progress(m->fab);
+    if (r->state == SPMD__R_ARRIVE) {
+        const void **ins = d->ptrs, **cur = ins + 2 * G;
+        void **outs = (void **)(ins + G);
+        int list[64], j, mine_done;
+        pthread_mutex_lock(&m->xlock);
+        st = spmd__x_scan(r);
+        if (st != SPMD_OK) {
+            pthread_mutex_unlock(&m->xlock);
+            if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
+            return;
+        }
+        /* every input is here: compute the outputs of the local members
+           that came and that nobody computes yet (64 at a time) */
+        for (k = 0; k < G && n < 64; k++)
+            if (x->cst[k] == SPMD__XC_JOINED) {
+                x->cst[k] = SPMD__XC_COMPUTING;
+                list[n++] = k;
+            }
+        pthread_mutex_unlock(&m->xlock);
+        for (j = 0; j < n; j++) {
+            for (k = 0; k < G; k++) {
+                ins[k] = x->in[k];
+                cur[k] = x->meta[k];
+            }
+            outs[list[j]] = x->out[list[j]];
+            spmd__compute_own(r, G, list[j], ins, outs, cur);
+        }
+        pthread_mutex_lock(&m->xlock);
+        for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
+        mine_done = x->cst[me] == SPMD__XC_DONE;
+        pthread_mutex_unlock(&m->xlock);
+        if (!mine_done) return;
+        r->state = SPMD__R_DRAIN;
+    }
+    if (r->state == SPMD__R_DRAIN) {
+        size_t li = (size_t)g->lidx[me];
+        int i, done = 1;
+        for (i = 0; i < 2 * g->nrp; i++) {
+            spmd__fab_op *op = &x->sop[2 * li * (size_t)g->nrp + (size_t)i];
+            if (op->state == SPMD__FOP_IDLE) continue;
+            st = spmd__fab_test(m->fab, op);
+            if (st == SPMD_ERR_BUSY) { done = 0; continue; }
+            if (st != SPMD_OK) {
+                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, op->err);
+                spmd__x_fail(r, st);
+                return;
+            }
+        }
+        if (!done) return;
+        pthread_mutex_lock(&m->xlock);
+        if (!x->copied[me]) /* the others read this member's own buffer: all of them must be done */
+            for (k = 0; k < G; k++)
+                if (g->lidx[k] >= 0 && x->cst[k] != SPMD__XC_DONE) {
+                    pthread_mutex_unlock(&m->xlock);
+                    return;
+                }
+        if (++x->left == g->nloc) { /* the last local member: the exchange is spare again */
+            spmd__xrec **pp = &g->xlive;
+            while (*pp != x) pp = &(*pp)->next;
+            *pp = x->next;
+            for (i = 0; i < 2 * G; i++) /* every receive has ended */
+                SPMD_ASSERT(spmd__fab_op_idle(&x->rop[i]));
+            x->next = g->xfree;
+            g->xfree = x;
+        }
+        pthread_mutex_unlock(&m->xlock);
+        r->xr = NULL;
+        if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, r->in_bytes);
+        spmd__finish(r, SPMD_OK);
+    }
+}
+
+/* The deadline passed, or the mesh broke: name who is missing. */
+static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    char who[200], what[96];
+    size_t at = 0;
+    int k, shown = 0, missing = 0;
+    who[0] = '\0';
+    if (x && r->state == SPMD__R_ARRIVE) {
+        pthread_mutex_lock(&m->xlock);
+        for (k = 0; k < g->G; k++) {
+            if (x->have[k] == 2) continue;
+            missing++;
+            if (shown < 8 && at < sizeof who) {
+                int w = snprintf(who + at, sizeof who - at, "%s%d (process %d%s)", shown ? ", " : "",
+                                 g->members[k], m->proc_of[g->members[k]], x->have[k] ? ", data" : "");
+                if (w > 0) at += (size_t)w;
+                shown++;
+            }
+        }
+        pthread_mutex_unlock(&m->xlock);
+        if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
+    }
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s", what, r->gr->text,
+               (unsigned long long)r->global, (unsigned long long)r->gseq, why,
+               missing ? ": devices not heard from: " : r->state == SPMD__R_DRAIN ? ": sends not completed" : "",
+               who);
+    spmd__x_fail(r, s);
+    return 1;
+}
+
+static void spmd__fabric_progress(spmd_req *r) {
+    if (r->x) spmd__x_progress(r);
+    else spmd__thread_progress(r);
+}
+
+/* The process's transport: opened by the first libfabric mesh, shared by
+   all, closed at exit after a bootstrap barrier (so that no process tears
+   its endpoint down while a peer still reads from it). */
+static pthread_mutex_t spmd__world_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd__fab *spmd__world;
+static uint32_t spmd__world_meshes;
+
+static void spmd__world_close(void) {
+    pthread_mutex_lock(&spmd__world_lock);
+    if (spmd__world) {
+        pthread_mutex_lock(&spmd__world->lock);
+        (void)spmd__boot_barrier(spmd__world->boot, spmd__now_ns() + 10000000000u);
+        pthread_mutex_unlock(&spmd__world->lock);
+        spmd__fab_close(spmd__world);
+        spmd__world = NULL;
+    }
+    pthread_mutex_unlock(&spmd__world_lock);
+}
+
+static int spmd__launched_many(void) {
+    static const char *const names[] = {"SPMD_NUM_PROCESSES", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    const char *b = getenv("SPMD_BACKEND");
+    size_t i;
+    if (b && strcmp(b, "threads") == 0) return 0;
+    if (b && strcmp(b, "libfabric") == 0) return 1;
+    for (i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v) > 1;
+    }
+    return 0;
+}
+
+static spmd_status spmd__fabric_init(spmd_mesh *m) {
+    spmd__fab *f;
+    char err[512];
+    int P, p, i, L = m->want_dpp;
+    uint32_t mine[4 + SPMD_MAX_AXES], *all;
+    size_t *lens;
+    spmd_status st = SPMD_OK;
+    pthread_mutex_lock(&spmd__world_lock);
+    if (!spmd__world) {
+        static int registered;
+        spmd__fab_desc fd;
+        memset(&fd, 0, sizeof fd);
+        fd.boot.log_level = m->log_level;
+        st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
+        if (st != SPMD_OK) {
+            pthread_mutex_unlock(&spmd__world_lock);
+            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: %s", err);
+            return st;
+        }
+        if (!registered) atexit(spmd__world_close);
+        registered = 1;
+    }
+    f = spmd__world;
+    m->mesh_id = spmd__world_meshes++;
+    pthread_mutex_unlock(&spmd__world_lock);
+    m->fab = f;
+    m->nprocs = P = f->nprocs;
+    m->proc = f->rank;
+    if (!L) {
+        int64_t v = 0;
+        if (spmd__boot_env_i64("SPMD_DEVICES_PER_PROCESS", 1, SPMD_MAX_DEVICES, &v) == 1) L = (int)v;
+    }
+    if (L && (int64_t)L * P != m->size) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh of %d devices on %d processes with %d devices each (%d needed)",
+                  m->size, P, L, L * P);
+        return SPMD_ERR_SIZE;
+    }
+    m->proc_of = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
+    all = (uint32_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof mine);
+    lens = (size_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof *lens);
+    if (!m->proc_of || !all || !lens) {
+        spmd__free(&m->alloc, all);
+        spmd__free(&m->alloc, lens);
+        return SPMD_ERR_NOMEM;
+    }
+    for (p = 0; p < P; p++) { /* process p: devices [lo, hi) */
+        int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
+        for (i = lo; i < hi; i++) m->proc_of[i] = p;
+        if (p == m->proc) {
+            m->first_local = lo;
+            m->nlocal = hi - lo;
+        }
+    }
+    /* every process must have made the same mesh at the same position */
+    memset(mine, 0, sizeof mine);
+    mine[0] = m->mesh_id;
+    mine[1] = (uint32_t)m->ndim;
+    mine[2] = (uint32_t)L;
+    for (i = 0; i < m->ndim; i++) mine[4 + i] = (uint32_t)m->shape[i];
+    pthread_mutex_lock(&f->lock);
+    st = spmd__boot_allgather(f->boot, mine, sizeof mine, all, sizeof mine, lens, spmd__now_ns() +
+                              (uint64_t)m->timeout_ms * 1000000u);
+    pthread_mutex_unlock(&f->lock);
+    if (st != SPMD_OK) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: comparing the mesh with the other processes: %s",
+                  f->boot->err);
+    } else {
+        for (p = 0; p < P; p++)
+            if (lens[p] != sizeof mine || memcmp(all + (size_t)p * (sizeof mine / 4), mine, sizeof mine) != 0) {
+                spmd__log(m, SPMD_LOG_ERROR, -1,
+                          "mesh on libfabric: process %d made a different mesh as its mesh #%u (shapes, axis "
+                          "count or devices per process differ)", p, m->mesh_id);
+                st = SPMD_ERR_MISMATCH;
+                break;
+            }
+    }
+    spmd__free(&m->alloc, all);
+    spmd__free(&m->alloc, lens);
+    if (st == SPMD_OK)
+        spmd__log(m, SPMD_LOG_INFO, -1, "mesh #%u: process %d of %d hosts devices %d..%d over %s", m->mesh_id, m->proc,
+                  P, m->first_local, m->first_local + m->nlocal - 1, f->prov);
+    return st;
+}
+
+/* Exchanges still listed (a failure left them) and the spare ones. */
+static void spmd__fabric_fini(spmd_mesh *m) {
+    size_t b;
+    if (!m->gtab || !m->fab) return;
+    for (b = 0; b < m->gbuckets; b++) {
+        spmd__group *g;
+        for (g = m->gtab[b]; g; g = g->next) {
+            int pass;
+            for (pass = 0; pass < 2; pass++) {
+                spmd__xrec *x = pass ? g->xfree : g->xlive, *nx;
+                for (; x; x = nx) {
+                    int i, held = 0;
+                    nx = x->next;
+                    for (i = 0; i < 2 * g->G; i++)
+                        if (!spmd__fab_op_idle(&x->rop[i]) &&
+                            spmd__fab_cancel(m->fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                            held = 1;
+                    for (i = 0; i < 2 * g->nloc * g->nrp; i++)
+                        if (!spmd__fab_op_idle(&x->sop[i]) &&
+                            spmd__fab_cancel(m->fab, &x->sop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                            held = 1;
+                    if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
+                                        "operation; they stay allocated");
+                    else spmd__x_free(m, g, x);
+                }
+                if (pass) g->xfree = NULL; else g->xlive = NULL;
+            }
+        }
+    }
+}
+
+static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
+                                                 spmd__fabric_progress};
+#endif /* SPMD__HAS_LIBFABRIC */
 
 // >>waiting
 static void spmd__progress_all(spmd_dev *d) {
@@ -4496,6 +5190,12 @@ static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
 static int spmd__expire(spmd_req *r) {
     spmd_dev *d = r->dev;
     char who[160], what[96];
+#if SPMD__HAS_LIBFABRIC
+    if (r->x) {
+        snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
+        return spmd__x_give_up(r, SPMD_ERR_TIMEOUT, who);
+    }
+#endif
     if (r->p2p) {
         char why[96];
         snprintf(why, sizeof why, "timed out after %lld ms: %s", (long long)r->timeout_ms,
@@ -4531,6 +5231,13 @@ static int spmd__expire(spmd_req *r) {
 static int spmd__on_broken(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd_status s;
+#if SPMD__HAS_LIBFABRIC
+    if (r->x) {
+        char why[600];
+        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
+        return spmd__x_give_up(r, m->broken_status, why);
+    }
+#endif
     if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
     if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
@@ -4554,7 +5261,7 @@ static int spmd__check_missing(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
     int k;
-    if (r->state != SPMD__R_ARRIVE || r->p2p) return 0;
+    if (r->state != SPMD__R_ARRIVE || r->p2p || r->x) return 0;
     for (k = r->nseen; k < g->G; k++) {
         spmd__sig other;
         char text[64];
@@ -4644,8 +5351,9 @@ static spmd_status spmd__block(spmd_req *r) {
         } else if (waited < spin + m->yield_ns) {
             sched_yield();
         } else {
-            uint64_t left = r->deadline > now ? r->deadline - now : 0;
-            spmd__sleep(d, r, left < 50000000u ? left + 1000 : 50000000u);
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = r->x ? 100000u : 50000000u;
+            /* the exchange path is not woken by messages: it polls */
+            spmd__sleep(d, r, left < cap ? left + 1000 : cap);
         }
     }
     return r->status;
@@ -4658,7 +5366,7 @@ static void spmd__watch(spmd_req *r) {
     const spmd__group *g = r->gr->g;
     spmd_mesh *m = r->dev->mesh;
     int spins = 0;
-    if (r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
+    if (r->x || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
         SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
         return;
     while (r->nseen < g->G && spins < 1024) {
@@ -5193,6 +5901,19 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         spmd__eager(r, 1);
         r->state = SPMD__R_DONE;
         r->status = SPMD_OK;
+    } else if (gr->g->span) {
+        /* members in other processes: the exchange path (libfabric) */
+        if (c->two_phase) {
+            spmd__req_release(r);
+            return spmd__fail(d, SPMD_ERR_UNSUPPORTED, "%s over '%s': psend/precv across processes is not "
+                              "supported yet; use ppermute", name, gr->text);
+        }
+        r->x = 1;
+        r->sig.algo = SPMD__ALG_EAGER;
+        r->gseq = gr->my->next++;
+        r->global = d->global++;
+        r->state = SPMD__R_POST;
+        m->vt->progress(r);
     } else {
         /* eager when the largest input fits the slot, unless split is asked for */
         int fits = max_in <= gr->g->eager;
@@ -5256,7 +5977,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_status s;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
     m = d->mesh;
-    if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
+    if (m->check || gr->g->G < 2 || gr->g->span || SPMD__LD_ACQ(&m->broken)) return -1;
     if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return -1;
     if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
@@ -6985,6 +7706,8 @@ static void spmd__mesh_free(spmd_mesh *m) {
         }
         spmd__free(&a, m->gtab);
     }
+    spmd__free(&a, m->proc_of);
+    pthread_mutex_destroy(&m->xlock);
     pthread_mutex_destroy(&m->lock);
     spmd__free(&a, m);
 }
@@ -7017,6 +7740,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     }
     if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid backend %d", (int)desc->backend);
+    if (desc->devices_per_process < 0 || desc->devices_per_process > SPMD_MAX_DEVICES)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: devices_per_process %d is outside 0..%d",
+                               desc->devices_per_process, SPMD_MAX_DEVICES);
     if ((unsigned)desc->check >= SPMD_CHECK_COUNT)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid check %d", (int)desc->check);
     if ((unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT)
@@ -7039,6 +7765,8 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     pthread_mutex_init(&m->lock, NULL);
     m->nprocs = 1;
     m->nlocal = size;
+    m->want_dpp = desc->devices_per_process;
+    pthread_mutex_init(&m->xlock, NULL);
     m->ndim = desc->ndim;
     m->size = size;
     for (i = m->ndim - 1, j = 1; i >= 0; i--) {
@@ -7070,6 +7798,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     }
     m->backend = desc->backend == SPMD_BACKEND_LIBFABRIC ? SPMD_BACKEND_LIBFABRIC : SPMD_BACKEND_THREADS;
 #if SPMD__HAS_LIBFABRIC
+    if (desc->backend == SPMD_BACKEND_DEFAULT && spmd__launched_many()) m->backend = SPMD_BACKEND_LIBFABRIC;
     m->vt = m->backend == SPMD_BACKEND_LIBFABRIC ? &spmd__fabric_vt : &spmd__thread_vt;
 #else
     m->vt = &spmd__thread_vt;
@@ -7709,6 +8438,9 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     if (peer < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_SOURCE) || peer >= G)
         return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", name,
                           kind == SPMD__KIND_SEND ? "dest" : "source", peer, G);
+    if (gr->g->span)
+        return spmd__fail(d, SPMD_ERR_UNSUPPORTED, "%s over '%s': point-to-point messages between processes are "
+                          "not supported yet (the group spans processes); use ppermute", name, gr->text);
     r = spmd__req_new(d);
     if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
     r->gr = gr;
