@@ -7,7 +7,7 @@ WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
 TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard
-FABRIC_TESTS := test_boot test_fabric
+FABRIC_TESTS := test_boot test_fabric test_xfault
 FABRIC_LIBS  := -lfabric
 # 1 when the libfabric headers are installed (make deps installs them as root)
 HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)

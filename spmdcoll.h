@@ -4676,6 +4676,12 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     return SPMD_OK;
 }
 
+/* The name of r's collective in messages: "psum", "all_gather". */
+static const char *spmd__x_what(const spmd_req *r) {
+    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
+                                                                           : spmd__kind_names[r->sig.kind];
+}
+
 /* A device in a message: "device 3 (process 1)". */
 static void spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t len) {
     snprintf(buf, len, "device %d (process %d)", dev, m->proc_of[dev]);
@@ -4699,7 +4705,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
            place: the input must outlive the output being written */
         r->temp = spmd__alloc(&m->alloc, len);
         if (!r->temp) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
-                                        spmd__kind_names[r->sig.kind]);
+                                        spmd__x_what(r));
         if (ragged) {
             memcpy(r->temp, r->meta, r->meta_bytes);
             if (len > r->meta_bytes) memcpy((unsigned char *)r->temp + r->meta_bytes, r->send, len - r->meta_bytes);
@@ -4748,7 +4754,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         if (st == SPMD_OK && !inl && len && spmd__x_wants(r, me, p))
             st = spmd__fab_post_send(f, op + 1, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1), data, len, UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
-                                             spmd__kind_names[r->sig.kind], r->gr->text, p, f->err);
+                                             spmd__x_what(r), r->gr->text, p, f->err);
     }
     return SPMD_OK;
 }
@@ -4775,7 +4781,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             st = spmd__fab_test(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
             if (st != SPMD_OK)
-                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__kind_names[r->sig.kind],
+                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r),
                                   r->gr->text, who, (op + 1)->err);
             x->have[k] = 2;
             continue;
@@ -4783,17 +4789,17 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         st = spmd__fab_test(f, op);
         if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
         if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__kind_names[r->sig.kind],
+            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
                               r->gr->text, who, op->err);
         h = (spmd__xhdr *)(void *)(x->hbuf + (size_t)k * x->hb);
         if (op->received < SPMD__X_HDR || h->magic != SPMD__X_MAGIC || h->member != (uint32_t)k ||
             (h->has_inline && op->received != SPMD__X_HDR + h->data_len) || (h->has_inline && h->data_len > x->inl))
             return spmd__fail(d, SPMD_ERR_SYSTEM, "%s over '%s': a malformed header (%zu bytes) from %s",
-                              spmd__kind_names[r->sig.kind], r->gr->text, op->received, who);
+                              spmd__x_what(r), r->gr->text, op->received, who);
         if (h->ghash != g->xhash || h->gseq != r->gseq)
             return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sent operation #%llu of another group "
                               "(group ids collide, or the processes created different meshes)",
-                              spmd__kind_names[r->sig.kind], r->gr->text, who, (unsigned long long)h->gseq);
+                              spmd__x_what(r), r->gr->text, who, (unsigned long long)h->gseq);
         if (spmd__sig_differs(&h->sig, &r->sig, m->check)) {
             char a[96], b[96];
             h->axes[sizeof h->axes - 1] = '\0';
@@ -4814,7 +4820,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         }
         if (ragged && h->data_len < r->meta_bytes)
             return spmd__fail(d, SPMD_ERR_SYSTEM, "%s: %s sent %llu bytes, less than the offsets",
-                              spmd__kind_names[r->sig.kind], who, (unsigned long long)h->data_len);
+                              spmd__x_what(r), who, (unsigned long long)h->data_len);
         if (x->stage_cap[k] < h->data_len) {
             if (x->stage[k]) {
                 spmd__fab_mr_forget(f, x->stage[k], x->stage_cap[k]);
@@ -4824,13 +4830,13 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             x->stage[k] = (unsigned char *)spmd__alloc(&m->alloc, (size_t)h->data_len);
             if (!x->stage[k])
                 return spmd__fail(d, SPMD_ERR_NOMEM, "%s: no memory for %llu bytes from %s",
-                                  spmd__kind_names[r->sig.kind], (unsigned long long)h->data_len, who);
+                                  spmd__x_what(r), (unsigned long long)h->data_len, who);
             x->stage_cap[k] = (size_t)h->data_len;
         }
         st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1),
                                  x->stage[k], (size_t)h->data_len, UINT64_MAX);
         if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__kind_names[r->sig.kind],
+            return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
                               r->gr->text, who, f->err);
         x->meta[k] = ragged ? (const int64_t *)(const void *)x->stage[k] : NULL;
         x->in[k] = ragged ? x->stage[k] + r->meta_bytes : x->stage[k];
@@ -4938,7 +4944,7 @@ static void spmd__x_progress(spmd_req *r) {
             st = spmd__fab_test(m->fab, op);
             if (st == SPMD_ERR_BUSY) { done = 0; continue; }
             if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, op->err);
+                spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
                 spmd__x_fail(r, st);
                 return;
             }
@@ -4977,7 +4983,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     size_t at = 0;
     int k, shown = 0, missing = 0;
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE) {
+    if (x && r->state == SPMD__R_ARRIVE && s == SPMD_ERR_TIMEOUT && !SPMD__LD_ACQ(&m->broken)) {
         pthread_mutex_lock(&m->xlock);
         for (k = 0; k < g->G; k++) {
             if (x->have[k] == 2) continue;

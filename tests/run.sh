@@ -107,7 +107,7 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 # The libfabric suites (built by make fabric); each starts its own jobs
 # through tools/spmdrun. Not built (libfabric missing): skipped.
 run_fabric() {
-    for t in test_boot test_fabric; do
+    for t in test_boot test_fabric test_xfault; do
         exe=$B/fabric/$t
         if [ ! -x "$exe" ]; then
             if have_fabric; then echo "  fabric/$t: not built: FAILED"; F=$((F + 1))

@@ -1,0 +1,199 @@
+/* Faults of meshes on the libfabric backend, each ending in its documented
+   status on every survivor within the deadline -- never a hang, never a
+   crash. Every case is a job of two processes with two devices each (one
+   mesh "i" of 4 devices), started as copies of this program (--child MODE):
+
+     kill       process 1 dies (SIGKILL) in the middle of a run of psums of
+                1 MiB: process 0's devices get SPMD_ERR_PEER_LOST naming
+                process 1 (or SPMD_ERR_BROKEN for a call started after the
+                mesh broke) within 10 s;
+     mismatch   check mode; process 0's devices call psum, process 1's
+                all_gather, over the same axis: all four get
+                SPMD_ERR_MISMATCH, and the message names both collectives;
+     count      without check mode, psum with 5 elements on process 0 and 7
+                on process 1: SPMD_ERR_MISMATCH on all four devices;
+     absent     process 1 skips one psum (SPMD_TIMEOUT_MS=1500): process 0's
+                devices get SPMD_ERR_TIMEOUT within 6 s naming the devices
+                not heard from (2, 3);
+     nocoord    process 1 alone, its coordinator never started
+                (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
+                status (not a hang) within 6 s;
+     wrongkey   two processes with different job keys: mesh creation fails
+                on both within the deadline.
+
+   Each child checks its own devices' statuses and messages and exits 0 when
+   they are as documented; the parent checks the exit codes and times. */
+#define SPMDCOLL_IMPLEMENTATION
+#ifndef SPMDCOLL_LIBFABRIC
+#define SPMDCOLL_LIBFABRIC
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "proclib.h"
+
+typedef struct child {
+    const char *mode;
+    int proc;
+    spmd_status st[4];
+    char msg[4][512];
+    double took[4];
+} child;
+
+static void dev_main(spmd_dev *d, void *arg) {
+    child *c = (child *)arg;
+    int id = spmd_device_id(d), i;
+    size_t n = (size_t)1 << 18;
+    float *a = (float *)calloc(n, sizeof(float)), *b = (float *)calloc(n * 4, sizeof(float));
+    spmd_status s = SPMD_OK;
+    double t0 = p_now();
+    if (strcmp(c->mode, "kill") == 0) {
+        for (i = 0; i < 400 && s == SPMD_OK; i++) {
+            if (c->proc == 1 && i == 20) {
+                printf("dying\n");
+                fflush(stdout);
+                raise(SIGKILL);
+            }
+            t0 = p_now();
+            s = spmd_psum(d, a, b, n, SPMD_F32, "i", NULL);
+        }
+    } else if (strcmp(c->mode, "mismatch") == 0) {
+        if (c->proc == 0) {
+            s = spmd_psum(d, a, b, 5, SPMD_F32, "i", NULL);
+        } else {
+            spmd_array x = spmd_array_1d(a, SPMD_F32, 5), o = spmd_array_1d(b, SPMD_F32, 20);
+            s = spmd_all_gather(d, &x, &o, "i", 0, 1, NULL);
+        }
+    } else if (strcmp(c->mode, "count") == 0) {
+        s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, "i", NULL);
+    } else if (strcmp(c->mode, "absent") == 0) {
+        s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL);
+        if (s == SPMD_OK && c->proc == 0) {
+            t0 = p_now();
+            s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL); /* process 1 never calls this one */
+        }
+    }
+    c->st[id] = s;
+    c->took[id] = p_now() - t0;
+    snprintf(c->msg[id], sizeof c->msg[id], "%s", spmd_last_error(d));
+    free(a);
+    free(b);
+}
+
+/* One process of a job: make the mesh, run the mode, check our devices. */
+static int child_main(const char *mode) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status s;
+    child c;
+    int i, bad = 0;
+    double t0 = p_now();
+    memset(&desc, 0, sizeof desc);
+    memset(&c, 0, sizeof c);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.axis_names[0] = "i";
+    desc.check = strcmp(mode, "mismatch") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.log_level = SPMD_LOG_OFF;
+    s = spmd_mesh_create(&desc, &m);
+    if (strcmp(mode, "nocoord") == 0 || strcmp(mode, "wrongkey") == 0) {
+        printf("mesh_create: %s after %.2f s\n", spmd_status_name(s), p_now() - t0);
+        if (m) spmd_mesh_destroy(m);
+        return s == SPMD_OK || p_now() - t0 > 6.0;
+    }
+    if (s != SPMD_OK) {
+        printf("mesh_create: %s\n", spmd_status_name(s));
+        return 1;
+    }
+    c.mode = mode;
+    c.proc = spmd_mesh_process_id(m);
+    if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC || spmd_mesh_process_count(m) != 2) {
+        printf("not a 2-process libfabric mesh\n");
+        return 1;
+    }
+    (void)spmd_run(m, dev_main, &c);
+    for (i = 0; i < 4; i++) {
+        int ok = 1;
+        if (!spmd_device_is_local(m, i)) continue;
+        printf("device %d: %s after %.2f s: %s\n", i, spmd_status_name(c.st[i]), c.took[i], c.msg[i]);
+        if (strcmp(mode, "kill") == 0)
+            ok = (c.st[i] == SPMD_ERR_PEER_LOST && strstr(c.msg[i], "process 1")) || c.st[i] == SPMD_ERR_BROKEN;
+        else if (strcmp(mode, "mismatch") == 0)
+            ok = c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], "psum") && strstr(c.msg[i], "all_gather");
+        else if (strcmp(mode, "count") == 0)
+            ok = c.st[i] == SPMD_ERR_MISMATCH;
+        else if (strcmp(mode, "absent") == 0)
+            ok = c.proc == 1 ? c.st[i] == SPMD_OK
+                             : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 && strstr(c.msg[i], "2 (process 1");
+        if (c.took[i] > 10.0) ok = 0;
+        bad += !ok;
+    }
+    spmd_mesh_destroy(m);
+    fflush(stdout);
+    return bad != 0;
+}
+
+/* Both processes through spmdrun; each child checks itself. */
+static void run_pair(const char *mode, const char *envs) {
+    char tag[64];
+    double t0 = p_now();
+    int rc;
+    snprintf(tag, sizeof tag, "xfault-%s", mode);
+    rc = p_spmdrun(tag, 2, "--provider tcp", mode, envs);
+    T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
+    if (rc != 0) p_show(tag, "log");
+}
+
+/* Process 1 killed: spmdrun would stop the survivor, so start both here. */
+static void run_kill(void) {
+    char coord[64];
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", NULL};
+    double t0 = p_now();
+    pid_t p0, p1;
+    int r0, r1;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    p0 = p_spawn("xfault-kill-p0", "kill", e0);
+    p1 = p_spawn("xfault-kill-p1", "kill", e1);
+    r1 = p_exit_code(p_wait(p1, 60));
+    r0 = p_exit_code(p_wait(p0, 60));
+    T_CHECK(r1 == 128 + SIGKILL, "kill: process 1 ended with %d", r1);
+    T_CHECK(r0 == 0, "kill: survivor exit %d after %.1f s: %s", r0, p_now() - t0, p_read("xfault-kill-p0", "out"));
+    if (r0 != 0) p_show("xfault-kill-p0", "err");
+}
+
+/* A lone process whose coordinator never comes, and a job key that differs. */
+static void run_boot_faults(void) {
+    char coord[64];
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf",
+                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
+    const char *k0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=one",
+                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
+    const char *k1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=two",
+                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
+    double t0 = p_now();
+    int r, r0, r1;
+    pid_t p0, p1;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    r = p_exit_code(p_wait(p_spawn("xfault-nocoord", "nocoord", e1), 20));
+    T_CHECK(r == 0, "nocoord: exit %d after %.1f s: %s", r, p_now() - t0, p_read("xfault-nocoord", "out"));
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    t0 = p_now();
+    p0 = p_spawn("xfault-wrongkey-p0", "wrongkey", k0);
+    p1 = p_spawn("xfault-wrongkey-p1", "wrongkey", k1);
+    r0 = p_exit_code(p_wait(p0, 20));
+    r1 = p_exit_code(p_wait(p1, 20));
+    T_CHECK(r0 == 0 && r1 == 0, "wrongkey: exits %d and %d after %.1f s: %s / %s", r0, r1, p_now() - t0,
+            p_read("xfault-wrongkey-p0", "out"), p_read("xfault-wrongkey-p1", "out"));
+}
+
+int main(int argc, char **argv) {
+    p_self = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
+    signal(SIGPIPE, SIG_IGN);
+    run_kill();
+    run_pair("mismatch", "");
+    run_pair("count", "");
+    run_pair("absent", "SPMD_TIMEOUT_MS=1500");
+    run_boot_faults();
+    return t_summary();
+}
