@@ -1104,6 +1104,7 @@ typedef struct spmd__group {
     uint32_t gid;          /* 16 bits of xhash: the group field of message tags */
     uint64_t xhash;        /* member list and mesh, checked in every header */
     struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
+    struct spmd__xchan *xchan; /* send/recv between processes */
 } spmd__group;
 
 /* A device's view of a group it uses: the key it was asked by and its index. */
@@ -1170,6 +1171,7 @@ struct spmd_req {
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
+    void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
     size_t task_elems;
     uint32_t ntasks;
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
@@ -3740,7 +3742,8 @@ static void spmd__boot_close(spmd__boot *b) {
    f->inject bytes in one segment go out with fi_tinject and are done at once.
 
    Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
-       63..62  kind        2 bits   0 = data; 1..3 reserved for control traffic
+       63..62  kind        2 bits   0 = collectives; 1 = send/recv (its own layout, see
+                                    SPMD__FAB_P2P_TAG); 2..3 reserved
        61..46  group id   16 bits   65536 groups (engine numbers its groups)
        45..30  sequence   16 bits   per group, wraps; needs < 65536 requests in flight
        29..16  step       14 bits   16384 steps (a ring over 4096 devices needs 8190)
@@ -4044,8 +4047,8 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         return spmd__fab_fail(f, SPMD_ERR_STATE, "post: the op is still in flight");
     if (peer < 0 || peer >= f->nprocs)
         return spmd__fab_fail(f, SPMD_ERR_ROOT, "post: process %d outside 0..%d", peer, f->nprocs - 1);
-    if (tag & (SPMD__FAB_TAG_SEG_MASK | SPMD__FAB_TAG_KIND_MASK))
-        return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment or kind bits",
+    if ((tag & SPMD__FAB_TAG_SEG_MASK) || (tag & SPMD__FAB_TAG_KIND_MASK) > (1ull << 62))
+        return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits or a reserved kind",
                               (unsigned long long)tag);
     nseg = len ? (len - 1) / f->seg + 1 : 1;
     if (nseg > SPMD__FAB_MAX_SEGS)
@@ -4973,6 +4976,8 @@ static void spmd__x_progress(spmd_req *r) {
     }
 }
 
+static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why);
+
 /* The deadline passed, or the mesh broke: name who is missing. */
 static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     spmd_dev *d = r->dev;
@@ -4982,6 +4987,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     char who[200], what[96];
     size_t at = 0;
     int k, shown = 0, missing = 0;
+    if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
     if (x && r->state == SPMD__R_ARRIVE && s == SPMD_ERR_TIMEOUT && !SPMD__LD_ACQ(&m->broken)) {
         pthread_mutex_lock(&m->xlock);
@@ -5007,9 +5013,280 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     return 1;
 }
 
+/* Point to point between processes. A message from member a to member b
+   is a header (sender, receiver, the pair's sequence number, tag, dtype,
+   count) with the data inline up to the exchange's inline size, else a
+   second message with the data. Tags: kind 1, the group's id, a, b, 5 bits
+   of the pair's sequence number and one bit for header/data. Each process
+   keeps, per group, one posted header receive for the next message of
+   every (remote a, local b) pair; headers that arrive are queued in
+   arrival order (per pair: in sequence), and a recv takes the first that
+   fits its source and tag, as on threads. A send is done when the
+   transport has sent it (the receiver need not have come yet). */
+#define SPMD__P_MAGIC 0x50444d53u
+#define SPMD__FAB_P2P_TAG(group, a, b, seq, data)                                                               \
+    ((1ull << 62) | (((uint64_t)(group) & 0xffffu) << 46) | (((uint64_t)(a) & 0xfffu) << 34) |                  \
+     (((uint64_t)(b) & 0xfffu) << 22) | (((uint64_t)(seq) & 0x1fu) << 17) | ((uint64_t)(data) << 16))
+
+typedef struct spmd__phdr {
+    uint32_t magic, src, dst, dtype;
+    uint64_t ghash, seq, count;
+    int64_t tag;
+    uint32_t has_inline, pad;
+} spmd__phdr;
+#define SPMD__P_HDR ((sizeof(spmd__phdr) + 63) / 64 * 64)
+
+typedef struct spmd__xmsg {
+    struct spmd__xmsg *next;
+    spmd__phdr h;
+    unsigned char data[]; /* inline data */
+} spmd__xmsg;
+
+typedef struct spmd__xchan {
+    size_t hb;                /* bytes per header buffer */
+    spmd__fab_op *hop;        /* G * nloc: [a * nloc + lidx[b]], remote a */
+    unsigned char *hbuf;
+    uint64_t *rseq;           /* next sequence number expected per (a, b) */
+    uint64_t *sseq;           /* next to send per (local a, b): [lidx[a] * G + b] */
+    spmd__xmsg *head, *tail;  /* arrived, not yet received */
+} spmd__xchan;
+
+/* The group's channel, its header receives posted on first use. xlock held. */
+static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xchan *c = g->xchan;
+    int G = g->G, a, b;
+    if (c) { *out = c; return SPMD_OK; }
+    if (G > 4096) return spmd__fail(r->dev, SPMD_ERR_SIZE, "send/recv between processes: groups of at most 4096");
+    c = (spmd__xchan *)spmd__alloc(&m->alloc, sizeof *c);
+    if (!c) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
+    c->hb = SPMD__P_HDR + (m->fab->seg > SPMD__P_HDR + SPMD__X_INLINE ? SPMD__X_INLINE : m->fab->seg - SPMD__P_HDR);
+    c->hop = (spmd__fab_op *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->hop);
+    c->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * c->hb);
+    c->rseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->rseq);
+    c->sseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->sseq);
+    g->xchan = c;
+    if (!c->hop || !c->hbuf || !c->rseq || !c->sseq)
+        return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
+    for (a = 0; a < G; a++)
+        for (b = 0; b < G; b++) {
+            size_t i = (size_t)a * (size_t)g->nloc + (size_t)g->lidx[b];
+            spmd_status st;
+            if (g->lidx[a] >= 0 || g->lidx[b] < 0) continue;
+            st = spmd__fab_post_recv_upto(m->fab, &c->hop[i], m->proc_of[g->members[a]],
+                                          SPMD__FAB_P2P_TAG(g->gid, a, b, 0, 0), c->hbuf + i * c->hb, c->hb,
+                                          UINT64_MAX);
+            if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->fab->err);
+        }
+    *out = c;
+    return SPMD_OK;
+}
+
+/* Queue the headers that arrived for local member b and post the next
+   receives. xlock held. */
+static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    int a;
+    for (a = 0; a < g->G; a++) {
+        size_t i = (size_t)a * (size_t)g->nloc + (size_t)g->lidx[b];
+        spmd__fab_op *op = &c->hop[i];
+        spmd__phdr *h = (spmd__phdr *)(void *)(c->hbuf + i * c->hb);
+        spmd__xmsg *x;
+        spmd_status st;
+        size_t n;
+        if (g->lidx[a] >= 0) continue;
+        st = spmd__fab_test(m->fab, op);
+        if (st == SPMD_ERR_BUSY) continue;
+        if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
+                                             m->proc_of[g->members[a]], op->err);
+        n = op->received;
+        if (n < SPMD__P_HDR || h->magic != SPMD__P_MAGIC || h->src != (uint32_t)a || h->dst != (uint32_t)b ||
+            h->ghash != g->xhash || h->seq != c->rseq[i] || (h->has_inline && n != SPMD__P_HDR + h->count *
+            spmd__dtype_sizes[h->dtype < SPMD_DTYPE_COUNT ? h->dtype : 0]) || h->dtype >= SPMD_DTYPE_COUNT)
+            return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
+                              "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
+        x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
+        if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        x->h = *h;
+        if (h->has_inline) memcpy(x->data, (unsigned char *)h + SPMD__P_HDR, n - SPMD__P_HDR);
+        if (c->tail) c->tail->next = x; else c->head = x;
+        c->tail = x;
+        c->rseq[i]++;
+        st = spmd__fab_post_recv_upto(m->fab, op, m->proc_of[g->members[a]],
+                                      SPMD__FAB_P2P_TAG(g->gid, a, b, c->rseq[i], 0), (unsigned char *)h, c->hb,
+                                      UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->fab->err);
+    }
+    return SPMD_OK;
+}
+
+/* A send or recv whose group spans processes. r->temp holds its transport
+   ops (two) and, for a send, the header and inline data. */
+static void spmd__xp_progress(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__fab_op *ops;
+    spmd__xchan *c = NULL;
+    spmd_status st;
+    int me = r->gr->me;
+    if (r->state == SPMD__R_DONE) return;
+    if (!r->temp) {
+        r->temp = spmd__alloc(&m->alloc, 2 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        if (!r->temp) {
+            spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
+            spmd__finish(r, SPMD_ERR_NOMEM);
+            return;
+        }
+    }
+    ops = (spmd__fab_op *)r->temp;
+    spmd__fab_progress(m->fab);
+    if (r->sig.kind == SPMD__KIND_SEND) {
+        if (r->state == SPMD__R_POST) {
+            unsigned char *hb = (unsigned char *)r->temp + 2 * sizeof(spmd__fab_op);
+            spmd__phdr *h = (spmd__phdr *)(void *)hb;
+            size_t len = r->count * r->in_size, inl;
+            uint64_t seq;
+            int p = m->proc_of[g->members[r->peer]];
+            pthread_mutex_lock(&m->xlock);
+            st = spmd__xp_chan(r, &c);
+            seq = st == SPMD_OK ? c->sseq[(size_t)g->lidx[me] * (size_t)g->G + (size_t)r->peer]++ : 0;
+            inl = c ? c->hb - SPMD__P_HDR : 0;
+            pthread_mutex_unlock(&m->xlock);
+            if (st != SPMD_OK) { spmd__finish(r, st); return; }
+            memset(h, 0, SPMD__P_HDR);
+            h->magic = SPMD__P_MAGIC;
+            h->src = (uint32_t)me;
+            h->dst = (uint32_t)r->peer;
+            h->dtype = r->sig.dtype;
+            h->ghash = g->xhash;
+            h->seq = seq;
+            h->count = r->count;
+            h->tag = r->tag;
+            h->has_inline = len <= inl;
+            if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
+            st = spmd__fab_post_send(m->fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
+                                     SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
+            if (st == SPMD_OK && !h->has_inline)
+                st = spmd__fab_post_send(m->fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
+                                         len, UINT64_MAX);
+            if (st != SPMD_OK) {
+                spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->fab->err);
+                spmd__finish(r, st);
+                return;
+            }
+            r->state = SPMD__R_DRAIN;
+        }
+    } else if (r->state == SPMD__R_ARRIVE) {
+        spmd__xmsg *x, *prev = NULL;
+        if (r->peer < 0 || g->lidx[r->peer] >= 0) { /* a sender in this process may match first */
+            spmd__p2p_progress(r);
+            if (r->state == SPMD__R_DONE) return;
+        }
+        if (r->peer >= 0 && g->lidx[r->peer] >= 0) return;
+        pthread_mutex_lock(&m->xlock);
+        st = spmd__xp_chan(r, &c);
+        if (st == SPMD_OK) st = spmd__xp_poll(r, c, me);
+        if (st != SPMD_OK) {
+            pthread_mutex_unlock(&m->xlock);
+            spmd__break(m, st, d->id, d->err);
+            spmd__finish(r, st);
+            return;
+        }
+        for (x = c->head; x; prev = x, x = x->next)
+            if (x->h.dst == (uint32_t)me && (r->peer < 0 || x->h.src == (uint32_t)r->peer) &&
+                (r->tag < 0 || x->h.tag == r->tag))
+                break;
+        if (x) {
+            if (prev) prev->next = x->next; else c->head = x->next;
+            if (c->tail == x) c->tail = prev;
+        }
+        pthread_mutex_unlock(&m->xlock);
+        if (!x) return;
+        if (x->h.dtype != r->sig.dtype || x->h.count > r->count) {
+            spmd__fail(d, SPMD_ERR_MISMATCH, "recv of %s x %zu over '%s' matched a send of %s x %llu from %d (tag %lld)",
+                       spmd__dtype_names[r->sig.dtype], r->count, r->gr->text, spmd__dtype_names[x->h.dtype],
+                       (unsigned long long)x->h.count, (int)x->h.src, (long long)x->h.tag);
+            r->status = SPMD_ERR_MISMATCH; /* the data, if any, is still taken (into a scratch buffer) */
+        }
+        if (r->info) {
+            r->info->source = (int)x->h.src;
+            r->info->tag = (int)x->h.tag;
+            r->info->count = (size_t)x->h.count;
+        }
+        if (x->h.has_inline) {
+            if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
+            st = r->status;
+            spmd__free(&m->alloc, x);
+            spmd__finish(r, st);
+            return;
+        } else {
+            size_t len = (size_t)x->h.count * spmd__dtype_sizes[x->h.dtype];
+            void *dst = r->recv;
+            if (r->status != SPMD_OK) {
+                r->xscratch = spmd__alloc(&m->alloc, len);
+                dst = r->xscratch;
+            }
+            st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
+                                           SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
+                     : SPMD_ERR_NOMEM;
+            spmd__free(&m->alloc, x);
+            if (st != SPMD_OK) {
+                spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
+                spmd__finish(r, st);
+                return;
+            }
+            r->state = SPMD__R_DRAIN;
+        }
+    }
+    if (r->state == SPMD__R_DRAIN) {
+        int i;
+        for (i = 0; i < 2; i++) {
+            if (ops[i].state == SPMD__FOP_IDLE) continue;
+            st = spmd__fab_test(m->fab, &ops[i]);
+            if (st == SPMD_ERR_BUSY) return;
+            if (st != SPMD_OK) {
+                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, ops[i].err);
+                spmd__break(m, st, d->id, d->err);
+                spmd__finish(r, st);
+                return;
+            }
+        }
+        for (i = 0; i < 2; i++)
+            if (ops[i].state != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+        spmd__free(&m->alloc, r->xscratch);
+        r->xscratch = NULL;
+        spmd__finish(r, r->status);
+    }
+}
+
+/* Give up on a send or recv between processes: its ops are cancelled
+   (their buffers handed back) before it finishes. */
+static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
+    spmd_mesh *m = r->dev->mesh;
+    if (r->temp) {
+        spmd__fab_op *ops = (spmd__fab_op *)r->temp;
+        int i;
+        for (i = 0; i < 2; i++)
+            if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
+    }
+    spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
+               spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
+               r->tag, r->gr->text, why);
+    if (s == SPMD_ERR_TIMEOUT) spmd__break(m, s, r->dev->id, r->dev->err);
+    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 2 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+    spmd__free(&m->alloc, r->xscratch);
+    r->xscratch = NULL;
+    spmd__finish(r, s);
+    return 1;
+}
+
 static void spmd__fabric_progress(spmd_req *r) {
-    if (r->x) spmd__x_progress(r);
-    else spmd__thread_progress(r);
+    if (!r->x) spmd__thread_progress(r);
+    else if (r->p2p) spmd__xp_progress(r);
+    else spmd__x_progress(r);
 }
 
 /* The process's transport: opened by the first libfabric mesh, shared by
@@ -5154,6 +5431,29 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                     else spmd__x_free(m, g, x);
                 }
                 if (pass) g->xfree = NULL; else g->xlive = NULL;
+            }
+            if (g->xchan) {
+                spmd__xchan *c = g->xchan;
+                size_t i, n = (size_t)g->G * (size_t)g->nloc;
+                int held = 0;
+                while (c->head) {
+                    spmd__xmsg *x = c->head;
+                    c->head = x->next;
+                    spmd__free(&m->alloc, x);
+                }
+                for (i = 0; c->hop && i < n; i++)
+                    if (!spmd__fab_op_idle(&c->hop[i]) &&
+                        spmd__fab_cancel(m->fab, &c->hop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                        held = 1;
+                if (c->hbuf) spmd__fab_mr_forget(m->fab, c->hbuf, n * c->hb);
+                if (!held) { /* else the provider may still write them: they stay allocated */
+                    spmd__free(&m->alloc, c->hbuf);
+                    spmd__free(&m->alloc, c->hop);
+                }
+                spmd__free(&m->alloc, c->rseq);
+                spmd__free(&m->alloc, c->sseq);
+                spmd__free(&m->alloc, c);
+                g->xchan = NULL;
             }
         }
     }
@@ -5423,6 +5723,8 @@ static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->src_of);
+    spmd__free(&d->mesh->alloc, r->xscratch);
+    r->xscratch = NULL;
     r->temp = NULL;
     r->src_of = NULL;
     spmd__req_unlink(r);
@@ -8444,9 +8746,6 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     if (peer < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_SOURCE) || peer >= G)
         return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", name,
                           kind == SPMD__KIND_SEND ? "dest" : "source", peer, G);
-    if (gr->g->span)
-        return spmd__fail(d, SPMD_ERR_UNSUPPORTED, "%s over '%s': point-to-point messages between processes are "
-                          "not supported yet (the group spans processes); use ppermute", name, gr->text);
     r = spmd__req_new(d);
     if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
     r->gr = gr;
@@ -8463,7 +8762,9 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     r->user = out != NULL;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : d->mesh->timeout_ms;
     r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
-    spmd__p2p_progress(r);
+    /* libfabric: a peer in another process (or any peer) goes by message */
+    r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
+    d->mesh->vt->progress(r);
     if (out) {
         *out = r;
         return SPMD_OK;
