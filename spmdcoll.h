@@ -4552,7 +4552,9 @@ typedef struct spmd__xhdr {
 } spmd__xhdr;
 #define SPMD__X_HDR ((sizeof(spmd__xhdr) + 63) / 64 * 64)
 
-enum { SPMD__XC_ABSENT = 0, SPMD__XC_JOINED, SPMD__XC_COMPUTING, SPMD__XC_DONE };
+/* a local member's part: not come, come, output being computed, done, or
+   come without its output buffer (psend before its precv) */
+enum { SPMD__XC_ABSENT = 0, SPMD__XC_JOINED, SPMD__XC_COMPUTING, SPMD__XC_DONE, SPMD__XC_NORECV };
 
 typedef struct spmd__xrec {
     struct spmd__xrec *next;
@@ -4744,7 +4746,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     x->meta[me] = ragged ? (const int64_t *)(const void *)data : NULL;
     x->in[me] = ragged ? data + r->meta_bytes : data;
     x->out[me] = r->recv;
-    x->cst[me] = SPMD__XC_JOINED;
+    x->cst[me] = r->two_phase && !r->recv_ready ? SPMD__XC_NORECV : SPMD__XC_JOINED;
     x->have[me] = 2;
     r->xr = x;
     if (ragged) r->xmeta = x->meta;
@@ -4909,6 +4911,10 @@ static void spmd__x_progress(spmd_req *r) {
         void **outs = (void **)(ins + G);
         int list[64], j, mine_done;
         pthread_mutex_lock(&m->xlock);
+        if (x->cst[me] == SPMD__XC_NORECV && r->recv_ready) { /* precv came */
+            x->out[me] = r->recv;
+            x->cst[me] = SPMD__XC_JOINED;
+        }
         st = spmd__x_scan(r);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&m->xlock);
@@ -6211,11 +6217,6 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         r->status = SPMD_OK;
     } else if (gr->g->span) {
         /* members in other processes: the exchange path (libfabric) */
-        if (c->two_phase) {
-            spmd__req_release(r);
-            return spmd__fail(d, SPMD_ERR_UNSUPPORTED, "%s over '%s': psend/precv across processes is not "
-                              "supported yet; use ppermute", name, gr->text);
-        }
         r->x = 1;
         r->sig.algo = SPMD__ALG_EAGER;
         r->gseq = gr->my->next++;
