@@ -4572,7 +4572,14 @@ typedef struct spmd__xrec {
     uint8_t *have;            /* G: 0 nothing, 1 header (data on its way), 2 ready */
     uint8_t *cst;             /* G: SPMD__XC_* of local members */
     uint8_t *copied;          /* G: a local member's input was copied into hbuf */
+    size_t *pre;              /* G: bytes of a data receive posted before the header came (0: none) */
 } spmd__xrec;
+
+/* The name of r's collective in messages: "psum", "all_gather". */
+static const char *spmd__x_what(const spmd_req *r) {
+    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
+                                                                           : spmd__kind_names[r->sig.kind];
+}
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     int k;
@@ -4594,7 +4601,36 @@ static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     spmd__free(&m->alloc, x->have);
     spmd__free(&m->alloc, x->cst);
     spmd__free(&m->alloc, x->copied);
+    spmd__free(&m->alloc, x->pre);
     spmd__free(&m->alloc, x);
+}
+
+/* The bytes member k sends when it agrees with r (-1: only its header
+   says, as for ragged_all_to_all). */
+static int64_t spmd__x_expect(const spmd_req *r, int k) {
+    switch (r->sig.kind) {
+    case SPMD__KIND_RAGGED: return -1;
+    case SPMD__KIND_BCAST: return k == r->root ? (int64_t)(r->count * r->in_size) : 0;
+    case SPMD__KIND_SCATTER: return k == r->root ? (int64_t)((size_t)r->gr->g->G * r->count * r->in_size) : 0;
+    default: return (int64_t)r->in_bytes;
+    }
+}
+
+/* Stage for member k's data, at least len bytes. */
+static spmd_status spmd__x_stage(spmd_req *r, spmd__xrec *x, int k, size_t len) {
+    spmd_mesh *m = r->dev->mesh;
+    if (x->stage_cap[k] >= len) return SPMD_OK;
+    if (x->stage[k]) {
+        spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
+        spmd__free(&m->alloc, x->stage[k]);
+    }
+    x->stage_cap[k] = 0;
+    x->stage[k] = (unsigned char *)spmd__alloc(&m->alloc, len);
+    if (!x->stage[k])
+        return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: no memory for %zu bytes from device %d", spmd__x_what(r), len,
+                          r->gr->g->members[k]);
+    x->stage_cap[k] = len;
+    return SPMD_OK;
 }
 
 /* Does process p read member k's input? Headers go everywhere regardless. */
@@ -4651,8 +4687,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->have = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
         x->cst = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
         x->copied = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
+        x->pre = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pre);
         if (!x->rop || !x->sop || !x->hbuf || !x->stage || !x->stage_cap || !x->in || !x->meta || !x->out ||
-            !x->have || !x->cst || !x->copied) {
+            !x->have || !x->cst || !x->copied || !x->pre) {
             spmd__x_free(m, g, x);
             return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         }
@@ -4666,6 +4703,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->in[k] = NULL;
         x->meta[k] = NULL;
         x->out[k] = NULL;
+        x->pre[k] = 0;
     }
     x->next = g->xlive;
     g->xlive = x;
@@ -4677,14 +4715,21 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
                                       UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
     }
+    /* large inputs of known size: their receives go out now, so that the
+       transfer runs before the header is read (by a progress thread, or
+       while the caller computes between start and wait) */
+    for (k = 0; k < G; k++) {
+        int64_t e = g->lidx[k] < 0 && spmd__x_wants(r, k, m->proc) ? spmd__x_expect(r, k) : -1;
+        spmd_status st;
+        if (e <= (int64_t)x->inl) continue;
+        if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
+        st = spmd__fab_post_recv(f, &x->rop[2 * k + 1], m->proc_of[g->members[k]],
+                                 SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)e, UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's input: %s", g->members[k], f->err);
+        x->pre[k] = (size_t)e;
+    }
     *out = x;
     return SPMD_OK;
-}
-
-/* The name of r's collective in messages: "psum", "all_gather". */
-static const char *spmd__x_what(const spmd_req *r) {
-    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
-                                                                           : spmd__kind_names[r->sig.kind];
 }
 
 /* A device in a message: "device 3 (process 1)". */
@@ -4708,16 +4753,17 @@ static spmd_status spmd__x_post(spmd_req *r) {
     if (len && (ragged || (r->send && r->send == r->recv))) {
         /* ragged: offsets and sizes then the operand, in one message; in
            place: the input must outlive the output being written */
-        r->temp = spmd__alloc(&m->alloc, len);
-        if (!r->temp) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
-                                        spmd__x_what(r));
+        r->xscratch = spmd__alloc(&m->alloc, len);
+        if (!r->xscratch) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
+                                            spmd__x_what(r));
         if (ragged) {
-            memcpy(r->temp, r->meta, r->meta_bytes);
-            if (len > r->meta_bytes) memcpy((unsigned char *)r->temp + r->meta_bytes, r->send, len - r->meta_bytes);
+            memcpy(r->xscratch, r->meta, r->meta_bytes);
+            if (len > r->meta_bytes)
+                memcpy((unsigned char *)r->xscratch + r->meta_bytes, r->send, len - r->meta_bytes);
         } else {
-            memcpy(r->temp, r->send, len);
+            memcpy(r->xscratch, r->send, len);
         }
-        data = (const unsigned char *)r->temp;
+        data = (const unsigned char *)r->xscratch;
     }
     pthread_mutex_lock(&m->xlock);
     st = spmd__x_get(r, &x);
@@ -4826,23 +4872,20 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         if (ragged && h->data_len < r->meta_bytes)
             return spmd__fail(d, SPMD_ERR_SYSTEM, "%s: %s sent %llu bytes, less than the offsets",
                               spmd__x_what(r), who, (unsigned long long)h->data_len);
-        if (x->stage_cap[k] < h->data_len) {
-            if (x->stage[k]) {
-                spmd__fab_mr_forget(f, x->stage[k], x->stage_cap[k]);
-                spmd__free(&m->alloc, x->stage[k]);
-            }
-            x->stage_cap[k] = 0;
-            x->stage[k] = (unsigned char *)spmd__alloc(&m->alloc, (size_t)h->data_len);
-            if (!x->stage[k])
-                return spmd__fail(d, SPMD_ERR_NOMEM, "%s: no memory for %llu bytes from %s",
-                                  spmd__x_what(r), (unsigned long long)h->data_len, who);
-            x->stage_cap[k] = (size_t)h->data_len;
+        if (x->pre[k]) { /* posted already, for the length the signature implies */
+            if (h->data_len != x->pre[k])
+                return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends %llu bytes where this device "
+                                  "expects %zu", spmd__x_what(r), r->gr->text, who,
+                                  (unsigned long long)h->data_len, x->pre[k]);
+        } else {
+            if ((st = spmd__x_stage(r, x, k, (size_t)h->data_len)) != SPMD_OK) return st;
+            st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]],
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)h->data_len,
+                                     UINT64_MAX);
+            if (st != SPMD_OK)
+                return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
+                                  r->gr->text, who, f->err);
         }
-        st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1),
-                                 x->stage[k], (size_t)h->data_len, UINT64_MAX);
-        if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
-                              r->gr->text, who, f->err);
         x->meta[k] = ragged ? (const int64_t *)(const void *)x->stage[k] : NULL;
         x->in[k] = ragged ? x->stage[k] + r->meta_bytes : x->stage[k];
         x->have[k] = 1;
@@ -4977,7 +5020,7 @@ static void spmd__x_progress(spmd_req *r) {
         }
         pthread_mutex_unlock(&m->xlock);
         r->xr = NULL;
-        if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, r->in_bytes);
+        if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
         spmd__finish(r, SPMD_OK);
     }
 }
@@ -5301,9 +5344,26 @@ static void spmd__fabric_progress(spmd_req *r) {
 static pthread_mutex_t spmd__world_lock = PTHREAD_MUTEX_INITIALIZER;
 static spmd__fab *spmd__world;
 static uint32_t spmd__world_meshes;
+static pthread_t spmd__world_thread; /* SPMD_PROGRESS_THREAD=1: drives the transport every ~50 us */
+static uint32_t spmd__world_thread_on, spmd__world_stop;
+
+static void *spmd__world_progress(void *arg) {
+    spmd__fab *f = (spmd__fab *)arg;
+    while (!SPMD__LD_ACQ(&spmd__world_stop)) {
+        struct timespec ts = {0, 50000};
+        spmd__fab_progress(f);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
 
 static void spmd__world_close(void) {
     pthread_mutex_lock(&spmd__world_lock);
+    if (spmd__world_thread_on) {
+        SPMD__ST_SC(&spmd__world_stop, 1u);
+        pthread_join(spmd__world_thread, NULL);
+        spmd__world_thread_on = 0;
+    }
     if (spmd__world) {
         pthread_mutex_lock(&spmd__world->lock);
         (void)spmd__boot_barrier(spmd__world->boot, spmd__now_ns() + 10000000000u);
@@ -5348,6 +5408,12 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         }
         if (!registered) atexit(spmd__world_close);
         registered = 1;
+        {
+            const char *pt = getenv("SPMD_PROGRESS_THREAD");
+            if (pt && strcmp(pt, "1") == 0 &&
+                pthread_create(&spmd__world_thread, NULL, spmd__world_progress, spmd__world) == 0)
+                spmd__world_thread_on = 1;
+        }
     }
     f = spmd__world;
     m->mesh_id = spmd__world_meshes++;
