@@ -4,9 +4,9 @@
    collectives of jax.lax (psum, pmean, all_gather, psum_scatter, all_to_all,
    ppermute, ...) with JAX's semantics, plus the MPI-style operations of
    mpi4jax (bcast, gather, scatter, reduce, scan, send/recv, ...), each also
-   asynchronous, on threads of one process (libfabric across processes comes
-   in a later version). Single header, stb style, no dependencies beyond
-   pthreads.
+   asynchronous, on threads of one process or across processes and hosts
+   through libfabric (tcp, shm, verbs, EFA, ...). Single header, stb style,
+   no dependencies beyond pthreads (and libfabric for that backend).
 
    USAGE
      Define SPMDCOLL_IMPLEMENTATION in exactly one .c or .cpp file before
@@ -37,11 +37,8 @@
      SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
      SPMD_STATIC               make every function static (private copy per file)
      SPMD_API                  override the linkage of the public functions
-     SPMDCOLL_LIBFABRIC        compile the libfabric parts in (link
-                               -lfabric): bootstrap and tagged transport
-                               are there; meshes over them are not wired
-                               yet, so selecting the backend still returns
-                               SPMD_ERR_UNSUPPORTED with a message
+     SPMDCOLL_LIBFABRIC        compile the libfabric backend in (link
+                               -lfabric); the thread backend stays too
      SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
      SPMD_ASSERT(x)            replace assert() for internal invariants
 
@@ -54,6 +51,20 @@
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
      SPMD_ALGO         eager or split: force a reduction algorithm (bench)
+     libfabric backend (see SEVERAL PROCESSES):
+     SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
+                       (else Slurm's, Open MPI's or PMI's variables)
+     SPMD_JOB_KEY      shared secret of the job (tools/spmdrun makes one)
+     SPMD_PROVIDER     libfabric provider (else FI_PROVIDER; default: shm
+                       when every process is on one host, else the first)
+     SPMD_SOCKET_IFNAME   interface for the bootstrap and the tcp provider
+     SPMD_DEVICES_PER_PROCESS   devices each process hosts (desc field wins)
+     SPMD_BACKEND      threads or libfabric: overrides the default choice
+     SPMD_PROGRESS_THREAD   1: a thread drives the transport while callers
+                       compute between start and wait
+     SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
+                       EFA demand (every buffer registered, fi_context2,
+                       8 KiB messages)
 
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
@@ -133,6 +144,22 @@
      calls then fail with SPMD_ERR_BROKEN until it is destroyed.
      Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
      desc.allocator replaces the allocator for everything the mesh owns.
+
+   SEVERAL PROCESSES (libfabric)
+     Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
+     mpirun); every process creates the same meshes in the same order (mesh
+     creation compares them) and hosts one contiguous block of device ids
+     (minor axes stay inside a process; desc.devices_per_process fixes the
+     block size). spmd_run and spmd_attach take only this process's devices
+     (spmd_device_is_local). A group inside one process runs on threads; a
+     group spanning processes exchanges signatures and inputs by tagged
+     messages and reduces in group order with the same kernels, so results
+     are bit-identical to the thread backend. Inputs up to 4 KiB travel with
+     the signature; larger ones follow in a second message, only to the
+     processes that read them. A dead process turns into
+     SPMD_ERR_PEER_LOST naming it; a silent one into SPMD_ERR_TIMEOUT naming
+     the devices not heard from. send completes once the transport has sent
+     the message (the receiver need not have come).
 
    ASYNC
      Every collective has a _start form returning a request; spmd_wait()
