@@ -9,11 +9,15 @@
 # info level is its veth address, that the transport took the veth's domain,
 # and that the data crossed the veth. Then, with one veth end down, that a
 # process told to use it fails to open with SPMD_ERR_INVALID naming it.
-#   sh tests/twohost.sh [path/to/test_fabric]
+# With a second argument (a conformance test built with the libfabric
+# backend), that program then runs as a 2-process job across the two
+# namespaces; both processes must pass.
+#   sh tests/twohost.sh [path/to/test_fabric [path/to/mesh_test]]
 # Needs root and `ip netns`; without them one check is reported skipped.
 # Prints a closing line "N passed, N failed[, N skipped]"; exit 1 on failure.
 # Everything it creates is removed on exit, also on failure or a signal.
 exe=${1:-build/fabric/test_fabric}
+mesh_exe=${2:-}
 LOG=${LOG:-build/test-logs} # where the logs of the last run are left
 mkdir -p "$LOG"
 P=0 F=0 S=0
@@ -99,6 +103,37 @@ tx_after=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/d
 # 2 groups x 2 sequence numbers of 1 MiB+13 and the smaller sizes, each way
 [ $((tx_after - tx_before)) -gt 4194304 ]; check $? "only $((tx_after - tx_before)) bytes left through $VA"
 if [ $F -gt 0 ]; then show twohost-p0; show twohost-p1; fi
+
+# A mesh across the two hosts: a conformance test (sweep of reductions, or
+# whatever program is given as the second argument) as 2 processes of 2
+# the meshes it makes split into one block of devices per host.
+if [ -n "$mesh_exe" ] && [ -x "$mesh_exe" ]; then
+    key=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    port=29501
+    runm() { # $1 = namespace, $2 = process id, $3 = interface, $4 = log name
+        timeout -s KILL 300 ip netns exec "$1" env SPMD_NUM_PROCESSES=2 SPMD_PROCESS_ID="$2" \
+            SPMD_COORDINATOR="$AA:$port" SPMD_JOB_KEY="$key" SPMD_SOCKET_IFNAME="$3" \
+            SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_BOOT_TIMEOUT_MS=20000 SPMD_TEST_QUICK=1 \
+            "$mesh_exe" >"$W/$4.out" 2>"$W/$4.err"
+    }
+    tx_before=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/dev/null || echo 0)
+    runm "$NA" 0 "$VA" twohost-mesh-p0 & pa=$!
+    runm "$NB" 1 "$VB" twohost-mesh-p1 & pb=$!
+    wait $pa; ra=$?; pa=""
+    wait $pb; rb=$?; pb=""
+    tx_after=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/dev/null || echo 0)
+    for i in 0 1; do
+        line=$(tail -n 1 "$W/twohost-mesh-p$i.out")
+        echo "  two hosts, $(basename "$mesh_exe") process $i: $line" >&2
+        r=$ra; [ $i = 1 ] && r=$rb
+        case $line in *" passed, 0 failed"*) [ "$r" = 0 ]; check $? "mesh test process $i exited with $r";;
+            *) check 1 "mesh test process $i: no clean closing line (exit $r): $line";; esac
+    done
+    [ $((tx_after - tx_before)) -gt 65536 ]; check $? "the mesh test sent only $((tx_after - tx_before)) bytes through $VA"
+    if [ $F -gt 0 ]; then show twohost-mesh-p0; show twohost-mesh-p1; fi
+elif [ -n "$mesh_exe" ]; then
+    check 1 "$mesh_exe not built"
+fi
 
 # SPMD_SOCKET_IFNAME naming an interface that is down: the tcp provider offers
 # no domain on it, and opening must say so (not fall back to lo, whose
