@@ -3871,6 +3871,8 @@ typedef struct spmd__fab {
     uint64_t mr_clock, mr_key;
     spmd__fab_op *head;
     uint64_t next_poll_ns;
+    uint32_t polls;           /* progress calls, for the checks every 32nd */
+    int backlog;              /* an op waits for room to post more */
     char err[512];
 } spmd__fab;
 
@@ -4049,7 +4051,10 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         } else {
             rc = fi_trecv(f->ep, op->buf + off, n, desc, f->addrs[op->peer], tag, 0, &sg->ctx);
         }
-        if (rc == -FI_EAGAIN) break; /* the provider is full: progress, then post again */
+        if (rc == -FI_EAGAIN) { /* the provider is full: progress, then post again */
+            f->backlog = 1;
+            break;
+        }
         if (rc != 0) {
             char what[160];
             spmd__fab_describe(op, what, sizeof what);
@@ -4210,6 +4215,11 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
         if (n != -FI_EAGAIN) st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_read: %s", fi_strerror((int)-n));
         break;
     }
+    /* the clock, lost peers and deadlines every 32nd call (a clock read
+       costs as much as the rest of a small operation), or when a post was
+       refused for lack of room */
+    if ((++f->polls & 31u) != 0 && !f->backlog) return st;
+    f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
         f->next_poll_ns = now + 2000000u;
@@ -4245,6 +4255,19 @@ static SPMD__UNUSED spmd_status spmd__fab_progress(spmd__fab *f) {
 
 static SPMD__UNUSED int spmd__fab_op_idle(const spmd__fab_op *op) {
     return op->state != SPMD__FOP_ACTIVE && op->inflight == 0;
+}
+
+/* The op's state without progressing the transport: SPMD_ERR_BUSY while
+   it runs, else its status (SPMD_ERR_STATE if never posted). */
+static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
+    spmd_status st;
+    pthread_mutex_lock(&f->lock);
+    st = op->state == SPMD__FOP_IDLE ? SPMD_ERR_STATE
+         : op->status != SPMD_OK     ? op->status
+         : op->state == SPMD__FOP_DONE ? SPMD_OK
+                                       : SPMD_ERR_BUSY;
+    pthread_mutex_unlock(&f->lock);
+    return st;
 }
 
 /* SPMD_ERR_BUSY while the op runs; its status once it ended or failed. */
@@ -4760,8 +4783,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
 }
 
 /* A device in a message: "device 3 (process 1)". */
-static void spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t len) {
+static const char *spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t len) {
     snprintf(buf, len, "device %d (process %d)", dev, m->proc_of[dev]);
+    return buf;
 }
 
 /* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
@@ -4810,7 +4834,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     h->data_len = len;
     h->sig = r->sig;
     h->has_inline = (uint32_t)inl;
-    snprintf(h->axes, sizeof h->axes, "%s", r->gr->text);
+    memcpy(h->axes, r->gr->text, sizeof h->axes); /* NUL-terminated within */
     if (inl) {
         if (len) memcpy(hb + SPMD__X_HDR, data, len);
         data = hb + SPMD__X_HDR;
@@ -4848,36 +4872,36 @@ static spmd_status spmd__x_scan(spmd_req *r) {
     spmd__xrec *x = r->xr;
     int k, ready = 1, ragged = r->sig.kind == SPMD__KIND_RAGGED;
     char who[64];
+#define WHO spmd__x_who(m, g->members[k], who, sizeof who)
     for (k = 0; k < g->G; k++) {
         spmd__fab_op *op = &x->rop[2 * k];
         spmd__xhdr *h;
         spmd_status st;
         if (x->have[k] == 2) continue;
         if (g->lidx[k] >= 0) { ready = 0; continue; } /* a local member yet to come */
-        spmd__x_who(m, g->members[k], who, sizeof who);
         if (x->have[k] == 1) {
-            st = spmd__fab_test(f, op + 1);
+            st = spmd__fab_peek(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
             if (st != SPMD_OK)
-                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r),
-                                  r->gr->text, who, (op + 1)->err);
+                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r), r->gr->text, WHO,
+                                  (op + 1)->err);
             x->have[k] = 2;
             continue;
         }
-        st = spmd__fab_test(f, op);
+        st = spmd__fab_peek(f, op);
         if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
         if (st != SPMD_OK)
             return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
-                              r->gr->text, who, op->err);
+                              r->gr->text, WHO, op->err);
         h = (spmd__xhdr *)(void *)(x->hbuf + (size_t)k * x->hb);
         if (op->received < SPMD__X_HDR || h->magic != SPMD__X_MAGIC || h->member != (uint32_t)k ||
             (h->has_inline && op->received != SPMD__X_HDR + h->data_len) || (h->has_inline && h->data_len > x->inl))
             return spmd__fail(d, SPMD_ERR_SYSTEM, "%s over '%s': a malformed header (%zu bytes) from %s",
-                              spmd__x_what(r), r->gr->text, op->received, who);
+                              spmd__x_what(r), r->gr->text, op->received, WHO);
         if (h->ghash != g->xhash || h->gseq != r->gseq)
             return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sent operation #%llu of another group "
                               "(group ids collide, or the processes created different meshes)",
-                              spmd__x_what(r), r->gr->text, who, (unsigned long long)h->gseq);
+                              spmd__x_what(r), r->gr->text, WHO, (unsigned long long)h->gseq);
         if (spmd__sig_differs(&h->sig, &r->sig, m->check)) {
             char a[96], b[96];
             h->axes[sizeof h->axes - 1] = '\0';
@@ -4886,7 +4910,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             return spmd__fail(d, SPMD_ERR_MISMATCH,
                               "device %d called %s over '%s' but %s called %s over '%s' (operation #%llu of this "
                               "device, #%llu of that one)",
-                              d->id, a, r->gr->text, who, b, h->axes, (unsigned long long)r->global,
+                              d->id, a, r->gr->text, WHO, b, h->axes, (unsigned long long)r->global,
                               (unsigned long long)h->global);
         }
         if (h->has_inline || !h->data_len || !spmd__x_wants(r, k, m->proc)) {
@@ -4898,11 +4922,11 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         }
         if (ragged && h->data_len < r->meta_bytes)
             return spmd__fail(d, SPMD_ERR_SYSTEM, "%s: %s sent %llu bytes, less than the offsets",
-                              spmd__x_what(r), who, (unsigned long long)h->data_len);
+                              spmd__x_what(r), WHO, (unsigned long long)h->data_len);
         if (x->pre[k]) { /* posted already, for the length the signature implies */
             if (h->data_len != x->pre[k])
                 return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends %llu bytes where this device "
-                                  "expects %zu", spmd__x_what(r), r->gr->text, who,
+                                  "expects %zu", spmd__x_what(r), r->gr->text, WHO,
                                   (unsigned long long)h->data_len, x->pre[k]);
         } else {
             if ((st = spmd__x_stage(r, x, k, (size_t)h->data_len)) != SPMD_OK) return st;
@@ -4911,7 +4935,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
                                      UINT64_MAX);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
-                                  r->gr->text, who, f->err);
+                                  r->gr->text, WHO, f->err);
         }
         x->meta[k] = ragged ? (const int64_t *)(const void *)x->stage[k] : NULL;
         x->in[k] = ragged ? x->stage[k] + r->meta_bytes : x->stage[k];
@@ -4920,6 +4944,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
     }
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
 }
+#undef WHO
 
 /* Wait (briefly, outside the lock) until no local member computes from
    the exchange's inputs. xlock held on entry and exit. */
