@@ -14,7 +14,10 @@
    that run the zero-copy split path.
 
    Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
-   the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds). */
+   the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds);
+   SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
+   in N (the fabric matrix). Under several processes each process checks
+   its own devices. */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -739,6 +742,21 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
 }
 
 /* ---- building cases ------------------------------------------------------------------- */
+/* Keeps one case (an async cluster counts as one) in `every`, in order
+   (SPMD_TEST_QUICK=N, env_thin). */
+static void thin_cases(mcase *a, int *n, int every) {
+    int w = 0, unit = 0;
+    for (int k = 0; k < *n; unit++) {
+        int len = a[k].async && a[k].cluster > 0 ? a[k].cluster : 1;
+        if (unit % every == 0) {
+            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
+            w += len;
+        }
+        k += len;
+    }
+    *n = w;
+}
+
 typedef struct {
     mcase *a;
     int n, cap;
@@ -1603,7 +1621,8 @@ int main(void) {
     uint64_t seed = env_seed(7731);
     g_quick = env_quick();
     g_big = g_quick ? (size_t)1 << 16 : (size_t)1 << 20;
-    printf("test_movement: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    printf("test_movement: seed %llu%s\n", (unsigned long long)seed,
+           env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
@@ -1616,6 +1635,7 @@ int main(void) {
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);
+        thin_cases(L.a, &L.n, env_thin());
         int nsweep = L.n;
         run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();

@@ -15,7 +15,10 @@
    still usable), mpi4jax-style hand vectors and large counts.
 
    Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
-   the 1<<18-element counts to about 1<<16 bytes (sanitizer builds). */
+   the 1<<18-element counts to about 1<<16 bytes (sanitizer builds);
+   SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
+   in N (the fabric matrix). Under several processes each process checks
+   its own devices. */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -740,6 +743,21 @@ static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
 }
 
 /* ---- building cases ---------------------------------------------------------------------- */
+/* Keeps one case (an async cluster counts as one) in `every`, in order
+   (SPMD_TEST_QUICK=N, env_thin). */
+static void thin_cases(mcase *a, int *n, int every) {
+    int w = 0, unit = 0;
+    for (int k = 0; k < *n; unit++) {
+        int len = a[k].async && a[k].cluster > 0 ? a[k].cluster : 1;
+        if (unit % every == 0) {
+            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
+            w += len;
+        }
+        k += len;
+    }
+    *n = w;
+}
+
 typedef struct {
     mcase *a;
     int n, cap;
@@ -1109,7 +1127,8 @@ int main(void) {
     double t0 = now_s();
     uint64_t seed = env_seed(4242);
     g_quick = env_quick();
-    printf("test_mpi: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    printf("test_mpi: seed %llu%s\n", (unsigned long long)seed,
+           env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
@@ -1126,6 +1145,7 @@ int main(void) {
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);
+        thin_cases(L.a, &L.n, env_thin());
         int nsweep = L.n;
         run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();

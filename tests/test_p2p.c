@@ -414,10 +414,9 @@ static void test_psend_misuse(void) {
 }
 
 int main(void) {
-    const char *q = getenv("SPMD_TEST_QUICK");
     const char *sd = getenv("SPMD_TEST_SEED");
     unsigned seed = sd ? (unsigned)strtoul(sd, NULL, 10) : 20261122u;
-    quick = q && *q == '1';
+    quick = env_quick(); /* SPMD_TEST_QUICK=1, or N for the fabric matrix */
     printf("test_p2p: seed %u%s\n", seed, quick ? " (quick)" : "");
     test_rings();
     test_matching();

@@ -48,6 +48,15 @@ static inline int env_quick(void) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
+/* SPMD_TEST_QUICK=N with N >= 2: quick, and the sweeps run only one case (or
+   async cluster) in N, chosen by position, the same in every process (the
+   fabric matrix, where every collective crosses processes). 1 otherwise. */
+static inline int env_thin(void) {
+    const char *e = getenv("SPMD_TEST_QUICK");
+    int n = e && *e ? atoi(e) : 0;
+    return n >= 2 ? n : 1;
+}
+
 /* malloc that never returns NULL (n == 0 allowed); out of memory ends the test. */
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
