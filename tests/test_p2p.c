@@ -169,7 +169,7 @@ static void test_matching(void) {
         run = spmd_run(m, match_device, &a);
         if (tl_nlocal(m, 0, sizes[mi]))
             T_CHECK(run == SPMD_OK && a.bad == 0, "tags, wildcards and order on %d devices: %s, %d bad, %s", sizes[mi],
-                spmd_status_name(run), a.bad, a.first);
+                    spmd_status_name(run), a.bad, a.first);
         spmd_mesh_destroy(m);
     }
 }
