@@ -8,6 +8,9 @@ BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
 TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard
 FABRIC_TESTS := test_boot test_fabric test_xfault
+# the conformance tests in the fabric flavour: run.sh's fabric matrix starts
+# them under tools/spmdrun as several processes (one process: threads)
+FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_f16 test_vectors
 FABRIC_LIBS  := -lfabric
 # 1 when the libfabric headers are installed (make deps installs them as root)
 HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
@@ -33,7 +36,7 @@ $(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
 
 # The fabric flavour: the libfabric backend compiled in (-DSPMDCOLL_LIBFABRIC, -lfabric).
-$(BUILD)/fabric/%: tests/%.c spmdcoll.h tests/harness.h tests/proclib.h
+$(BUILD)/fabric/%: tests/%.c spmdcoll.h tests/harness.h tests/proclib.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
@@ -67,9 +70,10 @@ test-tsan: $(TESTS:%=$(BUILD)/tsan/%)
 test-compile:
 	@sh tests/run.sh compile
 
-# Builds the fabric flavour when libfabric is installed; else says how to get it.
+# Builds the fabric flavour (the fabric tests and the conformance tests) when
+# libfabric is installed; else says how to get it.
 fabric:
-	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%); \
+	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%); \
 	else echo "libfabric headers missing: the fabric tests will be skipped (make deps, or apt-get install libfabric-dev libfabric-bin)"; fi
 test-fabric: fabric
 	@sh tests/run.sh fabric

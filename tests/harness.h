@@ -4,6 +4,10 @@
                             prints file:line, the condition and the message.
                             Safe from any thread (device threads included).
    T_SKIP(fmt, ...)         count one skipped check and say why.
+   T_SKIPN(n, fmt, ...)     count n skipped checks at once (one line).
+   t_label(text)            prefix every later FAIL/SKIP line with "[text] "
+                            (testlib sets "process p of n" under several
+                            processes); "" or NULL removes it.
    t_summary()              prints the closing line "N passed, N failed[, N skipped]"
                             and returns the process exit code (1 if anything failed).
 
@@ -15,6 +19,12 @@
 
 static long t__passed, t__failed, t__skipped;
 static int t__printed;
+static char t__label[64]; /* "[process 1 of 2] " or "" */
+
+static inline void t_label(const char *text) {
+    if (text && *text) snprintf(t__label, sizeof t__label, "[%s] ", text);
+    else t__label[0] = 0;
+}
 
 static void t__fail(const char *file, int line, const char *cond, const char *fmt, ...) {
     long shown = __atomic_fetch_add(&t__printed, 1, __ATOMIC_RELAXED);
@@ -25,7 +35,7 @@ static void t__fail(const char *file, int line, const char *cond, const char *fm
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        fprintf(stderr, "FAIL %s:%d: %s: %s\n", file, line, cond, msg);
+        fprintf(stderr, "FAIL %s%s:%d: %s: %s\n", t__label, file, line, cond, msg);
     } else if (shown == 40) {
         fprintf(stderr, "(further failures not shown)\n");
     }
@@ -37,10 +47,14 @@ static void t__fail(const char *file, int line, const char *cond, const char *fm
         else t__fail(__FILE__, __LINE__, #cond, __VA_ARGS__);               \
     } while (0)
 
-#define T_SKIP(...)                                                         \
+#define T_SKIP(...) T_SKIPN(1, __VA_ARGS__)
+
+#define T_SKIPN(n, ...)                                                     \
     do {                                                                    \
-        __atomic_fetch_add(&t__skipped, 1, __ATOMIC_RELAXED);               \
-        fprintf(stderr, "SKIP %s:%d: ", __FILE__, __LINE__);                \
+        long t__n = (n);                                                    \
+        __atomic_fetch_add(&t__skipped, t__n, __ATOMIC_RELAXED);            \
+        fprintf(stderr, "SKIP %s%s:%d: ", t__label, __FILE__, __LINE__);    \
+        if (t__n != 1) fprintf(stderr, "%ld checks: ", t__n);               \
         fprintf(stderr, __VA_ARGS__);                                       \
         fputc('\n', stderr);                                                \
     } while (0)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|asan|tsan|compile|fabric]
+#   sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]
+# (matrix: only the fabric matrix of the conformance tests, part of fabric)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure.
@@ -134,6 +135,90 @@ run_fabric() {
         fi
     elif have_fabric; then echo "  fabric/twohost: test_fabric not built: FAILED"; F=$((F + 1))
     else echo "  fabric/twohost: libfabric missing: skipped"; S=$((S + 1)); fi
+    run_fabric_matrix
+}
+
+# The conformance tests as several processes (make fabric builds them): each
+# test under tools/spmdrun for every provider and process count of
+# FABRIC_MATRIX (provider:processes[:strict]; strict sets SPMD_FABRIC_STRICT=1),
+# configurations outer, tests inner. Meshes of 4 and more devices under two
+# processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK
+# keeps one sweep case in that many (every collective crosses processes). A
+# run has FABRIC_RUN_TIMEOUT seconds (spmdrun --timeout) and the matrix
+# FABRIC_MATRIX_BUDGET in all: a run not started within it is a failure. A
+# provider fi_info does not offer is skipped. One line per run: the closing
+# lines of all its processes summed; a process without one, or a non-zero
+# exit with no failure counted, is one failure more.
+FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
+FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2 tcp:3 tcp:4 shm:2 shm:3 shm:4 tcp:2:strict"}
+FABRIC_QUICK=${FABRIC_QUICK:-4}
+FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
+FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
+
+add_procs() { # $1 = spmdrun's stdout, $2 = exit status, $3 = processes, $4 = name
+    out=$1 rc=$2 np=$3 name=$4
+    # per process "[i] N passed, N failed[, N skipped]" (its last one): the
+    # sums and how many processes printed none
+    set -- $(awk -v np="$np" '
+        /^\[[0-9]+\] [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$/ {
+            i = substr($1, 2, length($1) - 2); p[i] = $2; f[i] = $4; s[i] = $6 == "" ? 0 : $6; seen[i] = 1
+        }
+        END {
+            for (i = 0; i < np; i++)
+                if (i in seen) { tp += p[i]; tf += f[i]; ts += s[i] } else miss++
+            printf "%d %d %d %d\n", tp, tf, ts, miss
+        }' "$out")
+    p=$1 f=$2 s=$3 miss=$4
+    P=$((P + p)); F=$((F + f)); S=$((S + s))
+    line="$p passed, $f failed"
+    [ "$s" -gt 0 ] && line="$line, $s skipped"
+    if [ "$miss" -gt 0 ]; then
+        echo "  $name: $line ($miss of $np processes without a closing line, exit $rc): FAILED"; F=$((F + 1))
+    elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+        echo "  $name: $line (exit status $rc): FAILED"; F=$((F + 1))
+    else
+        echo "  $name: $line ($np processes)"
+    fi
+}
+
+run_fabric_matrix() {
+    nruns=0
+    for cfg in $FABRIC_MATRIX; do for t in $FABRIC_CONF; do nruns=$((nruns + 1)); done; done
+    if ! have_fabric; then
+        echo "  fabric matrix ($nruns runs): libfabric missing: skipped"; S=$((S + nruns)); return
+    fi
+    deadline=$(($(date +%s) + FABRIC_MATRIX_BUDGET))
+    for cfg in $FABRIC_MATRIX; do
+        prov=${cfg%%:*} rest=${cfg#*:}
+        np=${rest%%:*} mode=""
+        [ "$rest" != "$np" ] && mode=${rest#*:}
+        strict=""
+        [ "$mode" = strict ] && strict=1
+        if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
+            n=0; for t in $FABRIC_CONF; do n=$((n + 1)); done
+            echo "  fabric $prov -n $np${mode:+ $mode}: provider $prov not offered here (fi_info): $n runs skipped"
+            S=$((S + n)); continue
+        fi
+        for t in $FABRIC_CONF; do
+            exe=$B/fabric/$t
+            name="fabric/$t $prov -n $np${mode:+ $mode}"
+            if [ ! -x "$exe" ]; then echo "  $name: not built: FAILED"; F=$((F + 1)); continue; fi
+            if [ "$(date +%s)" -ge $deadline ]; then
+                echo "  $name: not started, the matrix's $FABRIC_MATRIX_BUDGET s are spent: FAILED"; F=$((F + 1)); continue
+            fi
+            log=$LOG/fabric-$t-$prov-$np${mode:+-$mode}
+            start=$(date +%s)
+            env SPMD_TEST_QUICK=$FABRIC_QUICK ${strict:+SPMD_FABRIC_STRICT=1} \
+                tools/spmdrun -n "$np" --provider "$prov" --timeout "$FABRIC_RUN_TIMEOUT" -- "$exe" \
+                >$log.out 2>$log.err; rc=$?
+            end=$(date +%s)
+            f0=$F
+            add_procs $log.out $rc "$np" "$name ($((end - start))s)"
+            if [ $F != $f0 ]; then
+                grep -e 'FAIL' -e 'spmdrun:' $log.err | sed -n '1,6p' | sed 's/^/      /'
+            fi
+        done
+    done
 }
 
 run_examples() {
@@ -147,8 +232,9 @@ case $mode in
     plain|asan|tsan) run_suite $mode ;;
     compile) run_compile ;;
     fabric) run_fabric ;;
+    matrix) run_fabric_matrix ;;
     all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
-    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile|fabric]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]

@@ -14,7 +14,10 @@
    that run the zero-copy split path.
 
    Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
-   the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds). */
+   the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds);
+   SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
+   in N (the fabric matrix). Under several processes each process checks
+   its own devices. */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -590,14 +593,18 @@ static void fmt_bytes(char *b, size_t cap, const unsigned char *p, size_t es) {
     for (size_t k = es; k-- > 0 && o + 3 < cap;) o += (size_t)snprintf(b + o, cap - o, "%02x", p[k]);
 }
 
+/* One check per case over this process's devices (all of them on threads);
+   a process hosting none of the mesh's devices checks and counts nothing. */
 static void verify(const meshctx *mc, mcase *c) {
     char desc[600], why[600] = "";
+    if (!tl_nlocal(mc->m, 0, mc->ndev)) return;
     describe(mc, c, desc, sizeof desc);
     const axv *v = &mc->var[c->var];
     int ok = 1;
     g_checked++;
     if (c->accept) { /* a refused call */
         for (int d = 0; d < mc->ndev && ok; d++) {
+            if (!tl_local(mc->m, d)) continue;
             if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
                 char want[200];
                 accept_str(c->accept, want, sizeof want);
@@ -622,6 +629,7 @@ static void verify(const meshctx *mc, mcase *c) {
     unsigned char *sums[MAXDEV] = {0};
     for (int d = 0; d < mc->ndev && ok; d++) {
         int mem[MAXDEV], me;
+        if (!tl_local(mc->m, d)) continue;
         int G = group_of(&mc->md, v, d, mem, &me);
         if (c->st[d] != SPMD_OK) {
             snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]),
@@ -708,7 +716,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
             int changed = -1;
             if (!c->inplace && !c->shift)
                 for (int d = 0; d < mc->ndev; d++)
-                    if (hash_bytes(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
+                    if (tl_local(mc->m, d) && hash_bytes(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
             if (changed >= 0) {
                 char desc[600];
                 describe(mc, c, desc, sizeof desc);
@@ -721,15 +729,34 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
         free(hs);
         k = end;
         if (spmd_mesh_status(mc->m) != SPMD_OK) {
+            /* recreated for the remaining cases; not under several processes,
+               where the others may not see it broken (creation is collective) */
             char ms[24];
+            int again = tl_one_process(mc->m);
             mesh_str(&mc->md, ms, sizeof ms);
-            T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
-            if (!recreate_mesh(mc)) return;
+            T_CHECK(0, "mesh %s broken: %s (%s)", ms, spmd_mesh_error(mc->m),
+                    again ? "recreated for the remaining cases" : "kept: several processes");
+            if (again && !recreate_mesh(mc)) return;
         }
     }
 }
 
 /* ---- building cases ------------------------------------------------------------------- */
+/* Keeps one case (an async cluster counts as one) in `every`, in order
+   (SPMD_TEST_QUICK=N, env_thin). */
+static void thin_cases(mcase *a, int *n, int every) {
+    int w = 0, unit = 0;
+    for (int k = 0; k < *n; unit++) {
+        int len = a[k].async && a[k].cluster > 0 ? a[k].cluster : 1;
+        if (unit % every == 0) {
+            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
+            w += len;
+        }
+        k += len;
+    }
+    *n = w;
+}
+
 typedef struct {
     mcase *a;
     int n, cap;
@@ -1151,8 +1178,9 @@ static void prepare_err(mcase *c, int ndev, rng_t *r) {
     }
 }
 
-static int case_as_expected(const mcase *c, int ndev) {
-    for (int d = 0; d < ndev; d++) {
+static int case_as_expected(const meshctx *mc, const mcase *c) {
+    for (int d = 0; d < mc->ndev; d++) {
+        if (!tl_local(mc->m, d)) continue;
         if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
     }
     return 1;
@@ -1165,22 +1193,26 @@ static void run_errors(meshctx *mc, caselist *L, rng_t *r) {
         for (int q = k; q < L->n; q++) prepare_err(&L->a[q], mc->ndev, r);
         batch b = {mc, L->a + k, L->n - k, 1};
         (void)spmd_run(mc->m, dev_main, &b);
-        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = L->n;
+        /* broken: recreate the mesh and run the cases after the culprit
+           again; under several processes the others may not see it broken
+           (creation is collective): keep it and verify every case as it ran */
+        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = L->n, again = broken && tl_one_process(mc->m);
         if (broken) {
             end = -1;
             for (int q = k; q < L->n && end < 0; q++)
-                if (!case_as_expected(&L->a[q], mc->ndev)) end = q + 1;
+                if (!case_as_expected(mc, &L->a[q])) end = q + 1;
             char desc[600];
             describe(mc, &L->a[end > 0 ? end - 1 : k], desc, sizeof desc);
-            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s", ms, spmd_mesh_error(mc->m), desc);
-            if (end < 0) end = L->n;
+            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s%s", ms, spmd_mesh_error(mc->m), desc,
+                    again ? "" : " (kept: several processes)");
+            if (end < 0 || !again) end = L->n;
         }
         for (int q = k; q < L->n; q++) {
             if (q < end) verify(mc, &L->a[q]);
             release(&L->a[q], mc->ndev);
         }
         k = end;
-        if (broken && !recreate_mesh(mc)) return;
+        if (again && !recreate_mesh(mc)) return;
     }
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
 }
@@ -1374,9 +1406,10 @@ static void run_identities(meshctx *mc, rng_t *r) {
         static const char *nm[] = {"all_gather(psum_scatter(x)) == psum(x) == reference",
                                    "all_to_all(all_to_all(x, s, c), c, s) == x", "pshuffle(pshuffle(x, p), p^-1) == x",
                                    "ppermute {0->G-1}: zeros elsewhere"};
-        int ok = 1;
+        int ok = 1, nloc = tl_nlocal(mc->m, 0, mc->ndev);
         char why[300] = "";
         for (int d = 0; d < mc->ndev && ok; d++) {
+            if (!tl_local(mc->m, d)) continue;
             int mem[MAXDEV], me, G = group_of(&mc->md, v, d, mem, &me);
             if (c->st[d] != SPMD_OK) { snprintf(why, sizeof why, "%s", c->err); ok = 0; break; }
             switch (c->what) {
@@ -1400,9 +1433,11 @@ static void run_identities(meshctx *mc, rng_t *r) {
             } break;
             }
         }
-        T_CHECK(ok, "identity %s: mesh %s %s %s x%s split=%d concat=%d tiled=%d: %s", nm[c->what], ms, vs, dnm(c->dt), xs,
-                c->s, c->cc, c->tiled, why);
-        g_checked++;
+        if (nloc) { /* a process hosting none of the devices has nothing to check */
+            T_CHECK(ok, "identity %s: mesh %s %s %s x%s split=%d concat=%d tiled=%d: %s", nm[c->what], ms, vs, dnm(c->dt),
+                    xs, c->s, c->cc, c->tiled, why);
+            g_checked++;
+        }
         for (int d = 0; d < mc->ndev; d++) { free(c->x[d]); free(c->y[d]); free(c->z[d]); free(c->p[d]); }
     }
     free(ic);
@@ -1463,6 +1498,13 @@ static void vec_dev(spmd_dev *d, void *arg) {
     R->st[i] = s;
 }
 
+/* The first of the 4 devices this process hosts with good[i] == 0, else -1. */
+static int vec_bad(const spmd_mesh *m, const int *good) {
+    for (int i = 0; i < 4; i++)
+        if (tl_local(m, i) && !good[i]) return i;
+    return -1;
+}
+
 static void run_vectors(void) {
     static const int four = 4;
     static const char *const names[1] = {"i"};
@@ -1474,47 +1516,64 @@ static void run_vectors(void) {
     vecres R;
     memset(&R, 0x7f, sizeof R);
     (void)spmd_run(m, vec_dev, &R);
-    int okst = 1;
-    for (int i = 0; i < 4; i++) okst &= R.st[i] == SPMD_OK;
-    T_CHECK(okst, "vectors: statuses %s %s %s %s", stname(R.st[0]), stname(R.st[1]), stname(R.st[2]), stname(R.st[3]));
+    /* each check over this process's devices: b is the first wrong one */
+    int g[4], b;
+    if (!tl_nlocal(m, 0, 4)) goto done;
+    for (int i = 0; i < 4; i++) g[i] = R.st[i] == SPMD_OK;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "vectors: device %d: %s", b, stname(R.st[b]));
     static const int32_t pp[4] = {3, 0, 1, 2};
-    T_CHECK(memcmp(R.pp, pp, sizeof pp) == 0, "ppermute (i->i+1 mod 4) of [0 1 2 3]: got [%d %d %d %d], want [3 0 1 2]",
-            R.pp[0], R.pp[1], R.pp[2], R.pp[3]);
-    T_CHECK(R.pss[0] == 24 && R.pss[1] == 28 && R.pss[2] == 32 && R.pss[3] == 36 && R.pssi[0] == 24 && R.pssi[1] == 28 &&
-                R.pssi[2] == 32 && R.pssi[3] == 36,
-            "psum_scatter arange(16).reshape(4,4) untiled: got f32 [%g %g %g %g] i32 [%d %d %d %d], want [24 28 32 36]",
-            (double)R.pss[0], (double)R.pss[1], (double)R.pss[2], (double)R.pss[3], R.pssi[0], R.pssi[1], R.pssi[2], R.pssi[3]);
+    for (int i = 0; i < 4; i++) g[i] = R.pp[i] == pp[i];
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "ppermute (i->i+1 mod 4) of [0 1 2 3]: device %d got %d, want %d (of [3 0 1 2])", b, R.pp[b], pp[b]);
+    for (int i = 0; i < 4; i++) g[i] = R.pss[i] == (float)(24 + 4 * i) && R.pssi[i] == 24 + 4 * i;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "psum_scatter arange(16).reshape(4,4) untiled: device %d got f32 %g i32 %d, want %d (of [24 28 32 36])",
+            b, (double)R.pss[b], R.pssi[b], 24 + 4 * b);
     static const float pg[4][2] = {{8, 10}, {20, 22}, {12, 14}, {16, 18}};
-    T_CHECK(memcmp(R.pssg, pg, sizeof pg) == 0,
-            "psum_scatter groups {{0,2},{3,1}} tiled: got [[%g %g] [%g %g] [%g %g] [%g %g]], want [[8 10] [20 22] [12 14] [16 18]]",
-            (double)R.pssg[0][0], (double)R.pssg[0][1], (double)R.pssg[1][0], (double)R.pssg[1][1], (double)R.pssg[2][0],
-            (double)R.pssg[2][1], (double)R.pssg[3][0], (double)R.pssg[3][1]);
-    T_CHECK(R.psst[0][0] == 24 && R.psst[1][0] == 28 && R.psst[2][0] == 32 && R.psst[3][0] == 36,
-            "psum_scatter tiled: got [[%g] [%g] [%g] [%g]], want [[24] [28] [32] [36]]", (double)R.psst[0][0],
-            (double)R.psst[1][0], (double)R.psst[2][0], (double)R.psst[3][0]);
-    int ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int k = 0; k < 4; k++) ok &= R.a2a[i][k] == 4 * k + i;
-    T_CHECK(ok, "all_to_all tiled of rows [0..3],[4..7],..: device 1 got [%d %d %d %d], want [1 5 9 13]", R.a2a[1][0],
-            R.a2a[1][1], R.a2a[1][2], R.a2a[1][3]);
-    ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int k = 0; k < 4; k++) {
-            int first = (i % 2 == 0) ? 0 : 3, second = (i % 2 == 0) ? 2 : 1;
-            ok &= R.agg[i][0][k] == 4 * first + k && R.agg[i][1][k] == 4 * second + k;
-        }
-    T_CHECK(ok, "all_gather groups {{0,2},{3,1}}: device 1 got [[%d..] [%d..]], want [[12..] [4..]]", R.agg[1][0][0],
-            R.agg[1][1][0]);
-    ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int k = 0; k < 4; k++) ok &= R.ag[i][k] == k;
-    T_CHECK(ok, "all_gather of arange(4): device 3 got [%d %d %d %d]", R.ag[3][0], R.ag[3][1], R.ag[3][2], R.ag[3][3]);
-    ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int k = 0; k < 3; k++) ok &= R.pb[i][k] == 20 + k;
-    T_CHECK(ok, "pbroadcast source 2: device 0 got [%d %d %d], want [20 21 22]", R.pb[0][0], R.pb[0][1], R.pb[0][2]);
-    T_CHECK(R.sh[0] == 3 && R.sh[1] == 0 && R.sh[2] == 1 && R.sh[3] == 2,
-            "pshuffle perm [3 0 1 2] of [0 1 2 3]: got [%d %d %d %d], want [3 0 1 2]", R.sh[0], R.sh[1], R.sh[2], R.sh[3]);
+    for (int i = 0; i < 4; i++) g[i] = memcmp(R.pssg[i], pg[i], sizeof pg[i]) == 0;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0,
+            "psum_scatter groups {{0,2},{3,1}} tiled: device %d got [%g %g], want [%g %g] (of [[8 10] [20 22] [12 14] [16 18]])",
+            b, (double)R.pssg[b][0], (double)R.pssg[b][1], (double)pg[b][0], (double)pg[b][1]);
+    for (int i = 0; i < 4; i++) g[i] = R.psst[i][0] == (float)(24 + 4 * i);
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "psum_scatter tiled: device %d got [%g], want [%d] (of [[24] [28] [32] [36]])", b,
+            (double)R.psst[b][0], 24 + 4 * b);
+    for (int i = 0; i < 4; i++) {
+        g[i] = 1;
+        for (int k = 0; k < 4; k++) g[i] &= R.a2a[i][k] == 4 * k + i;
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "all_to_all tiled of rows [0..3],[4..7],..: device %d got [%d %d %d %d], want [%d %d %d %d]", b,
+            R.a2a[b][0], R.a2a[b][1], R.a2a[b][2], R.a2a[b][3], b, 4 + b, 8 + b, 12 + b);
+    for (int i = 0; i < 4; i++) {
+        int first = (i % 2 == 0) ? 0 : 3, second = (i % 2 == 0) ? 2 : 1;
+        g[i] = 1;
+        for (int k = 0; k < 4; k++) g[i] &= R.agg[i][0][k] == 4 * first + k && R.agg[i][1][k] == 4 * second + k;
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "all_gather groups {{0,2},{3,1}}: device %d got [[%d..] [%d..]], want [[%d..] [%d..]]", b,
+            R.agg[b][0][0], R.agg[b][1][0], b % 2 ? 12 : 0, b % 2 ? 4 : 8);
+    for (int i = 0; i < 4; i++) {
+        g[i] = 1;
+        for (int k = 0; k < 4; k++) g[i] &= R.ag[i][k] == k;
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "all_gather of arange(4): device %d got [%d %d %d %d]", b, R.ag[b][0], R.ag[b][1], R.ag[b][2],
+            R.ag[b][3]);
+    for (int i = 0; i < 4; i++) {
+        g[i] = 1;
+        for (int k = 0; k < 3; k++) g[i] &= R.pb[i][k] == 20 + k;
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "pbroadcast source 2: device %d got [%d %d %d], want [20 21 22]", b, R.pb[b][0], R.pb[b][1],
+            R.pb[b][2]);
+    static const int32_t sh[4] = {3, 0, 1, 2};
+    for (int i = 0; i < 4; i++) g[i] = R.sh[i] == sh[i];
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "pshuffle perm [3 0 1 2] of [0 1 2 3]: device %d got %d, want %d (of [3 0 1 2])", b, R.sh[b], sh[b]);
+done:
     T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "vectors: mesh destroy");
 }
 
@@ -1562,7 +1621,8 @@ int main(void) {
     uint64_t seed = env_seed(7731);
     g_quick = env_quick();
     g_big = g_quick ? (size_t)1 << 16 : (size_t)1 << 20;
-    printf("test_movement: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    printf("test_movement: seed %llu%s\n", (unsigned long long)seed,
+           env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
@@ -1575,6 +1635,7 @@ int main(void) {
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);
+        thin_cases(L.a, &L.n, env_thin());
         int nsweep = L.n;
         run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();

@@ -15,7 +15,10 @@
    still usable), mpi4jax-style hand vectors and large counts.
 
    Env: SPMD_TEST_SEED=n replaces the seed (printed); SPMD_TEST_QUICK=1 cuts
-   the 1<<18-element counts to about 1<<16 bytes (sanitizer builds). */
+   the 1<<18-element counts to about 1<<16 bytes (sanitizer builds);
+   SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
+   in N (the fabric matrix). Under several processes each process checks
+   its own devices. */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -550,14 +553,18 @@ static int expected(const mcase *c, unsigned char *const *ins, int G, int me, un
     }
 }
 
+/* One check per case over this process's devices (all of them on threads);
+   a process hosting none of the mesh's devices checks and counts nothing. */
 static void verify(const meshctx *mc, mcase *c) {
     char desc[600], why[700] = "";
+    if (!tl_nlocal(mc->m, 0, mc->ndev)) return;
     describe(mc, c, desc, sizeof desc);
     const axv *v = &mc->var[c->var];
     int ok = 1;
     g_checked++;
     if (c->accept) {
         for (int d = 0; d < mc->ndev && ok; d++) {
+            if (!tl_local(mc->m, d)) continue;
             if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
                 char want[200];
                 accept_str(c->accept, want, sizeof want);
@@ -582,6 +589,7 @@ static void verify(const meshctx *mc, mcase *c) {
     if (g_expcap < c->rbb + 1) { free(g_exp); g_expcap = c->rbb + 1; g_exp = (unsigned char *)xmalloc(g_expcap); }
     for (int d = 0; d < mc->ndev && ok; d++) {
         int mem[MAXDEV], me;
+        if (!tl_local(mc->m, d)) continue;
         int G = group_of(&mc->md, v, d, mem, &me);
         if (c->st[d] != SPMD_OK) {
             snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]), c->errflag ? c->errmsg : "-");
@@ -683,22 +691,29 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
         }
         k = end;
         if (spmd_mesh_status(mc->m) != SPMD_OK) {
+            /* recreated for the remaining cases; not under several processes,
+               where the others may not see it broken (creation is collective) */
             char ms[24];
+            int again = tl_one_process(mc->m);
             mesh_str(&mc->md, ms, sizeof ms);
-            T_CHECK(0, "mesh %s broken: %s (recreated for the remaining cases)", ms, spmd_mesh_error(mc->m));
-            if (!recreate_mesh(mc)) return;
+            T_CHECK(0, "mesh %s broken: %s (%s)", ms, spmd_mesh_error(mc->m),
+                    again ? "recreated for the remaining cases" : "kept: several processes");
+            if (again && !recreate_mesh(mc)) return;
         }
     }
 }
 
-static int case_as_expected(const mcase *c, int ndev) {
-    for (int d = 0; d < ndev; d++)
-        if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
+static int case_as_expected(const meshctx *mc, const mcase *c) {
+    for (int d = 0; d < mc->ndev; d++)
+        if (tl_local(mc->m, d) && c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
     return 1;
 }
 
 /* Refused calls, each followed by a barrier; a case that breaks the mesh is
-   reported, the mesh recreated and the cases after it run again. */
+   reported, the mesh recreated and the cases after it run again (in one
+   process only: under several the others may not see it broken, and
+   creation is collective; there the mesh is kept and every case verified
+   as it ran). */
 static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
     char ms[24];
     mesh_str(&mc->md, ms, sizeof ms);
@@ -706,27 +721,43 @@ static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
         for (int q = k; q < n; q++) prepare(&cs[q], mc, r);
         batch b = {mc, cs + k, n - k, 1};
         (void)spmd_run(mc->m, dev_main, &b);
-        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = n;
+        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = n, again = broken && tl_one_process(mc->m);
         if (broken) {
             end = -1;
             for (int q = k; q < n && end < 0; q++)
-                if (!case_as_expected(&cs[q], mc->ndev)) end = q + 1;
+                if (!case_as_expected(mc, &cs[q])) end = q + 1;
             char desc[600];
             describe(mc, &cs[end > 0 ? end - 1 : k], desc, sizeof desc);
-            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s", ms, spmd_mesh_error(mc->m), desc);
-            if (end < 0) end = n;
+            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s%s", ms, spmd_mesh_error(mc->m), desc,
+                    again ? "" : " (kept: several processes)");
+            if (end < 0 || !again) end = n;
         }
         for (int q = k; q < n; q++) {
             if (q < end) verify(mc, &cs[q]);
             release(&cs[q], mc->ndev);
         }
         k = end;
-        if (broken && !recreate_mesh(mc)) return;
+        if (again && !recreate_mesh(mc)) return;
     }
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
 }
 
 /* ---- building cases ---------------------------------------------------------------------- */
+/* Keeps one case (an async cluster counts as one) in `every`, in order
+   (SPMD_TEST_QUICK=N, env_thin). */
+static void thin_cases(mcase *a, int *n, int every) {
+    int w = 0, unit = 0;
+    for (int k = 0; k < *n; unit++) {
+        int len = a[k].async && a[k].cluster > 0 ? a[k].cluster : 1;
+        if (unit % every == 0) {
+            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
+            w += len;
+        }
+        k += len;
+    }
+    *n = w;
+}
+
 typedef struct {
     mcase *a;
     int n, cap;
@@ -984,6 +1015,13 @@ static void vec_dev(spmd_dev *d, void *arg) {
     R->st[i] = s;
 }
 
+/* The first of the 4 devices this process hosts with good[i] == 0, else -1. */
+static int vec_bad(const spmd_mesh *m, const int *good) {
+    for (int i = 0; i < 4; i++)
+        if (tl_local(m, i) && !good[i]) return i;
+    return -1;
+}
+
 static void run_vectors(void) {
     static const int four = 4;
     static const char *const names[1] = {"i"};
@@ -996,41 +1034,60 @@ static void run_vectors(void) {
     memset(&R, 0, sizeof R);
     for (int i = 0; i < 4; i++) { R.ga[i][0] = -1; R.rd[i][0] = -1; R.rarg[i][0] = -1; }
     (void)spmd_run(m, vec_dev, &R);
-    T_CHECK(R.st[0] == SPMD_OK && R.st[1] == SPMD_OK && R.st[2] == SPMD_OK && R.st[3] == SPMD_OK,
-            "vectors: statuses %s %s %s %s", stname(R.st[0]), stname(R.st[1]), stname(R.st[2]), stname(R.st[3]));
-    int ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) ok &= R.ag[i][2 * j] == (float)j && R.ag[i][2 * j + 1] == (float)(10 * j);
-    T_CHECK(ok, "allgather of [i, 10i]: device 2 got [%g %g %g %g ...]", (double)R.ag[2][0], (double)R.ag[2][1],
-            (double)R.ag[2][2], (double)R.ag[2][3]);
-    ok = 1;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) ok &= R.a2a[i][j] == (float)(4 * j + i);
-    T_CHECK(ok, "alltoall of rows [4i..4i+3]: device 1 got [%g %g %g %g], want [1 5 9 13]", (double)R.a2a[1][0],
-            (double)R.a2a[1][1], (double)R.a2a[1][2], (double)R.a2a[1][3]);
-    ok = 1;
-    for (int i = 0; i < 4; i++) ok &= R.bc[i][0] == 3 && R.bc[i][1] == 30;
-    T_CHECK(ok, "bcast from root 3: device 0 got [%g %g], want [3 30]", (double)R.bc[0][0], (double)R.bc[0][1]);
-    ok = R.ga[0][0] == -1 && R.ga[2][0] == -1 && R.ga[3][0] == -1;
-    for (int j = 0; j < 4; j++) ok &= R.ga[1][2 * j] == (float)j && R.ga[1][2 * j + 1] == (float)(10 * j);
-    T_CHECK(ok, "gather to root 1 (recv NULL elsewhere): root got [%g %g %g %g ...]", (double)R.ga[1][0],
-            (double)R.ga[1][1], (double)R.ga[1][2], (double)R.ga[1][3]);
-    ok = 1;
-    for (int i = 0; i < 4; i++) ok &= R.sc[i][0] == (float)(8 + i);
-    T_CHECK(ok, "scatter from root 2 of [8 9 10 11]: got [%g %g %g %g]", (double)R.sc[0][0], (double)R.sc[1][0],
-            (double)R.sc[2][0], (double)R.sc[3][0]);
-    T_CHECK(R.rd[0][0] == 6 && R.rd[0][1] == 60 && R.rd[1][0] == -1 && R.rd[2][0] == -1 && R.rd[3][0] == -1,
-            "reduce sum to root 0: root got [%g %g], want [6 60]; non-roots untouched", (double)R.rd[0][0],
-            (double)R.rd[0][1]);
-    ok = 1;
-    for (int i = 0; i < 4; i++) ok &= R.scn[i][0] == (float)(i * (i + 1) / 2) && R.scn[i][1] == (float)(10 * i * (i + 1) / 2);
-    T_CHECK(ok, "scan sum of [i, 10i]: got [%g %g %g %g], want [0 1 3 6]", (double)R.scn[0][0], (double)R.scn[1][0],
-            (double)R.scn[2][0], (double)R.scn[3][0]);
-    T_CHECK(R.scm[0][0] == 0 && R.scm[1][0] == 3 && R.scm[2][0] == 3 && R.scm[3][0] == 3,
-            "scan max of [0 3 2 1]: got [%g %g %g %g], want [0 3 3 3]", (double)R.scm[0][0], (double)R.scm[1][0],
-            (double)R.scm[2][0], (double)R.scm[3][0]);
-    T_CHECK(R.rarg[2][0] == 1 && R.rarg[2][1] == 0 && R.rarg[0][0] == -1,
-            "reduce argmax to root 2 of [0 3 2 1] and [5 5 5 5]: got [%d %d], want [1 0]", R.rarg[2][0], R.rarg[2][1]);
+    /* each check over this process's devices: b is the first wrong one */
+    int g[4], b;
+    if (!tl_nlocal(m, 0, 4)) goto done;
+    for (int i = 0; i < 4; i++) g[i] = R.st[i] == SPMD_OK;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "vectors: device %d: %s", b, stname(R.st[b]));
+    for (int i = 0; i < 4; i++) {
+        g[i] = 1;
+        for (int j = 0; j < 4; j++) g[i] &= R.ag[i][2 * j] == (float)j && R.ag[i][2 * j + 1] == (float)(10 * j);
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "allgather of [i, 10i]: device %d got [%g %g %g %g ...]", b, (double)R.ag[b][0], (double)R.ag[b][1],
+            (double)R.ag[b][2], (double)R.ag[b][3]);
+    for (int i = 0; i < 4; i++) {
+        g[i] = 1;
+        for (int j = 0; j < 4; j++) g[i] &= R.a2a[i][j] == (float)(4 * j + i);
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "alltoall of rows [4i..4i+3]: device %d got [%g %g %g %g], want [%d %d %d %d]", b, (double)R.a2a[b][0],
+            (double)R.a2a[b][1], (double)R.a2a[b][2], (double)R.a2a[b][3], b, 4 + b, 8 + b, 12 + b);
+    for (int i = 0; i < 4; i++) g[i] = R.bc[i][0] == 3 && R.bc[i][1] == 30;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "bcast from root 3: device %d got [%g %g], want [3 30]", b, (double)R.bc[b][0], (double)R.bc[b][1]);
+    for (int i = 0; i < 4; i++) {
+        g[i] = R.ga[i][0] == -1; /* non-roots: recv NULL, the buffer untouched */
+        if (i == 1) {
+            g[i] = 1;
+            for (int j = 0; j < 4; j++) g[i] &= R.ga[1][2 * j] == (float)j && R.ga[1][2 * j + 1] == (float)(10 * j);
+        }
+    }
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "gather to root 1 (recv NULL elsewhere): device %d has [%g %g %g %g ...]", b, (double)R.ga[b][0],
+            (double)R.ga[b][1], (double)R.ga[b][2], (double)R.ga[b][3]);
+    for (int i = 0; i < 4; i++) g[i] = R.sc[i][0] == (float)(8 + i);
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "scatter from root 2 of [8 9 10 11]: device %d got %g, want %d", b, (double)R.sc[b][0], 8 + b);
+    for (int i = 0; i < 4; i++) g[i] = i == 0 ? R.rd[0][0] == 6 && R.rd[0][1] == 60 : R.rd[i][0] == -1;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "reduce sum to root 0: device %d has [%g %g]; want [6 60] on the root, non-roots untouched", b,
+            (double)R.rd[b][0], (double)R.rd[b][1]);
+    for (int i = 0; i < 4; i++) g[i] = R.scn[i][0] == (float)(i * (i + 1) / 2) && R.scn[i][1] == (float)(10 * i * (i + 1) / 2);
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "scan sum of [i, 10i]: device %d got [%g %g], want [%d %d]", b, (double)R.scn[b][0],
+            (double)R.scn[b][1], b * (b + 1) / 2, 10 * b * (b + 1) / 2);
+    static const float scm[4] = {0, 3, 3, 3};
+    for (int i = 0; i < 4; i++) g[i] = R.scm[i][0] == scm[i];
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "scan max of [0 3 2 1]: device %d got %g, want %g (of [0 3 3 3])", b, (double)R.scm[b][0],
+            (double)scm[b]);
+    for (int i = 0; i < 4; i++) g[i] = i == 2 ? R.rarg[2][0] == 1 && R.rarg[2][1] == 0 : i == 0 ? R.rarg[0][0] == -1 : 1;
+    b = vec_bad(m, g);
+    T_CHECK(b < 0, "reduce argmax to root 2 of [0 3 2 1] and [5 5 5 5]: device %d has [%d %d]; want [1 0] on the root, "
+            "device 0 untouched", b, R.rarg[b][0], R.rarg[b][1]);
+done:
     T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "vectors: mesh destroy");
 }
 
@@ -1070,7 +1127,8 @@ int main(void) {
     double t0 = now_s();
     uint64_t seed = env_seed(4242);
     g_quick = env_quick();
-    printf("test_mpi: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    printf("test_mpi: seed %llu%s\n", (unsigned long long)seed,
+           env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
@@ -1087,6 +1145,7 @@ int main(void) {
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);
+        thin_cases(L.a, &L.n, env_thin());
         int nsweep = L.n;
         run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();

@@ -78,8 +78,11 @@ static void test_rings(void) {
                 a.axes = axes_for[ndims[mi] - 1][ai];
                 a.n = sizes[si];
                 run = spmd_run(m, ring_device, &a);
-                T_CHECK(run == SPMD_OK && a.bad == 0, "sendrecv rings, mesh %d, axes '%s', n %zu: %s, %d bad, %s", mi,
-                        a.axes, a.n, spmd_status_name(run), a.bad, a.first);
+                /* the devices check what they receive: a process hosting
+                   none of them has nothing to count */
+                if (tl_nlocal(m, 0, spmd_mesh_size(m)))
+                    T_CHECK(run == SPMD_OK && a.bad == 0, "sendrecv rings, mesh %d, axes '%s', n %zu: %s, %d bad, %s", mi,
+                            a.axes, a.n, spmd_status_name(run), a.bad, a.first);
             }
         spmd_mesh_destroy(m);
     }
@@ -164,8 +167,9 @@ static void test_matching(void) {
         spmd_status run;
         memset(&a, 0, sizeof a);
         run = spmd_run(m, match_device, &a);
-        T_CHECK(run == SPMD_OK && a.bad == 0, "tags, wildcards and order on %d devices: %s, %d bad, %s", sizes[mi],
-                spmd_status_name(run), a.bad, a.first);
+        if (tl_nlocal(m, 0, sizes[mi]))
+            T_CHECK(run == SPMD_OK && a.bad == 0, "tags, wildcards and order on %d devices: %s, %d bad, %s", sizes[mi],
+                    spmd_status_name(run), a.bad, a.first);
         spmd_mesh_destroy(m);
     }
 }
@@ -232,21 +236,31 @@ static void test_errors(void) {
         spmd_mesh_destroy(m);
         create_named_mesh(1, &n, names, 300, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
         a.kind = k;
+        if (k == 9 && !tl_one_process(m)) {
+            /* whether a send nobody receives times out is the transport's
+               business across processes (an eager send may complete) */
+            T_SKIPN(2, "%s: a timeout only one process can promise", what[k]);
+            spmd_mesh_destroy(m);
+            continue;
+        }
         spmd_run(m, err_device, &a);
-        if (local) {
-            int all = 1, untouched = 1;
+        if (local) { /* this process's devices */
+            int all = 1, untouched = 1, first = tl_first_local(m, 0, 4);
             for (dev = 0; dev < 4; dev++) {
+                if (!tl_local(m, dev)) continue;
                 all &= a.st[dev] == want[k];
                 untouched &= a.untouched[dev];
             }
-            T_CHECK(all && untouched, "%s: got %s on device 0, want %s; buffers untouched %d", what[k],
-                    spmd_status_name(a.st[0]), spmd_status_name(want[k]), untouched);
+            if (first >= 0)
+                T_CHECK(all && untouched, "%s: got %s on device %d, want %s; buffers untouched %d", what[k],
+                        spmd_status_name(a.st[first]), first, spmd_status_name(want[k]), untouched);
             T_CHECK(spmd_mesh_status(m) == SPMD_OK, "%s must not break the mesh", what[k]);
-        } else {
-            int who = k == 8 ? 1 : 0;
-            T_CHECK(a.st[who] == want[k] && (k >= 8 || a.st[1 - who] == want[k]), "%s: got %s and %s, want %s", what[k],
-                    spmd_status_name(a.st[0]), spmd_status_name(a.st[1]), spmd_status_name(want[k]));
-            T_CHECK(k != 7 || a.untouched[1], "a refused message must not be written");
+        } else { /* devices 0 and 1 take part; each checked where it lives */
+            int who = k == 8 ? 1 : 0, l0 = tl_local(m, who), l1 = k < 8 && tl_local(m, 1 - who);
+            if (l0 || l1)
+                T_CHECK((!l0 || a.st[who] == want[k]) && (!l1 || a.st[1 - who] == want[k]), "%s: got %s and %s, want %s",
+                        what[k], spmd_status_name(a.st[0]), spmd_status_name(a.st[1]), spmd_status_name(want[k]));
+            if (tl_local(m, 1)) T_CHECK(k != 7 || a.untouched[1], "a refused message must not be written");
         }
         spmd_mesh_destroy(m);
     }
@@ -319,14 +333,16 @@ static void test_psend_precv(unsigned seed) {
             spmd_run(m, pp_device, &a);
             for (i = 0; i < G; i++) {
                 int src = -1;
+                if (!tl_local(m, i)) continue; /* its y is in another process */
                 for (k = 0; k < a.npairs; k++)
                     if (a.perm[2 * k + 1] == i) src = a.perm[2 * k];
                 stat &= a.st[i] == SPMD_OK;
                 for (k = 0; k < (int)a.n; k++)
                     if (a.y[i][k] != (src < 0 ? 0 : val(src, 0, trial, (size_t)k))) { ok = 0; break; }
             }
-            T_CHECK(stat && ok, "psend/precv, G %d, n %zu, %d pairs, algo %d: statuses ok %d, data ok %d", G, a.n,
-                    a.npairs, (int)a.algo, stat, ok);
+            if (tl_nlocal(m, 0, G))
+                T_CHECK(stat && ok, "psend/precv, G %d, n %zu, %d pairs, algo %d: statuses ok %d, data ok %d", G, a.n,
+                        a.npairs, (int)a.algo, stat, ok);
             for (i = 0; i < G; i++) { free(a.x[i]); free(a.y[i]); }
             spmd_mesh_destroy(m);
         }
@@ -384,22 +400,23 @@ static void test_psend_misuse(void) {
         a.kind = k;
         create_named_mesh(1, &four, names, k == 4 ? 300 : 5000, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
         spmd_run(m, ppbad_device, &a);
-        if (k < 4) {
-            for (dev = 0; dev < 4; dev++) ok &= a.st[dev] == want[k];
-        } else {
-            for (dev = 0; dev < 3; dev++) ok &= a.st[dev] == SPMD_ERR_TIMEOUT;
-            ok &= a.st[3] == SPMD_ERR_TIMEOUT || a.st[3] == SPMD_ERR_BROKEN;
+        for (dev = 0; dev < 4; dev++) { /* this process's devices */
+            if (!tl_local(m, dev)) continue;
+            if (k < 4 || dev < 3) ok &= a.st[dev] == want[k];
+            else ok &= a.st[3] == SPMD_ERR_TIMEOUT || a.st[3] == SPMD_ERR_BROKEN;
         }
-        T_CHECK(ok, "%s: device 0 got %s, want %s", what[k], spmd_status_name(a.st[0]), spmd_status_name(want[k]));
+        int first = tl_first_local(m, 0, 4);
+        if (first >= 0)
+            T_CHECK(ok, "%s: device %d got %s, want %s", what[k], first, spmd_status_name(a.st[first]),
+                    spmd_status_name(want[k]));
         spmd_mesh_destroy(m);
     }
 }
 
 int main(void) {
-    const char *q = getenv("SPMD_TEST_QUICK");
     const char *sd = getenv("SPMD_TEST_SEED");
     unsigned seed = sd ? (unsigned)strtoul(sd, NULL, 10) : 20261122u;
-    quick = q && *q == '1';
+    quick = env_quick(); /* SPMD_TEST_QUICK=1, or N for the fabric matrix */
     printf("test_p2p: seed %u%s\n", seed, quick ? " (quick)" : "");
     test_rings();
     test_matching();

@@ -11,7 +11,9 @@
    output bit for bit (NaN equals NaN). One T_CHECK per case.
 
    Env: SPMD_TEST_SEED overrides the seed (printed); SPMD_TEST_QUICK=1 caps
-   the long length at 1<<16 and runs fewer repetitions (sanitizer builds). */
+   the long length at 1<<16 and runs fewer repetitions (sanitizer builds);
+   SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case in N (the fabric
+   matrix). Under several processes each process checks its own devices. */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -664,10 +666,14 @@ static long g_cases_checked;
 static unsigned char *g_ref;     /* scratch for one group's reference */
 static size_t g_ref_cap;
 
+/* One check per case over this process's devices (all of them on threads;
+   the outputs of other processes' devices are not here). A process hosting
+   none of the mesh's devices has nothing to check and counts nothing. */
 static void verify_case(const meshctx *mc, tcase *c) {
     int ndev = mc->ndev;
     const axv *v = &mc->var[c->var];
     char desc[400], why[600];
+    if (!tl_nlocal(mc->m, 0, ndev)) return;
     describe(mc, c, desc, sizeof desc);
     why[0] = 0;
     int ok = 1;
@@ -675,7 +681,7 @@ static void verify_case(const meshctx *mc, tcase *c) {
 
     /* statuses */
     for (int d = 0; d < ndev && ok; d++)
-        if (c->st[d] != c->expect) {
+        if (tl_local(mc->m, d) && c->st[d] != c->expect) {
             ok = 0;
             snprintf(why, sizeof why, "dev %d returned %s, expected %s; %s", d,
                      (unsigned)c->st[d] < SPMD_STATUS_COUNT ? spmd_status_name(c->st[d]) : "(no call)",
@@ -683,6 +689,7 @@ static void verify_case(const meshctx *mc, tcase *c) {
         }
     /* guards and untouched inputs */
     for (int d = 0; d < ndev && ok; d++) {
+        if (!tl_local(mc->m, d)) continue;
         for (int g = 0; g < GUARD; g++)
             if (c->out[d][go + g] != GUARD_BYTE) {
                 ok = 0;
@@ -698,6 +705,7 @@ static void verify_case(const meshctx *mc, tcase *c) {
         /* refused: recv must be untouched */
         for (int d = 0; d < ndev && ok; d++) {
             int bad = 0;
+            if (!tl_local(mc->m, d)) continue;
             if (c->inplace) bad = hash_bytes(c->out[d], ib) != c->inhash[d];
             else for (size_t i = 0; i < ob; i++) if (c->out[d][i] != FILL_BYTE) { bad = 1; break; }
             if (bad) { ok = 0; snprintf(why, sizeof why, "dev %d: refused call wrote into recv", d); }
@@ -713,13 +721,18 @@ static void verify_case(const meshctx *mc, tcase *c) {
         for (int d = 0; d < ndev && ok; d++) {
             if (done[d]) continue;
             int mem[MAXDEV];
-            int me, G = group_of(&mc->md, v, d, mem, &me);
+            int me, G = group_of(&mc->md, v, d, mem, &me), nloc = 0;
             const unsigned char *ins[MAXDEV];
-            for (int j = 0; j < G; j++) ins[j] = c->in[mem[j]];
+            for (int j = 0; j < G; j++) {
+                ins[j] = c->in[mem[j]]; /* every process has every input */
+                done[mem[j]] = 1;
+                nloc += tl_local(mc->m, mem[j]);
+            }
+            if (!nloc) continue; /* the group lives in other processes */
             ref_reduce(c->dt, c->op, c->n, ins, G, g_ref);
             for (int j = 0; j < G && ok; j++) {
                 int e = mem[j];
-                done[e] = 1;
+                if (!tl_local(mc->m, e)) continue;
                 if (memcmp(c->out[e], g_ref, ob) == 0) continue;
                 for (size_t i = 0; i < c->n; i++)
                     if (!elem_equal(c->dt, c->op, c->out[e], g_ref, i)) {
@@ -781,9 +794,17 @@ static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t me
         k = end;
         if (spmd_mesh_status(mc->m) != SPMD_OK) {
             /* a broken mesh fails everything after it: start a new one so
-               the remaining cases still say something */
+               the remaining cases still say something. Not under several
+               processes: the others may not see it broken, and creating a
+               mesh is collective */
             char ms[32];
             mesh_str(&mc->md, ms, sizeof ms);
+            if (!tl_one_process(mc->m)) {
+                printf("  mesh %s broke (%s); kept (several processes): the remaining cases on it fail\n", ms,
+                       spmd_mesh_error(mc->m));
+                fflush(stdout);
+                continue;
+            }
             printf("  mesh %s broke (%s); recreating it for the remaining cases\n", ms, spmd_mesh_error(mc->m));
             fflush(stdout);
             spmd_mesh_destroy(mc->m);
@@ -795,6 +816,21 @@ static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t me
 
 /* ---- building the sweep ------------------------------------------------------------- */
 static int g_quick;
+
+/* Keeps one case (an async cluster counts as one) in `every`, in order;
+   returns the new count (SPMD_TEST_QUICK=N, env_thin). */
+static int thin_cases(tcase *a, int n, int every) {
+    int w = 0, unit = 0;
+    for (int k = 0; k < n; unit++) {
+        int len = a[k].api == API_ASYNC && a[k].cluster > 0 ? a[k].cluster : 1;
+        if (unit % every == 0) {
+            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
+            w += len;
+        }
+        k += len;
+    }
+    return w;
+}
 static size_t g_long_n;
 
 static int pick_var(const meshctx *mc, rng_t *r, int need_single) {
@@ -953,14 +989,19 @@ static void run_errors(meshctx *mc, tcase *cases, int ncases, rng_t *r) {
     for (int q = 0; q < ncases; q++) {
         tcase *c = &cases[q];
         if (c->expect == EXPECT_ANY_ERROR) {
-            int refused = 1;
-            for (int d = 0; d < mc->ndev; d++) refused &= c->st[d] != SPMD_OK && (unsigned)c->st[d] < SPMD_STATUS_COUNT;
-            int same = 1;
-            for (int d = 1; d < mc->ndev; d++) same &= c->st[d] == c->st[0];
+            /* this process's devices: refused, all with the same status */
+            int first = tl_first_local(mc->m, 0, mc->ndev);
+            if (first < 0) { free_case(c, mc->ndev); continue; }
+            int refused = 1, same = 1;
+            for (int d = first; d < mc->ndev; d++) {
+                if (!tl_local(mc->m, d)) continue;
+                refused &= c->st[d] != SPMD_OK && (unsigned)c->st[d] < SPMD_STATUS_COUNT;
+                same &= c->st[d] == c->st[first];
+            }
             char desc[400];
             describe(mc, c, desc, sizeof desc);
-            T_CHECK(refused && same, "%s: must be refused on every device (one axis only, no groups); dev 0 got %s",
-                    desc, (unsigned)c->st[0] < SPMD_STATUS_COUNT ? spmd_status_name(c->st[0]) : "(no call)");
+            T_CHECK(refused && same, "%s: must be refused on every device (one axis only, no groups); dev %d got %s",
+                    desc, first, (unsigned)c->st[first] < SPMD_STATUS_COUNT ? spmd_status_name(c->st[first]) : "(no call)");
             g_cases_checked++;
         } else {
             verify_case(mc, c);
@@ -1052,7 +1093,8 @@ int main(void) {
     uint64_t seed = env_seed(20261122);
     g_quick = env_quick();
     g_long_n = g_quick ? ((size_t)1 << 16) : ((size_t)1 << 20);
-    printf("test_reduce: seed %llu%s\n", (unsigned long long)seed, g_quick ? " (quick)" : "");
+    printf("test_reduce: seed %llu%s\n", (unsigned long long)seed,
+           env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
     init_half_tables();
     reference_sanity();
@@ -1069,6 +1111,7 @@ int main(void) {
            rotating subset elsewhere */
         int full = !g_quick || (mi % 3 == 0);
         build_sweep(&mc, &r, &cases, &n, &cap, full);
+        n = thin_cases(cases, n, env_thin());
         run_cases(&mc, cases, n, &r, budget, 600);
         int nsweep = n;
         n = 0;

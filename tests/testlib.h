@@ -1,7 +1,8 @@
 /* testlib.h - infrastructure shared by the spmdcoll test programs: a clock,
    seeded RNGs and the SPMD_TEST_* environment, dtype facts, plain reference
    half-precision conversions, the sweep meshes with their axis variants and
-   groups, and a few helpers for failure messages.
+   groups, which devices this process hosts (several processes), and a few
+   helpers for failure messages.
 
    Include after "../spmdcoll.h" and "harness.h". Every test is its own
    program, so everything here is static; functions are `static inline` and
@@ -45,6 +46,15 @@ static inline uint64_t env_seed(uint64_t dflt) {
 static inline int env_quick(void) {
     const char *e = getenv("SPMD_TEST_QUICK");
     return e && *e && strcmp(e, "0") != 0;
+}
+
+/* SPMD_TEST_QUICK=N with N >= 2: quick, and the sweeps run only one case (or
+   async cluster) in N, chosen by position, the same in every process (the
+   fabric matrix, where every collective crosses processes). 1 otherwise. */
+static inline int env_thin(void) {
+    const char *e = getenv("SPMD_TEST_QUICK");
+    int n = e && *e ? atoi(e) : 0;
+    return n >= 2 ? n : 1;
 }
 
 /* malloc that never returns NULL (n == 0 allowed); out of memory ends the test. */
@@ -197,11 +207,86 @@ static inline void init_half_tables(void) {
     }
 }
 
+/* ---- processes ----------------------------------------------------------------------
+   Under several processes (tools/spmdrun, libfabric backend) every process
+   runs the whole program: the same meshes, cases and collectives in the
+   same order, with only its own devices in spmd_run. So a check of device
+   results made on the main thread looks at this process's devices only
+   (the outputs of the others stay as filled here), and a decision that
+   changes which collectives are called (recreate a broken mesh, run cases
+   again) must never rest on what one process alone saw. On threads there
+   is one process hosting every device: these helpers change nothing. */
+
+/* 1 when this process hosts device dev of m (every device on threads). */
+static inline int tl_local(const spmd_mesh *m, int dev) { return spmd_device_is_local(m, dev) == 1; }
+
+/* How many of the devices first..last-1 of m this process hosts. */
+static inline int tl_nlocal(const spmd_mesh *m, int first, int last) {
+    int n = 0;
+    for (int d = first; d < last; d++) n += tl_local(m, d);
+    return n;
+}
+
+/* The first of the devices first..last-1 this process hosts, else -1. */
+static inline int tl_first_local(const spmd_mesh *m, int first, int last) {
+    for (int d = first; d < last; d++)
+        if (tl_local(m, d)) return d;
+    return -1;
+}
+
+/* 1 when m runs in this one process: only then may the main thread act on
+   what it alone saw (a broken mesh recreated, cases run again). */
+static inline int tl_one_process(const spmd_mesh *m) { return spmd_mesh_process_count(m) <= 1; }
+
+/* SPMD_NUM_PROCESSES (set by tools/spmdrun) as a number; 1 if unset. */
+static inline int tl_env_processes(void) {
+    const char *e = getenv("SPMD_NUM_PROCESSES");
+    int n = e && *e ? atoi(e) : 1;
+    return n > 1 ? n : 1;
+}
+
+/* Launched as one of several processes (SPMD_NUM_PROCESSES > 1): the mesh
+   must really span them, else every process would run the whole mesh on
+   threads and the run would pass N times over without testing anything.
+   Checks the process count and id against the environment and that each
+   process hosts one contiguous block (row-major ids), spmd_device_is_local
+   agreeing. One check for the program's first mesh, and a failure for any
+   later mesh that is wrong; nothing at all on a plain run. Also labels the
+   harness's FAIL/SKIP lines with the process. */
+static inline void tl_check_layout(const spmd_mesh *m) {
+    static int checked;
+    int want = tl_env_processes();
+    if (want <= 1) return;
+    const char *pe = getenv("SPMD_PROCESS_ID");
+    int n = spmd_mesh_process_count(m), me = spmd_mesh_process_id(m), size = spmd_mesh_size(m);
+    int ok = n == want && (!pe || !*pe || atoi(pe) == me) && me >= 0 && me < n, prev = 0;
+    char why[160] = "";
+    if (!ok)
+        snprintf(why, sizeof why, "mesh spans %d processes, this is %d; the environment says %d processes, this is %s", n,
+                 me, want, pe && *pe ? pe : "?");
+    for (int d = 0; d < size && ok; d++) {
+        int p = spmd_device_process(m, d);
+        ok = p >= prev && p < n && tl_local(m, d) == (p == me);
+        if (!ok) snprintf(why, sizeof why, "device %d: process %d after %d (of %d), local %d", d, p, prev, n, tl_local(m, d));
+        prev = p;
+    }
+    if (ok && checked) return;
+    checked = 1;
+    if (n > 1) {
+        char label[48];
+        snprintf(label, sizeof label, "process %d of %d", me, n);
+        t_label(label);
+    }
+    T_CHECK(ok, "device layout of a %d-device mesh under %d processes: %s", size, want, why);
+}
+
 /* ---- meshes ------------------------------------------------------------------------ */
 typedef struct { int nd, sh[3]; } meshdef; /* rank and dim sizes */
 
 /* Creates a mesh with the given dims and names; every other desc field zero
-   but the deadline, the check mode and the log level. *m is set by the library. */
+   but the deadline, the check mode and the log level. *m is set by the library.
+   Under several processes this is collective (every process, same order)
+   and the device layout is checked (tl_check_layout). */
 static inline spmd_status create_named_mesh(int ndim, const int *shape, const char *const *names, int64_t timeout_ms,
                                             spmd_check check, spmd_log_level log, spmd_mesh **m) {
     spmd_mesh_desc desc;
@@ -214,7 +299,9 @@ static inline spmd_status create_named_mesh(int ndim, const int *shape, const ch
     desc.timeout_ms = timeout_ms;
     desc.check = check;
     desc.log_level = log;
-    return spmd_mesh_create(&desc, m);
+    spmd_status s = spmd_mesh_create(&desc, m);
+    if (s == SPMD_OK && *m) tl_check_layout(*m);
+    return s;
 }
 
 /* "(2,3)" */
