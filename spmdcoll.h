@@ -1199,6 +1199,8 @@ struct spmd_req {
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
+    const void *xdata;     /* libfabric: the input as sent (a send waiting for clear-to-send) */
+    int xsent;             /* libfabric send: its data is posted */
     size_t task_elems;
     uint32_t ntasks;
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
@@ -3770,7 +3772,8 @@ static void spmd__boot_close(spmd__boot *b) {
 
    Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
        63..62  kind        2 bits   0 = collectives; 1 = send/recv (its own layout, see
-                                    SPMD__FAB_P2P_TAG); 2..3 reserved
+                                    SPMD__FAB_P2P_TAG); 2 and 3: their clear-to-send
+                                    messages (see SPMD__X_CTS)
        61..46  group id   16 bits   65536 groups (engine numbers its groups)
        45..30  sequence   16 bits   per group, wraps; needs < 65536 requests in flight
        29..16  step       14 bits   16384 steps (a ring over 4096 devices needs 8190)
@@ -3873,6 +3876,7 @@ typedef struct spmd__fab {
     uint64_t next_poll_ns;
     uint32_t polls;           /* progress calls, for the checks every 32nd */
     int backlog;              /* an op waits for room to post more */
+    int cts;                  /* large messages wait for the receiver's clear-to-send */
     char err[512];
 } spmd__fab;
 
@@ -4079,8 +4083,8 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         return spmd__fab_fail(f, SPMD_ERR_STATE, "post: the op is still in flight");
     if (peer < 0 || peer >= f->nprocs)
         return spmd__fab_fail(f, SPMD_ERR_ROOT, "post: process %d outside 0..%d", peer, f->nprocs - 1);
-    if ((tag & SPMD__FAB_TAG_SEG_MASK) || (tag & SPMD__FAB_TAG_KIND_MASK) > (1ull << 62))
-        return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits or a reserved kind",
+    if (tag & SPMD__FAB_TAG_SEG_MASK)
+        return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits",
                               (unsigned long long)tag);
     nseg = len ? (len - 1) / f->seg + 1 : 1;
     if (nseg > SPMD__FAB_MAX_SEGS)
@@ -4591,6 +4595,13 @@ fail:
    operation's number on the group, step = 2k for member k's header and
    2k + 1 for its data. */
 #define SPMD__X_MAGIC 0x58444d53u
+/* Clear-to-send: with the shm provider of libfabric 1.17 a large message
+   that arrives before its receive is posted holds the sender's response
+   slot, and later sends to that process stall behind it (a deadlock when
+   the receiver waits for one of them). There a large message goes only
+   after the receiver said its receive is posted: a zero-byte message of
+   kind 2 (3 for send/recv) with the data's tag. */
+#define SPMD__X_CTS (2ull << 62)
 #define SPMD__X_INLINE 4096u
 
 typedef struct spmd__xhdr {
@@ -4611,8 +4622,10 @@ typedef struct spmd__xrec {
     uint64_t gseq;
     int left;                 /* local members finished with it */
     size_t hb, inl;           /* bytes per header buffer, and of inline data */
-    spmd__fab_op *rop;        /* 2G: header and data receives from remote members */
-    spmd__fab_op *sop;        /* 2 nloc nrp: each local member's header and data sends */
+    spmd__fab_op *rop;        /* 3G: per remote member its header and data receives, our clear-to-send */
+    spmd__fab_op *sop;        /* 3 nloc nrp: per local member and remote process the header and data
+                                 sends and the receive of the clear-to-send */
+    uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
     unsigned char *hbuf;      /* G * hb: headers in (remote members) and out (local ones) */
     unsigned char **stage;    /* G: remote inputs too large to come inline */
     size_t *stage_cap;
@@ -4652,6 +4665,7 @@ static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     spmd__free(&m->alloc, x->cst);
     spmd__free(&m->alloc, x->copied);
     spmd__free(&m->alloc, x->pre);
+    spmd__free(&m->alloc, x->dsent);
     spmd__free(&m->alloc, x);
 }
 
@@ -4706,6 +4720,16 @@ static int spmd__x_wants(const spmd_req *r, int k, int p) {
     }
 }
 
+/* The receive for member k's data is posted: tell its process to send
+   (providers that need it, see SPMD__X_CTS). */
+static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    if (!m->fab->cts) return SPMD_OK;
+    return spmd__fab_post_send(m->fab, &x->rop[3 * k + 2], m->proc_of[g->members[k]],
+                               SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1) | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+}
+
 /* The exchange of operation gseq, made (and its header receives posted) by
    the first local member to come. xlock held. */
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
@@ -4726,8 +4750,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         if (!x) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         x->inl = inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE;
         x->hb = SPMD__X_HDR + x->inl;
-        x->rop = (spmd__fab_op *)spmd__alloc(&m->alloc, 2 * (size_t)G * sizeof *x->rop);
-        x->sop = (spmd__fab_op *)spmd__alloc(&m->alloc, 2 * (size_t)(g->nloc * g->nrp) * sizeof *x->sop);
+        x->rop = (spmd__fab_op *)spmd__alloc(&m->alloc, 3 * (size_t)G * sizeof *x->rop);
+        x->sop = (spmd__fab_op *)spmd__alloc(&m->alloc, 3 * (size_t)(g->nloc * g->nrp) * sizeof *x->sop);
+        x->dsent = (uint8_t *)spmd__alloc(&m->alloc, (size_t)(g->nloc * g->nrp) + 1);
         x->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * x->hb);
         x->stage = (unsigned char **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage);
         x->stage_cap = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage_cap);
@@ -4739,7 +4764,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->copied = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
         x->pre = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pre);
         if (!x->rop || !x->sop || !x->hbuf || !x->stage || !x->stage_cap || !x->in || !x->meta || !x->out ||
-            !x->have || !x->cst || !x->copied || !x->pre) {
+            !x->have || !x->cst || !x->copied || !x->pre || !x->dsent) {
             spmd__x_free(m, g, x);
             return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         }
@@ -4749,6 +4774,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     memset(x->have, 0, (size_t)G);
     memset(x->cst, 0, (size_t)G);
     memset(x->copied, 0, (size_t)G);
+    memset(x->dsent, 0, (size_t)(g->nloc * g->nrp));
     for (k = 0; k < G; k++) {
         x->in[k] = NULL;
         x->meta[k] = NULL;
@@ -4760,7 +4786,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
-        st = spmd__fab_post_recv_upto(f, &x->rop[2 * k], m->proc_of[g->members[k]],
+        st = spmd__fab_post_recv_upto(f, &x->rop[3 * k], m->proc_of[g->members[k]],
                                       SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), x->hbuf + (size_t)k * x->hb, x->hb,
                                       UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
@@ -4773,8 +4799,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         spmd_status st;
         if (e <= (int64_t)x->inl) continue;
         if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
-        st = spmd__fab_post_recv(f, &x->rop[2 * k + 1], m->proc_of[g->members[k]],
+        st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
                                  SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)e, UINT64_MAX);
+        if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's input: %s", g->members[k], f->err);
         x->pre[k] = (size_t)e;
     }
@@ -4848,18 +4875,53 @@ static spmd_status spmd__x_post(spmd_req *r) {
     r->xr = x;
     if (ragged) r->xmeta = x->meta;
     pthread_mutex_unlock(&m->xlock);
+    r->xdata = data;
     for (i = 0; i < g->nrp; i++) {
         int p = g->rprocs[i];
-        spmd__fab_op *op = &x->sop[2 * ((size_t)li * (size_t)g->nrp + (size_t)i)];
+        size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
+        spmd__fab_op *op = &x->sop[3 * at];
+        uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
         st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb,
                                  SPMD__X_HDR + (inl ? len : 0), UINT64_MAX);
-        if (st == SPMD_OK && !inl && len && spmd__x_wants(r, me, p))
-            st = spmd__fab_post_send(f, op + 1, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1), data, len, UINT64_MAX);
+        if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
+            x->dsent[at] = 1; /* nothing more for p */
+        } else if (st == SPMD_OK && f->cts) {
+            st = spmd__fab_post_recv(f, op + 2, p, dtag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+        } else if (st == SPMD_OK) {
+            st = spmd__fab_post_send(f, op + 1, p, dtag, data, len, UINT64_MAX);
+            x->dsent[at] = 1;
+        }
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
                                              spmd__x_what(r), r->gr->text, p, f->err);
     }
     return SPMD_OK;
 }
+
+/* Data sends waiting for their clear-to-send: post those that got it.
+   SPMD_OK, or the failure (d->err says). */
+static spmd_status spmd__x_sends(spmd_req *r) {
+    spmd__fab *f = r->dev->mesh->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int i, me = r->gr->me;
+    for (i = 0; i < g->nrp; i++) {
+        size_t at = (size_t)g->lidx[me] * (size_t)g->nrp + (size_t)i;
+        spmd__fab_op *op = &x->sop[3 * at];
+        spmd_status st;
+        if (x->dsent[at]) continue;
+        st = spmd__fab_peek(f, op + 2);
+        if (st == SPMD_ERR_BUSY) continue;
+        if (st == SPMD_OK)
+            st = spmd__fab_post_send(f, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1), r->xdata,
+                                     r->in_bytes, UINT64_MAX);
+        if (st != SPMD_OK)
+            return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
+                              g->rprocs[i], st == SPMD_ERR_BUSY ? "" : (op + 2)->status ? (op + 2)->err : f->err);
+        x->dsent[at] = 1;
+    }
+    return SPMD_OK;
+}
+
 
 /* Read what arrived for the exchange. SPMD_OK once every input is here,
    SPMD_ERR_BUSY while some are missing, else the failure (d->err says).
@@ -4874,7 +4936,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
     char who[64];
 #define WHO spmd__x_who(m, g->members[k], who, sizeof who)
     for (k = 0; k < g->G; k++) {
-        spmd__fab_op *op = &x->rop[2 * k];
+        spmd__fab_op *op = &x->rop[3 * k];
         spmd__xhdr *h;
         spmd_status st;
         if (x->have[k] == 2) continue;
@@ -4933,6 +4995,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]],
                                      SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)h->data_len,
                                      UINT64_MAX);
+            if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
                                   r->gr->text, WHO, f->err);
@@ -4971,8 +5034,8 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
     int i, me = r->gr->me;
     if (x) {
         size_t li = (size_t)g->lidx[me];
-        for (i = 0; i < 2 * g->nrp; i++) {
-            spmd__fab_op *op = &x->sop[2 * li * (size_t)g->nrp + (size_t)i];
+        for (i = 0; i < 3 * g->nrp; i++) {
+            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
             if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
         }
         pthread_mutex_lock(&m->xlock);
@@ -5001,6 +5064,10 @@ static void spmd__x_progress(spmd_req *r) {
     }
     x = r->xr;
     spmd__fab_progress(m->fab);
+    if (m->fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
+        spmd__x_fail(r, st);
+        return;
+    }
     if (r->state == SPMD__R_ARRIVE) {
         const void **ins = d->ptrs, **cur = ins + 2 * G;
         void **outs = (void **)(ins + G);
@@ -5042,8 +5109,8 @@ static void spmd__x_progress(spmd_req *r) {
     if (r->state == SPMD__R_DRAIN) {
         size_t li = (size_t)g->lidx[me];
         int i, done = 1;
-        for (i = 0; i < 2 * g->nrp; i++) {
-            spmd__fab_op *op = &x->sop[2 * li * (size_t)g->nrp + (size_t)i];
+        for (i = 0; i < 3 * g->nrp; i++) {
+            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
             if (op->state == SPMD__FOP_IDLE) continue;
             st = spmd__fab_test(m->fab, op);
             if (st == SPMD_ERR_BUSY) { done = 0; continue; }
@@ -5053,6 +5120,7 @@ static void spmd__x_progress(spmd_req *r) {
                 return;
             }
         }
+        for (i = 0; i < g->nrp; i++) done &= x->dsent[li * (size_t)g->nrp + (size_t)i];
         if (!done) return;
         pthread_mutex_lock(&m->xlock);
         if (!x->copied[me]) /* the others read this member's own buffer: all of them must be done */
@@ -5065,7 +5133,7 @@ static void spmd__x_progress(spmd_req *r) {
             spmd__xrec **pp = &g->xlive;
             while (*pp != x) pp = &(*pp)->next;
             *pp = x->next;
-            for (i = 0; i < 2 * G; i++) /* every receive has ended */
+            for (i = 0; i < 3 * G; i++) /* every receive (and clear-to-send) has ended */
                 SPMD_ASSERT(spmd__fab_op_idle(&x->rop[i]));
             x->next = g->xfree;
             g->xfree = x;
@@ -5090,7 +5158,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     int k, shown = 0, missing = 0;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE && s == SPMD_ERR_TIMEOUT && !SPMD__LD_ACQ(&m->broken)) {
+    if (x && r->state == SPMD__R_ARRIVE) {
         pthread_mutex_lock(&m->xlock);
         for (k = 0; k < g->G; k++) {
             if (x->have[k] == 2) continue;
@@ -5104,6 +5172,17 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
         }
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
+    }
+    if (x && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
+        size_t li = (size_t)g->lidx[r->gr->me];
+        for (k = 0; k < 3 * g->nrp && at < sizeof who; k++) {
+            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
+            int w;
+            if (op->state != SPMD__FOP_ACTIVE) continue;
+            w = snprintf(who + at, sizeof who - at, " to process %d (%zu bytes, %u of %u segments posted, %u done)",
+                         op->peer, op->len, (unsigned)op->posted, (unsigned)op->nseg, (unsigned)op->done);
+            if (w > 0) at += (size_t)w;
+        }
     }
     spmd__sig_text(&r->sig, what, sizeof what);
     spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s", what, r->gr->text,
@@ -5235,7 +5314,7 @@ static void spmd__xp_progress(spmd_req *r) {
     int me = r->gr->me;
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
-        r->temp = spmd__alloc(&m->alloc, 2 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        r->temp = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
         if (!r->temp) {
             spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
             spmd__finish(r, SPMD_ERR_NOMEM);
@@ -5246,7 +5325,7 @@ static void spmd__xp_progress(spmd_req *r) {
     spmd__fab_progress(m->fab);
     if (r->sig.kind == SPMD__KIND_SEND) {
         if (r->state == SPMD__R_POST) {
-            unsigned char *hb = (unsigned char *)r->temp + 2 * sizeof(spmd__fab_op);
+            unsigned char *hb = (unsigned char *)r->temp + 3 * sizeof(spmd__fab_op);
             spmd__phdr *h = (spmd__phdr *)(void *)hb;
             size_t len = r->count * r->in_size, inl;
             uint64_t seq;
@@ -5270,9 +5349,15 @@ static void spmd__xp_progress(spmd_req *r) {
             if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
             st = spmd__fab_post_send(m->fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
                                      SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
-            if (st == SPMD_OK && !h->has_inline)
+            r->xsent = h->has_inline;
+            if (st == SPMD_OK && !h->has_inline && m->fab->cts) /* the data goes on the clear-to-send */
+                st = spmd__fab_post_recv(m->fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
+                                         NULL, 0, UINT64_MAX);
+            else if (st == SPMD_OK && !h->has_inline) {
                 st = spmd__fab_post_send(m->fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
                                          len, UINT64_MAX);
+                r->xsent = 1;
+            }
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->fab->err);
                 spmd__finish(r, st);
@@ -5333,6 +5418,10 @@ static void spmd__xp_progress(spmd_req *r) {
             st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
                                            SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
                      : SPMD_ERR_NOMEM;
+            if (st == SPMD_OK && m->fab->cts)
+                st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
+                                         SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
+                                         UINT64_MAX);
             spmd__free(&m->alloc, x);
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
@@ -5344,7 +5433,24 @@ static void spmd__xp_progress(spmd_req *r) {
     }
     if (r->state == SPMD__R_DRAIN) {
         int i;
-        for (i = 0; i < 2; i++) {
+        if (r->sig.kind == SPMD__KIND_SEND && !r->xsent) { /* waiting for the clear-to-send */
+            const spmd__phdr *h = (const spmd__phdr *)(const void *)((unsigned char *)r->temp + 3 * sizeof(spmd__fab_op));
+            st = spmd__fab_peek(m->fab, &ops[2]);
+            if (st == SPMD_ERR_BUSY) return;
+            if (st == SPMD_OK)
+                st = spmd__fab_post_send(m->fab, &ops[1], m->proc_of[g->members[r->peer]],
+                                         SPMD__FAB_P2P_TAG(g->gid, me, r->peer, h->seq, 1), r->send,
+                                         r->count * r->in_size, UINT64_MAX);
+            if (st != SPMD_OK) {
+                spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text,
+                           ops[2].status ? ops[2].err : m->fab->err);
+                spmd__break(m, st, d->id, d->err);
+                spmd__finish(r, st);
+                return;
+            }
+            r->xsent = 1;
+        }
+        for (i = 0; i < 3; i++) {
             if (ops[i].state == SPMD__FOP_IDLE) continue;
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
@@ -5355,7 +5461,7 @@ static void spmd__xp_progress(spmd_req *r) {
                 return;
             }
         }
-        for (i = 0; i < 2; i++)
+        for (i = 0; i < 3; i++)
             if (ops[i].state != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
         spmd__free(&m->alloc, r->xscratch);
         r->xscratch = NULL;
@@ -5370,14 +5476,14 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
     if (r->temp) {
         spmd__fab_op *ops = (spmd__fab_op *)r->temp;
         int i;
-        for (i = 0; i < 2; i++)
+        for (i = 0; i < 3; i++)
             if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
     }
     spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
                r->tag, r->gr->text, why);
     if (s == SPMD_ERR_TIMEOUT) spmd__break(m, s, r->dev->id, r->dev->err);
-    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 2 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
     spmd__free(&m->alloc, r->xscratch);
     r->xscratch = NULL;
     spmd__finish(r, s);
@@ -5458,6 +5564,10 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
             spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: %s", err);
             return st;
         }
+        {
+            const char *c = getenv("SPMD_FABRIC_CTS");
+            spmd__world->cts = c && *c ? strcmp(c, "0") != 0 : strncmp(spmd__world->prov, "shm", 3) == 0;
+        }
         if (!registered) atexit(spmd__world_close);
         registered = 1;
         {
@@ -5505,8 +5615,11 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     mine[2] = (uint32_t)L;
     for (i = 0; i < m->ndim; i++) mine[4 + i] = (uint32_t)m->shape[i];
     pthread_mutex_lock(&f->lock);
+    /* the bootstrap's deadline, not the mesh's: processes may reach this
+       call far apart (one still waiting out a failed operation) */
     st = spmd__boot_allgather(f->boot, mine, sizeof mine, all, sizeof mine, lens, spmd__now_ns() +
-                              (uint64_t)m->timeout_ms * 1000000u);
+                              (uint64_t)(f->boot->timeout_ms > m->timeout_ms ? f->boot->timeout_ms : m->timeout_ms) *
+                                  1000000u);
     pthread_mutex_unlock(&f->lock);
     if (st != SPMD_OK) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: comparing the mesh with the other processes: %s",
@@ -5542,11 +5655,11 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 for (; x; x = nx) {
                     int i, held = 0;
                     nx = x->next;
-                    for (i = 0; i < 2 * g->G; i++)
+                    for (i = 0; i < 3 * g->G; i++)
                         if (!spmd__fab_op_idle(&x->rop[i]) &&
                             spmd__fab_cancel(m->fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                             held = 1;
-                    for (i = 0; i < 2 * g->nloc * g->nrp; i++)
+                    for (i = 0; i < 3 * g->nloc * g->nrp; i++)
                         if (!spmd__fab_op_idle(&x->sop[i]) &&
                             spmd__fab_cancel(m->fab, &x->sop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                             held = 1;

@@ -127,7 +127,7 @@ run_fabric() {
     # transfers between them (needs root and ip netns, else skipped).
     if [ -x $B/fabric/test_fabric ]; then
         start=$(date +%s)
-        timeout 180 sh tests/twohost.sh $B/fabric/test_fabric >$LOG/fabric-twohost.out 2>$LOG/fabric-twohost.err; rc=$?
+        timeout 400 sh tests/twohost.sh $B/fabric/test_fabric $B/fabric/test_reduce >$LOG/fabric-twohost.out 2>$LOG/fabric-twohost.err; rc=$?
         end=$(date +%s)
         add_line "$(tail -n 1 $LOG/fabric-twohost.out)" $rc "fabric/twohost ($((end - start))s)"
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/fabric-twohost.err; then

@@ -257,8 +257,13 @@ static void test_errors(void) {
             T_CHECK(spmd_mesh_status(m) == SPMD_OK, "%s must not break the mesh", what[k]);
         } else { /* devices 0 and 1 take part; each checked where it lives */
             int who = k == 8 ? 1 : 0, l0 = tl_local(m, who), l1 = k < 8 && tl_local(m, 1 - who);
+            /* across processes a send is done once the transport sent it: the
+               sender of a mismatched message may return SPMD_OK (the receiver
+               reports the mismatch), as MPI's standard-mode send may */
+            int eager = (k == 6 || k == 7) && tl_local(m, 0) != tl_local(m, 1);
+            int ok0 = a.st[who] == want[k] || (eager && who == 0 && a.st[0] == SPMD_OK);
             if (l0 || l1)
-                T_CHECK((!l0 || a.st[who] == want[k]) && (!l1 || a.st[1 - who] == want[k]), "%s: got %s and %s, want %s",
+                T_CHECK((!l0 || ok0) && (!l1 || a.st[1 - who] == want[k]), "%s: got %s and %s, want %s",
                         what[k], spmd_status_name(a.st[0]), spmd_status_name(a.st[1]), spmd_status_name(want[k]));
             if (tl_local(m, 1)) T_CHECK(k != 7 || a.untouched[1], "a refused message must not be written");
         }
@@ -402,7 +407,11 @@ static void test_psend_misuse(void) {
         spmd_run(m, ppbad_device, &a);
         for (dev = 0; dev < 4; dev++) { /* this process's devices */
             if (!tl_local(m, dev)) continue;
-            if (k < 4 || dev < 3) ok &= a.st[dev] == want[k];
+            if (k == 4 && !tl_one_process(m))
+                /* across processes a precv returns once its own output is
+                   here; it does not wait for the other devices' precv */
+                ok &= a.st[dev] == SPMD_OK;
+            else if (k < 4 || dev < 3) ok &= a.st[dev] == want[k];
             else ok &= a.st[3] == SPMD_ERR_TIMEOUT || a.st[3] == SPMD_ERR_BROKEN;
         }
         int first = tl_first_local(m, 0, 4);
