@@ -4745,7 +4745,11 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     if (x) {
         g->xfree = x->next;
     } else {
-        size_t inl = f->seg > SPMD__X_HDR ? f->seg - SPMD__X_HDR : 0;
+        /* headers are sent before their receive may be posted: with
+           clear-to-send they must fit the provider's inject size (a larger
+           one would stall later sends, see SPMD__X_CTS) */
+        size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
+        size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
         x = (spmd__xrec *)spmd__alloc(&m->alloc, sizeof *x);
         if (!x) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         x->inl = inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE;
@@ -5241,7 +5245,10 @@ static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     if (G > 4096) return spmd__fail(r->dev, SPMD_ERR_SIZE, "send/recv between processes: groups of at most 4096");
     c = (spmd__xchan *)spmd__alloc(&m->alloc, sizeof *c);
     if (!c) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
-    c->hb = SPMD__P_HDR + (m->fab->seg > SPMD__P_HDR + SPMD__X_INLINE ? SPMD__X_INLINE : m->fab->seg - SPMD__P_HDR);
+    {
+        size_t lim = m->fab->cts && m->fab->inject < m->fab->seg ? m->fab->inject : m->fab->seg; /* see spmd__x_get */
+        c->hb = SPMD__P_HDR + (lim > SPMD__P_HDR + SPMD__X_INLINE ? SPMD__X_INLINE : lim - SPMD__P_HDR);
+    }
     c->hop = (spmd__fab_op *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->hop);
     c->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * c->hb);
     c->rseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->rseq);
@@ -5491,9 +5498,17 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
 }
 
 static void spmd__fabric_progress(spmd_req *r) {
-    if (!r->x) spmd__thread_progress(r);
-    else if (r->p2p) spmd__xp_progress(r);
-    else spmd__x_progress(r);
+    if (!r->x) {
+        /* a device waiting inside its process still drives the transport:
+           a peer's large send may complete only when this process reads
+           its queue (shm), and the local wait may hinge on that peer */
+        spmd__fab_progress(r->dev->mesh->fab);
+        spmd__thread_progress(r);
+    } else if (r->p2p) {
+        spmd__xp_progress(r);
+    } else {
+        spmd__x_progress(r);
+    }
 }
 
 /* The process's transport: opened by the first libfabric mesh, shared by
@@ -5894,8 +5909,8 @@ static spmd_status spmd__block(spmd_req *r) {
         } else if (waited < spin + m->yield_ns) {
             sched_yield();
         } else {
-            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = r->x ? 100000u : 50000000u;
-            /* the exchange path is not woken by messages: it polls */
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : 50000000u;
+            /* on libfabric nothing wakes a sleeper when a message comes: poll */
             spmd__sleep(d, r, left < cap ? left + 1000 : cap);
         }
     }
