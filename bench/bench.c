@@ -804,7 +804,8 @@ static const char *mode_name(const config *cfg)
     return cfg->coll == COLL_ALL ? "every collective" : COLLS[cfg->coll].name;
 }
 
-/* "threads" or "libfabric: 2 processes of 1 device each, threads inside a process". */
+/* "threads", or "libfabric: 2 processes of 1 device each" (the devices of
+   one process are its threads). */
 static void describe_placement(spmd_mesh *m, char *buf, size_t n)
 {
     int np = spmd_mesh_process_count(m), lo = SPMD_MAX_DEVICES, hi = 0;
