@@ -31,6 +31,12 @@ $(BUILD)/bench: bench/bench.c bench/bench_common.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
 
+# The same benchmark with the libfabric backend compiled in: run it under
+# tools/spmdrun (bench/compare_mpi.sh -t fabric-tcp|fabric-shm does).
+$(BUILD)/bench-fabric: bench/bench.c bench/bench_common.h spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
+
 $(BUILD)/plain/%: tests/%.c spmdcoll.h tests/harness.h tests/testlib.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)

@@ -27,12 +27,15 @@
 
    WHAT IS MEASURED AND HOW
      One mesh of -d devices on a 1-D axis "i" (devices are threads of this
-     process). All devices run inside one spmd_run and loop over the sizes
-     together. For each size S (-b .. -e, times -f):
+     process; under several processes see SEVERAL PROCESSES below). All
+     devices run inside one spmd_run and loop over the sizes together. For
+     each size S (-b .. -e, times -f):
        1. warm-up: -w ops, or (default) the calibration rounds of step 2;
        2. the iteration count: -n, or (default) device 0 times rounds of
           back-to-back ops until one round takes 20 ms, then picks the count
           that makes one repetition last 0.25 s / -r (at least one op);
+          every decision of device 0 reaches the others by an spmd_bcast
+          of one int64 over "i", between timed regions;
        3. the memcpy floor is prepared the same way (steps 1-2);
        4. -r repetitions, each: the memcpy timed, the receive buffers
           poisoned (untimed), the collective timed. Timing one: spmd_barrier,
@@ -42,7 +45,9 @@
           on it moves both (the last line of the output tells how much CPU
           time other processes took during the run);
        5. verification of the last repetition's result: every element on
-          every device, compared bit for bit with a reference computed here
+          every device (each process checks its own devices; whether all
+          passed is an spmd_allreduce min over "i"), compared bit for bit
+          with a reference computed here
           from the same integer-valued inputs. Reductions: small integers,
           so every sum is exact. Moves: each element a wide integer
           (24 bits in f32) depending on its device and index, so a block
@@ -52,6 +57,29 @@
      Columns: coll, size (B), count (elements of S), dtype, op, iters, time
      (us), algbw = S / time, busbw = algbw * factor, floor (B), memcpy (us),
      time / memcpy. All out of place (send != recv).
+
+   SEVERAL PROCESSES (build/bench-fabric under tools/spmdrun)
+     build/bench-fabric is this program with the libfabric backend compiled
+     in. Started by `tools/spmdrun -n N [--provider tcp|shm] -- build/bench-fabric
+     -d D ...`, every process creates the same mesh of D devices in total
+     (D >= N; e.g. -n 2 with -d 2 is one device per process), hosting one
+     contiguous block of them (spmd_device_is_local); spmd_run starts
+     threads for those only, and every collective between devices of
+     different processes goes over the provider. The measurement is the
+     one above, with these differences: device 0 (in process 0) keeps the
+     time and its decisions reach the other processes by the bcast of step
+     2; the timing barriers span all processes; each process's first
+     device computes that process's copy of the expected reduction, and
+     each process verifies its own devices' results; the memcpy floor is
+     copied by every device of every process at once (each process its
+     own buffers), timed like the collective between two mesh barriers;
+     process 0 alone prints, and the CPU time of other work (last line)
+     subtracts the CPU seconds of every process of the run (summed by an
+     spmd_psum in a second, short spmd_run). --overlap and --kernels stay
+     thread-only: under several processes they are refused (exit 2). Run
+     without the launcher, build/bench-fabric is build/bench (threads).
+     bench/compare_mpi.sh -t fabric-tcp|fabric-shm runs it next to Open MPI
+     over the matching transport.
 
    OVERLAP MODE (--overlap)
      -d devices (default 2), one size (64 MiB, or -e), psum and all_gather
@@ -88,6 +116,7 @@
 
    BUILD (from the repository root)
      make build/bench     (cc -O3 -g -std=c11 -pthread -I. bench/bench.c -lm)
+     make build/bench-fabric   (the same with -DSPMDCOLL_LIBFABRIC ... -lfabric)
 */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
@@ -410,8 +439,8 @@ static void describe(spmd_dtype dt, spmd_op op, const void *p, char *buf, size_t
 typedef struct shared {
     const config *cfg;
     int *perm;                    /* the ring i -> i+1, as (source, destination) pairs */
-    long next;                    /* device 0's decision, read after a barrier */
-    int failed;                   /* set by any device; read after a barrier */
+    int first_local;              /* this process's first device: it computes expect */
+    int failed;                   /* set by this process's devices when any device failed */
     double rep_s[MAX_REPS];       /* device 0's repetition times */
     double copy_s[MAX_REPS];      /* device 0's memcpy repetition times */
     double ovl_s[3][MAX_REPS];    /* overlap mode: coll, compute, total */
@@ -478,22 +507,24 @@ static void sync_all(devctx *c)
     check(c, spmd_barrier(c->dev, AXIS, NULL), "spmd_barrier");
 }
 
-/* Collective AND of ok over the devices (a failed device stops everyone). */
+/* Collective AND of ok over the devices (a failed device stops everyone,
+   in every process): a min over the axis. */
 static int all_ok(devctx *c, int ok)
 {
-    if (!ok) __atomic_store_n(&c->sh->failed, 1, __ATOMIC_RELAXED);
-    sync_all(c);
-    return !__atomic_load_n(&c->sh->failed, __ATOMIC_RELAXED);
+    int32_t mine = ok != 0, all = 0;
+    check(c, spmd_allreduce(c->dev, &mine, &all, 1, SPMD_I32, SPMD_OP_MIN, AXIS, NULL), "spmd_allreduce (all_ok)");
+    if (!all) __atomic_store_n(&c->sh->failed, 1, __ATOMIC_RELAXED);
+    return all != 0;
 }
 
-/* Device 0 publishes a value that every device reads after a barrier. */
+/* Device 0's decision v (others pass anything), on every device: a bcast
+   over the axis, since the devices may live in other processes. Never
+   called inside a timed region. */
 static long share_from_0(devctx *c, long v)
 {
-    if (c->id == 0) c->sh->next = v;
-    sync_all(c);
-    v = c->sh->next;
-    sync_all(c);                  /* nobody may overwrite it before all have read */
-    return v;
+    int64_t mine = v, got = 0;
+    check(c, spmd_bcast(c->dev, &mine, &got, 1, SPMD_I64, 0, AXIS, NULL), "spmd_bcast (share_from_0)");
+    return (long)got;
 }
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -547,12 +578,13 @@ static void set_views(devctx *c, const job *j)
     c->out = spmd_array_1d(c->recv, j->dt, j->coll == COLL_PSUM_SCATTER ? n / g : n);
 }
 
-/* Inputs, views and (device 0) the expected reduction; everyone waits. */
+/* Inputs, views and (this process's first device) the expected reduction;
+   everyone waits. */
 static void prepare(devctx *c, const job *j)
 {
     shared *sh = c->sh;
     if (j->coll == COLL_BARRIER) return;
-    if (c->id == 0 && j->op && (sh->expect_dt != j->dt || sh->expect_op != j->op)) {
+    if (c->id == sh->first_local && j->op && (sh->expect_dt != j->dt || sh->expect_op != j->op)) {
         expected_pattern(sh->expect, j->dt, j->op, c->ndev);
         sh->expect_dt = j->dt;
         sh->expect_op = j->op;
@@ -772,19 +804,41 @@ static const char *mode_name(const config *cfg)
     return cfg->coll == COLL_ALL ? "every collective" : COLLS[cfg->coll].name;
 }
 
-static void print_header(const config *cfg)
+/* "threads", or "libfabric: 2 processes of 1 device each" (the devices of
+   one process are its threads). */
+static void describe_placement(spmd_mesh *m, char *buf, size_t n)
 {
-    char date[64];
+    int np = spmd_mesh_process_count(m), lo = SPMD_MAX_DEVICES, hi = 0;
+    if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC) {
+        snprintf(buf, n, "threads");
+        return;
+    }
+    for (int p = 0; p < np; p++) {
+        int k = 0;
+        for (int d = 0; d < spmd_mesh_size(m); d++) k += spmd_device_process(m, d) == p;
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    if (lo == hi) snprintf(buf, n, "libfabric: %d process%s of %d device%s each", np, np > 1 ? "es" : "", lo,
+                           lo > 1 ? "s" : "");
+    else snprintf(buf, n, "libfabric: %d processes of %d to %d devices each", np, lo, hi);
+}
+
+static void print_header(const config *cfg, spmd_mesh *m)
+{
+    char date[64], where[128];
     time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+    describe_placement(m, where, sizeof where);
     printf("# spmdcoll %s bench: %s\n", spmd_version(), cfg->cmdline);
-    printf("# devices: %d (threads, 1-D mesh axis \"%s\"), cpus: %ld online, date: %s\n", cfg->devices, AXIS,
+    printf("# devices: %d (%s, 1-D mesh axis \"%s\"), cpus: %ld online, date: %s\n", cfg->devices, where, AXIS,
            sysconf(_SC_NPROCESSORS_ONLN), date);
     printf("# %s, algo %s, reps %d (median), iters %s, warm-up %s\n", mode_name(cfg), algo_name(cfg->algo),
            cfg->reps, cfg->iters ? "fixed (-n)" : "auto",
            cfg->warmup >= 0 ? "fixed (-w)" : cfg->iters ? "5 ops" : "calibration rounds");
     print_loadavg();
-    const char *env[] = {"SPMD_ALGO", "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_CHECK"};
+    const char *env[] = {"SPMD_ALGO", "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_CHECK", "SPMD_PROVIDER",
+                         "SPMD_FABRIC_STRICT"};
     for (size_t i = 0; i < sizeof env / sizeof *env; i++)
         if (getenv(env[i])) printf("# env %s=%s\n", env[i], getenv(env[i]));
     if (cfg->csv && !cfg->kernels && !cfg->overlap)
@@ -1293,6 +1347,8 @@ static void device_main(spmd_dev *dev, void *arg)
     free_buffers(&c);
 }
 
+/* The mesh of -d devices: threads of this process, or (bench-fabric under
+   tools/spmdrun) spread over the processes, a contiguous block each. */
 static spmd_mesh *make_mesh(const config *cfg)
 {
     spmd_mesh_desc desc = {0};
@@ -1303,6 +1359,52 @@ static spmd_mesh *make_mesh(const config *cfg)
     spmd_status s = spmd_mesh_create(&desc, &m);
     if (s != SPMD_OK) die("spmd_mesh_create: %s", spmd_status_string(s));
     return m;
+}
+
+/* This process's first device, or -1 if it hosts none. */
+static int first_local_device(spmd_mesh *m)
+{
+    for (int d = 0; d < spmd_mesh_size(m); d++)
+        if (spmd_device_is_local(m, d) == 1) return d;
+    return -1;
+}
+
+/* Under several processes: what bench cannot do there (0: refused, said by
+   process 0). */
+static int processes_fit(const config *cfg, spmd_mesh *m, int first_local)
+{
+    int np = spmd_mesh_process_count(m), quiet = spmd_mesh_process_id(m) != 0;
+    if (np <= 1) return 1;
+    if ((cfg->kernels || cfg->overlap) && !quiet)
+        fprintf(stderr, "bench: --%s runs on threads of one process only (this run has %d processes)\n",
+                cfg->kernels ? "kernels" : "overlap", np);
+    if (cfg->devices < np && !quiet)
+        fprintf(stderr, "bench: -d %d is fewer devices than the %d processes (each must host one)\n", cfg->devices,
+                np);
+    return !cfg->kernels && !cfg->overlap && cfg->devices >= np && first_local >= 0;
+}
+
+/* The CPU seconds of every process of the run, summed (each process's
+   first device contributes its own), for the report of other work. */
+typedef struct cpu_total {
+    int first_local;
+    double self_s, all_s;
+} cpu_total;
+
+static void sum_cpu_main(spmd_dev *dev, void *arg)
+{
+    cpu_total *t = arg;
+    int mine = spmd_device_id(dev) == t->first_local;
+    double in = mine ? t->self_s : 0, out = 0;
+    if (spmd_psum(dev, &in, &out, 1, SPMD_F64, AXIS, NULL) == SPMD_OK && mine) t->all_s = out;
+}
+
+static double cpu_of_all_processes(spmd_mesh *m, int first_local, double self_s)
+{
+    cpu_total t = {first_local, self_s, -1};
+    if (spmd_mesh_process_count(m) <= 1) return self_s;
+    if (spmd_run(m, sum_cpu_main, &t) != SPMD_OK || t.all_s < 0) return self_s;
+    return t.all_s;
 }
 
 /* The ring i -> i+1 as (source, destination) pairs. */
@@ -1321,15 +1423,23 @@ int main(int argc, char **argv)
 {
     config cfg;
     parse_args(&cfg, argc, argv);
-    shared sh = {.cfg = &cfg, .expect = malloc(PATTERN * 8), .perm = ring_perm(cfg.devices)};
+    spmd_mesh *m = make_mesh(&cfg);
+    int first_local = first_local_device(m), lead = spmd_mesh_process_id(m) == 0;
+    if (!processes_fit(&cfg, m, first_local)) {
+        spmd_mesh_destroy(m);
+        return 2;
+    }
+    shared sh = {.cfg = &cfg, .expect = malloc(PATTERN * 8), .perm = ring_perm(cfg.devices),
+                 .first_local = first_local};
     if (!sh.expect) die("%s", "out of memory");
-    print_header(&cfg);
+    if (lead) print_header(&cfg, m);
     cpu_sample before = cpu_sample_now();
     if (cfg.kernels && !run_local_kernels(&cfg)) sh.failed = 1;
-    spmd_mesh *m = make_mesh(&cfg);
     spmd_status s = sh.failed ? SPMD_OK : spmd_run(m, device_main, &sh);
     cpu_sample after = cpu_sample_now();
-    print_cpu_use(&before, &after, after.self_s - before.self_s);
+    double self_s = after.self_s - before.self_s;
+    if (s == SPMD_OK) self_s = cpu_of_all_processes(m, first_local, self_s);
+    if (lead) print_cpu_use(&before, &after, self_s);
     if (s != SPMD_OK) fprintf(stderr, "bench: spmd_run: %s\n", spmd_status_string(s));
     spmd_mesh_destroy(m);
     free(sh.expect);

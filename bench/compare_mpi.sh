@@ -1,26 +1,46 @@
 #!/usr/bin/env bash
 # compare_mpi.sh - spmdcoll's collectives against Open MPI's, side by side.
 #
-# Runs build/bench (spmdcoll, N device threads) and, when mpicc and mpirun are
-# installed, build/mpi_bench with N ranks over shared memory (ob1 + vader,
-# oversubscribed when N exceeds the CPUs), both measuring the same collective
-# (-c, default psum; -c all: each in turn) in f32 with the same sizes, size
+# Runs spmdcoll's bench and, when mpicc and mpirun are installed,
+# build/mpi_bench with N ranks, both measuring the same collective (-c,
+# default psum; -c all: each in turn) in f32 with the same sizes, size
 # column, warm-up, iteration rule and median over repetitions
-# (bench/bench_common.h). Prints one table per collective: per size, ours
-# time, Open MPI time, ours/OMPI, the memcpy floor measured by bench in the
-# same run, ours/floor and OMPI/floor (Open MPI's own floor run, same bytes),
-# and busbw of both. Without Open MPI it says so, prints ours alone and
-# exits 0. Binaries are rebuilt when older than their sources.
+# (bench/bench_common.h), one after the other. -t picks how:
 #
-# usage: bench/compare_mpi.sh [-c COLL|all] [-d N] [-b SIZE] [-e SIZE] [-r REPS]
+#   -t threads     (default) build/bench, N device threads in one process;
+#                  Open MPI over shared memory (ob1 + vader)
+#   -t fabric-tcp  build/bench-fabric under tools/spmdrun, P processes
+#                  (default N: one device each) over libfabric's tcp
+#                  provider; Open MPI over its tcp BTL on the loopback
+#                  (ob1, btl tcp,self, btl_tcp_if_include lo)
+#   -t fabric-shm  the same over libfabric's shm provider; Open MPI over
+#                  vader (ob1, btl vader,self)
+#
+# Open MPI always runs N ranks (oversubscribed when N exceeds the CPUs);
+# with -p P < N our P processes host N/P devices each and Open MPI's N
+# ranks all talk over the transport. Prints one table per collective: per
+# size, ours time, Open MPI time, ours/OMPI, the memcpy floor measured by
+# bench in the same run, ours/floor and OMPI/floor (Open MPI's own floor
+# run, same bytes), and busbw of both. Without Open MPI it says so, prints
+# ours alone and exits 0. Binaries are rebuilt when older than their
+# sources. If either side fails, its command and output are shown and the
+# script exits non-zero.
+#
+# usage: bench/compare_mpi.sh [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P]
+#                             [-b SIZE] [-e SIZE] [-r REPS]
 set -euo pipefail
 
-coll=psum devices=2 min=8 max=256M reps=5
-usage() { echo "usage: $0 [-c COLL|all] [-d N] [-b SIZE] [-e SIZE] [-r REPS]" >&2; exit 2; }
-while getopts "c:d:b:e:r:h" opt; do
+coll=psum devices=2 procs="" min=8 max=256M reps=5 mode=threads
+usage() {
+    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-r REPS]" >&2
+    exit 2
+}
+while getopts "t:c:d:p:b:e:r:h" opt; do
     case $opt in
+        t) mode=$OPTARG ;;
         c) coll=$OPTARG ;;
         d) devices=$OPTARG ;;
+        p) procs=$OPTARG ;;
         b) min=$OPTARG ;;
         e) max=$OPTARG ;;
         r) reps=$OPTARG ;;
@@ -29,6 +49,11 @@ while getopts "c:d:b:e:r:h" opt; do
 done
 shift $((OPTIND - 1))
 [ $# -eq 0 ] || usage
+case $mode in
+    threads) [ -z "$procs" ] || { echo "$0: -p is for the fabric modes" >&2; exit 2; } ;;
+    fabric-tcp|fabric-shm) procs=${procs:-$devices} ;;
+    *) echo "$0: unknown -t $mode (threads, fabric-tcp, fabric-shm)" >&2; exit 2 ;;
+esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -40,13 +65,50 @@ trap 'rm -rf "$tmp"' EXIT
 # A binary is stale when missing or older than its source, bench_common.h or the header.
 stale() { [ ! -x "$1" ] || [ "$2" -nt "$1" ] || [ "$here/bench_common.h" -nt "$1" ] || [ "$root/spmdcoll.h" -nt "$1" ]; }
 
-if stale "$build/bench" "$here/bench.c"; then
-    rm -f "$build/bench"
-    make -s -C "$root" build/bench
-fi
+# One side's run: the command after the label, stdout to $tmp/LABEL.csv,
+# stderr to $tmp/LABEL.err (shown afterwards); on failure shows the command
+# and both outputs and exits with its status.
+run_side() { # $1 = label (ours, mpi), then the command
+    local label=$1 rc=0
+    shift
+    "$@" > "$tmp/$label.csv" 2> "$tmp/$label.err" || rc=$?
+    if [ $rc != 0 ]; then
+        echo "# FAILED ($label, exit $rc): $*" >&2
+        cat "$tmp/$label.csv" "$tmp/$label.err" >&2
+        exit $rc
+    fi
+    cat "$tmp/$label.err" >&2
+}
 
 args=(-c "$coll" -b "$min" -e "$max" -r "$reps")
-"$build/bench" -d "$devices" "${args[@]}" --csv > "$tmp/ours.csv"
+if [ $mode = threads ]; then
+    bench=$build/bench
+    if stale "$bench" "$here/bench.c"; then
+        rm -f "$bench"
+        make -s -C "$root" build/bench
+    fi
+    ours=("$bench" -d "$devices" "${args[@]}" --csv)
+    btl=(--mca btl self,vader)
+else
+    provider=${mode#fabric-}
+    bench=$build/bench-fabric
+    if ! printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - > /dev/null 2>&1; then
+        echo "$0: -t $mode needs libfabric (make deps, or apt-get install libfabric-dev libfabric-bin)" >&2
+        exit 2
+    fi
+    if stale "$bench" "$here/bench.c"; then
+        rm -f "$bench"
+        make -s -C "$root" build/bench-fabric
+    fi
+    ours=("$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
+          "$bench" -d "$devices" "${args[@]}" --csv)
+    if [ "$provider" = tcp ]; then
+        btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+    else
+        btl=(--mca pml ob1 --mca btl vader,self)
+    fi
+fi
+run_side ours "${ours[@]}"
 
 have_mpi=1
 command -v mpicc > /dev/null 2>&1 || have_mpi=0
@@ -56,15 +118,15 @@ if [ $have_mpi = 1 ]; then
     if stale "$build/mpi_bench" "$here/mpi_bench.c"; then
         mpicc -O3 -std=c11 "$here/mpi_bench.c" -o "$build/mpi_bench" -lm
     fi
-    mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" --mca btl self,vader)
-    "${mpirun[@]}" "$build/mpi_bench" "${args[@]}" --csv > "$tmp/mpi.csv"
+    mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" "${btl[@]}")
+    run_side mpi "${mpirun[@]}" "$build/mpi_bench" "${args[@]}" --csv
     echo "# Open MPI: ${mpirun[*]} $build/mpi_bench ${args[*]}"
     grep '^# ranks\|^# Open MPI\|^# load\|^# during' "$tmp/mpi.csv"
 else
     echo "# Open MPI not found (no mpicc/mpirun): showing spmdcoll alone"
     : > "$tmp/mpi.csv"
 fi
-echo "# ours: $build/bench -d $devices ${args[*]}"
+echo "# ours ($mode): ${ours[*]}"
 grep '^# spmdcoll\|^# devices\|^# load\|^# env\|^# during' "$tmp/ours.csv"
 
 # CSV columns of both: coll,size,count,dtype,op,iters,time_us,algbw,busbw,floor_bytes,memcpy_us,ratio,check
