@@ -2329,7 +2329,9 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
             size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
             const unsigned char *src = (const unsigned char *)ins[u] + e * es;
             size_t at = ((o * (size_t)G + u) * r->inner + c) * es;
-            if (only >= 0) memcpy((unsigned char *)outs[only] + at, src, n * es);
+            if (only >= 0) {
+                if ((unsigned char *)outs[only] + at != src) memcpy((unsigned char *)outs[only] + at, src, n * es);
+            }
             else if (r->sig.kind == SPMD__KIND_GATHER) memcpy((unsigned char *)outs[r->root] + at, src, n * es);
             else for (k = 0; k < G; k++) memcpy((unsigned char *)outs[k] + at, src, n * es);
             e += n;
@@ -4636,6 +4638,7 @@ typedef struct spmd__xrec {
     uint8_t *cst;             /* G: SPMD__XC_* of local members */
     uint8_t *copied;          /* G: a local member's input was copied into hbuf */
     size_t *pre;              /* G: bytes of a data receive posted before the header came (0: none) */
+    unsigned char **pdst;     /* G: where that receive writes: the stage, or a local member's output */
 } spmd__xrec;
 
 /* The name of r's collective in messages: "psum", "all_gather". */
@@ -4665,6 +4668,7 @@ static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     spmd__free(&m->alloc, x->cst);
     spmd__free(&m->alloc, x->copied);
     spmd__free(&m->alloc, x->pre);
+    spmd__free(&m->alloc, x->pdst);
     spmd__free(&m->alloc, x->dsent);
     spmd__free(&m->alloc, x);
 }
@@ -4767,8 +4771,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->cst = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
         x->copied = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
         x->pre = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pre);
+        x->pdst = (unsigned char **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pdst);
         if (!x->rop || !x->sop || !x->hbuf || !x->stage || !x->stage_cap || !x->in || !x->meta || !x->out ||
-            !x->have || !x->cst || !x->copied || !x->pre || !x->dsent) {
+            !x->have || !x->cst || !x->copied || !x->pre || !x->dsent || !x->pdst) {
             spmd__x_free(m, g, x);
             return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         }
@@ -4784,6 +4789,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->meta[k] = NULL;
         x->out[k] = NULL;
         x->pre[k] = 0;
+        x->pdst[k] = NULL;
     }
     x->next = g->xlive;
     g->xlive = x;
@@ -4801,10 +4807,19 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (k = 0; k < G; k++) {
         int64_t e = g->lidx[k] < 0 && spmd__x_wants(r, k, m->proc) ? spmd__x_expect(r, k) : -1;
         spmd_status st;
+        unsigned char *dst;
         if (e <= (int64_t)x->inl) continue;
-        if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
+        if (r->sig.kind == SPMD__KIND_ALLGATHER && r->outer == 1 && r->recv && (size_t)e == r->in_bytes) {
+            /* straight into this member's output, where k's block goes (the
+               others copy it from there; this member then waits for them) */
+            dst = (unsigned char *)r->recv + (size_t)k * r->in_bytes;
+        } else {
+            if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
+            dst = x->stage[k];
+        }
         st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
-                                 SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)e, UINT64_MAX);
+                                 SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, (size_t)e, UINT64_MAX);
+        x->pdst[k] = dst;
         if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's input: %s", g->members[k], f->err);
         x->pre[k] = (size_t)e;
@@ -5004,8 +5019,11 @@ static spmd_status spmd__x_scan(spmd_req *r) {
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
                                   r->gr->text, WHO, f->err);
         }
-        x->meta[k] = ragged ? (const int64_t *)(const void *)x->stage[k] : NULL;
-        x->in[k] = ragged ? x->stage[k] + r->meta_bytes : x->stage[k];
+        {
+            unsigned char *buf = x->pre[k] ? x->pdst[k] : x->stage[k];
+            x->meta[k] = ragged ? (const int64_t *)(const void *)buf : NULL;
+            x->in[k] = ragged ? buf + r->meta_bytes : buf;
+        }
         x->have[k] = 1;
         ready = 0;
     }
@@ -5042,6 +5060,13 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
             spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
             if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
         }
+        if (r->recv) /* receives landing in its output (all_gather) are called off */
+            for (i = 0; i < g->G; i++) {
+                spmd__fab_op *op = &x->rop[3 * (size_t)i + 1];
+                if (x->pre[i] && x->pdst[i] >= (unsigned char *)r->recv &&
+                    x->pdst[i] < (unsigned char *)r->recv + (size_t)g->G * r->in_bytes && op->state == SPMD__FOP_ACTIVE)
+                    spmd__fab_cancel(m->fab, op, s, "the operation failed");
+            }
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
         spmd__x_quiesce(m, x, g->G); /* nor reads its input */
