@@ -4684,6 +4684,29 @@ static int64_t spmd__x_expect(const spmd_req *r, int k) {
     }
 }
 
+/* The bytes of member k's input of `full` bytes that process p reads:
+   [*off, *off + *len). An all_to_all whose chunks are contiguous sends p
+   only the chunks of p's members; everything else sends all of it. */
+static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, size_t *len) {
+    const spmd__group *g = r->gr->g;
+    const int *po = r->dev->mesh->proc_of;
+    size_t lo = SIZE_MAX, hi = 0;
+    int j;
+    *off = 0;
+    *len = full;
+    if (r->sig.kind != SPMD__KIND_ALLTOALL || r->blk.n != 0 || full != r->in_bytes) return;
+    for (j = 0; j < g->G; j++) {
+        size_t a = (size_t)j * (size_t)r->src_step;
+        if (po[g->members[j]] != p) continue;
+        if (a < lo) lo = a;
+        if (a + r->blk.run > hi) hi = a + r->blk.run;
+    }
+    if (lo < hi && hi <= full) {
+        *off = lo;
+        *len = hi - lo;
+    }
+}
+
 /* Stage for member k's data, at least len bytes. */
 static spmd_status spmd__x_stage(spmd_req *r, spmd__xrec *x, int k, size_t len) {
     spmd_mesh *m = r->dev->mesh;
@@ -4813,12 +4836,16 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
             /* straight into this member's output, where k's block goes (the
                others copy it from there; this member then waits for them) */
             dst = (unsigned char *)r->recv + (size_t)k * r->in_bytes;
+            st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, (size_t)e, UINT64_MAX);
         } else {
+            size_t off, len;
             if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
             dst = x->stage[k];
+            spmd__x_range(r, m->proc, (size_t)e, &off, &len);
+            st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst + off, len, UINT64_MAX);
         }
-        st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
-                                 SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, (size_t)e, UINT64_MAX);
         x->pdst[k] = dst;
         if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's input: %s", g->members[k], f->err);
@@ -4907,7 +4934,9 @@ static spmd_status spmd__x_post(spmd_req *r) {
         } else if (st == SPMD_OK && f->cts) {
             st = spmd__fab_post_recv(f, op + 2, p, dtag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
         } else if (st == SPMD_OK) {
-            st = spmd__fab_post_send(f, op + 1, p, dtag, data, len, UINT64_MAX);
+            size_t off, n;
+            spmd__x_range(r, p, len, &off, &n);
+            st = spmd__fab_post_send(f, op + 1, p, dtag, data + off, n, UINT64_MAX);
             x->dsent[at] = 1;
         }
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
@@ -4930,9 +4959,12 @@ static spmd_status spmd__x_sends(spmd_req *r) {
         if (x->dsent[at]) continue;
         st = spmd__fab_peek(f, op + 2);
         if (st == SPMD_ERR_BUSY) continue;
-        if (st == SPMD_OK)
-            st = spmd__fab_post_send(f, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1), r->xdata,
-                                     r->in_bytes, UINT64_MAX);
+        if (st == SPMD_OK) {
+            size_t off, n;
+            spmd__x_range(r, g->rprocs[i], r->in_bytes, &off, &n);
+            st = spmd__fab_post_send(f, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
+                                     (const unsigned char *)r->xdata + off, n, UINT64_MAX);
+        }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                               g->rprocs[i], st == SPMD_ERR_BUSY ? "" : (op + 2)->status ? (op + 2)->err : f->err);
@@ -5010,10 +5042,11 @@ static spmd_status spmd__x_scan(spmd_req *r) {
                                   "expects %zu", spmd__x_what(r), r->gr->text, WHO,
                                   (unsigned long long)h->data_len, x->pre[k]);
         } else {
+            size_t off, len;
             if ((st = spmd__x_stage(r, x, k, (size_t)h->data_len)) != SPMD_OK) return st;
+            spmd__x_range(r, m->proc, (size_t)h->data_len, &off, &len);
             st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]],
-                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k], (size_t)h->data_len,
-                                     UINT64_MAX);
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k] + off, len, UINT64_MAX);
             if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
