@@ -5281,7 +5281,7 @@ typedef struct spmd__phdr {
 typedef struct spmd__xmsg {
     struct spmd__xmsg *next;
     spmd__phdr h;
-    unsigned char data[]; /* inline data */
+    unsigned char *data;      /* its inline data, allocated right after it */
 } spmd__xmsg;
 
 typedef struct spmd__xchan {
@@ -5355,6 +5355,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
         if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
         x->h = *h;
+        x->data = (unsigned char *)(x + 1);
         if (h->has_inline) memcpy(x->data, (unsigned char *)h + SPMD__P_HDR, n - SPMD__P_HDR);
         if (c->tail) c->tail->next = x; else c->head = x;
         c->tail = x;
