@@ -82,14 +82,14 @@ run_side() { # $1 = label (ours, mpi), then the command
 }
 
 args=(-c "$coll" -b "$min" -e "$max" -f "$factor" -r "$reps")
-if [ $mode = threads ]; then
+if [ "$mode" = threads ]; then
     bench=$build/bench
     if stale "$bench" "$here/bench.c"; then
         rm -f "$bench"
         make -s -C "$root" build/bench
     fi
     ours=("$bench" -d "$devices" "${args[@]}" --csv)
-    btl=(--mca btl self,vader)
+    btl=(--mca btl "self,vader")
 else
     provider=${mode#fabric-}
     bench=$build/bench-fabric
@@ -104,9 +104,9 @@ else
     ours=("$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
     if [ "$provider" = tcp ]; then
-        btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+        btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
     else
-        btl=(--mca pml ob1 --mca btl vader,self)
+        btl=(--mca pml ob1 --mca btl "vader,self")
     fi
 fi
 run_side ours "${ours[@]}"
