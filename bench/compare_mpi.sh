@@ -27,15 +27,15 @@
 # script exits non-zero.
 #
 # usage: bench/compare_mpi.sh [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P]
-#                             [-b SIZE] [-e SIZE] [-r REPS]
+#                             [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS]
 set -euo pipefail
 
-coll=psum devices=2 procs="" min=8 max=256M reps=5 mode=threads
+coll=psum devices=2 procs="" min=8 max=256M factor=2 reps=5 mode=threads
 usage() {
-    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-r REPS]" >&2
+    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS]" >&2
     exit 2
 }
-while getopts "t:c:d:p:b:e:r:h" opt; do
+while getopts "t:c:d:p:b:e:f:r:h" opt; do
     case $opt in
         t) mode=$OPTARG ;;
         c) coll=$OPTARG ;;
@@ -43,6 +43,7 @@ while getopts "t:c:d:p:b:e:r:h" opt; do
         p) procs=$OPTARG ;;
         b) min=$OPTARG ;;
         e) max=$OPTARG ;;
+        f) factor=$OPTARG ;;
         r) reps=$OPTARG ;;
         *) usage ;;
     esac
@@ -80,15 +81,15 @@ run_side() { # $1 = label (ours, mpi), then the command
     cat "$tmp/$label.err" >&2
 }
 
-args=(-c "$coll" -b "$min" -e "$max" -r "$reps")
-if [ $mode = threads ]; then
+args=(-c "$coll" -b "$min" -e "$max" -f "$factor" -r "$reps")
+if [ "$mode" = threads ]; then
     bench=$build/bench
     if stale "$bench" "$here/bench.c"; then
         rm -f "$bench"
         make -s -C "$root" build/bench
     fi
     ours=("$bench" -d "$devices" "${args[@]}" --csv)
-    btl=(--mca btl self,vader)
+    btl=(--mca btl "self,vader")
 else
     provider=${mode#fabric-}
     bench=$build/bench-fabric
@@ -103,9 +104,9 @@ else
     ours=("$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
     if [ "$provider" = tcp ]; then
-        btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+        btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
     else
-        btl=(--mca pml ob1 --mca btl vader,self)
+        btl=(--mca pml ob1 --mca btl "vader,self")
     fi
 fi
 run_side ours "${ours[@]}"
