@@ -4619,8 +4619,12 @@ typedef struct spmd__xhdr {
    come without its output buffer (psend before its precv) */
 enum { SPMD__XC_ABSENT = 0, SPMD__XC_JOINED, SPMD__XC_COMPUTING, SPMD__XC_DONE, SPMD__XC_NORECV };
 
+/* One allocation: this header, then its arrays (see spmd__x_get); the
+   arrays from `in` to `dsent` are cleared for every operation, the stage
+   buffers are kept. */
 typedef struct spmd__xrec {
     struct spmd__xrec *next;
+    size_t reset;             /* bytes from `in` on that a new operation clears */
     uint64_t gseq;
     int left;                 /* local members finished with it */
     size_t hb, inl;           /* bytes per header buffer, and of inline data */
@@ -4649,28 +4653,13 @@ static const char *spmd__x_what(const spmd_req *r) {
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     int k;
-    spmd__free(&m->alloc, x->rop);
-    spmd__free(&m->alloc, x->sop);
-    if (x->hbuf) spmd__fab_mr_forget(m->fab, x->hbuf, (size_t)g->G * x->hb);
-    spmd__free(&m->alloc, x->hbuf);
-    if (x->stage)
-        for (k = 0; k < g->G; k++)
-            if (x->stage[k]) {
-                spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
-                spmd__free(&m->alloc, x->stage[k]);
-            }
-    spmd__free(&m->alloc, x->stage);
-    spmd__free(&m->alloc, x->stage_cap);
-    spmd__free(&m->alloc, (void *)x->in);
-    spmd__free(&m->alloc, (void *)x->meta);
-    spmd__free(&m->alloc, x->out);
-    spmd__free(&m->alloc, x->have);
-    spmd__free(&m->alloc, x->cst);
-    spmd__free(&m->alloc, x->copied);
-    spmd__free(&m->alloc, x->pre);
-    spmd__free(&m->alloc, x->pdst);
-    spmd__free(&m->alloc, x->dsent);
-    spmd__free(&m->alloc, x);
+    spmd__fab_mr_forget(m->fab, x->hbuf, (size_t)g->G * x->hb);
+    for (k = 0; k < g->G; k++)
+        if (x->stage[k]) {
+            spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
+            spmd__free(&m->alloc, x->stage[k]);
+        }
+    spmd__free(&m->alloc, x); /* its arrays live in the same block */
 }
 
 /* The bytes member k sends when it agrees with r (-1: only its header
@@ -4777,43 +4766,38 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
            one would stall later sends, see SPMD__X_CTS) */
         size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
         size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
-        x = (spmd__xrec *)spmd__alloc(&m->alloc, sizeof *x);
-        if (!x) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
-        x->inl = inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE;
-        x->hb = SPMD__X_HDR + x->inl;
-        x->rop = (spmd__fab_op *)spmd__alloc(&m->alloc, 3 * (size_t)G * sizeof *x->rop);
-        x->sop = (spmd__fab_op *)spmd__alloc(&m->alloc, 3 * (size_t)(g->nloc * g->nrp) * sizeof *x->sop);
-        x->dsent = (uint8_t *)spmd__alloc(&m->alloc, (size_t)(g->nloc * g->nrp) + 1);
-        x->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * x->hb);
-        x->stage = (unsigned char **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage);
-        x->stage_cap = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->stage_cap);
-        x->in = (const void **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->in);
-        x->meta = (const int64_t **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->meta);
-        x->out = (void **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->out);
-        x->have = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
-        x->cst = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
-        x->copied = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G);
-        x->pre = (size_t *)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pre);
-        x->pdst = (unsigned char **)spmd__alloc(&m->alloc, (size_t)G * sizeof *x->pdst);
-        if (!x->rop || !x->sop || !x->hbuf || !x->stage || !x->stage_cap || !x->in || !x->meta || !x->out ||
-            !x->have || !x->cst || !x->copied || !x->pre || !x->dsent || !x->pdst) {
-            spmd__x_free(m, g, x);
-            return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
-        }
+        size_t nops = 3 * (size_t)G + 3 * (size_t)(g->nloc * g->nrp), hb, at;
+        unsigned char *blk;
+        inl = (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
+        hb = SPMD__X_HDR + inl;
+        /* header, ops, hbuf (line-aligned sizes), pointers, sizes, flags */
+        at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+        blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb +
+                                                          7 * (size_t)G * sizeof(void *) + 3 * (size_t)G +
+                                                          (size_t)(g->nloc * g->nrp) + 1);
+        if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
+        x = (spmd__xrec *)(void *)blk;
+        x->inl = inl;
+        x->hb = hb;
+        x->rop = (spmd__fab_op *)(void *)(blk + at);
+        x->sop = x->rop + 3 * (size_t)G;
+        x->hbuf = (unsigned char *)(x->sop + 3 * (size_t)(g->nloc * g->nrp));
+        x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
+        x->stage_cap = (size_t *)(void *)(x->stage + G);
+        x->in = (const void **)(void *)(x->stage_cap + G); /* from here on: cleared per operation */
+        x->meta = (const int64_t **)(void *)(x->in + G);
+        x->out = (void **)(x->meta + G);
+        x->pdst = (unsigned char **)(void *)(x->out + G);
+        x->pre = (size_t *)(void *)(x->pdst + G);
+        x->have = (uint8_t *)(void *)(x->pre + G);
+        x->cst = x->have + G;
+        x->copied = x->cst + G;
+        x->dsent = x->copied + G;
+        x->reset = (size_t)(x->dsent + g->nloc * g->nrp - (uint8_t *)(void *)x->in);
     }
     x->gseq = r->gseq;
     x->left = 0;
-    memset(x->have, 0, (size_t)G);
-    memset(x->cst, 0, (size_t)G);
-    memset(x->copied, 0, (size_t)G);
-    memset(x->dsent, 0, (size_t)(g->nloc * g->nrp));
-    for (k = 0; k < G; k++) {
-        x->in[k] = NULL;
-        x->meta[k] = NULL;
-        x->out[k] = NULL;
-        x->pre[k] = 0;
-        x->pdst[k] = NULL;
-    }
+    memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
     g->xlive = x;
     for (k = 0; k < G; k++) {
@@ -5220,7 +5204,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     int k, shown = 0, missing = 0;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE) {
+    if (x && r->state == SPMD__R_ARRIVE && s == SPMD_ERR_TIMEOUT) { /* a broken mesh's message names them */
         pthread_mutex_lock(&m->xlock);
         for (k = 0; k < g->G; k++) {
             if (x->have[k] == 2) continue;
