@@ -742,19 +742,10 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
 }
 
 /* ---- building cases ------------------------------------------------------------------- */
-/* Keeps one case (an async cluster counts as one) in `every`, in order
-   (SPMD_TEST_QUICK=N, env_thin). */
-static void thin_cases(mcase *a, int *n, int every) {
-    int w = 0, unit = 0;
-    for (int k = 0; k < *n; unit++) {
-        int len = a[k].async && a[k].cluster > 0 ? a[k].cluster : 1;
-        if (unit % every == 0) {
-            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
-            w += len;
-        }
-        k += len;
-    }
-    *n = w;
+/* A case's unit for tl_thin: an async cluster counts as one. */
+static int case_unit(const void *p) {
+    const mcase *c = (const mcase *)p;
+    return c->async && c->cluster > 0 ? c->cluster : 1;
 }
 
 typedef struct {
@@ -1635,7 +1626,7 @@ int main(void) {
         caselist L = {0, 0, 0};
         build_sweep(&L, &mc, &r);
         build_async(&L, &mc, &r, 12);
-        thin_cases(L.a, &L.n, env_thin());
+        L.n = tl_thin(L.a, sizeof *L.a, L.n, env_thin(), case_unit);
         int nsweep = L.n;
         run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();

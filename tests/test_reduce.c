@@ -817,19 +817,10 @@ static void run_cases(meshctx *mc, tcase *cases, int ncases, rng_t *r, size_t me
 /* ---- building the sweep ------------------------------------------------------------- */
 static int g_quick;
 
-/* Keeps one case (an async cluster counts as one) in `every`, in order;
-   returns the new count (SPMD_TEST_QUICK=N, env_thin). */
-static int thin_cases(tcase *a, int n, int every) {
-    int w = 0, unit = 0;
-    for (int k = 0; k < n; unit++) {
-        int len = a[k].api == API_ASYNC && a[k].cluster > 0 ? a[k].cluster : 1;
-        if (unit % every == 0) {
-            memmove(&a[w], &a[k], (size_t)len * sizeof *a);
-            w += len;
-        }
-        k += len;
-    }
-    return w;
+/* A case's unit for tl_thin: an async cluster counts as one. */
+static int case_unit(const void *p) {
+    const tcase *c = (const tcase *)p;
+    return c->api == API_ASYNC && c->cluster > 0 ? c->cluster : 1;
 }
 static size_t g_long_n;
 
@@ -1111,7 +1102,7 @@ int main(void) {
            rotating subset elsewhere */
         int full = !g_quick || (mi % 3 == 0);
         build_sweep(&mc, &r, &cases, &n, &cap, full);
-        n = thin_cases(cases, n, env_thin());
+        n = tl_thin(cases, sizeof *cases, n, env_thin(), case_unit);
         run_cases(&mc, cases, n, &r, budget, 600);
         int nsweep = n;
         n = 0;

@@ -57,6 +57,23 @@ static inline int env_thin(void) {
     return n >= 2 ? n : 1;
 }
 
+/* Keeps one unit in `every` of the n cases of `elem` bytes at a, in order,
+   where a unit is the case and the unit_len(case) - 1 cases after it (an
+   async cluster counts as one); returns the new count (env_thin). */
+static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len)(const void *c)) {
+    unsigned char *b = (unsigned char *)a;
+    int w = 0, unit = 0;
+    for (int k = 0; k < n; unit++) {
+        int len = unit_len(b + (size_t)k * elem);
+        if (unit % every == 0) {
+            memmove(b + (size_t)w * elem, b + (size_t)k * elem, (size_t)len * elem);
+            w += len;
+        }
+        k += len;
+    }
+    return w;
+}
+
 /* malloc that never returns NULL (n == 0 allowed); out of memory ends the test. */
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
