@@ -50,7 +50,8 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
-     SPMD_ALGO         eager or split: force a reduction algorithm (bench)
+     SPMD_ALGO         eager or split: force a reduction algorithm (bench); across
+                       processes eager = direct exchange, split = reduce-scatter + all-gather
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -4592,10 +4593,24 @@ fail:
    thread engine's arithmetic, so the results are bit-identical -- by
    whichever local member gets there first.
 
+   A psum of at least SPMD__X_SPLIT_MIN bytes is split instead (reduce-
+   scatter, then all-gather): each process of the group owns one slice of
+   the elements, every member sends each process only that process's
+   slice, the process reduces its slice once (not once per local member),
+   in group order as above, into one local member's output (the leader's),
+   and sends the result to every other process, whose slices land in the
+   leader's output; the other local members copy it. Each process sends
+   and receives 2 (P - 1) / P of the data instead of (P - 1) times it, and
+   the arithmetic is the same, element by element. A ring would send as
+   much, in P - 1 steps, but in an order that changes a float sum's
+   rounding; the direct exchange keeps results bit-identical to threads.
+   SPMD_ALGO / spmd_opts.algo: eager forces the direct exchange, split the
+   split one (any psum larger than the inline size).
+
    Tags: group = 16 bits of the group's hash (every header repeats the whole
    hash, so a collision is reported, never mixed), sequence = the
    operation's number on the group, step = 2k for member k's header and
-   2k + 1 for its data. */
+   2k + 1 for its data, 2G for a process's slice of a split psum. */
 #define SPMD__X_MAGIC 0x58444d53u
 /* Clear-to-send: with the shm provider of libfabric 1.17 a large message
    that arrives before its receive is posted holds the sender's response
@@ -4605,6 +4620,7 @@ fail:
    kind 2 (3 for send/recv) with the data's tag. */
 #define SPMD__X_CTS (2ull << 62)
 #define SPMD__X_INLINE 4096u
+#define SPMD__X_SPLIT_MIN 65536u
 
 typedef struct spmd__xhdr {
     uint32_t magic, member;
@@ -4631,7 +4647,13 @@ typedef struct spmd__xrec {
     spmd__fab_op *rop;        /* 3G: per remote member its header and data receives, our clear-to-send */
     spmd__fab_op *sop;        /* 3 nloc nrp: per local member and remote process the header and data
                                  sends and the receive of the clear-to-send */
+    spmd__fab_op *aop;        /* 4 nrp, split psum: per remote process the receive of its slice of
+                                 the sum, our clear-to-send for it, the send of ours, its clear-to-send */
+    int lead;                 /* split psum: the local member whose output gathers the slices */
+    int red;                  /* split psum: this process's slice 0 not reduced, 1 being reduced, 2 done */
+    spmd_status gone;         /* a local member failed: the others stop using the exchange */
     uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
+    uint8_t *asent;           /* nrp: split psum: our slice's send to that process is posted */
     unsigned char *hbuf;      /* G * hb: headers in (remote members) and out (local ones) */
     unsigned char **stage;    /* G: remote inputs too large to come inline */
     size_t *stage_cap;
@@ -4644,6 +4666,11 @@ typedef struct spmd__xrec {
     size_t *pre;              /* G: bytes of a data receive posted before the header came (0: none) */
     unsigned char **pdst;     /* G: where that receive writes: the stage, or a local member's output */
 } spmd__xrec;
+
+/* Transport ops of an exchange record: rop, sop and aop above. */
+static size_t spmd__x_nops(const spmd__group *g) {
+    return 3 * (size_t)g->G + 3 * (size_t)g->nloc * (size_t)g->nrp + 4 * (size_t)g->nrp;
+}
 
 /* The name of r's collective in messages: "psum", "all_gather". */
 static const char *spmd__x_what(const spmd_req *r) {
@@ -4673,9 +4700,21 @@ static int64_t spmd__x_expect(const spmd_req *r, int k) {
     }
 }
 
+/* Split psum: the elements [*lo, *hi) that process p of the group
+   reduces. The group's processes, in process order, take equal slices. */
+static void spmd__x_slice(const spmd_req *r, int p, size_t *lo, size_t *hi) {
+    const spmd__group *g = r->gr->g;
+    size_t P = (size_t)g->nrp + 1, at = r->dev->mesh->proc < p;
+    int i;
+    for (i = 0; i < g->nrp; i++) at += g->rprocs[i] < p;
+    *lo = r->count / P * at + (at < r->count % P ? at : r->count % P);
+    *hi = *lo + r->count / P + (at < r->count % P);
+}
+
 /* The bytes of member k's input of `full` bytes that process p reads:
-   [*off, *off + *len). An all_to_all whose chunks are contiguous sends p
-   only the chunks of p's members; everything else sends all of it. */
+   [*off, *off + *len). A split psum sends p its slice, an all_to_all
+   whose chunks are contiguous only the chunks of p's members; everything
+   else sends all of it. */
 static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, size_t *len) {
     const spmd__group *g = r->gr->g;
     const int *po = r->dev->mesh->proc_of;
@@ -4683,6 +4722,12 @@ static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, si
     int j;
     *off = 0;
     *len = full;
+    if (r->sig.algo == SPMD__ALG_SPLIT) {
+        spmd__x_slice(r, p, &lo, &hi);
+        *off = lo * r->in_size;
+        *len = (hi - lo) * r->in_size;
+        return;
+    }
     if (r->sig.kind != SPMD__KIND_ALLTOALL || r->blk.n != 0 || full != r->in_bytes) return;
     for (j = 0; j < g->G; j++) {
         size_t a = (size_t)j * (size_t)r->src_step;
@@ -4766,7 +4811,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
            one would stall later sends, see SPMD__X_CTS) */
         size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
         size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
-        size_t nops = 3 * (size_t)G + 3 * (size_t)(g->nloc * g->nrp), hb, at;
+        size_t nops = spmd__x_nops(g), hb, at;
         unsigned char *blk;
         inl = (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
         hb = SPMD__X_HDR + inl;
@@ -4774,14 +4819,15 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb +
                                                           7 * (size_t)G * sizeof(void *) + 3 * (size_t)G +
-                                                          (size_t)(g->nloc * g->nrp) + 1);
+                                                          (size_t)(g->nloc * g->nrp) + (size_t)g->nrp + 1);
         if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         x = (spmd__xrec *)(void *)blk;
         x->inl = inl;
         x->hb = hb;
         x->rop = (spmd__fab_op *)(void *)(blk + at);
         x->sop = x->rop + 3 * (size_t)G;
-        x->hbuf = (unsigned char *)(x->sop + 3 * (size_t)(g->nloc * g->nrp));
+        x->aop = x->sop + 3 * (size_t)(g->nloc * g->nrp);
+        x->hbuf = (unsigned char *)(x->aop + 4 * (size_t)g->nrp);
         x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
         x->stage_cap = (size_t *)(void *)(x->stage + G);
         x->in = (const void **)(void *)(x->stage_cap + G); /* from here on: cleared per operation */
@@ -4793,10 +4839,14 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->cst = x->have + G;
         x->copied = x->cst + G;
         x->dsent = x->copied + G;
-        x->reset = (size_t)(x->dsent + g->nloc * g->nrp - (uint8_t *)(void *)x->in);
+        x->asent = x->dsent + g->nloc * g->nrp;
+        x->reset = (size_t)(x->asent + g->nrp - (uint8_t *)(void *)x->in);
     }
     x->gseq = r->gseq;
     x->left = 0;
+    x->lead = r->gr->me;
+    x->red = 0;
+    x->gone = SPMD_OK;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
     g->xlive = x;
@@ -4816,7 +4866,14 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         spmd_status st;
         unsigned char *dst;
         if (e <= (int64_t)x->inl) continue;
-        if (r->sig.kind == SPMD__KIND_ALLGATHER && r->outer == 1 && r->recv && (size_t)e == r->in_bytes) {
+        if (r->sig.algo == SPMD__ALG_SPLIT) { /* only our slice, at the start of the stage */
+            size_t off, len;
+            spmd__x_range(r, m->proc, (size_t)e, &off, &len);
+            if ((st = spmd__x_stage(r, x, k, len)) != SPMD_OK) return st;
+            dst = x->stage[k];
+            st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, len, UINT64_MAX);
+        } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->outer == 1 && r->recv && (size_t)e == r->in_bytes) {
             /* straight into this member's output, where k's block goes (the
                others copy it from there; this member then waits for them) */
             dst = (unsigned char *)r->recv + (size_t)k * r->in_bytes;
@@ -4835,6 +4892,22 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's input: %s", g->members[k], f->err);
         x->pre[k] = (size_t)e;
     }
+    if (r->sig.algo == SPMD__ALG_SPLIT)
+        /* the other processes' slices of the sum land in the leader's
+           output; their clear-to-send go out, ours are awaited */
+        for (k = 0; k < g->nrp; k++) {
+            spmd__fab_op *op = &x->aop[4 * k];
+            int p = g->rprocs[k];
+            uint64_t tag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * G);
+            size_t lo, hi;
+            spmd_status st;
+            spmd__x_slice(r, p, &lo, &hi);
+            st = spmd__fab_post_recv(f, op, p, tag, (unsigned char *)r->recv + lo * r->out_size,
+                                     (hi - lo) * r->out_size, UINT64_MAX);
+            if (st == SPMD_OK && f->cts) st = spmd__fab_post_send(f, op + 1, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+            if (st == SPMD_OK && f->cts) st = spmd__fab_post_recv(f, op + 3, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+            if (st != SPMD_OK) return spmd__fail(d, st, "receiving process %d's part of the sum: %s", p, f->err);
+        }
     *out = x;
     return SPMD_OK;
 }
@@ -5044,6 +5117,9 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         x->have[k] = 1;
         ready = 0;
     }
+    if (ready && x->gone != SPMD_OK) /* a local member's input is the caller's again */
+        return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
+                          spmd__x_what(r), r->gr->text);
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
 }
 #undef WHO
@@ -5077,6 +5153,9 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
             spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
             if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
         }
+        if (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* the slices landing in its output, and ours */
+            for (i = 0; i < 4 * g->nrp; i++)
+                if (x->aop[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
         if (r->recv) /* receives landing in its output (all_gather) are called off */
             for (i = 0; i < g->G; i++) {
                 spmd__fab_op *op = &x->rop[3 * (size_t)i + 1];
@@ -5086,6 +5165,7 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
             }
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
+        if (x->gone == SPMD_OK) x->gone = s;
         spmd__x_quiesce(m, x, g->G); /* nor reads its input */
         x->left++;
         pthread_mutex_unlock(&m->xlock);
@@ -5093,6 +5173,78 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
     }
     spmd__break(m, s, d->id, d->err);
     spmd__finish(r, s);
+}
+
+/* Split psum, once the headers are read: when every input's slice for
+   this process is here, one local member reduces it into the leader's
+   output; the slice goes to every other process (after its clear-to-send,
+   where needed) while theirs land in that output; then every other local
+   member copies the whole output. SPMD_OK when this member's output is
+   complete, SPMD_ERR_BUSY before, else the failure (d->err says). */
+static spmd_status spmd__x_split(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int G = g->G, me = r->gr->me, i, k;
+    size_t lo, hi;
+    unsigned char *sum;
+    spmd_status st = SPMD_OK;
+    pthread_mutex_lock(&m->xlock);
+    if (x->red == 0 && (st = spmd__x_scan(r)) == SPMD_OK) {
+        const void **ins = d->ptrs, **cur = ins + 2 * G;
+        void **outs = (void **)(ins + G);
+        x->red = 1;
+        x->cst[me] = SPMD__XC_COMPUTING; /* a member that fails meanwhile waits for this */
+        pthread_mutex_unlock(&m->xlock);
+        spmd__x_slice(r, m->proc, &lo, &hi);
+        for (k = 0; k < G; k++) /* local inputs whole, remote ones only the slice */
+            ins[k] = (const unsigned char *)x->in[k] + (g->lidx[k] >= 0 ? lo * r->in_size : 0);
+        outs[x->lead] = (unsigned char *)x->out[x->lead] + lo * r->out_size;
+        spmd__work(r, G, 0, 0, hi - lo, ins, outs, x->lead, cur);
+        pthread_mutex_lock(&m->xlock);
+        x->cst[me] = SPMD__XC_JOINED;
+        x->red = 2;
+    }
+    if (st == SPMD_OK && x->red != 2) st = SPMD_ERR_BUSY; /* another member reduces */
+    sum = (unsigned char *)x->out[x->lead];
+    spmd__x_slice(r, m->proc, &lo, &hi);
+    for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
+        spmd__fab_op *op = &x->aop[4 * i];
+        if (x->asent[i]) continue;
+        if (f->cts && (st = spmd__fab_peek(f, op + 3)) != SPMD_OK) {
+            if (st == SPMD_ERR_BUSY) st = SPMD_OK;
+            else spmd__fail(d, st, "%s over '%s': process %d: %s", spmd__x_what(r), r->gr->text, g->rprocs[i],
+                            (op + 3)->err);
+            continue;
+        }
+        st = spmd__fab_post_send(f, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
+                                 sum + lo * r->out_size, (hi - lo) * r->out_size, UINT64_MAX);
+        if (st != SPMD_OK)
+            spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
+                       g->rprocs[i], f->err);
+        else
+            x->asent[i] = 1;
+    }
+    for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
+        st = x->asent[i] ? spmd__fab_peek(f, &x->aop[4 * i]) : SPMD_ERR_BUSY;
+        if (st != SPMD_OK && st != SPMD_ERR_BUSY)
+            spmd__fail(d, st, "%s over '%s': the sum from process %d: %s", spmd__x_what(r), r->gr->text,
+                       g->rprocs[i], x->aop[4 * i].err);
+    }
+    if (st == SPMD_OK && x->gone != SPMD_OK)
+        st = spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it", spmd__x_what(r),
+                        r->gr->text);
+    if (st == SPMD_OK && me != x->lead) {
+        x->cst[me] = SPMD__XC_COMPUTING;
+        pthread_mutex_unlock(&m->xlock);
+        memcpy(r->recv, sum, r->count * r->out_size);
+        pthread_mutex_lock(&m->xlock);
+    }
+    if (st == SPMD_OK) x->cst[me] = SPMD__XC_DONE;
+    pthread_mutex_unlock(&m->xlock);
+    return st;
 }
 
 static void spmd__x_progress(spmd_req *r) {
@@ -5113,6 +5265,12 @@ static void spmd__x_progress(spmd_req *r) {
     if (m->fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
         spmd__x_fail(r, st);
         return;
+    }
+    if (r->state == SPMD__R_ARRIVE && r->sig.algo == SPMD__ALG_SPLIT) {
+        st = spmd__x_split(r);
+        if (st == SPMD_ERR_BUSY) return;
+        if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
+        r->state = SPMD__R_DRAIN;
     }
     if (r->state == SPMD__R_ARRIVE) {
         const void **ins = d->ptrs, **cur = ins + 2 * G;
@@ -5167,9 +5325,23 @@ static void spmd__x_progress(spmd_req *r) {
             }
         }
         for (i = 0; i < g->nrp; i++) done &= x->dsent[li * (size_t)g->nrp + (size_t)i];
+        if (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our clear-to-send */
+            for (i = 0; i < 4 * g->nrp && done; i++) {
+                spmd__fab_op *op = &x->aop[i];
+                if (op->state == SPMD__FOP_IDLE) continue;
+                st = spmd__fab_test(m->fab, op);
+                if (st == SPMD_ERR_BUSY) { done = 0; continue; }
+                if (st != SPMD_OK) {
+                    spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
+                    spmd__x_fail(r, st);
+                    return;
+                }
+            }
         if (!done) return;
         pthread_mutex_lock(&m->xlock);
-        if (!x->copied[me]) /* the others read this member's own buffer: all of them must be done */
+        if (!x->copied[me] || (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead))
+            /* the others read this member's own buffer (split: the leader's
+               output too): all of them must be done */
             for (k = 0; k < G; k++)
                 if (g->lidx[k] >= 0 && x->cst[k] != SPMD__XC_DONE) {
                     pthread_mutex_unlock(&m->xlock);
@@ -5181,6 +5353,8 @@ static void spmd__x_progress(spmd_req *r) {
             *pp = x->next;
             for (i = 0; i < 3 * G; i++) /* every receive (and clear-to-send) has ended */
                 SPMD_ASSERT(spmd__fab_op_idle(&x->rop[i]));
+            for (i = 0; i < 4 * g->nrp; i++)
+                SPMD_ASSERT(spmd__fab_op_idle(&x->aop[i]));
             x->next = g->xfree;
             g->xfree = x;
         }
@@ -5711,15 +5885,11 @@ static void spmd__fabric_fini(spmd_mesh *m) {
             for (pass = 0; pass < 2; pass++) {
                 spmd__xrec *x = pass ? g->xfree : g->xlive, *nx;
                 for (; x; x = nx) {
-                    int i, held = 0;
+                    size_t i, held = 0;
                     nx = x->next;
-                    for (i = 0; i < 3 * g->G; i++)
+                    for (i = 0; i < spmd__x_nops(g); i++) /* rop, sop and aop are one array */
                         if (!spmd__fab_op_idle(&x->rop[i]) &&
                             spmd__fab_cancel(m->fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
-                            held = 1;
-                    for (i = 0; i < 3 * g->nloc * g->nrp; i++)
-                        if (!spmd__fab_op_idle(&x->sop[i]) &&
-                            spmd__fab_cancel(m->fab, &x->sop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                             held = 1;
                     if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                         "operation; they stay allocated");
@@ -5756,6 +5926,19 @@ static void spmd__fabric_fini(spmd_mesh *m) {
 
 static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
                                                  spmd__fabric_progress};
+
+/* The exchange path's algorithm for r: split for a psum of at least
+   SPMD__X_SPLIT_MIN bytes (or asked for, and larger than the inline
+   size), else direct. Every process decides alike; the signature carries
+   the choice, so processes forced differently report a mismatch. */
+static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
+    if (r->sig.kind != SPMD__KIND_ALLREDUCE || want == SPMD_ALGO_EAGER || r->in_bytes <= SPMD__X_INLINE ||
+        r->count < (size_t)r->gr->g->nrp + 1)
+        return SPMD__ALG_EAGER;
+    return want == SPMD_ALGO_SPLIT || r->in_bytes >= SPMD__X_SPLIT_MIN ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+}
+#else
+static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)want; return SPMD__ALG_EAGER; }
 #endif /* SPMD__HAS_LIBFABRIC */
 
 // >>waiting
@@ -6507,7 +6690,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     } else if (gr->g->span) {
         /* members in other processes: the exchange path (libfabric) */
         r->x = 1;
-        r->sig.algo = SPMD__ALG_EAGER;
+        r->sig.algo = spmd__x_algo(r, algo);
         r->gseq = gr->my->next++;
         r->global = d->global++;
         r->state = SPMD__R_POST;

@@ -4,7 +4,7 @@
    mesh "i" of 4 devices), started as copies of this program (--child MODE):
 
      kill       process 1 dies (SIGKILL) in the middle of a run of psums of
-                1 MiB: process 0's devices get SPMD_ERR_PEER_LOST naming
+                1 MiB (the split exchange): process 0's devices get SPMD_ERR_PEER_LOST naming
                 process 1 (or SPMD_ERR_BROKEN for a call started after the
                 mesh broke) within 10 s;
      mismatch   check mode; process 0's devices call psum, process 1's
