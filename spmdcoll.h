@@ -2351,7 +2351,8 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
         break;
     case SPMD__KIND_PPERMUTE:
         if (r->src_of[u] < 0) memset((unsigned char *)outs[u] + lo * es, 0, (hi - lo) * es);
-        else memcpy((unsigned char *)outs[u] + lo * es, (const unsigned char *)ins[r->src_of[u]] + lo * es, (hi - lo) * es);
+        else if ((unsigned char *)outs[u] + lo * es != (const unsigned char *)ins[r->src_of[u]] + lo * es)
+            memcpy((unsigned char *)outs[u] + lo * es, (const unsigned char *)ins[r->src_of[u]] + lo * es, (hi - lo) * es);
         break;
     case SPMD__KIND_RAGGED: {
         /* receiver u: slice t from each source s is rows io..io+size of s's
@@ -4651,6 +4652,7 @@ typedef struct spmd__xrec {
                                  the sum, our clear-to-send for it, the send of ours, its clear-to-send */
     int lead;                 /* split psum: the local member whose output gathers the slices */
     int red;                  /* split psum: this process's slice 0 not reduced, 1 being reduced, 2 done */
+    int hold;                 /* data lands in the leader's output: it leaves after the others */
     spmd_status gone;         /* a local member failed: the others stop using the exchange */
     uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
     uint8_t *asent;           /* nrp: split psum: our slice's send to that process is posted */
@@ -4738,6 +4740,26 @@ static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, si
     if (lo < hi && hi <= full) {
         *off = lo;
         *len = hi - lo;
+    }
+}
+
+/* Where member k's data (e bytes in all) may land straight in the output
+   of r's member, and its length there; NULL: through a stage. Its block of
+   an all_gather, its chunk of a flat all_to_all (the only local member),
+   the root's data of a bcast, the source's of a ppermute. */
+static unsigned char *spmd__x_land(const spmd_req *r, int k, size_t e, size_t *len) {
+    unsigned char *out = (unsigned char *)r->recv;
+    if (!out) return NULL;
+    *len = e;
+    switch (r->sig.kind) {
+    case SPMD__KIND_ALLGATHER: return r->outer == 1 && e == r->in_bytes ? out + (size_t)k * e : NULL;
+    case SPMD__KIND_ALLTOALL:
+        *len = r->blk.run;
+        return r->blk.n == 0 && r->gr->g->nloc == 1 && e == r->in_bytes ? out + (size_t)k * (size_t)r->dst_step
+                                                                           : NULL;
+    case SPMD__KIND_BCAST: return k == r->root ? out : NULL;
+    case SPMD__KIND_PPERMUTE: return r->src_of[r->gr->me] == k && e == r->in_bytes ? out : NULL;
+    default: return NULL;
     }
 }
 
@@ -4846,6 +4868,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->left = 0;
     x->lead = r->gr->me;
     x->red = 0;
+    x->hold = r->sig.algo == SPMD__ALG_SPLIT;
     x->gone = SPMD_OK;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
@@ -4865,20 +4888,21 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         int64_t e = g->lidx[k] < 0 && spmd__x_wants(r, k, m->proc) ? spmd__x_expect(r, k) : -1;
         spmd_status st;
         unsigned char *dst;
+        size_t len;
         if (e <= (int64_t)x->inl) continue;
         if (r->sig.algo == SPMD__ALG_SPLIT) { /* only our slice, at the start of the stage */
-            size_t off, len;
+            size_t off;
             spmd__x_range(r, m->proc, (size_t)e, &off, &len);
             if ((st = spmd__x_stage(r, x, k, len)) != SPMD_OK) return st;
             dst = x->stage[k];
             st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
                                      SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, len, UINT64_MAX);
-        } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->outer == 1 && r->recv && (size_t)e == r->in_bytes) {
-            /* straight into this member's output, where k's block goes (the
-               others copy it from there; this member then waits for them) */
-            dst = (unsigned char *)r->recv + (size_t)k * r->in_bytes;
+        } else if ((dst = spmd__x_land(r, k, (size_t)e, &len)) != NULL) {
+            /* straight into this member's output (the others copy from
+               there; this member then waits for them) */
+            x->hold = 1;
             st = spmd__fab_post_recv(f, &x->rop[3 * k + 1], m->proc_of[g->members[k]],
-                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, (size_t)e, UINT64_MAX);
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), dst, len, UINT64_MAX);
         } else {
             size_t off, len;
             if ((st = spmd__x_stage(r, x, k, (size_t)e)) != SPMD_OK) return st;
@@ -5153,16 +5177,13 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
             spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
             if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
         }
-        if (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* the slices landing in its output, and ours */
+        if (me == x->lead) { /* data receives (some land in its output) and split sends are called off */
+            for (i = 0; i < g->G; i++)
+                if (x->rop[3 * i + 1].state == SPMD__FOP_ACTIVE)
+                    spmd__fab_cancel(m->fab, &x->rop[3 * i + 1], s, "the operation failed");
             for (i = 0; i < 4 * g->nrp; i++)
                 if (x->aop[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
-        if (r->recv) /* receives landing in its output (all_gather) are called off */
-            for (i = 0; i < g->G; i++) {
-                spmd__fab_op *op = &x->rop[3 * (size_t)i + 1];
-                if (x->pre[i] && x->pdst[i] >= (unsigned char *)r->recv &&
-                    x->pdst[i] < (unsigned char *)r->recv + (size_t)g->G * r->in_bytes && op->state == SPMD__FOP_ACTIVE)
-                    spmd__fab_cancel(m->fab, op, s, "the operation failed");
-            }
+        }
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
         if (x->gone == SPMD_OK) x->gone = s;
@@ -5301,7 +5322,15 @@ static void spmd__x_progress(spmd_req *r) {
                 cur[k] = x->meta[k];
             }
             outs[list[j]] = x->out[list[j]];
-            spmd__compute_own(r, G, list[j], ins, outs, cur);
+            if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
+                unsigned char *o = (unsigned char *)outs[list[j]];
+                for (k = 0; k < G; k++)
+                    if (!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step)
+                        spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
+                                       (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
+            } else {
+                spmd__compute_own(r, G, list[j], ins, outs, cur);
+            }
         }
         pthread_mutex_lock(&m->xlock);
         for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
@@ -5339,9 +5368,9 @@ static void spmd__x_progress(spmd_req *r) {
             }
         if (!done) return;
         pthread_mutex_lock(&m->xlock);
-        if (!x->copied[me] || (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead))
-            /* the others read this member's own buffer (split: the leader's
-               output too): all of them must be done */
+        if (!x->copied[me] || (x->hold && me == x->lead))
+            /* the others read this member's own buffer (or the leader's
+               output): all of them must be done */
             for (k = 0; k < G; k++)
                 if (g->lidx[k] >= 0 && x->cst[k] != SPMD__XC_DONE) {
                     pthread_mutex_unlock(&m->xlock);
