@@ -4715,12 +4715,12 @@ static void spmd__x_slice(const spmd_req *r, int p, size_t *lo, size_t *hi) {
 
 /* The bytes of member k's input of `full` bytes that process p reads:
    [*off, *off + *len). A split psum sends p its slice, an all_to_all
-   whose chunks are contiguous only the chunks of p's members; everything
-   else sends all of it. */
+   whose chunks are contiguous and a psum_scatter of one row only the
+   chunks of p's members; everything else sends all of it. */
 static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, size_t *len) {
     const spmd__group *g = r->gr->g;
     const int *po = r->dev->mesh->proc_of;
-    size_t lo = SIZE_MAX, hi = 0;
+    size_t lo = SIZE_MAX, hi = 0, step, run;
     int j;
     *off = 0;
     *len = full;
@@ -4730,12 +4730,20 @@ static void spmd__x_range(const spmd_req *r, int p, size_t full, size_t *off, si
         *len = (hi - lo) * r->in_size;
         return;
     }
-    if (r->sig.kind != SPMD__KIND_ALLTOALL || r->blk.n != 0 || full != r->in_bytes) return;
+    if (full != r->in_bytes) return;
+    if (r->sig.kind == SPMD__KIND_ALLTOALL && r->blk.n == 0) {
+        step = (size_t)r->src_step;
+        run = r->blk.run;
+    } else if (r->sig.kind == SPMD__KIND_PSUM_SCATTER && r->outer == 1) {
+        step = run = r->inner * r->in_size; /* member j's part of the sum: chunk j */
+    } else {
+        return;
+    }
     for (j = 0; j < g->G; j++) {
-        size_t a = (size_t)j * (size_t)r->src_step;
+        size_t a = (size_t)j * step;
         if (po[g->members[j]] != p) continue;
         if (a < lo) lo = a;
-        if (a + r->blk.run > hi) hi = a + r->blk.run;
+        if (a + run > hi) hi = a + run;
     }
     if (lo < hi && hi <= full) {
         *off = lo;
