@@ -1132,6 +1132,7 @@ typedef struct spmd__group {
     uint32_t gid;          /* 16 bits of xhash: the group field of message tags */
     uint64_t xhash;        /* member list and mesh, checked in every header */
     struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
+    int xnlive;            /* exchanges listed in xlive (at most the mesh's max_inflight) */
     struct spmd__xchan *xchan; /* send/recv between processes */
 } spmd__group;
 
@@ -4822,7 +4823,8 @@ static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
 }
 
 /* The exchange of operation gseq, made (and its header receives posted) by
-   the first local member to come. xlock held. */
+   the first local member to come; SPMD_ERR_BUSY (nothing said) while the
+   group has max_inflight exchanges listed. xlock held. */
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -4830,8 +4832,19 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd__group *g = r->gr->g;
     int G = g->G, k;
     spmd__xrec *x;
+    spmd__xrec **pp;
     for (x = g->xlive; x; x = x->next)
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
+    for (pp = &g->xlive; (x = *pp) != NULL;) { /* left by all, waiting for headers nobody needed */
+        size_t i, idle = x->left == g->nloc;
+        for (i = 0; i < 3 * (size_t)G && idle; i++) idle = spmd__fab_op_idle(&x->rop[i]);
+        if (!idle) { pp = &x->next; continue; }
+        *pp = x->next;
+        x->next = g->xfree;
+        g->xfree = x;
+        g->xnlive--;
+    }
+    if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
     x = g->xfree;
     if (x) {
         g->xfree = x->next;
@@ -4881,6 +4894,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
     g->xlive = x;
+    g->xnlive++;
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
@@ -4963,7 +4977,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd__xhdr *h;
     spmd__xrec *x = NULL;
     spmd_status st;
-    if (len && (ragged || (r->send && r->send == r->recv))) {
+    if (len && !r->xscratch && (ragged || (r->send && r->send == r->recv))) {
         /* ragged: offsets and sizes then the operand, in one message; in
            place: the input must outlive the output being written */
         r->xscratch = spmd__alloc(&m->alloc, len);
@@ -4982,7 +4996,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     st = spmd__x_get(r, &x);
     if (st != SPMD_OK) {
         pthread_mutex_unlock(&m->xlock);
-        return st;
+        return st; /* the copy of the input stays for the next try */
     }
     hb = x->hbuf + (size_t)me * x->hb;
     h = (spmd__xhdr *)(void *)hb;
@@ -5063,9 +5077,27 @@ static spmd_status spmd__x_sends(spmd_req *r) {
 }
 
 
-/* Read what arrived for the exchange. SPMD_OK once every input is here,
-   SPMD_ERR_BUSY while some are missing, else the failure (d->err says).
-   xlock held. */
+/* Does this process wait for member k's header? Rooted operations wait
+   only for what their local members' outputs are made of (a bcast for the
+   root's, a reduce on a process without the root for nothing), as on
+   threads; check mode waits for all, to compare them. The other headers
+   are read when they come, and the exchange is reused only after. */
+static int spmd__x_needs(const spmd_req *r, int k) {
+    const spmd__group *g = r->gr->g;
+    const spmd_mesh *m = r->dev->mesh;
+    if (m->check) return 1;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return k == r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return m->proc_of[g->members[r->root]] == m->proc;
+    default: return 1;
+    }
+}
+
+/* Read what arrived for the exchange. SPMD_OK once every input this
+   process needs is here, SPMD_ERR_BUSY while some are missing, else the
+   failure (d->err says). xlock held. */
 static spmd_status spmd__x_scan(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -5091,7 +5123,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             continue;
         }
         st = spmd__fab_peek(f, op);
-        if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
+        if (st == SPMD_ERR_BUSY) { ready &= !spmd__x_needs(r, k); continue; }
         if (st != SPMD_OK)
             return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
                               r->gr->text, WHO, op->err);
@@ -5286,6 +5318,7 @@ static void spmd__x_progress(spmd_req *r) {
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
+        if (st == SPMD_ERR_BUSY) { spmd__fab_progress(m->fab); return; } /* too many in flight: later */
         if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
     }
@@ -5384,16 +5417,19 @@ static void spmd__x_progress(spmd_req *r) {
                     pthread_mutex_unlock(&m->xlock);
                     return;
                 }
-        if (++x->left == g->nloc) { /* the last local member: the exchange is spare again */
-            spmd__xrec **pp = &g->xlive;
-            while (*pp != x) pp = &(*pp)->next;
-            *pp = x->next;
-            for (i = 0; i < 3 * G; i++) /* every receive (and clear-to-send) has ended */
-                SPMD_ASSERT(spmd__fab_op_idle(&x->rop[i]));
+        if (++x->left == g->nloc) { /* the last local member: the exchange is spare again, */
+            int idle = 1;
+            for (i = 0; i < 3 * G; i++) idle &= spmd__fab_op_idle(&x->rop[i]);
             for (i = 0; i < 4 * g->nrp; i++)
                 SPMD_ASSERT(spmd__fab_op_idle(&x->aop[i]));
-            x->next = g->xfree;
-            g->xfree = x;
+            if (idle) { /* unless headers nobody needed are still to come (x_get frees it then) */
+                spmd__xrec **pp = &g->xlive;
+                while (*pp != x) pp = &(*pp)->next;
+                *pp = x->next;
+                x->next = g->xfree;
+                g->xfree = x;
+                g->xnlive--;
+            }
         }
         pthread_mutex_unlock(&m->xlock);
         r->xr = NULL;
@@ -5933,6 +5969,7 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                     else spmd__x_free(m, g, x);
                 }
                 if (pass) g->xfree = NULL; else g->xlive = NULL;
+                g->xnlive = 0;
             }
             if (g->xchan) {
                 spmd__xchan *c = g->xchan;

@@ -15,6 +15,11 @@
      absent     process 1 skips one psum (SPMD_TIMEOUT_MS=1500): process 0's
                 devices get SPMD_ERR_TIMEOUT within 6 s naming the devices
                 not heard from (2, 3);
+     runahead   not a fault: 300 bcasts from device 0, process 1 starting
+                0.3 s late; the root does not wait for the others' headers,
+                so it runs ahead -- by at most max_inflight operations --
+                and every device still gets every value in order (then a
+                psum checks the group is intact);
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -65,6 +70,25 @@ static void dev_main(spmd_dev *d, void *arg) {
         }
     } else if (strcmp(c->mode, "count") == 0) {
         s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, "i", NULL);
+    } else if (strcmp(c->mode, "runahead") == 0) {
+        int32_t v[8], w[8], j;
+        if (c->proc == 1) usleep(300000);
+        for (i = 0; i < 300 && s == SPMD_OK; i++) {
+            for (j = 0; j < 8; j++) v[j] = id == 0 ? i * 8 + j : -1;
+            s = spmd_bcast(d, v, w, 8, SPMD_I32, 0, "i", NULL);
+            for (j = 0; j < 8 && s == SPMD_OK; j++)
+                if (w[j] != i * 8 + j) {
+                    s = SPMD_ERR_STATE; /* a wrong value */
+                    snprintf(c->msg[id], sizeof c->msg[id], "bcast %d: element %d is %d", i, (int)j, (int)w[j]);
+                }
+        }
+        if (s == SPMD_OK) s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL);
+        c->st[id] = s;
+        c->took[id] = p_now() - t0;
+        if (s != SPMD_ERR_STATE) snprintf(c->msg[id], sizeof c->msg[id], "%s", spmd_last_error(d));
+        free(a);
+        free(b);
+        return;
     } else if (strcmp(c->mode, "absent") == 0) {
         s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL);
         if (s == SPMD_OK && c->proc == 0) {
@@ -124,6 +148,8 @@ static int child_main(const char *mode) {
         else if (strcmp(mode, "absent") == 0)
             ok = c.proc == 1 ? c.st[i] == SPMD_OK
                              : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 && strstr(c.msg[i], "2 (process 1");
+        else if (strcmp(mode, "runahead") == 0)
+            ok = c.st[i] == SPMD_OK;
         if (c.took[i] > 10.0) ok = 0;
         bad += !ok;
     }
@@ -194,6 +220,7 @@ int main(int argc, char **argv) {
     run_pair("mismatch", "");
     run_pair("count", "");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500");
+    run_pair("runahead", "");
     run_boot_faults();
     return t_summary();
 }
