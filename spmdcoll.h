@@ -65,6 +65,9 @@
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
                        EFA demand (every buffer registered, fi_context2,
                        8 KiB messages)
+     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages of
+                       at most 8 KiB between processes of one host go
+                       through rings in shared memory, not libfabric
 
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
@@ -3757,14 +3760,16 @@ static void spmd__boot_close(spmd__boot *b) {
 
 // >>libfabric backend
 /* Transport of the libfabric backend (internal; compiled with
-   SPMDCOLL_LIBFABRIC). The mesh does not use it yet: selecting the backend
-   still fails cleanly below. What the collective engine gets:
+   SPMDCOLL_LIBFABRIC), under the meshes of "libfabric meshes" below. What
+   the collective engine gets:
 
      spmd__fab_open(desc, &f, err, errlen)      bootstrap + fabric, domain, AV, CQ, endpoint
      spmd__fab_close(f)                         cancel what is in flight, free everything
      spmd__fab_post_send(f, op, peer, tag, buf, len, deadline_ns)
      spmd__fab_post_recv(f, op, peer, tag, buf, len, deadline_ns)
-     spmd__fab_progress(f)                      read the CQ, post what waits, notice lost peers
+     spmd__fab_post_recv_upto(f, op, ...)       the same, of at most len bytes (op->received)
+     spmd__fab_progress(f)                      read the lane and the CQ, post what waits, notice lost peers
+     spmd__fab_peek(f, op)                      spmd__fab_test without progressing
      spmd__fab_test(f, op)                      SPMD_ERR_BUSY while running, else the op's status
      spmd__fab_wait(f, op)                      progress until done, failed or past its deadline
      spmd__fab_cancel(f, op, status, why)       fail an op, hand its buffers back when the provider does
@@ -3781,6 +3786,11 @@ static void spmd__boot_close(spmd__boot *b) {
    processes of max_msg_size, and 8 KiB in strict mode), each its own tagged
    message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
+   Between two processes of one host, messages of at most f->lane_max bytes
+   (8 KiB) go through the shared-memory lane instead (see "shared-memory
+   lane" below; SPMD_SHM_LANE=0 turns it off): a send is done once copied
+   into the ring (or waits for room, in order), a receive from such a peer
+   is matched there, and one of up to n bytes takes n <= f->lane_max.
 
    Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
        63..62  kind        2 bits   0 = collectives; 1 = send/recv (its own layout, see
@@ -3796,7 +3806,7 @@ static void spmd__boot_close(spmd__boot *b) {
    choice, shm first when every process is on one host); SPMD_FABRIC_STRICT=1
    runs any provider through the paths verbs and EFA demand: every buffer
    registered, fi_context2 poisoned before posting and checked on completion,
-   manual progress requested, 8 KiB segments. */
+   manual progress requested, 8 KiB segments; SPMD_SHM_LANE=0: no lane. */
 #if SPMD__HAS_LIBFABRIC
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -4146,16 +4156,21 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
    lane keeps arrival order: the ring is FIFO, and the hash chains of posted
    receives and of unexpected messages keep the order they were added in.
 
-   Ring: the producer's word (head: bytes ever written) and the consumer's
-   (tail: bytes ever read) on their own cache lines, then `cap` bytes (a
-   power of two) of records: u64 tag, u32 length, u32 magic, then the
-   payload, padded to 64 bytes; a record never wraps (a skip record fills
-   the end). A record is published by a release store of head, and freed
-   by a release store of tail; each side reads the other's word with
-   acquire. What a peer wrote is checked before use (magic, lengths); a bad
-   record breaks that peer's lane (its ops fail) and nothing else. A dead
-   peer blocks nothing: its ring just stops moving, and the ops waiting on
-   it end through the lost-peer check and deadlines like any other. */
+   Ring: the consumer's word (tail: bytes ever read) on its own cache line,
+   then `cap` bytes (a power of two) of records: u64 stamp, u64 tag, u32
+   length, u32 magic, then the payload, padded to 64 bytes; a record never
+   wraps (a skip record fills the end). The producer writes a record, then
+   its stamp (its position XOR the segment's random nonce) with a release
+   store; the consumer polls the stamp where the next record goes, so a
+   message of up to 40 bytes costs one cache line, with no head word to
+   fetch first, and frees what it read by a release store of tail, which
+   the producer reads (acquire) only when the ring looks full. Stale bytes
+   cannot pass for a record: a stamp names the lap, and the nonce is not
+   known to the data. What a peer wrote is checked before use (magic,
+   lengths); a bad record breaks that peer's lane (its ops fail) and
+   nothing else. A dead peer blocks nothing: its ring just stops moving,
+   and the ops waiting on it end through the lost-peer check and deadlines
+   like any other. */
 #define SPMD__LANE_MAX 8192u          /* bytes of a message, at most */
 #define SPMD__LANE_MAGIC 0x454e414c444d5053ull /* "SPMDLANE" */
 #define SPMD__LANE_VERSION 1u
@@ -4170,19 +4185,19 @@ typedef struct spmd__lane_seg {       /* at the start of a segment */
     uint32_t nprocs, nrings;
     uint64_t cap, size;               /* ring bytes; the whole segment */
     uint64_t key;                     /* hash of the job key */
-    unsigned char pad[16];
+    uint64_t nonce;                   /* random: stamps of its records */
+    unsigned char pad[8];
 } spmd__lane_seg;
 
 typedef struct spmd__lane_ring {      /* then per ring this, then cap bytes */
-    uint64_t head;
     uint32_t producer, magic;
-    unsigned char pad0[SPMD__LINE - 16];
+    unsigned char pad0[SPMD__LINE - 8];
     uint64_t tail;
     unsigned char pad1[SPMD__LINE - 8];
 } spmd__lane_ring;
 
 typedef struct spmd__lane_rec {
-    uint64_t tag;
+    uint64_t stamp, tag;
     uint32_t len, magic;
 } spmd__lane_rec;
 
@@ -4195,8 +4210,9 @@ typedef struct spmd__lane {
     int peer, broken;
     spmd__lane_ring *in, *out;        /* its ring in our segment; ours in its segment */
     unsigned char *in_data, *out_data;
-    uint64_t in_tail, out_head;       /* our copies of the words we own */
+    uint64_t in_tail, out_head;       /* next record to read; to write */
     uint64_t out_tail;                /* the reader's tail as last seen */
+    uint64_t in_nonce, out_nonce;     /* the stamps' nonces of the two segments */
     void *map;                        /* its segment */
     size_t map_size;
     spmd__lane_node *wait, *wait_tail; /* sends waiting for room, in order */
@@ -4293,6 +4309,7 @@ static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint64_t tag, const void
         r->tag = 0;
         r->len = 0;
         r->magic = SPMD__LANE_SKIP;
+        SPMD__ST_REL(&r->stamp, h ^ l->out_nonce);
         h += skip;
         at = 0;
     }
@@ -4301,8 +4318,8 @@ static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint64_t tag, const void
     r->len = (uint32_t)len;
     r->magic = SPMD__LANE_REC;
     if (len) memcpy(r + 1, buf, len);
+    SPMD__ST_REL(&r->stamp, h ^ l->out_nonce);
     l->out_head = h + need;
-    SPMD__ST_REL(&l->out->head, l->out_head);
     return 1;
 }
 
@@ -4338,22 +4355,24 @@ static void spmd__lane_break(spmd__fab *f, spmd__lane *l, const char *why) {
 /* Read what the peer wrote: each message goes to its posted receive, or
    waits for one. */
 static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
-    uint64_t cap = f->lane_cap, t = l->in_tail, h = SPMD__LD_ACQ(&l->in->head);
+    uint64_t cap = f->lane_cap, t = l->in_tail, end = t + cap; /* at most one ring's worth per call */
     const char *bad = NULL;
-    if (h == t || l->broken) return;
-    if (h - t > cap || (h & (SPMD__LINE - 1))) bad = "its write position is out of range";
-    while (!bad && t != h) {
-        uint64_t at = t & (cap - 1), need;
-        const spmd__lane_rec *r = (const spmd__lane_rec *)(const void *)(l->in_data + at);
-        uint64_t tag = r->tag;
-        uint32_t len = r->len, magic = r->magic; /* read once: the bytes are the peer's */
+    if (l->broken) return;
+    while (t < end) {
+        uint64_t at = t & (cap - 1), need, tag;
+        spmd__lane_rec *r = (spmd__lane_rec *)(void *)(l->in_data + at);
+        uint32_t len, magic;
         spmd__lane_node *n;
-        if (magic == SPMD__LANE_SKIP && cap - at <= h - t) {
+        if (SPMD__LD_ACQ(&r->stamp) != (t ^ l->in_nonce)) break; /* nothing (more) yet */
+        tag = r->tag;
+        len = r->len; /* read once: the bytes are the peer's */
+        magic = r->magic;
+        if (magic == SPMD__LANE_SKIP) {
             t += cap - at;
             continue;
         }
         need = (sizeof *r + (uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
-        if (magic != SPMD__LANE_REC || len > f->lane_max || need > cap - at || need > h - t) {
+        if (magic != SPMD__LANE_REC || len > f->lane_max || need > cap - at) {
             bad = "a malformed record";
             break;
         }
@@ -4494,7 +4513,7 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
         s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
         s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank || r->magic != SPMD__LANE_RING_MAGIC ||
-        r->head != 0 || r->tail != 0) {
+        r->tail != 0) {
         munmap(p, size);
         return NULL;
     }
@@ -4509,9 +4528,10 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
    failed allgather fails the open. */
 static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     spmd__boot *b = f->boot;
-    size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, j, nb, cap3, ring_cap;
+    size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, j, nb, cap3, ring_cap = 65536;
     unsigned char *blobs = NULL, *ok = NULL, mine[SPMD__BOOT_BLOB_MAX];
     int *loc = NULL, any = 0, fd = -1, eno = 0;
+    uint64_t nonce = 0;
     char name[64] = "", path[96] = "";
     void **maps = NULL;
     spmd_status st = SPMD_OK;
@@ -4520,12 +4540,14 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * cap);
     loc = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *loc);
     f->lane_of = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->lane_of);
-    if (!lens || !blobs || !loc || !f->lane_of) want = 0;
+    if (!lens || !blobs || !loc || !f->lane_of) {
+        st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+        goto done;
+    }
     /* 1: "1" and the host's identity, or "0" */
     mine[0] = '0';
     if (want) idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
     if (idlen) mine[0] = '1';
-    if (!blobs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
     st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
     if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
     for (i = 0; idlen && i < (size_t)f->nprocs; i++)
@@ -4535,22 +4557,24 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
         }
     for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
     /* rings of 64 KiB, less when the host has many processes (2 MiB per
-       process at most), never less than 2 of the largest records */
-    ring_cap = 65536;
+       process at most), never less than 4 of the largest records */
     while (nloc > 1 && ring_cap > 4 * SPMD__LANE_MAX && (nloc - 1) * ring_cap > ((size_t)2 << 20)) ring_cap /= 2;
     /* 2: our segment's name, or nothing */
     if (nloc > 1) {
         size_t size = spmd__lane_seg_size(nloc - 1, ring_cap);
         int tries;
         for (tries = 0; tries < 8 && fd < 0; tries++) {
-            uint64_t r = spmd__now_ns() ^ ((uint64_t)getpid() << 32);
+            uint64_t r[2];
             int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            r[0] = spmd__now_ns() ^ ((uint64_t)getpid() << 32);
+            r[1] = r[0] * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
             if (rfd >= 0) {
-                uint64_t x = 0;
-                if (read(rfd, &x, sizeof x) == (ssize_t)sizeof x) r ^= x;
+                uint64_t x[2];
+                if (read(rfd, x, sizeof x) == (ssize_t)sizeof x) { r[0] ^= x[0]; r[1] ^= x[1]; }
                 close(rfd);
             }
-            snprintf(name, sizeof name, SPMD__LANE_PREFIX "%d-%016llx", (int)getpid(), (unsigned long long)r);
+            snprintf(name, sizeof name, SPMD__LANE_PREFIX "%d-%016llx", (int)getpid(), (unsigned long long)r[0]);
+            nonce = r[1] | 1u; /* not derived from the name, which anyone may list; odd: zeroed memory is no stamp */
             snprintf(path, sizeof path, "/dev/shm/%s", name);
             fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             eno = errno;
@@ -4578,6 +4602,7 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
                 s->cap = ring_cap;
                 s->size = size;
                 s->key = spmd__lane_key(b);
+                s->nonce = nonce;
                 SPMD__ST_REL(&s->magic, SPMD__LANE_MAGIC);
             }
         }
@@ -4642,6 +4667,8 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
                                              ro * (sizeof(spmd__lane_ring) + ring_cap));
         l->in_data = (unsigned char *)(l->in + 1);
         l->out_data = (unsigned char *)(l->out + 1);
+        l->in_nonce = nonce;
+        l->out_nonce = ((const spmd__lane_seg *)l->map)->nonce;
         f->lane_of[loc[i]] = f->nlanes++;
     }
     if (f->nlanes) {
@@ -4834,6 +4861,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             if (fi_cq_readerr(f->cq, &e, 0) < 1) break;
             sg = spmd__fab_ctx(f, e.op_context);
             if (!sg) continue;
+            if (e.err < 0) e.err = -e.err; /* shm (1.17) reports some errors negated, e.g. -FI_ETRUNC */
             if (e.err == FI_ECANCELED) {
                 spmd__fab_seg_done(f, sg, 0, SPMD_ERR_STATE, "cancelled");
                 continue;
