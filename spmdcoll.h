@@ -4631,9 +4631,9 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
         if (i == me || nl <= strlen(SPMD__LANE_PREFIX) || nl >= sizeof pname ||
             memcmp(nm, SPMD__LANE_PREFIX, strlen(SPMD__LANE_PREFIX)) != 0)
             continue;
-        for (k = strlen(SPMD__LANE_PREFIX); k < nl && ((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') ||
-                                                         nm[k] == '-'); k++) {}
-        if (k != nl) continue; /* not a name we would make */
+        for (k = strlen(SPMD__LANE_PREFIX); k < nl; k++)
+            if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) break;
+        if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
         memcpy(pname, nm, nl);
         pname[nl] = '\0';
         maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, me < i ? me : me - 1);
