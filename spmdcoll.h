@@ -66,6 +66,9 @@
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
                        EFA demand (every buffer registered, fi_context2,
                        8 KiB messages)
+     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages of
+                       at most 8 KiB between processes of one host go
+                       through rings in shared memory, not libfabric
 
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
@@ -914,6 +917,12 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__HAS_LIBFABRIC 1
 #else
 #define SPMD__HAS_LIBFABRIC 0
+#endif
+/* the shared-memory lane of the libfabric transport maps segments of /dev/shm */
+#if SPMD__HAS_LIBFABRIC && defined(__linux__)
+#define SPMD__HAS_LANE 1
+#else
+#define SPMD__HAS_LANE 0
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
 #define SPMD__GCC 1
@@ -2717,6 +2726,10 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#if SPMD__HAS_LANE
+#include <sys/mman.h>
+#include <sys/stat.h>
+#endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
 #define SPMD__BOOT_VERSION 1u
@@ -3750,14 +3763,16 @@ static void spmd__boot_close(spmd__boot *b) {
 
 // >>libfabric backend
 /* Transport of the libfabric backend (internal; compiled with
-   SPMDCOLL_LIBFABRIC). The mesh does not use it yet: selecting the backend
-   still fails cleanly below. What the collective engine gets:
+   SPMDCOLL_LIBFABRIC), under the meshes of "libfabric meshes" below. What
+   the collective engine gets:
 
      spmd__fab_open(desc, &f, err, errlen)      bootstrap + fabric, domain, AV, CQ, endpoint
      spmd__fab_close(f)                         cancel what is in flight, free everything
      spmd__fab_post_send(f, op, peer, tag, buf, len, deadline_ns)
      spmd__fab_post_recv(f, op, peer, tag, buf, len, deadline_ns)
-     spmd__fab_progress(f)                      read the CQ, post what waits, notice lost peers
+     spmd__fab_post_recv_upto(f, op, ...)       the same, of at most len bytes (op->received)
+     spmd__fab_progress(f)                      read the lane and the CQ, post what waits, notice lost peers
+     spmd__fab_peek(f, op)                      spmd__fab_test without progressing
      spmd__fab_test(f, op)                      SPMD_ERR_BUSY while running, else the op's status
      spmd__fab_wait(f, op)                      progress until done, failed or past its deadline
      spmd__fab_cancel(f, op, status, why)       fail an op, hand its buffers back when the provider does
@@ -3774,6 +3789,11 @@ static void spmd__boot_close(spmd__boot *b) {
    processes of max_msg_size, and 8 KiB in strict mode), each its own tagged
    message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
+   Between two processes of one host, messages of at most f->lane_max bytes
+   (8 KiB) go through the shared-memory lane instead (see "shared-memory
+   lane" below; SPMD_SHM_LANE=0 turns it off): a send is done once copied
+   into the ring (or waits for room, in order), a receive from such a peer
+   is matched there, and one of up to n bytes takes n <= f->lane_max.
 
    Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
        63..62  kind        2 bits   0 = collectives; 1 = send/recv (its own layout, see
@@ -3789,7 +3809,7 @@ static void spmd__boot_close(spmd__boot *b) {
    choice, shm first when every process is on one host); SPMD_FABRIC_STRICT=1
    runs any provider through the paths verbs and EFA demand: every buffer
    registered, fi_context2 poisoned before posting and checked on completion,
-   manual progress requested, 8 KiB segments. */
+   manual progress requested, 8 KiB segments; SPMD_SHM_LANE=0: no lane. */
 #if SPMD__HAS_LIBFABRIC
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -3820,6 +3840,7 @@ typedef struct spmd__fab_desc {
     spmd__boot_desc boot;     /* layout, coordinator, key, deadline, logging, allocator */
     const char *provider;     /* NULL: SPMD_PROVIDER, FI_PROVIDER, else automatic */
     int strict;               /* 0: SPMD_FABRIC_STRICT; 1: on; -1: off */
+    int lane;                 /* 0: SPMD_SHM_LANE (default on); 1: on; -1: off */
 } spmd__fab_desc;
 
 typedef struct spmd__fab_mr {
@@ -3843,9 +3864,28 @@ typedef struct spmd__fab_seg {
     int busy;
 } spmd__fab_seg;
 
+/* A message or receive waiting on the shared-memory lane, keyed by (peer,
+   tag) in a hash of chains that keep arrival order. */
+typedef struct spmd__lane_node {
+    struct spmd__lane_node *next;
+    uint64_t tag;
+    int peer;
+} spmd__lane_node;
+
+typedef struct spmd__lane_bucket {
+    spmd__lane_node *head, *tail;
+} spmd__lane_bucket;
+
+typedef struct spmd__lane_tab {
+    spmd__lane_bucket *b;
+    size_t mask, n;
+} spmd__lane_tab;
+
 typedef struct spmd__fab_op {
     spmd__fab_seg slot[SPMD__FAB_WINDOW];
     struct spmd__fab_op *prev, *next;
+    spmd__lane_node lnode;    /* lane: in f->lpost (receive) or its lane's wait list (send) */
+    int lane;                 /* 0: libfabric; 1: the lane; 2: the lane, queued on lnode */
     int state, kind, peer;
     uint64_t tag;
     unsigned char *buf;
@@ -3882,6 +3922,17 @@ typedef struct spmd__fab {
     uint32_t polls;           /* progress calls, for the checks every 32nd */
     int backlog;              /* an op waits for room to post more */
     int cts;                  /* large messages wait for the receiver's clear-to-send */
+    uint64_t nfab;            /* segments the provider holds */
+    uint32_t fab_recent;      /* CQ reads still owed to the last fabric post (lane on) */
+    /* the shared-memory lane (see "shared-memory lane" below) */
+    struct spmd__lane *lanes;
+    int nlanes;
+    int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
+    size_t lane_max, lane_cap;
+    spmd__lane_tab lpost;     /* receives posted on the lane */
+    spmd__lane_tab lunex;     /* lane messages that came before their receive */
+    void *lane_seg;           /* our segment: the rings other processes write to us */
+    size_t lane_seg_size;
     char err[512];
 } spmd__fab;
 
@@ -3997,6 +4048,7 @@ static void spmd__fab_settle(spmd__fab *f, spmd__fab_op *op) {
     op->state = SPMD__FOP_DONE;
 }
 
+static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op);
 static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *fmt, ...) {
@@ -4009,6 +4061,7 @@ static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, con
         op->status = s;
         spmd__boot_log(f->boot, SPMD_LOG_DEBUG, "%s: %s", spmd_status_name(s), op->err);
     }
+    spmd__lane_forget(f, op);
     for (i = 0; i < SPMD__FAB_WINDOW; i++)
         if (op->slot[i].busy) fi_cancel(&f->ep->fid, &op->slot[i].ctx);
     spmd__fab_settle(f, op);
@@ -4049,6 +4102,7 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         sg->index = i;
         if (op->kind == SPMD__FOP_SEND && op->nseg == 1 && n <= f->inject) {
             rc = fi_tinject(f->ep, op->buf, n, f->addrs[op->peer], tag);
+            f->fab_recent = 64; /* the provider may need progress to send it */
             if (rc == 0) {
                 op->posted++;
                 op->done++;
@@ -4076,7 +4130,599 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         sg->busy = 1;
         op->posted++;
         op->inflight++;
+        f->nfab++;
+        f->fab_recent = 64;
     }
+}
+
+/* ---- shared-memory lane ----
+   Small messages between two processes of one host skip libfabric, whose
+   shm provider costs ~0.4 us one way. Each process creates one segment in
+   /dev/shm (a random name, published over the bootstrap and unlinked as
+   soon as every process of the host has mapped it, so a crash leaves
+   nothing behind) holding one single-producer single-consumer ring per
+   other process of its host: that process writes its messages for us
+   there, and we read them in spmd__fab_progress (the f->lock makes the
+   threads of a process one producer, and one consumer).
+
+   Which messages: those of at most f->lane_max bytes (so one segment)
+   between two processes that both mapped each other's segment. Both ends
+   decide by the posted length alone, so a receive has one path and needs
+   no cancelling of another; a receive of up to n bytes from such a peer
+   therefore takes n <= f->lane_max (the exchange's and send/recv's headers
+   are at most ~4.2 KiB). A full ring does not fall back to libfabric: the
+   send waits, in order, in its lane's queue and goes into the ring as the
+   reader makes room. Order matters because tags repeat: send/recv numbers
+   a pair's messages with 5 bits (SPMD__FAB_P2P_TAG), so the 33rd header
+   of a pair has the first one's tag, and one overtaking the other by
+   another path would be matched to the wrong receive. Per (peer, tag) the
+   lane keeps arrival order: the ring is FIFO, and the hash chains of posted
+   receives and of unexpected messages keep the order they were added in.
+
+   Ring: the consumer's word (tail: bytes ever read) on its own cache line,
+   then `cap` bytes (a power of two) of records: u64 stamp, u64 tag, u32
+   length, u32 magic, then the payload, padded to 64 bytes; a record never
+   wraps (a skip record fills the end). The producer writes a record, then
+   its stamp (its position XOR the segment's random nonce) with a release
+   store; the consumer polls the stamp where the next record goes, so a
+   message of up to 40 bytes costs one cache line, with no head word to
+   fetch first, and frees what it read by a release store of tail, which
+   the producer reads (acquire) only when the ring looks full. Stale bytes
+   cannot pass for a record: a stamp names the lap, and the nonce is not
+   known to the data. What a peer wrote is checked before use (magic,
+   lengths); a bad record breaks that peer's lane (its ops fail) and
+   nothing else. A dead peer blocks nothing: its ring just stops moving,
+   and the ops waiting on it end through the lost-peer check and deadlines
+   like any other. */
+#define SPMD__LANE_MAX 8192u          /* bytes of a message, at most */
+#define SPMD__LANE_MAGIC 0x454e414c444d5053ull /* "SPMDLANE" */
+#define SPMD__LANE_VERSION 1u
+#define SPMD__LANE_REC 0x4345524cu    /* a message */
+#define SPMD__LANE_SKIP 0x50494b53u   /* the rest of the ring is unused */
+#define SPMD__LANE_RING_MAGIC 0x474e4952u
+#define SPMD__LANE_PREFIX "spmd-lane-"
+
+typedef struct spmd__lane_seg {       /* at the start of a segment */
+    uint64_t magic;
+    uint32_t version, owner;          /* the process that reads its rings */
+    uint32_t nprocs, nrings;
+    uint64_t cap, size;               /* ring bytes; the whole segment */
+    uint64_t key;                     /* hash of the job key */
+    uint64_t nonce;                   /* random: stamps of its records */
+    unsigned char pad[8];
+} spmd__lane_seg;
+
+typedef struct spmd__lane_ring {      /* then per ring this, then cap bytes */
+    uint32_t producer, magic;
+    unsigned char pad0[SPMD__LINE - 8];
+    uint64_t tail;
+    unsigned char pad1[SPMD__LINE - 8];
+} spmd__lane_ring;
+
+typedef struct spmd__lane_rec {
+    uint64_t stamp, tag;
+    uint32_t len, magic;
+} spmd__lane_rec;
+
+typedef struct spmd__lane_msg {       /* an unexpected message; its bytes follow */
+    spmd__lane_node node;
+    size_t len;
+} spmd__lane_msg;
+
+typedef struct spmd__lane {
+    int peer, broken;
+    spmd__lane_ring *in, *out;        /* its ring in our segment; ours in its segment */
+    unsigned char *in_data, *out_data;
+    uint64_t in_tail, out_head;       /* next record to read; to write */
+    uint64_t out_tail;                /* the reader's tail as last seen */
+    uint64_t in_nonce, out_nonce;     /* the stamps' nonces of the two segments */
+    void *map;                        /* its segment */
+    size_t map_size;
+    spmd__lane_node *wait, *wait_tail; /* sends waiting for room, in order */
+} spmd__lane;
+
+#define SPMD__LANE_OP(n) ((spmd__fab_op *)(void *)((char *)(n) - offsetof(spmd__fab_op, lnode)))
+
+static size_t spmd__lane_hash(int peer, uint64_t tag) {
+    uint64_t x = tag ^ (uint64_t)(uint32_t)peer * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return (size_t)(x ^ x >> 29);
+}
+
+static void spmd__lane_tab_append(spmd__lane_bucket *b, spmd__lane_node *n) {
+    n->next = NULL;
+    if (b->tail) b->tail->next = n;
+    else b->head = n;
+    b->tail = n;
+}
+
+/* Add n behind every node already there; the table doubles once it holds
+   twice as many nodes as buckets (if that allocation fails, the chains just
+   grow longer). */
+static void spmd__lane_tab_add(spmd__fab *f, spmd__lane_tab *t, spmd__lane_node *n) {
+    if (t->n >= 2 * (t->mask + 1)) {
+        size_t nb = 2 * (t->mask + 1), i;
+        spmd__lane_bucket *b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, nb * sizeof *b);
+        if (b) {
+            for (i = 0; i <= t->mask; i++) { /* chain by chain, in order: equal keys keep their order */
+                spmd__lane_node *c = t->b[i].head, *nx;
+                for (; c; c = nx) {
+                    nx = c->next;
+                    spmd__lane_tab_append(&b[spmd__lane_hash(c->peer, c->tag) & (nb - 1)], c);
+                }
+            }
+            spmd__free(&f->alloc, t->b);
+            t->b = b;
+            t->mask = nb - 1;
+        }
+    }
+    spmd__lane_tab_append(&t->b[spmd__lane_hash(n->peer, n->tag) & t->mask], n);
+    t->n++;
+}
+
+/* Remove and return the first node for (peer, tag), or exactly `which`
+   when given; NULL when there is none. */
+static spmd__lane_node *spmd__lane_tab_take(spmd__lane_tab *t, int peer, uint64_t tag, spmd__lane_node *which) {
+    spmd__lane_bucket *b;
+    spmd__lane_node *c, *prev = NULL;
+    if (!t->b) return NULL;
+    b = &t->b[spmd__lane_hash(peer, tag) & t->mask];
+    for (c = b->head; c; prev = c, c = c->next) {
+        if (which ? c != which : c->tag != tag || c->peer != peer) continue;
+        if (prev) prev->next = c->next;
+        else b->head = c->next;
+        if (b->tail == c) b->tail = prev;
+        c->next = NULL;
+        t->n--;
+        return c;
+    }
+    return NULL;
+}
+
+/* Take a queued lane op off its table or wait list (it failed). */
+static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op) {
+    if (op->lane != 2) return;
+    op->lane = 1;
+    if (op->kind == SPMD__FOP_RECV) {
+        spmd__lane_tab_take(&f->lpost, op->peer, op->tag, &op->lnode);
+    } else {
+        spmd__lane *l = &f->lanes[f->lane_of[op->peer]];
+        spmd__lane_node *c, *prev = NULL;
+        for (c = l->wait; c && c != &op->lnode; prev = c, c = c->next) {}
+        if (!c) return;
+        if (prev) prev->next = c->next;
+        else l->wait = c->next;
+        if (l->wait_tail == c) l->wait_tail = prev;
+    }
+}
+
+/* Copy a message into our ring in the peer's segment; 0 when it has no room. */
+static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint64_t tag, const void *buf, size_t len) {
+    uint64_t cap = f->lane_cap, h = l->out_head, at = h & (cap - 1);
+    uint64_t need = (sizeof(spmd__lane_rec) + len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
+    uint64_t skip = cap - at < need ? cap - at : 0;
+    spmd__lane_rec *r;
+    if (h + skip + need - l->out_tail > cap) {
+        l->out_tail = SPMD__LD_ACQ(&l->out->tail);
+        if (h + skip + need - l->out_tail > cap) return 0;
+    }
+    if (skip) {
+        r = (spmd__lane_rec *)(void *)(l->out_data + at);
+        r->tag = 0;
+        r->len = 0;
+        r->magic = SPMD__LANE_SKIP;
+        SPMD__ST_REL(&r->stamp, h ^ l->out_nonce);
+        h += skip;
+        at = 0;
+    }
+    r = (spmd__lane_rec *)(void *)(l->out_data + at);
+    r->tag = tag;
+    r->len = (uint32_t)len;
+    r->magic = SPMD__LANE_REC;
+    if (len) memcpy(r + 1, buf, len);
+    SPMD__ST_REL(&r->stamp, h ^ l->out_nonce);
+    l->out_head = h + need;
+    return 1;
+}
+
+/* A message for a receive posted on the lane: copy it, end the op. */
+static void spmd__lane_deliver(spmd__fab *f, spmd__fab_op *op, const void *data, size_t len) {
+    op->lane = 1;
+    if (len > op->len || (len < op->len && !op->upto)) {
+        char what[160];
+        spmd__fab_describe(op, what, sizeof what);
+        spmd__fab_op_fail(f, op, SPMD_ERR_SIZE, "%s: the message carried %zu bytes, expected %s%zu (both sides must "
+                          "post the same length)", what, len, op->upto ? "at most " : "", op->len);
+        return;
+    }
+    if (len) memcpy(op->buf, data, len);
+    op->received = len;
+    op->posted = op->done = 1;
+    spmd__fab_settle(f, op);
+}
+
+/* The peer's ring holds something we cannot read: fail what waits on it. */
+static void spmd__lane_break(spmd__fab *f, spmd__lane *l, const char *why) {
+    spmd__fab_op *op, *nx;
+    l->broken = 1;
+    spmd__boot_log(f->boot, SPMD_LOG_ERROR, "shared-memory lane from process %d: %s; its messages are lost", l->peer,
+                   why);
+    for (op = f->head; op; op = nx) {
+        nx = op->next;
+        if (op->lane && op->peer == l->peer && op->status == SPMD_OK)
+            spmd__fab_op_fail(f, op, SPMD_ERR_SYSTEM, "the shared-memory lane with process %d broke: %s", l->peer, why);
+    }
+}
+
+/* Read what the peer wrote: each message goes to its posted receive, or
+   waits for one. */
+static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
+    uint64_t cap = f->lane_cap, t = l->in_tail, end = t + cap; /* at most one ring's worth per call */
+    const char *bad = NULL;
+    if (l->broken) return;
+    while (t < end) {
+        uint64_t at = t & (cap - 1), need, tag;
+        spmd__lane_rec *r = (spmd__lane_rec *)(void *)(l->in_data + at);
+        uint32_t len, magic;
+        spmd__lane_node *n;
+        if (SPMD__LD_ACQ(&r->stamp) != (t ^ l->in_nonce)) break; /* nothing (more) yet */
+        tag = r->tag;
+        len = r->len; /* read once: the bytes are the peer's */
+        magic = r->magic;
+        if (magic == SPMD__LANE_SKIP) {
+            t += cap - at;
+            continue;
+        }
+        need = (sizeof *r + (uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
+        if (magic != SPMD__LANE_REC || len > f->lane_max || need > cap - at) {
+            bad = "a malformed record";
+            break;
+        }
+        n = spmd__lane_tab_take(&f->lpost, l->peer, tag, NULL);
+        if (n) {
+            spmd__lane_deliver(f, SPMD__LANE_OP(n), r + 1, len);
+        } else {
+            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + len);
+            if (!m) break; /* out of memory: leave it in the ring for now */
+            m->node.peer = l->peer;
+            m->node.tag = tag;
+            m->len = len;
+            if (len) memcpy(m + 1, r + 1, len);
+            spmd__lane_tab_add(f, &f->lunex, &m->node);
+        }
+        t += need;
+    }
+    if (t != l->in_tail) {
+        l->in_tail = t;
+        SPMD__ST_REL(&l->in->tail, t);
+    }
+    if (bad) spmd__lane_break(f, l, bad);
+}
+
+/* Every lane: sends that waited for room, then what came in. Lock held. */
+static void spmd__lane_progress(spmd__fab *f) {
+    int i;
+    for (i = 0; i < f->nlanes; i++) {
+        spmd__lane *l = &f->lanes[i];
+        while (l->wait) {
+            spmd__fab_op *op = SPMD__LANE_OP(l->wait);
+            if (!spmd__lane_push(f, l, op->tag, op->buf, op->len)) break;
+            l->wait = l->wait->next;
+            if (!l->wait) l->wait_tail = NULL;
+            op->lane = 1;
+            op->posted = op->done = 1;
+            spmd__fab_settle(f, op);
+        }
+        spmd__lane_drain(f, l);
+    }
+}
+
+/* Post an op on the lane (its peer has one, the length fits). Lock held;
+   the op is zeroed and filled in, not yet active. */
+static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
+    spmd__lane *l = &f->lanes[f->lane_of[op->peer]];
+    spmd__lane_node *n;
+    if (l->broken)
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "%s process %d: the shared-memory lane with it broke",
+                              spmd__fab_kind(op), op->peer);
+    if (op->kind == SPMD__FOP_RECV && op->upto && op->len > f->lane_max)
+        return spmd__fab_fail(f, SPMD_ERR_SIZE, "receive of up to %zu bytes from process %d: at most %zu on the "
+                              "shared-memory lane (SPMD_SHM_LANE=0 lifts this)", op->len, op->peer, f->lane_max);
+    op->lane = 1;
+    op->state = SPMD__FOP_ACTIVE;
+    op->lnode.peer = op->peer;
+    op->lnode.tag = op->tag;
+    if (op->kind == SPMD__FOP_SEND) {
+        if (!l->wait && spmd__lane_push(f, l, op->tag, op->buf, op->len)) { /* done at once, like fi_tinject */
+            op->posted = op->done = 1;
+            op->state = SPMD__FOP_DONE;
+            return SPMD_OK;
+        }
+        op->lnode.next = NULL; /* the ring is full: behind the others, in order */
+        if (l->wait_tail) l->wait_tail->next = &op->lnode;
+        else l->wait = &op->lnode;
+        l->wait_tail = &op->lnode;
+    } else if ((n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL)) != NULL) {
+        spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
+        spmd__lane_deliver(f, op, m + 1, m->len);
+        spmd__free(&f->alloc, m);
+        return SPMD_OK;
+    } else {
+        spmd__lane_tab_add(f, &f->lpost, &op->lnode);
+    }
+    op->lane = 2;
+    op->next = f->head; /* listed: deadlines and lost peers */
+    if (f->head) f->head->prev = op;
+    f->head = op;
+    return SPMD_OK;
+}
+
+#if SPMD__HAS_LANE
+/* What makes two processes able to share a segment: the same kernel boot,
+   host name, /dev/shm and user. */
+static size_t spmd__lane_host_id(char *out, size_t n) {
+    char boot[64] = "", host[256] = "";
+    struct stat st;
+    FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t k;
+    if (!fp) return 0;
+    if (!fgets(boot, sizeof boot, fp)) boot[0] = '\0';
+    fclose(fp);
+    k = strcspn(boot, "\n");
+    boot[k] = '\0';
+    if (k == 0 || gethostname(host, sizeof host - 1) != 0) return 0;
+    if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    snprintf(out, n, "%s %s %llu:%llu %u", boot, host, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+             (unsigned)geteuid());
+    return strlen(out);
+}
+
+static uint64_t spmd__lane_key(const spmd__boot *b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+    for (i = 0; i < b->keylen; i++) h = (h ^ (unsigned char)b->key[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static size_t spmd__lane_seg_size(size_t nrings, size_t cap) {
+    return sizeof(spmd__lane_seg) + nrings * (sizeof(spmd__lane_ring) + cap);
+}
+
+/* Map process `owner`'s segment `name` (already checked to be ours in
+   form) and check that it is what that process of this job made for
+   nrings rings of cap bytes, with ring `ri` ours. NULL if not. */
+static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nrings, size_t cap, size_t ri) {
+    char path[96];
+    size_t size = spmd__lane_seg_size(nrings, cap);
+    struct stat st;
+    void *p;
+    const spmd__lane_seg *s;
+    const spmd__lane_ring *r;
+    int fd;
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
+        (uint64_t)st.st_size != (uint64_t)size) {
+        close(fd);
+        return NULL;
+    }
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return NULL;
+    s = (const spmd__lane_seg *)p;
+    r = (const spmd__lane_ring *)(const void *)((const unsigned char *)p + sizeof *s + ri * (sizeof *r + cap));
+    if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
+        s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
+        s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank || r->magic != SPMD__LANE_RING_MAGIC ||
+        r->tail != 0) {
+        munmap(p, size);
+        return NULL;
+    }
+    return p;
+}
+
+/* Set the lane up with the processes of this host (collective: every
+   process calls it, with or without the lane, so the bootstrap stays in
+   step). Three allgathers: who is where and wants it; the segment names;
+   whose segments each mapped (after which they are unlinked). A process
+   that cannot take part publishes nothing and uses libfabric only; only a
+   failed allgather fails the open. */
+static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
+    spmd__boot *b = f->boot;
+    size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, j, nb, cap3, ring_cap = 65536;
+    unsigned char *blobs = NULL, *ok = NULL, mine[SPMD__BOOT_BLOB_MAX];
+    int *loc = NULL, any = 0, fd = -1, eno = 0;
+    uint64_t nonce = 0;
+    char name[64] = "", path[96] = "";
+    void **maps = NULL;
+    spmd_status st = SPMD_OK;
+    if (f->nprocs < 2) return SPMD_OK;
+    lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
+    blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * cap);
+    loc = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *loc);
+    f->lane_of = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->lane_of);
+    if (!lens || !blobs || !loc || !f->lane_of) {
+        st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+        goto done;
+    }
+    /* 1: "1" and the host's identity, or "0" */
+    mine[0] = '0';
+    if (want) idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
+    if (idlen) mine[0] = '1';
+    st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    for (i = 0; idlen && i < (size_t)f->nprocs; i++)
+        if (lens[i] == 1 + idlen && memcmp(blobs + i * cap, mine, 1 + idlen) == 0) {
+            if (i == (size_t)f->rank) me = nloc;
+            loc[nloc++] = (int)i;
+        }
+    for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
+    /* rings of 64 KiB, less when the host has many processes (2 MiB per
+       process at most), never less than 4 of the largest records */
+    while (nloc > 1 && ring_cap > 4 * SPMD__LANE_MAX && (nloc - 1) * ring_cap > ((size_t)2 << 20)) ring_cap /= 2;
+    /* 2: our segment's name, or nothing */
+    if (nloc > 1) {
+        size_t size = spmd__lane_seg_size(nloc - 1, ring_cap);
+        int tries;
+        for (tries = 0; tries < 8 && fd < 0; tries++) {
+            uint64_t r[2];
+            int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            r[0] = spmd__now_ns() ^ ((uint64_t)getpid() << 32);
+            r[1] = r[0] * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
+            if (rfd >= 0) {
+                uint64_t x[2];
+                if (read(rfd, x, sizeof x) == (ssize_t)sizeof x) { r[0] ^= x[0]; r[1] ^= x[1]; }
+                close(rfd);
+            }
+            snprintf(name, sizeof name, SPMD__LANE_PREFIX "%d-%016llx", (int)getpid(), (unsigned long long)r[0]);
+            nonce = r[1] | 1u; /* not derived from the name, which anyone may list; odd: zeroed memory is no stamp */
+            snprintf(path, sizeof path, "/dev/shm/%s", name);
+            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            eno = errno;
+            if (fd < 0 && eno != EEXIST) break;
+        }
+        /* the space now (posix_fallocate), not a SIGBUS at the first write to a full /dev/shm */
+        if (fd >= 0 && (eno = posix_fallocate(fd, 0, (off_t)size)) == 0) {
+            void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            eno = errno;
+            if (p != MAP_FAILED) {
+                spmd__lane_seg *s = (spmd__lane_seg *)p;
+                f->lane_seg = p;
+                f->lane_seg_size = size;
+                for (i = 0, j = 0; i < nloc; i++) {
+                    spmd__lane_ring *r;
+                    if (i == me) continue;
+                    r = (spmd__lane_ring *)(void *)((unsigned char *)p + sizeof *s + j++ * (sizeof *r + ring_cap));
+                    r->producer = (uint32_t)loc[i];
+                    r->magic = SPMD__LANE_RING_MAGIC;
+                }
+                s->version = SPMD__LANE_VERSION;
+                s->owner = (uint32_t)f->rank;
+                s->nprocs = (uint32_t)f->nprocs;
+                s->nrings = (uint32_t)(nloc - 1);
+                s->cap = ring_cap;
+                s->size = size;
+                s->key = spmd__lane_key(b);
+                s->nonce = nonce;
+                SPMD__ST_REL(&s->magic, SPMD__LANE_MAGIC);
+            }
+        }
+        if (fd >= 0) close(fd);
+        if (!f->lane_seg) {
+            spmd__boot_log(b, SPMD_LOG_WARN, "fabric: no shared-memory lane (segment %s: %s)", path, strerror(eno));
+            if (fd >= 0) unlink(path);
+            path[0] = name[0] = '\0';
+        }
+    }
+    st = spmd__boot_allgather(b, name, strlen(name), blobs, cap, lens, deadline);
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    for (i = 0; i < (size_t)f->nprocs; i++) any |= lens[i] != 0;
+    if (!any) goto done; /* nobody made one: everybody knows, and stops here */
+    /* 3: per process of the host, whether we mapped its segment (ours: made) */
+    nb = (nloc + 7) / 8;
+    cap3 = ((size_t)f->nprocs + 7) / 8;
+    ok = (unsigned char *)spmd__alloc(&f->alloc, cap3);
+    maps = (void **)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *maps);
+    if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+    if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
+    for (i = 0; f->lane_seg && i < nloc; i++) {
+        const unsigned char *nm = blobs + (size_t)loc[i] * cap;
+        size_t nl = lens[loc[i]], k;
+        char pname[64];
+        if (i == me || nl <= strlen(SPMD__LANE_PREFIX) || nl >= sizeof pname ||
+            memcmp(nm, SPMD__LANE_PREFIX, strlen(SPMD__LANE_PREFIX)) != 0)
+            continue;
+        for (k = strlen(SPMD__LANE_PREFIX); k < nl; k++)
+            if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) break;
+        if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
+        memcpy(pname, nm, nl);
+        pname[nl] = '\0';
+        maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, me < i ? me : me - 1);
+        if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
+    }
+    st = spmd__boot_allgather(b, ok, nb, blobs, cap3, lens, deadline);
+    if (path[0]) unlink(path); /* everyone who will map it has */
+    path[0] = '\0';
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    /* a lane where both mapped the other's segment (both sides see the same bits) */
+    f->lanes = (spmd__lane *)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *f->lanes);
+    if (!f->lanes) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+    for (i = 0; i < nloc; i++) {
+        const unsigned char *theirs = blobs + (size_t)loc[i] * cap3;
+        spmd__lane *l;
+        size_t ri = i < me ? i : i - 1, ro = me < i ? me : me - 1;
+        if (i == me || !maps[i]) continue;
+        if (lens[loc[i]] != nb || !(theirs[me / 8] >> (me % 8) & 1u)) {
+            munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap));
+            maps[i] = NULL;
+            continue;
+        }
+        l = &f->lanes[f->nlanes];
+        l->peer = loc[i];
+        l->map = maps[i];
+        l->map_size = spmd__lane_seg_size(nloc - 1, ring_cap);
+        maps[i] = NULL;
+        l->in = (spmd__lane_ring *)(void *)((unsigned char *)f->lane_seg + sizeof(spmd__lane_seg) +
+                                            ri * (sizeof(spmd__lane_ring) + ring_cap));
+        l->out = (spmd__lane_ring *)(void *)((unsigned char *)l->map + sizeof(spmd__lane_seg) +
+                                             ro * (sizeof(spmd__lane_ring) + ring_cap));
+        l->in_data = (unsigned char *)(l->in + 1);
+        l->out_data = (unsigned char *)(l->out + 1);
+        l->in_nonce = nonce;
+        l->out_nonce = ((const spmd__lane_seg *)l->map)->nonce;
+        f->lane_of[loc[i]] = f->nlanes++;
+    }
+    if (f->nlanes) {
+        f->lane_cap = ring_cap;
+        f->lane_max = f->seg < SPMD__LANE_MAX ? f->seg : SPMD__LANE_MAX;
+        f->lpost.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lpost.b);
+        f->lunex.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lunex.b);
+        f->lpost.mask = f->lunex.mask = 255;
+        if (!f->lpost.b || !f->lunex.b) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+        spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu KiB, "
+                       "messages up to %zu bytes)", f->nlanes, f->nlanes == 1 ? "" : "es", ring_cap / 1024,
+                       f->lane_max);
+    }
+done:
+    if (path[0]) unlink(path);
+    for (i = 0; maps && i < nloc; i++)
+        if (maps[i]) munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap));
+    if (!f->nlanes && f->lane_seg) {
+        munmap(f->lane_seg, f->lane_seg_size);
+        f->lane_seg = NULL;
+    }
+    spmd__free(&f->alloc, maps);
+    spmd__free(&f->alloc, ok);
+    spmd__free(&f->alloc, loc);
+    spmd__free(&f->alloc, blobs);
+    spmd__free(&f->alloc, lens);
+    return st;
+}
+#endif /* SPMD__HAS_LANE */
+
+/* Unmap the lane and free what waits on it (the ops are settled by then). */
+static void spmd__lane_close(spmd__fab *f) {
+    size_t i;
+    int k;
+    for (i = 0; f->lunex.b && i <= f->lunex.mask; i++) {
+        spmd__lane_node *n = f->lunex.b[i].head, *nx;
+        for (; n; n = nx) {
+            nx = n->next;
+            spmd__free(&f->alloc, n);
+        }
+    }
+#if SPMD__HAS_LANE
+    for (k = 0; k < f->nlanes; k++) munmap(f->lanes[k].map, f->lanes[k].map_size);
+    if (f->lane_seg) munmap(f->lane_seg, f->lane_seg_size);
+#else
+    (void)k;
+#endif
+    spmd__free(&f->alloc, f->lunex.b);
+    spmd__free(&f->alloc, f->lpost.b);
+    spmd__free(&f->alloc, f->lanes);
+    spmd__free(&f->alloc, f->lane_of);
 }
 
 static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
@@ -4109,6 +4755,11 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         pthread_mutex_unlock(&f->lock);
         return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "%s process %d: that process is lost",
                               kind == SPMD__FOP_SEND ? "send to" : "receive from", peer);
+    }
+    if (f->nlanes && f->lane_of[peer] >= 0 && (len <= f->lane_max || (op->upto && kind == SPMD__FOP_RECV))) {
+        st = spmd__lane_post(f, op);
+        pthread_mutex_unlock(&f->lock);
+        return st;
     }
     st = spmd__fab_mr_get(f, buf, len, &op->mr);
     if (st != SPMD_OK) {
@@ -4148,6 +4799,7 @@ static void spmd__fab_seg_done(spmd__fab *f, spmd__fab_seg *sg, size_t len, spmd
     size_t want = op->len - off < f->seg ? op->len - off : f->seg;
     sg->busy = 0;
     op->inflight--;
+    f->nfab--;
     if (s == SPMD_OK) {
         op->done++;
         if (op->kind == SPMD__FOP_RECV) {
@@ -4184,7 +4836,16 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     spmd_status st = SPMD_OK;
     spmd__fab_op *op, *nx;
     uint64_t now;
+    uint32_t poll = ++f->polls;
     int round, i;
+    if (f->nlanes) {
+        spmd__lane_progress(f);
+        /* with nothing of ours at the provider, its CQ is read every 16th
+           call only (it still moves what peers send us, which may wait on
+           our progress): a read costs more than a lane message */
+        if (!f->nfab && !f->fab_recent && !f->backlog && (poll & 15u) != 0) goto checks;
+        if (f->fab_recent) f->fab_recent--;
+    }
     for (round = 0; round < 64; round++) {
         ssize_t n = fi_cq_read(f->cq, ent, 16);
         if (n > 0) {
@@ -4203,6 +4864,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             if (fi_cq_readerr(f->cq, &e, 0) < 1) break;
             sg = spmd__fab_ctx(f, e.op_context);
             if (!sg) continue;
+            if (e.err < 0) e.err = -e.err; /* shm (1.17) reports some errors negated, e.g. -FI_ETRUNC */
             if (e.err == FI_ECANCELED) {
                 spmd__fab_seg_done(f, sg, 0, SPMD_ERR_STATE, "cancelled");
                 continue;
@@ -4227,7 +4889,8 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     /* the clock, lost peers and deadlines every 32nd call (a clock read
        costs as much as the rest of a small operation), or when a post was
        refused for lack of room */
-    if ((++f->polls & 31u) != 0 && !f->backlog) return st;
+checks:
+    if ((poll & 31u) != 0 && !f->backlog) return st;
     f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
@@ -4246,7 +4909,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             spmd__fab_describe(op, what, sizeof what);
             spmd__fab_op_fail(f, op, SPMD_ERR_TIMEOUT, "%s: process %d did not complete it before the deadline "
                               "(%u of %u segments done)", what, op->peer, (unsigned)op->done, (unsigned)op->nseg);
-        } else if (op->status == SPMD_OK) {
+        } else if (op->status == SPMD_OK && !op->lane) {
             spmd__fab_post_more(f, op);
         }
     }
@@ -4354,6 +5017,7 @@ static void spmd__fab_close(spmd__fab *f) {
         if (f->mrs[i]->mr) fi_close(&f->mrs[i]->mr->fid);
         spmd__free(&f->alloc, f->mrs[i]);
     }
+    spmd__lane_close(f);
     if (f->av) fi_close(&f->av->fid);
     if (f->cq) fi_close(&f->cq->fid);
     if (f->domain) fi_close(&f->domain->fid);
@@ -4556,6 +5220,11 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
             goto fail;
         }
     }
+#if SPMD__HAS_LANE
+    sv = getenv("SPMD_SHM_LANE");
+    st = spmd__lane_open(f, d->lane > 0 || (d->lane == 0 && !(sv && strcmp(sv, "0") == 0)), deadline);
+    if (st != SPMD_OK) goto fail;
+#endif
     spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu, inject %zu, "
                    "mr_mode 0x%llx%s%s%s", f->prov, f->info->fabric_attr->name ? f->info->fabric_attr->name : "?",
                    f->info->domain_attr->name ? f->info->domain_attr->name : "?", f->nprocs, f->seg, f->inject,

@@ -838,7 +838,7 @@ static void print_header(const config *cfg, spmd_mesh *m)
            cfg->warmup >= 0 ? "fixed (-w)" : cfg->iters ? "5 ops" : "calibration rounds");
     print_loadavg();
     const char *env[] = {"SPMD_ALGO", "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_CHECK", "SPMD_PROVIDER",
-                         "SPMD_FABRIC_STRICT"};
+                         "SPMD_FABRIC_STRICT", "SPMD_SHM_LANE"};
     for (size_t i = 0; i < sizeof env / sizeof *env; i++)
         if (getenv(env[i])) printf("# env %s=%s\n", env[i], getenv(env[i]));
     if (cfg->csv && !cfg->kernels && !cfg->overlap)

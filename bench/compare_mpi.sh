@@ -11,9 +11,12 @@
 #                  Open MPI over shared memory (ob1 + vader)
 #   -t fabric-tcp  build/bench-fabric under tools/spmdrun, P processes
 #                  (default N: one device each) over libfabric's tcp
-#                  provider; Open MPI over its tcp BTL on the loopback
-#                  (ob1, btl tcp,self, btl_tcp_if_include lo)
-#   -t fabric-shm  the same over libfabric's shm provider; Open MPI over
+#                  provider without the shared-memory lane
+#                  (SPMD_SHM_LANE=0: tcp carries every message); Open MPI
+#                  over its tcp BTL on the loopback (ob1, btl tcp,self,
+#                  btl_tcp_if_include lo), no shared memory either
+#   -t fabric-shm  the same over libfabric's shm provider, with the lane
+#                  (small messages through our own rings); Open MPI over
 #                  vader (ob1, btl vader,self)
 #
 # Open MPI always runs N ranks (oversubscribed when N exceeds the CPUs);
@@ -101,7 +104,9 @@ else
         rm -f "$bench"
         make -s -C "$root" build/bench-fabric
     fi
-    ours=("$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
+    lane=1
+    [ "$provider" = tcp ] && lane=0
+    ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
     if [ "$provider" = tcp ]; then
         btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)

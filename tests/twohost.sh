@@ -12,6 +12,10 @@
 # With a second argument (a conformance test built with the libfabric
 # backend), that program then runs as a 2-process job across the two
 # namespaces; both processes must pass.
+# Namespaces of one kernel share /dev/shm, the boot id and the host name,
+# so the transport would take its shared-memory lane between the two
+# "hosts" for small messages; every run here sets SPMD_SHM_LANE=0, so that
+# all of it crosses the veth over tcp, as between real hosts.
 #   sh tests/twohost.sh [path/to/test_fabric [path/to/mesh_test]]
 # Needs root and `ip netns`; without them one check is reported skipped.
 # Prints a closing line "N passed, N failed[, N skipped]"; exit 1 on failure.
@@ -80,7 +84,7 @@ port=29500 # fresh namespaces: every port is free
 run() { # $1 = namespace, $2 = process id, $3 = interface, $4 = log name
     timeout -s KILL 90 ip netns exec "$1" env SPMD_NUM_PROCESSES=2 SPMD_PROCESS_ID="$2" \
         SPMD_COORDINATOR="$AA:$port" SPMD_JOB_KEY="$key" SPMD_SOCKET_IFNAME="$3" \
-        SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_LOG_LEVEL=info SPMD_BOOT_TIMEOUT_MS=20000 \
+        SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_SHM_LANE=0 SPMD_LOG_LEVEL=info SPMD_BOOT_TIMEOUT_MS=20000 \
         "$exe" --child xfer >"$W/$4.out" 2>"$W/$4.err"
 }
 run "$NA" 0 "$VA" twohost-p0 & pa=$!
@@ -113,7 +117,7 @@ if [ -n "$mesh_exe" ] && [ -x "$mesh_exe" ]; then
     runm() { # $1 = namespace, $2 = process id, $3 = interface, $4 = log name
         timeout -s KILL 300 ip netns exec "$1" env SPMD_NUM_PROCESSES=2 SPMD_PROCESS_ID="$2" \
             SPMD_COORDINATOR="$AA:$port" SPMD_JOB_KEY="$key" SPMD_SOCKET_IFNAME="$3" \
-            SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_BOOT_TIMEOUT_MS=20000 SPMD_TEST_QUICK=1 \
+            SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_SHM_LANE=0 SPMD_BOOT_TIMEOUT_MS=20000 SPMD_TEST_QUICK=1 \
             "$mesh_exe" >"$W/$4.out" 2>"$W/$4.err"
     }
     tx_before=$(ip netns exec "$NA" cat /sys/class/net/"$VA"/statistics/tx_bytes 2>/dev/null || echo 0)
@@ -140,7 +144,7 @@ fi
 # address the other host cannot reach).
 ip -n "$NB" link set "$VB" down
 timeout -s KILL 30 ip netns exec "$NB" env SPMD_NUM_PROCESSES=1 SPMD_PROCESS_ID=0 SPMD_COORDINATOR="$AB:$port" \
-    SPMD_SOCKET_IFNAME="$VB" SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_BOOT_TIMEOUT_MS=5000 \
+    SPMD_SOCKET_IFNAME="$VB" SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_SHM_LANE=0 SPMD_BOOT_TIMEOUT_MS=5000 \
     "$exe" --child xfer >"$W/twohost-down.out" 2>"$W/twohost-down.err"
 rd=$?
 [ $rd = 1 ] && grep -q "open: SPMD_ERR_INVALID fabric: provider tcp.* no domain on interface $VB" "$W/twohost-down.out"
