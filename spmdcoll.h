@@ -4929,6 +4929,16 @@ static SPMD__UNUSED int spmd__fab_op_idle(const spmd__fab_op *op) {
     return op->state != SPMD__FOP_ACTIVE && op->inflight == 0;
 }
 
+/* spmd__fab_op_idle for an op the transport may still be completing
+   (another thread progresses it): under the transport's lock. */
+static SPMD__UNUSED int spmd__fab_op_idle_now(spmd__fab *f, const spmd__fab_op *op) {
+    int idle;
+    pthread_mutex_lock(&f->lock);
+    idle = spmd__fab_op_idle(op);
+    pthread_mutex_unlock(&f->lock);
+    return idle;
+}
+
 /* The op's state without progressing the transport: SPMD_ERR_BUSY while
    it runs, else its status (SPMD_ERR_STATE if never posted). */
 static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
@@ -4979,14 +4989,16 @@ static SPMD__UNUSED spmd_status spmd__fab_wait(spmd__fab *f, spmd__fab_op *op) {
    back within ~100 ms, else SPMD_ERR_BUSY (memory stays owned until close). */
 static SPMD__UNUSED spmd_status spmd__fab_cancel(spmd__fab *f, spmd__fab_op *op, spmd_status s, const char *why) {
     uint64_t end;
+    int held;
     if (!f || !op) return SPMD_ERR_NULL;
     end = spmd__now_ns() + 100000000u;
     pthread_mutex_lock(&f->lock);
     if (op->state == SPMD__FOP_ACTIVE)
         spmd__fab_op_fail(f, op, s == SPMD_OK ? SPMD_ERR_STATE : s, "cancelled: %s", why ? why : "by the caller");
     while (op->inflight && spmd__now_ns() < end) spmd__fab_progress_locked(f);
+    held = op->inflight != 0;
     pthread_mutex_unlock(&f->lock);
-    return op->inflight ? SPMD_ERR_BUSY : SPMD_OK;
+    return held ? SPMD_ERR_BUSY : SPMD_OK;
 }
 
 static SPMD__UNUSED int spmd__fab_peer_lost(spmd__fab *f, int peer) { return spmd__boot_lost(f->boot, peer); }
@@ -5510,7 +5522,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     for (pp = &g->xlive; (x = *pp) != NULL;) { /* left by all, waiting for headers nobody needed */
         size_t i, idle = x->left == g->nloc;
-        for (i = 0; i < 3 * (size_t)G && idle; i++) idle = spmd__fab_op_idle(&x->rop[i]);
+        for (i = 0; i < 3 * (size_t)G && idle; i++) idle = spmd__fab_op_idle_now(f, &x->rop[i]);
         if (!idle) { pp = &x->next; continue; }
         *pp = x->next;
         x->next = g->xfree;
@@ -5887,15 +5899,11 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
     if (x) {
         size_t li = (size_t)g->lidx[me];
         for (i = 0; i < 3 * g->nrp; i++) {
-            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
-            if (op->state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, op, s, "the operation failed");
-        }
+            spmd__fab_cancel(m->fab, &x->sop[3 * li * (size_t)g->nrp + (size_t)i], s, "the operation failed");
+        } /* (cancel reads the op's state under the transport's lock: only active ones end) */
         if (me == x->lead) { /* data receives (some land in its output) and split sends are called off */
-            for (i = 0; i < g->G; i++)
-                if (x->rop[3 * i + 1].state == SPMD__FOP_ACTIVE)
-                    spmd__fab_cancel(m->fab, &x->rop[3 * i + 1], s, "the operation failed");
-            for (i = 0; i < 4 * g->nrp; i++)
-                if (x->aop[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
+            for (i = 0; i < g->G; i++) spmd__fab_cancel(m->fab, &x->rop[3 * i + 1], s, "the operation failed");
+            for (i = 0; i < 4 * g->nrp; i++) spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
         }
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
@@ -5931,11 +5939,11 @@ static spmd_status spmd__x_split(spmd_req *r) {
         void **outs = (void **)(ins + G);
         x->red = 1;
         x->cst[me] = SPMD__XC_COMPUTING; /* a member that fails meanwhile waits for this */
-        pthread_mutex_unlock(&m->xlock);
         spmd__x_slice(r, m->proc, &lo, &hi);
         for (k = 0; k < G; k++) /* local inputs whole, remote ones only the slice */
             ins[k] = (const unsigned char *)x->in[k] + (g->lidx[k] >= 0 ? lo * r->in_size : 0);
         outs[x->lead] = (unsigned char *)x->out[x->lead] + lo * r->out_size;
+        pthread_mutex_unlock(&m->xlock);
         spmd__work(r, G, 0, 0, hi - lo, ins, outs, x->lead, cur);
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_JOINED;
@@ -6029,12 +6037,12 @@ static void spmd__x_progress(spmd_req *r) {
                 x->cst[k] = SPMD__XC_COMPUTING;
                 list[n++] = k;
             }
+        for (k = 0; k < G; k++) { /* under the lock: headers nobody needs may still come in */
+            ins[k] = x->in[k];
+            cur[k] = x->meta[k];
+        }
         pthread_mutex_unlock(&m->xlock);
         for (j = 0; j < n; j++) {
-            for (k = 0; k < G; k++) {
-                ins[k] = x->in[k];
-                cur[k] = x->meta[k];
-            }
             outs[list[j]] = x->out[list[j]];
             if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
                 unsigned char *o = (unsigned char *)outs[list[j]];
@@ -6058,8 +6066,8 @@ static void spmd__x_progress(spmd_req *r) {
         int i, done = 1;
         for (i = 0; i < 3 * g->nrp; i++) {
             spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
-            if (op->state == SPMD__FOP_IDLE) continue;
             st = spmd__fab_test(m->fab, op);
+            if (st == SPMD_ERR_STATE) continue; /* never posted */
             if (st == SPMD_ERR_BUSY) { done = 0; continue; }
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
@@ -6071,8 +6079,8 @@ static void spmd__x_progress(spmd_req *r) {
         if (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our clear-to-send */
             for (i = 0; i < 4 * g->nrp && done; i++) {
                 spmd__fab_op *op = &x->aop[i];
-                if (op->state == SPMD__FOP_IDLE) continue;
                 st = spmd__fab_test(m->fab, op);
+                if (st == SPMD_ERR_STATE) continue; /* never posted */
                 if (st == SPMD_ERR_BUSY) { done = 0; continue; }
                 if (st != SPMD_OK) {
                     spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
@@ -6092,7 +6100,7 @@ static void spmd__x_progress(spmd_req *r) {
                 }
         if (++x->left == g->nloc) { /* the last local member: the exchange is spare again, */
             int idle = 1;
-            for (i = 0; i < 3 * G; i++) idle &= spmd__fab_op_idle(&x->rop[i]);
+            for (i = 0; i < 3 * G && idle; i++) idle = spmd__fab_op_idle_now(m->fab, &x->rop[i]);
             for (i = 0; i < 4 * g->nrp; i++)
                 SPMD_ASSERT(spmd__fab_op_idle(&x->aop[i]));
             if (idle) { /* unless headers nobody needed are still to come (x_get frees it then) */
@@ -6143,10 +6151,12 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
         size_t li = (size_t)g->lidx[r->gr->me];
         for (k = 0; k < 3 * g->nrp && at < sizeof who; k++) {
             spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
-            int w;
-            if (op->state != SPMD__FOP_ACTIVE) continue;
-            w = snprintf(who + at, sizeof who - at, " to process %d (%zu bytes, %u of %u segments posted, %u done)",
-                         op->peer, op->len, (unsigned)op->posted, (unsigned)op->nseg, (unsigned)op->done);
+            int w = 0;
+            pthread_mutex_lock(&m->fab->lock);
+            if (op->state == SPMD__FOP_ACTIVE)
+                w = snprintf(who + at, sizeof who - at, " to process %d (%zu bytes, %u of %u segments posted, %u done)",
+                             op->peer, op->len, (unsigned)op->posted, (unsigned)op->nseg, (unsigned)op->done);
+            pthread_mutex_unlock(&m->fab->lock);
             if (w > 0) at += (size_t)w;
         }
     }

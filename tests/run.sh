@@ -135,7 +135,33 @@ run_fabric() {
         fi
     elif have_fabric; then echo "  fabric/twohost: test_fabric not built: FAILED"; F=$((F + 1))
     else echo "  fabric/twohost: libfabric missing: skipped"; S=$((S + 1)); fi
+    run_fabric_tsan
     run_fabric_matrix
+}
+
+# A few conformance tests as two processes (two devices each on the larger
+# meshes) under ThreadSanitizer, shm provider with the shared-memory lane:
+# the exchange path's local members and the transport's progress race there.
+FABRIC_TSAN="test_reduce test_movement test_mpi"
+run_fabric_tsan() {
+    for t in $FABRIC_TSAN; do
+        exe=$B/fabric-tsan/$t
+        if [ ! -x "$exe" ]; then
+            if have_fabric; then echo "  fabric-tsan/$t: not built: FAILED"; F=$((F + 1))
+            else echo "  fabric-tsan/$t: libfabric missing: skipped"; S=$((S + 1)); fi
+            continue
+        fi
+        log=$LOG/fabric-tsan-$t
+        start=$(date +%s)
+        SPMD_TEST_QUICK=8 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+            tools/spmdrun -n 2 --provider shm --timeout 400 -- "$exe" >$log.out 2>$log.err; rc=$?
+        end=$(date +%s)
+        f0=$F
+        add_procs $log.out $rc 2 "fabric-tsan/$t shm -n 2 ($((end - start))s)"
+        if [ $F != $f0 ]; then
+            grep -e 'FAIL' -e 'spmdrun:' -e 'ThreadSanitizer' -A12 $log.err | sed -n '1,40p' | sed 's/^/      /'
+        fi
+    done
 }
 
 # The conformance tests as several processes (make fabric builds them): each
