@@ -4929,14 +4929,15 @@ static SPMD__UNUSED int spmd__fab_op_idle(const spmd__fab_op *op) {
     return op->state != SPMD__FOP_ACTIVE && op->inflight == 0;
 }
 
-/* spmd__fab_op_idle for an op the transport may still be completing
-   (another thread progresses it): under the transport's lock. */
-static SPMD__UNUSED int spmd__fab_op_idle_now(spmd__fab *f, const spmd__fab_op *op) {
-    int idle;
+/* spmd__fab_op_idle for all of n ops the transport may still be
+   completing (another thread progresses them): under one take of the
+   transport's lock. */
+static SPMD__UNUSED int spmd__fab_ops_idle(spmd__fab *f, const spmd__fab_op *ops, size_t n) {
+    size_t i;
     pthread_mutex_lock(&f->lock);
-    idle = spmd__fab_op_idle(op);
+    for (i = 0; i < n && spmd__fab_op_idle(&ops[i]); i++) {}
     pthread_mutex_unlock(&f->lock);
-    return idle;
+    return i == n;
 }
 
 /* The op's state without progressing the transport: SPMD_ERR_BUSY while
@@ -5521,9 +5522,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (x = g->xlive; x; x = x->next)
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     for (pp = &g->xlive; (x = *pp) != NULL;) { /* left by all, waiting for headers nobody needed */
-        size_t i, idle = x->left == g->nloc;
-        for (i = 0; i < 3 * (size_t)G && idle; i++) idle = spmd__fab_op_idle_now(f, &x->rop[i]);
-        if (!idle) { pp = &x->next; continue; }
+        if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)G)) { pp = &x->next; continue; }
         *pp = x->next;
         x->next = g->xfree;
         g->xfree = x;
@@ -5989,6 +5988,21 @@ static spmd_status spmd__x_split(spmd_req *r) {
     return st;
 }
 
+/* Have the posted ones of n ops ended? SPMD_OK, SPMD_ERR_BUSY while some
+   run, else the first failure (d->err says). */
+static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
+    spmd_status all = SPMD_OK;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        spmd_status st = spmd__fab_test(r->dev->mesh->fab, &ops[i]);
+        if (st == SPMD_ERR_STATE) continue; /* never posted */
+        if (st == SPMD_ERR_BUSY) { all = st; continue; }
+        if (st != SPMD_OK)
+            return spmd__fail(r->dev, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, ops[i].err);
+    }
+    return all;
+}
+
 static void spmd__x_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -6063,32 +6077,14 @@ static void spmd__x_progress(spmd_req *r) {
     }
     if (r->state == SPMD__R_DRAIN) {
         size_t li = (size_t)g->lidx[me];
-        int i, done = 1;
-        for (i = 0; i < 3 * g->nrp; i++) {
-            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)i];
-            st = spmd__fab_test(m->fab, op);
-            if (st == SPMD_ERR_STATE) continue; /* never posted */
-            if (st == SPMD_ERR_BUSY) { done = 0; continue; }
-            if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
-                spmd__x_fail(r, st);
-                return;
-            }
-        }
-        for (i = 0; i < g->nrp; i++) done &= x->dsent[li * (size_t)g->nrp + (size_t)i];
-        if (r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our clear-to-send */
-            for (i = 0; i < 4 * g->nrp && done; i++) {
-                spmd__fab_op *op = &x->aop[i];
-                st = spmd__fab_test(m->fab, op);
-                if (st == SPMD_ERR_STATE) continue; /* never posted */
-                if (st == SPMD_ERR_BUSY) { done = 0; continue; }
-                if (st != SPMD_OK) {
-                    spmd__fail(d, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, op->err);
-                    spmd__x_fail(r, st);
-                    return;
-                }
-            }
-        if (!done) return;
+        int i;
+        st = spmd__x_ended(r, &x->sop[3 * li * (size_t)g->nrp], 3 * (size_t)g->nrp);
+        for (i = 0; i < g->nrp && st == SPMD_OK; i++)
+            if (!x->dsent[li * (size_t)g->nrp + (size_t)i]) st = SPMD_ERR_BUSY;
+        if (st == SPMD_OK && r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our CTS */
+            st = spmd__x_ended(r, x->aop, 4 * (size_t)g->nrp);
+        if (st == SPMD_ERR_BUSY) return;
+        if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         pthread_mutex_lock(&m->xlock);
         if (!x->copied[me] || (x->hold && me == x->lead))
             /* the others read this member's own buffer (or the leader's
@@ -6099,11 +6095,8 @@ static void spmd__x_progress(spmd_req *r) {
                     return;
                 }
         if (++x->left == g->nloc) { /* the last local member: the exchange is spare again, */
-            int idle = 1;
-            for (i = 0; i < 3 * G && idle; i++) idle = spmd__fab_op_idle_now(m->fab, &x->rop[i]);
-            for (i = 0; i < 4 * g->nrp; i++)
-                SPMD_ASSERT(spmd__fab_op_idle(&x->aop[i]));
-            if (idle) { /* unless headers nobody needed are still to come (x_get frees it then) */
+            SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp));
+            if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
                 spmd__xrec **pp = &g->xlive;
                 while (*pp != x) pp = &(*pp)->next;
                 *pp = x->next;

@@ -206,6 +206,17 @@ static size_t lane_rlen(int i, int *upto, spmd_status *want) {
     return LANE_LEN;
 }
 
+/* Post the receive of lane message i as lane_rlen says; 0 (said) on failure. */
+static int lane_post_recv(spmd__fab *f, spmd__fab_op *op, unsigned char *buf, int i, uint64_t dl) {
+    int upto;
+    spmd_status want, st;
+    size_t n = lane_rlen(i, &upto, &want);
+    st = upto ? spmd__fab_post_recv_upto(f, op, 0, SPMD__FAB_TAG(3, i % 4, 1), buf, n, dl)
+              : spmd__fab_post_recv(f, op, 0, SPMD__FAB_TAG(3, i % 4, 1), buf, n, dl);
+    if (st != SPMD_OK) printf("post recv %d: %s %s\n", i, spmd_status_name(st), f->err);
+    return st == SPMD_OK;
+}
+
 static int child_lane(void) {
     spmd__fab *f;
     size_t lim, sizes[3];
@@ -257,14 +268,7 @@ static int child_lane(void) {
             else queued += spmd__fab_peek(f, &ops[i]) == SPMD_ERR_BUSY;
         }
     } else {
-        for (i = 0; i < 8 && !bad; i++) { /* a few posted before they come */
-            int upto;
-            spmd_status want, st;
-            size_t n = lane_rlen(i, &upto, &want);
-            st = upto ? spmd__fab_post_recv_upto(f, &ops[i], 0, SPMD__FAB_TAG(3, i % 4, 1), bufs[i], n, dl)
-                      : spmd__fab_post_recv(f, &ops[i], 0, SPMD__FAB_TAG(3, i % 4, 1), bufs[i], n, dl);
-            if (st != SPMD_OK) { printf("post recv %d: %s %s\n", i, spmd_status_name(st), f->err); bad = 1; }
-        }
+        for (i = 0; i < 8 && !bad; i++) bad = !lane_post_recv(f, &ops[i], bufs[i], i, dl); /* before they come */
     }
     if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) { printf("barrier: %s\n", f->boot->err); bad = 1; }
     if (f->rank == 0) {
@@ -276,14 +280,7 @@ static int child_lane(void) {
     } else if (!bad) {
         double t0 = p_now();
         while (p_now() - t0 < 0.02) spmd__fab_progress(f); /* most become unexpected */
-        for (i = 8; i < LANE_MSGS && !bad; i++) {
-            int upto;
-            spmd_status want, st;
-            size_t n = lane_rlen(i, &upto, &want);
-            st = upto ? spmd__fab_post_recv_upto(f, &ops[i], 0, SPMD__FAB_TAG(3, i % 4, 1), bufs[i], n, dl)
-                      : spmd__fab_post_recv(f, &ops[i], 0, SPMD__FAB_TAG(3, i % 4, 1), bufs[i], n, dl);
-            if (st != SPMD_OK) { printf("post recv %d: %s %s\n", i, spmd_status_name(st), f->err); bad = 1; }
-        }
+        for (i = 8; i < LANE_MSGS && !bad; i++) bad = !lane_post_recv(f, &ops[i], bufs[i], i, dl);
         for (i = 0; i < LANE_MSGS && !bad; i++) {
             int upto;
             spmd_status want, st = spmd__fab_wait(f, &ops[i]);
