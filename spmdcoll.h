@@ -66,9 +66,12 @@
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
                        EFA demand (every buffer registered, fi_context2,
                        8 KiB messages)
-     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages of
-                       at most 8 KiB between processes of one host go
-                       through rings in shared memory, not libfabric
+     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
+                       between processes of one host go through rings in
+                       shared memory, not libfabric (at most 8 KiB inline,
+                       larger ones streamed through bulk rings once their
+                       receive is posted); small: only those of at most
+                       8 KiB (also the case with SPMD_FABRIC_STRICT=1)
 
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
@@ -3789,11 +3792,13 @@ static void spmd__boot_close(spmd__boot *b) {
    processes of max_msg_size, and 8 KiB in strict mode), each its own tagged
    message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
-   Between two processes of one host, messages of at most f->lane_max bytes
-   (8 KiB) go through the shared-memory lane instead (see "shared-memory
-   lane" below; SPMD_SHM_LANE=0 turns it off): a send is done once copied
-   into the ring (or waits for room, in order), a receive from such a peer
-   is matched there, and one of up to n bytes takes n <= f->lane_max.
+   Between two processes of one host, messages go through the shared-memory
+   lane instead (see "shared-memory lane" below; SPMD_SHM_LANE=0 turns it
+   off, =small and strict mode keep it to messages of at most f->lane_max,
+   8 KiB): a small send is done once copied into the ring (or waits for
+   room, in order), a large one once its last piece is in the bulk ring; a
+   receive from such a peer is matched there, and one of up to n bytes
+   takes n <= f->lane_max.
 
    Tag layout (64 bits), built with SPMD__FAB_TAG(group, seq, step):
        63..62  kind        2 bits   0 = collectives; 1 = send/recv (its own layout, see
@@ -3840,7 +3845,7 @@ typedef struct spmd__fab_desc {
     spmd__boot_desc boot;     /* layout, coordinator, key, deadline, logging, allocator */
     const char *provider;     /* NULL: SPMD_PROVIDER, FI_PROVIDER, else automatic */
     int strict;               /* 0: SPMD_FABRIC_STRICT; 1: on; -1: off */
-    int lane;                 /* 0: SPMD_SHM_LANE (default on); 1: on; -1: off */
+    int lane;                 /* 0: SPMD_SHM_LANE (default on); 1: on; 2: small messages only; -1: off */
 } spmd__fab_desc;
 
 typedef struct spmd__fab_mr {
@@ -3885,8 +3890,12 @@ typedef struct spmd__fab_op {
     spmd__fab_seg slot[SPMD__FAB_WINDOW];
     struct spmd__fab_op *prev, *next;
     spmd__lane_node lnode;    /* lane: in f->lpost (receive) or its lane's wait list (send) */
-    int lane;                 /* 0: libfabric; 1: the lane; 2: the lane, queued on lnode */
+    int lane;                 /* 0: libfabric; 1: the lane; 2: the lane, queued on lnode; 3: a large
+                                 send announced, waiting for its clear-to-send; 4: a large message
+                                 moving through the bulk ring (xfer) */
     int state, kind, peer;
+    uint64_t sid;             /* lane 3: the large send's number on its lane */
+    struct spmd__lane_xfer *xfer; /* lane 4 */
     uint64_t tag;
     unsigned char *buf;
     size_t len, received;
@@ -3924,11 +3933,14 @@ typedef struct spmd__fab {
     int cts;                  /* large messages wait for the receiver's clear-to-send */
     uint64_t nfab;            /* segments the provider holds */
     uint32_t fab_recent;      /* CQ reads still owed to the last fabric post (lane on) */
+    uint64_t moved;           /* counts progress calls that moved something: waiters keep
+                                 spinning while it changes (written under the lock, read without) */
     /* the shared-memory lane (see "shared-memory lane" below) */
     struct spmd__lane *lanes;
     int nlanes;
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
     size_t lane_max, lane_cap;
+    size_t bulk_cap;          /* bytes of a bulk ring; 0: larger messages go through libfabric */
     spmd__lane_tab lpost;     /* receives posted on the lane */
     spmd__lane_tab lunex;     /* lane messages that came before their receive */
     void *lane_seg;           /* our segment: the rings other processes write to us */
@@ -4173,12 +4185,43 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
    lengths); a bad record breaks that peer's lane (its ops fail) and
    nothing else. A dead peer blocks nothing: its ring just stops moving,
    and the ops waiting on it end through the lost-peer check and deadlines
-   like any other. */
+   like any other.
+
+   Larger messages (f->bulk_cap != 0, the default; SPMD_SHM_LANE=small and
+   strict mode leave them to libfabric) take the bulk ring beside each
+   ring: a byte stream of pieces of up to 64 KiB, each behind a 64-byte
+   record (number, offset, length). The sender announces the message on
+   the ring (RTS: its length and its number on the lane, in order with the
+   small messages, so tags that repeat still match in order); the announce-
+   ment is matched like a message, and once its receive is posted the
+   receiver answers (CTS, or why not: another length) and appends it to
+   its list of messages to come; the sender appends it to its list of
+   messages to stream, and writes pieces while the bulk ring has room
+   (done once the last is in: the buffer is free, as after fi_tinject).
+   Both lists follow the order of the answers, so the pieces need no
+   matching, only checking. Nothing enters the bulk ring before its
+   receive is posted, so a message never waits behind another one whose
+   receive comes later (a receiver may post them in any order), and each
+   byte is copied twice (into the ring, out of it) by two CPUs at once:
+   faster here than one copy through process_vm_readv, which libfabric's
+   shm provider uses. A send that fails before its answer takes the
+   announcement back (REVOKE: an unmatched one is dropped); after it, its
+   remaining pieces become one ABORT record that fails the receive (one
+   before any piece puts the receive back to waiting, as if the message
+   had never been sent). A receive that fails drops the rest of its
+   pieces. */
 #define SPMD__LANE_MAX 8192u          /* bytes of a message, at most */
 #define SPMD__LANE_MAGIC 0x454e414c444d5053ull /* "SPMDLANE" */
-#define SPMD__LANE_VERSION 1u
+#define SPMD__LANE_VERSION 2u
 #define SPMD__LANE_REC 0x4345524cu    /* a message */
 #define SPMD__LANE_SKIP 0x50494b53u   /* the rest of the ring is unused */
+#define SPMD__LANE_RTS 0x53545452u    /* a large message is ready: its length and number */
+#define SPMD__LANE_CTS 0x53544343u    /* its receive is posted (status 0), or why it cannot be */
+#define SPMD__LANE_REVOKE 0x4b564552u /* an announced message is given up before its answer */
+#define SPMD__LANE_PIECE_REC 0x43454950u /* bulk: a piece of a large message */
+#define SPMD__LANE_ABORT 0x54524241u  /* bulk: the rest of that message will not come */
+#define SPMD__LANE_PAD 0x44444150u    /* bulk: the rest of the ring is unused */
+#define SPMD__LANE_PIECE ((size_t)64 << 10) /* bytes of a piece, at most */
 #define SPMD__LANE_RING_MAGIC 0x474e4952u
 #define SPMD__LANE_PREFIX "spmd-lane-"
 
@@ -4189,7 +4232,7 @@ typedef struct spmd__lane_seg {       /* at the start of a segment */
     uint64_t cap, size;               /* ring bytes; the whole segment */
     uint64_t key;                     /* hash of the job key */
     uint64_t nonce;                   /* random: stamps of its records */
-    unsigned char pad[8];
+    uint64_t bulk;                    /* bytes of each bulk ring, 0: none */
 } spmd__lane_seg;
 
 typedef struct spmd__lane_ring {      /* then per ring this, then cap bytes */
@@ -4204,10 +4247,45 @@ typedef struct spmd__lane_rec {
     uint32_t len, magic;
 } spmd__lane_rec;
 
-typedef struct spmd__lane_msg {       /* an unexpected message; its bytes follow */
+typedef struct spmd__lane_msg {       /* an unexpected message; its bytes follow (not an RTS's) */
     spmd__lane_node node;
     size_t len;
+    uint64_t sid;                     /* an announced large message: its number, else 0 */
 } spmd__lane_msg;
+
+typedef struct spmd__lane_ctl {       /* what RTS, CTS and REVOKE records carry */
+    uint64_t len, sid;
+    uint32_t status, pad;
+} spmd__lane_ctl;
+
+typedef struct spmd__lane_bulk {      /* per bulk ring (after the rings) this, then its bytes */
+    uint64_t head;                    /* bytes ever written: the producer's */
+    unsigned char pad0[SPMD__LINE - 8];
+    uint64_t tail;                    /* bytes ever read: the consumer's */
+    unsigned char pad1[SPMD__LINE - 8];
+} spmd__lane_bulk;
+
+typedef struct spmd__lane_piece {     /* a bulk record, one line; its bytes follow, padded to lines */
+    uint64_t sid, off;
+    uint32_t len, magic;
+    int32_t status;                   /* ABORT: why the sender gave the message up */
+    uint32_t pad;
+} spmd__lane_piece;
+
+typedef struct spmd__lane_xfer {      /* a large message between its answer and its last piece */
+    struct spmd__lane_xfer *next;
+    spmd__fab_op *op;                 /* NULL: its op failed (a send still owes an ABORT) */
+    uint64_t sid;
+    size_t len, done;
+    spmd_status why;                  /* the failed op's status */
+} spmd__lane_xfer;
+
+typedef struct spmd__lane_pend {      /* a control record waiting for room in the ring */
+    struct spmd__lane_pend *next;
+    uint32_t magic;
+    uint64_t tag;
+    spmd__lane_ctl c;
+} spmd__lane_pend;
 
 typedef struct spmd__lane {
     int peer, broken;
@@ -4219,6 +4297,13 @@ typedef struct spmd__lane {
     void *map;                        /* its segment */
     size_t map_size;
     spmd__lane_node *wait, *wait_tail; /* sends waiting for room, in order */
+    spmd__lane_pend *pend, *pend_tail; /* control records waiting for room */
+    spmd__lane_bulk *bin, *bout;      /* bulk rings: its in our segment, ours in its */
+    unsigned char *bin_data, *bout_data;
+    uint64_t bin_tail, bout_head, bout_tail;
+    uint64_t next_sid;                /* our last announced message's number */
+    spmd__lane_xfer *tx, *tx_tail;    /* large sends answered, to stream in this order */
+    spmd__lane_xfer *rx, *rx_tail;    /* large receives answered: their pieces come in this order */
 } spmd__lane;
 
 #define SPMD__LANE_OP(n) ((spmd__fab_op *)(void *)((char *)(n) - offsetof(spmd__fab_op, lnode)))
@@ -4261,6 +4346,16 @@ static void spmd__lane_tab_add(spmd__fab *f, spmd__lane_tab *t, spmd__lane_node 
     t->n++;
 }
 
+/* Put n before every node: a receive that goes back to waiting is the
+   first of its (peer, tag) again. */
+static void spmd__lane_tab_push_front(spmd__lane_tab *t, spmd__lane_node *n) {
+    spmd__lane_bucket *b = &t->b[spmd__lane_hash(n->peer, n->tag) & t->mask];
+    n->next = b->head;
+    b->head = n;
+    if (!b->tail) b->tail = n;
+    t->n++;
+}
+
 /* Remove and return the first node for (peer, tag), or exactly `which`
    when given; NULL when there is none. */
 static spmd__lane_node *spmd__lane_tab_take(spmd__lane_tab *t, int peer, uint64_t tag, spmd__lane_node *which) {
@@ -4280,14 +4375,89 @@ static spmd__lane_node *spmd__lane_tab_take(spmd__lane_tab *t, int peer, uint64_
     return NULL;
 }
 
-/* Take a queued lane op off its table or wait list (it failed). */
-static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op) {
-    if (op->lane != 2) return;
+static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint32_t magic, uint64_t tag, const void *buf, size_t len);
+static void spmd__lane_break(spmd__fab *f, spmd__lane *l, const char *why);
+
+/* Send a control record (CTS, REVOKE), behind those waiting for room. */
+static void spmd__lane_ctl_send(spmd__fab *f, spmd__lane *l, uint32_t magic, uint64_t tag, size_t len, uint64_t sid,
+                                uint32_t status) {
+    spmd__lane_pend *p;
+    spmd__lane_ctl c;
+    if (l->broken) return;
+    memset(&c, 0, sizeof c);
+    c.len = len;
+    c.sid = sid;
+    c.status = status;
+    if (!l->pend && spmd__lane_push(f, l, magic, tag, &c, sizeof c)) return;
+    p = (spmd__lane_pend *)spmd__alloc(&f->alloc, sizeof *p);
+    if (!p) { /* the peer would wait for it forever */
+        spmd__lane_break(f, l, "out of memory for a control record");
+        return;
+    }
+    p->next = NULL;
+    p->magic = magic;
+    p->tag = tag;
+    p->c = c;
+    if (l->pend_tail) l->pend_tail->next = p;
+    else l->pend = p;
+    l->pend_tail = p;
+}
+
+/* Append a large message to a lane's list of messages to stream or to
+   come; NULL when out of memory. */
+static spmd__lane_xfer *spmd__lane_xfer_add(spmd__fab *f, spmd__lane_xfer **head, spmd__lane_xfer **tail,
+                                            spmd__fab_op *op, uint64_t sid, size_t len) {
+    spmd__lane_xfer *x = (spmd__lane_xfer *)spmd__alloc(&f->alloc, sizeof *x);
+    if (!x) return NULL;
+    memset(x, 0, sizeof *x);
+    x->op = op;
+    x->sid = sid;
+    x->len = len;
+    if (*tail) (*tail)->next = x;
+    else *head = x;
+    *tail = x;
+    if (op) {
+        op->lane = 4;
+        op->xfer = x;
+    }
+    return x;
+}
+
+/* The first of a list is finished with: unlink and free it. */
+static void spmd__lane_xfer_pop(spmd__fab *f, spmd__lane_xfer **head, spmd__lane_xfer **tail) {
+    spmd__lane_xfer *x = *head;
+    *head = x->next;
+    if (!*head) *tail = NULL;
+    spmd__free(&f->alloc, x);
+}
+
+/* A lane op moved all its bytes. */
+static void spmd__lane_complete(spmd__fab *f, spmd__fab_op *op, size_t len) {
     op->lane = 1;
-    if (op->kind == SPMD__FOP_RECV) {
+    op->xfer = NULL;
+    op->received = op->kind == SPMD__FOP_RECV ? len : 0;
+    op->posted = op->done = op->nseg;
+    spmd__fab_settle(f, op);
+}
+
+/* Take a lane op that failed off wherever it waits: its table or wait
+   list; an announced send takes its announcement back; a large message
+   under way leaves its place in the lists to the ABORT it owes (a send)
+   or to the pieces that still come and are dropped (a receive). */
+static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op) {
+    spmd__lane *l = f->lane_of && f->lane_of[op->peer] >= 0 ? &f->lanes[f->lane_of[op->peer]] : NULL;
+    int was = op->lane;
+    if (was < 2 || !l) return;
+    op->lane = 1;
+    if (was == 3) {
+        spmd__lane_ctl_send(f, l, SPMD__LANE_REVOKE, op->tag, op->len, op->sid, 0);
+    } else if (was == 4) {
+        op->xfer->op = NULL;
+        op->xfer->why = op->status;
+        op->xfer = NULL;
+    } else if (op->kind == SPMD__FOP_RECV) {
         spmd__lane_tab_take(&f->lpost, op->peer, op->tag, &op->lnode);
     } else {
-        spmd__lane *l = &f->lanes[f->lane_of[op->peer]];
         spmd__lane_node *c, *prev = NULL;
         for (c = l->wait; c && c != &op->lnode; prev = c, c = c->next) {}
         if (!c) return;
@@ -4297,8 +4467,8 @@ static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op) {
     }
 }
 
-/* Copy a message into our ring in the peer's segment; 0 when it has no room. */
-static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint64_t tag, const void *buf, size_t len) {
+/* Copy a record into our ring in the peer's segment; 0 when it has no room. */
+static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint32_t magic, uint64_t tag, const void *buf, size_t len) {
     uint64_t cap = f->lane_cap, h = l->out_head, at = h & (cap - 1);
     uint64_t need = (sizeof(spmd__lane_rec) + len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
     uint64_t skip = cap - at < need ? cap - at : 0;
@@ -4319,10 +4489,29 @@ static int spmd__lane_push(spmd__fab *f, spmd__lane *l, uint64_t tag, const void
     r = (spmd__lane_rec *)(void *)(l->out_data + at);
     r->tag = tag;
     r->len = (uint32_t)len;
-    r->magic = SPMD__LANE_REC;
+    r->magic = magic;
     if (len) memcpy(r + 1, buf, len);
     SPMD__ST_REL(&r->stamp, h ^ l->out_nonce);
     l->out_head = h + need;
+    return 1;
+}
+
+/* Put a send on the ring: a small message whole (the op is done), a large
+   one's announcement (lane 3: it waits for the answer). 0: no room. */
+static int spmd__lane_send(spmd__fab *f, spmd__lane *l, spmd__fab_op *op) {
+    spmd__lane_ctl c;
+    if (op->len <= f->lane_max) {
+        if (!spmd__lane_push(f, l, SPMD__LANE_REC, op->tag, op->buf, op->len)) return 0;
+        op->lane = 1;
+        op->posted = op->done = 1;
+        return 1;
+    }
+    memset(&c, 0, sizeof c);
+    c.len = op->len;
+    c.sid = l->next_sid + 1;
+    if (!spmd__lane_push(f, l, SPMD__LANE_RTS, op->tag, &c, sizeof c)) return 0;
+    op->sid = ++l->next_sid;
+    op->lane = 3;
     return 1;
 }
 
@@ -4342,9 +4531,73 @@ static void spmd__lane_deliver(spmd__fab *f, spmd__fab_op *op, const void *data,
     spmd__fab_settle(f, op);
 }
 
+/* An announced large message (len bytes, number sid) meets its receive:
+   answer that it may come, or why not. */
+static void spmd__lane_accept(spmd__fab *f, spmd__lane *l, spmd__fab_op *op, size_t len, uint64_t sid) {
+    op->lane = 1;
+    if (len != op->len) {
+        char what[160];
+        spmd__fab_describe(op, what, sizeof what);
+        spmd__lane_ctl_send(f, l, SPMD__LANE_CTS, 0, op->len, sid, 1);
+        spmd__fab_op_fail(f, op, SPMD_ERR_SIZE, "%s: the message carries %zu bytes, expected %s%zu (both sides must "
+                          "post the same length)", what, len, op->upto ? "at most " : "", op->len);
+        return;
+    }
+    if (!spmd__lane_xfer_add(f, &l->rx, &l->rx_tail, op, sid, len)) {
+        spmd__lane_ctl_send(f, l, SPMD__LANE_CTS, 0, op->len, sid, 2);
+        spmd__fab_op_fail(f, op, SPMD_ERR_NOMEM, "receive from process %d: out of memory", op->peer);
+        return;
+    }
+    spmd__lane_ctl_send(f, l, SPMD__LANE_CTS, 0, len, sid, 0);
+}
+
+/* The answer to our announcement sid: stream it, or fail the send. An
+   answer to a send that failed meanwhile gets an ABORT (the receiver
+   waits for pieces). */
+static void spmd__lane_answered(spmd__fab *f, spmd__lane *l, const spmd__lane_ctl *c) {
+    spmd__fab_op *op;
+    for (op = f->head; op; op = op->next)
+        if (op->lane == 3 && op->peer == l->peer && op->sid == c->sid) break;
+    if (!op) {
+        spmd__lane_xfer *x = c->status ? NULL : spmd__lane_xfer_add(f, &l->tx, &l->tx_tail, NULL, c->sid, 0);
+        if (x) x->why = SPMD_ERR_STATE;
+        else if (!c->status) spmd__lane_break(f, l, "out of memory for an abort");
+        return;
+    }
+    op->lane = 1;
+    if (c->status != 0) {
+        char what[160];
+        spmd__fab_describe(op, what, sizeof what);
+        if (c->status == 1)
+            spmd__fab_op_fail(f, op, SPMD_ERR_SIZE, "%s: the receiver posted %llu bytes (both sides must post the "
+                              "same length)", what, (unsigned long long)c->len);
+        else
+            spmd__fab_op_fail(f, op, SPMD_ERR_NOMEM, "%s: the receiver ran out of memory", what);
+        return;
+    }
+    if (!spmd__lane_xfer_add(f, &l->tx, &l->tx_tail, op, op->sid, op->len)) {
+        spmd__fab_op_fail(f, op, SPMD_ERR_NOMEM, "send to process %d: out of memory", op->peer);
+        spmd__lane_break(f, l, "out of memory for a large send"); /* the receiver waits for its pieces */
+    }
+}
+
+/* REVOKE of announcement sid with this tag: drop it if still unmatched. */
+static void spmd__lane_revoked(spmd__fab *f, spmd__lane *l, uint64_t tag, uint64_t sid) {
+    spmd__lane_node *c;
+    if (!f->lunex.b) return;
+    for (c = f->lunex.b[spmd__lane_hash(l->peer, tag) & f->lunex.mask].head; c; c = c->next) {
+        spmd__lane_msg *m = (spmd__lane_msg *)(void *)c;
+        if (c->peer != l->peer || c->tag != tag || m->sid != sid) continue;
+        spmd__lane_tab_take(&f->lunex, l->peer, tag, c);
+        spmd__free(&f->alloc, m);
+        return;
+    }
+}
+
 /* The peer's ring holds something we cannot read: fail what waits on it. */
 static void spmd__lane_break(spmd__fab *f, spmd__lane *l, const char *why) {
     spmd__fab_op *op, *nx;
+    if (l->broken) return;
     l->broken = 1;
     spmd__boot_log(f->boot, SPMD_LOG_ERROR, "shared-memory lane from process %d: %s; its messages are lost", l->peer,
                    why);
@@ -4355,17 +4608,19 @@ static void spmd__lane_break(spmd__fab *f, spmd__lane *l, const char *why) {
     }
 }
 
-/* Read what the peer wrote: each message goes to its posted receive, or
-   waits for one. */
+/* Read what the peer wrote on the ring: each message goes to its posted
+   receive, or waits for one; announcements likewise; answers and
+   revocations are acted on. */
 static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
     uint64_t cap = f->lane_cap, t = l->in_tail, end = t + cap; /* at most one ring's worth per call */
     const char *bad = NULL;
     if (l->broken) return;
-    while (t < end) {
+    while (t < end && !l->broken) {
         uint64_t at = t & (cap - 1), need, tag;
         spmd__lane_rec *r = (spmd__lane_rec *)(void *)(l->in_data + at);
         uint32_t len, magic;
         spmd__lane_node *n;
+        spmd__lane_ctl c;
         if (SPMD__LD_ACQ(&r->stamp) != (t ^ l->in_nonce)) break; /* nothing (more) yet */
         tag = r->tag;
         len = r->len; /* read once: the bytes are the peer's */
@@ -4375,20 +4630,36 @@ static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
             continue;
         }
         need = (sizeof *r + (uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
-        if (magic != SPMD__LANE_REC || len > f->lane_max || need > cap - at) {
+        if (len > f->lane_max || need > cap - at ||
+            (magic != SPMD__LANE_REC && (len != sizeof c || !f->bulk_cap ||
+                                         (magic != SPMD__LANE_RTS && magic != SPMD__LANE_CTS &&
+                                          magic != SPMD__LANE_REVOKE)))) {
             bad = "a malformed record";
             break;
         }
-        n = spmd__lane_tab_take(&f->lpost, l->peer, tag, NULL);
-        if (n) {
-            spmd__lane_deliver(f, SPMD__LANE_OP(n), r + 1, len);
+        if (magic != SPMD__LANE_REC) {
+            memcpy(&c, r + 1, sizeof c);
+            if (magic == SPMD__LANE_RTS && (c.len <= f->lane_max || c.sid == 0)) {
+                bad = "a malformed announcement";
+                break;
+            }
+        }
+        if (magic == SPMD__LANE_CTS) {
+            spmd__lane_answered(f, l, &c);
+        } else if (magic == SPMD__LANE_REVOKE) {
+            spmd__lane_revoked(f, l, tag, c.sid);
+        } else if ((n = spmd__lane_tab_take(&f->lpost, l->peer, tag, NULL)) != NULL) {
+            if (magic == SPMD__LANE_RTS) spmd__lane_accept(f, l, SPMD__LANE_OP(n), (size_t)c.len, c.sid);
+            else spmd__lane_deliver(f, SPMD__LANE_OP(n), r + 1, len);
         } else {
-            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + len);
+            size_t body = magic == SPMD__LANE_RTS ? 0 : len;
+            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + body);
             if (!m) break; /* out of memory: leave it in the ring for now */
             m->node.peer = l->peer;
             m->node.tag = tag;
-            m->len = len;
-            if (len) memcpy(m + 1, r + 1, len);
+            m->len = magic == SPMD__LANE_RTS ? (size_t)c.len : len;
+            m->sid = magic == SPMD__LANE_RTS ? c.sid : 0;
+            if (body) memcpy(m + 1, r + 1, body);
             spmd__lane_tab_add(f, &f->lunex, &m->node);
         }
         t += need;
@@ -4396,30 +4667,164 @@ static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
     if (t != l->in_tail) {
         l->in_tail = t;
         SPMD__ST_REL(&l->in->tail, t);
+        SPMD__ST_REL(&f->moved, f->moved + 1);
     }
     if (bad) spmd__lane_break(f, l, bad);
 }
 
-/* Every lane: sends that waited for room, then what came in. Lock held. */
+/* Write pieces of the answered large sends into the peer's bulk ring while
+   it has room (an ABORT for one that failed). */
+static void spmd__lane_stream(spmd__fab *f, spmd__lane *l) {
+    uint64_t cap = f->bulk_cap, h0 = l->bout_head;
+    if (l->tx && (l->bout_head - l->bout_tail) * 2 >= cap) l->bout_tail = SPMD__LD_ACQ(&l->bout->tail);
+    while (l->tx && !l->broken) {
+        spmd__lane_xfer *x = l->tx;
+        uint64_t h = l->bout_head, at = h & (cap - 1), room = cap - (h - l->bout_tail), contig = cap - at;
+        spmd__lane_piece *pc = (spmd__lane_piece *)(void *)(l->bout_data + at);
+        size_t n = x->len - x->done;
+        if (room < SPMD__LINE + (n < SPMD__LANE_PIECE ? n : SPMD__LANE_PIECE)) {
+            l->bout_tail = SPMD__LD_ACQ(&l->bout->tail);
+            room = cap - (h - l->bout_tail);
+            if (room < 2 * SPMD__LINE) break;
+        }
+        memset(pc, 0, sizeof *pc);
+        if (contig < 2 * SPMD__LINE) { /* a record and no byte fits before the end */
+            pc->magic = SPMD__LANE_PAD;
+            l->bout_head = h + contig;
+            SPMD__ST_REL(&l->bout->head, l->bout_head);
+            continue;
+        }
+        pc->sid = x->sid;
+        pc->off = x->done;
+        if (!x->op) {
+            pc->magic = SPMD__LANE_ABORT;
+            pc->status = (int32_t)x->why;
+            l->bout_head = h + SPMD__LINE;
+            SPMD__ST_REL(&l->bout->head, l->bout_head);
+            spmd__lane_xfer_pop(f, &l->tx, &l->tx_tail);
+            continue;
+        }
+        if (n > SPMD__LANE_PIECE) n = SPMD__LANE_PIECE;
+        if (n > room - SPMD__LINE) n = (size_t)(room - SPMD__LINE);
+        if (n > contig - SPMD__LINE) n = (size_t)(contig - SPMD__LINE);
+        memcpy((unsigned char *)pc + SPMD__LINE, x->op->buf + x->done, n);
+        pc->len = (uint32_t)n;
+        pc->magic = SPMD__LANE_PIECE_REC;
+        l->bout_head = h + SPMD__LINE + ((n + SPMD__LINE - 1) & ~(size_t)(SPMD__LINE - 1));
+        SPMD__ST_REL(&l->bout->head, l->bout_head);
+        x->done += n;
+        if (x->done == x->len) {
+            spmd__lane_complete(f, x->op, 0);
+            spmd__lane_xfer_pop(f, &l->tx, &l->tx_tail);
+        }
+    }
+    if (l->bout_head != h0) SPMD__ST_REL(&f->moved, f->moved + 1);
+}
+
+/* Read the pieces in our bulk ring into the receives they belong to. */
+static void spmd__lane_bulk_drain(spmd__fab *f, spmd__lane *l) {
+    uint64_t cap = f->bulk_cap, t = l->bin_tail, h, end = t + cap;
+    const char *bad = NULL;
+    if (l->broken) return;
+    h = SPMD__LD_ACQ(&l->bin->head);
+    while (t != h && t < end) {
+        uint64_t at = t & (cap - 1), adv, off;
+        const spmd__lane_piece *pc = (const spmd__lane_piece *)(const void *)(l->bin_data + at);
+        spmd__lane_xfer *x = l->rx;
+        uint32_t len = pc->len, magic = pc->magic; /* read once: the bytes are the peer's */
+        int32_t why = pc->status;
+        uint64_t sid = pc->sid;
+        off = pc->off;
+        if (magic == SPMD__LANE_PAD) {
+            t += cap - at;
+            continue;
+        }
+        adv = SPMD__LINE + (((uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1));
+        if (h - t > cap || adv > h - t || adv > cap - at || !x || sid != x->sid || off != x->done ||
+            len > x->len - x->done || (magic != SPMD__LANE_PIECE_REC && magic != SPMD__LANE_ABORT) ||
+            (magic == SPMD__LANE_PIECE_REC && len == 0)) {
+            bad = "a malformed bulk record";
+            break;
+        }
+        t += adv;
+        if (magic == SPMD__LANE_ABORT && x->op && off == 0) {
+            /* withdrawn before a byte came: as if never sent; the receive
+               waits again, first of its tag, or takes one that came since */
+            spmd__fab_op *op = x->op;
+            spmd__lane_node *n = spmd__lane_tab_take(&f->lunex, l->peer, op->tag, NULL);
+            spmd__lane_xfer_pop(f, &l->rx, &l->rx_tail);
+            op->xfer = NULL;
+            if (n) {
+                spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
+                if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
+                else spmd__lane_deliver(f, op, m + 1, m->len);
+                spmd__free(&f->alloc, m);
+            } else {
+                op->lane = 2;
+                spmd__lane_tab_push_front(&f->lpost, &op->lnode);
+            }
+            continue;
+        }
+        if (magic == SPMD__LANE_ABORT) {
+            if (x->op) {
+                char what[160];
+                spmd_status s = why > (int32_t)SPMD_OK && why < (int32_t)SPMD_STATUS_COUNT ? (spmd_status)why
+                                                                                             : SPMD_ERR_SYSTEM;
+                spmd__fab_describe(x->op, what, sizeof what);
+                x->op->xfer = NULL;
+                x->op->lane = 1;
+                spmd__fab_op_fail(f, x->op, s, "%s: process %d gave the message up after %zu bytes (%s)", what,
+                                  l->peer, x->done, spmd_status_name(s));
+            }
+            spmd__lane_xfer_pop(f, &l->rx, &l->rx_tail);
+            continue;
+        }
+        if (x->op) memcpy(x->op->buf + off, (const unsigned char *)pc + SPMD__LINE, len);
+        x->done += len;
+        if (x->done == x->len) {
+            if (x->op) spmd__lane_complete(f, x->op, x->len);
+            spmd__lane_xfer_pop(f, &l->rx, &l->rx_tail);
+        }
+    }
+    if (t != l->bin_tail) {
+        l->bin_tail = t;
+        SPMD__ST_REL(&l->bin->tail, t);
+        SPMD__ST_REL(&f->moved, f->moved + 1);
+    }
+    if (bad) spmd__lane_break(f, l, bad);
+}
+
+/* Every lane: records and sends that waited for room, what came in, then
+   the bulk rings. Lock held. */
 static void spmd__lane_progress(spmd__fab *f) {
     int i;
     for (i = 0; i < f->nlanes; i++) {
         spmd__lane *l = &f->lanes[i];
+        if (l->broken) continue;
+        while (l->pend) {
+            spmd__lane_pend *p = l->pend;
+            if (!spmd__lane_push(f, l, p->magic, p->tag, &p->c, sizeof p->c)) break;
+            l->pend = p->next;
+            if (!l->pend) l->pend_tail = NULL;
+            spmd__free(&f->alloc, p);
+        }
         while (l->wait) {
             spmd__fab_op *op = SPMD__LANE_OP(l->wait);
-            if (!spmd__lane_push(f, l, op->tag, op->buf, op->len)) break;
+            if (!spmd__lane_send(f, l, op)) break;
             l->wait = l->wait->next;
             if (!l->wait) l->wait_tail = NULL;
-            op->lane = 1;
-            op->posted = op->done = 1;
-            spmd__fab_settle(f, op);
+            spmd__fab_settle(f, op); /* a small message is done; an announced one waits for its answer */
         }
         spmd__lane_drain(f, l);
+        if (!f->bulk_cap) continue;
+        spmd__lane_stream(f, l);
+        spmd__lane_bulk_drain(f, l);
     }
 }
 
-/* Post an op on the lane (its peer has one, the length fits). Lock held;
-   the op is zeroed and filled in, not yet active. */
+/* Post an op on the lane (its peer has one; a receive of up to n bytes
+   takes n <= f->lane_max). Lock held; the op is zeroed and filled in, not
+   yet active. */
 static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
     spmd__lane *l = &f->lanes[f->lane_of[op->peer]];
     spmd__lane_node *n;
@@ -4434,24 +4839,26 @@ static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
     op->lnode.peer = op->peer;
     op->lnode.tag = op->tag;
     if (op->kind == SPMD__FOP_SEND) {
-        if (!l->wait && spmd__lane_push(f, l, op->tag, op->buf, op->len)) { /* done at once, like fi_tinject */
-            op->posted = op->done = 1;
+        if (l->wait || !spmd__lane_send(f, l, op)) { /* the ring is full: behind the others, in order */
+            op->lnode.next = NULL;
+            if (l->wait_tail) l->wait_tail->next = &op->lnode;
+            else l->wait = &op->lnode;
+            l->wait_tail = &op->lnode;
+            op->lane = 2;
+        } else if (op->lane == 1) { /* done at once, like fi_tinject */
             op->state = SPMD__FOP_DONE;
             return SPMD_OK;
         }
-        op->lnode.next = NULL; /* the ring is full: behind the others, in order */
-        if (l->wait_tail) l->wait_tail->next = &op->lnode;
-        else l->wait = &op->lnode;
-        l->wait_tail = &op->lnode;
     } else if ((n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL)) != NULL) {
         spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
-        spmd__lane_deliver(f, op, m + 1, m->len);
+        if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
+        else spmd__lane_deliver(f, op, m + 1, m->len);
         spmd__free(&f->alloc, m);
-        return SPMD_OK;
+        if (op->state != SPMD__FOP_ACTIVE) return SPMD_OK;
     } else {
         spmd__lane_tab_add(f, &f->lpost, &op->lnode);
+        op->lane = 2;
     }
-    op->lane = 2;
     op->next = f->head; /* listed: deadlines and lost peers */
     if (f->head) f->head->prev = op;
     f->head = op;
@@ -4485,16 +4892,28 @@ static uint64_t spmd__lane_key(const spmd__boot *b) {
     return h;
 }
 
-static size_t spmd__lane_seg_size(size_t nrings, size_t cap) {
-    return sizeof(spmd__lane_seg) + nrings * (sizeof(spmd__lane_ring) + cap);
+static size_t spmd__lane_seg_size(size_t nrings, size_t cap, size_t bulk) {
+    return sizeof(spmd__lane_seg) + nrings * (sizeof(spmd__lane_ring) + cap) +
+           (bulk ? nrings * (sizeof(spmd__lane_bulk) + bulk) : 0);
+}
+
+/* Ring i of a segment, and its bulk ring. */
+static spmd__lane_ring *spmd__lane_ring_at(void *seg, size_t i, size_t cap) {
+    return (spmd__lane_ring *)(void *)((unsigned char *)seg + sizeof(spmd__lane_seg) + i * (sizeof(spmd__lane_ring) + cap));
+}
+
+static spmd__lane_bulk *spmd__lane_bulk_at(void *seg, size_t nrings, size_t cap, size_t i, size_t bulk) {
+    return (spmd__lane_bulk *)(void *)((unsigned char *)spmd__lane_ring_at(seg, nrings, cap) +
+                                       i * (sizeof(spmd__lane_bulk) + bulk));
 }
 
 /* Map process `owner`'s segment `name` (already checked to be ours in
    form) and check that it is what that process of this job made for
    nrings rings of cap bytes, with ring `ri` ours. NULL if not. */
-static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nrings, size_t cap, size_t ri) {
+static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nrings, size_t cap, size_t bulk,
+                            size_t ri) {
     char path[96];
-    size_t size = spmd__lane_seg_size(nrings, cap);
+    size_t size = spmd__lane_seg_size(nrings, cap, bulk);
     struct stat st;
     void *p;
     const spmd__lane_seg *s;
@@ -4512,11 +4931,12 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     close(fd);
     if (p == MAP_FAILED) return NULL;
     s = (const spmd__lane_seg *)p;
-    r = (const spmd__lane_ring *)(const void *)((const unsigned char *)p + sizeof *s + ri * (sizeof *r + cap));
+    r = spmd__lane_ring_at(p, ri, cap);
     if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
         s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
-        s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank || r->magic != SPMD__LANE_RING_MAGIC ||
-        r->tail != 0) {
+        s->bulk != bulk || s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank ||
+        r->magic != SPMD__LANE_RING_MAGIC || r->tail != 0 ||
+        (bulk && spmd__lane_bulk_at(p, nrings, cap, ri, bulk)->tail != 0)) {
         munmap(p, size);
         return NULL;
     }
@@ -4525,13 +4945,16 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
 
 /* Set the lane up with the processes of this host (collective: every
    process calls it, with or without the lane, so the bootstrap stays in
-   step). Three allgathers: who is where and wants it; the segment names;
-   whose segments each mapped (after which they are unlinked). A process
-   that cannot take part publishes nothing and uses libfabric only; only a
+   step). want: 0 none, 1 with bulk rings, 2 small messages only (a pair
+   whose wishes differ has no lane: the segments' shapes differ). Three
+   allgathers: who is where and wants it; the segment names; whose
+   segments each mapped (after which they are unlinked). A process that
+   cannot take part publishes nothing and uses libfabric only; only a
    failed allgather fails the open. */
 static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     spmd__boot *b = f->boot;
     size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, j, nb, cap3, ring_cap = 65536;
+    size_t bulk = 0;
     unsigned char *blobs = NULL, *ok = NULL, mine[SPMD__BOOT_BLOB_MAX];
     int *loc = NULL, any = 0, fd = -1, eno = 0;
     uint64_t nonce = 0;
@@ -4562,9 +4985,13 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     /* rings of 64 KiB, less when the host has many processes (2 MiB per
        process at most), never less than 4 of the largest records */
     while (nloc > 1 && ring_cap > 4 * SPMD__LANE_MAX && (nloc - 1) * ring_cap > ((size_t)2 << 20)) ring_cap /= 2;
+    /* bulk rings of 1 MiB, less when the host has many processes (16 MiB
+       per process at most), never less than 4 pieces */
+    if (want == 1) bulk = (size_t)1 << 20;
+    while (nloc > 1 && bulk > 4 * (SPMD__LANE_PIECE + SPMD__LINE) && (nloc - 1) * bulk > ((size_t)16 << 20)) bulk /= 2;
     /* 2: our segment's name, or nothing */
     if (nloc > 1) {
-        size_t size = spmd__lane_seg_size(nloc - 1, ring_cap);
+        size_t size = spmd__lane_seg_size(nloc - 1, ring_cap, bulk);
         int tries;
         for (tries = 0; tries < 8 && fd < 0; tries++) {
             uint64_t r[2];
@@ -4594,7 +5021,7 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
                 for (i = 0, j = 0; i < nloc; i++) {
                     spmd__lane_ring *r;
                     if (i == me) continue;
-                    r = (spmd__lane_ring *)(void *)((unsigned char *)p + sizeof *s + j++ * (sizeof *r + ring_cap));
+                    r = spmd__lane_ring_at(p, j++, ring_cap);
                     r->producer = (uint32_t)loc[i];
                     r->magic = SPMD__LANE_RING_MAGIC;
                 }
@@ -4604,6 +5031,7 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
                 s->nrings = (uint32_t)(nloc - 1);
                 s->cap = ring_cap;
                 s->size = size;
+                s->bulk = bulk;
                 s->key = spmd__lane_key(b);
                 s->nonce = nonce;
                 SPMD__ST_REL(&s->magic, SPMD__LANE_MAGIC);
@@ -4639,7 +5067,7 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
         if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
         memcpy(pname, nm, nl);
         pname[nl] = '\0';
-        maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, me < i ? me : me - 1);
+        maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
         if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
     }
     st = spmd__boot_allgather(b, ok, nb, blobs, cap3, lens, deadline);
@@ -4655,40 +5083,50 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
         size_t ri = i < me ? i : i - 1, ro = me < i ? me : me - 1;
         if (i == me || !maps[i]) continue;
         if (lens[loc[i]] != nb || !(theirs[me / 8] >> (me % 8) & 1u)) {
-            munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap));
+            munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap, bulk));
             maps[i] = NULL;
             continue;
         }
         l = &f->lanes[f->nlanes];
         l->peer = loc[i];
         l->map = maps[i];
-        l->map_size = spmd__lane_seg_size(nloc - 1, ring_cap);
+        l->map_size = spmd__lane_seg_size(nloc - 1, ring_cap, bulk);
         maps[i] = NULL;
-        l->in = (spmd__lane_ring *)(void *)((unsigned char *)f->lane_seg + sizeof(spmd__lane_seg) +
-                                            ri * (sizeof(spmd__lane_ring) + ring_cap));
-        l->out = (spmd__lane_ring *)(void *)((unsigned char *)l->map + sizeof(spmd__lane_seg) +
-                                             ro * (sizeof(spmd__lane_ring) + ring_cap));
+        l->in = spmd__lane_ring_at(f->lane_seg, ri, ring_cap);
+        l->out = spmd__lane_ring_at(l->map, ro, ring_cap);
         l->in_data = (unsigned char *)(l->in + 1);
         l->out_data = (unsigned char *)(l->out + 1);
+        if (bulk) {
+            l->bin = spmd__lane_bulk_at(f->lane_seg, nloc - 1, ring_cap, ri, bulk);
+            l->bout = spmd__lane_bulk_at(l->map, nloc - 1, ring_cap, ro, bulk);
+            l->bin_data = (unsigned char *)(l->bin + 1);
+            l->bout_data = (unsigned char *)(l->bout + 1);
+        }
         l->in_nonce = nonce;
         l->out_nonce = ((const spmd__lane_seg *)l->map)->nonce;
         f->lane_of[loc[i]] = f->nlanes++;
     }
     if (f->nlanes) {
         f->lane_cap = ring_cap;
+        f->bulk_cap = bulk;
         f->lane_max = f->seg < SPMD__LANE_MAX ? f->seg : SPMD__LANE_MAX;
         f->lpost.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lpost.b);
         f->lunex.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lunex.b);
         f->lpost.mask = f->lunex.mask = 255;
         if (!f->lpost.b || !f->lunex.b) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
-        spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu KiB, "
-                       "messages up to %zu bytes)", f->nlanes, f->nlanes == 1 ? "" : "es", ring_cap / 1024,
-                       f->lane_max);
+        if (bulk)
+            spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
+                           "KiB for messages up to %zu bytes, bulk rings of %zu KiB for larger ones)", f->nlanes,
+                           f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max, bulk / 1024);
+        else
+            spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
+                           "KiB, messages up to %zu bytes; larger ones through libfabric)", f->nlanes,
+                           f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max);
     }
 done:
     if (path[0]) unlink(path);
     for (i = 0; maps && i < nloc; i++)
-        if (maps[i]) munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap));
+        if (maps[i]) munmap(maps[i], spmd__lane_seg_size(nloc - 1, ring_cap, bulk));
     if (!f->nlanes && f->lane_seg) {
         munmap(f->lane_seg, f->lane_seg_size);
         f->lane_seg = NULL;
@@ -4706,6 +5144,16 @@ done:
 static void spmd__lane_close(spmd__fab *f) {
     size_t i;
     int k;
+    for (k = 0; k < f->nlanes; k++) {
+        spmd__lane *l = &f->lanes[k];
+        while (l->tx) spmd__lane_xfer_pop(f, &l->tx, &l->tx_tail);
+        while (l->rx) spmd__lane_xfer_pop(f, &l->rx, &l->rx_tail);
+        while (l->pend) {
+            spmd__lane_pend *p = l->pend;
+            l->pend = p->next;
+            spmd__free(&f->alloc, p);
+        }
+    }
     for (i = 0; f->lunex.b && i <= f->lunex.mask; i++) {
         spmd__lane_node *n = f->lunex.b[i].head, *nx;
         for (; n; n = nx) {
@@ -4756,7 +5204,8 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "%s process %d: that process is lost",
                               kind == SPMD__FOP_SEND ? "send to" : "receive from", peer);
     }
-    if (f->nlanes && f->lane_of[peer] >= 0 && (len <= f->lane_max || (op->upto && kind == SPMD__FOP_RECV))) {
+    if (f->nlanes && f->lane_of[peer] >= 0 &&
+        (len <= f->lane_max || f->bulk_cap || (op->upto && kind == SPMD__FOP_RECV))) {
         st = spmd__lane_post(f, op);
         pthread_mutex_unlock(&f->lock);
         return st;
@@ -4849,6 +5298,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     for (round = 0; round < 64; round++) {
         ssize_t n = fi_cq_read(f->cq, ent, 16);
         if (n > 0) {
+            if (round == 0) SPMD__ST_REL(&f->moved, f->moved + 1);
             for (i = 0; i < (int)n; i++) {
                 spmd__fab_seg *sg = spmd__fab_ctx(f, ent[i].op_context);
                 if (sg) spmd__fab_seg_done(f, sg, ent[i].len, SPMD_OK, NULL);
@@ -5235,7 +5685,13 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     }
 #if SPMD__HAS_LANE
     sv = getenv("SPMD_SHM_LANE");
-    st = spmd__lane_open(f, d->lane > 0 || (d->lane == 0 && !(sv && strcmp(sv, "0") == 0)), deadline);
+    {
+        /* 0 none, 1 with bulk rings, 2 small messages only (strict mode:
+           large messages take the provider's paths it is there to test) */
+        int want = d->lane ? d->lane : !sv || !*sv ? 1 : strcmp(sv, "0") == 0 ? 0 : strcmp(sv, "small") == 0 ? 2 : 1;
+        if (want == 1 && f->strict) want = 2;
+        st = spmd__lane_open(f, want > 0 ? want : 0, deadline);
+    }
     if (st != SPMD_OK) goto fail;
 #endif
     spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu, inject %zu, "
@@ -6547,7 +7003,10 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         }
         {
             const char *c = getenv("SPMD_FABRIC_CTS");
-            spmd__world->cts = c && *c ? strcmp(c, "0") != 0 : strncmp(spmd__world->prov, "shm", 3) == 0;
+            spmd__fab *w = spmd__world;
+            /* not needed when the bulk rings carry every large message */
+            w->cts = c && *c ? strcmp(c, "0") != 0
+                             : strncmp(w->prov, "shm", 3) == 0 && !(w->bulk_cap && w->nlanes == w->nprocs - 1);
         }
         if (!registered) atexit(spmd__world_close);
         registered = 1;
@@ -6862,7 +7321,7 @@ static spmd_status spmd__block(spmd_req *r) {
     int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
-    uint64_t last_yield = 0;
+    uint64_t last_yield = 0, moved = 0;
     int spinning = 1;
     for (;;) {
         uint64_t now = 0, waited;
@@ -6871,6 +7330,15 @@ static spmd_status spmd__block(spmd_req *r) {
         if ((++iter & 63u) == 0 || !spinning) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
         if (!now) { spmd__pause(); continue; }
+#if SPMD__HAS_LIBFABRIC
+        /* the transport moved something since the last look (a large
+           message under way): spin on, a sleeper would stall the pipe */
+        if (m->fab && SPMD__LD_ACQ(&m->fab->moved) != moved) {
+            moved = SPMD__LD_ACQ(&m->fab->moved);
+            t0 = now;
+            last_yield = 0;
+        }
+#endif
         if (!t0) t0 = now;
         waited = now - t0;
         spinning = waited < spin;

@@ -308,6 +308,239 @@ static int child_lane(void) {
     return bad;
 }
 
+/* mode "bulk": messages over the lane's inline limit through its bulk
+   rings, 2 processes, both ways: sizes around the piece size and the ring
+   size, receive posted first and last; two messages whose receives are
+   posted in the opposite order (the second completes before the first is
+   posted: no message waits behind another); large and small messages on
+   one tag keep their order; a length mismatch fails both sides; a send
+   withdrawn before it moved is as if never sent (the receive gets the next
+   one); a receive cancelled mid-message drops the rest and the next
+   message arrives whole; a send cancelled mid-message fails its receive. */
+static int bulk_pair(spmd__fab *f, size_t n, int s, int k, int recv_first, uint64_t dl) {
+    int other = 1 - f->rank, bad = 0;
+    spmd__fab_op rop, sop;
+    unsigned char *rb = (unsigned char *)malloc(n), *sb = (unsigned char *)malloc(n), *want = (unsigned char *)malloc(n);
+    spmd_status st = SPMD_OK, rs, ss;
+    memset(&rop, 0, sizeof rop);
+    memset(&sop, 0, sizeof sop);
+    fill(sb, n, f->rank, other, 5, s, k);
+    fill(want, n, other, f->rank, 5, s, k);
+    if (recv_first) st = spmd__fab_post_recv(f, &rop, other, SPMD__FAB_TAG(5, s, k), rb, n, dl);
+    if (st == SPMD_OK) st = spmd__fab_post_send(f, &sop, other, SPMD__FAB_TAG(5, s, k), sb, n, dl);
+    if (st == SPMD_OK && !recv_first) {
+        double t0 = p_now();
+        while (p_now() - t0 < 0.01) spmd__fab_progress(f); /* the announcement comes first */
+        st = spmd__fab_post_recv(f, &rop, other, SPMD__FAB_TAG(5, s, k), rb, n, dl);
+    }
+    if (st != SPMD_OK) {
+        printf("bulk %zu bytes: post: %s %s\n", n, spmd_status_name(st), f->err);
+        bad = 1;
+    } else {
+        rs = spmd__fab_wait(f, &rop);
+        ss = spmd__fab_wait(f, &sop);
+        if (rs != SPMD_OK || ss != SPMD_OK || rop.received != n || memcmp(rb, want, n) != 0) {
+            printf("bulk %zu bytes (%s first): recv %s send %s, %zu bytes: %s\n", n, recv_first ? "receive" : "send",
+                   spmd_status_name(rs), spmd_status_name(ss), rop.received,
+                   rs ? rop.err : ss ? sop.err : "wrong data");
+            bad = 1;
+        }
+    }
+    free(rb);
+    free(sb);
+    free(want);
+    return bad;
+}
+
+/* Wait for an op and compare its status; 1 (said) when it differs. */
+static int bulk_expect(spmd__fab *f, spmd__fab_op *op, spmd_status want, const char *what) {
+    spmd_status st = spmd__fab_wait(f, op);
+    if (st == want) return 0;
+    printf("bulk: %s: %s, expected %s: %s\n", what, spmd_status_name(st), spmd_status_name(want), op->err);
+    return 1;
+}
+
+/* Process 1's receive of n bytes on tag t got message k of process 0. */
+static int bulk_check(const unsigned char *buf, size_t n, int s, int k, const char *what) {
+    unsigned char *want = (unsigned char *)malloc(n);
+    int bad;
+    fill(want, n, 0, 1, 5, s, k);
+    bad = memcmp(want, buf, n) != 0;
+    if (bad) printf("bulk: %s: not message %d's bytes\n", what, k);
+    free(want);
+    return bad;
+}
+
+static int child_bulk(void) {
+    spmd__fab *f;
+    static spmd__fab_op ops[8];
+    size_t lim, sizes[6], big = (size_t)4 << 20, i;
+    unsigned char *b[4];
+    int rc = open_fab(&f), bad = 0, k, me;
+    uint64_t dl;
+    double t0;
+    if (rc) return rc;
+    me = f->rank;
+    if (f->nprocs != 2 || !f->bulk_cap) {
+        printf("SKIP bulk test: %d processes, bulk rings %zu\n", f->nprocs, f->bulk_cap);
+        spmd__fab_close(f);
+        return 77;
+    }
+    lim = f->lane_max;
+    sizes[0] = lim + 1; sizes[1] = SPMD__LANE_PIECE - 1; sizes[2] = SPMD__LANE_PIECE; sizes[3] = SPMD__LANE_PIECE + 1;
+    sizes[4] = f->bulk_cap + 13; sizes[5] = 3 * f->bulk_cap + 7;
+    for (k = 0; k < 4; k++) b[k] = (unsigned char *)calloc(1, big);
+    dl = spmd__now_ns() + 30000000000ull;
+    for (i = 0; i < 6 && !bad; i++) {
+        bad |= bulk_pair(f, sizes[i], 1, (int)i, 1, dl);
+        bad |= bulk_pair(f, sizes[i], 2, (int)i, 0, dl);
+    }
+#define BULK_SYNC() \
+    do { if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) { printf("barrier: %s\n", f->boot->err); bad = 1; } } while (0)
+#define BULK_POST(call) \
+    do { spmd_status st_ = (call); if (st_ != SPMD_OK) { printf("bulk: post: %s %s\n", spmd_status_name(st_), f->err); bad = 1; } } while (0)
+    memset(ops, 0, sizeof ops);
+    /* receives in the opposite order: the second message completes first */
+    BULK_SYNC();
+    if (!bad && me == 0) {
+        fill(b[0], 2 * f->bulk_cap, 0, 1, 5, 3, 0);
+        fill(b[1], 2 * f->bulk_cap, 0, 1, 5, 4, 0);
+        BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 3, 0), b[0], 2 * f->bulk_cap, dl));
+        BULK_POST(spmd__fab_post_send(f, &ops[1], 1, SPMD__FAB_TAG(5, 4, 0), b[1], 2 * f->bulk_cap, dl));
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_OK, "first send") | bulk_expect(f, &ops[1], SPMD_OK, "second send");
+    } else if (!bad) {
+        BULK_POST(spmd__fab_post_recv(f, &ops[1], 0, SPMD__FAB_TAG(5, 4, 0), b[1], 2 * f->bulk_cap, dl));
+        if (!bad) bad = bulk_expect(f, &ops[1], SPMD_OK, "second message, received first");
+        BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 3, 0), b[0], 2 * f->bulk_cap, dl));
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_OK, "first message, received second");
+        if (!bad) bad = bulk_check(b[0], 2 * f->bulk_cap, 3, 0, "first") | bulk_check(b[1], 2 * f->bulk_cap, 4, 0, "second");
+    }
+    /* one tag: large, small, large, small, in that order, half the
+       receives posted before the sends, half after (a large message
+       overtaking a small one would show as a length mismatch) */
+    BULK_SYNC();
+    memset(ops, 0, sizeof ops);
+    {
+        size_t len[4] = {100000, 100, 200000, 8};
+        if (me == 1)
+            for (k = 0; k < 2 && !bad; k++)
+                BULK_POST(spmd__fab_post_recv(f, &ops[k], 0, SPMD__FAB_TAG(5, 5, 0), b[k], len[k], dl));
+        BULK_SYNC();
+        if (me == 0) {
+            for (k = 0; k < 4 && !bad; k++) {
+                fill(b[k], len[k], 0, 1, 5, 5, k);
+                BULK_POST(spmd__fab_post_send(f, &ops[k], 1, SPMD__FAB_TAG(5, 5, 0), b[k], len[k], dl));
+            }
+            for (k = 0; k < 4 && !bad; k++) bad = bulk_expect(f, &ops[k], SPMD_OK, "send on one tag");
+        } else if (!bad) {
+            t0 = p_now();
+            while (p_now() - t0 < 0.02) spmd__fab_progress(f);
+            for (k = 2; k < 4 && !bad; k++)
+                BULK_POST(spmd__fab_post_recv(f, &ops[k], 0, SPMD__FAB_TAG(5, 5, 0), b[k], len[k], dl));
+            for (k = 0; k < 4 && !bad; k++) {
+                bad = bulk_expect(f, &ops[k], SPMD_OK, "receive on one tag");
+                if (!bad) bad = bulk_check(b[k], len[k], 5, k, "one tag");
+            }
+        }
+    }
+    /* a length mismatch: both sides fail, the next message is fine */
+    BULK_SYNC();
+    memset(ops, 0, sizeof ops);
+    if (!bad) {
+        if (me == 0) {
+            fill(b[0], 100000, 0, 1, 5, 6, 0);
+            BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 6, 0), b[0], 100000, dl));
+            if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_SIZE, "send to a shorter receive");
+        } else {
+            BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 6, 0), b[0], 99999, dl));
+            if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_SIZE, "shorter receive");
+        }
+        bad |= bulk_pair(f, 100000, 6, 1, 1, dl);
+    }
+    /* withdrawn: process 0 cancels a send at once and sends another on the
+       tag; process 1's receive (posted before, or after) gets the second */
+    for (k = 0; k < 2 && !bad; k++) {
+        BULK_SYNC();
+        memset(ops, 0, sizeof ops);
+        if (me == 1 && k == 0) BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 7, k), b[0], big, dl));
+        BULK_SYNC();
+        if (bad) break;
+        if (me == 0) {
+            fill(b[0], big, 0, 1, 5, 7, 1);
+            fill(b[1], big, 0, 1, 5, 7, 2);
+            BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 7, k), b[0], big, dl));
+            spmd__fab_cancel(f, &ops[0], SPMD_ERR_STATE, "withdrawn by the test");
+            BULK_POST(spmd__fab_post_send(f, &ops[1], 1, SPMD__FAB_TAG(5, 7, k), b[1], big, dl));
+            if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_STATE, "withdrawn send");
+            if (!bad) bad = bulk_expect(f, &ops[1], SPMD_OK, "send after the withdrawn one");
+        } else {
+            if (k == 1) BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 7, k), b[0], big, dl));
+            if (!bad) bad = bulk_expect(f, &ops[0], SPMD_OK, "receive of a withdrawn send's tag");
+            if (!bad) bad = bulk_check(b[0], big, 7, 2, k ? "withdrawn, receive after" : "withdrawn, receive before");
+        }
+    }
+    /* process 1 cancels its receive once bytes came; the next message on
+       the tag arrives whole */
+    BULK_SYNC();
+    memset(ops, 0, sizeof ops);
+    if (!bad && me == 0) {
+        fill(b[0], big, 0, 1, 5, 8, 1);
+        fill(b[1], big, 0, 1, 5, 8, 2);
+        BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 8, 0), b[0], big, dl));
+        BULK_POST(spmd__fab_post_send(f, &ops[1], 1, SPMD__FAB_TAG(5, 8, 0), b[1], big, dl));
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_OK, "send to a receive cancelled midway") |
+                        bulk_expect(f, &ops[1], SPMD_OK, "send after it");
+    } else if (!bad) {
+        BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 8, 0), b[0], big, dl));
+        t0 = p_now();
+        while (!bad && !(ops[0].xfer && ops[0].xfer->done > 0) && p_now() - t0 < 10) spmd__fab_progress(f);
+        if (!(ops[0].xfer && ops[0].xfer->done > 0 && ops[0].xfer->done < big)) {
+            printf("bulk: the receive to cancel midway is not midway (%s)\n", spmd_status_name(spmd__fab_peek(f, &ops[0])));
+            bad = 1;
+        }
+        spmd__fab_cancel(f, &ops[0], SPMD_ERR_STATE, "cancelled midway by the test");
+        BULK_POST(spmd__fab_post_recv(f, &ops[1], 0, SPMD__FAB_TAG(5, 8, 0), b[1], big, dl));
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_STATE, "receive cancelled midway") |
+                        bulk_expect(f, &ops[1], SPMD_OK, "receive after it");
+        if (!bad) bad = bulk_check(b[1], big, 8, 2, "after a receive cancelled midway");
+    }
+    /* process 0 cancels its send once pieces went (process 1 reads nothing
+       for a while, so the ring fills): the receive fails naming it */
+    BULK_SYNC();
+    memset(ops, 0, sizeof ops);
+    if (!bad && me == 0) {
+        fill(b[0], big, 0, 1, 5, 9, 1);
+        BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 9, 0), b[0], big, dl));
+        t0 = p_now();
+        while (!bad && !(ops[0].xfer && ops[0].xfer->done > 0) && p_now() - t0 < 10) spmd__fab_progress(f);
+        if (!(ops[0].xfer && ops[0].xfer->done > 0 && ops[0].xfer->done < big)) {
+            printf("bulk: the send to cancel midway is not midway (%s)\n", spmd_status_name(spmd__fab_peek(f, &ops[0])));
+            bad = 1;
+        }
+        spmd__fab_cancel(f, &ops[0], SPMD_ERR_TIMEOUT, "cancelled midway by the test");
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_TIMEOUT, "send cancelled midway");
+    } else if (!bad) {
+        BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 9, 0), b[0], big, dl));
+        t0 = p_now();
+        while (!bad && ops[0].lane != 4 && p_now() - t0 < 10) spmd__fab_progress(f); /* answered */
+        t0 = p_now();
+        while (p_now() - t0 < 0.3) {} /* reads nothing */
+        if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_TIMEOUT, "receive of a send cancelled midway");
+        if (!bad && !strstr(ops[0].err, "gave the message up")) {
+            printf("bulk: the failed receive does not say why: %s\n", ops[0].err);
+            bad = 1;
+        }
+    }
+    bad |= bulk_pair(f, 300000, 9, 1, 0, dl);
+    BULK_SYNC();
+#undef BULK_SYNC
+#undef BULK_POST
+    printf("%s: bulk test on %s, rings of %zu bytes\n", bad ? "FAILED" : "ok", f->prov, f->bulk_cap);
+    spmd__fab_close(f);
+    for (k = 0; k < 4; k++) free(b[k]);
+    return bad;
+}
+
 /* mode "lanekill": process 1 dies while process 0's small sends wait for
    room in its ring and process 0 waits for a message from it. */
 static int child_lanekill(void) {
@@ -445,6 +678,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "xfer") == 0) return child_xfer();
         if (strcmp(argv[2], "lane") == 0) return child_lane();
         if (strcmp(argv[2], "lanekill") == 0) return child_lanekill();
+        if (strcmp(argv[2], "bulk") == 0) return child_bulk();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
         return 2;
@@ -465,6 +699,9 @@ int main(int argc, char **argv) {
     run_mode("fabric-nolane-shm-2", 2, "--provider shm", "lane", "SPMD_SHM_LANE=0");
     run_mode("fabric-nolane-tcp-2", 2, "--provider tcp", "lane", "SPMD_SHM_LANE=0 LANE_TEST_NO_POSTED_TRUNC=1");
     run_mode("fabric-lane-strict-2", 2, "--provider tcp", "lane", "SPMD_FABRIC_STRICT=1");
+    run_mode("fabric-small-shm-2", 2, "--provider shm", "lane", "SPMD_SHM_LANE=small");
+    run_mode("fabric-bulk-shm-2", 2, "--provider shm", "bulk", "");
+    run_mode("fabric-bulk-tcp-2", 2, "--provider tcp", "bulk", "");
     test_lanekill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
