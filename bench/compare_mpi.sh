@@ -29,16 +29,22 @@
 # sources. If either side fails, its command and output are shown and the
 # script exits non-zero.
 #
+# -k ROUNDS (default 1) runs both sides ROUNDS times, alternating (ours,
+# Open MPI, ours, ...), and reports per size the median over the rounds of
+# each side's time, busbw and floor: this machine's memory bandwidth drifts
+# by 2x over minutes, which one run of each side, minutes apart, mistakes
+# for a difference between them.
+#
 # usage: bench/compare_mpi.sh [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P]
-#                             [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS]
+#                             [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS] [-k ROUNDS]
 set -euo pipefail
 
-coll=psum devices=2 procs="" min=8 max=256M factor=2 reps=5 mode=threads
+coll=psum devices=2 procs="" min=8 max=256M factor=2 reps=5 mode=threads rounds=1
 usage() {
-    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS]" >&2
+    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS] [-k ROUNDS]" >&2
     exit 2
 }
-while getopts "t:c:d:p:b:e:f:r:h" opt; do
+while getopts "t:c:d:p:b:e:f:r:k:h" opt; do
     case $opt in
         t) mode=$OPTARG ;;
         c) coll=$OPTARG ;;
@@ -48,11 +54,13 @@ while getopts "t:c:d:p:b:e:f:r:h" opt; do
         e) max=$OPTARG ;;
         f) factor=$OPTARG ;;
         r) reps=$OPTARG ;;
+        k) rounds=$OPTARG ;;
         *) usage ;;
     esac
 done
 shift $((OPTIND - 1))
 [ $# -eq 0 ] || usage
+case $rounds in ''|*[!0-9]*|0) echo "$0: -k takes a positive number of rounds" >&2; exit 2 ;; esac
 case $mode in
     threads) [ -z "$procs" ] || { echo "$0: -p is for the fabric modes" >&2; exit 2; } ;;
     fabric-tcp|fabric-shm) procs=${procs:-$devices} ;;
@@ -114,24 +122,63 @@ else
         btl=(--mca pml ob1 --mca btl "vader,self")
     fi
 fi
-run_side ours "${ours[@]}"
-
 have_mpi=1
 command -v mpicc > /dev/null 2>&1 || have_mpi=0
 command -v mpirun > /dev/null 2>&1 || have_mpi=0
-
 if [ $have_mpi = 1 ]; then
     if stale "$build/mpi_bench" "$here/mpi_bench.c"; then
         mpicc -O3 -std=c11 "$here/mpi_bench.c" -o "$build/mpi_bench" -lm
     fi
     mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" "${btl[@]}")
-    run_side mpi "${mpirun[@]}" "$build/mpi_bench" "${args[@]}" --csv
+fi
+
+# Per (collective, size): the median over the rounds' CSV files of the
+# time, busbw and floor columns (7, 9, 11); comments from the first file.
+median_csv() { # $@ = the rounds' CSV files
+    awk -F, -v OFS=, '
+        function med(list,   n, a, i, j, t) {
+            n = split(list, a, " ")
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        FNR == 1 { file++ }
+        /^#/ || /^coll,/ { if (file == 1) print; next }
+        {
+            k = $1 SUBSEP $2
+            if (!(k in row)) { row[k] = $0; order[++n] = k }
+            t[k] = t[k] " " $7; b[k] = b[k] " " $9; c[k] = c[k] " " $11
+        }
+        END {
+            for (i = 1; i <= n; i++) {
+                k = order[i]
+                nf = split(row[k], f, ",")
+                f[7] = med(t[k]); f[9] = med(b[k]); if (f[11] != "") f[11] = med(c[k])
+                line = f[1]
+                for (j = 2; j <= nf; j++) line = line "," f[j]
+                print line
+            }
+        }' "$@"
+}
+
+ofiles=() mfiles=()
+for ((round = 1; round <= rounds; round++)); do
+    run_side "ours$round" "${ours[@]}"
+    ofiles+=("$tmp/ours$round.csv")
+    if [ $have_mpi = 1 ]; then
+        run_side "mpi$round" "${mpirun[@]}" "$build/mpi_bench" "${args[@]}" --csv
+        mfiles+=("$tmp/mpi$round.csv")
+    fi
+done
+median_csv "${ofiles[@]}" > "$tmp/ours.csv"
+if [ $have_mpi = 1 ]; then
+    median_csv "${mfiles[@]}" > "$tmp/mpi.csv"
     echo "# Open MPI: ${mpirun[*]} $build/mpi_bench ${args[*]}"
     grep '^# ranks\|^# Open MPI\|^# load\|^# during' "$tmp/mpi.csv"
 else
     echo "# Open MPI not found (no mpicc/mpirun): showing spmdcoll alone"
     : > "$tmp/mpi.csv"
 fi
+[ "$rounds" = 1 ] || echo "# $rounds rounds, alternating ours and Open MPI; per size the median over the rounds"
 echo "# ours ($mode): ${ours[*]}"
 grep '^# spmdcoll\|^# devices\|^# load\|^# env\|^# during' "$tmp/ours.csv"
 
