@@ -4051,13 +4051,17 @@ static void spmd__fab_unlink(spmd__fab *f, spmd__fab_op *op) {
     op->prev = op->next = NULL;
 }
 
-/* The op ended (all segments done, or failed with none held). */
+/* The op ended (all segments done, or failed with none held). DONE is
+   stored last, with release: a thread that reads it with acquire (see
+   spmd__fab_peek) may read the status and the data without the lock.
+   A DONE op holds nothing at the provider (inflight is 0) until posted
+   again. */
 static void spmd__fab_settle(spmd__fab *f, spmd__fab_op *op) {
     if (op->state != SPMD__FOP_ACTIVE || op->inflight) return;
     if (op->status == SPMD_OK && op->done < op->nseg) return;
     if (op->mr) { op->mr->refs--; op->mr = NULL; }
     spmd__fab_unlink(f, op);
-    op->state = SPMD__FOP_DONE;
+    SPMD__ST_REL(&op->state, SPMD__FOP_DONE);
 }
 
 static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op);
@@ -4835,7 +4839,7 @@ static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "receive of up to %zu bytes from process %d: at most %zu on the "
                               "shared-memory lane (SPMD_SHM_LANE=0 lifts this)", op->len, op->peer, f->lane_max);
     op->lane = 1;
-    op->state = SPMD__FOP_ACTIVE;
+    SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
     op->lnode.peer = op->peer;
     op->lnode.tag = op->tag;
     if (op->kind == SPMD__FOP_SEND) {
@@ -4846,7 +4850,7 @@ static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
             l->wait_tail = &op->lnode;
             op->lane = 2;
         } else if (op->lane == 1) { /* done at once, like fi_tinject */
-            op->state = SPMD__FOP_DONE;
+            SPMD__ST_REL(&op->state, SPMD__FOP_DONE);
             return SPMD_OK;
         }
     } else if ((n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL)) != NULL) {
@@ -5215,7 +5219,7 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         pthread_mutex_unlock(&f->lock);
         return st;
     }
-    op->state = SPMD__FOP_ACTIVE;
+    SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
     op->next = f->head;
     if (f->head) f->head->prev = op;
     f->head = op;
@@ -5380,13 +5384,13 @@ static SPMD__UNUSED int spmd__fab_op_idle(const spmd__fab_op *op) {
 }
 
 /* spmd__fab_op_idle for all of n ops the transport may still be
-   completing (another thread progresses them): under one take of the
-   transport's lock. */
+   completing (another thread progresses them), without the lock: an op
+   that is not ACTIVE holds nothing (see spmd__fab_settle), and its state
+   is read with acquire. */
 static SPMD__UNUSED int spmd__fab_ops_idle(spmd__fab *f, const spmd__fab_op *ops, size_t n) {
     size_t i;
-    pthread_mutex_lock(&f->lock);
-    for (i = 0; i < n && spmd__fab_op_idle(&ops[i]); i++) {}
-    pthread_mutex_unlock(&f->lock);
+    (void)f;
+    for (i = 0; i < n && SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_ACTIVE; i++) {}
     return i == n;
 }
 
@@ -5394,6 +5398,7 @@ static SPMD__UNUSED int spmd__fab_ops_idle(spmd__fab *f, const spmd__fab_op *ops
    it runs, else its status (SPMD_ERR_STATE if never posted). */
 static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
     spmd_status st;
+    if (SPMD__LD_ACQ(&op->state) == SPMD__FOP_DONE) return op->status; /* final: no lock needed */
     pthread_mutex_lock(&f->lock);
     st = op->state == SPMD__FOP_IDLE ? SPMD_ERR_STATE
          : op->status != SPMD_OK     ? op->status
@@ -5407,6 +5412,7 @@ static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
 static SPMD__UNUSED spmd_status spmd__fab_test(spmd__fab *f, spmd__fab_op *op) {
     spmd_status st;
     if (!f || !op) return SPMD_ERR_NULL;
+    if (SPMD__LD_ACQ(&op->state) == SPMD__FOP_DONE) return op->status; /* final: no lock needed */
     pthread_mutex_lock(&f->lock);
     if (op->state == SPMD__FOP_ACTIVE) spmd__fab_progress_locked(f);
     st = op->state == SPMD__FOP_IDLE ? SPMD_ERR_STATE
