@@ -15,9 +15,10 @@
                 mesh (over the shared-memory lane the headers take ~1 us,
                 less than two threads' start apart), but at least one
                 device of each process finds it itself;
-     count      without check mode, psum with 5 elements on process 0 and 7
-                on process 1: SPMD_ERR_MISMATCH on all four devices (or
-                SPMD_ERR_BROKEN naming both counts, as above);
+     count      without check mode (so the short headers), psum with 5
+                elements on process 0 and 7 on process 1:
+                SPMD_ERR_MISMATCH on all four devices naming both counts and
+                the axis (or SPMD_ERR_BROKEN naming them, as above);
      absent     process 1 skips one psum (SPMD_TIMEOUT_MS=1500): process 0's
                 devices get SPMD_ERR_TIMEOUT within 6 s naming the devices
                 not heard from (2, 3);
@@ -151,8 +152,8 @@ static int child_main(const char *mode) {
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "psum") &&
                  strstr(c.msg[i], "all_gather");
         else if (strcmp(mode, "count") == 0)
-            ok = c.st[i] == SPMD_ERR_MISMATCH ||
-                 (c.st[i] == SPMD_ERR_BROKEN && strstr(c.msg[i], "x 5") && strstr(c.msg[i], "x 7"));
+            ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "x 5") &&
+                 strstr(c.msg[i], "x 7") && strstr(c.msg[i], "over 'i' but");
         else if (strcmp(mode, "absent") == 0)
             ok = c.proc == 1 ? c.st[i] == SPMD_OK
                              : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 && strstr(c.msg[i], "2 (process 1");
