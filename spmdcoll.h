@@ -3854,6 +3854,7 @@ typedef struct spmd__fab_mr {
     struct fid_mr *mr;
     void *desc;
     int refs;
+    int owned;                /* one of our own buffers: kept when idle (see spmd__fab_mr_own) */
     uint64_t used;            /* LRU clock */
 } spmd__fab_mr;
 
@@ -3959,11 +3960,35 @@ static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, 
     return s;
 }
 
-/* ---- registration cache ---- */
-/* Entries are allocated one by one (ops point at them), looked up by
+/* ---- registration cache ----
+   Entries are allocated one by one (ops point at them), looked up by
    containment, and the least recently used idle one is evicted once 256
-   exist; at most 4096 (then SPMD_ERR_BUSY: too many buffers in flight). */
+   exist; at most 4096 (then SPMD_ERR_BUSY: too many buffers in flight).
+   Only our own buffers stay registered while idle: those announced by
+   spmd__fab_mr_own when allocated, which spmd__fab_mr_forget drops before
+   they are freed. A caller's buffer is registered for as long as ops use
+   it (shared by ops in flight together) and closed after: the caller may
+   free it and get other pages at the same address, which a registration
+   kept by address would then describe wrongly (on verbs and EFA, data to
+   or from the old pages). Providers that need registration keep their
+   own cache, invalidated by their memory monitors, under fi_mr_reg. */
+static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, int owned, spmd__fab_mr **out);
 static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, spmd__fab_mr **out) {
+    return spmd__fab_mr_reg(f, buf, len, 0, out);
+}
+
+/* One of our buffers, just allocated: registered now and kept (unless
+   evicted) until spmd__fab_mr_forget. A failure only costs speed: the
+   buffer is then registered like a caller's, op by op. */
+static SPMD__UNUSED void spmd__fab_mr_own(spmd__fab *f, const void *buf, size_t len) {
+    spmd__fab_mr *e;
+    if (!f->need_mr || !buf || !len) return;
+    pthread_mutex_lock(&f->lock);
+    if (spmd__fab_mr_reg(f, buf, len, 1, &e) == SPMD_OK && e) e->refs--;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, int owned, spmd__fab_mr **out) {
     uintptr_t b = (uintptr_t)buf, lo, hi;
     int i, victim = -1;
     spmd__fab_mr *e;
@@ -3975,6 +4000,7 @@ static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, s
         e = f->mrs[i];
         if (e->mr && e->base <= b && b - e->base <= e->len && len <= e->len - (b - e->base)) {
             e->refs++;
+            e->owned |= owned;
             e->used = ++f->mr_clock;
             *out = e;
             return SPMD_OK;
@@ -4022,6 +4048,7 @@ static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, s
     e->mr = mr;
     e->desc = fi_mr_desc(mr);
     e->refs = 1;
+    e->owned = owned;
     e->used = ++f->mr_clock;
     *out = e;
     return SPMD_OK;
@@ -4059,7 +4086,13 @@ static void spmd__fab_unlink(spmd__fab *f, spmd__fab_op *op) {
 static void spmd__fab_settle(spmd__fab *f, spmd__fab_op *op) {
     if (op->state != SPMD__FOP_ACTIVE || op->inflight) return;
     if (op->status == SPMD_OK && op->done < op->nseg) return;
-    if (op->mr) { op->mr->refs--; op->mr = NULL; }
+    if (op->mr) {
+        if (--op->mr->refs == 0 && !op->mr->owned) { /* a caller's buffer: not kept (see the cache) */
+            fi_close(&op->mr->mr->fid);
+            op->mr->mr = NULL;
+        }
+        op->mr = NULL;
+    }
     spmd__fab_unlink(f, op);
     SPMD__ST_REL(&op->state, SPMD__FOP_DONE);
 }
@@ -6002,6 +6035,7 @@ static spmd_status spmd__x_stage(spmd_req *r, spmd__xrec *x, int k, size_t len) 
         return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: no memory for %zu bytes from device %d", spmd__x_what(r), len,
                           r->gr->g->members[k]);
     x->stage_cap[k] = len;
+    spmd__fab_mr_own(m->fab, x->stage[k], len);
     return SPMD_OK;
 }
 
@@ -6085,6 +6119,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->sop = x->rop + 3 * (size_t)G;
         x->aop = x->sop + 3 * (size_t)(g->nloc * g->nrp);
         x->hbuf = (unsigned char *)(x->aop + 4 * (size_t)g->nrp);
+        spmd__fab_mr_own(f, x->hbuf, (size_t)G * hb);
         x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
         x->stage_cap = (size_t *)(void *)(x->stage + G);
         x->in = (const void **)(void *)(x->stage_cap + G); /* from here on: cleared per operation */
@@ -6197,6 +6232,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         r->xscratch = spmd__alloc(&m->alloc, len);
         if (!r->xscratch) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
                                             spmd__x_what(r));
+        spmd__fab_mr_own(m->fab, r->xscratch, len);
         if (ragged) {
             memcpy(r->xscratch, r->meta, r->meta_bytes);
             if (len > r->meta_bytes)
@@ -6759,6 +6795,7 @@ static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     }
     c->hop = (spmd__fab_op *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->hop);
     c->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * c->hb);
+    spmd__fab_mr_own(m->fab, c->hbuf, (size_t)G * (size_t)g->nloc * c->hb);
     c->rseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->rseq);
     c->sseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->sseq);
     g->xchan = c;
@@ -6831,6 +6868,7 @@ static void spmd__xp_progress(spmd_req *r) {
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
         r->temp = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        if (r->temp) spmd__fab_mr_own(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
         if (!r->temp) {
             spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
             spmd__finish(r, SPMD_ERR_NOMEM);
@@ -6930,6 +6968,7 @@ static void spmd__xp_progress(spmd_req *r) {
             if (r->status != SPMD_OK) {
                 r->xscratch = spmd__alloc(&m->alloc, len);
                 dst = r->xscratch;
+                spmd__fab_mr_own(m->fab, dst, len);
             }
             st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
                                            SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)

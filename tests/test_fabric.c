@@ -3,7 +3,9 @@
    1 MiB+13, random data verified, all in flight at once and finished in a
    random order, over several groups and sequence numbers with the same
    steps (a mixed-up match would show as wrong data); with the tcp provider,
-   the shm provider, the automatic choice, and tcp with SPMD_FABRIC_STRICT=1.
+   the shm provider, the automatic choice, and tcp with SPMD_FABRIC_STRICT=1
+   (every buffer registered: none of the caller's stays registered once its
+   ops ended).
    A process killed mid-transfer (process 1, then the coordinator) makes the
    survivor's wait return the peer-lost status naming it. A provider that is
    missing makes its cases skipped (child exit 77), not passed.
@@ -135,7 +137,11 @@ static int child_xfer(void) {
         spmd_status st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
         if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); bad = 1; }
     }
-    printf("%s: %d transfers with %d processes on %s, segment %zu, inject %zu, %d registrations%s\n",
+    /* every buffer here is the caller's: once its ops ended, no registration
+       of it may stay (the caller could free it and get other pages there) */
+    for (i = 0, j = 0; i < f->nmr; i++) j += f->mrs[i]->mr != NULL;
+    if (j) { printf("%d registrations of the caller's buffers left after their ops ended\n", j); bad = 1; }
+    printf("%s: %d transfers with %d processes on %s, segment %zu, inject %zu, %d registrations made%s\n",
            bad ? "FAILED" : "ok", nx, f->nprocs, f->prov, f->seg, f->inject, f->nmr, f->strict ? ", strict" : "");
     spmd__fab_close(f);
     for (i = 0; i < nx; i++) free(x[i].buf);
