@@ -7447,7 +7447,10 @@ static spmd_status spmd__block(spmd_req *r) {
     int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
-    uint64_t last_yield = 0, moved = 0;
+    uint64_t last_yield = 0;
+#if SPMD__HAS_LIBFABRIC
+    uint64_t moved = 0;
+#endif
     int spinning = 1;
     for (;;) {
         uint64_t now = 0, waited;
