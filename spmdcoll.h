@@ -5786,8 +5786,8 @@ fail:
    SPMD_ALGO / spmd_opts.algo: eager forces the direct exchange, split the
    split one (any psum larger than the inline size).
 
-   Tags: group = 16 bits of the group's hash (every header repeats the whole
-   hash, so a collision is reported, never mixed), sequence = the
+   Tags: group = 16 bits of the group's hash (every header repeats 32 bits
+   of it, 64 in check mode, so a collision is reported, never mixed), sequence = the
    operation's number on the group, step = 2k for member k's header and
    2k + 1 for its data, 2G for a process's slice of a split psum. */
 #define SPMD__X_MAGIC 0x58444d53u
