@@ -3789,7 +3789,8 @@ static void spmd__boot_close(spmd__boot *b) {
    segments the provider could not cancel stays idle-false until
    spmd__fab_close. Both sides of a message must post the same length: the
    message is cut into segments of f->seg bytes (the minimum over all
-   processes of max_msg_size, and 8 KiB in strict mode), each its own tagged
+   processes of max_msg_size, at most 1 MiB but with shm, and 8 KiB in
+   strict mode), each its own tagged
    message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
    Between two processes of one host, messages go through the shared-memory
@@ -3825,6 +3826,15 @@ static void spmd__boot_close(spmd__boot *b) {
 
 #define SPMD__FAB_WINDOW 8
 #define SPMD__FAB_STRICT_SEG 8192
+/* Segments of at most 1 MiB, whatever the provider allows: with up to
+   SPMD__FAB_WINDOW of them in flight, the sender's and the receiver's
+   copies of one large message overlap. Measured with tcp;ofi_rxm, 2
+   processes, 64 MiB (GB/s of busbw, two runs each, unsegmented vs 1 MiB):
+   bcast 2.7/1.1 vs 3.0/4.0, reduce 2.6/1.9 vs 3.1/3.2, psum 1.5/1.4 vs
+   1.5/1.7, all_gather and all_to_all alike. Not for shm, which copies a
+   message in one go (and whose later sends stall behind a segment that
+   arrives before its receive: see SPMD__X_CTS). */
+#define SPMD__FAB_SEG_MAX ((size_t)1 << 20)
 #define SPMD__FAB_NAME_MAX 1024
 #define SPMD__FAB_SEG_MAGIC 0x5345474du
 #define SPMD__FAB_TAG_SEG_BITS 16
@@ -5652,6 +5662,7 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     seg = f->strict ? SPMD__FAB_STRICT_SEG : f->max_msg;
     if (seg > f->max_msg) seg = f->max_msg;
     if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
+    if (seg > SPMD__FAB_SEG_MAX && strncmp(f->prov, "shm", 3) != 0) seg = SPMD__FAB_SEG_MAX;
     if (seg == 0) { st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); goto fail; }
     if (f->strict && f->inject > 64) f->inject = 64;
     if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0) {
