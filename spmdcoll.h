@@ -4598,6 +4598,18 @@ static void spmd__lane_accept(spmd__fab *f, spmd__lane *l, spmd__fab_op *op, siz
     spmd__lane_ctl_send(f, l, SPMD__LANE_CTS, 0, len, sid, 0);
 }
 
+/* A receive meets the first message (or announcement) of its peer and tag
+   that came before it, if any: 1 when it took one. */
+static int spmd__lane_take_unex(spmd__fab *f, spmd__lane *l, spmd__fab_op *op) {
+    spmd__lane_node *n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL);
+    spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
+    if (!n) return 0;
+    if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
+    else spmd__lane_deliver(f, op, m + 1, m->len);
+    spmd__free(&f->alloc, m);
+    return 1;
+}
+
 /* The answer to our announcement sid: stream it, or fail the send. An
    answer to a send that failed meanwhile gets an ABORT (the receiver
    waits for pieces). */
@@ -4798,15 +4810,9 @@ static void spmd__lane_bulk_drain(spmd__fab *f, spmd__lane *l) {
             /* withdrawn before a byte came: as if never sent; the receive
                waits again, first of its tag, or takes one that came since */
             spmd__fab_op *op = x->op;
-            spmd__lane_node *n = spmd__lane_tab_take(&f->lunex, l->peer, op->tag, NULL);
             spmd__lane_xfer_pop(f, &l->rx, &l->rx_tail);
             op->xfer = NULL;
-            if (n) {
-                spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
-                if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
-                else spmd__lane_deliver(f, op, m + 1, m->len);
-                spmd__free(&f->alloc, m);
-            } else {
+            if (!spmd__lane_take_unex(f, l, op)) {
                 op->lane = 2;
                 spmd__lane_tab_push_front(&f->lpost, &op->lnode);
             }
@@ -4874,7 +4880,6 @@ static void spmd__lane_progress(spmd__fab *f) {
    yet active. */
 static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
     spmd__lane *l = &f->lanes[f->lane_of[op->peer]];
-    spmd__lane_node *n;
     if (l->broken)
         return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "%s process %d: the shared-memory lane with it broke",
                               spmd__fab_kind(op), op->peer);
@@ -4896,11 +4901,7 @@ static spmd_status spmd__lane_post(spmd__fab *f, spmd__fab_op *op) {
             SPMD__ST_REL(&op->state, SPMD__FOP_DONE);
             return SPMD_OK;
         }
-    } else if ((n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL)) != NULL) {
-        spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
-        if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
-        else spmd__lane_deliver(f, op, m + 1, m->len);
-        spmd__free(&f->alloc, m);
+    } else if (spmd__lane_take_unex(f, l, op)) {
         if (op->state != SPMD__FOP_ACTIVE) return SPMD_OK;
     } else {
         spmd__lane_tab_add(f, &f->lpost, &op->lnode);

@@ -377,6 +377,16 @@ static int bulk_check(const unsigned char *buf, size_t n, int s, int k, const ch
     return bad;
 }
 
+/* Progress until some but not all of op's n bytes moved through the bulk
+   ring; 0 (said) if that does not happen within 10 s. */
+static int bulk_midway(spmd__fab *f, spmd__fab_op *op, size_t n, const char *what) {
+    double t0 = p_now();
+    while (!(op->xfer && op->xfer->done > 0) && p_now() - t0 < 10) spmd__fab_progress(f);
+    if (op->xfer && op->xfer->done > 0 && op->xfer->done < n) return 1;
+    printf("bulk: the %s to cancel midway is not midway (%s)\n", what, spmd_status_name(spmd__fab_peek(f, op)));
+    return 0;
+}
+
 static int child_bulk(void) {
     spmd__fab *f;
     static spmd__fab_op ops[8];
@@ -498,12 +508,7 @@ static int child_bulk(void) {
                         bulk_expect(f, &ops[1], SPMD_OK, "send after it");
     } else if (!bad) {
         BULK_POST(spmd__fab_post_recv(f, &ops[0], 0, SPMD__FAB_TAG(5, 8, 0), b[0], big, dl));
-        t0 = p_now();
-        while (!bad && !(ops[0].xfer && ops[0].xfer->done > 0) && p_now() - t0 < 10) spmd__fab_progress(f);
-        if (!(ops[0].xfer && ops[0].xfer->done > 0 && ops[0].xfer->done < big)) {
-            printf("bulk: the receive to cancel midway is not midway (%s)\n", spmd_status_name(spmd__fab_peek(f, &ops[0])));
-            bad = 1;
-        }
+        if (!bad) bad = !bulk_midway(f, &ops[0], big, "receive");
         spmd__fab_cancel(f, &ops[0], SPMD_ERR_STATE, "cancelled midway by the test");
         BULK_POST(spmd__fab_post_recv(f, &ops[1], 0, SPMD__FAB_TAG(5, 8, 0), b[1], big, dl));
         if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_STATE, "receive cancelled midway") |
@@ -517,12 +522,7 @@ static int child_bulk(void) {
     if (!bad && me == 0) {
         fill(b[0], big, 0, 1, 5, 9, 1);
         BULK_POST(spmd__fab_post_send(f, &ops[0], 1, SPMD__FAB_TAG(5, 9, 0), b[0], big, dl));
-        t0 = p_now();
-        while (!bad && !(ops[0].xfer && ops[0].xfer->done > 0) && p_now() - t0 < 10) spmd__fab_progress(f);
-        if (!(ops[0].xfer && ops[0].xfer->done > 0 && ops[0].xfer->done < big)) {
-            printf("bulk: the send to cancel midway is not midway (%s)\n", spmd_status_name(spmd__fab_peek(f, &ops[0])));
-            bad = 1;
-        }
+        if (!bad) bad = !bulk_midway(f, &ops[0], big, "send");
         spmd__fab_cancel(f, &ops[0], SPMD_ERR_TIMEOUT, "cancelled midway by the test");
         if (!bad) bad = bulk_expect(f, &ops[0], SPMD_ERR_TIMEOUT, "send cancelled midway");
     } else if (!bad) {
