@@ -50,8 +50,11 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
-     SPMD_ALGO         eager or split: force a reduction algorithm (bench); across
-                       processes eager = direct exchange, split = reduce-scatter + all-gather
+     SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
+                       processes eager = direct exchange, split = reduce-scatter +
+                       all-gather, bruck = every input to every process in
+                       ceil(log2 processes) steps (default for small operations
+                       from 8 processes on)
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -163,7 +166,9 @@
      messages and reduces in group order with the same kernels, so results
      are bit-identical to the thread backend. Inputs up to 4 KiB travel with
      the signature; larger ones follow in a second message, only to the
-     processes that read them. A dead process turns into
+     processes that read them. Small operations on 8 processes and more
+     take the Bruck exchange (ceil(log2 P) messages per process), a large
+     psum reduce-scatter + all-gather. A dead process turns into
      SPMD_ERR_PEER_LOST naming it; a silent one into SPMD_ERR_TIMEOUT naming
      the devices not heard from. send completes once the transport has sent
      the message (the receiver need not have come).
@@ -294,6 +299,9 @@ typedef enum spmd_algo {
     SPMD_ALGO_DEFAULT = 0,
     SPMD_ALGO_EAGER,   /* inputs copied into shared slots, every device reduces (small) */
     SPMD_ALGO_SPLIT,   /* zero-copy: slices reduced from peers' buffers, written to all */
+    SPMD_ALGO_BRUCK,   /* across processes: every input reaches every process in
+                          log2(processes) steps (small operations, many processes);
+                          on threads the same as the default */
     SPMD_ALGO_COUNT
 } spmd_algo;
 
@@ -1056,7 +1064,7 @@ enum { SPMD__M_POSTED = 1, SPMD__M_CLAIMED, SPMD__M_COPIED, SPMD__M_FAILED };
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
     "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv"};
-enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT };
+enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT, SPMD__ALG_BRUCK };
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
 enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3, SPMD__S_CHECKING = 4 };
 #define SPMD__S_SHIFT 3 /* state word: seq << 3 | phase */
@@ -1141,6 +1149,10 @@ typedef struct spmd__group {
     int *lidx;             /* G: index among this process's members, or -1 */
     int nrp;               /* other processes with members, */
     int *rprocs;           /* in member order */
+    int *procs;            /* nrp + 1: every process with members, in member
+                              order (the positions of a Bruck exchange), */
+    int *pos_of;           /* the mesh's processes: their position there, or -1, */
+    int ppos;              /* this process's */
     uint32_t gid;          /* 16 bits of xhash: the group field of message tags */
     uint64_t xhash;        /* member list and mesh, checked in every header */
     struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
@@ -1812,17 +1824,27 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g->slots);
     spmd__free(&m->alloc, g->lidx);
     spmd__free(&m->alloc, g->rprocs);
+    spmd__free(&m->alloc, g->procs);
+    spmd__free(&m->alloc, g->pos_of);
     spmd__free(&m->alloc, g);
 }
 
 /* libfabric: which members live here and which processes hold the others. */
 static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
     int k, j, n = 0;
+    int np = 0;
     g->lidx = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
     g->rprocs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
-    if (!g->lidx || !g->rprocs) return SPMD_ERR_NOMEM;
+    g->procs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
+    g->pos_of = (int *)spmd__alloc(&m->alloc, (size_t)m->nprocs * sizeof(int));
+    if (!g->lidx || !g->rprocs || !g->procs || !g->pos_of) return SPMD_ERR_NOMEM;
+    for (k = 0; k < m->nprocs; k++) g->pos_of[k] = -1;
     for (k = 0; k < g->G; k++) {
         int p = m->proc_of[g->members[k]];
+        if (g->pos_of[p] < 0) {
+            g->pos_of[p] = np;
+            g->procs[np++] = p;
+        }
         if (p == m->proc) {
             g->lidx[k] = g->nloc++;
             continue;
@@ -1832,6 +1854,7 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
         if (j == n) g->rprocs[n++] = p;
     }
     g->nrp = n;
+    g->ppos = g->pos_of[m->proc];
     g->span = n > 0;
     g->xhash = (h ^ ((uint64_t)m->mesh_id + 1) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
     g->gid = (uint32_t)((g->xhash >> 40 ^ g->xhash >> 16 ^ g->xhash) & 0xffffu);
@@ -2012,7 +2035,10 @@ static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
         snprintf(buf, len, "%s(%s x %llu%s)", name,
                  s->dtype < SPMD_DTYPE_COUNT ? spmd__dtype_names[s->dtype] : "?",
                  (unsigned long long)s->count,
-                 s->algo == SPMD__ALG_EAGER ? ", eager" : s->algo == SPMD__ALG_SPLIT ? ", split" : "");
+                 s->algo == SPMD__ALG_EAGER   ? ", eager"
+                 : s->algo == SPMD__ALG_SPLIT ? ", split"
+                 : s->algo == SPMD__ALG_BRUCK ? ", bruck"
+                                              : "");
 }
 
 static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) {
@@ -5915,6 +5941,12 @@ typedef struct spmd__xrec {
     int lead;                 /* split psum: the local member whose output gathers the slices */
     int red;                  /* split psum: this process's slice 0 not reduced, 1 being reduced, 2 done */
     int hold;                 /* data lands in the leader's output: it leaves after the others */
+    int bsteps, bsent, brecv; /* Bruck: steps, sends posted, receives ended (aop: 2s receive, 2s + 1 send) */
+    int bjoined, bparsed;     /* Bruck: local members whose record is in, remote records read */
+    unsigned char *bbuf;      /* Bruck: every process's block of records, this one's first */
+    size_t bcap;
+    size_t *bat;              /* G: Bruck: where member k's record starts in bbuf */
+    size_t *boff;             /* 2P + 1: where block t (of process procs[(ppos + t) % P]) starts; cursors */
     spmd_status gone;         /* a local member failed: the others stop using the exchange */
     uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
     uint8_t *asent;           /* nrp: split psum: our slice's send to that process is posted */
@@ -5945,6 +5977,10 @@ static const char *spmd__x_what(const spmd_req *r) {
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     int k;
     spmd__fab_mr_forget(m->fab, x->hbuf, (size_t)g->G * x->hb);
+    if (x->bbuf) {
+        spmd__fab_mr_forget(m->fab, x->bbuf, x->bcap);
+        spmd__free(&m->alloc, x->bbuf);
+    }
     for (k = 0; k < g->G; k++)
         if (x->stage[k]) {
             spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
@@ -6084,6 +6120,72 @@ static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
                                SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1) | SPMD__X_CTS, NULL, 0, UINT64_MAX);
 }
 
+/* Bruck (SPMD__ALG_BRUCK): every process of the group holds a block, the
+   records of its members in member order (a short header, then the input
+   padded to 16 bytes, of the size the signature implies). In step s
+   (d = 2^s < P) the process at position i of g->procs sends the first
+   min(d, P - d) blocks it holds, its own first, to position i - d, and
+   receives as many from position i + d, which land behind them: after
+   ceil(log2 P) steps it holds all P blocks, in position order from its
+   own. Each process sends ceil(log2 P) messages instead of a header to
+   every other one; every output is then computed as on the direct
+   exchange, from all inputs in group order (bit-identical). Every receive
+   is posted with the exchange (its size is known), the send of step s
+   once the receives of the steps before it ended: aop[2s] and aop[2s + 1].
+   Tags: step SPMD__X_BSTEP(s), from the top of the step field down. */
+#define SPMD__X_BSTEP(s) (0x3fff - (s))
+
+static size_t spmd__x_brec(const spmd_req *r, int k) {
+    return SPMD__X_SHDR + ((size_t)spmd__x_expect(r, k) + 15) / 16 * 16;
+}
+
+/* Lay out r's blocks and records in x (boff, bat), make the buffer, post
+   the receives. xlock held. */
+static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    int P = g->nrp + 1, k, t, s;
+    size_t *cur = x->boff + P + 1, at = 0;
+#define SPMD__X_BLOCK(k) cur[(g->pos_of[m->proc_of[g->members[k]]] - g->ppos + P) % P]
+    for (t = 0; t < P; t++) cur[t] = 0;
+    for (k = 0; k < g->G; k++) SPMD__X_BLOCK(k) += spmd__x_brec(r, k);
+    for (t = 0; t < P; t++) {
+        x->boff[t] = at;
+        at += cur[t];
+        cur[t] = x->boff[t];
+    }
+    x->boff[P] = at;
+    for (k = 0; k < g->G; k++) {
+        x->bat[k] = SPMD__X_BLOCK(k);
+        SPMD__X_BLOCK(k) += spmd__x_brec(r, k);
+    }
+#undef SPMD__X_BLOCK
+    if (x->bcap < at) {
+        if (x->bbuf) {
+            spmd__fab_mr_forget(f, x->bbuf, x->bcap);
+            spmd__free(&m->alloc, x->bbuf);
+        }
+        x->bcap = 0;
+        x->bbuf = (unsigned char *)spmd__alloc(&m->alloc, at);
+        if (!x->bbuf)
+            return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: no memory for the exchange's %zu bytes", spmd__x_what(r),
+                              at);
+        x->bcap = at;
+        spmd__fab_mr_own(f, x->bbuf, at);
+    }
+    for (s = 0; (1 << s) < P; s++) {
+        int d = 1 << s, n = d < P - d ? d : P - d, from = g->procs[(g->ppos + d) % P];
+        spmd_status st = spmd__fab_post_recv(f, &x->aop[2 * s], from, SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(s)),
+                                             x->bbuf + x->boff[d], x->boff[d + n] - x->boff[d], UINT64_MAX);
+        if (st != SPMD_OK)
+            return spmd__fail(r->dev, st, "%s over '%s': receiving from process %d: %s", spmd__x_what(r),
+                              r->gr->text, from, f->err);
+        x->bsteps = s + 1;
+    }
+    return SPMD_OK;
+}
+
 /* The exchange of operation gseq, made (and its header receives posted) by
    the first local member to come; SPMD_ERR_BUSY (nothing said) while the
    group has max_inflight exchanges listed. xlock held. */
@@ -6114,14 +6216,15 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
            one would stall later sends, see SPMD__X_CTS) */
         size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
         size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
-        size_t nops = spmd__x_nops(g), hb, at;
+        size_t nops = spmd__x_nops(g), hb, at, nb = (size_t)G + 2 * (size_t)g->nrp + 3;
         unsigned char *blk;
         inl = (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
         hb = SPMD__X_HDR + inl;
         /* header, ops, hbuf (line-aligned sizes), pointers, sizes, flags */
         at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb +
-                                                          7 * (size_t)G * sizeof(void *) + 3 * (size_t)G +
+                                                          7 * (size_t)G * sizeof(void *) + nb * sizeof(size_t) +
+                                                          3 * (size_t)G +
                                                           (size_t)(g->nloc * g->nrp) + (size_t)g->nrp + 1);
         if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
         x = (spmd__xrec *)(void *)blk;
@@ -6134,7 +6237,11 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         spmd__fab_mr_own(f, x->hbuf, (size_t)G * hb);
         x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
         x->stage_cap = (size_t *)(void *)(x->stage + G);
-        x->in = (const void **)(void *)(x->stage_cap + G); /* from here on: cleared per operation */
+        x->bat = x->stage_cap + G;
+        x->boff = x->bat + G;
+        x->in = (const void **)(void *)(x->bat + nb); /* from here on: cleared per operation */
+        x->bbuf = NULL;
+        x->bcap = 0;
         x->meta = (const int64_t **)(void *)(x->in + G);
         x->out = (void **)(x->meta + G);
         x->pdst = (unsigned char **)(void *)(x->out + G);
@@ -6152,10 +6259,16 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->red = 0;
     x->hold = r->sig.algo == SPMD__ALG_SPLIT;
     x->gone = SPMD_OK;
+    x->bsteps = x->bsent = x->brecv = x->bjoined = x->bparsed = 0;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
     g->xlive = x;
     g->xnlive++;
+    if (r->sig.algo == SPMD__ALG_BRUCK) {
+        spmd_status st = spmd__x_bplan(r, x);
+        if (st == SPMD_OK) *out = x;
+        return st;
+    }
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
@@ -6238,7 +6351,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd__xhdr *h;
     spmd__xrec *x = NULL;
     spmd_status st;
-    if (len && !r->xscratch && (ragged || (r->send && r->send == r->recv))) {
+    if (len && !r->xscratch && r->sig.algo != SPMD__ALG_BRUCK && (ragged || (r->send && r->send == r->recv))) {
         /* ragged: offsets and sizes then the operand, in one message; in
            place: the input must outlive the output being written */
         r->xscratch = spmd__alloc(&m->alloc, len);
@@ -6260,9 +6373,15 @@ static spmd_status spmd__x_post(spmd_req *r) {
         pthread_mutex_unlock(&m->xlock);
         return st; /* the copy of the input stays for the next try */
     }
-    hb = x->hbuf + (size_t)me * x->hb;
-    inl = len <= x->inl;
-    if (!m->check && len <= UINT32_MAX && G <= 65535) {
+    if (r->sig.algo == SPMD__ALG_BRUCK) { /* the record in this process's block (see spmd__x_bplan) */
+        SPMD_ASSERT((int64_t)len == spmd__x_expect(r, me));
+        hb = x->bbuf + x->bat[me];
+        inl = 1;
+    } else {
+        hb = x->hbuf + (size_t)me * x->hb;
+        inl = len <= x->inl;
+    }
+    if (r->sig.algo == SPMD__ALG_BRUCK || (!m->check && len <= UINT32_MAX && G <= 65535)) {
         spmd__xshort *sh = (spmd__xshort *)(void *)hb;
         memset(sh, 0, SPMD__X_SHDR);
         sh->magic = SPMD__X_MAGIC_SHORT;
@@ -6299,8 +6418,13 @@ static spmd_status spmd__x_post(spmd_req *r) {
     x->have[me] = 2;
     r->xr = x;
     if (ragged) r->xmeta = x->meta;
+    if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
+        memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp);
+        x->bjoined++;
+    }
     pthread_mutex_unlock(&m->xlock);
     r->xdata = data;
+    if (r->sig.algo == SPMD__ALG_BRUCK) return SPMD_OK;
     for (i = 0; i < g->nrp; i++) {
         int p = g->rprocs[i];
         size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
@@ -6371,6 +6495,32 @@ static int spmd__x_needs(const spmd_req *r, int k) {
     }
 }
 
+/* Member k's header did not parse (bad: why): the failure. */
+static spmd_status spmd__x_bad(spmd_req *r, int k, const char *bad, size_t received) {
+    char who[64];
+    return spmd__fail(r->dev, *bad == 'm' ? SPMD_ERR_SYSTEM : SPMD_ERR_MISMATCH,
+                      "%s over '%s': %s header (%zu bytes) from %s%s", spmd__x_what(r), r->gr->text, bad, received,
+                      spmd__x_who(r->dev->mesh, r->gr->g->members[k], who, sizeof who),
+                      *bad == 'm' ? "" : " (group ids collide, or the processes created different meshes)");
+}
+
+/* Member k's header h against r's signature: SPMD_OK, or the mismatch
+   (d->err names both calls). */
+static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
+    spmd_dev *d = r->dev;
+    char a[96], b[96], that[48] = "", who[64];
+    if (!spmd__sig_differs(&h->sig, &r->sig, d->mesh->check)) return SPMD_OK;
+    spmd__sig_text(&r->sig, a, sizeof a);
+    spmd__sig_text(&h->sig, b, sizeof b);
+    if (h->axes) snprintf(that, sizeof that, ", #%llu of that one", (unsigned long long)h->global);
+    return spmd__fail(d, SPMD_ERR_MISMATCH,
+                      "device %d called %s over '%s' but %s called %s over '%s' (operation #%llu of this device%s)",
+                      d->id, a, r->gr->text, spmd__x_who(d->mesh, r->gr->g->members[k], who, sizeof who), b,
+                      h->axes ? h->axes : h->sig.axes_hash == r->sig.axes_hash ? r->gr->text
+                                                                             : "? (SPMD_CHECK=1 names them)",
+                      (unsigned long long)r->global, that);
+}
+
 /* Read what arrived for the exchange. SPMD_OK once every input this
    process needs is here, SPMD_ERR_BUSY while some are missing, else the
    failure (d->err says). xlock held. */
@@ -6405,23 +6555,8 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
                               r->gr->text, WHO, op->err);
         if (!spmd__x_parse(x->hbuf + (size_t)k * x->hb, op->received, k, g->xhash, r->gseq, x->inl, &h, &bad))
-            return spmd__fail(d, *bad == 'm' ? SPMD_ERR_SYSTEM : SPMD_ERR_MISMATCH,
-                              "%s over '%s': %s header (%zu bytes) from %s%s", spmd__x_what(r), r->gr->text, bad,
-                              op->received, WHO, *bad == 'm' ? "" : " (group ids collide, or the processes created "
-                              "different meshes)");
-        if (spmd__sig_differs(&h.sig, &r->sig, m->check)) {
-            char a[96], b[96], that[48] = "";
-            spmd__sig_text(&r->sig, a, sizeof a);
-            spmd__sig_text(&h.sig, b, sizeof b);
-            if (h.axes) snprintf(that, sizeof that, ", #%llu of that one", (unsigned long long)h.global);
-            return spmd__fail(d, SPMD_ERR_MISMATCH,
-                              "device %d called %s over '%s' but %s called %s over '%s' (operation #%llu of this "
-                              "device%s)",
-                              d->id, a, r->gr->text, WHO, b,
-                              h.axes ? h.axes : h.sig.axes_hash == r->sig.axes_hash ? r->gr->text
-                                                                                  : "? (SPMD_CHECK=1 names them)",
-                              (unsigned long long)r->global, that);
-        }
+            return spmd__x_bad(r, k, bad, op->received);
+        if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
         if (h.has_inline || !h.data_len || !spmd__x_wants(r, k, m->proc)) {
             const unsigned char *data = h.data;
             x->meta[k] = ragged ? (const int64_t *)(const void *)data : NULL;
@@ -6463,6 +6598,66 @@ static spmd_status spmd__x_scan(spmd_req *r) {
 }
 #undef WHO
 
+/* The Bruck exchange's scan (see spmd__x_bplan): note the receives that
+   ended, post the sends they allow, read the records once all are here.
+   SPMD_OK once every input is here, SPMD_ERR_BUSY before, else the
+   failure (d->err says). xlock held. */
+static spmd_status spmd__x_bscan(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__fab *f = d->mesh->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int P = g->nrp + 1, k;
+    spmd_status st;
+    while (x->brecv < x->bsteps) {
+        spmd__fab_op *op = &x->aop[2 * x->brecv];
+        st = spmd__fab_peek(f, op);
+        if (st == SPMD_ERR_BUSY) break;
+        if (st != SPMD_OK)
+            return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
+                              "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
+                              op->err, st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
+                              "SPMD_CHECK=1 names them)" : "");
+        x->brecv++;
+    }
+    while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->bjoined == g->nloc) {
+        int dd = 1 << x->bsent, n = dd < P - dd ? dd : P - dd, to = g->procs[(g->ppos - dd + P) % P];
+        st = spmd__fab_post_send(f, &x->aop[2 * x->bsent + 1], to,
+                                 SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(x->bsent)), x->bbuf, x->boff[n],
+                                 UINT64_MAX);
+        if (st != SPMD_OK)
+            return spmd__fail(d, st, "%s over '%s': sending step %d of %d to process %d: %s", spmd__x_what(r),
+                              r->gr->text, x->bsent + 1, x->bsteps, to, f->err);
+        x->bsent++;
+    }
+    if (x->brecv < x->bsteps || x->bjoined < g->nloc) return SPMD_ERR_BUSY;
+    for (k = 0; k < g->G && !x->bparsed; k++) {
+        unsigned char *rec = x->bbuf + x->bat[k];
+        size_t e = (size_t)spmd__x_expect(r, k);
+        spmd__xview h;
+        const char *bad;
+        if (g->lidx[k] >= 0) continue;
+        if (!spmd__x_parse(rec, SPMD__X_SHDR + e, k, g->xhash, r->gseq, e, &h, &bad)) {
+            uint32_t magic;
+            memcpy(&magic, rec, 4);
+            if (magic == SPMD__X_MAGIC_SHORT) { /* say what differs, if the signature does */
+                memset(&h, 0, sizeof h);
+                memcpy(&h.sig, rec + offsetof(spmd__xshort, sig), sizeof h.sig);
+                if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
+            }
+            return spmd__x_bad(r, k, bad, SPMD__X_SHDR + e);
+        }
+        if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
+        x->in[k] = h.data;
+        x->have[k] = 2;
+    }
+    x->bparsed = 1;
+    if (x->gone != SPMD_OK) /* a local member's input is the caller's again */
+        return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
+                          spmd__x_what(r), r->gr->text);
+    return SPMD_OK;
+}
+
 /* Wait (briefly, outside the lock) until no local member computes from
    the exchange's inputs. xlock held on entry and exit. */
 static void spmd__x_quiesce(spmd_mesh *m, spmd__xrec *x, int G) {
@@ -6493,8 +6688,9 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
         } /* (cancel reads the op's state under the transport's lock: only active ones end) */
         if (me == x->lead) { /* data receives (some land in its output) and split sends are called off */
             for (i = 0; i < g->G; i++) spmd__fab_cancel(m->fab, &x->rop[3 * i + 1], s, "the operation failed");
-            for (i = 0; i < 4 * g->nrp; i++) spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
-        }
+            for (i = 0; i < 4 * g->nrp && r->sig.algo != SPMD__ALG_BRUCK; i++)
+                spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
+        } /* (the Bruck steps touch only the exchange's buffer: the other members end on their own) */
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
         if (x->gone == SPMD_OK) x->gone = s;
@@ -6629,7 +6825,7 @@ static void spmd__x_progress(spmd_req *r) {
             x->out[me] = r->recv;
             x->cst[me] = SPMD__XC_JOINED;
         }
-        st = spmd__x_scan(r);
+        st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&m->xlock);
             if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
@@ -6674,6 +6870,8 @@ static void spmd__x_progress(spmd_req *r) {
             if (!x->dsent[li * (size_t)g->nrp + (size_t)i]) st = SPMD_ERR_BUSY;
         if (st == SPMD_OK && r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our CTS */
             st = spmd__x_ended(r, x->aop, 4 * (size_t)g->nrp);
+        if (st == SPMD_OK && r->sig.algo == SPMD__ALG_BRUCK) /* the process's sends read the exchange's buffer */
+            st = spmd__x_ended(r, x->aop, 2 * (size_t)x->bsteps);
         if (st == SPMD_ERR_BUSY) return;
         if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         pthread_mutex_lock(&m->xlock);
@@ -6711,15 +6909,18 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    char who[200], what[96];
+    char who[200], what[96], step[96] = "";
     size_t at = 0;
-    int k, shown = 0, missing = 0;
+    int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE && s == SPMD_ERR_TIMEOUT) { /* a broken mesh's message names them */
+    if (x && r->state == SPMD__R_ARRIVE && strncmp(why, "timed out", 9) == 0) { /* a broken mesh's message names them */
         pthread_mutex_lock(&m->xlock);
+        if (bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
+            snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
+                     x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
         for (k = 0; k < g->G; k++) {
-            if (x->have[k] == 2) continue;
+            if (x->have[k] == 2 || (bruck && g->lidx[k] < 0)) continue;
             missing++;
             if (shown < 8 && at < sizeof who) {
                 int w = snprintf(who + at, sizeof who - at, "%s%d (process %d%s)", shown ? ", " : "",
@@ -6745,8 +6946,8 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
         }
     }
     spmd__sig_text(&r->sig, what, sizeof what);
-    spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s", what, r->gr->text,
-               (unsigned long long)r->global, (unsigned long long)r->gseq, why,
+    spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s%s", what, r->gr->text,
+               (unsigned long long)r->global, (unsigned long long)r->gseq, why, step,
                missing ? ": devices not heard from: " : r->state == SPMD__R_DRAIN ? ": sends not completed" : "",
                who);
     spmd__x_fail(r, s);
@@ -7274,16 +7475,42 @@ static void spmd__fabric_fini(spmd_mesh *m) {
 static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
                                                  spmd__fabric_progress};
 
+/* Bruck by default from this many processes in the group on, for
+   operations whose records (every input with its header) come to at most
+   SPMD__X_BRUCK_MAX bytes: there ceil(log2 P) messages in a row cost less
+   than P - 1 at once, each with its per-message cost at both ends (the
+   usual crossover of recursive doubling and direct exchange; this machine
+   has two CPUs and cannot measure it). */
+#define SPMD__X_BRUCK_PROCS 8
+#define SPMD__X_BRUCK_MAX 262144u
+
 /* The exchange path's algorithm for r: split for a psum whose input times
    the other processes is at least SPMD__X_SPLIT_MIN bytes (or when asked
-   for, and larger than the inline size), else direct. Every process decides alike; the signature carries
-   the choice, so processes forced differently report a mismatch. */
+   for, and larger than the inline size); Bruck for small operations on
+   many processes (or when asked for), never in check mode (the direct
+   exchange names every mismatch), for ppermute (one step already) or
+   ragged_all_to_all (only its headers tell the sizes); else direct. Every
+   process decides alike; the signature carries the choice, so processes
+   forced differently report a mismatch (or time out, naming whom they
+   wait for, when their messages never meet). */
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
-    if (r->sig.kind != SPMD__KIND_ALLREDUCE || want == SPMD_ALGO_EAGER || r->in_bytes <= SPMD__X_INLINE ||
-        r->count < (size_t)r->gr->g->nrp + 1)
+    const spmd__group *g = r->gr->g;
+    const spmd__fab *f = r->dev->mesh->fab;
+    size_t total = 0;
+    int k;
+    if (r->sig.kind == SPMD__KIND_ALLREDUCE && want != SPMD_ALGO_EAGER && want != SPMD_ALGO_BRUCK &&
+        r->in_bytes > SPMD__X_INLINE && r->count >= (size_t)g->nrp + 1 &&
+        (want == SPMD_ALGO_SPLIT || r->in_bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN))
+        return SPMD__ALG_SPLIT;
+    if (want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || r->dev->mesh->check ||
+        r->sig.kind == SPMD__KIND_PPERMUTE || r->sig.kind == SPMD__KIND_RAGGED || g->G > 65535 ||
+        r->in_bytes > UINT32_MAX || (want != SPMD_ALGO_BRUCK && g->nrp + 1 < SPMD__X_BRUCK_PROCS))
         return SPMD__ALG_EAGER;
-    return want == SPMD_ALGO_SPLIT || r->in_bytes * (size_t)r->gr->g->nrp >= SPMD__X_SPLIT_MIN ? SPMD__ALG_SPLIT
-                                                                                               : SPMD__ALG_EAGER;
+    for (k = 0; k < g->G; k++) total += spmd__x_brec(r, k);
+    /* with clear-to-send every message must fit the inject size (see SPMD__X_CTS) */
+    if ((f->cts && total > f->inject) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
+        return SPMD__ALG_EAGER;
+    return SPMD__ALG_BRUCK;
 }
 #else
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)want; return SPMD__ALG_EAGER; }
@@ -9934,8 +10161,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
         const char *a = getenv("SPMD_ALGO");
         if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
         else if (a && strcmp(a, "split") == 0) m->forced_algo = SPMD_ALGO_SPLIT;
+        else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
         else if (a && *a && strcmp(a, "default") != 0)
-            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, default)", a);
+            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
     }
     m->backend = desc->backend == SPMD_BACKEND_LIBFABRIC ? SPMD_BACKEND_LIBFABRIC : SPMD_BACKEND_THREADS;
 #if SPMD__HAS_LIBFABRIC

@@ -166,11 +166,14 @@ run_fabric_tsan() {
 
 # The conformance tests as several processes (make fabric builds them): each
 # test under tools/spmdrun for every provider and process count of
-# FABRIC_MATRIX (provider:processes[:strict|:nolane|:small]; strict sets
+# FABRIC_MATRIX (provider:processes[:modes], modes joined by +: strict sets
 # SPMD_FABRIC_STRICT=1, nolane SPMD_SHM_LANE=0: tcp then carries the small
 # messages too, which the shared-memory lane takes otherwise; small
 # SPMD_SHM_LANE=small: the lane carries small messages only, the provider
-# the large ones, which the lane's bulk rings take otherwise),
+# the large ones, which the lane's bulk rings take otherwise; bruck
+# SPMD_ALGO=bruck: every collective but ppermute and ragged_all_to_all
+# through the Bruck exchange, which small operations take by default from
+# 8 processes on),
 # configurations outer, tests inner. Meshes of 4 and more devices under two
 # processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK
 # keeps one sweep case in that many (every collective crosses processes). A
@@ -180,7 +183,8 @@ run_fabric_tsan() {
 # lines of all its processes summed; a process without one, or a non-zero
 # exit with no failure counted, is one failure more.
 FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
-FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane tcp:4:nolane shm:2 shm:3 shm:4 shm:2:small tcp:2:strict"}
+FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane tcp:4:nolane shm:2 shm:3 shm:4 shm:2:small tcp:2:strict
+    shm:3:bruck shm:5:bruck tcp:3:nolane+bruck shm:8"}
 FABRIC_QUICK=${FABRIC_QUICK:-4}
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
@@ -222,10 +226,11 @@ run_fabric_matrix() {
         prov=${cfg%%:*} rest=${cfg#*:}
         np=${rest%%:*} mode=""
         [ "$rest" != "$np" ] && mode=${rest#*:}
-        strict="" lane=""
-        [ "$mode" = strict ] && strict=1
-        [ "$mode" = nolane ] && lane=0
-        [ "$mode" = small ] && lane=small
+        strict="" lane="" algo=""
+        case "+$mode+" in *+strict+*) strict=1 ;; esac
+        case "+$mode+" in *+nolane+*) lane=0 ;; esac
+        case "+$mode+" in *+small+*) lane=small ;; esac
+        case "+$mode+" in *+bruck+*) algo=bruck ;; esac
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
             n=0; for t in $FABRIC_CONF; do n=$((n + 1)); done
             echo "  fabric $prov -n $np${mode:+ $mode}: provider $prov not offered here (fi_info): $n runs skipped"
@@ -240,7 +245,7 @@ run_fabric_matrix() {
             fi
             log=$LOG/fabric-$t-$prov-$np${mode:+-$mode}
             start=$(date +%s)
-            env SPMD_TEST_QUICK=$FABRIC_QUICK ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} \
+            env SPMD_TEST_QUICK=$FABRIC_QUICK ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} ${algo:+SPMD_ALGO=$algo} \
                 tools/spmdrun -n "$np" --provider "$prov" --timeout "$FABRIC_RUN_TIMEOUT" -- "$exe" \
                 >$log.out 2>$log.err; rc=$?
             end=$(date +%s)

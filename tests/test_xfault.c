@@ -27,6 +27,10 @@
                 so it runs ahead -- by at most max_inflight operations --
                 and every device still gets every value in order (then a
                 psum checks the group is intact);
+     count, absent and kill once more with SPMD_ALGO=bruck (the Bruck
+                exchange, where each process hears from one process per
+                step): the same statuses; absent names process 1's part of
+                the step not received; kill's psums are of 64 KiB;
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -45,7 +49,7 @@
 
 typedef struct child {
     const char *mode;
-    int proc;
+    int proc, bruck;
     spmd_status st[4];
     char msg[4][512];
     double took[4];
@@ -54,7 +58,7 @@ typedef struct child {
 static void dev_main(spmd_dev *d, void *arg) {
     child *c = (child *)arg;
     int id = spmd_device_id(d), i;
-    size_t n = (size_t)1 << 18;
+    size_t n = c->bruck ? (size_t)1 << 14 : (size_t)1 << 18;
     float *a = (float *)calloc(n, sizeof(float)), *b = (float *)calloc(n * 4, sizeof(float));
     spmd_status s = SPMD_OK;
     double t0 = p_now();
@@ -137,6 +141,7 @@ static int child_main(const char *mode) {
     }
     c.mode = mode;
     c.proc = spmd_mesh_process_id(m);
+    c.bruck = getenv("SPMD_ALGO") && strcmp(getenv("SPMD_ALGO"), "bruck") == 0;
     if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC || spmd_mesh_process_count(m) != 2) {
         printf("not a 2-process libfabric mesh\n");
         return 1;
@@ -156,7 +161,8 @@ static int child_main(const char *mode) {
                  strstr(c.msg[i], "x 7") && strstr(c.msg[i], "over 'i' but");
         else if (strcmp(mode, "absent") == 0)
             ok = c.proc == 1 ? c.st[i] == SPMD_OK
-                             : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 && strstr(c.msg[i], "2 (process 1");
+                             : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 &&
+                                   strstr(c.msg[i], c.bruck ? "process 1's part of step 1 of 1" : "2 (process 1");
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
         if (c.took[i] > 10.0) ok = 0;
@@ -177,28 +183,32 @@ static void run_pair(const char *mode, const char *envs) {
     char tag[64];
     double t0 = p_now();
     int rc;
-    snprintf(tag, sizeof tag, "xfault-%s", mode);
+    snprintf(tag, sizeof tag, "xfault-%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "");
     rc = p_spmdrun(tag, 2, "--provider tcp", mode, envs);
     T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
     if (rc != 0) p_show(tag, "log");
 }
 
-/* Process 1 killed: spmdrun would stop the survivor, so start both here. */
-static void run_kill(void) {
-    char coord[64];
-    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", NULL};
-    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", NULL};
+/* Process 1 killed: spmdrun would stop the survivor, so start both here
+   (algo: SPMD_ALGO's value, or "default"). */
+static void run_kill(const char *algo) {
+    char coord[64], a[32], t0n[48], t1n[48];
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", a, NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", a, NULL};
     double t0 = p_now();
     pid_t p0, p1;
     int r0, r1;
+    snprintf(a, sizeof a, "SPMD_ALGO=%s", algo);
+    snprintf(t0n, sizeof t0n, "xfault-kill-%s-p0", algo);
+    snprintf(t1n, sizeof t1n, "xfault-kill-%s-p1", algo);
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
-    p0 = p_spawn("xfault-kill-p0", "kill", e0);
-    p1 = p_spawn("xfault-kill-p1", "kill", e1);
+    p0 = p_spawn(t0n, "kill", e0);
+    p1 = p_spawn(t1n, "kill", e1);
     r1 = p_exit_code(p_wait(p1, 60));
     r0 = p_exit_code(p_wait(p0, 60));
-    T_CHECK(r1 == 128 + SIGKILL, "kill: process 1 ended with %d", r1);
-    T_CHECK(r0 == 0, "kill: survivor exit %d after %.1f s: %s", r0, p_now() - t0, p_read("xfault-kill-p0", "out"));
-    if (r0 != 0) p_show("xfault-kill-p0", "err");
+    T_CHECK(r1 == 128 + SIGKILL, "kill (%s): process 1 ended with %d", algo, r1);
+    T_CHECK(r0 == 0, "kill (%s): survivor exit %d after %.1f s: %s", algo, r0, p_now() - t0, p_read(t0n, "out"));
+    if (r0 != 0) p_show(t0n, "err");
 }
 
 /* A lone process whose coordinator never comes, and a job key that differs. */
@@ -230,10 +240,13 @@ int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
     signal(SIGPIPE, SIG_IGN);
-    run_kill();
+    run_kill("default");
+    run_kill("bruck");
     run_pair("mismatch", "");
     run_pair("count", "");
+    run_pair("count", "SPMD_ALGO=bruck");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500");
+    run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("runahead", "");
     run_boot_faults();
     return t_summary();
