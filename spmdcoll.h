@@ -3576,7 +3576,7 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
     if (rank < 0 || rank >= b->nprocs || b->lost[rank]) return;
     b->lost[rank] = (unsigned char)(died ? 1 : 2);
     if (!died) return;
-    b->nlost++;
+    SPMD__ST_REL(&b->nlost, b->nlost + 1); /* read without the lock by spmd__fab_first_lost */
     spmd__boot_log(b, SPMD_LOG_ERROR, "process %d lost (its bootstrap connection closed without goodbye)", rank);
     if (b->rank != 0) return;
     spmd__boot_put32(p, (uint32_t)rank);
@@ -5530,6 +5530,17 @@ static SPMD__UNUSED spmd_status spmd__fab_cancel(spmd__fab *f, spmd__fab_op *op,
 
 static SPMD__UNUSED int spmd__fab_peer_lost(spmd__fab *f, int peer) { return spmd__boot_lost(f->boot, peer); }
 
+/* The first of n processes that died, or -1 (one atomic read while none did). */
+static SPMD__UNUSED int spmd__fab_first_lost(spmd__fab *f, const int *procs, int n) {
+    int i, who = -1;
+    if (!f->boot || !SPMD__LD_ACQ(&f->boot->nlost)) return -1;
+    pthread_mutex_lock(&f->lock);
+    for (i = 0; i < n && who < 0; i++)
+        if (spmd__boot_lost(f->boot, procs[i])) who = procs[i];
+    pthread_mutex_unlock(&f->lock);
+    return who;
+}
+
 static void spmd__fab_close(spmd__fab *f) {
     int i;
     spmd_allocator a;
@@ -6630,7 +6641,16 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
                               r->gr->text, x->bsent + 1, x->bsteps, to, f->err);
         x->bsent++;
     }
-    if (x->brecv < x->bsteps || x->bjoined < g->nloc) return SPMD_ERR_BUSY;
+    if (x->brecv < x->bsteps) {
+        /* a process of the group died: the steps that relay its block never
+           come, even from processes that live (they wait for it too) */
+        int lost = spmd__fab_first_lost(f, g->procs, P);
+        if (lost >= 0)
+            return spmd__fail(d, SPMD_ERR_PEER_LOST, "%s over '%s': process %d lost (it died or its host is "
+                              "unreachable): its input cannot reach this process", spmd__x_what(r), r->gr->text, lost);
+        return SPMD_ERR_BUSY;
+    }
+    if (x->bjoined < g->nloc) return SPMD_ERR_BUSY;
     for (k = 0; k < g->G && !x->bparsed; k++) {
         unsigned char *rec = x->bbuf + x->bat[k];
         size_t e = (size_t)spmd__x_expect(r, k);

@@ -30,7 +30,10 @@
      count, absent and kill once more with SPMD_ALGO=bruck (the Bruck
                 exchange, where each process hears from one process per
                 step): the same statuses; absent names process 1's part of
-                the step not received; kill's psums are of 64 KiB;
+                the step not received; kill runs 4 processes of one device,
+                psums of 64 KiB, and the last process dies: process 0,
+                which hears only from processes 1 and 2, still gets
+                SPMD_ERR_PEER_LOST naming process 3;
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -49,7 +52,7 @@
 
 typedef struct child {
     const char *mode;
-    int proc, bruck;
+    int proc, nprocs, bruck;
     spmd_status st[4];
     char msg[4][512];
     double took[4];
@@ -64,7 +67,7 @@ static void dev_main(spmd_dev *d, void *arg) {
     double t0 = p_now();
     if (strcmp(c->mode, "kill") == 0) {
         for (i = 0; i < 400 && s == SPMD_OK; i++) {
-            if (c->proc == 1 && i == 20) {
+            if (c->proc == c->nprocs - 1 && i == 20) {
                 printf("dying\n");
                 fflush(stdout);
                 raise(SIGKILL);
@@ -141,9 +144,10 @@ static int child_main(const char *mode) {
     }
     c.mode = mode;
     c.proc = spmd_mesh_process_id(m);
+    c.nprocs = spmd_mesh_process_count(m);
     c.bruck = getenv("SPMD_ALGO") && strcmp(getenv("SPMD_ALGO"), "bruck") == 0;
-    if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC || spmd_mesh_process_count(m) != 2) {
-        printf("not a 2-process libfabric mesh\n");
+    if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC || c.nprocs != (c.bruck && !strcmp(mode, "kill") ? 4 : 2)) {
+        printf("not a libfabric mesh of the expected processes (%d)\n", c.nprocs);
         return 1;
     }
     (void)spmd_run(m, dev_main, &c);
@@ -151,8 +155,11 @@ static int child_main(const char *mode) {
         int ok = 1;
         if (!spmd_device_is_local(m, i)) continue;
         printf("device %d: %s after %.2f s: %s\n", i, spmd_status_name(c.st[i]), c.took[i], c.msg[i]);
-        if (strcmp(mode, "kill") == 0)
-            ok = (c.st[i] == SPMD_ERR_PEER_LOST && strstr(c.msg[i], "process 1")) || c.st[i] == SPMD_ERR_BROKEN;
+        if (strcmp(mode, "kill") == 0) {
+            char victim[32];
+            snprintf(victim, sizeof victim, "process %d", c.nprocs - 1);
+            ok = (c.st[i] == SPMD_ERR_PEER_LOST && strstr(c.msg[i], victim)) || c.st[i] == SPMD_ERR_BROKEN;
+        }
         else if (strcmp(mode, "mismatch") == 0)
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "psum") &&
                  strstr(c.msg[i], "all_gather");
@@ -189,26 +196,36 @@ static void run_pair(const char *mode, const char *envs) {
     if (rc != 0) p_show(tag, "log");
 }
 
-/* Process 1 killed: spmdrun would stop the survivor, so start both here
-   (algo: SPMD_ALGO's value, or "default"). */
-static void run_kill(const char *algo) {
-    char coord[64], a[32], t0n[48], t1n[48];
-    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", a, NULL};
-    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp", a, NULL};
+/* The last of n processes killed: spmdrun would stop the survivors, so
+   start them here (algo: SPMD_ALGO's value, or "default"). */
+static void run_kill(const char *algo, int n) {
+    char coord[64], a[32], np[32], id[4][32], tag[4][48];
+    const char *env[4][7];
     double t0 = p_now();
-    pid_t p0, p1;
-    int r0, r1;
+    pid_t pid[4];
+    int i, rc[4];
     snprintf(a, sizeof a, "SPMD_ALGO=%s", algo);
-    snprintf(t0n, sizeof t0n, "xfault-kill-%s-p0", algo);
-    snprintf(t1n, sizeof t1n, "xfault-kill-%s-p1", algo);
+    snprintf(np, sizeof np, "SPMD_NUM_PROCESSES=%d", n);
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
-    p0 = p_spawn(t0n, "kill", e0);
-    p1 = p_spawn(t1n, "kill", e1);
-    r1 = p_exit_code(p_wait(p1, 60));
-    r0 = p_exit_code(p_wait(p0, 60));
-    T_CHECK(r1 == 128 + SIGKILL, "kill (%s): process 1 ended with %d", algo, r1);
-    T_CHECK(r0 == 0, "kill (%s): survivor exit %d after %.1f s: %s", algo, r0, p_now() - t0, p_read(t0n, "out"));
-    if (r0 != 0) p_show(t0n, "err");
+    for (i = 0; i < n; i++) {
+        snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
+        snprintf(tag[i], sizeof tag[i], "xfault-kill-%s-p%d", algo, i);
+        env[i][0] = np;
+        env[i][1] = id[i];
+        env[i][2] = coord;
+        env[i][3] = "SPMD_JOB_KEY=xf";
+        env[i][4] = "SPMD_PROVIDER=tcp";
+        env[i][5] = a;
+        env[i][6] = NULL;
+        pid[i] = p_spawn(tag[i], "kill", env[i]);
+    }
+    for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
+    T_CHECK(rc[n - 1] == 128 + SIGKILL, "kill (%s): process %d ended with %d", algo, n - 1, rc[n - 1]);
+    for (i = 0; i < n - 1; i++) {
+        T_CHECK(rc[i] == 0, "kill (%s): survivor %d exit %d after %.1f s: %s", algo, i, rc[i], p_now() - t0,
+                p_read(tag[i], "out"));
+        if (rc[i] != 0) p_show(tag[i], "err");
+    }
 }
 
 /* A lone process whose coordinator never comes, and a job key that differs. */
@@ -240,8 +257,8 @@ int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
     signal(SIGPIPE, SIG_IGN);
-    run_kill("default");
-    run_kill("bruck");
+    run_kill("default", 2);
+    run_kill("bruck", 4);
     run_pair("mismatch", "");
     run_pair("count", "");
     run_pair("count", "SPMD_ALGO=bruck");
