@@ -6251,8 +6251,6 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->bat = x->stage_cap + G;
         x->boff = x->bat + G;
         x->in = (const void **)(void *)(x->bat + nb); /* from here on: cleared per operation */
-        x->bbuf = NULL;
-        x->bcap = 0;
         x->meta = (const int64_t **)(void *)(x->in + G);
         x->out = (void **)(x->meta + G);
         x->pdst = (unsigned char **)(void *)(x->out + G);
@@ -6801,8 +6799,12 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
     spmd_status all = SPMD_OK;
     size_t i;
     for (i = 0; i < n; i++) {
-        spmd_status st = spmd__fab_test(r->dev->mesh->fab, &ops[i]);
-        if (st == SPMD_ERR_STATE) continue; /* never posted */
+        spmd_status st;
+        /* never posted (read without the transport's lock: whoever posts
+           r's ops did so before r got here, see spmd__x_progress) */
+        if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue;
+        st = spmd__fab_test(r->dev->mesh->fab, &ops[i]);
+        if (st == SPMD_ERR_STATE) continue;
         if (st == SPMD_ERR_BUSY) { all = st; continue; }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, ops[i].err);
