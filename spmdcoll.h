@@ -158,7 +158,7 @@
    SEVERAL PROCESSES (libfabric)
      Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
      mpirun); every process creates the same meshes in the same order (mesh
-     creation compares them) and hosts one contiguous block of device ids
+     creation compares them, with check mode and SPMD_ALGO) and hosts one contiguous block of device ids
      (minor axes stay inside a process; desc.devices_per_process fixes the
      block size). spmd_run and spmd_attach take only this process's devices
      (spmd_device_is_local). A group inside one process runs on threads; a
@@ -5954,6 +5954,7 @@ typedef struct spmd__xrec {
     int hold;                 /* data lands in the leader's output: it leaves after the others */
     int bsteps, bsent, brecv; /* Bruck: steps, sends posted, receives ended (aop: 2s receive, 2s + 1 send) */
     int bjoined, bparsed;     /* Bruck: local members whose record is in, remote records read */
+    spmd__sig sig;            /* the signature of the member that made it (Bruck: the layout's) */
     unsigned char *bbuf;      /* Bruck: every process's block of records, this one's first */
     size_t bcap;
     size_t *bat;              /* G: Bruck: where member k's record starts in bbuf */
@@ -6211,7 +6212,11 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (x = g->xlive; x; x = x->next)
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     for (pp = &g->xlive; (x = *pp) != NULL;) { /* left by all, waiting for headers nobody needed */
-        if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)G)) { pp = &x->next; continue; }
+        if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)G) ||
+            !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp)) { /* (a failed Bruck exchange's steps) */
+            pp = &x->next;
+            continue;
+        }
         *pp = x->next;
         x->next = g->xfree;
         g->xfree = x;
@@ -6269,6 +6274,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->hold = r->sig.algo == SPMD__ALG_SPLIT;
     x->gone = SPMD_OK;
     x->bsteps = x->bsent = x->brecv = x->bjoined = x->bparsed = 0;
+    x->sig = r->sig;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
     g->xlive = x;
@@ -6276,6 +6282,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     if (r->sig.algo == SPMD__ALG_BRUCK) {
         spmd_status st = spmd__x_bplan(r, x);
         if (st == SPMD_OK) *out = x;
+        else x->gone = st; /* the other local members must not use it */
         return st;
     }
     for (k = 0; k < G; k++) {
@@ -6381,6 +6388,21 @@ static spmd_status spmd__x_post(spmd_req *r) {
     if (st != SPMD_OK) {
         pthread_mutex_unlock(&m->xlock);
         return st; /* the copy of the input stays for the next try */
+    }
+    if ((r->sig.algo == SPMD__ALG_BRUCK || x->sig.algo == SPMD__ALG_BRUCK) &&
+        (x->gone != SPMD_OK || spmd__sig_differs(&r->sig, &x->sig, 0))) {
+        /* the records were laid out for the first member's call: another
+           call cannot take part (its record would not fit) */
+        char a[96], b[96];
+        spmd__sig_text(&r->sig, a, sizeof a);
+        spmd__sig_text(&x->sig, b, sizeof b);
+        pthread_mutex_unlock(&m->xlock);
+        if (x->gone != SPMD_OK)
+            return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
+                              spmd__x_what(r), r->gr->text);
+        return spmd__fail(d, SPMD_ERR_MISMATCH, "device %d called %s over '%s' but another device of this process "
+                          "called %s (operation #%llu of this device)", d->id, a, r->gr->text, b,
+                          (unsigned long long)r->global);
     }
     if (r->sig.algo == SPMD__ALG_BRUCK) { /* the record in this process's block (see spmd__x_bplan) */
         SPMD_ASSERT((int64_t)len == spmd__x_expect(r, me));
@@ -6641,7 +6663,9 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
     }
     if (x->brecv < x->bsteps) {
         /* a process of the group died: the steps that relay its block never
-           come, even from processes that live (they wait for it too) */
+           come, even from processes that live (they wait for it too); it
+           fails even when the dead one had sent its part: the group is
+           broken either way */
         int lost = spmd__fab_first_lost(f, g->procs, P);
         if (lost >= 0)
             return spmd__fail(d, SPMD_ERR_PEER_LOST, "%s over '%s': process %d lost (it died or its host is "
@@ -6906,7 +6930,7 @@ static void spmd__x_progress(spmd_req *r) {
                     return;
                 }
         if (++x->left == g->nloc) { /* the last local member: the exchange is spare again, */
-            SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp));
+            SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
             if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
                 spmd__xrec **pp = &g->xlive;
                 while (*pp != x) pp = &(*pp)->next;
@@ -6956,8 +6980,9 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     }
     if (x && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
-        for (k = 0; k < 3 * g->nrp && at < sizeof who; k++) {
-            spmd__fab_op *op = &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
+        int n = bruck ? x->bsteps : 3 * g->nrp;
+        for (k = 0; k < n && at < sizeof who; k++) {
+            spmd__fab_op *op = bruck ? &x->aop[2 * k + 1] : &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
             int w = 0;
             pthread_mutex_lock(&m->fab->lock);
             if (op->state == SPMD__FOP_ACTIVE)
@@ -7414,6 +7439,7 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     mine[0] = m->mesh_id;
     mine[1] = (uint32_t)m->ndim;
     mine[2] = (uint32_t)L;
+    mine[3] = (uint32_t)(m->check != 0) | (uint32_t)m->forced_algo << 1; /* they choose the algorithms */
     for (i = 0; i < m->ndim; i++) mine[4 + i] = (uint32_t)m->shape[i];
     pthread_mutex_lock(&f->lock);
     /* the bootstrap's deadline, not the mesh's: processes may reach this
@@ -7430,7 +7456,7 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
             if (lens[p] != sizeof mine || memcmp(all + (size_t)p * (sizeof mine / 4), mine, sizeof mine) != 0) {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
                           "mesh on libfabric: process %d made a different mesh as its mesh #%u (shapes, axis "
-                          "count or devices per process differ)", p, m->mesh_id);
+                          "count, devices per process, SPMD_CHECK or SPMD_ALGO differ)", p, m->mesh_id);
                 st = SPMD_ERR_MISMATCH;
                 break;
             }
@@ -7526,9 +7552,12 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
         return SPMD__ALG_SPLIT;
     if (want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || r->dev->mesh->check ||
         r->sig.kind == SPMD__KIND_PPERMUTE || r->sig.kind == SPMD__KIND_RAGGED || g->G > 65535 ||
-        r->in_bytes > UINT32_MAX || (want != SPMD_ALGO_BRUCK && g->nrp + 1 < SPMD__X_BRUCK_PROCS))
+        (want != SPMD_ALGO_BRUCK && g->nrp + 1 < SPMD__X_BRUCK_PROCS))
         return SPMD__ALG_EAGER;
-    for (k = 0; k < g->G; k++) total += spmd__x_brec(r, k);
+    for (k = 0; k < g->G; k++) { /* every record's size, as every process sees it (the short header's 32 bits) */
+        if ((uint64_t)spmd__x_expect(r, k) > UINT32_MAX) return SPMD__ALG_EAGER;
+        total += spmd__x_brec(r, k);
+    }
     /* with clear-to-send every message must fit the inject size (see SPMD__X_CTS) */
     if ((f->cts && total > f->inject) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
         return SPMD__ALG_EAGER;

@@ -34,6 +34,13 @@
                 psums of 64 KiB, and the last process dies: process 0,
                 which hears only from processes 1 and 2, still gets
                 SPMD_ERR_PEER_LOST naming process 3;
+     localmix   SPMD_ALGO=bruck: the two devices of each process call psum
+                with 16 and 5 elements (the Bruck exchange lays out the
+                process's block from the first device's call): at least one
+                device of each process gets SPMD_ERR_MISMATCH naming the
+                other call of its process, the rest SPMD_ERR_BROKEN or
+                SPMD_ERR_TIMEOUT (SPMD_TIMEOUT_MS=1500) within 6 s; nothing
+                is written out of bounds;
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -82,6 +89,8 @@ static void dev_main(spmd_dev *d, void *arg) {
             spmd_array x = spmd_array_1d(a, SPMD_F32, 5), o = spmd_array_1d(b, SPMD_F32, 20);
             s = spmd_all_gather(d, &x, &o, "i", 0, 1, NULL);
         }
+    } else if (strcmp(c->mode, "localmix") == 0) {
+        s = spmd_psum(d, a, b, id % 2 ? 5 : 16, SPMD_F32, "i", NULL);
     } else if (strcmp(c->mode, "count") == 0) {
         s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, "i", NULL);
     } else if (strcmp(c->mode, "runahead") == 0) {
@@ -172,11 +181,16 @@ static int child_main(const char *mode) {
                                    strstr(c.msg[i], c.bruck ? "process 1's part of step 1 of 1" : "2 (process 1");
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
+        else if (strcmp(mode, "localmix") == 0) {
+            ok = (c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], "another device of this process called")) ||
+                 c.st[i] == SPMD_ERR_BROKEN || c.st[i] == SPMD_ERR_TIMEOUT;
+            ok = ok && c.took[i] < 6.0;
+        }
         if (c.took[i] > 10.0) ok = 0;
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
-    if ((strcmp(mode, "mismatch") == 0 || strcmp(mode, "count") == 0) && !found) {
+    if ((strcmp(mode, "mismatch") == 0 || strcmp(mode, "count") == 0 || strcmp(mode, "localmix") == 0) && !found) {
         printf("no device of this process found the mismatch itself\n");
         bad++;
     }
@@ -264,6 +278,7 @@ int main(int argc, char **argv) {
     run_pair("count", "SPMD_ALGO=bruck");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("runahead", "");
     run_boot_faults();
     return t_summary();
