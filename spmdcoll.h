@@ -158,9 +158,9 @@
    SEVERAL PROCESSES (libfabric)
      Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
      mpirun); every process creates the same meshes in the same order (mesh
-     creation compares them, with check mode and SPMD_ALGO) and hosts one contiguous block of device ids
-     (minor axes stay inside a process; desc.devices_per_process fixes the
-     block size). spmd_run and spmd_attach take only this process's devices
+     creation compares them, with check mode and SPMD_ALGO) and hosts one
+     contiguous block of device ids (minor axes stay inside a process;
+     desc.devices_per_process fixes the block size). spmd_run and spmd_attach take only this process's devices
      (spmd_device_is_local). A group inside one process runs on threads; a
      group spanning processes exchanges signatures and inputs by tagged
      messages and reduces in group order with the same kernels, so results
@@ -1831,8 +1831,7 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
 
 /* libfabric: which members live here and which processes hold the others. */
 static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
-    int k, j, n = 0;
-    int np = 0;
+    int k, np = 0;
     g->lidx = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
     g->rprocs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
     g->procs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
@@ -1845,17 +1844,12 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
             g->pos_of[p] = np;
             g->procs[np++] = p;
         }
-        if (p == m->proc) {
-            g->lidx[k] = g->nloc++;
-            continue;
-        }
-        g->lidx[k] = -1;
-        for (j = 0; j < n && g->rprocs[j] != p; j++) {}
-        if (j == n) g->rprocs[n++] = p;
+        g->lidx[k] = p == m->proc ? g->nloc++ : -1;
     }
-    g->nrp = n;
+    for (k = 0; k < np; k++) /* the others, in the same order */
+        if (g->procs[k] != m->proc) g->rprocs[g->nrp++] = g->procs[k];
     g->ppos = g->pos_of[m->proc];
-    g->span = n > 0;
+    g->span = g->nrp > 0;
     g->xhash = (h ^ ((uint64_t)m->mesh_id + 1) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
     g->gid = (uint32_t)((g->xhash >> 40 ^ g->xhash >> 16 ^ g->xhash) & 0xffffu);
     return SPMD_OK;
@@ -5832,13 +5826,16 @@ fail:
    the arithmetic is the same, element by element. A ring would send as
    much, in P - 1 steps, but in an order that changes a float sum's
    rounding; the direct exchange keeps results bit-identical to threads.
-   SPMD_ALGO / spmd_opts.algo: eager forces the direct exchange, split the
-   split one (any psum larger than the inline size).
+   Small operations on many processes take the Bruck exchange instead
+   (see spmd__x_bplan). SPMD_ALGO / spmd_opts.algo: eager forces the
+   direct exchange, split the split one (any psum larger than the inline
+   size), bruck the Bruck one.
 
    Tags: group = 16 bits of the group's hash (every header repeats 32 bits
-   of it, 64 in check mode, so a collision is reported, never mixed), sequence = the
-   operation's number on the group, step = 2k for member k's header and
-   2k + 1 for its data, 2G for a process's slice of a split psum. */
+   of it, 64 in check mode, so a collision is reported, never mixed),
+   sequence = the operation's number on the group, step = 2k for member
+   k's header and 2k + 1 for its data, 2G for a process's slice of a split
+   psum, SPMD__X_BSTEP(s) for step s of a Bruck exchange. */
 #define SPMD__X_MAGIC 0x58444d53u
 /* Clear-to-send: with the shm provider of libfabric 1.17 a large message
    that arrives before its receive is posted holds the sender's response
@@ -6949,8 +6946,8 @@ static void spmd__x_progress(spmd_req *r) {
 
 static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why);
 
-/* The deadline passed, or the mesh broke: name who is missing. */
-static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
+/* The deadline passed (expired: r's own), or the mesh broke: name who is missing. */
+static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *why) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
@@ -6960,7 +6957,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, const char *why) {
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE && strncmp(why, "timed out", 9) == 0) { /* a broken mesh's message names them */
+    if (x && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
         pthread_mutex_lock(&m->xlock);
         if (bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
@@ -7603,7 +7600,7 @@ static int spmd__expire(spmd_req *r) {
 #if SPMD__HAS_LIBFABRIC
     if (r->x) {
         snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
-        return spmd__x_give_up(r, SPMD_ERR_TIMEOUT, who);
+        return spmd__x_give_up(r, SPMD_ERR_TIMEOUT, 1, who);
     }
 #endif
     if (r->p2p) {
@@ -7645,7 +7642,7 @@ static int spmd__on_broken(spmd_req *r) {
     if (r->x) {
         char why[600];
         snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
-        return spmd__x_give_up(r, m->broken_status, why);
+        return spmd__x_give_up(r, m->broken_status, 0, why);
     }
 #endif
     if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
