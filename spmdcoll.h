@@ -2072,6 +2072,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
         my->left++;
     }
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
+    if (gr->g->span && gr->g->nloc == 1) return; /* the only member in this process: nobody here to wake */
     SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
@@ -4137,7 +4138,7 @@ static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, con
         va_start(ap, fmt);
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
-        op->status = s;
+        SPMD__ST_REL(&op->status, s); /* (read without the lock by spmd__fab_peek) */
         spmd__boot_log(f->boot, SPMD_LOG_DEBUG, "%s: %s", spmd_status_name(s), op->err);
     }
     spmd__lane_forget(f, op);
@@ -5257,7 +5258,20 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
     if (nseg > SPMD__FAB_MAX_SEGS)
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
                               "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS);
-    memset(op, 0, sizeof *op);
+    /* every field but the segment slots, which an idle op holds none of
+       (busy moves with inflight, zero here; the rest is set per segment):
+       clearing the whole op would write ~1 KiB per small message */
+    op->prev = op->next = NULL;
+    memset(&op->lnode, 0, sizeof op->lnode);
+    op->lane = 0;
+    op->state = SPMD__FOP_IDLE;
+    op->sid = 0;
+    op->xfer = NULL;
+    op->received = 0;
+    op->posted = op->done = op->inflight = 0;
+    op->mr = NULL;
+    op->status = SPMD_OK;
+    op->err[0] = '\0';
     op->kind = kind;
     op->peer = peer;
     op->tag = tag;
@@ -5462,7 +5476,11 @@ static SPMD__UNUSED int spmd__fab_ops_idle(spmd__fab *f, const spmd__fab_op *ops
    it runs, else its status (SPMD_ERR_STATE if never posted). */
 static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
     spmd_status st;
-    if (SPMD__LD_ACQ(&op->state) == SPMD__FOP_DONE) return op->status; /* final: no lock needed */
+    int state = SPMD__LD_ACQ(&op->state);
+    if (state == SPMD__FOP_DONE) return op->status; /* final: no lock needed */
+    /* running and not failed (a failure stores its status before the op
+       ends): no lock either, this is what a waiter sees most */
+    if (state == SPMD__FOP_ACTIVE && SPMD__LD_ACQ(&op->status) == SPMD_OK) return SPMD_ERR_BUSY;
     pthread_mutex_lock(&f->lock);
     st = op->state == SPMD__FOP_IDLE ? SPMD_ERR_STATE
          : op->status != SPMD_OK     ? op->status
@@ -6198,6 +6216,16 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 /* The exchange of operation gseq, made (and its header receives posted) by
    the first local member to come; SPMD_ERR_BUSY (nothing said) while the
    group has max_inflight exchanges listed. xlock held. */
+/* The bytes of input a header carries inline (the same for every exchange
+   of the transport): headers are sent before their receive may be posted,
+   so with clear-to-send they must fit the provider's inject size (a larger
+   one would stall later sends, see SPMD__X_CTS). */
+static size_t spmd__x_inline(const spmd__fab *f) {
+    size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
+    size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
+    return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
+}
+
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -6224,14 +6252,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     if (x) {
         g->xfree = x->next;
     } else {
-        /* headers are sent before their receive may be posted: with
-           clear-to-send they must fit the provider's inject size (a larger
-           one would stall later sends, see SPMD__X_CTS) */
-        size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
-        size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
+        size_t inl = spmd__x_inline(f);
         size_t nops = spmd__x_nops(g), hb, at, nb = (size_t)G + 2 * (size_t)g->nrp + 3;
         unsigned char *blk;
-        inl = (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
         hb = SPMD__X_HDR + inl;
         /* header, ops, hbuf (line-aligned sizes), pointers, sizes, flags */
         at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
@@ -6364,9 +6387,11 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd__xhdr *h;
     spmd__xrec *x = NULL;
     spmd_status st;
-    if (len && !r->xscratch && r->sig.algo != SPMD__ALG_BRUCK && (ragged || (r->send && r->send == r->recv))) {
+    if (len && !r->xscratch && r->sig.algo != SPMD__ALG_BRUCK &&
+        (ragged || (r->send && r->send == r->recv && len > spmd__x_inline(f)))) {
         /* ragged: offsets and sizes then the operand, in one message; in
-           place: the input must outlive the output being written */
+           place: the input must outlive the output being written (one
+           carried inline is copied into its header) */
         r->xscratch = spmd__alloc(&m->alloc, len);
         if (!r->xscratch) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
                                             spmd__x_what(r));
@@ -8380,7 +8405,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
 
 /* The common case made cheap: a blocking reduction or barrier without
    axis_index_groups, over the same axes text as the device's previous call, with a
-   group of two or more, small enough for the eager path, check mode off.
+   group of two or more, small enough for the eager path (across processes:
+   for the header's inline bytes), check mode off.
    It sets up the device's own quick request with what spmd__coll_start
    would have set, and blocks on it the same way. Anything else, errors
    included, returns -1 and goes the general way (which reports them). */
@@ -8389,11 +8415,18 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd__gref *gr;
     spmd_mesh *m;
     spmd_req *r;
-    size_t in_size = 1, out_size = 1, in_bytes = 0;
+    size_t in_size = 1, out_size = 1, in_bytes = 0, most;
     spmd_status s;
+    int span;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
     m = d->mesh;
-    if (m->check || gr->g->G < 2 || gr->g->span || SPMD__LD_ACQ(&m->broken)) return -1;
+    if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
+    span = gr->g->span;
+#if SPMD__HAS_LIBFABRIC
+    most = span ? spmd__x_inline(m->fab) : gr->g->eager;
+#else
+    most = gr->g->eager;
+#endif
     if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return -1;
     if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
@@ -8402,13 +8435,13 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         size_t out_bytes;
         if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
             (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN || !m->ktab[dt][op] ||
-            count > gr->g->eager)
+            count > most)
             return -1;
         in_size = spmd__dtype_sizes[dt];
         out_size = spmd__out_size(dt, op);
         in_bytes = count * in_size;
         out_bytes = count * out_size;
-        if (in_bytes > gr->g->eager) return -1;
+        if (in_bytes > most) return -1;
         if (in_bytes && (!a || !b)) return -1;
         if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
     }
@@ -8436,13 +8469,17 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = count;
     r->sig.aux = SPMD__AUX_ROOT0;
+    r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
+    if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
     spmd__watch(r);
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     /* own the line of the next post before it is written (off the critical path) */
-    SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
+    if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
+    spmd__free(&m->alloc, r->xscratch); /* none for inline inputs; as spmd__req_release would */
+    r->xscratch = NULL;
     spmd__req_unlink(r);
     return (int)s;
 }

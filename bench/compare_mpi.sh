@@ -19,6 +19,12 @@
 #                  (small messages through our own rings); Open MPI over
 #                  vader (ob1, btl vader,self)
 #
+# Both sides pin their processes alike: mpirun binds each rank to a core
+# when there are no more ranks than cores (its default), and spmdrun runs
+# with --bind core, which does the same (neither pins when oversubscribed).
+# Unpinned, two processes on two CPUs take 2x longer for a small
+# operation in some runs (the scheduler moves them about).
+#
 # Open MPI always runs N ranks (oversubscribed when N exceeds the CPUs);
 # with -p P < N our P processes host N/P devices each and Open MPI's N
 # ranks all talk over the transport. Prints one table per collective: per
@@ -114,7 +120,7 @@ else
     fi
     lane=1
     [ "$provider" = tcp ] && lane=0
-    ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --timeout 3600 -q --
+    ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --bind core --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
     if [ "$provider" = tcp ]; then
         btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
