@@ -1227,6 +1227,8 @@ struct spmd_req {
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
     const void *xdata;     /* libfabric: the input as sent (a send waiting for clear-to-send) */
     int xsent;             /* libfabric send: its data is posted */
+    int xearly;            /* libfabric all_gather/all_to_all: its own chunk into its output early (spmd__x_early) */
+    size_t xeoff;          /* how much of it is there */
     size_t task_elems;
     uint32_t ntasks;
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
@@ -6858,6 +6860,53 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
     return all;
 }
 
+/* While a large all_gather or all_to_all waits for the other processes'
+   data, copy this member's own chunk into its output: that copy then
+   overlaps the transfer instead of following it. A piece per call (the
+   caller progresses the transport in between: on tcp the bytes move only
+   when this thread reads its socket), all that is left when all is set.
+   Only when the member is its process's one member of the group (nobody
+   else computes its output or reads it), with the direct exchange;
+   all_to_all when the others' chunks land in place (the own chunk is then
+   one run; an in-place input was copied aside by spmd__x_post, so it reads
+   the copy). Chunks never overlap. r->xearly: 0 not looked at, 1 not
+   done, 2 copied, 3 under way (r->xeoff: input elements of all_gather,
+   bytes of all_to_all, copied). */
+#define SPMD__X_EARLY_MIN ((size_t)64 << 10)
+#define SPMD__X_EARLY_PIECE ((size_t)256 << 10)
+static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
+    const spmd__group *g = r->gr->g;
+    int me = r->gr->me, G = g->G;
+    if (r->xearly == 0) {
+        r->xearly = 1;
+        if (g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->in_bytes < SPMD__X_EARLY_MIN || !r->recv ||
+            !(r->sig.kind == SPMD__KIND_ALLGATHER || (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold)))
+            return;
+        r->xearly = 3;
+        r->xeoff = 0;
+    }
+    while (r->xearly == 3) {
+        if (r->sig.kind == SPMD__KIND_ALLGATHER) {
+            const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
+            void **outs = (void **)(ins + G);
+            size_t len = spmd__unit_len(r), step = SPMD__X_EARLY_PIECE / r->in_size + 1;
+            size_t hi = len - r->xeoff < step ? len : r->xeoff + step;
+            ins[me] = x->in[me];
+            outs[me] = x->out[me];
+            spmd__work(r, G, (uint32_t)me, r->xeoff, hi, ins, outs, me, cur);
+            r->xeoff = hi;
+            if (hi == len) r->xearly = 2;
+        } else {
+            size_t run = r->blk.run, n = run - r->xeoff < SPMD__X_EARLY_PIECE ? run - r->xeoff : SPMD__X_EARLY_PIECE;
+            memcpy((unsigned char *)r->recv + (size_t)me * (size_t)r->dst_step + r->xeoff,
+                   (const unsigned char *)x->in[me] + (size_t)me * (size_t)r->src_step + r->xeoff, n);
+            r->xeoff += n;
+            if (r->xeoff == run) r->xearly = 2;
+        }
+        if (!all) break;
+    }
+}
+
 static void spmd__x_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -6897,6 +6946,7 @@ static void spmd__x_progress(spmd_req *r) {
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&m->xlock);
             if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
+            else spmd__x_early(r, x, 0);
             return;
         }
         /* every input is here: compute the outputs of the local members
@@ -6911,14 +6961,19 @@ static void spmd__x_progress(spmd_req *r) {
             cur[k] = x->meta[k];
         }
         pthread_mutex_unlock(&m->xlock);
+        if (r->xearly == 3) spmd__x_early(r, x, 1); /* what is left of the own chunk */
         for (j = 0; j < n; j++) {
             outs[list[j]] = x->out[list[j]];
             if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
                 unsigned char *o = (unsigned char *)outs[list[j]];
                 for (k = 0; k < G; k++)
-                    if (!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step)
+                    if ((!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step) &&
+                        !(k == me && r->xearly == 2))
                         spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
                                        (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
+            } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->xearly == 2) { /* the own chunk is there */
+                for (k = 0; k < G; k++)
+                    if (k != me) spmd__work(r, G, (uint32_t)k, 0, spmd__unit_len(r), ins, outs, list[j], cur);
             } else {
                 spmd__compute_own(r, G, list[j], ins, outs, cur);
             }

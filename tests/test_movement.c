@@ -91,6 +91,7 @@ typedef struct {
     spmd_algo algo;
     int null_opts;
     int async, cluster, wstyle;
+    int late;                    /* 1 + the device that calls ~30 ms after the others, 0: none */
     unsigned char order[MAXDEV][MAXCL];
     uint32_t accept;             /* 0: must succeed; else bit s set = status s accepted */
     int special;                 /* psum_scatter floats: some NaN/inf/-0 */
@@ -352,9 +353,10 @@ static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
         if (o + 2 < sizeof args) snprintf(args + o, sizeof args - o, "}");
     } break;
     }
-    snprintf(b, cap, "%s%s mesh %s %s G=%d %s x%s -> %s%s %s%s algo=%s%s", KN[c->kind], c->async ? "_start" : "", ms,
+    snprintf(b, cap, "%s%s mesh %s %s G=%d %s x%s -> %s%s %s%s algo=%s%s%s", KN[c->kind], c->async ? "_start" : "", ms,
              vs, vG(&mc->var[c->var]), dnm(c->dt), xs, c->odt != c->dt ? dnm(c->odt) : "", os, args,
-             c->inplace ? " in-place" : "", alg_name(c->algo), c->note ? c->note : "");
+             c->inplace ? " in-place" : "", alg_name(c->algo), c->late ? " (one device late)" : "",
+             c->note ? c->note : "");
 }
 
 /* ---- input generation --------------------------------------------------------------- */
@@ -479,6 +481,10 @@ static void dev_main(spmd_dev *d, void *arg) {
         if (b->sync_after && k > 0) {
             spmd_status s = spmd_barrier(d, "*", &bo);
             if (s != SPMD_OK) note_err(&b->cs[k - 1], d, me, s, "barrier after the case");
+        }
+        if (c->late == me + 1) {
+            struct timespec ts = {0, 30000000};
+            nanosleep(&ts, NULL);
         }
         if (!c->async) {
             finish_one(c, d, me, call_op(d, c, v, me, NULL, c->accept ? tmo : 0), "call");
@@ -1257,6 +1263,25 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
             finish_shape(c, mc);
             rot++;
         }
+    /* all_gather and all_to_all with the first or the last device ~30 ms
+       late: the others wait long (across processes they copy their own
+       chunk while waiting), or find the late one's data already on its way */
+    for (int q = 0; q < 4; q++) {
+        int v = vars[q & 1], G = vG(&mc->var[v]);
+        mcase *c = new_case(L);
+        c->kind = q < 2 ? K_AG : K_A2A;
+        c->var = v;
+        c->dt = q & 1 ? SPMD_U16 : SPMD_F32;
+        c->late = q & 1 ? mc->ndev : 1;
+        c->xr = 2;
+        c->xs[0] = G;
+        c->xs[1] = (int64_t)(g_big / (dsize(c->dt) * (size_t)G)) | 1;
+        c->tiled = 1;
+        c->a1 = 0;
+        c->a2 = 0;
+        c->inplace = c->kind == K_A2A && q == 3;
+        finish_shape(c, mc);
+    }
     /* one cluster of large async requests */
     int first = L->n;
     for (int q = 0; q < 4; q++) {
