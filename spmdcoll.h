@@ -168,10 +168,13 @@
      the signature; larger ones follow in a second message, only to the
      processes that read them. Small operations on 8 processes and more
      take the Bruck exchange (ceil(log2 P) messages per process), a large
-     psum reduce-scatter + all-gather. A dead process turns into
-     SPMD_ERR_PEER_LOST naming it; a silent one into SPMD_ERR_TIMEOUT naming
-     the devices not heard from. send completes once the transport has sent
-     the message (the receiver need not have come).
+     psum reduce-scatter + all-gather; a large all_gather or all_to_all
+     copies a device's own chunk while the others' data comes. Pin the
+     processes for benchmarks (tools/spmdrun --bind core, as mpirun does).
+     A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
+     into SPMD_ERR_TIMEOUT naming the devices not heard from. send completes
+     once the transport has sent the message (the receiver need not have
+     come).
 
    ASYNC
      Every collective has a _start form returning a request; spmd_wait()
@@ -6215,9 +6218,6 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
     return SPMD_OK;
 }
 
-/* The exchange of operation gseq, made (and its header receives posted) by
-   the first local member to come; SPMD_ERR_BUSY (nothing said) while the
-   group has max_inflight exchanges listed. xlock held. */
 /* The bytes of input a header carries inline (the same for every exchange
    of the transport): headers are sent before their receive may be posted,
    so with clear-to-send they must fit the provider's inject size (a larger
@@ -6228,6 +6228,9 @@ static size_t spmd__x_inline(const spmd__fab *f) {
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
 }
 
+/* The exchange of operation gseq, made (and its header receives posted) by
+   the first local member to come; SPMD_ERR_BUSY (nothing said) while the
+   group has max_inflight exchanges listed. xlock held. */
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
