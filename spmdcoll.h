@@ -168,9 +168,10 @@
      the signature; larger ones follow in a second message, only to the
      processes that read them. Small operations on 8 processes and more
      take the Bruck exchange (ceil(log2 P) messages per process), a large
-     psum reduce-scatter + all-gather; a large all_gather or all_to_all
-     copies a device's own chunk while the others' data comes. Pin the
-     processes for benchmarks (tools/spmdrun --bind core, as mpirun does).
+     psum reduce-scatter + all-gather; in a large all_gather or all_to_all
+     a device alone in its process in the group copies its own chunk while
+     the others' data comes. Pin the processes for benchmarks
+     (tools/spmdrun --bind cpu, like mpirun --bind-to core).
      A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
      into SPMD_ERR_TIMEOUT naming the devices not heard from. send completes
      once the transport has sent the message (the receiver need not have
@@ -1230,7 +1231,8 @@ struct spmd_req {
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
     const void *xdata;     /* libfabric: the input as sent (a send waiting for clear-to-send) */
     int xsent;             /* libfabric send: its data is posted */
-    int xearly;            /* libfabric all_gather/all_to_all: its own chunk into its output early (spmd__x_early) */
+    int xearly;            /* libfabric all_gather/all_to_all: its own chunk into its output early,
+                              SPMD__XE_* (spmd__x_early) */
     size_t xeoff;          /* how much of it is there */
     size_t task_elems;
     uint32_t ntasks;
@@ -6869,42 +6871,45 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
    caller progresses the transport in between: on tcp the bytes move only
    when this thread reads its socket), all that is left when all is set.
    Only when the member is its process's one member of the group (nobody
-   else computes its output or reads it), with the direct exchange;
-   all_to_all when the others' chunks land in place (the own chunk is then
-   one run; an in-place input was copied aside by spmd__x_post, so it reads
-   the copy). Chunks never overlap. r->xearly: 0 not looked at, 1 not
-   done, 2 copied, 3 under way (r->xeoff: input elements of all_gather,
-   bytes of all_to_all, copied). */
+   else computes its output or reads it), with the direct exchange, for a
+   chunk of at least SPMD__X_EARLY_MIN bytes; all_to_all when the others'
+   chunks land in place (the own chunk is then one run; an in-place input
+   was copied aside by spmd__x_post, being larger than a header carries).
+   Chunks never overlap. r->xeoff counts what is copied: input elements of
+   all_gather, bytes of all_to_all. */
 #define SPMD__X_EARLY_MIN ((size_t)64 << 10)
 #define SPMD__X_EARLY_PIECE ((size_t)256 << 10)
+typedef char spmd__x_early_above_inline[SPMD__X_EARLY_MIN > SPMD__X_INLINE ? 1 : -1];
+enum { SPMD__XE_UNSEEN = 0, SPMD__XE_NO, SPMD__XE_COPIED, SPMD__XE_PART };
 static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
     const spmd__group *g = r->gr->g;
     int me = r->gr->me, G = g->G;
-    if (r->xearly == 0) {
-        r->xearly = 1;
-        if (g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->in_bytes < SPMD__X_EARLY_MIN || !r->recv ||
+    if (r->xearly == SPMD__XE_UNSEEN) {
+        size_t chunk = r->sig.kind == SPMD__KIND_ALLGATHER ? r->in_bytes : r->blk.run;
+        r->xearly = SPMD__XE_NO;
+        if (g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || chunk < SPMD__X_EARLY_MIN || !r->recv ||
             !(r->sig.kind == SPMD__KIND_ALLGATHER || (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold)))
             return;
-        r->xearly = 3;
+        r->xearly = SPMD__XE_PART;
         r->xeoff = 0;
     }
-    while (r->xearly == 3) {
+    while (r->xearly == SPMD__XE_PART) {
         if (r->sig.kind == SPMD__KIND_ALLGATHER) {
             const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
             void **outs = (void **)(ins + G);
-            size_t len = spmd__unit_len(r), step = SPMD__X_EARLY_PIECE / r->in_size + 1;
+            size_t len = spmd__unit_len(r), step = SPMD__X_EARLY_PIECE / r->in_size;
             size_t hi = len - r->xeoff < step ? len : r->xeoff + step;
             ins[me] = x->in[me];
             outs[me] = x->out[me];
             spmd__work(r, G, (uint32_t)me, r->xeoff, hi, ins, outs, me, cur);
             r->xeoff = hi;
-            if (hi == len) r->xearly = 2;
+            if (hi == len) r->xearly = SPMD__XE_COPIED;
         } else {
             size_t run = r->blk.run, n = run - r->xeoff < SPMD__X_EARLY_PIECE ? run - r->xeoff : SPMD__X_EARLY_PIECE;
             memcpy((unsigned char *)r->recv + (size_t)me * (size_t)r->dst_step + r->xeoff,
                    (const unsigned char *)x->in[me] + (size_t)me * (size_t)r->src_step + r->xeoff, n);
             r->xeoff += n;
-            if (r->xeoff == run) r->xearly = 2;
+            if (r->xeoff == run) r->xearly = SPMD__XE_COPIED;
         }
         if (!all) break;
     }
@@ -6964,17 +6969,17 @@ static void spmd__x_progress(spmd_req *r) {
             cur[k] = x->meta[k];
         }
         pthread_mutex_unlock(&m->xlock);
-        if (r->xearly == 3) spmd__x_early(r, x, 1); /* what is left of the own chunk */
+        if (r->xearly == SPMD__XE_PART) spmd__x_early(r, x, 1); /* what is left of the own chunk */
         for (j = 0; j < n; j++) {
             outs[list[j]] = x->out[list[j]];
             if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
                 unsigned char *o = (unsigned char *)outs[list[j]];
                 for (k = 0; k < G; k++)
                     if ((!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step) &&
-                        !(k == me && r->xearly == 2))
+                        !(k == me && r->xearly == SPMD__XE_COPIED))
                         spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
                                        (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
-            } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->xearly == 2) { /* the own chunk is there */
+            } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->xearly == SPMD__XE_COPIED) { /* own chunk there */
                 for (k = 0; k < G; k++)
                     if (k != me) spmd__work(r, G, (uint32_t)k, 0, spmd__unit_len(r), ins, outs, list[j], cur);
             } else {
@@ -8464,7 +8469,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
 /* The common case made cheap: a blocking reduction or barrier without
    axis_index_groups, over the same axes text as the device's previous call, with a
    group of two or more, small enough for the eager path (across processes:
-   for the header's inline bytes), check mode off.
+   for the header's inline bytes; 8 processes and more may then take the
+   Bruck exchange, as they would from spmd__coll_start), check mode off.
    It sets up the device's own quick request with what spmd__coll_start
    would have set, and blocks on it the same way. Anything else, errors
    included, returns -1 and goes the general way (which reports them). */
@@ -8528,6 +8534,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->sig.count = count;
     r->sig.aux = SPMD__AUX_ROOT0;
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
+    r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
     r->gseq = gr->my->next++;
     r->global = d->global++;

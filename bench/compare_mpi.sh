@@ -19,11 +19,11 @@
 #                  (small messages through our own rings); Open MPI over
 #                  vader (ob1, btl vader,self)
 #
-# Both sides pin their processes alike: mpirun binds each rank to a core
-# when there are no more ranks than cores (its default), and spmdrun runs
-# with --bind core, which does the same (neither pins when oversubscribed).
-# Unpinned, two processes on two CPUs take 2x longer for a small
-# operation in some runs (the scheduler moves them about).
+# Both sides pin their processes alike when Open MPI's N ranks fit the
+# CPUs: mpirun with --bind-to core, spmdrun with --bind cpu (each process
+# its share of the CPUs); otherwise neither pins (--bind-to none). Unpinned,
+# two processes on two CPUs take 2x longer for a small operation in some
+# runs (the scheduler moves them about).
 #
 # Open MPI always runs N ranks (oversubscribed when N exceeds the CPUs);
 # with -p P < N our P processes host N/P devices each and Open MPI's N
@@ -99,6 +99,9 @@ run_side() { # $1 = label (ours, mpi), then the command
 }
 
 args=(-c "$coll" -b "$min" -e "$max" -f "$factor" -r "$reps")
+# pinning, alike on both sides (see above)
+bind_ours=none bind_mpi=none
+if [ "$devices" -le "$(nproc)" ]; then bind_ours=cpu bind_mpi=core; fi
 if [ "$mode" = threads ]; then
     bench=$build/bench
     if stale "$bench" "$here/bench.c"; then
@@ -120,7 +123,7 @@ else
     fi
     lane=1
     [ "$provider" = tcp ] && lane=0
-    ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --bind core --timeout 3600 -q --
+    ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --bind "$bind_ours" --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
     if [ "$provider" = tcp ]; then
         btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
@@ -135,7 +138,7 @@ if [ $have_mpi = 1 ]; then
     if stale "$build/mpi_bench" "$here/mpi_bench.c"; then
         mpicc -O3 -std=c11 "$here/mpi_bench.c" -o "$build/mpi_bench" -lm
     fi
-    mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" "${btl[@]}")
+    mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" --bind-to "$bind_mpi" "${btl[@]}")
 fi
 
 # Per (collective, size): the median over the rounds' CSV files of the

@@ -1264,8 +1264,11 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
             rot++;
         }
     /* all_gather and all_to_all with the first or the last device ~30 ms
-       late: the others wait long (across processes they copy their own
-       chunk while waiting), or find the late one's data already on its way */
+       late: the others wait long (across processes a device alone in its
+       process copies its own chunk while waiting, 256 KiB per poll), or
+       find the late one's data already on its way. Chunks of ~512 KiB
+       whatever g_big (several pieces, above the 64 KiB where that starts);
+       all_gather along axis 0 (one row per chunk) and axis 1 (rows) */
     for (int q = 0; q < 4; q++) {
         int v = vars[q & 1], G = vG(&mc->var[v]);
         mcase *c = new_case(L);
@@ -1274,12 +1277,12 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
         c->dt = q & 1 ? SPMD_U16 : SPMD_F32;
         c->late = q & 1 ? mc->ndev : 1;
         c->xr = 2;
-        c->xs[0] = G;
-        c->xs[1] = (int64_t)(g_big / (dsize(c->dt) * (size_t)G)) | 1;
         c->tiled = 1;
-        c->a1 = 0;
+        c->a1 = c->kind == K_AG ? q : 0;
         c->a2 = 0;
-        c->inplace = c->kind == K_A2A && q == 3;
+        c->xs[0] = c->kind == K_AG ? 7 : G;
+        c->xs[1] = (int64_t)(((size_t)512 << 10) / (dsize(c->dt) * (size_t)(c->kind == K_AG ? 7 : 1))) | 1;
+        c->inplace = q == 3;
         finish_shape(c, mc);
     }
     /* one cluster of large async requests */
