@@ -2457,7 +2457,8 @@ static void spmd__run_task(spmd_req *r, uint32_t t) {
     spmd__work(r, G, u, lo, hi, ins, outs, -1, cur);
 }
 
-static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur);
+static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur,
+                              int done);
 
 /* Eager: compute this member's output from everyone's inline input. */
 static void spmd__eager(spmd_req *r, int local) {
@@ -2484,12 +2485,15 @@ static void spmd__eager(spmd_req *r, int local) {
         }
     }
     outs[me] = r->recv;
-    spmd__compute_own(r, G, me, ins, outs, cur);
+    spmd__compute_own(r, G, me, ins, outs, cur, -1);
 }
 
 /* Member me's output from every member's input (ins, and cur: ragged
-   offsets), the same arithmetic in the same order on every backend. */
-static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur) {
+   offsets), the same arithmetic in the same order on every backend.
+   done >= 0: all_gather's chunk of that member is in the output already
+   (spmd__x_early), -1: none. */
+static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins, void **outs, const void **cur,
+                              int done) {
     size_t len = spmd__unit_len(r);
     int k;
     switch (r->sig.kind) {
@@ -2501,7 +2505,8 @@ static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins
         if (me != r->root) break;
         /* fallthrough */
     case SPMD__KIND_ALLGATHER:
-        for (k = 0; k < G; k++) spmd__work(r, G, (uint32_t)k, 0, len, ins, outs, me, cur);
+        for (k = 0; k < G; k++)
+            if (k != done) spmd__work(r, G, (uint32_t)k, 0, len, ins, outs, me, cur);
         break;
     case SPMD__KIND_ALLTOALL:
         if (r->units == (uint32_t)G * (uint32_t)G)
@@ -6979,11 +6984,8 @@ static void spmd__x_progress(spmd_req *r) {
                         !(k == me && r->xearly == SPMD__XE_COPIED))
                         spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
                                        (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
-            } else if (r->sig.kind == SPMD__KIND_ALLGATHER && r->xearly == SPMD__XE_COPIED) { /* own chunk there */
-                for (k = 0; k < G; k++)
-                    if (k != me) spmd__work(r, G, (uint32_t)k, 0, spmd__unit_len(r), ins, outs, list[j], cur);
             } else {
-                spmd__compute_own(r, G, list[j], ins, outs, cur);
+                spmd__compute_own(r, G, list[j], ins, outs, cur, r->xearly == SPMD__XE_COPIED ? me : -1);
             }
         }
         pthread_mutex_lock(&m->xlock);
