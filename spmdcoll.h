@@ -778,7 +778,12 @@ typedef struct spmd_shard_map_desc {
    output varies along an axis its out_spec claims replicated (why names the
    devices); the first failing status of a device otherwise. The global
    outputs are written only when every device and every check succeeded.
-   Runs the mesh as spmd_run does: SPMD_ERR_BUSY while it already runs. */
+   Runs the mesh as spmd_run does: SPMD_ERR_BUSY while it already runs.
+   Across processes every process calls it with the whole global inputs;
+   fn runs on its own devices, whose output blocks and statuses are then
+   shared (one all_gather over the mesh's axes), so every process writes
+   the same global outputs and returns the same status (SPMD_ERR_STATE in
+   a process hosting none of the mesh's devices). */
 SPMD_API spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
 
 /* ---- resharding and its cost ---- */
@@ -9479,30 +9484,92 @@ spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
     return SPMD_OK;
 }
 
-/* ---- shard_map ---- */
+/* ---- shard_map ----
+   On threads every device's output blocks are in this process once the run
+   is over. Across processes each device then shares a record (its
+   function's status, then its output blocks, each 16-byte aligned) by an
+   all_gather over every axis of the mesh, so that every process assembles
+   the same global outputs: when the processes host equally many devices (L
+   each), in L groups of one device per process (local device j gathers the
+   records of the j-th device of every process: one copy of everything per
+   process), else in one group of all (each local device gathers all).
+   The exchange waits for the slowest process as any collective does. */
 typedef struct spmd__sm_ctx {
     const spmd_shard_map_desc *desc;
-    unsigned char *inb[SPMD_MAX_SHARD_ARGS], *outb[SPMD_MAX_SHARD_ARGS];
+    unsigned char *inb[SPMD_MAX_SHARD_ARGS];  /* this process's devices' input blocks */
+    unsigned char *outb[SPMD_MAX_SHARD_ARGS]; /* on threads: every device's output blocks */
     size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
     int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
     spmd_status *st; /* per device; SPMD_STATUS_COUNT until its function ran */
+    /* across processes (rec > 0): outb[k] is NULL, the outputs are written in the records */
+    size_t rec, off[SPMD_MAX_SHARD_ARGS]; /* bytes of a record; output k's offset in it */
+    unsigned char *send, *gat;            /* local devices' records; what each gathered */
+    int ngroups, gsize, *groups, *gok;    /* gok: local device's gather succeeded */
 } spmd__sm_ctx;
+
+/* Device d's record after the exchange: local device d % ngroups holds it
+   at position d / ngroups (the groups list process p's j-th device p-th). */
+static const unsigned char *spmd__sm_rec(const spmd__sm_ctx *c, int d) {
+    return c->gat + ((size_t)(d % c->ngroups) * (size_t)c->gsize + (size_t)(d / c->ngroups)) * c->rec;
+}
+
+/* Output k's block of device d, wherever it is. */
+static const void *spmd__sm_out(const spmd__sm_ctx *c, int k, int d) {
+    if (c->rec) return spmd__sm_rec(c, d) + c->off[k];
+    return c->outbb[k] ? c->outb[k] + (size_t)d * c->outbb[k] : (const void *)c;
+}
 
 static void spmd__sm_dev(spmd_dev *d, void *arg) {
     spmd__sm_ctx *c = (spmd__sm_ctx *)arg;
     const spmd_shard_map_desc *ds = c->desc;
     spmd_array in[SPMD_MAX_SHARD_ARGS], out[SPMD_MAX_SHARD_ARGS];
     int k, id = d->id;
+    size_t li = (size_t)(id - d->mesh->first_local);
+    unsigned char *mine = c->send + li * c->rec;
     spmd_status s;
     for (k = 0; k < ds->nin; k++)
-        in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + (size_t)id * c->inbb[k] : NULL, ds->in[k].dtype,
-                              ds->in[k].rank, c->ish[k]);
+        in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + li * c->inbb[k] : NULL, ds->in[k].dtype, ds->in[k].rank,
+                              c->ish[k]);
     for (k = 0; k < ds->nout; k++)
-        out[k] = spmd_array_nd(c->outbb[k] ? c->outb[k] + (size_t)id * c->outbb[k] : NULL, ds->out[k].dtype,
-                               ds->out[k].rank, c->osh[k]);
+        out[k] = spmd_array_nd(!c->outbb[k] ? NULL : c->rec ? mine + c->off[k] : c->outb[k] + (size_t)id * c->outbb[k],
+                               ds->out[k].dtype, ds->out[k].rank, c->osh[k]);
     s = ds->fn(d, in, out, ds->user);
     c->st[id] = s;
     if (s != SPMD_OK && !d->err[0]) snprintf(d->err, sizeof d->err, "the function returned %s", spmd_status_name(s));
+    if (c->rec) {
+        uint32_t v = (uint32_t)s;
+        spmd_array x = spmd_array_1d(mine, SPMD_U8, (int64_t)c->rec);
+        spmd_array y = spmd_array_1d(c->gat + li * (size_t)c->gsize * c->rec, SPMD_U8, (int64_t)c->rec * c->gsize);
+        spmd_opts o;
+        memset(&o, 0, sizeof o);
+        o.groups = c->groups;
+        o.group_size = c->groups ? c->gsize : 0;
+        memcpy(mine, &v, sizeof v);
+        c->gok[li] = spmd_all_gather(d, &x, &y, "*", 0, 1, &o) == SPMD_OK;
+    }
+}
+
+/* Across processes: the records and their exchange's groups. */
+static spmd_status spmd__sm_share_prep(spmd_mesh *m, spmd__sm_ctx *c) {
+    const spmd_shard_map_desc *ds = c->desc;
+    int k, j, p, P = m->nprocs, L = m->size % P == 0 ? m->size / P : 0;
+    size_t at = 16;
+    for (k = 0; k < ds->nout; k++) {
+        c->off[k] = at;
+        if (c->outbb[k] > SIZE_MAX / 4 - at) return SPMD_ERR_OVERFLOW;
+        at += (c->outbb[k] + 15) / 16 * 16;
+    }
+    c->rec = at;
+    c->ngroups = L > 1 ? L : 1;
+    c->gsize = m->size / c->ngroups;
+    if ((size_t)m->size > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
+    c->send = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * at);
+    c->gat = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * (size_t)c->gsize * at);
+    c->gok = (int *)spmd__alloc(&m->alloc, (size_t)m->nlocal * sizeof *c->gok);
+    if (c->ngroups > 1 && (c->groups = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c->groups)))
+        for (j = 0; j < L; j++)
+            for (p = 0; p < P; p++) c->groups[j * P + p] = p * L + j;
+    return c->send && c->gat && c->gok && (c->ngroups == 1 || c->groups) ? SPMD_OK : SPMD_ERR_NOMEM;
 }
 
 spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg *why) {
@@ -9525,6 +9592,9 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
                                                                                 : "out_specs");
     if ((unsigned)ds->check_rep >= SPMD_CHECK_COUNT)
         return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: invalid check_rep %d", (int)ds->check_rep);
+    if (m->nlocal == 0) /* (more processes than devices) */
+        return spmd__mfail(m, why, SPMD_ERR_STATE, "shard_map: process %d hosts none of the mesh's %d devices: it "
+                           "can neither run them nor receive their outputs", m->proc, m->size);
     memset(&c, 0, sizeof c);
     c.desc = ds;
     for (k = 0; k < ds->nin + ds->nout; k++) {
@@ -9550,19 +9620,21 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     c.st = (spmd_status *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c.st);
     blocks = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *blocks);
     e = c.st && blocks ? SPMD_OK : SPMD_ERR_NOMEM;
-    for (k = 0; e == SPMD_OK && k < ds->nin; k++)
-        if (c.inbb[k] && !(c.inb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.inbb[k] * (size_t)m->size)))
+    if (e == SPMD_OK && m->nprocs > 1) e = spmd__sm_share_prep(m, &c);
+    for (k = 0; e == SPMD_OK && k < ds->nin; k++) /* the local devices' input blocks */
+        if (c.inbb[k] && !(c.inb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.inbb[k] * (size_t)m->nlocal)))
             e = SPMD_ERR_NOMEM;
-    for (k = 0; e == SPMD_OK && k < ds->nout; k++)
+    for (k = 0; e == SPMD_OK && !c.rec && k < ds->nout; k++)
         if (c.outbb[k] && !(c.outb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.outbb[k] * (size_t)m->size)))
             e = SPMD_ERR_NOMEM;
     if (e != SPMD_OK) {
-        spmd__mfail(m, why, e, "shard_map: out of memory for the blocks");
+        spmd__mfail(m, why, e, e == SPMD_ERR_NOMEM ? "shard_map: out of memory for the blocks"
+                                                  : "shard_map: the outputs' blocks are too large to share");
         goto done;
     }
     for (k = 0; k < ds->nin; k++)
-        for (d = 0; c.inbb[k] && d < m->size; d++)
-            spmd__put_block(m, &rin[k], &ds->in[k], d, c.inb[k] + (size_t)d * c.inbb[k]);
+        for (d = 0; c.inbb[k] && d < m->nlocal; d++)
+            spmd__put_block(m, &rin[k], &ds->in[k], m->first_local + d, c.inb[k] + (size_t)d * c.inbb[k]);
     for (d = 0; d < m->size; d++) c.st[d] = SPMD_STATUS_COUNT;
     rs = spmd_run(m, spmd__sm_dev, &c);
     for (d = 0; d < m->size; d++) ran |= c.st[d] != SPMD_STATUS_COUNT;
@@ -9571,21 +9643,32 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
         spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
         goto done;
     }
+    for (d = 0; c.rec && d < m->size; d++) { /* the other processes' statuses, where they came */
+        uint32_t v;
+        if (!c.gok[d % c.ngroups] || spmd_device_is_local(m, d) == 1) continue;
+        memcpy(&v, spmd__sm_rec(&c, d), sizeof v);
+        c.st[d] = v < SPMD_STATUS_COUNT ? (spmd_status)v : SPMD_ERR_STATE;
+    }
     e = rs;
     for (d = 0; d < m->size && e == SPMD_OK; d++)
         if (c.st[d] != SPMD_OK) e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
     if (e != SPMD_OK) {
+        int other = -1; /* a device of another process whose function failed */
         for (d = 0; d < m->size; d++)
-            if (m->devs[d]->err[0]) break;
+            if (m->devs[d]->err[0] && spmd_device_is_local(m, d) == 1) break;
+        for (i = 0; i < m->size && other < 0; i++)
+            if (c.st[i] != SPMD_OK && c.st[i] != SPMD_STATUS_COUNT && spmd_device_is_local(m, i) != 1) other = i;
         if (d < m->size) spmd__mfail(m, why, e, "shard_map: device %d: %s", d, m->devs[d]->err);
+        else if (other >= 0)
+            spmd__mfail(m, why, e, "shard_map: device %d (process %d): the function returned %s", other,
+                        spmd_device_process(m, other), spmd_status_name(c.st[other]));
         else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
         goto done;
     }
     /* every output's replication check before any output is written */
     for (i = 0; i < 2 && e == SPMD_OK; i++)
         for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
-            for (d = 0; d < m->size; d++)
-                blocks[d] = c.outbb[k] ? c.outb[k] + (size_t)d * c.outbb[k] : (const void *)&c;
+            for (d = 0; d < m->size; d++) blocks[d] = spmd__sm_out(&c, k, d);
             snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
             e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], !i && ds->check_rep != SPMD_CHECK_OFF, i,
                                label, why);
@@ -9597,6 +9680,10 @@ done:
     }
     spmd__free(&m->alloc, c.st);
     spmd__free(&m->alloc, (void *)blocks);
+    spmd__free(&m->alloc, c.send);
+    spmd__free(&m->alloc, c.gat);
+    spmd__free(&m->alloc, c.gok);
+    spmd__free(&m->alloc, c.groups);
     if (e == SPMD_OK) spmd__msg_ok(why);
     return e;
 }
