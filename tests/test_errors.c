@@ -1,7 +1,10 @@
 /* test_errors.c - failure paths: bad input, timeouts, mismatches, a broken
    mesh, requests left in flight. Every failure must come back as its own
    status, within the deadline, without touching the caller's buffers. */
+#define _GNU_SOURCE 1 /* setenv */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

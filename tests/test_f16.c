@@ -10,7 +10,9 @@
    the bits that are dropped); +-0; millions of random f32 bit patterns.
 
    Seed: env SPMD_TEST_SEED, else fixed; printed. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

@@ -19,7 +19,9 @@
    SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
    in N (the fabric matrix). Under several processes each process checks
    its own devices. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

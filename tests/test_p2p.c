@@ -1,7 +1,9 @@
 /* test_p2p.c - point to point: send/recv/sendrecv (tags, wildcards, order,
    sizes, dtype checks, async, timeouts) and psend/precv (against a plain
    ppermute reference, eager and split, and their misuse). */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

@@ -14,7 +14,9 @@
    the long length at 1<<16 and runs fewer repetitions (sanitizer builds);
    SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case in N (the fabric
    matrix). Under several processes each process checks its own devices. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

@@ -14,7 +14,9 @@
 
    Env: SPMD_TEST_SEED=n replaces the seed; SPMD_TEST_QUICK=1 runs a subset
    of the sweeps (sanitizer builds). */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

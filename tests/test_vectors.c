@@ -7,7 +7,9 @@
    the shard_map tutorial (psum of arange(8.).reshape(4,2), the (4,2) mesh
    matmul), DESIGN.md (axis_index_groups {{0,2},{3,1}}). A few hand-computed
    vectors (pmax/pmin/pargmax/pargmin/pprod, axis_index) are marked so. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"

@@ -1,0 +1,8 @@
+/* The library's implementation, compiled once per build flavour (plain,
+   ASan, TSan, libfabric) and linked into the conformance tests, which
+   then include spmdcoll.h for its declarations only (make passes
+   -DSPMD_TEST_LINKED_IMPL): the header's implementation is most of the
+   suite's compile time. tests/compile and the examples keep the one-file
+   way (SPMDCOLL_IMPLEMENTATION in the program). */
+#define SPMDCOLL_IMPLEMENTATION
+#include "../spmdcoll.h"
