@@ -173,9 +173,12 @@
      the others' data comes. Pin the processes for benchmarks
      (tools/spmdrun --bind cpu, like mpirun --bind-to core).
      A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
-     into SPMD_ERR_TIMEOUT naming the devices not heard from. send completes
+     into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
+     breaks in one process is announced to the others, whose calls on it
+     then end with the same status, naming that process. send completes
      once the transport has sent the message (the receiver need not have
-     come).
+     come). spmd_shard_map shares the devices' output blocks, so every
+     process gets the whole outputs.
 
    ASYNC
      Every collective has a _start form returning a request; spmd_wait()
@@ -1311,6 +1314,7 @@ struct spmd_mesh {
     int first_local, nlocal; /* this process's devices: a contiguous block */
     uint32_t mesh_id;      /* libfabric: meshes this process made before; equal on every process */
     struct spmd__fab *fab; /* libfabric: the process's transport (shared by its meshes) */
+    uint32_t heard;        /* libfabric: the announcements of broken meshes looked at */
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
 };
@@ -1356,18 +1360,28 @@ static void spmd__wake_dev(spmd_dev *d) {
     spmd__futex_wake(&d->bell);
 }
 
-/* The first timeout or mismatch breaks the mesh; everyone is woken. */
+#if SPMD__HAS_LIBFABRIC
+static void spmd__fab_announce(spmd_mesh *m);
+#endif
+
+/* The first timeout or mismatch breaks the mesh; everyone is woken. dev
+   -1: another process broke it (msg says which); else, across processes,
+   the others are told. */
 static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     int i, first = 0;
     pthread_mutex_lock(&m->lock);
     if (!SPMD__LD_ACQ(&m->broken)) {
         m->broken_status = s;
-        snprintf(m->broken_msg, sizeof m->broken_msg, "device %d: %s", dev, msg);
+        if (dev >= 0) snprintf(m->broken_msg, sizeof m->broken_msg, "device %d: %s", dev, msg);
+        else snprintf(m->broken_msg, sizeof m->broken_msg, "%s", msg);
         SPMD__ST_SC(&m->broken, 1u);
         first = 1;
     }
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
+#if SPMD__HAS_LIBFABRIC
+    if (first && dev >= 0 && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+#endif
     for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
@@ -2773,7 +2787,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 1u
+#define SPMD__BOOT_VERSION 2u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -2783,8 +2797,9 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_COUNT
 };
+#define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
 /* What a program may set instead of the environment; zero fields: env. */
 typedef struct spmd__boot_desc {
@@ -2828,6 +2843,13 @@ typedef struct spmd__boot {
     spmd__boot_conn *peers;         /* rank 0: one per process (index 0 unused) */
     unsigned char *lost;            /* per process: 1 died, 2 left cleanly */
     int nlost;
+    /* meshes other processes announced broken: the last BROKEN_KEEP of
+       nbroken (written under the transport's lock, counted with release) */
+    struct spmd__boot_broken {
+        uint32_t mesh_id, status, proc;
+        char text[SPMD__BOOT_REASON_MAX + 1];
+    } broken[SPMD__BOOT_BROKEN_KEEP];
+    uint32_t nbroken;
     char err[512];
 } spmd__boot;
 
@@ -2889,6 +2911,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_GATHER: return SPMD__BOOT_BLOB_MAX;
     case SPMD__BM_GATHERED: return (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
+    case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_REASON_MAX;
     default: return 0;
     }
 }
@@ -3597,7 +3620,63 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
             spmd__boot_send(b->peers[i].fd, SPMD__BM_LOST, 0, p, 4, spmd__now_ns() + 100000000u);
 }
 
-/* Handle the out-of-band messages (LOST, BYE) at the head of a connection;
+/* Broken meshes: a process whose mesh breaks (a timeout, a mismatch, a
+   failed transfer) announces it, so that the other processes' calls on
+   that mesh end at once instead of at their own deadlines (some would
+   wait for a message the breaking process will never send). Process 0
+   sends the announcement to every other process, the others to process 0,
+   which passes it on. Payload: the mesh's id (equal on every process),
+   the status, the process it broke in, the reason's text. Sent and read
+   under the transport's lock. */
+static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status, const char *why) {
+    unsigned char p[12 + SPMD__BOOT_REASON_MAX];
+    size_t n = strlen(why);
+    uint64_t deadline = spmd__now_ns() + 100000000u;
+    int i;
+    if (!b || b->nprocs < 2) return;
+    if (n > SPMD__BOOT_REASON_MAX) n = SPMD__BOOT_REASON_MAX;
+    spmd__boot_put32(p, mesh_id);
+    spmd__boot_put32(p + 4, status);
+    spmd__boot_put32(p + 8, (uint32_t)b->rank);
+    memcpy(p + 12, why, n);
+    if (b->rank == 0) {
+        for (i = 1; i < b->nprocs; i++)
+            if (b->peers[i].fd >= 0 && !b->lost[i])
+                spmd__boot_send(b->peers[i].fd, SPMD__BM_BROKEN, 0, p, 12 + n, deadline);
+    } else if (b->coord.fd >= 0 && !b->lost[0]) {
+        spmd__boot_send(b->coord.fd, SPMD__BM_BROKEN, b->rank, p, 12 + n, deadline);
+    }
+}
+
+/* An announcement came on c: keep it (process 0 passes it on). -1 if malformed. */
+static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd__boot_msg *m) {
+    struct spmd__boot_broken *e;
+    uint32_t status, proc;
+    size_t n;
+    int i;
+    if (m->len < 12) return -1;
+    status = spmd__boot_get32(m->payload + 4);
+    proc = spmd__boot_get32(m->payload + 8);
+    if (status == SPMD_OK || status >= SPMD_STATUS_COUNT || proc >= (uint32_t)b->nprocs || (int)proc == b->rank ||
+        (b->rank == 0 && (int)proc != c->rank))
+        return -1;
+    e = &b->broken[b->nbroken % SPMD__BOOT_BROKEN_KEEP];
+    e->mesh_id = spmd__boot_get32(m->payload);
+    e->status = status;
+    e->proc = proc;
+    n = m->len - 12;
+    memcpy(e->text, m->payload + 12, n);
+    e->text[n] = '\0';
+    for (i = 0; e->text[i]; i++) /* shown to users: printable ASCII only */
+        if ((unsigned char)e->text[i] < 32 || (unsigned char)e->text[i] > 126) e->text[i] = '?';
+    SPMD__ST_REL(&b->nbroken, b->nbroken + 1);
+    for (i = 1; b->rank == 0 && i < b->nprocs; i++)
+        if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_BROKEN, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
+    return 0;
+}
+
+/* Handle the out-of-band messages (LOST, BYE, BROKEN) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -3608,6 +3687,12 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
         if (m.type == SPMD__BM_LOST && m.len == 4) {
             uint32_t r = spmd__boot_get32(m.payload);
             if (r < (uint32_t)b->nprocs && (int)r != b->rank) spmd__boot_mark(b, (int)r, 1);
+        } else if (m.type == SPMD__BM_BROKEN) {
+            if (spmd__boot_heard_broken(b, c, &m) < 0) {
+                spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: a malformed "
+                               "announcement of a broken mesh", c->rank);
+                return -1;
+            }
         } else if (m.type == SPMD__BM_BYE) {
             c->bye = 1;
         } else {
@@ -7397,6 +7482,33 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
     return 1;
 }
 
+/* This process's mesh m broke: tell the others (see spmd__boot_announce). */
+static void spmd__fab_announce(spmd_mesh *m) {
+    pthread_mutex_lock(&m->fab->lock);
+    spmd__boot_announce(m->fab->boot, m->mesh_id, (uint32_t)m->broken_status, m->broken_msg);
+    pthread_mutex_unlock(&m->fab->lock);
+}
+
+/* Announcements came since m last looked: break m if one is about it. */
+static void spmd__fab_heard(spmd_mesh *m) {
+    spmd__boot *b = m->fab->boot;
+    char why[SPMD__BOOT_REASON_MAX + 64];
+    spmd_status s = SPMD_OK;
+    uint32_t k, n;
+    pthread_mutex_lock(&m->fab->lock);
+    n = b->nbroken;
+    k = n - m->heard > SPMD__BOOT_BROKEN_KEEP ? n - SPMD__BOOT_BROKEN_KEEP : m->heard; /* older ones are gone */
+    for (; k != n && s == SPMD_OK; k++) {
+        const struct spmd__boot_broken *e = &b->broken[k % SPMD__BOOT_BROKEN_KEEP];
+        if (e->mesh_id != m->mesh_id) continue;
+        s = (spmd_status)e->status;
+        snprintf(why, sizeof why, "process %u: %s", (unsigned)e->proc, e->text);
+    }
+    SPMD__ST_REL(&m->heard, n);
+    pthread_mutex_unlock(&m->fab->lock);
+    if (s != SPMD_OK) spmd__break(m, s, -1, why);
+}
+
 static void spmd__fabric_progress(spmd_req *r) {
     if (!r->x) {
         /* a device waiting inside its process still drives the transport:
@@ -7497,6 +7609,7 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     }
     f = spmd__world;
     m->mesh_id = spmd__world_meshes++;
+    m->heard = SPMD__LD_ACQ(&f->boot->nbroken); /* before the mesh exists elsewhere: none is about it */
     pthread_mutex_unlock(&spmd__world_lock);
     m->fab = f;
     m->nprocs = P = f->nprocs;
@@ -7808,6 +7921,9 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     spmd_mesh *m = r->dev->mesh;
     spmd__progress_all(r->dev);
     if (r->state == SPMD__R_DONE) return 1;
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && SPMD__LD_ACQ(&m->fab->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+#endif
     if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
     if (now) {
         if (!r->deadline) {

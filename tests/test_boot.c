@@ -469,10 +469,76 @@ static void test_spmdrun(void) {
     test_spmdrun_bind(run);
 }
 
+/* An announcement of a broken mesh as a process reads it (no sockets:
+   the checks are spmd__boot_heard_broken's): kept when well formed, its
+   text made printable; refused otherwise; the coordinator takes one only
+   from the process it names; the last SPMD__BOOT_BROKEN_KEEP are kept. */
+static int announce(spmd__boot *b, spmd__boot_conn *c, uint32_t mesh, uint32_t st, uint32_t proc, const char *text,
+                    size_t len) {
+    unsigned char p[12 + SPMD__BOOT_REASON_MAX];
+    spmd__boot_msg m;
+    size_t n = strlen(text);
+    spmd__boot_put32(p, mesh);
+    spmd__boot_put32(p + 4, st);
+    spmd__boot_put32(p + 8, proc);
+    memcpy(p + 12, text, n);
+    memset(&m, 0, sizeof m);
+    m.type = SPMD__BM_BROKEN;
+    m.payload = p;
+    m.len = (uint32_t)len;
+    return spmd__boot_heard_broken(b, c, &m);
+}
+
+static void test_broken_announcements(void) {
+    spmd__boot b;
+    spmd__boot_conn c, peers[3];
+    spmd__boot_msg m;
+    unsigned char lost[3] = {0, 0, 0}, buf[SPMD__BOOT_HDR];
+    char why[160];
+    const char *t = "device 4: timed out\x01";
+    int i, bad;
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    b.rank = 1;
+    b.nprocs = 3;
+    b.lost = lost;
+    c.fd = -1;
+    c.rank = 0;
+    T_CHECK(announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 2, t, 12 + strlen(t)) == 0 && b.nbroken == 1 &&
+                b.broken[0].mesh_id == 5 && b.broken[0].status == SPMD_ERR_TIMEOUT && b.broken[0].proc == 2 &&
+                strcmp(b.broken[0].text, "device 4: timed out?") == 0,
+            "a well-formed announcement: kept as mesh %u status %u process %u '%s'", (unsigned)b.broken[0].mesh_id,
+            (unsigned)b.broken[0].status, (unsigned)b.broken[0].proc, b.broken[0].text);
+    bad = (announce(&b, &c, 5, SPMD_OK, 2, t, 30) == -1) + (announce(&b, &c, 5, SPMD_STATUS_COUNT, 2, t, 30) == -1) +
+          (announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 3, t, 30) == -1) + (announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 1, t, 30) == -1) +
+          (announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 2, t, 11) == -1);
+    T_CHECK(bad == 5 && b.nbroken == 1, "status OK, status out of range, process out of range, itself, short: "
+            "%d of 5 refused, %u kept", bad, (unsigned)b.nbroken);
+    for (i = 0; i < SPMD__BOOT_BROKEN_KEEP + 1; i++) announce(&b, &c, 100 + (uint32_t)i, SPMD_ERR_MISMATCH, 0, "x", 13);
+    T_CHECK(b.nbroken == SPMD__BOOT_BROKEN_KEEP + 2 &&
+                b.broken[(SPMD__BOOT_BROKEN_KEEP + 1) % SPMD__BOOT_BROKEN_KEEP].mesh_id == 100 + SPMD__BOOT_BROKEN_KEEP,
+            "the last %d are kept: %u counted", SPMD__BOOT_BROKEN_KEEP, (unsigned)b.nbroken);
+    /* the coordinator: from process 1's connection, only process 1's (none passed on: no sockets) */
+    b.rank = 0;
+    b.nbroken = 0;
+    for (i = 0; i < 3; i++) { peers[i].fd = -1; peers[i].rank = i; }
+    b.peers = peers;
+    c.rank = 1;
+    T_CHECK(announce(&b, &c, 7, SPMD_ERR_TIMEOUT, 2, "y", 13) == -1 &&
+                announce(&b, &c, 7, SPMD_ERR_TIMEOUT, 1, "y", 13) == 0 && b.nbroken == 1,
+            "coordinator: another process's announcement on process 1's connection refused, its own kept");
+    /* on the wire, a reason longer than SPMD__BOOT_REASON_MAX is refused by the parser */
+    c.buf = buf;
+    c.len = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_BROKEN, 1, 12 + SPMD__BOOT_REASON_MAX + 1);
+    T_CHECK(spmd__boot_parse(&b, &c, 0, &m, why, sizeof why) == -1 && strstr(why, "too large"),
+            "an announcement too long: %s", why);
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
     signal(SIGPIPE, SIG_IGN);
+    test_broken_announcements();
     test_layouts();
     test_jobs();
     test_wrong_key();

@@ -22,6 +22,11 @@
      absent     process 1 skips one psum (SPMD_TIMEOUT_MS=1500): process 0's
                 devices get SPMD_ERR_TIMEOUT within 6 s naming the devices
                 not heard from (2, 3);
+     announce   process 0's devices wait 0.3 s for a message nobody sends
+                (a timeout, which breaks the mesh), process 1's 20 s for
+                another: process 0 announces the break, so process 1's
+                devices end within 5 s too, with process 0's status
+                (SPMD_ERR_TIMEOUT) and a message naming process 0;
      runahead   not a fault: 300 bcasts from device 0, process 1 starting
                 0.3 s late; the root does not wait for the others' headers,
                 so it runs ahead -- by at most max_inflight operations --
@@ -112,6 +117,12 @@ static void dev_main(spmd_dev *d, void *arg) {
         free(a);
         free(b);
         return;
+    } else if (strcmp(c->mode, "announce") == 0) {
+        int32_t y[4];
+        spmd_opts o;
+        memset(&o, 0, sizeof o);
+        o.timeout_ms = c->proc == 0 ? 300 : 20000;
+        s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
     } else if (strcmp(c->mode, "absent") == 0) {
         s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL);
         if (s == SPMD_OK && c->proc == 0) {
@@ -181,6 +192,9 @@ static int child_main(const char *mode) {
                                    strstr(c.msg[i], c.bruck ? "process 1's part of step 1 of 1" : "2 (process 1");
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
+        else if (strcmp(mode, "announce") == 0)
+            ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 &&
+                 (c.proc == 0 || strstr(c.msg[i], "mesh broken by process 0"));
         else if (strcmp(mode, "localmix") == 0) {
             ok = (c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], "another device of this process called")) ||
                  c.st[i] == SPMD_ERR_BROKEN || c.st[i] == SPMD_ERR_TIMEOUT;
@@ -279,6 +293,7 @@ int main(int argc, char **argv) {
     run_pair("absent", "SPMD_TIMEOUT_MS=1500");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    run_pair("announce", "");
     run_pair("runahead", "");
     run_boot_faults();
     return t_summary();
