@@ -2825,6 +2825,11 @@ typedef struct spmd__boot_conn {
     char peer[64];
 } spmd__boot_conn;
 
+typedef struct spmd__boot_broken { /* an announcement of a broken mesh */
+    uint32_t mesh_id, status, proc;
+    char text[SPMD__BOOT_REASON_MAX + 1];
+} spmd__boot_broken;
+
 typedef struct spmd__boot {
     int rank, nprocs;
     spmd_allocator alloc;
@@ -2845,10 +2850,7 @@ typedef struct spmd__boot {
     int nlost;
     /* meshes other processes announced broken: the last BROKEN_KEEP of
        nbroken (written under the transport's lock, counted with release) */
-    struct spmd__boot_broken {
-        uint32_t mesh_id, status, proc;
-        char text[SPMD__BOOT_REASON_MAX + 1];
-    } broken[SPMD__BOOT_BROKEN_KEEP];
+    spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
     char err[512];
 } spmd__boot;
@@ -3650,7 +3652,7 @@ static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status
 
 /* An announcement came on c: keep it (process 0 passes it on). -1 if malformed. */
 static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd__boot_msg *m) {
-    struct spmd__boot_broken *e;
+    spmd__boot_broken *e;
     uint32_t status, proc;
     size_t n;
     int i;
@@ -7499,7 +7501,7 @@ static void spmd__fab_heard(spmd_mesh *m) {
     n = b->nbroken;
     k = n - m->heard > SPMD__BOOT_BROKEN_KEEP ? n - SPMD__BOOT_BROKEN_KEEP : m->heard; /* older ones are gone */
     for (; k != n && s == SPMD_OK; k++) {
-        const struct spmd__boot_broken *e = &b->broken[k % SPMD__BOOT_BROKEN_KEEP];
+        const spmd__boot_broken *e = &b->broken[k % SPMD__BOOT_BROKEN_KEEP];
         if (e->mesh_id != m->mesh_id) continue;
         s = (spmd_status)e->status;
         snprintf(why, sizeof why, "process %u: %s", (unsigned)e->proc, e->text);
