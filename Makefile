@@ -13,8 +13,9 @@ FABRIC_TESTS := test_boot test_fabric test_xfault
 FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_f16 test_vectors
 FABRIC_LIBS  := -lfabric
 # conformance tests that also run as two processes under ThreadSanitizer (the
-# exchange path's threads of one process racing the transport)
-FABRIC_TSAN  := test_reduce test_movement test_mpi
+# exchange path's threads of one process racing the transport); test_xfault too
+# (built with its own implementation)
+FABRIC_TSAN  := test_reduce test_movement test_mpi test_shard test_p2p
 # 1 when the libfabric headers are installed (make deps installs them as root)
 HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -78,6 +79,9 @@ $(FABRIC_TESTS:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(TEST_DEPS) t
 $(BUILD)/fabric-tsan/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC -c $< -o $@
+$(BUILD)/fabric-tsan/test_xfault: tests/test_xfault.c $(TEST_DEPS) tests/proclib.h
+	@mkdir -p $(@D)
+	$(CC) $(SAN_TSAN) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 $(BUILD)/fabric-tsan/%: tests/%.c $(BUILD)/fabric-tsan/impl.o $(TEST_DEPS) tests/proclib.h
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $(LINKED) $< $(BUILD)/fabric-tsan/impl.o -o $@ $(LIBS) $(FABRIC_LIBS)
 
@@ -106,7 +110,7 @@ test-compile:
 # Builds the fabric flavour (the fabric tests and the conformance tests) when
 # libfabric is installed; else says how to get it.
 fabric:
-	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_TSAN:%=$(BUILD)/fabric-tsan/%); \
+	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_TSAN:%=$(BUILD)/fabric-tsan/%) $(BUILD)/fabric-tsan/test_xfault; \
 	else echo "libfabric headers missing: the fabric tests will be skipped (make deps, or apt-get install libfabric-dev libfabric-bin)"; fi
 test-fabric: fabric
 	@sh tests/run.sh fabric

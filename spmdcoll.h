@@ -2793,6 +2793,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #define SPMD__BOOT_KEY_MAX 128u
 #define SPMD__BOOT_BLOB_MAX 4096u
 #define SPMD__BOOT_REASON_MAX 200u
+#define SPMD__BOOT_BROKEN_MAX 500u /* bytes of the reason a mesh broke (a broken_msg fits) */
 #define SPMD__BOOT_MAX_PENDING 64
 
 enum {
@@ -2827,7 +2828,7 @@ typedef struct spmd__boot_conn {
 
 typedef struct spmd__boot_broken { /* an announcement of a broken mesh */
     uint32_t mesh_id, status, proc;
-    char text[SPMD__BOOT_REASON_MAX + 1];
+    char text[SPMD__BOOT_BROKEN_MAX + 1];
 } spmd__boot_broken;
 
 typedef struct spmd__boot {
@@ -2913,7 +2914,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_GATHER: return SPMD__BOOT_BLOB_MAX;
     case SPMD__BM_GATHERED: return (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
-    case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_REASON_MAX;
+    case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
     default: return 0;
     }
 }
@@ -3631,12 +3632,12 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
    the status, the process it broke in, the reason's text. Sent and read
    under the transport's lock. */
 static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status, const char *why) {
-    unsigned char p[12 + SPMD__BOOT_REASON_MAX];
+    unsigned char p[12 + SPMD__BOOT_BROKEN_MAX];
     size_t n = strlen(why);
     uint64_t deadline = spmd__now_ns() + 100000000u;
     int i;
     if (!b || b->nprocs < 2) return;
-    if (n > SPMD__BOOT_REASON_MAX) n = SPMD__BOOT_REASON_MAX;
+    if (n > SPMD__BOOT_BROKEN_MAX) n = SPMD__BOOT_BROKEN_MAX;
     spmd__boot_put32(p, mesh_id);
     spmd__boot_put32(p + 4, status);
     spmd__boot_put32(p + 8, (uint32_t)b->rank);
@@ -7494,7 +7495,7 @@ static void spmd__fab_announce(spmd_mesh *m) {
 /* Announcements came since m last looked: break m if one is about it. */
 static void spmd__fab_heard(spmd_mesh *m) {
     spmd__boot *b = m->fab->boot;
-    char why[SPMD__BOOT_REASON_MAX + 64];
+    char why[SPMD__BOOT_BROKEN_MAX + 64];
     spmd_status s = SPMD_OK;
     uint32_t k, n;
     pthread_mutex_lock(&m->fab->lock);

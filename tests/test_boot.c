@@ -475,7 +475,7 @@ static void test_spmdrun(void) {
    from the process it names; the last SPMD__BOOT_BROKEN_KEEP are kept. */
 static int announce(spmd__boot *b, spmd__boot_conn *c, uint32_t mesh, uint32_t st, uint32_t proc, const char *text,
                     size_t len) {
-    unsigned char p[12 + SPMD__BOOT_REASON_MAX];
+    unsigned char p[12 + SPMD__BOOT_BROKEN_MAX];
     spmd__boot_msg m;
     size_t n = strlen(text);
     spmd__boot_put32(p, mesh);
@@ -527,9 +527,9 @@ static void test_broken_announcements(void) {
     T_CHECK(announce(&b, &c, 7, SPMD_ERR_TIMEOUT, 2, "y", 13) == -1 &&
                 announce(&b, &c, 7, SPMD_ERR_TIMEOUT, 1, "y", 13) == 0 && b.nbroken == 1,
             "coordinator: another process's announcement on process 1's connection refused, its own kept");
-    /* on the wire, a reason longer than SPMD__BOOT_REASON_MAX is refused by the parser */
+    /* on the wire, a reason longer than SPMD__BOOT_BROKEN_MAX is refused by the parser */
     c.buf = buf;
-    c.len = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_BROKEN, 1, 12 + SPMD__BOOT_REASON_MAX + 1);
+    c.len = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_BROKEN, 1, 12 + SPMD__BOOT_BROKEN_MAX + 1);
     T_CHECK(spmd__boot_parse(&b, &c, 0, &m, why, sizeof why) == -1 && strstr(why, "too large"),
             "an announcement too long: %s", why);
 }
