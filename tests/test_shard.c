@@ -244,8 +244,9 @@ static void test_specs(void) {
     spmd_mesh *m;
     const char *names[2] = {"row", "col"};
     int sh[2] = {4, 2};
-    if (create_named_mesh(2, sh, names, 30000, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m) != SPMD_OK) {
-        T_CHECK(0, "mesh");
+    spmd_status ms = create_named_mesh(2, sh, names, 30000, SPMD_CHECK_DEFAULT, SPMD_LOG_OFF, &m);
+    if (ms != SPMD_OK) {
+        T_CHECK(0, "mesh_create: %s (%s)", stname(ms), tl_last_error());
         return;
     }
     static const struct { const char *t; int rank; int64_t g[3]; spmd_status s; const char *has; } chk[] = {
@@ -331,7 +332,7 @@ static const tmesh MESHES[] = {
 static spmd_mesh *make_mesh(const tmesh *t, spmd_check check) {
     spmd_mesh *m = NULL;
     spmd_status s = create_named_mesh(t->nd, t->sh, t->nm, 30000, check, SPMD_LOG_OFF, &m);
-    T_CHECK(s == SPMD_OK, "mesh_create: %s", stname(s));
+    T_CHECK(s == SPMD_OK, "mesh_create: %s (%s)", stname(s), tl_last_error());
     return s == SPMD_OK ? m : NULL;
 }
 

@@ -15,6 +15,7 @@
 #ifndef SPMD_TEST_TESTLIB_H
 #define SPMD_TEST_TESTLIB_H
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +305,26 @@ typedef struct { int nd, sh[3]; } meshdef; /* rank and dim sizes */
    but the deadline, the check mode and the log level. *m is set by the library.
    Under several processes this is collective (every process, same order)
    and the device layout is checked (tl_check_layout). */
+/* The last error a mesh made by create_named_mesh without logging reported
+   (kept, not printed), for the message of a test that failed to make one. */
+static pthread_mutex_t tl_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char tl_log_last[600] TL_UNUSED;
+static void tl_log_keep(void *user, spmd_log_level level, int device, const char *msg) TL_UNUSED;
+static void tl_log_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    pthread_mutex_lock(&tl_log_lock);
+    snprintf(tl_log_last, sizeof tl_log_last, "device %d: %s", device, msg);
+    pthread_mutex_unlock(&tl_log_lock);
+}
+static inline const char *tl_last_error(void) { /* from the main thread */
+    static char copy[sizeof tl_log_last];
+    pthread_mutex_lock(&tl_log_lock);
+    memcpy(copy, tl_log_last, sizeof copy);
+    pthread_mutex_unlock(&tl_log_lock);
+    return copy;
+}
+
 static inline spmd_status create_named_mesh(int ndim, const int *shape, const char *const *names, int64_t timeout_ms,
                                             spmd_check check, spmd_log_level log, spmd_mesh **m) {
     spmd_mesh_desc desc;
@@ -316,6 +337,10 @@ static inline spmd_status create_named_mesh(int ndim, const int *shape, const ch
     desc.timeout_ms = timeout_ms;
     desc.check = check;
     desc.log_level = log;
+    if (log == SPMD_LOG_OFF) { /* errors kept for tl_last_error */
+        desc.log_level = SPMD_LOG_ERROR;
+        desc.log_fn = tl_log_keep;
+    }
     spmd_status s = spmd_mesh_create(&desc, m);
     if (s == SPMD_OK && *m) tl_check_layout(*m);
     return s;
