@@ -1380,7 +1380,8 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
 #if SPMD__HAS_LIBFABRIC
-    if (first && dev >= 0 && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+    /* (a lost process is announced by the bootstrap's LOST already) */
+    if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
 #endif
     for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
@@ -2750,16 +2751,18 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      address on another one); the address chosen is logged at info level
      either way.
 
-   Wire: every message is a 16-byte header, little-endian
+   Wire (version 2): every message is a 16-byte header, little-endian
        u32 magic "SPMD" (0x444d5053), u16 version, u16 type, u32 rank, u32 length
    then `length` payload bytes. Types and payloads:
        HELLO    u32 nprocs, u32 keylen, key        (client -> coordinator)
        WELCOME  -                                  (coordinator -> client)
        REJECT   reason text (at most 200 bytes)    (coordinator -> client)
-       GATHER   blob (at most 4096 bytes)          (client -> coordinator)
-       GATHERED nprocs times (u32 len, blob)       (coordinator -> client)
+       GATHER   u32 exchange number, blob (at most 4096 bytes)   (client -> coordinator)
+       GATHERED u32 exchange number, nprocs times (u32 len, blob) (coordinator -> client)
        LOST     u32 rank of a process that died    (coordinator -> client)
        BYE      -                                  (either way: clean exit)
+       BROKEN   u32 mesh id, u32 status, u32 process, reason (at most 500 bytes):
+                a mesh broke in that process       (client -> coordinator -> the others)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -2793,7 +2796,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #define SPMD__BOOT_KEY_MAX 128u
 #define SPMD__BOOT_BLOB_MAX 4096u
 #define SPMD__BOOT_REASON_MAX 200u
-#define SPMD__BOOT_BROKEN_MAX 500u /* bytes of the reason a mesh broke (a broken_msg fits) */
+#define SPMD__BOOT_BROKEN_MAX 500u /* bytes of the reason a mesh broke (a broken_msg, cut) */
 #define SPMD__BOOT_MAX_PENDING 64
 
 enum {
@@ -2849,6 +2852,7 @@ typedef struct spmd__boot {
     spmd__boot_conn *peers;         /* rank 0: one per process (index 0 unused) */
     unsigned char *lost;            /* per process: 1 died, 2 left cleanly */
     int nlost;
+    uint32_t round;                 /* allgathers begun: each message carries it */
     /* meshes other processes announced broken: the last BROKEN_KEEP of
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
@@ -2911,8 +2915,8 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     switch (type) {
     case SPMD__BM_HELLO: return 8 + SPMD__BOOT_KEY_MAX;
     case SPMD__BM_REJECT: return SPMD__BOOT_REASON_MAX;
-    case SPMD__BM_GATHER: return SPMD__BOOT_BLOB_MAX;
-    case SPMD__BM_GATHERED: return (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
+    case SPMD__BM_GATHER: return 4 + SPMD__BOOT_BLOB_MAX;
+    case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
     default: return 0;
@@ -3631,6 +3635,29 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
    which passes it on. Payload: the mesh's id (equal on every process),
    the status, the process it broke in, the reason's text. Sent and read
    under the transport's lock. */
+/* Keep an announcement (the last SPMD__BOOT_BROKEN_KEEP are kept); 0 when
+   one about that mesh is kept already: it is then neither kept nor passed
+   on again, so a mesh that breaks in every process is announced once or
+   twice per process, not once per pair. */
+static int spmd__boot_keep_broken(spmd__boot *b, uint32_t mesh_id, uint32_t status, uint32_t proc, const void *text,
+                                  size_t n) {
+    spmd__boot_broken *e;
+    uint32_t k;
+    size_t i;
+    for (k = 0; k < b->nbroken && k < SPMD__BOOT_BROKEN_KEEP; k++)
+        if (b->broken[k].mesh_id == mesh_id) return 0;
+    e = &b->broken[b->nbroken % SPMD__BOOT_BROKEN_KEEP];
+    e->mesh_id = mesh_id;
+    e->status = status;
+    e->proc = proc;
+    memcpy(e->text, text, n);
+    e->text[n] = '\0';
+    for (i = 0; e->text[i]; i++) /* shown to users: printable ASCII only */
+        if ((unsigned char)e->text[i] < 32 || (unsigned char)e->text[i] > 126) e->text[i] = '?';
+    SPMD__ST_REL(&b->nbroken, b->nbroken + 1);
+    return 1;
+}
+
 static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status, const char *why) {
     unsigned char p[12 + SPMD__BOOT_BROKEN_MAX];
     size_t n = strlen(why);
@@ -3638,6 +3665,7 @@ static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status
     int i;
     if (!b || b->nprocs < 2) return;
     if (n > SPMD__BOOT_BROKEN_MAX) n = SPMD__BOOT_BROKEN_MAX;
+    if (!spmd__boot_keep_broken(b, mesh_id, status, (uint32_t)b->rank, why, n)) return; /* told already */
     spmd__boot_put32(p, mesh_id);
     spmd__boot_put32(p + 4, status);
     spmd__boot_put32(p + 8, (uint32_t)b->rank);
@@ -3653,9 +3681,7 @@ static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status
 
 /* An announcement came on c: keep it (process 0 passes it on). -1 if malformed. */
 static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd__boot_msg *m) {
-    spmd__boot_broken *e;
     uint32_t status, proc;
-    size_t n;
     int i;
     if (m->len < 12) return -1;
     status = spmd__boot_get32(m->payload + 4);
@@ -3663,16 +3689,8 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     if (status == SPMD_OK || status >= SPMD_STATUS_COUNT || proc >= (uint32_t)b->nprocs || (int)proc == b->rank ||
         (b->rank == 0 && (int)proc != c->rank))
         return -1;
-    e = &b->broken[b->nbroken % SPMD__BOOT_BROKEN_KEEP];
-    e->mesh_id = spmd__boot_get32(m->payload);
-    e->status = status;
-    e->proc = proc;
-    n = m->len - 12;
-    memcpy(e->text, m->payload + 12, n);
-    e->text[n] = '\0';
-    for (i = 0; e->text[i]; i++) /* shown to users: printable ASCII only */
-        if ((unsigned char)e->text[i] < 32 || (unsigned char)e->text[i] > 126) e->text[i] = '?';
-    SPMD__ST_REL(&b->nbroken, b->nbroken + 1);
+    if (!spmd__boot_keep_broken(b, spmd__boot_get32(m->payload), status, proc, m->payload + 12, m->len - 12))
+        return 0; /* that mesh's break is known already */
     for (i = 1; b->rank == 0 && i < b->nprocs; i++)
         if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
             spmd__boot_send(b->peers[i].fd, SPMD__BM_BROKEN, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
@@ -3793,13 +3811,16 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
 /* Every process contributes `len` bytes (len <= cap <= 4096); afterwards
    all[i * cap ...] holds process i's blob and lens[i] its length. With
    cap 0 this is a barrier. Collective: every process calls it in the same
-   order. */
+   order. Each message carries the exchange's number (the allgathers this
+   process began), so processes out of step fail with SPMD_ERR_MISMATCH
+   instead of pairing different exchanges. */
 static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *mine, size_t len, void *all,
                                                      size_t cap, size_t *lens, uint64_t deadline_ns) {
     unsigned char *out = (unsigned char *)all, *pay = NULL;
     size_t plen = 0, o;
     spmd_status st = SPMD_OK;
     spmd__boot_msg m;
+    uint32_t round;
     int i;
     if (!b) return SPMD_ERR_NULL;
     if (cap > SPMD__BOOT_BLOB_MAX || len > cap || (len && !mine) || (cap && (!all || !lens)))
@@ -3810,14 +3831,29 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         lens[b->rank] = len;
     }
     if (b->nprocs == 1) return SPMD_OK;
+    round = ++b->round;
     if (b->rank != 0) {
         if (b->coord.fd < 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
-        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, mine, len, deadline_ns) != 0)
+        unsigned char *msg = (unsigned char *)spmd__alloc(&b->alloc, 4 + len);
+        int sent;
+        if (!msg) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
+        spmd__boot_put32(msg, round);
+        if (len) memcpy(msg + 4, mine, len);
+        sent = spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) == 0;
+        spmd__free(&b->alloc, msg);
+        if (!sent)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
         st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) return st;
-        for (i = 0, o = 0; i < b->nprocs; i++) {
+        if (m.len < 4 || spmd__boot_get32(m.payload) != round) {
+            uint32_t theirs = m.len < 4 ? 0 : spmd__boot_get32(m.payload);
+            spmd__boot_consume(&b->coord, m.total);
+            return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "allgather: the coordinator answered its exchange #%u, this "
+                                   "process is at #%u (out of step: a process failed or skipped a mesh creation)",
+                                   (unsigned)theirs, (unsigned)round);
+        }
+        for (i = 0, o = 4; i < b->nprocs; i++) {
             uint32_t l;
             if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l) {
                 spmd__boot_consume(&b->coord, m.total);
@@ -3839,20 +3875,25 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         if (c->fd < 0) { st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process %d is gone", i); break; }
         st = spmd__boot_await(b, c, SPMD__BM_GATHER, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) break;
-        if (m.len > cap) {
+        if (m.len < 4 || spmd__boot_get32(m.payload) != round) {
+            st = spmd__boot_fail(b, SPMD_ERR_MISMATCH, "allgather: process %d is at its exchange #%u, this process "
+                                 "at #%u (out of step: a process failed or skipped a mesh creation)", i,
+                                 m.len < 4 ? 0u : (unsigned)spmd__boot_get32(m.payload), (unsigned)round);
+        } else if (m.len - 4 > cap) {
             st = spmd__boot_fail(b, SPMD_ERR_SIZE, "allgather: process %d sent %u bytes, capacity %zu", i,
-                                 (unsigned)m.len, cap);
+                                 (unsigned)m.len - 4, cap);
         } else if (cap) {
-            memcpy(out + (size_t)i * cap, m.payload, m.len);
-            lens[i] = m.len;
+            memcpy(out + (size_t)i * cap, m.payload + 4, m.len - 4);
+            lens[i] = m.len - 4;
         }
         spmd__boot_consume(c, m.total);
     }
     if (st == SPMD_OK) {
-        for (i = 0; i < b->nprocs; i++) plen += 4 + (cap ? lens[i] : 0);
+        for (i = 0, plen = 4; i < b->nprocs; i++) plen += 4 + (cap ? lens[i] : 0);
         pay = (unsigned char *)spmd__alloc(&b->alloc, plen);
         if (!pay) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
-        for (i = 0, o = 0; i < b->nprocs; i++) {
+        spmd__boot_put32(pay, round);
+        for (i = 0, o = 4; i < b->nprocs; i++) {
             size_t l = cap ? lens[i] : 0;
             spmd__boot_put32(pay + o, (uint32_t)l);
             if (l) memcpy(pay + o + 4, out + (size_t)i * cap, l);
@@ -7503,7 +7544,7 @@ static void spmd__fab_heard(spmd_mesh *m) {
     k = n - m->heard > SPMD__BOOT_BROKEN_KEEP ? n - SPMD__BOOT_BROKEN_KEEP : m->heard; /* older ones are gone */
     for (; k != n && s == SPMD_OK; k++) {
         const spmd__boot_broken *e = &b->broken[k % SPMD__BOOT_BROKEN_KEEP];
-        if (e->mesh_id != m->mesh_id) continue;
+        if (e->mesh_id != m->mesh_id || (int)e->proc == b->rank) continue; /* (our own: broken here already) */
         s = (spmd_status)e->status;
         snprintf(why, sizeof why, "process %u: %s", (unsigned)e->proc, e->text);
     }
@@ -9644,7 +9685,7 @@ static void spmd__sm_dev(spmd_dev *d, void *arg) {
     spmd_array in[SPMD_MAX_SHARD_ARGS], out[SPMD_MAX_SHARD_ARGS];
     int k, id = d->id;
     size_t li = (size_t)(id - d->mesh->first_local);
-    unsigned char *mine = c->send + li * c->rec;
+    unsigned char *mine = c->rec ? c->send + li * c->rec : NULL;
     spmd_status s;
     for (k = 0; k < ds->nin; k++)
         in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + li * c->inbb[k] : NULL, ds->in[k].dtype, ds->in[k].rank,
@@ -9675,13 +9716,13 @@ static spmd_status spmd__sm_share_prep(spmd_mesh *m, spmd__sm_ctx *c) {
     size_t at = 16;
     for (k = 0; k < ds->nout; k++) {
         c->off[k] = at;
-        if (c->outbb[k] > SIZE_MAX / 4 - at) return SPMD_ERR_OVERFLOW;
+        if (at > SIZE_MAX / 4 || c->outbb[k] > SIZE_MAX / 4 - at) return SPMD_ERR_OVERFLOW;
         at += (c->outbb[k] + 15) / 16 * 16;
     }
     c->rec = at;
     c->ngroups = L > 1 ? L : 1;
     c->gsize = m->size / c->ngroups;
-    if ((size_t)m->size > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
+    if ((size_t)m->nlocal * (size_t)c->gsize > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
     c->send = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * at);
     c->gat = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * (size_t)c->gsize * at);
     c->gok = (int *)spmd__alloc(&m->alloc, (size_t)m->nlocal * sizeof *c->gok);
@@ -9697,7 +9738,7 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     const void **blocks = NULL;
     spmd_status e = SPMD_OK, rs;
     size_t n;
-    int k, i, d, ran = 0;
+    int k, i = -1, d, ran = 0;
     char label[40];
     if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
     if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
@@ -9711,9 +9752,6 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
                                                                                 : "out_specs");
     if ((unsigned)ds->check_rep >= SPMD_CHECK_COUNT)
         return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: invalid check_rep %d", (int)ds->check_rep);
-    if (m->nlocal == 0) /* (more processes than devices) */
-        return spmd__mfail(m, why, SPMD_ERR_STATE, "shard_map: process %d hosts none of the mesh's %d devices: it "
-                           "can neither run them nor receive their outputs", m->proc, m->size);
     memset(&c, 0, sizeof c);
     c.desc = ds;
     for (k = 0; k < ds->nin + ds->nout; k++) {
@@ -9736,6 +9774,9 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
             return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: blocks too large", label);
         (isin ? c.inbb : c.outbb)[j] = nb * es;
     }
+    if (m->nlocal == 0) /* (more processes than devices) */
+        return spmd__mfail(m, why, SPMD_ERR_STATE, "shard_map: process %d hosts none of the mesh's %d devices: it "
+                           "can neither run them nor receive their outputs", m->proc, m->size);
     c.st = (spmd_status *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c.st);
     blocks = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *blocks);
     e = c.st && blocks ? SPMD_OK : SPMD_ERR_NOMEM;
@@ -9770,17 +9811,18 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
     }
     e = rs;
     for (d = 0; d < m->size && e == SPMD_OK; d++)
-        if (c.st[d] != SPMD_OK) e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
+        if (c.st[d] != SPMD_OK) {
+            e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
+            i = d; /* the message names the device whose status is returned */
+        }
     if (e != SPMD_OK) {
-        int other = -1; /* a device of another process whose function failed */
-        for (d = 0; d < m->size; d++)
-            if (m->devs[d]->err[0] && spmd_device_is_local(m, d) == 1) break;
-        for (i = 0; i < m->size && other < 0; i++)
-            if (c.st[i] != SPMD_OK && c.st[i] != SPMD_STATUS_COUNT && spmd_device_is_local(m, i) != 1) other = i;
-        if (d < m->size) spmd__mfail(m, why, e, "shard_map: device %d: %s", d, m->devs[d]->err);
-        else if (other >= 0)
-            spmd__mfail(m, why, e, "shard_map: device %d (process %d): the function returned %s", other,
-                        spmd_device_process(m, other), spmd_status_name(c.st[other]));
+        if (e == rs) /* a library call failed on a device of ours: the first that says why */
+            for (i = 0; i < m->size && !(spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0]); i++) {}
+        if (i < m->size && spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0])
+            spmd__mfail(m, why, e, "shard_map: device %d: %s", i, m->devs[i]->err);
+        else if (i < m->size && c.st[i] != SPMD_OK && c.st[i] != SPMD_STATUS_COUNT)
+            spmd__mfail(m, why, e, "shard_map: device %d (process %d): the function returned %s", i,
+                        spmd_device_process(m, i), spmd_status_name(c.st[i]));
         else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
         goto done;
     }

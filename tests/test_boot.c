@@ -514,6 +514,9 @@ static void test_broken_announcements(void) {
           (announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 2, t, 11) == -1);
     T_CHECK(bad == 5 && b.nbroken == 1, "status OK, status out of range, process out of range, itself, short: "
             "%d of 5 refused, %u kept", bad, (unsigned)b.nbroken);
+    T_CHECK(announce(&b, &c, 5, SPMD_ERR_MISMATCH, 0, "again", 17) == 0 && b.nbroken == 1,
+            "a second announcement about mesh 5 (from another process) is accepted but not kept: %u kept",
+            (unsigned)b.nbroken);
     for (i = 0; i < SPMD__BOOT_BROKEN_KEEP + 1; i++) announce(&b, &c, 100 + (uint32_t)i, SPMD_ERR_MISMATCH, 0, "x", 13);
     T_CHECK(b.nbroken == SPMD__BOOT_BROKEN_KEEP + 2 &&
                 b.broken[(SPMD__BOOT_BROKEN_KEEP + 1) % SPMD__BOOT_BROKEN_KEEP].mesh_id == 100 + SPMD__BOOT_BROKEN_KEEP,
@@ -534,11 +537,53 @@ static void test_broken_announcements(void) {
             "an announcement too long: %s", why);
 }
 
+/* Every allgather message carries the exchange's number: a process whose
+   coordinator answers another exchange (it failed one and went on) gets
+   SPMD_ERR_MISMATCH saying so, not the other exchange's data. Process 1 of
+   2 over a socket pair, the test playing the coordinator. */
+static void test_boot_rounds(void) {
+    spmd__boot b;
+    int sv[2], i;
+    unsigned char msg[64], got[4096];
+    size_t lens[2], n;
+    unsigned char all[2 * 8];
+    spmd_status st;
+    memset(&b, 0, sizeof b);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        T_CHECK(0, "socketpair: %s", strerror(errno));
+        return;
+    }
+    b.rank = 1;
+    b.nprocs = 2;
+    b.lost = (unsigned char *)calloc(2, 1);
+    spmd__boot_nonblock(sv[0]); /* as the library's own connections are */
+    b.coord.fd = sv[0];
+    b.coord.rank = 0;
+    b.log_level = SPMD_LOG_OFF;
+    b.round = 4; /* this process began 4 exchanges; the coordinator answers its 7th */
+    n = hdr(msg, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_GATHERED, 0, 4 + 2 * 4);
+    spmd__boot_put32(msg + n, 7);
+    for (i = 0; i < 2; i++) spmd__boot_put32(msg + n + 4 + 4 * i, 0);
+    T_CHECK(write(sv[1], msg, n + 12) == (ssize_t)(n + 12), "writing the answer");
+    st = spmd__boot_allgather(&b, "ab", 2, all, 8, lens, spmd__now_ns() + 5000000000ull);
+    T_CHECK(st == SPMD_ERR_MISMATCH && strstr(b.err, "#7") && strstr(b.err, "#5") && strstr(b.err, "out of step"),
+            "an answer to another exchange: %s %s", spmd_status_name(st), b.err);
+    n = (size_t)read(sv[1], got, sizeof got); /* what it sent: GATHER, exchange #5, its 2 bytes */
+    T_CHECK(n == 16 + 4 + 2 && spmd__boot_get32(got + 12) == 6 && spmd__boot_get32(got + 16) == 5 &&
+                memcmp(got + 20, "ab", 2) == 0,
+            "its message: %zu bytes, exchange #%u", n, n >= 20 ? (unsigned)spmd__boot_get32(got + 16) : 0u);
+    spmd__free(&b.alloc, b.coord.buf);
+    free(b.lost);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
     signal(SIGPIPE, SIG_IGN);
     test_broken_announcements();
+    test_boot_rounds();
     test_layouts();
     test_jobs();
     test_wrong_key();

@@ -880,6 +880,13 @@ static spmd_status sm_count(spmd_dev *d, const spmd_array *in, spmd_array *out, 
     __atomic_fetch_add((int *)user, 1, __ATOMIC_RELAXED);
     return SPMD_OK;
 }
+static spmd_status sm_fail03(spmd_dev *d, const spmd_array *in, spmd_array *out, void *user) {
+    int id = spmd_device_id(d);
+    (void)in;
+    (void)out;
+    (void)user;
+    return id == 0 ? SPMD_ERR_INVALID : id == 3 ? SPMD_ERR_SIZE : SPMD_OK;
+}
 typedef struct { spmd_mesh *m; spmd_status st; char msg[512]; } sm_busy;
 static void sm_busy_dev(spmd_dev *d, void *arg) {
     sm_busy *b = (sm_busy *)arg;
@@ -935,6 +942,22 @@ busy:; /* from inside a run: busy, nothing run, a message (device 0 tries) */
                 b.msg);
     T_CHECK(spmd_mesh_status(m) == SPMD_OK, "mesh fine after");
     spmd_mesh_destroy(m);
+    /* two functions fail: the status and the message are the first
+       device's, in every process (all of them make this mesh) */
+    {
+        spmd_mesh *m4 = mesh1("x", 4);
+        if (m4 && !sm_absent(m4, 4)) {
+            spmd_shard_map_desc d4;
+            spmd_msg w4;
+            memset(&d4, 0, sizeof d4);
+            d4.fn = sm_fail03;
+            spmd_status s4 = spmd_shard_map(m4, &d4, &w4);
+            T_CHECK(s4 == SPMD_ERR_INVALID && strstr(w4.text, "device 0") && strstr(w4.text, "SPMD_ERR_INVALID") &&
+                        !strstr(w4.text, "device 3"),
+                    "devices 0 and 3 fail: %s (%s)", stname(s4), w4.text);
+        }
+        spmd_mesh_destroy(m4);
+    }
 }
 
 /* ---- reshard: every pair of specs ------------------------------------------------------- */

@@ -340,6 +340,9 @@ static inline spmd_status create_named_mesh(int ndim, const int *shape, const ch
     if (log == SPMD_LOG_OFF) { /* errors kept for tl_last_error */
         desc.log_level = SPMD_LOG_ERROR;
         desc.log_fn = tl_log_keep;
+        pthread_mutex_lock(&tl_log_lock);
+        tl_log_last[0] = '\0';
+        pthread_mutex_unlock(&tl_log_lock);
     }
     spmd_status s = spmd_mesh_create(&desc, m);
     if (s == SPMD_OK && *m) tl_check_layout(*m);
