@@ -3634,11 +3634,12 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
    sends the announcement to every other process, the others to process 0,
    which passes it on. Payload: the mesh's id (equal on every process),
    the status, the process it broke in, the reason's text. Sent and read
-   under the transport's lock. */
-/* Keep an announcement (the last SPMD__BOOT_BROKEN_KEEP are kept); 0 when
-   one about that mesh is kept already: it is then neither kept nor passed
-   on again, so a mesh that breaks in every process is announced once or
-   twice per process, not once per pair. */
+   under the transport's lock.
+
+   spmd__boot_keep_broken keeps one (the last SPMD__BOOT_BROKEN_KEEP are
+   kept); 0 when one about that mesh is kept already: it is then neither
+   kept nor passed on again, so a mesh that breaks in every process is
+   announced once or twice per process, not once per pair. */
 static int spmd__boot_keep_broken(spmd__boot *b, uint32_t mesh_id, uint32_t status, uint32_t proc, const void *text,
                                   size_t n) {
     spmd__boot_broken *e;
@@ -3820,6 +3821,7 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     size_t plen = 0, o;
     spmd_status st = SPMD_OK;
     spmd__boot_msg m;
+    unsigned char msg[4 + SPMD__BOOT_BLOB_MAX]; /* ours, after the exchange's number */
     uint32_t round;
     int i;
     if (!b) return SPMD_ERR_NULL;
@@ -3835,14 +3837,9 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     if (b->rank != 0) {
         if (b->coord.fd < 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
-        unsigned char *msg = (unsigned char *)spmd__alloc(&b->alloc, 4 + len);
-        int sent;
-        if (!msg) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
         spmd__boot_put32(msg, round);
         if (len) memcpy(msg + 4, mine, len);
-        sent = spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) == 0;
-        spmd__free(&b->alloc, msg);
-        if (!sent)
+        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) != 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
         st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) return st;
@@ -9664,7 +9661,7 @@ typedef struct spmd__sm_ctx {
     /* across processes (rec > 0): outb[k] is NULL, the outputs are written in the records */
     size_t rec, off[SPMD_MAX_SHARD_ARGS]; /* bytes of a record; output k's offset in it */
     unsigned char *send, *gat;            /* local devices' records; what each gathered */
-    int ngroups, gsize, *groups, *gok;    /* gok: local device's gather succeeded */
+    int ngroups, gsize, *groups;
 } spmd__sm_ctx;
 
 /* Device d's record after the exchange: local device d % ngroups holds it
@@ -9705,7 +9702,7 @@ static void spmd__sm_dev(spmd_dev *d, void *arg) {
         o.groups = c->groups;
         o.group_size = c->groups ? c->gsize : 0;
         memcpy(mine, &v, sizeof v);
-        c->gok[li] = spmd_all_gather(d, &x, &y, "*", 0, 1, &o) == SPMD_OK;
+        (void)spmd_all_gather(d, &x, &y, "*", 0, 1, &o); /* a failure is spmd_run's status */
     }
 }
 
@@ -9725,11 +9722,10 @@ static spmd_status spmd__sm_share_prep(spmd_mesh *m, spmd__sm_ctx *c) {
     if ((size_t)m->nlocal * (size_t)c->gsize > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
     c->send = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * at);
     c->gat = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * (size_t)c->gsize * at);
-    c->gok = (int *)spmd__alloc(&m->alloc, (size_t)m->nlocal * sizeof *c->gok);
     if (c->ngroups > 1 && (c->groups = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c->groups)))
         for (j = 0; j < L; j++)
             for (p = 0; p < P; p++) c->groups[j * P + p] = p * L + j;
-    return c->send && c->gat && c->gok && (c->ngroups == 1 || c->groups) ? SPMD_OK : SPMD_ERR_NOMEM;
+    return c->send && c->gat && (c->ngroups == 1 || c->groups) ? SPMD_OK : SPMD_ERR_NOMEM;
 }
 
 spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg *why) {
@@ -9803,9 +9799,9 @@ spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg
         spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
         goto done;
     }
-    for (d = 0; c.rec && d < m->size; d++) { /* the other processes' statuses, where they came */
+    for (d = 0; c.rec && rs == SPMD_OK && d < m->size; d++) { /* the other processes' statuses (every exchange came) */
         uint32_t v;
-        if (!c.gok[d % c.ngroups] || spmd_device_is_local(m, d) == 1) continue;
+        if (spmd_device_is_local(m, d) == 1) continue;
         memcpy(&v, spmd__sm_rec(&c, d), sizeof v);
         c.st[d] = v < SPMD_STATUS_COUNT ? (spmd_status)v : SPMD_ERR_STATE;
     }
@@ -9843,7 +9839,6 @@ done:
     spmd__free(&m->alloc, (void *)blocks);
     spmd__free(&m->alloc, c.send);
     spmd__free(&m->alloc, c.gat);
-    spmd__free(&m->alloc, c.gok);
     spmd__free(&m->alloc, c.groups);
     if (e == SPMD_OK) spmd__msg_ok(why);
     return e;
