@@ -75,6 +75,10 @@
                        larger ones streamed through bulk rings once their
                        receive is posted); small: only those of at most
                        8 KiB (also the case with SPMD_FABRIC_STRICT=1)
+     SPMD_QUICK_EXCHANGE   0: meshes made from then on send small blocking
+                       psums and barriers between processes through the
+                       general exchange even where the quick one fits
+                       (for comparisons; the default is 1)
 
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
@@ -1170,6 +1174,7 @@ typedef struct spmd__group {
     struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
     int xnlive;            /* exchanges listed in xlive (at most the mesh's max_inflight) */
     struct spmd__xchan *xchan; /* send/recv between processes */
+    struct spmd__xq *xq;   /* the quick exchange's receives, sends and headers (spmd__xq_post) */
 } spmd__group;
 
 /* A device's view of a group it uses: the key it was asked by and its index. */
@@ -1234,6 +1239,7 @@ struct spmd_req {
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
+    int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
@@ -1297,6 +1303,7 @@ struct spmd_mesh {
     int ncpu;
     uint64_t spin_ns, spin_os_ns, yield_ns;
     spmd_algo forced_algo;
+    int no_xq;             /* SPMD_QUICK_EXCHANGE=0: never the quick exchange (libfabric) */
     size_t stack_size;
     spmd__ktable ktab;     /* the reduction kernels for this CPU, chosen at creation */
     spmd_dev **devs;
@@ -4118,6 +4125,8 @@ typedef struct spmd__fab {
     size_t bulk_cap;          /* bytes of a bulk ring; 0: larger messages go through libfabric */
     spmd__lane_tab lpost;     /* receives posted on the lane */
     spmd__lane_tab lunex;     /* lane messages that came before their receive */
+    struct spmd__lane_msg *lspare; /* blocks for small ones, kept for the next (spmd__lane_msg_get) */
+    int nlspare;
     void *lane_seg;           /* our segment: the rings other processes write to us */
     size_t lane_seg_size;
     char err[512];
@@ -4462,7 +4471,15 @@ typedef struct spmd__lane_msg {       /* an unexpected message; its bytes follow
     spmd__lane_node node;
     size_t len;
     uint64_t sid;                     /* an announced large message: its number, else 0 */
+    int spare;                        /* a block of SPMD__LANE_SPARE bytes, kept when taken */
 } spmd__lane_msg;
+
+/* An unexpected message of at most this many bytes gets a block kept
+   from one taken before (at most SPMD__LANE_NSPARE are kept): a small
+   operation whose peer is ahead meets one every time, and malloc and free
+   cost as much as the rest of its receive. */
+#define SPMD__LANE_SPARE 256u
+#define SPMD__LANE_NSPARE 64
 
 typedef struct spmd__lane_ctl {       /* what RTS, CTS and REVOKE records carry */
     uint64_t len, sid;
@@ -4764,13 +4781,40 @@ static void spmd__lane_accept(spmd__fab *f, spmd__lane *l, spmd__fab_op *op, siz
 
 /* A receive meets the first message (or announcement) of its peer and tag
    that came before it, if any: 1 when it took one. */
+static spmd__lane_msg *spmd__lane_msg_get(spmd__fab *f, size_t body) {
+    spmd__lane_msg *m = f->lspare;
+    if (body > SPMD__LANE_SPARE) {
+        m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + body);
+        if (m) m->spare = 0;
+        return m;
+    }
+    if (m) {
+        f->lspare = (spmd__lane_msg *)(void *)m->node.next;
+        f->nlspare--;
+        return m;
+    }
+    m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + SPMD__LANE_SPARE);
+    if (m) m->spare = 1;
+    return m;
+}
+
+static void spmd__lane_msg_put(spmd__fab *f, spmd__lane_msg *m) {
+    if (!m->spare || f->nlspare >= SPMD__LANE_NSPARE) {
+        spmd__free(&f->alloc, m);
+        return;
+    }
+    m->node.next = f->lspare ? &f->lspare->node : NULL;
+    f->lspare = m;
+    f->nlspare++;
+}
+
 static int spmd__lane_take_unex(spmd__fab *f, spmd__lane *l, spmd__fab_op *op) {
     spmd__lane_node *n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL);
     spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
     if (!n) return 0;
     if (m->sid) spmd__lane_accept(f, l, op, m->len, m->sid);
     else spmd__lane_deliver(f, op, m + 1, m->len);
-    spmd__free(&f->alloc, m);
+    spmd__lane_msg_put(f, m);
     return 1;
 }
 
@@ -4812,7 +4856,7 @@ static void spmd__lane_revoked(spmd__fab *f, spmd__lane *l, uint64_t tag, uint64
         spmd__lane_msg *m = (spmd__lane_msg *)(void *)c;
         if (c->peer != l->peer || c->tag != tag || m->sid != sid) continue;
         spmd__lane_tab_take(&f->lunex, l->peer, tag, c);
-        spmd__free(&f->alloc, m);
+        spmd__lane_msg_put(f, m);
         return;
     }
 }
@@ -4876,7 +4920,7 @@ static void spmd__lane_drain(spmd__fab *f, spmd__lane *l) {
             else spmd__lane_deliver(f, SPMD__LANE_OP(n), r + 1, len);
         } else {
             size_t body = magic == SPMD__LANE_RTS ? 0 : len;
-            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + body);
+            spmd__lane_msg *m = spmd__lane_msg_get(f, body);
             if (!m) break; /* out of memory: leave it in the ring for now */
             m->node.peer = l->peer;
             m->node.tag = tag;
@@ -5372,6 +5416,11 @@ static void spmd__lane_close(spmd__fab *f) {
             nx = n->next;
             spmd__free(&f->alloc, n);
         }
+    }
+    while (f->lspare) {
+        spmd__lane_msg *m = f->lspare;
+        f->lspare = (spmd__lane_msg *)(void *)m->node.next;
+        spmd__free(&f->alloc, m);
     }
 #if SPMD__HAS_LANE
     for (k = 0; k < f->nlanes; k++) munmap(f->lanes[k].map, f->lanes[k].map_size);
@@ -6133,6 +6182,14 @@ typedef struct spmd__xrec {
     unsigned char **pdst;     /* G: where that receive writes: the stage, or a local member's output */
 } spmd__xrec;
 
+/* The quick exchange's (see spmd__xq_post), one per group, made on first use. */
+typedef struct spmd__xq {
+    size_t hb;                /* bytes per header buffer, as the general exchange's */
+    spmd__fab_op *rop;        /* G: member k's header (this member's unused) */
+    spmd__fab_op *sop;        /* nrp: this member's header to each other process */
+    unsigned char *hbuf;      /* G * hb: the headers, this member's at [me] */
+} spmd__xq;
+
 /* Transport ops of an exchange record: rop, sop and aop above. */
 static size_t spmd__x_nops(const spmd__group *g) {
     return 3 * (size_t)g->G + 3 * (size_t)g->nloc * (size_t)g->nrp + 4 * (size_t)g->nrp;
@@ -6517,6 +6574,19 @@ static const char *spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t le
     return buf;
 }
 
+/* r's member's short header at h (SPMD__X_SHDR bytes), for len bytes of data. */
+static void spmd__x_short(void *h, const spmd_req *r, int inl, size_t len) {
+    spmd__xshort *sh = (spmd__xshort *)h;
+    memset(sh, 0, SPMD__X_SHDR);
+    sh->magic = SPMD__X_MAGIC_SHORT;
+    sh->member = (uint16_t)r->gr->me;
+    sh->has_inline = (uint16_t)inl;
+    sh->ghash = (uint32_t)r->gr->g->xhash;
+    sh->gseq = (uint32_t)r->gseq;
+    sh->data_len = (uint32_t)len;
+    sh->sig = r->sig;
+}
+
 /* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
 static spmd_status spmd__x_post(spmd_req *r) {
     spmd_dev *d = r->dev;
@@ -6578,15 +6648,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         inl = len <= x->inl;
     }
     if (r->sig.algo == SPMD__ALG_BRUCK || (!m->check && len <= UINT32_MAX && G <= 65535)) {
-        spmd__xshort *sh = (spmd__xshort *)(void *)hb;
-        memset(sh, 0, SPMD__X_SHDR);
-        sh->magic = SPMD__X_MAGIC_SHORT;
-        sh->member = (uint16_t)me;
-        sh->has_inline = (uint16_t)inl;
-        sh->ghash = (uint32_t)g->xhash;
-        sh->gseq = (uint32_t)r->gseq;
-        sh->data_len = (uint32_t)len;
-        sh->sig = r->sig;
+        spmd__x_short(hb, r, inl, len);
         hsize = SPMD__X_SHDR;
     } else {
         h = (spmd__xhdr *)(void *)hb;
@@ -6888,6 +6950,11 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
     int i, me = r->gr->me;
+    if (r->xq && g->xq) { /* its receives and the sends still waiting for room in a ring */
+        for (i = 0; i < g->G; i++)
+            if (i != me) spmd__fab_cancel(m->fab, &g->xq->rop[i], s, "the operation failed");
+        for (i = 0; i < g->nrp; i++) spmd__fab_cancel(m->fab, &g->xq->sop[i], s, "the operation failed");
+    }
     if (x) {
         size_t li = (size_t)g->lidx[me];
         for (i = 0; i < 3 * g->nrp; i++) {
@@ -7051,6 +7118,139 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
     }
 }
 
+/* ---- the quick exchange ----
+   A blocking psum or barrier of at most the inline size (spmd__quick)
+   whose group has one member in this process and reaches every other
+   process through the shared-memory lane. The general exchange keeps a
+   record per operation for the local members to share, takes the
+   exchange lock three times and the transport's once per post and poll,
+   and reduces through the general kernel loop: ~3,200 instructions for an
+   8-byte psum of two processes (callgrind), most of its latency when cache
+   lines move fast. Here the member posts its header receives and sends
+   from the group's own ops (the same messages and tags, so each process
+   may take either path), waits on those receives alone and calls the
+   kernel once over the inline inputs, in member order as everywhere. It
+   is taken only when nothing else of the device or group is in flight
+   (no other request, no exchange record listed); once posted, a failure
+   ends it as the general path's do (spmd__x_fail, spmd__x_give_up). */
+/* Does r's call fit the quick exchange (the caller saw it is the device's only request)? */
+static int spmd__xq_fits(const spmd_req *r) {
+    const spmd__fab *f = r->dev->mesh->fab;
+    const spmd__group *g = r->gr->g;
+    int i;
+    if (r->dev->mesh->no_xq || !f->nlanes || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive) return 0;
+    for (i = 0; i < g->nrp; i++)
+        if (f->lane_of[g->rprocs[i]] < 0) return 0;
+    return 1;
+}
+
+/* Post r's header receives and sends (the group's ops made on first use). */
+static spmd_status spmd__xq_post(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xq *q = g->xq;
+    int G = g->G, me = r->gr->me, k;
+    unsigned char *h;
+    spmd_status st;
+    if (!q) {
+        size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof *q + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+        size_t nops = (size_t)G + (size_t)g->nrp;
+        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb);
+        if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
+        q = (spmd__xq *)(void *)blk;
+        q->hb = hb;
+        q->rop = (spmd__fab_op *)(void *)(blk + at);
+        q->sop = q->rop + G;
+        q->hbuf = (unsigned char *)(q->sop + g->nrp);
+        g->xq = q;
+    }
+    h = q->hbuf + (size_t)me * q->hb;
+    spmd__x_short(h, r, 1, r->in_bytes);
+    if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
+    for (k = 0; k < G; k++) {
+        if (k == me) continue;
+        st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k),
+                                      q->hbuf + (size_t)k * q->hb, q->hb, UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
+    }
+    for (k = 0; k < g->nrp; k++) {
+        st = spmd__fab_post_send(f, &q->sop[k], g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), h,
+                                 SPMD__X_SHDR + r->in_bytes, UINT64_MAX);
+        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
+                                             r->gr->text, g->rprocs[k], f->err);
+    }
+    return SPMD_OK;
+}
+
+/* Every header here: check them (as spmd__x_scan does) and compute the output. */
+static spmd_status spmd__xq_compute(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__group *g = r->gr->g;
+    spmd__xq *q = g->xq;
+    const void **ins = d->ptrs;
+    int k, me = r->gr->me;
+    char who[64];
+    for (k = 0; k < g->G; k++) {
+        unsigned char *h = q->hbuf + (size_t)k * q->hb;
+        spmd__xview v;
+        const char *bad;
+        spmd_status st;
+        if (k == me) {
+            ins[k] = h + SPMD__X_SHDR; /* the copy in the header: recv may be send */
+            continue;
+        }
+        if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
+            return spmd__x_bad(r, k, bad, q->rop[k].received);
+        if ((st = spmd__x_vet(r, k, &v)) != SPMD_OK) return st;
+        if (!v.has_inline || v.data_len != r->in_bytes)
+            return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends %llu bytes apart from its header where "
+                              "this device expects %zu in it", spmd__x_what(r), r->gr->text,
+                              spmd__x_who(d->mesh, g->members[k], who, sizeof who), (unsigned long long)v.data_len,
+                              r->in_bytes);
+        ins[k] = v.data;
+    }
+    if (r->kern && r->count) r->kern(r->recv, ins, g->G, r->count);
+    return SPMD_OK;
+}
+
+static void spmd__xq_progress(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__fab *f = d->mesh->fab;
+    spmd__group *g = r->gr->g;
+    int k, me = r->gr->me;
+    spmd_status st;
+    char who[64];
+    if (r->state == SPMD__R_DONE) return;
+    if (r->state == SPMD__R_POST) {
+        if ((st = spmd__xq_post(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
+        r->state = SPMD__R_ARRIVE;
+    }
+    spmd__fab_progress(f);
+    if (r->state == SPMD__R_ARRIVE) {
+        for (k = 0; k < g->G; k++) {
+            spmd__fab_op *op = &g->xq->rop[k];
+            if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+            if (st == SPMD_ERR_BUSY) return;
+            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r), r->gr->text,
+                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), op->err));
+            return;
+        }
+        if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
+        r->state = SPMD__R_DRAIN;
+    }
+    for (k = 0; k < g->nrp; k++) { /* done at once, unless a ring was full */
+        spmd__fab_op *op = &g->xq->sop[k];
+        if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+        if (st == SPMD_ERR_BUSY) return;
+        spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
+                                   g->rprocs[k], op->err));
+        return;
+    }
+    spmd__finish(r, SPMD_OK);
+}
+
 static void spmd__x_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -7178,17 +7378,19 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if (x && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
+    if ((x || (r->xq && g->xq)) && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
         pthread_mutex_lock(&m->xlock);
-        if (bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
+        if (x && bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
                      x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
         for (k = 0; k < g->G; k++) {
-            if (x->have[k] == 2 || (bruck && g->lidx[k] < 0)) continue;
+            int have = x ? x->have[k]
+                       : k == r->gr->me || SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
+            if (have == 2 || (bruck && g->lidx[k] < 0)) continue;
             missing++;
             if (shown < 8 && at < sizeof who) {
                 int w = snprintf(who + at, sizeof who - at, "%s%d (process %d%s)", shown ? ", " : "",
-                                 g->members[k], m->proc_of[g->members[k]], x->have[k] ? ", data" : "");
+                                 g->members[k], m->proc_of[g->members[k]], have ? ", data" : "");
                 if (w > 0) at += (size_t)w;
                 shown++;
             }
@@ -7196,11 +7398,13 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
     }
-    if (x && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
+    if ((x || (r->xq && g->xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
-        int n = bruck ? x->bsteps : 3 * g->nrp;
+        int n = !x ? g->nrp : bruck ? x->bsteps : 3 * g->nrp;
         for (k = 0; k < n && at < sizeof who; k++) {
-            spmd__fab_op *op = bruck ? &x->aop[2 * k + 1] : &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
+            spmd__fab_op *op = !x     ? &g->xq->sop[k]
+                               : bruck ? &x->aop[2 * k + 1]
+                                       : &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
             int w = 0;
             pthread_mutex_lock(&m->fab->lock);
             if (op->state == SPMD__FOP_ACTIVE)
@@ -7559,6 +7763,8 @@ static void spmd__fabric_progress(spmd_req *r) {
         spmd__thread_progress(r);
     } else if (r->p2p) {
         spmd__xp_progress(r);
+    } else if (r->xq) {
+        spmd__xq_progress(r);
     } else {
         spmd__x_progress(r);
     }
@@ -7738,6 +7944,14 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 }
                 if (pass) g->xfree = NULL; else g->xlive = NULL;
                 g->xnlive = 0;
+            }
+            if (g->xq) { /* lane ops only: nothing at the provider */
+                int i;
+                for (i = 0; i < g->G + g->nrp; i++)
+                    if (!spmd__fab_op_idle(&g->xq->rop[i]))
+                        spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed");
+                spmd__free(&m->alloc, g->xq);
+                g->xq = NULL;
             }
             if (g->xchan) {
                 spmd__xchan *c = g->xchan;
@@ -8674,6 +8888,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
     }
     r = &d->quick;
+    r->xq = 0;
     spmd__req_link(d, r);
     r->gr = gr;
     r->state = SPMD__R_POST;
@@ -8700,6 +8915,9 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
+#if SPMD__HAS_LIBFABRIC
+    r->xq = span && d->head == r && !r->next && spmd__xq_fits(r);
+#endif
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
@@ -10559,6 +10777,8 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
         else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
         else if (a && *a && strcmp(a, "default") != 0)
             spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
+        a = getenv("SPMD_QUICK_EXCHANGE");
+        m->no_xq = a && strcmp(a, "0") == 0;
     }
     m->backend = desc->backend == SPMD_BACKEND_LIBFABRIC ? SPMD_BACKEND_LIBFABRIC : SPMD_BACKEND_THREADS;
 #if SPMD__HAS_LIBFABRIC

@@ -49,6 +49,14 @@
                 failed), SPMD_ERR_BROKEN or SPMD_ERR_TIMEOUT
                 (SPMD_TIMEOUT_MS=1500) within 6 s; nothing is written out of
                 bounds;
+     count, absent and kill once more with XF_QUICK=1: a mesh (2, 2) of
+                axes "x" and "y", the collectives over "x" (groups {0, 2}
+                and {1, 3}: one device per process, so small psums take
+                the quick exchange, spmd__xq_post, from an axes' second
+                call on: count calls one matching psum first), kill with
+                psums of 16 elements: the same statuses, absent naming each device's
+                partner (2 or 3, process 1), or for the device whose
+                timeout comes second the mesh broken by the first;
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -67,7 +75,8 @@
 
 typedef struct child {
     const char *mode;
-    int proc, nprocs, bruck;
+    const char *ax;           /* the axis of the collectives: "i", or "x" with XF_QUICK=1 */
+    int proc, nprocs, bruck, quick;
     spmd_status st[4];
     char msg[4][512];
     double took[4];
@@ -88,7 +97,7 @@ static void dev_main(spmd_dev *d, void *arg) {
                 raise(SIGKILL);
             }
             t0 = p_now();
-            s = spmd_psum(d, a, b, n, SPMD_F32, "i", NULL);
+            s = spmd_psum(d, a, b, c->quick ? 16 : n, SPMD_F32, c->ax, NULL);
         }
     } else if (strcmp(c->mode, "mismatch") == 0) {
         if (c->proc == 0) {
@@ -100,7 +109,9 @@ static void dev_main(spmd_dev *d, void *arg) {
     } else if (strcmp(c->mode, "localmix") == 0) {
         s = spmd_psum(d, a, b, id % 2 ? 5 : 16, SPMD_F32, "i", NULL);
     } else if (strcmp(c->mode, "count") == 0) {
-        s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, "i", NULL);
+        /* (a blocking psum takes the quick exchange from its axes' second call on) */
+        if (c->quick) s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL);
+        if (s == SPMD_OK) s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, c->ax, NULL);
     } else if (strcmp(c->mode, "runahead") == 0) {
         int32_t v[8], w[8], j;
         if (c->proc == 1) usleep(300000);
@@ -127,10 +138,10 @@ static void dev_main(spmd_dev *d, void *arg) {
         o.timeout_ms = c->proc == 0 ? 300 : 20000;
         s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
     } else if (strcmp(c->mode, "absent") == 0) {
-        s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL);
+        s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL);
         if (s == SPMD_OK && c->proc == 0) {
             t0 = p_now();
-            s = spmd_psum(d, a, b, 16, SPMD_F32, "i", NULL); /* process 1 never calls this one */
+            s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL); /* process 1 never calls this one */
         }
     }
     c->st[id] = s;
@@ -150,9 +161,13 @@ static int child_main(const char *mode) {
     double t0 = p_now();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
-    desc.ndim = 1;
-    desc.shape[0] = 4;
-    desc.axis_names[0] = "i";
+    c.quick = getenv("XF_QUICK") && strcmp(getenv("XF_QUICK"), "1") == 0;
+    c.ax = c.quick ? "x" : "i";
+    desc.ndim = c.quick ? 2 : 1;
+    desc.shape[0] = c.quick ? 2 : 4;
+    desc.shape[1] = 2;
+    desc.axis_names[0] = c.quick ? "x" : "i";
+    desc.axis_names[1] = "y";
     desc.check = strcmp(mode, "mismatch") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
     desc.log_level = SPMD_LOG_OFF;
     s = spmd_mesh_create(&desc, &m);
@@ -176,7 +191,10 @@ static int child_main(const char *mode) {
     (void)spmd_run(m, dev_main, &c);
     for (i = 0; i < 4; i++) {
         int ok = 1;
+        char over[32], partner[32];
         if (!spmd_device_is_local(m, i)) continue;
+        snprintf(over, sizeof over, "over '%s' but", c.ax);
+        snprintf(partner, sizeof partner, "%d (process 1", c.quick ? i + 2 : 2); /* the first not heard from */
         printf("device %d: %s after %.2f s: %s\n", i, spmd_status_name(c.st[i]), c.took[i], c.msg[i]);
         if (strcmp(mode, "kill") == 0) {
             char victim[32];
@@ -188,11 +206,12 @@ static int child_main(const char *mode) {
                  strstr(c.msg[i], "all_gather");
         else if (strcmp(mode, "count") == 0)
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "x 5") &&
-                 strstr(c.msg[i], "x 7") && strstr(c.msg[i], "over 'i' but");
+                 strstr(c.msg[i], "x 7") && strstr(c.msg[i], over);
         else if (strcmp(mode, "absent") == 0)
             ok = c.proc == 1 ? c.st[i] == SPMD_OK
                              : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 &&
-                                   strstr(c.msg[i], c.bruck ? "process 1's part of step 1 of 1" : "2 (process 1");
+                                   (strstr(c.msg[i], c.bruck ? "process 1's part of step 1 of 1" : partner) ||
+                                    (c.quick && strstr(c.msg[i], "abandoned: mesh broken by device")));
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
         else if (strcmp(mode, "announce") == 0)
@@ -224,17 +243,18 @@ static void run_pair(const char *mode, const char *envs) {
     char tag[64];
     double t0 = p_now();
     int rc;
-    snprintf(tag, sizeof tag, "xfault-%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "");
+    snprintf(tag, sizeof tag, "xfault-%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
+             strstr(envs, "XF_QUICK") ? "-quick" : "");
     rc = p_spmdrun(tag, 2, "--provider tcp", mode, envs);
     T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
     if (rc != 0) p_show(tag, "log");
 }
 
 /* The last of n processes killed: spmdrun would stop the survivors, so
-   start them here (algo: SPMD_ALGO's value, or "default"). */
-static void run_kill(const char *algo, int n) {
+   start them here (algo: SPMD_ALGO's value, or "default"; quick: XF_QUICK=1). */
+static void run_kill(const char *algo, int n, int quick) {
     char coord[64], a[32], np[32], id[4][32], tag[4][48];
-    const char *env[4][7];
+    const char *env[4][8];
     double t0 = p_now();
     pid_t pid[4];
     int i, rc[4];
@@ -243,14 +263,15 @@ static void run_kill(const char *algo, int n) {
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
     for (i = 0; i < n; i++) {
         snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
-        snprintf(tag[i], sizeof tag[i], "xfault-kill-%s-p%d", algo, i);
+        snprintf(tag[i], sizeof tag[i], "xfault-kill-%s%s-p%d", algo, quick ? "-quick" : "", i);
         env[i][0] = np;
         env[i][1] = id[i];
         env[i][2] = coord;
         env[i][3] = "SPMD_JOB_KEY=xf";
         env[i][4] = "SPMD_PROVIDER=tcp";
         env[i][5] = a;
-        env[i][6] = NULL;
+        env[i][6] = quick ? "XF_QUICK=1" : NULL;
+        env[i][7] = NULL;
         pid[i] = p_spawn(tag[i], "kill", env[i]);
     }
     for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
@@ -291,13 +312,16 @@ int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
     signal(SIGPIPE, SIG_IGN);
-    run_kill("default", 2);
-    run_kill("bruck", 4);
+    run_kill("default", 2, 0);
+    run_kill("bruck", 4, 0);
+    run_kill("default", 2, 1);
     run_pair("mismatch", "");
     run_pair("count", "");
     run_pair("count", "SPMD_ALGO=bruck");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    run_pair("count", "XF_QUICK=1");
+    run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
     run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("announce", "");
     run_pair("runahead", "");
