@@ -41,6 +41,12 @@ $(BUILD)/bench-fabric: bench/bench.c bench/bench_common.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
+# The floor under a small collective between two processes: one cache line
+# exchanged through shared memory (bench/cacheline.c).
+$(BUILD)/cacheline: bench/cacheline.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(BASE) $(WARN) $< -o $@
+
 # The conformance tests include the header for its declarations only
 # (-DSPMD_TEST_LINKED_IMPL) and link its implementation, compiled once per
 # flavour from tests/impl.c: that compile is most of the suite's build time.

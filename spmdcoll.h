@@ -76,7 +76,7 @@
                        receive is posted); small: only those of at most
                        8 KiB (also the case with SPMD_FABRIC_STRICT=1)
      SPMD_QUICK_EXCHANGE   0: meshes made from then on send small blocking
-                       psums and barriers between processes through the
+                       reductions and barriers between processes through the
                        general exchange even where the quick one fits
                        (for comparisons; the default is 1)
 
@@ -1274,6 +1274,7 @@ struct spmd_dev {
     pthread_mutex_t mbox;  /* sends addressed to this device, in order */
     spmd_req *mhead, *mtail;
     spmd_req quick;        /* the request of a blocking call on the quick path */
+    uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     char err[512];
@@ -4779,8 +4780,7 @@ static void spmd__lane_accept(spmd__fab *f, spmd__lane *l, spmd__fab_op *op, siz
     spmd__lane_ctl_send(f, l, SPMD__LANE_CTS, 0, len, sid, 0);
 }
 
-/* A receive meets the first message (or announcement) of its peer and tag
-   that came before it, if any: 1 when it took one. */
+/* A block for an unexpected message of body bytes: a kept one when it is small. */
 static spmd__lane_msg *spmd__lane_msg_get(spmd__fab *f, size_t body) {
     spmd__lane_msg *m = f->lspare;
     if (body > SPMD__LANE_SPARE) {
@@ -4798,6 +4798,7 @@ static spmd__lane_msg *spmd__lane_msg_get(spmd__fab *f, size_t body) {
     return m;
 }
 
+/* The block of a message taken: kept for the next small one, or freed. */
 static void spmd__lane_msg_put(spmd__fab *f, spmd__lane_msg *m) {
     if (!m->spare || f->nlspare >= SPMD__LANE_NSPARE) {
         spmd__free(&f->alloc, m);
@@ -4808,6 +4809,8 @@ static void spmd__lane_msg_put(spmd__fab *f, spmd__lane_msg *m) {
     f->nlspare++;
 }
 
+/* A receive meets the first message (or announcement) of its peer and tag
+   that came before it, if any: 1 when it took one. */
 static int spmd__lane_take_unex(spmd__fab *f, spmd__lane *l, spmd__fab_op *op) {
     spmd__lane_node *n = spmd__lane_tab_take(&f->lunex, op->peer, op->tag, NULL);
     spmd__lane_msg *m = (spmd__lane_msg *)(void *)n;
@@ -5601,8 +5604,12 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
                                 : spmd__boot_lost(f->boot, sg->op->peer) || spmd__fab_conn_lost(e.err)
                                     ? SPMD_ERR_PEER_LOST
                                     : SPMD_ERR_SYSTEM;
-                snprintf(why, sizeof why, "%s%s (provider: %s)", fi_strerror(e.err),
-                         e.err == FI_ETRUNC ? ": the sender posted more bytes" : "", pbuf);
+                if (s == SPMD_ERR_PEER_LOST) /* named as the lost-peer check names it */
+                    snprintf(why, sizeof why, "process %d lost (%s; provider: %s)", sg->op->peer, fi_strerror(e.err),
+                             pbuf);
+                else
+                    snprintf(why, sizeof why, "%s%s (provider: %s)", fi_strerror(e.err),
+                             e.err == FI_ETRUNC ? ": the sender posted more bytes" : "", pbuf);
                 spmd__fab_seg_done(f, sg, 0, s, why);
             }
             continue;
@@ -7119,32 +7126,47 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
 }
 
 /* ---- the quick exchange ----
-   A blocking psum or barrier of at most the inline size (spmd__quick)
-   whose group has one member in this process and reaches every other
-   process through the shared-memory lane. The general exchange keeps a
-   record per operation for the local members to share, takes the
-   exchange lock three times and the transport's once per post and poll,
-   and reduces through the general kernel loop: ~3,200 instructions for an
-   8-byte psum of two processes (callgrind), most of its latency when cache
-   lines move fast. Here the member posts its header receives and sends
-   from the group's own ops (the same messages and tags, so each process
-   may take either path), waits on those receives alone and calls the
-   kernel once over the inline inputs, in member order as everywhere. It
-   is taken only when nothing else of the device or group is in flight
-   (no other request, no exchange record listed); once posted, a failure
-   ends it as the general path's do (spmd__x_fail, spmd__x_give_up). */
-/* Does r's call fit the quick exchange (the caller saw it is the device's only request)? */
-static int spmd__xq_fits(const spmd_req *r) {
-    const spmd__fab *f = r->dev->mesh->fab;
-    const spmd__group *g = r->gr->g;
-    int i;
-    if (r->dev->mesh->no_xq || !f->nlanes || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive) return 0;
-    for (i = 0; i < g->nrp; i++)
-        if (f->lane_of[g->rprocs[i]] < 0) return 0;
+   A blocking reduction (psum, pmax, pmean...; not argmax/argmin) or
+   barrier of at most the inline size (spmd__quick) whose group has one
+   member in this process. The general exchange keeps a record per
+   operation for the local members to share, takes the exchange lock three
+   times and the transport's once per post and poll, and reduces through
+   the general kernel loop: 3,230 instructions for an 8-byte psum of two
+   processes over the shared-memory lane (callgrind), most of its latency
+   when cache lines move fast. Here the member posts its header receives
+   and sends from the group's own ops (the same messages and tags, so each
+   process may take either path), waits on those receives alone and calls
+   the kernel once over the inline inputs, in member order as everywhere:
+   1,915 instructions. It is taken only when nothing else of the device or
+   group is in flight (no other request, no exchange record listed); once
+   posted, a failure ends it as the general path's do (spmd__x_fail,
+   spmd__x_give_up). */
+/* Does r's call fit the quick exchange (the caller saw it is the device's
+   only request)? The group's ops and headers are made on its first call;
+   without memory for them the call goes the general way. */
+static int spmd__xq_ready(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    if (m->no_xq || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive) return 0;
+    if (!g->xq) {
+        size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+        size_t nops = (size_t)g->G + (size_t)g->nrp;
+        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)g->G * hb);
+        spmd__xq *q = (spmd__xq *)(void *)blk;
+        if (!blk) return 0;
+        q->hb = hb;
+        q->rop = (spmd__fab_op *)(void *)(blk + at);
+        q->sop = q->rop + g->G;
+        q->hbuf = (unsigned char *)(q->sop + g->nrp);
+        spmd__fab_mr_own(f, q->hbuf, (size_t)g->G * hb);
+        g->xq = q;
+    }
+    r->dev->xq_calls++;
     return 1;
 }
 
-/* Post r's header receives and sends (the group's ops made on first use). */
+/* Post r's header receives and sends. */
 static spmd_status spmd__xq_post(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -7154,18 +7176,6 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     int G = g->G, me = r->gr->me, k;
     unsigned char *h;
     spmd_status st;
-    if (!q) {
-        size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof *q + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
-        size_t nops = (size_t)G + (size_t)g->nrp;
-        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb);
-        if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
-        q = (spmd__xq *)(void *)blk;
-        q->hb = hb;
-        q->rop = (spmd__fab_op *)(void *)(blk + at);
-        q->sop = q->rop + G;
-        q->hbuf = (unsigned char *)(q->sop + g->nrp);
-        g->xq = q;
-    }
     h = q->hbuf + (size_t)me * q->hb;
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
@@ -7204,11 +7214,12 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
             return spmd__x_bad(r, k, bad, q->rop[k].received);
         if ((st = spmd__x_vet(r, k, &v)) != SPMD_OK) return st;
-        if (!v.has_inline || v.data_len != r->in_bytes)
-            return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends %llu bytes apart from its header where "
-                              "this device expects %zu in it", spmd__x_what(r), r->gr->text,
+        if (!v.has_inline || v.data_len != r->in_bytes) /* (equal signatures: the processes' inline sizes differ) */
+            return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends its %llu bytes %s where this device "
+                              "expects %zu in its header (do the processes run with the same SPMD_FABRIC_STRICT, "
+                              "SPMD_SHM_LANE and provider?)", spmd__x_what(r), r->gr->text,
                               spmd__x_who(d->mesh, g->members[k], who, sizeof who), (unsigned long long)v.data_len,
-                              r->in_bytes);
+                              v.has_inline ? "in its header" : "apart from its header", r->in_bytes);
         ins[k] = v.data;
     }
     if (r->kern && r->count) r->kern(r->recv, ins, g->G, r->count);
@@ -7945,12 +7956,16 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 if (pass) g->xfree = NULL; else g->xlive = NULL;
                 g->xnlive = 0;
             }
-            if (g->xq) { /* lane ops only: nothing at the provider */
-                int i;
+            if (g->xq) {
+                int i, held = 0;
                 for (i = 0; i < g->G + g->nrp; i++)
-                    if (!spmd__fab_op_idle(&g->xq->rop[i]))
-                        spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed");
-                spmd__free(&m->alloc, g->xq);
+                    if (!spmd__fab_op_idle(&g->xq->rop[i]) &&
+                        spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                        held = 1;
+                spmd__fab_mr_forget(m->fab, g->xq->hbuf, (size_t)g->G * g->xq->hb);
+                if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
+                                    "operation; they stay allocated");
+                else spmd__free(&m->alloc, g->xq);
                 g->xq = NULL;
             }
             if (g->xchan) {
@@ -8916,7 +8931,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
 #if SPMD__HAS_LIBFABRIC
-    r->xq = span && d->head == r && !r->next && spmd__xq_fits(r);
+    r->xq = span && d->head == r && !r->next && spmd__xq_ready(r);
 #endif
     r->gseq = gr->my->next++;
     r->global = d->global++;

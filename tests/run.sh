@@ -189,7 +189,7 @@ run_fabric_tsan() {
 # exit with no failure counted, is one failure more.
 FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane tcp:4:nolane shm:2 shm:3 shm:4 shm:2:small tcp:2:strict
-    shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq"}
+    shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq tcp:3:nolane+mixq"}
 FABRIC_QUICK=${FABRIC_QUICK:-4}
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}

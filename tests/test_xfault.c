@@ -54,9 +54,12 @@
                 and {1, 3}: one device per process, so small psums take
                 the quick exchange, spmd__xq_post, from an axes' second
                 call on: count calls one matching psum first), kill with
-                psums of 16 elements: the same statuses, absent naming each device's
-                partner (2 or 3, process 1), or for the device whose
-                timeout comes second the mesh broken by the first;
+                psums of 16 elements; count and absent also with
+                SPMD_SHM_LANE=0 (the headers through tcp): the same
+                statuses, absent naming each device's partner (2 or 3,
+                process 1) or, for the device whose timeout comes second,
+                the mesh broken by the first; and the quick exchange was
+                taken (its calls are counted);
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -229,6 +232,15 @@ static int child_main(const char *mode) {
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
+    if (c.quick && !(strcmp(mode, "absent") == 0 && c.proc == 1)) { /* (its one psum is its axes' first call) */
+        uint64_t taken = 0;
+        for (i = 0; i < 4; i++)
+            if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
+        if (!taken) {
+            printf("no call of this process took the quick exchange\n");
+            bad++;
+        }
+    }
     if ((strcmp(mode, "mismatch") == 0 || strcmp(mode, "count") == 0 || strcmp(mode, "localmix") == 0) && !found) {
         printf("no device of this process got SPMD_ERR_MISMATCH\n");
         bad++;
@@ -243,8 +255,8 @@ static void run_pair(const char *mode, const char *envs) {
     char tag[64];
     double t0 = p_now();
     int rc;
-    snprintf(tag, sizeof tag, "xfault-%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
-             strstr(envs, "XF_QUICK") ? "-quick" : "");
+    snprintf(tag, sizeof tag, "xfault-%s%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
+             strstr(envs, "XF_QUICK") ? "-quick" : "", strstr(envs, "SHM_LANE=0") ? "-nolane" : "");
     rc = p_spmdrun(tag, 2, "--provider tcp", mode, envs);
     T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
     if (rc != 0) p_show(tag, "log");
@@ -322,6 +334,8 @@ int main(int argc, char **argv) {
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("count", "XF_QUICK=1");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
+    run_pair("count", "XF_QUICK=1 SPMD_SHM_LANE=0");
+    run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1 SPMD_SHM_LANE=0");
     run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("announce", "");
     run_pair("runahead", "");
