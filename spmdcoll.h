@@ -6600,7 +6600,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd_mesh *m = d->mesh;
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
-    int me = r->gr->me, li = g->lidx[me], G = g->G, i, ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
+    int me = r->gr->me, li = g->lidx[me], G = g->G, j, ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
     size_t len = r->in_bytes, hsize;
     const unsigned char *data = (const unsigned char *)r->send;
     unsigned char *hb;
@@ -6690,8 +6690,10 @@ static spmd_status spmd__x_post(spmd_req *r) {
     pthread_mutex_unlock(&m->xlock);
     r->xdata = data;
     if (r->sig.algo == SPMD__ALG_BRUCK) return SPMD_OK;
-    for (i = 0; i < g->nrp; i++) {
-        int p = g->rprocs[i];
+    for (j = 0; j < g->nrp; j++) {
+        /* in pairwise order: the next process after this one first, so that
+           the processes' large messages do not all start with the same one */
+        int i = (j + g->ppos) % g->nrp, p = g->rprocs[i];
         size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
         spmd__fab_op *op = &x->sop[3 * at];
         uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
