@@ -7219,7 +7219,7 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         if (!v.has_inline || v.data_len != r->in_bytes) /* (equal signatures: the processes' inline sizes differ) */
             return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends its %llu bytes %s where this device "
                               "expects %zu in its header (do the processes run with the same SPMD_FABRIC_STRICT, "
-                              "SPMD_SHM_LANE and provider?)", spmd__x_what(r), r->gr->text,
+                              "SPMD_FABRIC_CTS, SPMD_SHM_LANE and provider?)", spmd__x_what(r), r->gr->text,
                               spmd__x_who(d->mesh, g->members[k], who, sizeof who), (unsigned long long)v.data_len,
                               v.has_inline ? "in its header" : "apart from its header", r->in_bytes);
         ins[k] = v.data;
@@ -7253,7 +7253,7 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_DRAIN;
     }
-    for (k = 0; k < g->nrp; k++) { /* done at once, unless a ring was full */
+    for (k = 0; k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
         spmd__fab_op *op = &g->xq->sop[k];
         if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;

@@ -12,11 +12,13 @@
    usage: build/cacheline [-n EXCHANGES] [-r RUNS] [-c CPU0,CPU1] */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,11 +34,23 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Both sides spin: on one CPU each exchange would wait for the scheduler. */
 static void pin(int cpu) {
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(cpu, &s);
-    if (sched_setaffinity(0, sizeof s, &s) != 0) perror("cacheline: sched_setaffinity");
+    if (sched_setaffinity(0, sizeof s, &s) != 0) {
+        fprintf(stderr, "cacheline: cannot run on CPU %d (-c picks two allowed CPUs)\n", cpu);
+        _exit(1);
+    }
+}
+
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
 /* One side's n exchanges; out is ours, in the other's (separate lines). */
@@ -44,7 +58,7 @@ static void exchange(line *out, line *in, uint64_t base, long n) {
     for (long i = 1; i <= n; i++) {
         uint64_t want = base + (uint64_t)i;
         __atomic_store_n(&out->count, want, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&in->count, __ATOMIC_ACQUIRE) < want) __builtin_ia32_pause();
+        while (__atomic_load_n(&in->count, __ATOMIC_ACQUIRE) < want) relax();
     }
 }
 
@@ -64,7 +78,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cacheline: need n >= 1, runs >= 1 and two different CPUs (both spin)\n");
         return 2;
     }
-    /* lines 0 and 32 of a shared page: never one line, nor neighbours */
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || cpu[0] < 0 || cpu[1] < 0 || cpu[0] >= CPU_SETSIZE ||
+        cpu[1] >= CPU_SETSIZE || !CPU_ISSET(cpu[0], &allowed) || !CPU_ISSET(cpu[1], &allowed)) {
+        fprintf(stderr, "cacheline: CPUs %d and %d are not both allowed here (-c picks two)\n", cpu[0], cpu[1]);
+        return 2;
+    }
+        /* lines 0 and 32 of a shared page: never one line, nor neighbours */
     line *box = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (box == MAP_FAILED) {
         perror("cacheline: mmap");
@@ -76,6 +96,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int me = child == 0;
+    if (me) prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left spinning if the parent dies */
     pin(cpu[me]);
     line *out = &box[me ? 32 : 0], *in = &box[me ? 0 : 32];
     if (!me) printf("# cacheline: %ld exchanges of one cache line per run, CPUs %d and %d\n", n, cpu[0], cpu[1]);

@@ -177,7 +177,7 @@ run_fabric_tsan() {
 # SPMD_ALGO=bruck: every collective but ppermute and ragged_all_to_all
 # through the Bruck exchange, which small operations take by default from
 # 8 processes on; mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
-# their small blocking psums and barriers take the general exchange while
+# their small blocking reductions and barriers take the general exchange while
 # the even ones take the quick one, and the two must agree),
 # configurations outer, tests inner. Meshes of 4 and more devices under two
 # processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK
