@@ -4147,7 +4147,8 @@ static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, 
 /* ---- registration cache ----
    Entries are allocated one by one (ops point at them), looked up by
    containment, and the least recently used idle one is evicted once 256
-   exist; at most 4096 (then SPMD_ERR_BUSY: too many buffers in flight).
+   exist; at most 4096 (then SPMD_ERR_NOMEM: too many buffers in flight;
+   not SPMD_ERR_BUSY, which the engine takes for "try again later").
    Only our own buffers stay registered while idle: those announced by
    spmd__fab_mr_own when allocated, which spmd__fab_mr_forget drops before
    they are freed. A caller's buffer is registered for as long as ops use
@@ -4202,7 +4203,7 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     }
     if (victim < 0) {
         if (f->nmr >= 4096)
-            return spmd__fab_fail(f, SPMD_ERR_BUSY, "registration cache full: %d buffers in flight", f->nmr);
+            return spmd__fab_fail(f, SPMD_ERR_NOMEM, "registration cache full: %d buffers in flight", f->nmr);
         if (f->nmr == f->capmr) {
             int ncap = f->capmr ? f->capmr * 2 : 64;
             spmd__fab_mr **n = (spmd__fab_mr **)spmd__alloc(&f->alloc, (size_t)ncap * sizeof *n);
@@ -4354,10 +4355,12 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         if (rc != 0) {
             char what[160];
             spmd__fab_describe(op, what, sizeof what);
-            spmd__fab_op_fail(f, op,
-                              spmd__fab_conn_lost((int)-rc) || spmd__boot_lost(f->boot, op->peer) ? SPMD_ERR_PEER_LOST
-                                                                                                 : SPMD_ERR_SYSTEM,
-                              "%s: posting segment %u: %s", what, (unsigned)i, fi_strerror((int)-rc));
+            if (spmd__fab_conn_lost((int)-rc) || spmd__boot_lost(f->boot, op->peer)) /* named as everywhere */
+                spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: posting segment %u: process %d lost (%s)", what,
+                                  (unsigned)i, op->peer, fi_strerror((int)-rc));
+            else
+                spmd__fab_op_fail(f, op, SPMD_ERR_SYSTEM, "%s: posting segment %u: %s", what, (unsigned)i,
+                                  fi_strerror((int)-rc));
             return;
         }
         sg->busy = 1;
@@ -5478,8 +5481,8 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
     pthread_mutex_lock(&f->lock);
     if (spmd__boot_lost(f->boot, peer)) {
         pthread_mutex_unlock(&f->lock);
-        return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "%s process %d: that process is lost",
-                              kind == SPMD__FOP_SEND ? "send to" : "receive from", peer);
+        return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "process %d lost (it died or its host is unreachable): no %s it",
+                              peer, kind == SPMD__FOP_SEND ? "send to" : "receive from");
     }
     if (f->nlanes && f->lane_of[peer] >= 0 &&
         (len <= f->lane_max || f->bulk_cap || (op->upto && kind == SPMD__FOP_RECV))) {

@@ -587,6 +587,61 @@ static int child_lanekill(void) {
     return rc;
 }
 
+/* mode "mrfull" (strict, no lane): with 4096 of the caller's buffers in
+   flight the registration cache is full; the next post fails with
+   SPMD_ERR_NOMEM (not SPMD_ERR_BUSY, which the engine would take for "try
+   later" and retry), names the cause and leaves the op idle. Cancelling
+   the receives hands every registration back, after which a post works. */
+#define MRFULL_OPS 4096
+static int child_mrfull(void) {
+    spmd__fab *f;
+    spmd__fab_op *ops;
+    unsigned char *mem;
+    size_t stride = 8192;
+    spmd_status st;
+    int rc = open_fab(&f), i, live, bad = 0;
+    if (rc) return rc;
+    if (!f->need_mr || f->nlanes) {
+        printf("mrfull: needs SPMD_FABRIC_STRICT=1 and SPMD_SHM_LANE=0 (need_mr %d, lanes %d)\n", f->need_mr,
+               f->nlanes);
+        spmd__fab_close(f);
+        return 1;
+    }
+    ops = (spmd__fab_op *)calloc(MRFULL_OPS + 1, sizeof *ops);
+    mem = (unsigned char *)calloc(MRFULL_OPS + 1, stride); /* one buffer per 8 KiB: none contains another */
+    for (i = 0; i < MRFULL_OPS && !bad; i++) {
+        st = spmd__fab_post_recv(f, &ops[i], 1 - f->rank, SPMD__FAB_TAG(6, 1, i), mem + (size_t)i * stride, 64, 0);
+        if (st != SPMD_OK) { printf("post %d: %s %s\n", i, spmd_status_name(st), f->err); bad = 1; }
+    }
+    st = spmd__fab_post_recv(f, &ops[MRFULL_OPS], 1 - f->rank, SPMD__FAB_TAG(6, 2, 0),
+                             mem + (size_t)MRFULL_OPS * stride, 64, 0);
+    if (!bad && (st != SPMD_ERR_NOMEM || !strstr(f->err, "registration cache full") ||
+                 ops[MRFULL_OPS].state == SPMD__FOP_ACTIVE)) {
+        printf("post %d with the cache full: %s (%s), op state %d; want SPMD_ERR_NOMEM, idle\n", MRFULL_OPS,
+               spmd_status_name(st), f->err, (int)ops[MRFULL_OPS].state);
+        bad = 1;
+    }
+    for (i = 0; i < MRFULL_OPS; i++)
+        if (spmd__fab_cancel(f, &ops[i], SPMD_ERR_STATE, "mrfull test") != SPMD_OK) {
+            printf("cancel %d: the provider still holds it\n", i);
+            bad = 1;
+            break;
+        }
+    for (i = 0, live = 0; i < f->nmr; i++) live += f->mrs[i]->mr != NULL;
+    if (live) { printf("%d registrations left after cancelling every receive\n", live); bad = 1; }
+    memset(&ops[MRFULL_OPS], 0, sizeof ops[MRFULL_OPS]);
+    st = spmd__fab_post_recv(f, &ops[MRFULL_OPS], 1 - f->rank, SPMD__FAB_TAG(6, 3, 0), mem, 64, 0);
+    if (st != SPMD_OK) { printf("post after the cache emptied: %s %s\n", spmd_status_name(st), f->err); bad = 1; }
+    if (st == SPMD_OK) spmd__fab_cancel(f, &ops[MRFULL_OPS], SPMD_ERR_STATE, "mrfull test");
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
+    if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); bad = 1; }
+    printf("%s: registration cache full at %d buffers on %s\n", bad ? "FAILED" : "ok", MRFULL_OPS, f->prov);
+    spmd__fab_close(f);
+    free(ops);
+    free(mem);
+    return bad;
+}
+
 /* Segments of the lane whose process is gone (the name carries its pid). */
 static int stale_segments(void) {
     DIR *dir = opendir("/dev/shm");
@@ -685,6 +740,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "lane") == 0) return child_lane();
         if (strcmp(argv[2], "lanekill") == 0) return child_lanekill();
         if (strcmp(argv[2], "bulk") == 0) return child_bulk();
+        if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
         return 2;
@@ -708,6 +764,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-small-shm-2", 2, "--provider shm", "lane", "SPMD_SHM_LANE=small");
     run_mode("fabric-bulk-shm-2", 2, "--provider shm", "bulk", "");
     run_mode("fabric-bulk-tcp-2", 2, "--provider tcp", "bulk", "");
+    run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     test_lanekill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
