@@ -76,8 +76,8 @@
                        receive is posted); small: only those of at most
                        8 KiB (also the case with SPMD_FABRIC_STRICT=1)
      SPMD_QUICK_EXCHANGE   0: meshes made from then on send small blocking
-                       reductions and barriers between processes through the
-                       general exchange even where the quick one fits
+                       collectives between processes through the general
+                       exchange even where the quick one fits
                        (for comparisons; the default is 1)
 
    CONCEPTS
@@ -7131,20 +7131,22 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
 }
 
 /* ---- the quick exchange ----
-   A blocking reduction (psum, pmax, pmean...; not argmax/argmin) or
-   barrier of at most the inline size (spmd__quick) whose group has one
-   member in this process. The general exchange keeps a record per
-   operation for the local members to share, takes the exchange lock three
-   times and the transport's once per post and poll, and reduces through
-   the general kernel loop: 3,230 instructions for an 8-byte psum of two
-   processes over the shared-memory lane (callgrind), most of its latency
-   when cache lines move fast. Here the member posts its header receives
-   and sends from the group's own ops (the same messages and tags, so each
-   process may take either path), waits on those receives alone and calls
-   the kernel once over the inline inputs, in member order as everywhere:
-   1,915 instructions. It is taken only when nothing else of the device or
-   group is in flight (no other request, no exchange record listed); once
-   posted, a failure ends it as the general path's do (spmd__x_fail,
+   A blocking collective (from spmd__quick or spmd__coll_start; not
+   ragged_all_to_all, psend/precv or send/recv, not in check mode) whose
+   inputs all fit the header's inline bytes and whose group has one member
+   in this process. The general exchange keeps a record per operation for
+   the local members to share, takes the exchange lock three times and the
+   transport's once per post and poll, and computes through the general
+   loop: 3,230 instructions for an 8-byte psum of two processes over the
+   shared-memory lane (callgrind), most of its latency when cache lines
+   move fast. Here the member posts its header receives and sends from the
+   group's own ops (the same messages and tags, so each process may take
+   either path), waits on those receives alone (all of them, also for a
+   rooted operation) and computes its output from the inline inputs in
+   member order as everywhere (a reduction with one kernel call): 1,915
+   instructions. It is taken only when nothing else of the device or group
+   is in flight (no other request, no exchange record listed); once posted,
+   a failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
 /* Does r's call fit the quick exchange (the caller saw it is the device's
    only request)? The group's ops and headers are made on its first call;
@@ -7153,7 +7155,10 @@ static int spmd__xq_ready(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
-    if (m->no_xq || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive) return 0;
+    int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
+    if (m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive || r->two_phase ||
+        r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(f))
+        return 0;
     if (!g->xq) {
         size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         size_t nops = (size_t)g->G + (size_t)g->nrp;
@@ -7219,15 +7224,24 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
             return spmd__x_bad(r, k, bad, q->rop[k].received);
         if ((st = spmd__x_vet(r, k, &v)) != SPMD_OK) return st;
-        if (!v.has_inline || v.data_len != r->in_bytes) /* (equal signatures: the processes' inline sizes differ) */
+        if (!v.has_inline || v.data_len != (uint64_t)spmd__x_expect(r, k)) /* (equal signatures: the processes' inline sizes differ) */
             return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends its %llu bytes %s where this device "
-                              "expects %zu in its header (do the processes run with the same SPMD_FABRIC_STRICT, "
+                              "expects %lld in its header (do the processes run with the same SPMD_FABRIC_STRICT, "
                               "SPMD_FABRIC_CTS, SPMD_SHM_LANE and provider?)", spmd__x_what(r), r->gr->text,
                               spmd__x_who(d->mesh, g->members[k], who, sizeof who), (unsigned long long)v.data_len,
-                              v.has_inline ? "in its header" : "apart from its header", r->in_bytes);
+                              v.has_inline ? "in its header" : "apart from its header",
+                              (long long)spmd__x_expect(r, k));
         ins[k] = v.data;
     }
-    if (r->kern && r->count) r->kern(r->recv, ins, g->G, r->count);
+    if (r->sig.kind == SPMD__KIND_ALLREDUCE) {
+        if (r->count) r->kern(r->recv, ins, g->G, r->count);
+    } else if (r->sig.kind != SPMD__KIND_BARRIER) {
+        const void **cur = ins + 2 * g->G;
+        void **outs = (void **)(ins + g->G);
+        for (k = 0; k < g->G; k++) cur[k] = NULL; /* (no ragged offsets here) */
+        outs[me] = r->recv;
+        spmd__compute_own(r, g->G, me, ins, outs, cur, -1);
+    }
     return SPMD_OK;
 }
 
@@ -8812,6 +8826,9 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         /* members in other processes: the exchange path (libfabric) */
         r->x = 1;
         r->sig.algo = spmd__x_algo(r, algo);
+#if SPMD__HAS_LIBFABRIC
+        r->xq = !out && d->head == r && !r->next && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+#endif
         r->gseq = gr->my->next++;
         r->global = d->global++;
         r->state = SPMD__R_POST;

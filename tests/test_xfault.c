@@ -60,6 +60,14 @@
                 process 1) or, for the device whose timeout comes second,
                 the mesh broken by the first; and the quick exchange was
                 taken (its calls are counted);
+     kinds      XF_QUICK=1: one small blocking call of each kind over
+                "x" (allgather, alltoall, bcast from either member, gather,
+                scatter, reduce, scan, psum_scatter, pshuffle) on random
+                int32 data, each output (and the untouched outputs of
+                rooted operations off the root) compared with a reference
+                computed by loops over the members' inputs; every call took
+                the quick exchange (counted), or none with
+                SPMD_QUICK_EXCHANGE=0; also with SPMD_SHM_LANE=0;
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -79,11 +87,91 @@
 typedef struct child {
     const char *mode;
     const char *ax;           /* the axis of the collectives: "i", or "x" with XF_QUICK=1 */
-    int proc, nprocs, bruck, quick;
+    int proc, nprocs, bruck, quick, general; /* general: SPMD_QUICK_EXCHANGE=0 */
     spmd_status st[4];
     char msg[4][512];
     double took[4];
 } child;
+
+/* mode "kinds" (XF_QUICK=1): one small blocking call of each kind over
+   "x" (groups {y, 2 + y}: one device per process), on random int32 inputs
+   that every device can recompute for any member, each result compared
+   with a reference computed here by loops over the members' inputs. */
+#define KINDS_CALLS 10
+static int32_t kv(int dev, int call, int j) {
+    uint32_t h = (uint32_t)dev * 2654435761u ^ (uint32_t)call * 40503u ^ (uint32_t)j * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return (int32_t)(h % 2001u) - 1000;
+}
+
+static spmd_status kinds(spmd_dev *d, child *c) {
+    int id = spmd_device_id(d), me = id / 2, call, k, j, G = 2;
+    int32_t in[16], out[16], want[16];
+    int perm[2] = {1, 0};
+    spmd_status s = SPMD_OK;
+#define MEMBER(k) ((id % 2) + 2 * (k))
+    for (call = 0; call < KINDS_CALLS && s == SPMD_OK; call++) {
+        int n = 0, root = call % 2, nin = 3 * G;
+        spmd_array xa, oa;
+        for (j = 0; j < nin; j++) in[j] = kv(id, call, j);
+        for (j = 0; j < 16; j++) out[j] = want[j] = -7777;
+        switch (call) {
+        case 0: /* allgather, 3 each */
+            s = spmd_allgather(d, in, out, 3, SPMD_I32, c->ax, NULL);
+            for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, j);
+            break;
+        case 1: /* alltoall, blocks of 3 */
+            s = spmd_alltoall(d, in, out, 3, SPMD_I32, c->ax, NULL);
+            for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, me * 3 + j);
+            break;
+        case 2: case 3: /* bcast of 5 from either member */
+            s = spmd_bcast(d, in, out, 5, SPMD_I32, root, c->ax, NULL);
+            for (j = 0; j < 5; j++) want[n++] = kv(MEMBER(root), call, j);
+            break;
+        case 4: /* gather to 0 */
+            s = spmd_gather(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
+            if (me == root) for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, j);
+            break;
+        case 5: /* scatter from 1 */
+            s = spmd_scatter(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
+            for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(root), call, me * 3 + j);
+            break;
+        case 6: /* reduce (sum) to 0 */
+            s = spmd_reduce(d, in, out, 4, SPMD_I32, SPMD_OP_SUM, root, c->ax, NULL);
+            if (me == root)
+                for (j = 0; j < 4; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), call, j);
+            break;
+        case 7: /* inclusive scan (max) */
+            s = spmd_scan(d, in, out, 4, SPMD_I32, SPMD_OP_MAX, c->ax, NULL);
+            for (j = 0; j < 4; j++, n++)
+                for (want[n] = kv(MEMBER(0), call, j), k = 1; k <= me; k++)
+                    if (kv(MEMBER(k), call, j) > want[n]) want[n] = kv(MEMBER(k), call, j);
+            break;
+        case 8: /* psum_scatter, tiled: 2 of 4 */
+            xa = spmd_array_1d(in, SPMD_I32, 4);
+            oa = spmd_array_1d(out, SPMD_I32, 2);
+            s = spmd_psum_scatter(d, &xa, &oa, c->ax, 0, 1, NULL);
+            for (j = 0; j < 2; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), call, me * 2 + j);
+            break;
+        default: /* pshuffle: the other member's x */
+            xa = spmd_array_1d(in, SPMD_I32, 3);
+            oa = spmd_array_1d(out, SPMD_I32, 3);
+            s = spmd_pshuffle(d, &xa, &oa, c->ax, perm, NULL);
+            for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(perm[me]), call, j);
+            break;
+        }
+        for (j = 0; j < 16 && s == SPMD_OK; j++)
+            if (out[j] != want[j]) {
+                snprintf(c->msg[id], sizeof c->msg[id], "call %d: element %d is %d, want %d", call, j, (int)out[j],
+                         (int)want[j]);
+                s = SPMD_ERR_STATE; /* a wrong value */
+            }
+    }
+#undef MEMBER
+    return s;
+}
 
 static void dev_main(spmd_dev *d, void *arg) {
     child *c = (child *)arg;
@@ -140,6 +228,8 @@ static void dev_main(spmd_dev *d, void *arg) {
         memset(&o, 0, sizeof o);
         o.timeout_ms = c->proc == 0 ? 300 : 20000;
         s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
+    } else if (strcmp(c->mode, "kinds") == 0) {
+        s = kinds(d, c);
     } else if (strcmp(c->mode, "absent") == 0) {
         s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL);
         if (s == SPMD_OK && c->proc == 0) {
@@ -149,7 +239,7 @@ static void dev_main(spmd_dev *d, void *arg) {
     }
     c->st[id] = s;
     c->took[id] = p_now() - t0;
-    snprintf(c->msg[id], sizeof c->msg[id], "%s", spmd_last_error(d));
+    if (s != SPMD_ERR_STATE) snprintf(c->msg[id], sizeof c->msg[id], "%s", spmd_last_error(d));
     free(a);
     free(b);
 }
@@ -165,6 +255,7 @@ static int child_main(const char *mode) {
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
     c.quick = getenv("XF_QUICK") && strcmp(getenv("XF_QUICK"), "1") == 0;
+    c.general = getenv("SPMD_QUICK_EXCHANGE") && strcmp(getenv("SPMD_QUICK_EXCHANGE"), "0") == 0;
     c.ax = c.quick ? "x" : "i";
     desc.ndim = c.quick ? 2 : 1;
     desc.shape[0] = c.quick ? 2 : 4;
@@ -198,7 +289,8 @@ static int child_main(const char *mode) {
         if (!spmd_device_is_local(m, i)) continue;
         snprintf(over, sizeof over, "over '%s' but", c.ax);
         snprintf(partner, sizeof partner, "%d (process 1", c.quick ? i + 2 : 2); /* the first not heard from */
-        printf("device %d: %s after %.2f s: %s\n", i, spmd_status_name(c.st[i]), c.took[i], c.msg[i]);
+        printf("device %d: %s after %.2f s (%llu quick): %s\n", i, spmd_status_name(c.st[i]), c.took[i],
+               (unsigned long long)m->devs[i]->xq_calls, c.msg[i]);
         if (strcmp(mode, "kill") == 0) {
             char victim[32];
             snprintf(victim, sizeof victim, "process %d", c.nprocs - 1);
@@ -217,6 +309,8 @@ static int child_main(const char *mode) {
                                     (c.quick && strstr(c.msg[i], "abandoned: mesh broken by device")));
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
+        else if (strcmp(mode, "kinds") == 0) /* every call took the quick exchange */
+            ok = c.st[i] == SPMD_OK && m->devs[i]->xq_calls == (c.quick && !c.general ? KINDS_CALLS : 0);
         else if (strcmp(mode, "announce") == 0)
             ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 &&
                  (c.proc == 0 || strstr(c.msg[i], "mesh broken by process 0"));
@@ -232,7 +326,7 @@ static int child_main(const char *mode) {
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
-    if (c.quick && !(strcmp(mode, "absent") == 0 && c.proc == 1)) { /* (its one psum is its axes' first call) */
+    if (c.quick && !c.general && !(strcmp(mode, "absent") == 0 && c.proc == 1)) { /* (its one psum is its axes' first call) */
         uint64_t taken = 0;
         for (i = 0; i < 4; i++)
             if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
@@ -255,8 +349,9 @@ static void run_pair(const char *mode, const char *envs) {
     char tag[64];
     double t0 = p_now();
     int rc;
-    snprintf(tag, sizeof tag, "xfault-%s%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
-             strstr(envs, "XF_QUICK") ? "-quick" : "", strstr(envs, "SHM_LANE=0") ? "-nolane" : "");
+    snprintf(tag, sizeof tag, "xfault-%s%s%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
+             strstr(envs, "XF_QUICK") ? "-quick" : "", strstr(envs, "SHM_LANE=0") ? "-nolane" : "",
+             strstr(envs, "QUICK_EXCHANGE=0") ? "-general" : "");
     rc = p_spmdrun(tag, 2, "--provider tcp", mode, envs);
     T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
     if (rc != 0) p_show(tag, "log");
@@ -336,6 +431,9 @@ int main(int argc, char **argv) {
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
     run_pair("count", "XF_QUICK=1 SPMD_SHM_LANE=0");
     run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1 SPMD_SHM_LANE=0");
+    run_pair("kinds", "XF_QUICK=1");
+    run_pair("kinds", "XF_QUICK=1 SPMD_SHM_LANE=0");
+    run_pair("kinds", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
     run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("announce", "");
     run_pair("runahead", "");
