@@ -6724,11 +6724,14 @@ static spmd_status spmd__x_sends(spmd_req *r) {
     spmd__fab *f = r->dev->mesh->fab;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    int i, me = r->gr->me;
-    for (i = 0; i < g->nrp; i++) {
-        size_t at = (size_t)g->lidx[me] * (size_t)g->nrp + (size_t)i;
-        spmd__fab_op *op = &x->sop[3 * at];
+    int i, j, me = r->gr->me;
+    for (j = 0; j < g->nrp; j++) {
+        size_t at;
+        spmd__fab_op *op;
         spmd_status st;
+        i = (j + g->ppos) % g->nrp; /* pairwise order, as spmd__x_post */
+        at = (size_t)g->lidx[me] * (size_t)g->nrp + (size_t)i;
+        op = &x->sop[3 * at];
         if (x->dsent[at]) continue;
         st = spmd__fab_peek(f, op + 2);
         if (st == SPMD_ERR_BUSY) continue;
@@ -7024,8 +7027,10 @@ static spmd_status spmd__x_split(spmd_req *r) {
     if (st == SPMD_OK && x->red != 2) st = SPMD_ERR_BUSY; /* another member reduces */
     sum = (unsigned char *)x->out[x->lead];
     spmd__x_slice(r, m->proc, &lo, &hi);
-    for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
-        spmd__fab_op *op = &x->aop[4 * i];
+    for (k = 0; k < g->nrp && st == SPMD_OK; k++) {
+        spmd__fab_op *op;
+        i = (k + g->ppos) % g->nrp; /* pairwise order, as spmd__x_post */
+        op = &x->aop[4 * i];
         if (x->asent[i]) continue;
         if (f->cts && (st = spmd__fab_peek(f, op + 3)) != SPMD_OK) {
             if (st == SPMD_ERR_BUSY) st = SPMD_OK;
@@ -7141,8 +7146,9 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    shared-memory lane (callgrind), most of its latency when cache lines
    move fast. Here the member posts its header receives and sends from the
    group's own ops (the same messages and tags, so each process may take
-   either path), waits on those receives alone (all of them, also for a
-   rooted operation) and computes its output from the inline inputs in
+   either path), waits on those receives alone (all of them: so not taken
+   where a rooted operation needs fewer, spmd__x_needs, and the general
+   path would not wait) and computes its output from the inline inputs in
    member order as everywhere (a reduction with one kernel call): 1,915
    instructions. It is taken only when nothing else of the device or group
    is in flight (no other request, no exchange record listed); once posted,
@@ -7156,9 +7162,13 @@ static int spmd__xq_ready(spmd_req *r) {
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
+    int k;
     if (m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(f))
         return 0;
+    for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
+                                  a reduce off the root's process), which the general path lets run ahead */
+        if (k != r->gr->me && !spmd__x_needs(r, k)) return 0;
     if (!g->xq) {
         size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         size_t nops = (size_t)g->G + (size_t)g->nrp;

@@ -52,8 +52,8 @@
      count, absent and kill once more with XF_QUICK=1: a mesh (2, 2) of
                 axes "x" and "y", the collectives over "x" (groups {0, 2}
                 and {1, 3}: one device per process, so small psums take
-                the quick exchange, spmd__xq_post, from an axes' second
-                call on: count calls one matching psum first), kill with
+                the quick exchange, spmd__xq_post; count calls one
+                matching psum first, through spmd__quick), kill with
                 psums of 16 elements; count and absent also with
                 SPMD_SHM_LANE=0 (the headers through tcp): the same
                 statuses, absent naming each device's partner (2 or 3,
@@ -65,9 +65,17 @@
                 scatter, reduce, scan, psum_scatter, pshuffle) on random
                 int32 data, each output (and the untouched outputs of
                 rooted operations off the root) compared with a reference
-                computed by loops over the members' inputs; every call took
-                the quick exchange (counted), or none with
-                SPMD_QUICK_EXCHANGE=0; also with SPMD_SHM_LANE=0;
+                computed by loops over the members' inputs; the five
+                unrooted calls (made first) took the quick exchange and no
+                rooted call whose output needs fewer headers than all did
+                (counted), none with SPMD_QUICK_EXCHANGE=0; also with
+                SPMD_SHM_LANE=0;
+     rooted     XF_QUICK=1 SPMD_TIMEOUT_MS=3000: member 0 of each group
+                calls bcast and scatter from 0, reduce and gather to 1,
+                each followed by a send to member 1, which receives before
+                it calls the operation: every call ends SPMD_OK with the
+                right values (such a call does not wait for headers its
+                output does not need);
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -88,6 +96,7 @@ typedef struct child {
     const char *mode;
     const char *ax;           /* the axis of the collectives: "i", or "x" with XF_QUICK=1 */
     int proc, nprocs, bruck, quick, general; /* general: SPMD_QUICK_EXCHANGE=0 */
+    int may[4];               /* kinds: calls that may take the quick exchange */
     spmd_status st[4];
     char msg[4][512];
     double took[4];
@@ -107,13 +116,24 @@ static int32_t kv(int dev, int call, int j) {
 }
 
 static spmd_status kinds(spmd_dev *d, child *c) {
-    int id = spmd_device_id(d), me = id / 2, call, k, j, G = 2;
+    /* the kinds that need every header first (each takes the quick
+       exchange), then the rooted ones (which take it only where their
+       output needs every header: after one that did not, the group's
+       general exchange may still be listed, and the next call goes that
+       way too) */
+    static const int order[KINDS_CALLS] = {0, 1, 7, 8, 9, 2, 3, 4, 5, 6};
+    int id = spmd_device_id(d), me = id / 2, call, k, j, t, G = 2;
     int32_t in[16], out[16], want[16];
     int perm[2] = {1, 0};
     spmd_status s = SPMD_OK;
 #define MEMBER(k) ((id % 2) + 2 * (k))
-    for (call = 0; call < KINDS_CALLS && s == SPMD_OK; call++) {
-        int n = 0, root = call % 2, nin = 3 * G;
+    c->may[id] = 0;
+    for (t = 0; t < KINDS_CALLS && s == SPMD_OK; t++) {
+        int n = 0, nin = 3 * G, root;
+        call = order[t];
+        root = call % 2;
+        /* may it take the quick exchange? (bcast 2, 3 and scatter 5 off the root, gather 4 and reduce 6 on it) */
+        c->may[id] += call < 2 || call > 6 || ((call == 4 || call == 6) == (me == root));
         spmd_array xa, oa;
         for (j = 0; j < nin; j++) in[j] = kv(id, call, j);
         for (j = 0; j < 16; j++) out[j] = want[j] = -7777;
@@ -173,6 +193,54 @@ static spmd_status kinds(spmd_dev *d, child *c) {
     return s;
 }
 
+/* mode "rooted" (XF_QUICK=1): member 0 calls a rooted operation that
+   needs no header of member 1 (bcast and scatter from 0, reduce and gather
+   to 1) and then sends to member 1, which receives that first and calls
+   the operation after: as on threads, the call must not wait for member
+   1's header (a program the general exchange runs, so the quick one must
+   not be taken there). Results checked as in "kinds". */
+static spmd_status rooted(spmd_dev *d, child *c) {
+    int id = spmd_device_id(d), me = id / 2, call, j, k, G = 2;
+    int32_t in[8], out[8], want[8], token = 0;
+    spmd_status s = SPMD_OK;
+#define MEMBER(k) ((id % 2) + 2 * (k))
+    for (call = 0; call < 4 && s == SPMD_OK; call++) {
+        int root = call < 2 ? 0 : 1, n = 0;
+        for (j = 0; j < 8; j++) { in[j] = kv(id, 100 + call, j); out[j] = want[j] = -7777; }
+        if (me == 1) s = spmd_recv(d, &token, 1, SPMD_I32, 0, call, c->ax, NULL, NULL);
+        if (s != SPMD_OK) break;
+        switch (call) {
+        case 0:
+            s = spmd_bcast(d, in, out, 4, SPMD_I32, root, c->ax, NULL);
+            for (j = 0; j < 4; j++) want[n++] = kv(MEMBER(root), 100 + call, j);
+            break;
+        case 1:
+            s = spmd_scatter(d, in, out, 2, SPMD_I32, root, c->ax, NULL);
+            for (j = 0; j < 2; j++) want[n++] = kv(MEMBER(root), 100 + call, me * 2 + j);
+            break;
+        case 2:
+            s = spmd_reduce(d, in, out, 4, SPMD_I32, SPMD_OP_SUM, root, c->ax, NULL);
+            if (me == root)
+                for (j = 0; j < 4; j++, n++)
+                    for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), 100 + call, j);
+            break;
+        default:
+            s = spmd_gather(d, in, out, 2, SPMD_I32, root, c->ax, NULL);
+            if (me == root) for (k = 0; k < G; k++) for (j = 0; j < 2; j++) want[n++] = kv(MEMBER(k), 100 + call, j);
+            break;
+        }
+        if (s == SPMD_OK && me == 0) s = spmd_send(d, &call, 1, SPMD_I32, 1, call, c->ax, NULL);
+        for (j = 0; j < 8 && s == SPMD_OK; j++)
+            if (out[j] != want[j]) {
+                snprintf(c->msg[id], sizeof c->msg[id], "rooted call %d: element %d is %d, want %d", call, j,
+                         (int)out[j], (int)want[j]);
+                s = SPMD_ERR_STATE; /* a wrong value */
+            }
+    }
+#undef MEMBER
+    return s;
+}
+
 static void dev_main(spmd_dev *d, void *arg) {
     child *c = (child *)arg;
     int id = spmd_device_id(d), i;
@@ -200,7 +268,7 @@ static void dev_main(spmd_dev *d, void *arg) {
     } else if (strcmp(c->mode, "localmix") == 0) {
         s = spmd_psum(d, a, b, id % 2 ? 5 : 16, SPMD_F32, "i", NULL);
     } else if (strcmp(c->mode, "count") == 0) {
-        /* (a blocking psum takes the quick exchange from its axes' second call on) */
+        /* (the first over the axes goes through spmd__coll_start, the next through spmd__quick) */
         if (c->quick) s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL);
         if (s == SPMD_OK) s = spmd_psum(d, a, b, c->proc == 0 ? 5 : 7, SPMD_F32, c->ax, NULL);
     } else if (strcmp(c->mode, "runahead") == 0) {
@@ -230,6 +298,8 @@ static void dev_main(spmd_dev *d, void *arg) {
         s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
     } else if (strcmp(c->mode, "kinds") == 0) {
         s = kinds(d, c);
+    } else if (strcmp(c->mode, "rooted") == 0) {
+        s = rooted(d, c);
     } else if (strcmp(c->mode, "absent") == 0) {
         s = spmd_psum(d, a, b, 16, SPMD_F32, c->ax, NULL);
         if (s == SPMD_OK && c->proc == 0) {
@@ -309,8 +379,12 @@ static int child_main(const char *mode) {
                                     (c.quick && strstr(c.msg[i], "abandoned: mesh broken by device")));
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
-        else if (strcmp(mode, "kinds") == 0) /* every call took the quick exchange */
-            ok = c.st[i] == SPMD_OK && m->devs[i]->xq_calls == (c.quick && !c.general ? KINDS_CALLS : 0);
+        else if (strcmp(mode, "rooted") == 0) /* member 0 (process 0) needs no other header: never quick */
+            ok = c.st[i] == SPMD_OK && c.took[i] < 2.5 && (c.proc == 1 || m->devs[i]->xq_calls == 0);
+        else if (strcmp(mode, "kinds") == 0) /* the first 5 took the quick exchange, no call that must not */
+            ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->xq_calls >= 5 &&
+                                                                   m->devs[i]->xq_calls <= (uint64_t)c.may[i]
+                                                              : m->devs[i]->xq_calls == 0);
         else if (strcmp(mode, "announce") == 0)
             ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 &&
                  (c.proc == 0 || strstr(c.msg[i], "mesh broken by process 0"));
@@ -326,7 +400,7 @@ static int child_main(const char *mode) {
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
-    if (c.quick && !c.general && !(strcmp(mode, "absent") == 0 && c.proc == 1)) { /* (its one psum is its axes' first call) */
+    if (c.quick && !c.general && strcmp(mode, "rooted") != 0) {
         uint64_t taken = 0;
         for (i = 0; i < 4; i++)
             if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
@@ -434,6 +508,7 @@ int main(int argc, char **argv) {
     run_pair("kinds", "XF_QUICK=1");
     run_pair("kinds", "XF_QUICK=1 SPMD_SHM_LANE=0");
     run_pair("kinds", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
+    run_pair("rooted", "XF_QUICK=1 SPMD_TIMEOUT_MS=3000");
     run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     run_pair("announce", "");
     run_pair("runahead", "");
