@@ -7234,7 +7234,8 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
             return spmd__x_bad(r, k, bad, q->rop[k].received);
         if ((st = spmd__x_vet(r, k, &v)) != SPMD_OK) return st;
-        if (!v.has_inline || v.data_len != (uint64_t)spmd__x_expect(r, k)) /* (equal signatures: the processes' inline sizes differ) */
+        /* (equal signatures, another length: the processes' inline sizes differ) */
+        if (!v.has_inline || v.data_len != (uint64_t)spmd__x_expect(r, k))
             return spmd__fail(d, SPMD_ERR_MISMATCH, "%s over '%s': %s sends its %llu bytes %s where this device "
                               "expects %lld in its header (do the processes run with the same SPMD_FABRIC_STRICT, "
                               "SPMD_FABRIC_CTS, SPMD_SHM_LANE and provider?)", spmd__x_what(r), r->gr->text,
