@@ -6433,6 +6433,23 @@ static size_t spmd__x_inline(const spmd__fab *f) {
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
 }
 
+/* Exchanges left by all their local members whose last headers (which
+   nobody needed: a rooted call's) came since are spare again. xlock held. */
+static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
+    spmd__xrec **pp, *x;
+    for (pp = &g->xlive; (x = *pp) != NULL;) {
+        if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)g->G) ||
+            !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp)) { /* (a failed Bruck exchange's steps) */
+            pp = &x->next;
+            continue;
+        }
+        *pp = x->next;
+        x->next = g->xfree;
+        g->xfree = x;
+        g->xnlive--;
+    }
+}
+
 /* The exchange of operation gseq, made (and its header receives posted) by
    the first local member to come; SPMD_ERR_BUSY (nothing said) while the
    group has max_inflight exchanges listed. xlock held. */
@@ -6443,20 +6460,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd__group *g = r->gr->g;
     int G = g->G, k;
     spmd__xrec *x;
-    spmd__xrec **pp;
     for (x = g->xlive; x; x = x->next)
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
-    for (pp = &g->xlive; (x = *pp) != NULL;) { /* left by all, waiting for headers nobody needed */
-        if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)G) ||
-            !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp)) { /* (a failed Bruck exchange's steps) */
-            pp = &x->next;
-            continue;
-        }
-        *pp = x->next;
-        x->next = g->xfree;
-        g->xfree = x;
-        g->xnlive--;
-    }
+    spmd__x_reap(f, g);
     if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
     x = g->xfree;
     if (x) {
@@ -7151,8 +7157,9 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    path would not wait) and computes its output from the inline inputs in
    member order as everywhere (a reduction with one kernel call): 1,915
    instructions. It is taken only when nothing else of the device or group
-   is in flight (no other request, no exchange record listed); once posted,
-   a failure ends it as the general path's do (spmd__x_fail,
+   is in flight (no other request, no exchange record listed once those
+   waiting only for unneeded headers that came are reaped); once posted, a
+   failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
 /* Does r's call fit the quick exchange (the caller saw it is the device's
    only request)? The group's ops and headers are made on its first call;
@@ -7163,12 +7170,19 @@ static int spmd__xq_ready(spmd_req *r) {
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
     int k;
-    if (m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || g->xlive || r->two_phase ||
+    if (m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(f))
         return 0;
     for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
                                   a reduce off the root's process), which the general path lets run ahead */
         if (k != r->gr->me && !spmd__x_needs(r, k)) return 0;
+    if (g->xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
+        spmd__fab_progress(f);
+        pthread_mutex_lock(&m->xlock);
+        spmd__x_reap(f, g);
+        pthread_mutex_unlock(&m->xlock);
+        if (g->xlive) return 0;
+    }
     if (!g->xq) {
         size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         size_t nops = (size_t)g->G + (size_t)g->nrp;
