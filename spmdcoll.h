@@ -7161,16 +7161,16 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    waiting only for unneeded headers that came are reaped); once posted, a
    failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
-/* Does r's call fit the quick exchange (the caller saw it is the device's
-   only request)? The group's ops and headers are made on its first call;
-   without memory for them the call goes the general way. */
+/* Does r's call (blocking, across processes) fit the quick exchange? It
+   must be the device's only request. The group's ops and headers are made
+   on its first call; without memory for them the call goes the general way. */
 static int spmd__xq_ready(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
     int k;
-    if (m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
+    if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(f))
         return 0;
     for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
@@ -8852,7 +8852,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         r->x = 1;
         r->sig.algo = spmd__x_algo(r, algo);
 #if SPMD__HAS_LIBFABRIC
-        r->xq = !out && d->head == r && !r->next && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+        r->xq = !out && spmd__xq_ready(r); /* blocking, small: the quick exchange */
 #endif
         r->gseq = gr->my->next++;
         r->global = d->global++;
@@ -8978,7 +8978,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
 #if SPMD__HAS_LIBFABRIC
-    r->xq = span && d->head == r && !r->next && spmd__xq_ready(r);
+    r->xq = span && spmd__xq_ready(r);
 #endif
     r->gseq = gr->my->next++;
     r->global = d->global++;

@@ -118,6 +118,74 @@ static int32_t kv(int dev, int call, int j) {
     return (int32_t)(h % 2001u) - 1000;
 }
 
+/* One call of kind `call` (0 allgather, 1 alltoall, 2-3 bcast, 4 gather,
+   5 scatter, 6 reduce, 7 scan, 8 psum_scatter, 9 pshuffle) from `root`,
+   on inputs kv(device, salt, j), its output compared with the reference;
+   SPMD_ERR_STATE (c->msg says) for a wrong value. */
+static spmd_status one_call(spmd_dev *d, child *c, int call, int root, int salt) {
+    int id = spmd_device_id(d), me = id / 2, k, j, n = 0, G = 2;
+    int32_t in[16], out[16], want[16];
+    int perm[2] = {1, 0};
+    spmd_array xa, oa;
+    spmd_status s;
+#define MEMBER(k) ((id % 2) + 2 * (k))
+    for (j = 0; j < 3 * G; j++) in[j] = kv(id, salt, j);
+    for (j = 0; j < 16; j++) out[j] = want[j] = -7777;
+    switch (call) {
+    case 0: /* allgather, 3 each */
+        s = spmd_allgather(d, in, out, 3, SPMD_I32, c->ax, NULL);
+        for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), salt, j);
+        break;
+    case 1: /* alltoall, blocks of 3 */
+        s = spmd_alltoall(d, in, out, 3, SPMD_I32, c->ax, NULL);
+        for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), salt, me * 3 + j);
+        break;
+    case 2: case 3: /* bcast of 5 */
+        s = spmd_bcast(d, in, out, 5, SPMD_I32, root, c->ax, NULL);
+        for (j = 0; j < 5; j++) want[n++] = kv(MEMBER(root), salt, j);
+        break;
+    case 4: /* gather, 3 each */
+        s = spmd_gather(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
+        if (me == root) for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), salt, j);
+        break;
+    case 5: /* scatter, 3 each */
+        s = spmd_scatter(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
+        for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(root), salt, me * 3 + j);
+        break;
+    case 6: /* reduce (sum) of 4 */
+        s = spmd_reduce(d, in, out, 4, SPMD_I32, SPMD_OP_SUM, root, c->ax, NULL);
+        if (me == root)
+            for (j = 0; j < 4; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), salt, j);
+        break;
+    case 7: /* inclusive scan (max) */
+        s = spmd_scan(d, in, out, 4, SPMD_I32, SPMD_OP_MAX, c->ax, NULL);
+        for (j = 0; j < 4; j++, n++)
+            for (want[n] = kv(MEMBER(0), salt, j), k = 1; k <= me; k++)
+                if (kv(MEMBER(k), salt, j) > want[n]) want[n] = kv(MEMBER(k), salt, j);
+        break;
+    case 8: /* psum_scatter, tiled: 2 of 4 */
+        xa = spmd_array_1d(in, SPMD_I32, 4);
+        oa = spmd_array_1d(out, SPMD_I32, 2);
+        s = spmd_psum_scatter(d, &xa, &oa, c->ax, 0, 1, NULL);
+        for (j = 0; j < 2; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), salt, me * 2 + j);
+        break;
+    default: /* pshuffle: the other member's x */
+        xa = spmd_array_1d(in, SPMD_I32, 3);
+        oa = spmd_array_1d(out, SPMD_I32, 3);
+        s = spmd_pshuffle(d, &xa, &oa, c->ax, perm, NULL);
+        for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(perm[me]), salt, j);
+        break;
+    }
+#undef MEMBER
+    for (j = 0; j < 16 && s == SPMD_OK; j++)
+        if (out[j] != want[j]) {
+            snprintf(c->msg[id], sizeof c->msg[id], "call %d (root %d): element %d is %d, want %d", call, root, j,
+                     (int)out[j], (int)want[j]);
+            s = SPMD_ERR_STATE; /* a wrong value */
+        }
+    return s;
+}
+
 static spmd_status kinds(spmd_dev *d, child *c) {
     /* the kinds that need every header first (each takes the quick
        exchange), then the rooted ones (which take it only where their
@@ -125,74 +193,15 @@ static spmd_status kinds(spmd_dev *d, child *c) {
        general exchange may still be listed, and the next call goes that
        way too) */
     static const int order[KINDS_CALLS] = {0, 1, 7, 8, 9, 2, 3, 4, 5, 6};
-    int id = spmd_device_id(d), me = id / 2, call, k, j, t, G = 2;
-    int32_t in[16], out[16], want[16];
-    int perm[2] = {1, 0};
+    int id = spmd_device_id(d), me = id / 2, t;
     spmd_status s = SPMD_OK;
-#define MEMBER(k) ((id % 2) + 2 * (k))
     c->may[id] = 0;
     for (t = 0; t < KINDS_CALLS && s == SPMD_OK; t++) {
-        int n = 0, nin = 3 * G, root;
-        call = order[t];
-        root = call % 2;
+        int call = order[t], root = call % 2;
         /* may it take the quick exchange? (bcast 2, 3 and scatter 5 off the root, gather 4 and reduce 6 on it) */
         c->may[id] += call < 2 || call > 6 || ((call == 4 || call == 6) == (me == root));
-        spmd_array xa, oa;
-        for (j = 0; j < nin; j++) in[j] = kv(id, call, j);
-        for (j = 0; j < 16; j++) out[j] = want[j] = -7777;
-        switch (call) {
-        case 0: /* allgather, 3 each */
-            s = spmd_allgather(d, in, out, 3, SPMD_I32, c->ax, NULL);
-            for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, j);
-            break;
-        case 1: /* alltoall, blocks of 3 */
-            s = spmd_alltoall(d, in, out, 3, SPMD_I32, c->ax, NULL);
-            for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, me * 3 + j);
-            break;
-        case 2: case 3: /* bcast of 5 from either member */
-            s = spmd_bcast(d, in, out, 5, SPMD_I32, root, c->ax, NULL);
-            for (j = 0; j < 5; j++) want[n++] = kv(MEMBER(root), call, j);
-            break;
-        case 4: /* gather to 0 */
-            s = spmd_gather(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
-            if (me == root) for (k = 0; k < G; k++) for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(k), call, j);
-            break;
-        case 5: /* scatter from 1 */
-            s = spmd_scatter(d, in, out, 3, SPMD_I32, root, c->ax, NULL);
-            for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(root), call, me * 3 + j);
-            break;
-        case 6: /* reduce (sum) to 0 */
-            s = spmd_reduce(d, in, out, 4, SPMD_I32, SPMD_OP_SUM, root, c->ax, NULL);
-            if (me == root)
-                for (j = 0; j < 4; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), call, j);
-            break;
-        case 7: /* inclusive scan (max) */
-            s = spmd_scan(d, in, out, 4, SPMD_I32, SPMD_OP_MAX, c->ax, NULL);
-            for (j = 0; j < 4; j++, n++)
-                for (want[n] = kv(MEMBER(0), call, j), k = 1; k <= me; k++)
-                    if (kv(MEMBER(k), call, j) > want[n]) want[n] = kv(MEMBER(k), call, j);
-            break;
-        case 8: /* psum_scatter, tiled: 2 of 4 */
-            xa = spmd_array_1d(in, SPMD_I32, 4);
-            oa = spmd_array_1d(out, SPMD_I32, 2);
-            s = spmd_psum_scatter(d, &xa, &oa, c->ax, 0, 1, NULL);
-            for (j = 0; j < 2; j++, n++) for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), call, me * 2 + j);
-            break;
-        default: /* pshuffle: the other member's x */
-            xa = spmd_array_1d(in, SPMD_I32, 3);
-            oa = spmd_array_1d(out, SPMD_I32, 3);
-            s = spmd_pshuffle(d, &xa, &oa, c->ax, perm, NULL);
-            for (j = 0; j < 3; j++) want[n++] = kv(MEMBER(perm[me]), call, j);
-            break;
-        }
-        for (j = 0; j < 16 && s == SPMD_OK; j++)
-            if (out[j] != want[j]) {
-                snprintf(c->msg[id], sizeof c->msg[id], "call %d: element %d is %d, want %d", call, j, (int)out[j],
-                         (int)want[j]);
-                s = SPMD_ERR_STATE; /* a wrong value */
-            }
+        s = one_call(d, c, call, root, call);
     }
-#undef MEMBER
     return s;
 }
 
@@ -203,55 +212,26 @@ static spmd_status kinds(spmd_dev *d, child *c) {
    1's header (a program the general exchange runs, so the quick one must
    not be taken there). Results checked as in "kinds". */
 static spmd_status rooted(spmd_dev *d, child *c) {
-    int id = spmd_device_id(d), me = id / 2, call, j, k, G = 2;
-    int32_t in[8], out[8], want[8], token = 0;
+    static const int calls[4] = {2, 5, 6, 4}, roots[4] = {0, 0, 1, 1}; /* bcast, scatter, reduce, gather */
+    int id = spmd_device_id(d), me = id / 2, i, j;
+    int32_t in[4], out[4], token = 0;
     spmd_status s = SPMD_OK;
-#define MEMBER(k) ((id % 2) + 2 * (k))
-    for (call = 0; call < 4 && s == SPMD_OK; call++) {
-        int root = call < 2 ? 0 : 1, n = 0;
-        for (j = 0; j < 8; j++) { in[j] = kv(id, 100 + call, j); out[j] = want[j] = -7777; }
-        if (me == 1) s = spmd_recv(d, &token, 1, SPMD_I32, 0, call, c->ax, NULL, NULL);
-        if (s != SPMD_OK) break;
-        switch (call) {
-        case 0:
-            s = spmd_bcast(d, in, out, 4, SPMD_I32, root, c->ax, NULL);
-            for (j = 0; j < 4; j++) want[n++] = kv(MEMBER(root), 100 + call, j);
-            break;
-        case 1:
-            s = spmd_scatter(d, in, out, 2, SPMD_I32, root, c->ax, NULL);
-            for (j = 0; j < 2; j++) want[n++] = kv(MEMBER(root), 100 + call, me * 2 + j);
-            break;
-        case 2:
-            s = spmd_reduce(d, in, out, 4, SPMD_I32, SPMD_OP_SUM, root, c->ax, NULL);
-            if (me == root)
-                for (j = 0; j < 4; j++, n++)
-                    for (want[n] = 0, k = 0; k < G; k++) want[n] += kv(MEMBER(k), 100 + call, j);
-            break;
-        default:
-            s = spmd_gather(d, in, out, 2, SPMD_I32, root, c->ax, NULL);
-            if (me == root) for (k = 0; k < G; k++) for (j = 0; j < 2; j++) want[n++] = kv(MEMBER(k), 100 + call, j);
-            break;
-        }
-        if (s == SPMD_OK && me == 0) s = spmd_send(d, &call, 1, SPMD_I32, 1, call, c->ax, NULL);
-        for (j = 0; j < 8 && s == SPMD_OK; j++)
-            if (out[j] != want[j]) {
-                snprintf(c->msg[id], sizeof c->msg[id], "rooted call %d: element %d is %d, want %d", call, j,
-                         (int)out[j], (int)want[j]);
-                s = SPMD_ERR_STATE; /* a wrong value */
-            }
+    for (i = 0; i < 4 && s == SPMD_OK; i++) {
+        if (me == 1) s = spmd_recv(d, &token, 1, SPMD_I32, 0, i, c->ax, NULL, NULL);
+        if (s == SPMD_OK) s = one_call(d, c, calls[i], roots[i], 100 + i);
+        if (s == SPMD_OK && me == 0) s = spmd_send(d, &i, 1, SPMD_I32, 1, i, c->ax, NULL);
     }
     if (s == SPMD_OK) { /* once member 1's last header is surely here, a psum takes the quick exchange again */
         usleep(100000);
         for (j = 0; j < 4; j++) in[j] = kv(id, 200, j);
         s = spmd_psum(d, in, out, 4, SPMD_I32, c->ax, NULL);
         for (j = 0; j < 4 && s == SPMD_OK; j++)
-            if (out[j] != kv(MEMBER(0), 200, j) + kv(MEMBER(1), 200, j)) {
+            if (out[j] != kv(id % 2, 200, j) + kv(id % 2 + 2, 200, j)) {
                 snprintf(c->msg[id], sizeof c->msg[id], "psum after the rooted calls: element %d is %d", j,
                          (int)out[j]);
                 s = SPMD_ERR_STATE;
             }
     }
-#undef MEMBER
     return s;
 }
 
