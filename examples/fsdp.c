@@ -17,7 +17,9 @@
    (exit 1) if they differ by more than 1e-9 relative.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/fsdp.c -o build/fsdp -lm */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <math.h>

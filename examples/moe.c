@@ -21,7 +21,9 @@
    and that both sides agree on how many tokens went where; exit 1 if not.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/moe.c -o build/moe -lm */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <math.h>

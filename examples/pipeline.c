@@ -15,7 +15,9 @@
    that every output matches; exit 1 on any difference.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/pipeline.c -o build/pipeline -lm */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <math.h>

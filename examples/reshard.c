@@ -5,7 +5,9 @@
    the sharding pictures before and after, then runs it: shard_map places a
    12x6 array by the `from` spec, every device calls spmd_reshard, and the
    blocks are assembled by the `to` spec, which must give the array back. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include <stdio.h>
 #include <string.h>

@@ -7,7 +7,9 @@
    12x20 under P('row','col')), out_specs un-tiling ((4,2), (4,1), (1,1)),
    and the replication check rejecting an output that varies along an axis
    its out_spec says is replicated. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,9 @@
    The second output shows the same partial sum resharded instead to
    P('dp', 'tp') (sequence-parallel layout): spmd_reshard picks psum_scatter,
    half the bytes of the psum. Both are compared with a serial reference. */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 #include <math.h>
 #include <stdio.h>

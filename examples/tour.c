@@ -10,7 +10,9 @@
    differs (marked MISMATCH) or if a library call fails.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/tour.c -o build/tour */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <stdatomic.h>

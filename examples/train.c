@@ -12,7 +12,9 @@
    relative.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/train.c -o build/train */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <stdio.h>

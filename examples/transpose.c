@@ -18,7 +18,9 @@
    main checks the result against a plain transpose; exit 1 if different.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/transpose.c -o build/transpose -lm */
+#ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #include "../spmdcoll.h"
 
 #include <stdio.h>

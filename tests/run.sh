@@ -268,7 +268,7 @@ run_fabric_matrix() {
 
 run_examples() {
     for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
-        if $B/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
+        if $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
         else F=$((F + 1)); echo "  example $ex: FAILED"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'; fi
     done
 }
