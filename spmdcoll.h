@@ -1169,7 +1169,7 @@ typedef struct spmd__group {
                               order (the positions of a Bruck exchange), */
     int *pos_of;           /* the mesh's processes: their position there, or -1, */
     int ppos;              /* this process's */
-    uint32_t gid;          /* 16 bits of xhash: the group field of message tags */
+    uint32_t gid;          /* the group field of message tags (spmd__group_gid) */
     uint64_t xhash;        /* member list and mesh, checked in every header */
     struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
     int xnlive;            /* exchanges listed in xlive (at most the mesh's max_inflight) */
@@ -1864,6 +1864,25 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g);
 }
 
+/* The group field of message tags: 16 bits, so two groups may share it
+   (every header then tells them apart: a mismatch is reported, never
+   mixed). Groups that run in lockstep are the likeliest to meet: the
+   groups of one set of axes (every device's psum over 'x' at once) are one
+   member pattern moved across the mesh. The field is therefore a hash of
+   the pattern (the members' offsets from the first) plus the first
+   member, which keeps such siblings apart on any mesh of up to 65536
+   devices; groups of different patterns share it by chance (1 in 65536). */
+static uint32_t spmd__group_gid(const int *members, int G, uint32_t mesh_id) {
+    uint64_t h = 1469598103934665603u ^ ((uint64_t)mesh_id + 1) * 0x9e3779b97f4a7c15u;
+    int k;
+    for (k = 1; k < G; k++) {
+        h ^= (uint64_t)(uint32_t)(members[k] - members[0]);
+        h *= 1099511628211u;
+    }
+    h = (h ^ (uint64_t)G) * 0xff51afd7ed558ccdu;
+    return (uint32_t)((h >> 40 ^ h >> 16 ^ h) + (uint64_t)(uint32_t)members[0]) & 0xffffu;
+}
+
 /* libfabric: which members live here and which processes hold the others. */
 static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
     int k, np = 0;
@@ -1886,7 +1905,7 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
     g->ppos = g->pos_of[m->proc];
     g->span = g->nrp > 0;
     g->xhash = (h ^ ((uint64_t)m->mesh_id + 1) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
-    g->gid = (uint32_t)((g->xhash >> 40 ^ g->xhash >> 16 ^ g->xhash) & 0xffffu);
+    g->gid = spmd__group_gid(g->members, g->G, m->mesh_id);
     return SPMD_OK;
 }
 
@@ -2798,7 +2817,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 2u
+#define SPMD__BOOT_VERSION 3u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -6051,8 +6070,8 @@ fail:
    direct exchange, split the split one (any psum larger than the inline
    size), bruck the Bruck one.
 
-   Tags: group = 16 bits of the group's hash (every header repeats 32 bits
-   of it, 64 in check mode, so a collision is reported, never mixed),
+   Tags: group = spmd__group_gid, 16 bits (every header repeats 32 bits of
+   the group's hash, 64 in check mode, so a collision is reported, never mixed),
    sequence = the operation's number on the group, step = 2k for member
    k's header and 2k + 1 for its data, 2G for a process's slice of a split
    psum, SPMD__X_BSTEP(s) for step s of a Bruck exchange. */
@@ -6749,7 +6768,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
         }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
-                              g->rprocs[i], st == SPMD_ERR_BUSY ? "" : (op + 2)->status ? (op + 2)->err : f->err);
+                              g->rprocs[i], (op + 2)->status ? (op + 2)->err : f->err);
         x->dsent[at] = 1;
     }
     return SPMD_OK;

@@ -21,7 +21,8 @@
    truncated receive posted early, which tcp;ofi_rxm mishandles); a process
    killed while its peer's sends wait for room in its ring: the survivor's
    receive and waiting sends end SPMD_ERR_PEER_LOST naming it, and no
-   segment is left in /dev/shm. */
+   segment is left in /dev/shm.
+   Tag group fields (test_gids): groups that run in lockstep never share one. */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -733,6 +734,57 @@ static void test_lanekill(void) {
     if (rc0 != 0) p_show("fabric-lanekill-p0", "err");
 }
 
+/* Tag group fields: on meshes of 4096 devices (and an odd one), for every
+   set of axes, the sibling groups (one per position on the other axes, each
+   listing its members in mesh order) have distinct fields, on three meshes
+   of a process. With a plain 16-bit hash of the member list, 2048 groups of
+   two would share fields about 32 times. */
+static void test_gids(void) {
+    static const int shapes[][4] = {{2, 2048, 0, 0}, {64, 64, 0, 0}, {16, 16, 16, 0}, {8, 8, 8, 8}, {3, 5, 7, 0}};
+    static unsigned char seen[65536];
+    static int members[4096];
+    size_t si;
+    for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int nd = 0, N = 1, S, d;
+        while (nd < 4 && shapes[si][nd]) N *= shapes[si][nd++];
+        for (S = 1; S < 1 << nd; S++) {
+            uint32_t mesh_id;
+            for (mesh_id = 0; mesh_id < 3; mesh_id++) {
+                int dev, groups = 0, shared = 0, G = 0;
+                memset(seen, 0, sizeof seen);
+                /* each group: the devices whose coordinates off S are those of a
+                   device with zero coordinates on S */
+                for (dev = 0; dev < N; dev++) {
+                    int rest = dev, stride = N, zero_on_s = 1, cand, gid;
+                    for (d = 0; d < nd; d++) {
+                        stride /= shapes[si][d];
+                        if ((S >> d & 1) && rest / stride) zero_on_s = 0;
+                        rest %= stride;
+                    }
+                    if (!zero_on_s) continue;
+                    for (G = 0, cand = 0; cand < N; cand++) { /* same coordinates off S, in mesh order */
+                        int a = dev, b = cand, same = 1;
+                        stride = N;
+                        for (d = 0; d < nd; d++) {
+                            stride /= shapes[si][d];
+                            if (!(S >> d & 1) && a / stride != b / stride) same = 0;
+                            a %= stride, b %= stride;
+                        }
+                        if (same) members[G++] = cand;
+                    }
+                    gid = (int)spmd__group_gid(members, G, mesh_id);
+                    shared += seen[gid];
+                    seen[gid] = 1;
+                    groups++;
+                }
+                if (shared || mesh_id == 0)
+                    T_CHECK(shared == 0, "mesh %dx%dx%dx%d, axes mask %d, mesh %u: %d of %d sibling groups (of %d) share a tag group field",
+                            shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], S, mesh_id, shared, groups, G);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
@@ -746,6 +798,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    test_gids();
     run_job("fabric-tcp-2", 2, "--provider tcp", "SPMD_SHM_LANE=0");
     run_job("fabric-tcp-3", 3, "--provider tcp", "SPMD_SHM_LANE=0");
     run_job("fabric-shm-2", 2, "--provider shm", "");
