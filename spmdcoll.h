@@ -4133,6 +4133,7 @@ typedef struct spmd__fab {
     uint32_t polls;           /* progress calls, for the checks every 32nd */
     int backlog;              /* an op waits for room to post more */
     int cts;                  /* large messages wait for the receiver's clear-to-send */
+    int hi15;                 /* net: tag bit 63 travels as bit 15 (spmd__fab_post_more) */
     uint64_t nfab;            /* segments the provider holds */
     uint32_t fab_recent;      /* CQ reads still owed to the last fabric post (lane on) */
     uint64_t moved;           /* counts progress calls that moved something: waiters keep
@@ -4347,6 +4348,10 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
         void *desc = op->mr ? op->mr->desc : NULL;
         uint64_t tag = op->tag | i;
         ssize_t rc;
+        /* net (1.17) never matches a saved unexpected message whose tag has
+           bit 63 set (clear-to-send, kinds 2 and 3): there (spmd__fab_xnet) it
+           travels as bit 15, and messages have half the segments */
+        if (f->hi15) tag = (tag & ~(1ull << 63)) | (tag >> 63 << 15);
         if (sg->busy) break;
         if (f->strict) memset(&sg->ctx, 0xa5, sizeof sg->ctx);
         else memset(&sg->ctx, 0, sizeof sg->ctx);
@@ -5472,9 +5477,9 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
         return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits",
                               (unsigned long long)tag);
     nseg = len ? (len - 1) / f->seg + 1 : 1;
-    if (nseg > SPMD__FAB_MAX_SEGS)
+    if (nseg > SPMD__FAB_MAX_SEGS >> f->hi15)
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
-                              "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS);
+                              "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS >> f->hi15);
     /* every field but the segment slots, which an idle op holds none of
        (busy moves with inflight, zero here; the rest is set per segment):
        clearing the whole op would write ~1 KiB per small message */
@@ -5814,6 +5819,10 @@ static void spmd__fab_close(spmd__fab *f) {
     spmd__free(&a, f);
 }
 
+/* libfabric's native tcp RDM provider: "net" in 1.17, renamed "tcp" in 1.18
+   (the older one is "tcp;ofi_rxm"). Its limits: see spmd__fab_getinfo. */
+static int spmd__fab_xnet(const char *prov) { return strcmp(prov, "net") == 0 || strcmp(prov, "tcp") == 0; }
+
 /* fi_getinfo for a tagged RDM endpoint with what we can honour. */
 static int spmd__fab_getinfo(spmd__fab *f, const char *prov, struct fi_info **out) {
     struct fi_info *hints = fi_allocinfo();
@@ -5832,6 +5841,19 @@ static int spmd__fab_getinfo(spmd__fab *f, const char *prov, struct fi_info **ou
         size_t n = strlen(prov) + 1;
         hints->fabric_attr->prov_name = (char *)malloc(n); /* fi_freeinfo frees it with free() */
         if (hints->fabric_attr->prov_name) memcpy(hints->fabric_attr->prov_name, prov, n);
+    }
+    /* net (1.17) keeps at most FI_NET_MAX_SAVED (default 4) unexpected
+       messages per peer, each of at most its inject size (128 bytes); any
+       other stops it reading that connection until the message's receive is
+       posted, so a message that overtook it waits too (a deadlock when the
+       receiver waits for that one). Larger messages therefore wait for the
+       clear-to-send there (spmd__fabric_init sets cts), and the limit is raised
+       unless set (FI_TCP_ once the provider is named tcp): read when the
+       provider starts, so it counts only if this process had not used
+       libfabric yet. */
+    if (!prov || !*prov || spmd__fab_xnet(prov)) {
+        setenv("FI_NET_MAX_SAVED", "65536", 0);
+        setenv("FI_TCP_MAX_SAVED", "65536", 0);
     }
     rc = fi_getinfo(FI_VERSION(1, 10), NULL, NULL, 0, hints, out);
     fi_freeinfo(hints);
@@ -5926,6 +5948,7 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
         }
     }
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
+    f->hi15 = spmd__fab_xnet(f->prov);
     f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
     f->need_mr = f->strict || (f->mr_mode & FI_MR_LOCAL) != 0;
     f->max_msg = f->info->ep_attr->max_msg_size;
@@ -6091,14 +6114,15 @@ fail:
 #define SPMD__X_SPLIT_MIN 524288u
 
 /* A member's header, long form: check mode (the axes' text, for the
-   message that names a mismatch), inputs of 4 GiB and more, groups of
-   65536 members and more. */
+   message that names a mismatch, its first 55 characters), inputs of 4 GiB
+   and more, groups of 65536 members and more. 128 bytes: net's inject size
+   (with clear-to-send a header must fit it, see spmd__x_inline). */
 typedef struct spmd__xhdr {
     uint32_t magic, member;
     uint64_t ghash, gseq, global, data_len;
     spmd__sig sig;
     uint32_t has_inline, pad;
-    char axes[64];
+    char axes[56];
 } spmd__xhdr;
 #define SPMD__X_HDR ((sizeof(spmd__xhdr) + 63) / 64 * 64)
 
@@ -6118,6 +6142,7 @@ typedef struct spmd__xshort {
 } spmd__xshort;
 #define SPMD__X_SHDR sizeof(spmd__xshort)
 typedef char spmd__xshort_is_48[sizeof(spmd__xshort) == 48 ? 1 : -1];
+typedef char spmd__xhdr_is_128[SPMD__X_HDR == 128 ? 1 : -1];
 
 /* A received header of either form, checked and read out. */
 typedef struct spmd__xview {
@@ -6443,12 +6468,17 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 }
 
 /* The bytes of input a header carries inline (the same for every exchange
-   of the transport): headers are sent before their receive may be posted,
-   so with clear-to-send they must fit the provider's inject size (a larger
-   one would stall later sends, see SPMD__X_CTS). */
-static size_t spmd__x_inline(const spmd__fab *f) {
+   of the transport and header form): headers are sent before their receive
+   may be posted, so with clear-to-send they must fit the provider's inject
+   size (a larger one would stall later sends, see SPMD__X_CTS). The header
+   is the short form (spmd__x_post) unless check mode or a group of 65536
+   members and more: net's inject size (128) leaves 64 bytes after the
+   48-byte short header, none after the long one. */
+static size_t spmd__x_inline(const spmd_mesh *m, int G) {
+    const spmd__fab *f = m->fab;
     size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
-    size_t inl = lim > SPMD__X_HDR ? lim - SPMD__X_HDR : 0;
+    size_t hdr = m->check || G > 65535 ? SPMD__X_HDR : SPMD__X_SHDR;
+    size_t inl = lim > hdr ? lim - hdr : 0;
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
 }
 
@@ -6487,7 +6517,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     if (x) {
         g->xfree = x->next;
     } else {
-        size_t inl = spmd__x_inline(f);
+        size_t inl = spmd__x_inline(m, G);
         size_t nops = spmd__x_nops(g), hb, at, nb = (size_t)G + 2 * (size_t)g->nrp + 3;
         unsigned char *blk;
         hb = SPMD__X_HDR + inl;
@@ -6636,7 +6666,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd__xrec *x = NULL;
     spmd_status st;
     if (len && !r->xscratch && r->sig.algo != SPMD__ALG_BRUCK &&
-        (ragged || (r->send && r->send == r->recv && len > spmd__x_inline(f)))) {
+        (ragged || (r->send && r->send == r->recv && len > spmd__x_inline(m, G)))) {
         /* ragged: offsets and sizes then the operand, in one message; in
            place: the input must outlive the output being written (one
            carried inline is copied into its header) */
@@ -6696,7 +6726,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         h->data_len = len;
         h->sig = r->sig;
         h->has_inline = (uint32_t)inl;
-        memcpy(h->axes, r->gr->text, sizeof h->axes); /* NUL-terminated within */
+        memcpy(h->axes, r->gr->text, sizeof h->axes); /* the receiver ends it at its last byte */
         hsize = SPMD__X_HDR;
     }
     if (inl) {
@@ -7190,7 +7220,7 @@ static int spmd__xq_ready(spmd_req *r) {
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
     int k;
     if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
-        r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(f))
+        r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(m, g->G))
         return 0;
     for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
                                   a reduce off the root's process), which the general path lets run ahead */
@@ -7203,7 +7233,7 @@ static int spmd__xq_ready(spmd_req *r) {
         if (g->xlive) return 0;
     }
     if (!g->xq) {
-        size_t hb = SPMD__X_HDR + spmd__x_inline(f), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+        size_t hb = SPMD__X_HDR + spmd__x_inline(m, g->G), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         size_t nops = (size_t)g->G + (size_t)g->nrp;
         unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)g->G * hb);
         spmd__xq *q = (spmd__xq *)(void *)blk;
@@ -7915,9 +7945,11 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         {
             const char *c = getenv("SPMD_FABRIC_CTS");
             spmd__fab *w = spmd__world;
-            /* not needed when the bulk rings carry every large message */
+            /* shm and net (see spmd__fab_getinfo); not needed when the bulk
+               rings carry every large message */
             w->cts = c && *c ? strcmp(c, "0") != 0
-                             : strncmp(w->prov, "shm", 3) == 0 && !(w->bulk_cap && w->nlanes == w->nprocs - 1);
+                             : (strncmp(w->prov, "shm", 3) == 0 || spmd__fab_xnet(w->prov)) &&
+                                   !(w->bulk_cap && w->nlanes == w->nprocs - 1);
         }
         if (!registered) atexit(spmd__world_close);
         registered = 1;
@@ -7989,6 +8021,14 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     }
     spmd__free(&m->alloc, all);
     spmd__free(&m->alloc, lens);
+    /* with clear-to-send, headers go before their receive is posted and must
+       fit the inject size (SPMD__X_CTS); check mode's long ones do not on net */
+    if (st == SPMD_OK && m->check && f->cts && f->inject < SPMD__X_HDR) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: check mode sends headers of %zu bytes before their "
+                  "receive is posted, more than provider %s can inject (%zu): not supported there (SPMD_CHECK=0, "
+                  "or another provider)", (size_t)SPMD__X_HDR, f->prov, (size_t)f->inject);
+        st = SPMD_ERR_UNSUPPORTED;
+    }
     if (st == SPMD_OK)
         spmd__log(m, SPMD_LOG_INFO, -1, "mesh #%u: process %d of %d hosts devices %d..%d over %s", m->mesh_id, m->proc,
                   P, m->first_local, m->first_local + m->nlocal - 1, f->prov);
@@ -8946,7 +8986,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
     span = gr->g->span;
 #if SPMD__HAS_LIBFABRIC
-    most = span ? spmd__x_inline(m->fab) : gr->g->eager;
+    most = span ? spmd__x_inline(m, gr->g->G) : gr->g->eager;
 #else
     most = gr->g->eager;
 #endif

@@ -18,6 +18,8 @@
 #   -t fabric-shm  the same over libfabric's shm provider, with the lane
 #                  (small messages through our own rings); Open MPI over
 #                  vader (ob1, btl vader,self)
+#   -t fabric-net  as fabric-tcp over libfabric's net provider (1.17's
+#                  preview of the tcp provider of libfabric 1.18 and later)
 #
 # Both sides pin their processes alike when Open MPI's N ranks fit the
 # CPUs: mpirun with --bind-to core, spmdrun with --bind cpu (each process
@@ -41,13 +43,13 @@
 # by 2x over minutes, which one run of each side, minutes apart, mistakes
 # for a difference between them.
 #
-# usage: bench/compare_mpi.sh [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P]
+# usage: bench/compare_mpi.sh [-t threads|fabric-tcp|fabric-shm|fabric-net] [-c COLL|all] [-d N] [-p P]
 #                             [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS] [-k ROUNDS]
 set -euo pipefail
 
 coll=psum devices=2 procs="" min=8 max=256M factor=2 reps=5 mode=threads rounds=1
 usage() {
-    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS] [-k ROUNDS]" >&2
+    echo "usage: $0 [-t threads|fabric-tcp|fabric-shm|fabric-net] [-c COLL|all] [-d N] [-p P] [-b SIZE] [-e SIZE] [-f FACTOR] [-r REPS] [-k ROUNDS]" >&2
     exit 2
 }
 while getopts "t:c:d:p:b:e:f:r:k:h" opt; do
@@ -69,8 +71,8 @@ shift $((OPTIND - 1))
 case $rounds in ''|*[!0-9]*|0) echo "$0: -k takes a positive number of rounds" >&2; exit 2 ;; esac
 case $mode in
     threads) [ -z "$procs" ] || { echo "$0: -p is for the fabric modes" >&2; exit 2; } ;;
-    fabric-tcp|fabric-shm) procs=${procs:-$devices} ;;
-    *) echo "$0: unknown -t $mode (threads, fabric-tcp, fabric-shm)" >&2; exit 2 ;;
+    fabric-tcp|fabric-shm|fabric-net) procs=${procs:-$devices} ;;
+    *) echo "$0: unknown -t $mode (threads, fabric-tcp, fabric-shm, fabric-net)" >&2; exit 2 ;;
 esac
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -122,10 +124,10 @@ else
         make -s -C "$root" build/bench-fabric
     fi
     lane=1
-    [ "$provider" = tcp ] && lane=0
+    [ "$provider" != shm ] && lane=0
     ours=(env "SPMD_SHM_LANE=$lane" "$root/tools/spmdrun" -n "$procs" --provider "$provider" --bind "$bind_ours" --timeout 3600 -q --
           "$bench" -d "$devices" "${args[@]}" --csv)
-    if [ "$provider" = tcp ]; then
+    if [ "$provider" != shm ]; then
         btl=(--mca pml ob1 --mca btl "tcp,self" --mca btl_tcp_if_include lo)
     else
         btl=(--mca pml ob1 --mca btl "vader,self")
