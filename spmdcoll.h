@@ -59,8 +59,9 @@
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
      SPMD_JOB_KEY      shared secret of the job (tools/spmdrun makes one)
-     SPMD_PROVIDER     libfabric provider (else FI_PROVIDER; default: shm
-                       when every process is on one host, else the first)
+     SPMD_PROVIDER     libfabric provider: tcp, shm, net, ... (else
+                       FI_PROVIDER; default: shm when every process is on
+                       one host, else the first)
      SPMD_SOCKET_IFNAME   interface for the bootstrap and the tcp provider
      SPMD_DEVICES_PER_PROCESS   devices each process hosts (desc field wins)
      SPMD_BACKEND      threads or libfabric: overrides the default choice
@@ -69,6 +70,8 @@
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
                        EFA demand (every buffer registered, fi_context2,
                        8 KiB messages)
+     SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
+                       clear-to-send (default on for shm and net)
      SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
                        between processes of one host go through rings in
                        shared memory, not libfabric (at most 8 KiB inline,
