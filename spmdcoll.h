@@ -6476,7 +6476,7 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
    size (a larger one would stall later sends, see SPMD__X_CTS). The header
    is the short form (spmd__x_post) unless check mode or a group of 65536
    members and more: net's inject size (128) leaves 64 bytes after the
-   48-byte short header, none after the long one. */
+   48-byte short header, none after the 128-byte long one. */
 static size_t spmd__x_inline(const spmd_mesh *m, int G) {
     const spmd__fab *f = m->fab;
     size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
@@ -8025,7 +8025,8 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     spmd__free(&m->alloc, all);
     spmd__free(&m->alloc, lens);
     /* with clear-to-send, headers go before their receive is posted and must
-       fit the inject size (SPMD__X_CTS); check mode's long ones do not on net */
+       fit the inject size (SPMD__X_CTS): check mode's long ones (128 bytes)
+       fit net's, not the 64 bytes it offers with manual progress (strict) */
     if (st == SPMD_OK && m->check && f->cts && f->inject < SPMD__X_HDR) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: check mode sends headers of %zu bytes before their "
                   "receive is posted, more than provider %s can inject (%zu): not supported there (SPMD_CHECK=0, "

@@ -22,7 +22,9 @@
    killed while its peer's sends wait for room in its ring: the survivor's
    receive and waiting sends end SPMD_ERR_PEER_LOST naming it, and no
    segment is left in /dev/shm.
-   Tag group fields (test_gids): groups that run in lockstep never share one. */
+   Tag group fields (test_gids): groups that run in lockstep never share one.
+   Check mode is refused where its headers exceed the provider's inject size
+   under clear-to-send (net under SPMD_FABRIC_STRICT=1). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -643,6 +645,46 @@ static int child_mrfull(void) {
     return bad;
 }
 
+/* Check mode where its 128-byte headers exceed what the provider injects
+   while clear-to-send is on (net under SPMD_FABRIC_STRICT=1: 64 bytes): the
+   mesh is refused with SPMD_ERR_UNSUPPORTED and a message naming both
+   sizes; the same mesh without check mode is made. */
+static char ci_msg[512];
+static void ci_log(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user, (void)level, (void)device;
+    if (!ci_msg[0]) snprintf(ci_msg, sizeof ci_msg, "%s", msg);
+}
+static int child_checkinject(void) {
+    static const char *const names[1] = {"x"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status st;
+    int bad = 0, P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1");
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = P;
+    desc.axis_names[0] = names[0];
+    desc.timeout_ms = 20000;
+    desc.check = SPMD_CHECK_ON;
+    desc.log_level = SPMD_LOG_ERROR;
+    desc.log_fn = ci_log;
+    st = spmd_mesh_create(&desc, &m);
+    if (st != SPMD_ERR_UNSUPPORTED || m || !strstr(ci_msg, "check mode") || !strstr(ci_msg, "128") ||
+        !strstr(ci_msg, "inject (64)")) {
+        printf("check mode: %s, mesh %p, message \"%s\"; want SPMD_ERR_UNSUPPORTED naming 128 and inject (64)\n",
+               spmd_status_name(st), (void *)m, ci_msg);
+        bad = 1;
+    }
+    if (m) spmd_mesh_destroy(m);
+    m = NULL;
+    desc.check = SPMD_CHECK_OFF;
+    st = spmd_mesh_create(&desc, &m);
+    if (st != SPMD_OK) { printf("without check mode: %s\n", spmd_status_name(st)); bad = 1; }
+    if (m) spmd_mesh_destroy(m);
+    printf("%s: check mode refused where headers exceed the inject size\n", bad ? "FAILED" : "ok");
+    return bad;
+}
+
 /* Segments of the lane whose process is gone (the name carries its pid). */
 static int stale_segments(void) {
     DIR *dir = opendir("/dev/shm");
@@ -793,6 +835,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "lanekill") == 0) return child_lanekill();
         if (strcmp(argv[2], "bulk") == 0) return child_bulk();
         if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
+        if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
         return 2;
@@ -818,6 +861,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-bulk-shm-2", 2, "--provider shm", "bulk", "");
     run_mode("fabric-bulk-tcp-2", 2, "--provider tcp", "bulk", "");
     run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
+    run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     test_lanekill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
