@@ -1737,14 +1737,16 @@ static size_t spmd__out_size(spmd_dtype dt, spmd_op op) {
 }
 
 // >>axes and groups
-static uint64_t spmd__hash_ints(const int *v, int n, uint64_t h) {
+/* FNV-1a over v[i] - base (base 0: the values themselves). */
+static uint64_t spmd__hash_rel(const int *v, int n, int base, uint64_t h) {
     int i;
     for (i = 0; i < n; i++) {
-        h ^= (uint64_t)(uint32_t)v[i];
+        h ^= (uint64_t)(uint32_t)(v[i] - base);
         h *= 1099511628211u;
     }
     return h;
 }
+static uint64_t spmd__hash_ints(const int *v, int n, uint64_t h) { return spmd__hash_rel(v, n, 0, h); }
 
 /* Parse "row,col" (spaces allowed around names), "" (no axis) or "*" (all
    axes) into axis indices. On error returns the status and writes why. */
@@ -1876,12 +1878,8 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
    member, which keeps such siblings apart on any mesh of up to 65536
    devices; groups of different patterns share it by chance (1 in 65536). */
 static uint32_t spmd__group_gid(const int *members, int G, uint32_t mesh_id) {
-    uint64_t h = 1469598103934665603u ^ ((uint64_t)mesh_id + 1) * 0x9e3779b97f4a7c15u;
-    int k;
-    for (k = 1; k < G; k++) {
-        h ^= (uint64_t)(uint32_t)(members[k] - members[0]);
-        h *= 1099511628211u;
-    }
+    uint64_t h = spmd__hash_rel(members + 1, G - 1, members[0],
+                                1469598103934665603u ^ ((uint64_t)mesh_id + 1) * 0x9e3779b97f4a7c15u);
     h = (h ^ (uint64_t)G) * 0xff51afd7ed558ccdu;
     return (uint32_t)((h >> 40 ^ h >> 16 ^ h) + (uint64_t)(uint32_t)members[0]) & 0xffffu;
 }

@@ -776,6 +776,13 @@ static void test_lanekill(void) {
     if (rc0 != 0) p_show("fabric-lanekill-p0", "err");
 }
 
+/* Coordinate d of device dev on a mesh of nd dims (row-major). */
+static int coord_of(const int *shape, int nd, int dev, int d) {
+    int k;
+    for (k = nd - 1; k > d; k--) dev /= shape[k];
+    return dev % shape[d];
+}
+
 /* Tag group fields: on meshes of 4096 devices (and an odd one), for every
    set of axes, the sibling groups (one per position on the other axes, each
    listing its members in mesh order) have distinct fields, on three meshes
@@ -797,21 +804,15 @@ static void test_gids(void) {
                 /* each group: the devices whose coordinates off S are those of a
                    device with zero coordinates on S */
                 for (dev = 0; dev < N; dev++) {
-                    int rest = dev, stride = N, zero_on_s = 1, cand, gid;
-                    for (d = 0; d < nd; d++) {
-                        stride /= shapes[si][d];
-                        if ((S >> d & 1) && rest / stride) zero_on_s = 0;
-                        rest %= stride;
-                    }
+                    int zero_on_s = 1, cand, gid;
+                    for (d = 0; d < nd; d++)
+                        if ((S >> d & 1) && coord_of(shapes[si], nd, dev, d)) zero_on_s = 0;
                     if (!zero_on_s) continue;
                     for (G = 0, cand = 0; cand < N; cand++) { /* same coordinates off S, in mesh order */
-                        int a = dev, b = cand, same = 1;
-                        stride = N;
-                        for (d = 0; d < nd; d++) {
-                            stride /= shapes[si][d];
-                            if (!(S >> d & 1) && a / stride != b / stride) same = 0;
-                            a %= stride, b %= stride;
-                        }
+                        int same = 1;
+                        for (d = 0; d < nd; d++)
+                            if (!(S >> d & 1) && coord_of(shapes[si], nd, dev, d) != coord_of(shapes[si], nd, cand, d))
+                                same = 0;
                         if (same) members[G++] = cand;
                     }
                     gid = (int)spmd__group_gid(members, G, mesh_id);
