@@ -72,6 +72,12 @@ $(BUILD)/asan/impl.o: tests/impl.c spmdcoll.h
 $(BUILD)/asan/%: tests/%.c $(BUILD)/asan/impl.o $(TEST_DEPS)
 	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/asan/impl.o -o $@ $(LIBS)
 
+# The baseline reduction kernels (no AVX2/F16C copies) where the CPU would
+# pick the AVX2 ones: the implementation in the test's own file.
+$(BUILD)/nodispatch/%: tests/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMD_NO_DISPATCH $< -o $@ $(LIBS)
+
 $(BUILD)/tsan/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) -c $< -o $@
@@ -107,7 +113,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@sh tests/run.sh all
-test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%)
+NODISPATCH := test_f16 test_reduce
+test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%)
 	@$(MAKE) --no-print-directory fabric
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)

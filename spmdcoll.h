@@ -41,6 +41,8 @@
                                -lfabric); the thread backend stays too
      SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
      SPMD_ASSERT(x)            replace assert() for internal invariants
+     SPMD_NO_DISPATCH          x86-64: no AVX2/F16C copies of the hot reduction
+                               kernels (the baseline ones run everywhere)
 
    ENVIRONMENT
      SPMD_TIMEOUT_MS   deadline of every wait, overrides the mesh desc
@@ -959,18 +961,18 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #else
 #define SPMD__GCC 0
 #endif
-/* x86: the kernels are also built for AVX2 and chosen at run time. */
-#if SPMD__HAS_X86 && !defined(SPMD_NO_DISPATCH) && (SPMD__GCC || (defined(__clang__) && __clang_major__ >= 9))
-#define SPMD__HAS_AVX2_DISPATCH 1
+/* x86-64: the hot reduction kernels are also built for AVX2 and F16C and
+   chosen at run time. */
+#if defined(__x86_64__) && !defined(SPMD_NO_DISPATCH) && (SPMD__GCC || (defined(__clang__) && __clang_major__ >= 9))
+#define SPMD__HAS_X86_DISPATCH 1
 #include <cpuid.h>
-#include <immintrin.h>
 #else
-#define SPMD__HAS_AVX2_DISPATCH 0
+#define SPMD__HAS_X86_DISPATCH 0
 #endif
 
 #define SPMD__UNUSED __attribute__((unused))
 #define SPMD__LINE 64                   /* cache line */
-#define SPMD__TILE 1024                 /* elements per kernel tile */
+#define SPMD__TILE 256                  /* elements per reduction kernel tile */
 #define SPMD__DEFAULT_TIMEOUT_MS 60000
 #define SPMD__DEFAULT_INFLIGHT 16
 #define SPMD__MAX_INFLIGHT 1024
@@ -1090,8 +1092,21 @@ enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_M
 #define SPMD__S_MASK 7u
 #define SPMD__REQ_MAGIC 0x73706d64u
 
-typedef void (*spmd__kernel)(void *out, const void *const *in, int G, size_t n);
-typedef const spmd__kernel (*spmd__ktable)[SPMD_OP_COUNT]; /* [dtype][op] */
+/* A reduction kernel: how spmd__reduce loads, combines and writes out
+   blocks of elements of one dtype for one op (>>reduce kernels). */
+typedef void (*spmd__kload)(void *d, const void *x, size_t m);
+typedef void (*spmd__kcomb)(void *d, const void *a, const void *x, size_t m);
+typedef void (*spmd__kfin)(void *out, const void *acc, size_t m, int G);
+typedef void (*spmd__kargeq)(int32_t *idx, const void *best, const void *x, int j, size_t m);
+typedef struct spmd__kern {
+    uint8_t in_size, acc_size, out_size; /* bytes an element */
+    spmd__kload load;   /* inputs -> accumulator type; NULL: the same type */
+    spmd__kcomb comb;   /* d = a OP x; NULL: the op is not defined */
+    spmd__kfin fin;     /* accumulator -> output; NULL: a copy */
+    spmd__kargeq argeq; /* argmax/argmin: idx = j where x == best (comb is max/min) */
+} spmd__kern;
+typedef const spmd__kern *spmd__kernel;
+typedef const spmd__kern (*spmd__ktable)[SPMD_OP_COUNT]; /* [dtype][op] */
 
 /* An n-d block inside a row-major array: extents, and the byte strides of
    the source and destination arrays it is copied between. The innermost
@@ -1398,17 +1413,6 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
 }
 
 // >>half precision
-/* The kernels are compiled at O3 whatever the user's level, and without
-   assuming floating-point traps (we never read the FP exception flags):
-   GCC otherwise refuses to vectorise the branch-free f16 rounding below.
-   Neither changes a result. */
-#if SPMD__GCC
-#pragma GCC push_options
-#pragma GCC optimize("O3", "no-trapping-math")
-#endif
-
-/* Inside the O3 region: GCC inlines only functions compiled with the same
-   options, and a call per element would stop vectorisation. */
 static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -1437,6 +1441,7 @@ static inline uint16_t spmd__f2h(float f) {
 
 static inline float spmd__b2f(uint16_t h) { return spmd__u2f((uint32_t)h << 16); }
 
+/* binary32 -> bfloat16, round to nearest even; NaN stays a quiet NaN */
 static inline uint16_t spmd__f2b(float f) {
     uint32_t x = spmd__f2u(f);
     uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
@@ -1444,283 +1449,424 @@ static inline uint16_t spmd__f2b(float f) {
 }
 
 // >>reduce kernels
-/* A kernel reduces G inputs elementwise into out, in device order 0..G-1,
-   tile by tile: the first step combines inputs 0 and 1, the middle steps
-   fold into a tile accumulator that stays in L1, the last step writes out.
-   out may be one of the inputs (in place): each element is written after
-   every input's element at that index was read. Loops are contiguous with
-   no per-element dispatch, so the compiler vectorises them. */
-#define SPMD__K_ADD(a, b) ((a) + (b))
-#define SPMD__K_MUL(a, b) ((a) * (b))
-#define SPMD__K_AND(a, b) ((a) & (b))
-#define SPMD__K_OR(a, b) ((a) | (b))
-#define SPMD__K_MAXI(a, b) ((a) > (b) ? (a) : (b))
-#define SPMD__K_MINI(a, b) ((a) < (b) ? (a) : (b))
-#define SPMD__K_MAXF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b)) /* NaN wins */
-#define SPMD__K_MINF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
-#define SPMD__LD_BOOL(x) ((uint8_t)((x) != 0))
-#define SPMD__LD_BOOL32(x) ((int32_t)((x) != 0))
+/* A kernel reduces G inputs elementwise into out, in device order 0..G-1.
+   It is an entry of a table (spmd__kern: sizes and four loops), run by one
+   driver, spmd__reduce:
+     load   inputs -> accumulator type (f16 and bf16 to f32, integers to a
+            wider type for a mean or argmax; NULL: the same type);
+     comb   d = a OP x on accumulator blocks; d may be a or x (in place);
+     fin    accumulator -> output (rounding to f16, dividing by G for a
+            mean; NULL: a copy);
+     argeq  argmax/argmin's second pass (comb is then max or min).
+   The driver walks tiles of SPMD__TILE elements through an accumulator on
+   the stack; with no load and no fin the first and last steps read the
+   inputs and write out directly (G = 2: one pass). out may be one of the
+   inputs: each element of out is written after every input's element at
+   that index was read.
+   The hot loops (comb, and the f16/bf16 conversions) are written with
+   explicit vectors (GCC's vector extension, which clang shares), so they
+   are fast at any -O level without the auto-vectoriser, 4 vectors at a
+   time, a last partial block through zero-padded vectors. On x86-64 they
+   are also built for AVX2 (and F16C for f16) and a mesh picks that table
+   at creation. The cold loops (widening loads, integer means, argeq) are
+   plain loops the compiler vectorises at the user's level, or not.
+   Semantics: integer sum and prod wrap (the same bits signed or unsigned);
+   a mean sums exactly in a wider integer and divides toward zero; float
+   max/min propagate NaN; f16 and bf16 combine in f32 and round to nearest
+   even once. */
+#define SPMD__R __restrict
+#define SPMD__VT(T, B) T __attribute__((vector_size(B)))
+typedef SPMD__VT(uint8_t, 16) spmd__vu8;
+typedef SPMD__VT(int8_t, 16) spmd__vi8;
+typedef SPMD__VT(uint16_t, 16) spmd__vu16;
+typedef SPMD__VT(int16_t, 16) spmd__vi16;
+typedef SPMD__VT(uint32_t, 16) spmd__vu32;
+typedef SPMD__VT(int32_t, 16) spmd__vi32;
+typedef SPMD__VT(uint64_t, 16) spmd__vu64;
+typedef SPMD__VT(int64_t, 16) spmd__vi64;
+typedef SPMD__VT(float, 16) spmd__vf32;
+typedef SPMD__VT(double, 16) spmd__vf64;
+/* 8 lanes of 32 bits (two SSE or NEON registers, one AVX2 register) and
+   the 8 halves they convert from and to */
+typedef SPMD__VT(uint16_t, 16) spmd__vh8;
+typedef SPMD__VT(uint32_t, 32) spmd__vu32x8;
+typedef SPMD__VT(int32_t, 32) spmd__vi32x8;
+typedef SPMD__VT(float, 32) spmd__vf32x8;
+typedef SPMD__VT(double, 32) spmd__vf64x4;
+typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 
-#define SPMD__KERNEL(NAME, T, A, OT, LOAD, COMB, FIN)                                    \
-    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
-        A acc[SPMD__TILE];                                                              \
-        OT *out = (OT *)out_;                                                           \
-        size_t base, i;                                                                 \
-        int j;                                                                          \
-        if (G == 2) { /* no accumulator: one pass over the whole range */           \
-            const T *y0 = (const T *)in_[0], *y1 = (const T *)in_[1];                   \
-            for (i = 0; i < n; i++) { A a = COMB(LOAD(y0[i]), LOAD(y1[i])); out[i] = FIN(a); } \
-            return;                                                                     \
-        }                                                                               \
-        for (base = 0; base < n; base += SPMD__TILE) {                                  \
-            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
-            const T *x0 = (const T *)in_[0] + base;                                     \
-            OT *o = out + base;                                                         \
-            if (G == 1) {                                                               \
-                for (i = 0; i < m; i++) { A a = LOAD(x0[i]); o[i] = FIN(a); }           \
-                continue;                                                               \
-            }                                                                           \
-            {                                                                           \
-                const T *x1 = (const T *)in_[1] + base;                                 \
-                for (i = 0; i < m; i++) acc[i] = COMB(LOAD(x0[i]), LOAD(x1[i]));        \
-            }                                                                           \
-            for (j = 2; j < G - 1; j++) {                                               \
-                const T *xj = (const T *)in_[j] + base;                                 \
-                for (i = 0; i < m; i++) acc[i] = COMB(acc[i], LOAD(xj[i]));             \
-            }                                                                           \
-            {                                                                           \
-                const T *xl = (const T *)in_[G - 1] + base;                             \
-                for (i = 0; i < m; i++) {                                               \
-                    A a = COMB(acc[i], LOAD(xl[i]));                                    \
-                    o[i] = FIN(a);                                                      \
-                }                                                                       \
-            }                                                                           \
-        }                                                                               \
+/* c ? a : b, lane by lane; c is a comparison's all-ones mask of type MT */
+#define SPMD__SEL(c, a, b, VT, MT) ((VT)(((MT)(a) & (MT)(c)) | ((MT)(b) & ~(MT)(c))))
+#define SPMD__V_ADD(a, b, VT, MT) ((a) + (b)) /* unsigned lanes wrap */
+#define SPMD__V_MUL(a, b, VT, MT) ((a) * (b))
+#define SPMD__V_AND(a, b, VT, MT) ((a) & (b))
+#define SPMD__V_OR(a, b, VT, MT) ((a) | (b))
+#define SPMD__V_MAXI(a, b, VT, MT) SPMD__SEL((a) > (b), a, b, VT, MT)
+#define SPMD__V_MINI(a, b, VT, MT) SPMD__SEL((a) < (b), a, b, VT, MT)
+#define SPMD__V_MAXF(a, b, VT, MT) SPMD__SEL(((a) > (b)) | ((a) != (a)), a, b, VT, MT) /* NaN wins */
+#define SPMD__V_MINF(a, b, VT, MT) SPMD__SEL(((a) < (b)) | ((a) != (a)), a, b, VT, MT)
+
+/* d = a OP x over m elements of ES bytes, on vectors of type VT: four
+   at a time, then one at a time, then the last partial one zero-padded */
+#define SPMD__COMB1(F, VT, MT, OFF)                                                       \
+    {                                                                                    \
+        VT va, vx;                                                                       \
+        memcpy(&va, a + i + (OFF), sizeof va);                                           \
+        memcpy(&vx, x + i + (OFF), sizeof vx);                                           \
+        va = F(va, vx, VT, MT);                                                          \
+        memcpy(d + i + (OFF), &va, sizeof va);                                           \
+    }
+#define SPMD__COMB(ATTR, NAME, ES, VT, MT, F)                                             \
+    ATTR static void NAME(void *d_, const void *a_, const void *x_, size_t m) {          \
+        unsigned char *d = (unsigned char *)d_;                                          \
+        const unsigned char *a = (const unsigned char *)a_, *x = (const unsigned char *)x_; \
+        size_t i = 0, n = m * (ES);                                                      \
+        for (; i + 4 * sizeof(VT) <= n; i += 4 * sizeof(VT)) {                           \
+            SPMD__COMB1(F, VT, MT, 0)                                                    \
+            SPMD__COMB1(F, VT, MT, sizeof(VT))                                           \
+            SPMD__COMB1(F, VT, MT, 2 * sizeof(VT))                                       \
+            SPMD__COMB1(F, VT, MT, 3 * sizeof(VT))                                       \
+        }                                                                                \
+        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(F, VT, MT, 0)           \
+        if (i < n) {                                                                     \
+            VT va, vx;                                                                   \
+            memset(&va, 0, sizeof va);                                                   \
+            memset(&vx, 0, sizeof vx);                                                   \
+            memcpy(&va, a + i, n - i);                                                   \
+            memcpy(&vx, x + i, n - i);                                                   \
+            va = F(va, vx, VT, MT);                                                      \
+            memcpy(d + i, &va, n - i);                                                   \
+        }                                                                                \
     }
 
-/* argmax/argmin, with JAX's definition: m = the NaN-propagating max (min);
-   the result is the smallest j with x_j == m, or INT32_MAX if there is none. */
-#define SPMD__ARGKERNEL(NAME, T, A, LOAD, COMB)                                          \
-    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
-        A best[SPMD__TILE];                                                             \
-        int32_t idx[SPMD__TILE];                                                        \
-        int32_t *out = (int32_t *)out_;                                                 \
-        size_t base, i;                                                                 \
-        int j;                                                                          \
-        for (base = 0; base < n; base += SPMD__TILE) {                                  \
-            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
-            const T *x0 = (const T *)in_[0] + base;                                     \
-            for (i = 0; i < m; i++) best[i] = LOAD(x0[i]);                              \
-            for (j = 1; j < G; j++) {                                                   \
-                const T *xj = (const T *)in_[j] + base;                                 \
-                for (i = 0; i < m; i++) best[i] = COMB(best[i], LOAD(xj[i]));           \
-            }                                                                           \
-            for (i = 0; i < m; i++) idx[i] = INT32_MAX;                                 \
-            for (j = G - 1; j >= 0; j--) {                                              \
-                const T *xj = (const T *)in_[j] + base;                                 \
-                for (i = 0; i < m; i++) idx[i] = LOAD(xj[i]) == best[i] ? j : idx[i];   \
-            }                                                                           \
-            memcpy(out + base, idx, m * sizeof(int32_t));                               \
-        }                                                                               \
+/* The f16 and bf16 conversions, 8 lanes at a time: the scalar functions
+   above, lane by lane. A load reads halves (h) and writes f32 bits (o); a
+   fin reads f32 bits (w), divides them by G first for a mean (PRE), and
+   writes halves (h). */
+#define SPMD__K_B2F o = __builtin_convertvector(h, spmd__vu32x8) << 16;
+#define SPMD__K_H2F                                                                       \
+    w = __builtin_convertvector(h, spmd__vu32x8);                                        \
+    o = (spmd__vu32x8)((spmd__vf32x8)((w & 0x7fffu) << 13) * 0x1p112f) |                 \
+        SPMD__SEL((w & 0x7fffu) >= 0x7c00u, (w & 0u) | 0x7f800000u, w & 0u, spmd__vu32x8, spmd__vi32x8) | \
+        ((w & 0x8000u) << 16);
+#define SPMD__K_F2B                                                                       \
+    o = (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;                                          \
+    o = SPMD__SEL((w & 0x7fffffffu) > 0x7f800000u, (w >> 16) | 0x40u, o, spmd__vu32x8, spmd__vi32x8); \
+    h = __builtin_convertvector(o, spmd__vh8);
+#define SPMD__K_F2H                                                                       \
+    w &= 0x7fffffffu; /* the sign bit is in s */                                         \
+    o = SPMD__SEL(w >= 0x47800000u,                                                      \
+                  SPMD__SEL(w > 0x7f800000u, (w & 0u) | 0x7e00u, (w & 0u) | 0x7c00u, spmd__vu32x8, spmd__vi32x8), \
+                  SPMD__SEL(w < 0x38800000u,                                             \
+                            (spmd__vu32x8)((spmd__vf32x8)w + 0.5f) - 0x3f000000u,        \
+                            (w + 0xc8000fffu + ((w >> 13) & 1u)) >> 13, spmd__vu32x8, spmd__vi32x8), \
+                  spmd__vu32x8, spmd__vi32x8);                                           \
+    h = __builtin_convertvector(o | s, spmd__vh8);
+#define SPMD__K_SIGN s = (w >> 16) & 0x8000u;
+#define SPMD__K_DIV w = (spmd__vu32x8)((spmd__vf32x8)w / (float)G);
+#define SPMD__K_NONE
+#define SPMD__HLOAD(ATTR, NAME, BODY)                                                     \
+    ATTR static void NAME(void *d_, const void *x_, size_t m) {                          \
+        unsigned char *d = (unsigned char *)d_;                                          \
+        const unsigned char *x = (const unsigned char *)x_;                              \
+        spmd__vh8 h;                                                                     \
+        spmd__vu32x8 w, o;                                                               \
+        size_t i = 0;                                                                    \
+        (void)w;                                                                         \
+        for (; i + 8 <= m; i += 8) {                                                     \
+            memcpy(&h, x + 2 * i, sizeof h);                                             \
+            BODY memcpy(d + 4 * i, &o, sizeof o);                                        \
+        }                                                                                \
+        if (i < m) {                                                                     \
+            memset(&h, 0, sizeof h);                                                     \
+            memcpy(&h, x + 2 * i, 2 * (m - i));                                          \
+            BODY memcpy(d + 4 * i, &o, 4 * (m - i));                                     \
+        }                                                                                \
+    }
+#define SPMD__HFIN(ATTR, NAME, PRE, BODY)                                                 \
+    ATTR static void NAME(void *d_, const void *a_, size_t m, int G) {                   \
+        unsigned char *d = (unsigned char *)d_;                                          \
+        const unsigned char *a = (const unsigned char *)a_;                              \
+        spmd__vh8 h;                                                                     \
+        spmd__vu32x8 w, o, s;                                                            \
+        size_t i = 0;                                                                    \
+        (void)G;                                                                         \
+        (void)o;                                                                         \
+        (void)s;                                                                         \
+        for (; i + 8 <= m; i += 8) {                                                     \
+            memcpy(&w, a + 4 * i, sizeof w);                                             \
+            PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, sizeof h);                       \
+        }                                                                                \
+        if (i < m) {                                                                     \
+            memset(&w, 0, sizeof w);                                                     \
+            memcpy(&w, a + 4 * i, 4 * (m - i));                                          \
+            PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, 2 * (m - i));                    \
+        }                                                                                \
     }
 
+/* Cold loops: widening loads, the integer means' fins, argmax's pass. */
+#define SPMD__LOAD(NAME, T, A, CVT)                                                       \
+    static void NAME(void *d_, const void *x_, size_t m) {                               \
+        A *SPMD__R d = (A *)d_;                                                          \
+        const T *SPMD__R x = (const T *)x_;                                              \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) d[i] = (A)CVT(x[i]);                                     \
+    }
+#define SPMD__FIN(NAME, A, T, F)                                                          \
+    static void NAME(void *o_, const void *a_, size_t m, int G) {                        \
+        T *SPMD__R o = (T *)o_;                                                          \
+        const A *SPMD__R a = (const A *)a_;                                              \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) o[i] = (T)F(a[i]);                                       \
+    }
+#define SPMD__ARGEQ(NAME, T)                                                              \
+    static void NAME(int32_t *SPMD__R idx, const void *b_, const void *x_, int j, size_t m) { \
+        const T *SPMD__R b = (const T *)b_, *SPMD__R x = (const T *)x_;                  \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) idx[i] = x[i] == b[i] ? j : idx[i];                      \
+    }
 #define SPMD__ID(x) (x)
-#define SPMD__FMEAN_F32(a) ((a) / (float)G)
-#define SPMD__FMEAN_F64(a) ((a) / (double)G)
-#define SPMD__FMEAN_F16(a) spmd__f2h((a) / (float)G)
-#define SPMD__FMEAN_BF16(a) spmd__f2b((a) / (float)G)
-#define SPMD__FMEAN_I8(a) ((int8_t)((a) / G))
-#define SPMD__FMEAN_U8(a) ((uint8_t)((a) / (uint64_t)G))
-#define SPMD__FMEAN_I16(a) ((int16_t)((a) / G))
-#define SPMD__FMEAN_U16(a) ((uint16_t)((a) / (uint64_t)G))
-#define SPMD__FMEAN_I32(a) ((int32_t)((a) / G))
-#define SPMD__FMEAN_U32(a) ((uint32_t)((a) / (uint64_t)G))
-#define SPMD__FMEAN_I64(a) ((int64_t)((a) / G))
-#define SPMD__FMEAN_U64(a) ((uint64_t)((a) / (unsigned)G))
+#define SPMD__NZ(x) ((x) != 0)
+#define SPMD__MEAN_I(a) ((a) / G)
+#define SPMD__MEAN_U(a) ((a) / (unsigned)G)
 
-/* bool: sum counts into int32 (JAX converts bools to integers); max = any,
-   min = all, prod = all. */
-#define SPMD__BOOL_KERNELS(S)                                                                    \
-    SPMD__KERNEL(spmd__sum_##S, uint8_t, int32_t, int32_t, SPMD__LD_BOOL32, SPMD__K_ADD, SPMD__ID) \
-    SPMD__KERNEL(spmd__prod_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t)) \
-    SPMD__KERNEL(spmd__max_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_OR, (uint8_t))  \
-    SPMD__KERNEL(spmd__min_##S, uint8_t, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_AND, (uint8_t))  \
-    SPMD__ARGKERNEL(spmd__argmax_##S, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MAXI)             \
-    SPMD__ARGKERNEL(spmd__argmin_##S, uint8_t, uint8_t, SPMD__LD_BOOL, SPMD__K_MINI)
+/* Every kernel built for the baseline ISA (SUF _base) and, on x86-64, the
+   hot ones again for AVX2 (SUF _avx2; F16C for the f16 conversions). */
+#define SPMD__HOT_KERNELS(ATTR, SUF)                                                      \
+    SPMD__COMB(ATTR, spmd__add_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
+    SPMD__COMB(ATTR, spmd__mul_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MUL)  \
+    SPMD__COMB(ATTR, spmd__max_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MAXF) \
+    SPMD__COMB(ATTR, spmd__min_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MINF) \
+    SPMD__COMB(ATTR, spmd__add_f64##SUF, 8, SPMD__VF64##SUF, SPMD__VI64##SUF, SPMD__V_ADD)  \
+    SPMD__COMB(ATTR, spmd__add_u32##SUF, 4, SPMD__VU32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
+    SPMD__HLOAD(ATTR, spmd__ld_bf16##SUF, SPMD__K_B2F)                                   \
+    SPMD__HFIN(ATTR, spmd__fin_bf16##SUF, SPMD__K_NONE, SPMD__K_F2B)                     \
+    SPMD__HFIN(ATTR, spmd__mean_bf16##SUF, SPMD__K_DIV, SPMD__K_F2B)
+#define SPMD__VF32_base spmd__vf32
+#define SPMD__VI32_base spmd__vi32
+#define SPMD__VF64_base spmd__vf64
+#define SPMD__VI64_base spmd__vi64
+#define SPMD__VU32_base spmd__vu32
+SPMD__HOT_KERNELS(, _base)
+SPMD__HLOAD(, spmd__ld_f16_base, SPMD__K_H2F)
+SPMD__HFIN(, spmd__fin_f16_base, SPMD__K_NONE, SPMD__K_F2H)
+SPMD__HFIN(, spmd__mean_f16_base, SPMD__K_DIV, SPMD__K_F2H)
+#if SPMD__HAS_X86_DISPATCH
+#define SPMD__AVX2 __attribute__((target("avx2,f16c")))
+#define SPMD__VF32_avx2 spmd__vf32x8
+#define SPMD__VI32_avx2 spmd__vi32x8
+#define SPMD__VF64_avx2 spmd__vf64x4
+#define SPMD__VI64_avx2 spmd__vi64x4
+#define SPMD__VU32_avx2 spmd__vu32x8
+SPMD__HOT_KERNELS(SPMD__AVX2, _avx2)
+/* F16C: 8 conversions in one instruction, rounding to nearest even (0) */
+#define SPMD__K_H2F_F16C o = (spmd__vu32x8)__builtin_ia32_vcvtph2ps256((spmd__vi16)h);
+#define SPMD__K_F2H_F16C h = (spmd__vh8)__builtin_ia32_vcvtps2ph256((spmd__vf32x8)w, 0);
+SPMD__HLOAD(SPMD__AVX2, spmd__ld_f16_avx2, SPMD__K_H2F_F16C)
+SPMD__HFIN(SPMD__AVX2, spmd__fin_f16_avx2, SPMD__K_NONE, SPMD__K_F2H_F16C)
+SPMD__HFIN(SPMD__AVX2, spmd__mean_f16_avx2, SPMD__K_DIV, SPMD__K_F2H_F16C)
+#endif
 
-/* integers: sum and prod in unsigned arithmetic (wraps, no UB), truncated
-   to the dtype at the end, which equals wrapping at every step. */
-#define SPMD__INT_KERNELS_NOMEAN(S, T, U)                                                 \
-    SPMD__KERNEL(spmd__sum_##S, T, U, T, (U), SPMD__K_ADD, (T))                         \
-    SPMD__KERNEL(spmd__prod_##S, T, U, T, (U), SPMD__K_MUL, (T))                        \
-    SPMD__KERNEL(spmd__max_##S, T, T, T, SPMD__ID, SPMD__K_MAXI, SPMD__ID)              \
-    SPMD__KERNEL(spmd__min_##S, T, T, T, SPMD__ID, SPMD__K_MINI, SPMD__ID)              \
-    SPMD__ARGKERNEL(spmd__argmax_##S, T, T, SPMD__ID, SPMD__K_MAXI)                     \
-    SPMD__ARGKERNEL(spmd__argmin_##S, T, T, SPMD__ID, SPMD__K_MINI)
-/* mean: the exact sum in a wider integer, divided by G toward zero */
-#define SPMD__INT_KERNELS(S, T, U, W, FMEAN)                                              \
-    SPMD__INT_KERNELS_NOMEAN(S, T, U)                                                   \
-    SPMD__KERNEL(spmd__mean_##S, T, W, T, (W), SPMD__K_ADD, FMEAN)
-
-/* f16 and bf16: each tile of every input is converted to f32 in blocks
-   (CVT_IN), combined in f32 in device order, and rounded to nearest even
-   once (CVT_OUT). The AVX2 build converts f16 with F16C instructions. */
-#define SPMD__HKERNEL(NAME, CVT_IN, CVT_OUT, COMB, FINF)                                   \
-    static void NAME(void *out_, const void *const *in_, int G, size_t n) {             \
-        float acc[SPMD__TILE], tmp[SPMD__TILE];                                         \
-        uint16_t *out = (uint16_t *)out_;                                               \
-        size_t base, i;                                                                 \
-        int j;                                                                          \
-        for (base = 0; base < n; base += SPMD__TILE) {                                  \
-            size_t m = n - base < SPMD__TILE ? n - base : SPMD__TILE;                   \
-            CVT_IN(acc, (const uint16_t *)in_[0] + base, m);                            \
-            for (j = 1; j < G; j++) {                                                   \
-                CVT_IN(tmp, (const uint16_t *)in_[j] + base, m);                        \
-                for (i = 0; i < m; i++) acc[i] = COMB(acc[i], tmp[i]);                  \
-            }                                                                           \
-            for (i = 0; i < m; i++) acc[i] = FINF(acc[i]);                              \
-            CVT_OUT(out + base, acc, m);                                                \
-        }                                                                               \
-    }
-#define SPMD__FMEAN_F(a) ((a) / (float)G)
-#define SPMD__HALF_KERNELS(S, LOAD, CVT_IN, CVT_OUT)                                      \
-    SPMD__HKERNEL(spmd__sum_##S, CVT_IN, CVT_OUT, SPMD__K_ADD, SPMD__ID)                 \
-    SPMD__HKERNEL(spmd__prod_##S, CVT_IN, CVT_OUT, SPMD__K_MUL, SPMD__ID)                \
-    SPMD__HKERNEL(spmd__max_##S, CVT_IN, CVT_OUT, SPMD__K_MAXF, SPMD__ID)                \
-    SPMD__HKERNEL(spmd__min_##S, CVT_IN, CVT_OUT, SPMD__K_MINF, SPMD__ID)                \
-    SPMD__HKERNEL(spmd__mean_##S, CVT_IN, CVT_OUT, SPMD__K_ADD, SPMD__FMEAN_F)           \
-    SPMD__ARGKERNEL(spmd__argmax_##S, uint16_t, float, LOAD, SPMD__K_MAXF)              \
-    SPMD__ARGKERNEL(spmd__argmin_##S, uint16_t, float, LOAD, SPMD__K_MINF)
-
-static inline void spmd__h2f_block(float *d, const uint16_t *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) d[i] = spmd__h2f(s[i]);
-}
-static inline void spmd__f2h_block(uint16_t *d, const float *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) d[i] = spmd__f2h(s[i]);
-}
-static inline void spmd__b2f_block(float *d, const uint16_t *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) d[i] = spmd__b2f(s[i]);
-}
-static inline void spmd__f2b_block(uint16_t *d, const float *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) d[i] = spmd__f2b(s[i]);
-}
-
-/* floats: f32 and f64 directly. */
-#define SPMD__FLOAT_KERNELS(S, T, A, LOAD, STORE, FMEAN)                                  \
-    SPMD__KERNEL(spmd__sum_##S, T, A, T, LOAD, SPMD__K_ADD, STORE)                      \
-    SPMD__KERNEL(spmd__prod_##S, T, A, T, LOAD, SPMD__K_MUL, STORE)                     \
-    SPMD__KERNEL(spmd__max_##S, T, A, T, LOAD, SPMD__K_MAXF, STORE)                     \
-    SPMD__KERNEL(spmd__min_##S, T, A, T, LOAD, SPMD__K_MINF, STORE)                     \
-    SPMD__KERNEL(spmd__mean_##S, T, A, T, LOAD, SPMD__K_ADD, FMEAN)                     \
-    SPMD__ARGKERNEL(spmd__argmax_##S, T, A, LOAD, SPMD__K_MAXF)                         \
-    SPMD__ARGKERNEL(spmd__argmin_##S, T, A, LOAD, SPMD__K_MINF)
-
-/* Every kernel, with a suffix: built once for the baseline ISA and, on x86,
-   once more for AVX2 (chosen at run time by spmd__kernel_for). */
+/* The rest, baseline only. */
+#define SPMD__INT_COMBS(S, ES, VT, MT)                                                    \
+    SPMD__COMB(, spmd__max_##S, ES, VT, MT, SPMD__V_MAXI)                               \
+    SPMD__COMB(, spmd__min_##S, ES, VT, MT, SPMD__V_MINI)
+#define SPMD__UINT_COMBS(S, ES, VT, MT)                                                   \
+    SPMD__INT_COMBS(S, ES, VT, MT)                                                      \
+    SPMD__COMB(, spmd__add_##S, ES, VT, MT, SPMD__V_ADD)                                \
+    SPMD__COMB(, spmd__mul_##S, ES, VT, MT, SPMD__V_MUL)
+SPMD__UINT_COMBS(u8, 1, spmd__vu8, spmd__vi8)
+SPMD__UINT_COMBS(u16, 2, spmd__vu16, spmd__vi16)
+SPMD__INT_COMBS(u32, 4, spmd__vu32, spmd__vi32)
+SPMD__COMB(, spmd__mul_u32, 4, spmd__vu32, spmd__vi32, SPMD__V_MUL)
+SPMD__UINT_COMBS(u64, 8, spmd__vu64, spmd__vi64)
+SPMD__INT_COMBS(i8, 1, spmd__vi8, spmd__vi8)
+SPMD__INT_COMBS(i16, 2, spmd__vi16, spmd__vi16)
+SPMD__INT_COMBS(i32, 4, spmd__vi32, spmd__vi32)
+SPMD__INT_COMBS(i64, 8, spmd__vi64, spmd__vi64)
+SPMD__COMB(, spmd__and_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_AND)
+SPMD__COMB(, spmd__or_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_OR)
+SPMD__COMB(, spmd__mul_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MUL)
+SPMD__COMB(, spmd__max_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MAXF)
+SPMD__COMB(, spmd__min_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MINF)
+SPMD__ARGEQ(spmd__eq_u8, uint8_t) /* bool */
+SPMD__ARGEQ(spmd__eq_u64, uint64_t)
+SPMD__ARGEQ(spmd__eq_i64, int64_t)
+SPMD__ARGEQ(spmd__eq_f32, float)
+SPMD__ARGEQ(spmd__eq_f64, double)
+SPMD__LOAD(spmd__ld_bool_u8, uint8_t, uint8_t, SPMD__NZ)
+SPMD__LOAD(spmd__ld_bool_u32, uint8_t, uint32_t, SPMD__NZ)
+SPMD__LOAD(spmd__ld_i8, int8_t, int64_t, SPMD__ID)
+SPMD__LOAD(spmd__ld_u8, uint8_t, uint64_t, SPMD__ID)
+SPMD__LOAD(spmd__ld_i16, int16_t, int64_t, SPMD__ID)
+SPMD__LOAD(spmd__ld_u16, uint16_t, uint64_t, SPMD__ID)
+SPMD__LOAD(spmd__ld_i32, int32_t, int64_t, SPMD__ID)
+SPMD__LOAD(spmd__ld_u32, uint32_t, uint64_t, SPMD__ID)
+SPMD__FIN(spmd__mean_i8, int64_t, int8_t, SPMD__MEAN_I)
+SPMD__FIN(spmd__mean_u8, uint64_t, uint8_t, SPMD__MEAN_U)
+SPMD__FIN(spmd__mean_i16, int64_t, int16_t, SPMD__MEAN_I)
+SPMD__FIN(spmd__mean_u16, uint64_t, uint16_t, SPMD__MEAN_U)
+SPMD__FIN(spmd__mean_i32, int64_t, int32_t, SPMD__MEAN_I)
+SPMD__FIN(spmd__mean_u32, uint64_t, uint32_t, SPMD__MEAN_U)
+#define SPMD__MEAN_F(a) ((a) / (float)G)
+#define SPMD__MEAN_D(a) ((a) / (double)G)
+SPMD__FIN(spmd__mean_f32, float, float, SPMD__MEAN_F)
+SPMD__FIN(spmd__mean_f64, double, double, SPMD__MEAN_D)
 #if SPMD__HAS_INT128
-#define SPMD__KERNELS_64(SUF)                                                                   \
-    SPMD__INT_KERNELS(i64##SUF, int64_t, uint64_t, spmd__i128, SPMD__FMEAN_I64)                \
-    SPMD__INT_KERNELS(u64##SUF, uint64_t, uint64_t, spmd__u128, SPMD__FMEAN_U64)
-#else
-#define SPMD__KERNELS_64(SUF)                                                                   \
-    SPMD__INT_KERNELS_NOMEAN(i64##SUF, int64_t, uint64_t)                                      \
-    SPMD__INT_KERNELS_NOMEAN(u64##SUF, uint64_t, uint64_t)                                     \
-    static const spmd__kernel spmd__mean_i64##SUF = NULL, spmd__mean_u64##SUF = NULL;
-#endif
-#define SPMD__ALL_KERNELS(SUF)                                                                  \
-    SPMD__BOOL_KERNELS(bool##SUF)                                                               \
-    SPMD__INT_KERNELS(i8##SUF, int8_t, uint32_t, int64_t, SPMD__FMEAN_I8)                      \
-    SPMD__INT_KERNELS(u8##SUF, uint8_t, uint32_t, uint64_t, SPMD__FMEAN_U8)                    \
-    SPMD__INT_KERNELS(i16##SUF, int16_t, uint32_t, int64_t, SPMD__FMEAN_I16)                   \
-    SPMD__INT_KERNELS(u16##SUF, uint16_t, uint32_t, uint64_t, SPMD__FMEAN_U16)                 \
-    SPMD__INT_KERNELS(i32##SUF, int32_t, uint32_t, int64_t, SPMD__FMEAN_I32)                   \
-    SPMD__INT_KERNELS(u32##SUF, uint32_t, uint32_t, uint64_t, SPMD__FMEAN_U32)                 \
-    SPMD__KERNELS_64(SUF)                                                                       \
-    SPMD__HALF_KERNELS(f16##SUF, spmd__h2f, spmd__h2f_block##SUF, spmd__f2h_block##SUF)       \
-    SPMD__HALF_KERNELS(bf16##SUF, spmd__b2f, spmd__b2f_block, spmd__f2b_block)                \
-    SPMD__FLOAT_KERNELS(f32##SUF, float, float, SPMD__ID, SPMD__ID, SPMD__FMEAN_F32)           \
-    SPMD__FLOAT_KERNELS(f64##SUF, double, double, SPMD__ID, SPMD__ID, SPMD__FMEAN_F64)
-
-#define spmd__h2f_block_base spmd__h2f_block
-#define spmd__f2h_block_base spmd__f2h_block
-SPMD__ALL_KERNELS(_base)
-
-#if SPMD__HAS_AVX2_DISPATCH
-#if SPMD__GCC
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c")
-#else
-#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
-#endif
-/* F16C: 8 conversions per instruction, rounding to nearest even */
-static inline void spmd__h2f_block_avx2(float *d, const uint16_t *s, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
-    for (; i < n; i++) d[i] = spmd__h2f(s[i]);
+SPMD__LOAD(spmd__ld_i64, int64_t, spmd__i128, SPMD__ID)
+SPMD__LOAD(spmd__ld_u64, uint64_t, spmd__u128, SPMD__ID)
+SPMD__FIN(spmd__mean_i64, spmd__i128, int64_t, SPMD__MEAN_I)
+SPMD__FIN(spmd__mean_u64, spmd__u128, uint64_t, SPMD__MEAN_U)
+static void spmd__add_u128(void *d, const void *a, const void *x, size_t m) {
+    size_t i;
+    for (i = 0; i < m; i++) ((spmd__u128 *)d)[i] = ((const spmd__u128 *)a)[i] + ((const spmd__u128 *)x)[i];
 }
-static inline void spmd__f2h_block_avx2(uint16_t *d, const float *s, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) d[i] = spmd__f2h(s[i]);
-}
-SPMD__ALL_KERNELS(_avx2)
-#if SPMD__GCC
-#pragma GCC pop_options
+#endif
+
+/* The tables: one entry per dtype and op, comb NULL where the op is not
+   defined. Columns: input, accumulator and output bytes an element; load,
+   comb, fin, argeq. Rows follow spmd_dtype, entries spmd_op. */
+#define SPMD__KNONE {0, 0, 0, NULL, NULL, NULL, NULL}
+#define SPMD__KINT(S, U, W, X64, ADD)                                                     \
+    {SPMD__KNONE,                                                                        \
+     {W, W, W, NULL, ADD, NULL, NULL},                                                   \
+     {W, W, W, NULL, spmd__mul_##U, NULL, NULL},                                         \
+     {W, W, W, NULL, spmd__max_##S, NULL, NULL},                                         \
+     {W, W, W, NULL, spmd__min_##S, NULL, NULL},                                         \
+     {W, 8, W, spmd__ld_##S, spmd__add_u64, spmd__mean_##S, NULL},                       \
+     {W, 8, 4, spmd__ld_##S, spmd__max_##X64, NULL, spmd__eq_##X64},                     \
+     {W, 8, 4, spmd__ld_##S, spmd__min_##X64, NULL, spmd__eq_##X64}}
+#if SPMD__HAS_INT128
+#define SPMD__KMEAN64(S) {8, 16, 8, spmd__ld_##S, spmd__add_u128, spmd__mean_##S, NULL}
 #else
-#pragma clang attribute pop
+#define SPMD__KMEAN64(S) SPMD__KNONE /* no 128-bit integers for an exact sum */
 #endif
+#define SPMD__KINT64(S)                                                                   \
+    {SPMD__KNONE,                                                                        \
+     {8, 8, 8, NULL, spmd__add_u64, NULL, NULL},                                         \
+     {8, 8, 8, NULL, spmd__mul_u64, NULL, NULL},                                         \
+     {8, 8, 8, NULL, spmd__max_##S, NULL, NULL},                                         \
+     {8, 8, 8, NULL, spmd__min_##S, NULL, NULL},                                         \
+     SPMD__KMEAN64(S),                                                                   \
+     {8, 8, 4, NULL, spmd__max_##S, NULL, spmd__eq_##S},                                 \
+     {8, 8, 4, NULL, spmd__min_##S, NULL, spmd__eq_##S}}
+/* f16, bf16 (W = 2: through f32) and f32 (W = 4, LOAD and FIN NULL) */
+#define SPMD__KF32(W, LOAD, FIN, MEAN, SUF)                                               \
+    {SPMD__KNONE,                                                                        \
+     {W, 4, W, LOAD, spmd__add_f32##SUF, FIN, NULL},                                     \
+     {W, 4, W, LOAD, spmd__mul_f32##SUF, FIN, NULL},                                     \
+     {W, 4, W, LOAD, spmd__max_f32##SUF, FIN, NULL},                                     \
+     {W, 4, W, LOAD, spmd__min_f32##SUF, FIN, NULL},                                     \
+     {W, 4, W, LOAD, spmd__add_f32##SUF, MEAN, NULL},                                    \
+     {W, 4, 4, LOAD, spmd__max_f32##SUF, NULL, spmd__eq_f32},                            \
+     {W, 4, 4, LOAD, spmd__min_f32##SUF, NULL, spmd__eq_f32}}
+#define SPMD__KTABLE(SUF)                                                                 \
+    {{SPMD__KNONE, SPMD__KNONE, SPMD__KNONE, SPMD__KNONE, SPMD__KNONE, SPMD__KNONE, SPMD__KNONE, SPMD__KNONE}, \
+     {SPMD__KNONE,                                                                       \
+      {1, 4, 4, spmd__ld_bool_u32, spmd__add_u32##SUF, NULL, NULL}, /* sum: int32 counts */ \
+      {1, 1, 1, spmd__ld_bool_u8, spmd__and_u8, NULL, NULL},        /* prod: all */      \
+      {1, 1, 1, spmd__ld_bool_u8, spmd__or_u8, NULL, NULL},         /* max: any */       \
+      {1, 1, 1, spmd__ld_bool_u8, spmd__and_u8, NULL, NULL},        /* min: all */       \
+      SPMD__KNONE,                                                                       \
+      {1, 1, 4, spmd__ld_bool_u8, spmd__max_u8, NULL, spmd__eq_u8},                      \
+      {1, 1, 4, spmd__ld_bool_u8, spmd__min_u8, NULL, spmd__eq_u8}},                     \
+     SPMD__KINT(i8, u8, 1, i64, spmd__add_u8), SPMD__KINT(u8, u8, 1, u64, spmd__add_u8), \
+     SPMD__KINT(i16, u16, 2, i64, spmd__add_u16), SPMD__KINT(u16, u16, 2, u64, spmd__add_u16), \
+     SPMD__KINT(i32, u32, 4, i64, spmd__add_u32##SUF), SPMD__KINT(u32, u32, 4, u64, spmd__add_u32##SUF), \
+     SPMD__KINT64(i64), SPMD__KINT64(u64),                                               \
+     SPMD__KF32(2, spmd__ld_f16##SUF, spmd__fin_f16##SUF, spmd__mean_f16##SUF, SUF),     \
+     SPMD__KF32(2, spmd__ld_bf16##SUF, spmd__fin_bf16##SUF, spmd__mean_bf16##SUF, SUF),  \
+     SPMD__KF32(4, NULL, NULL, spmd__mean_f32, SUF),                                     \
+     {SPMD__KNONE,                                                                       \
+      {8, 8, 8, NULL, spmd__add_f64##SUF, NULL, NULL},                                   \
+      {8, 8, 8, NULL, spmd__mul_f64, NULL, NULL},                                        \
+      {8, 8, 8, NULL, spmd__max_f64, NULL, NULL},                                        \
+      {8, 8, 8, NULL, spmd__min_f64, NULL, NULL},                                        \
+      {8, 8, 8, NULL, spmd__add_f64##SUF, spmd__mean_f64, NULL},                         \
+      {8, 8, 4, NULL, spmd__max_f64, NULL, spmd__eq_f64},                                \
+      {8, 8, 4, NULL, spmd__min_f64, NULL, spmd__eq_f64}}}
+
+static const spmd__kern spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KTABLE(_base);
+#if SPMD__HAS_X86_DISPATCH
+static const spmd__kern spmd__kernels_avx2[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KTABLE(_avx2);
 #endif
 
-#if SPMD__GCC
-#pragma GCC pop_options
-#endif
-
-#define SPMD__KERNEL_ROW(S)                                                               \
-    {NULL, spmd__sum_##S, spmd__prod_##S, spmd__max_##S, spmd__min_##S, spmd__mean_##S,  \
-     spmd__argmax_##S, spmd__argmin_##S}
-#define SPMD__KERNEL_TABLE(SUF)                                                                 \
-    {{NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},                                          \
-     {NULL, spmd__sum_bool##SUF, spmd__prod_bool##SUF, spmd__max_bool##SUF, spmd__min_bool##SUF, \
-      NULL, spmd__argmax_bool##SUF, spmd__argmin_bool##SUF},                                    \
-     SPMD__KERNEL_ROW(i8##SUF), SPMD__KERNEL_ROW(u8##SUF), SPMD__KERNEL_ROW(i16##SUF),          \
-     SPMD__KERNEL_ROW(u16##SUF), SPMD__KERNEL_ROW(i32##SUF), SPMD__KERNEL_ROW(u32##SUF),        \
-     SPMD__KERNEL_ROW(i64##SUF), SPMD__KERNEL_ROW(u64##SUF), SPMD__KERNEL_ROW(f16##SUF),        \
-     SPMD__KERNEL_ROW(bf16##SUF), SPMD__KERNEL_ROW(f32##SUF), SPMD__KERNEL_ROW(f64##SUF)}
-
-static const spmd__kernel spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KERNEL_TABLE(_base);
-#if SPMD__HAS_AVX2_DISPATCH
-static const spmd__kernel spmd__kernels_avx2[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KERNEL_TABLE(_avx2);
-#endif
-
-/* The kernel for a dtype and op (NULL where the op is not defined). */
-/* AVX2 and F16C present? GCC answers from the CPU model libgcc reads once
-   at start-up; clang 14 knows no "f16c" there, so it asks CPUID, which
-   traps to the hypervisor in a VM (tens of microseconds): meshes therefore
-   choose their table once, at creation. */
-static int spmd__has_avx2_f16c(void) {
-#if SPMD__HAS_AVX2_DISPATCH && SPMD__GCC
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-#elif SPMD__HAS_AVX2_DISPATCH
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-#else
-    return 0;
-#endif
-}
-
+/* The AVX2 table where the CPU has AVX2 and F16C. GCC answers from the CPU
+   model libgcc reads once at start-up; clang 14 knows no "f16c" there, so
+   it asks CPUID, which traps to the hypervisor in a VM (tens of
+   microseconds): meshes therefore choose their table once, at creation. */
 static spmd__ktable spmd__kernel_table(void) {
-#if SPMD__HAS_AVX2_DISPATCH
-    if (spmd__has_avx2_f16c()) return spmd__kernels_avx2;
+#if SPMD__HAS_X86_DISPATCH && SPMD__GCC
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return spmd__kernels_avx2;
+#elif SPMD__HAS_X86_DISPATCH
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0)
+        return spmd__kernels_avx2;
 #endif
     return spmd__kernels;
 }
 
-static spmd__kernel spmd__kernel_for(spmd_dtype dt, spmd_op op) { return spmd__kernel_table()[dt][op]; }
+/* The kernel for a dtype and op in a table, NULL where it is not defined. */
+static spmd__kernel spmd__kernel_in(spmd__ktable t, spmd_dtype dt, spmd_op op) {
+    return t[dt][op].comb ? &t[dt][op] : NULL;
+}
+
+/* Input j's block at element base, as accumulator values: converted into
+   buf, or the input itself. */
+static const void *spmd__kblock(spmd__kernel k, const void *const *in, int j, size_t base, size_t m, void *buf) {
+    const unsigned char *x = (const unsigned char *)in[j] + base * k->in_size;
+    if (!k->load) return x;
+    k->load(buf, x, m);
+    return buf;
+}
+
+/* argmax/argmin, with JAX's definition: best = the NaN-propagating max
+   (min); the result is the smallest j with x_j == best, or INT32_MAX if
+   there is none. */
+static void spmd__argreduce(spmd__kernel k, int32_t *out, const void *const *in, int G, size_t n) {
+    uint64_t best[SPMD__TILE], tmp[SPMD__TILE]; /* 8 bytes an element at most */
+    int32_t idx[SPMD__TILE];
+    size_t base, m, i;
+    int j;
+    for (base = 0; base < n; base += m) {
+        const void *run;
+        m = n - base < SPMD__TILE ? n - base : SPMD__TILE;
+        run = spmd__kblock(k, in, 0, base, m, best);
+        for (j = 1; j < G; j++, run = best) k->comb(best, run, spmd__kblock(k, in, j, base, m, tmp), m);
+        for (i = 0; i < m; i++) idx[i] = INT32_MAX;
+        for (j = G - 1; j >= 0; j--) k->argeq(idx, run, spmd__kblock(k, in, j, base, m, tmp), j, m);
+        memcpy(out + base, idx, m * sizeof(int32_t));
+    }
+}
+
+/* out = in[0] OP in[1] OP ... OP in[G-1], n elements, with kernel k. */
+static void spmd__reduce(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+    uint64_t acc[2 * SPMD__TILE], tmp[2 * SPMD__TILE]; /* 16 bytes an element at most */
+    size_t base, m;
+    int j;
+    if (k->argeq) {
+        spmd__argreduce(k, (int32_t *)out, in, G, n);
+        return;
+    }
+    if (G == 2 && !k->load && !k->fin) { /* one pass, no accumulator */
+        k->comb(out, in[0], in[1], n);
+        return;
+    }
+    for (base = 0; base < n; base += m) {
+        unsigned char *o = (unsigned char *)out + base * k->out_size;
+        void *last = k->fin ? (void *)acc : (void *)o; /* where the last step writes */
+        const void *run;
+        m = n - base < SPMD__TILE ? n - base : SPMD__TILE;
+        run = spmd__kblock(k, in, 0, base, m, acc);
+        for (j = 1; j < G; j++) {
+            void *to = j == G - 1 ? last : (void *)acc;
+            k->comb(to, run, spmd__kblock(k, in, j, base, m, tmp), m);
+            run = to;
+        }
+        if (k->fin) k->fin(o, run, m, G);
+        else if (run != o) memmove(o, run, m * k->out_size);
+    }
+}
 
 static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *spmd__dtype_names[SPMD_DTYPE_COUNT] = {
@@ -2389,7 +2535,7 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
             size_t n = hi - off < chunk ? hi - off : chunk;
             unsigned char *o0 = (unsigned char *)outs[first] + off * oes;
             for (k = 0; k < n_in; k++) cur[k] = (const unsigned char *)ins[k] + off * es;
-            r->kern(o0, cur, n_in, n);
+            spmd__reduce(r->kern, o0, cur, n_in, n);
             if (r->sig.kind == SPMD__KIND_ALLREDUCE && only < 0)
                 for (k = 1; k < G; k++) memcpy((unsigned char *)outs[k] + off * oes, o0, n * oes);
         }
@@ -2404,7 +2550,7 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
             size_t n = r->inner - c < hi - e ? r->inner - c : hi - e;
             if (n > chunk) n = chunk;
             for (k = 0; k < G; k++) cur[k] = (const unsigned char *)ins[k] + ((o * (size_t)G + u) * r->inner + c) * es;
-            r->kern((unsigned char *)outs[u] + e * oes, cur, G, n);
+            spmd__reduce(r->kern, (unsigned char *)outs[u] + e * oes, cur, G, n);
             e += n;
         }
         break;
@@ -2521,7 +2667,7 @@ static void spmd__eager(spmd_req *r, int local) {
         /* small psum and friends: one kernel call over the inline inputs */
         const unsigned char *e = (const unsigned char *)spmd__entry_at(g, r->gseq, 0) + SPMD__ENTRY_HDR;
         for (k = 0; k < G; k++) ins[k] = e + (size_t)k * g->stride;
-        r->kern(r->recv, ins, G, r->count);
+        spmd__reduce(r->kern, r->recv, ins, G, r->count);
         return;
     } else {
         for (k = 0; k < G; k++) {
@@ -7309,7 +7455,7 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         ins[k] = v.data;
     }
     if (r->sig.kind == SPMD__KIND_ALLREDUCE) {
-        if (r->count) r->kern(r->recv, ins, g->G, r->count);
+        if (r->count) spmd__reduce(r->kern, r->recv, ins, g->G, r->count);
     } else if (r->sig.kind != SPMD__KIND_BARRIER) {
         const void **cur = ins + 2 * g->G;
         void **outs = (void **)(ins + g->G);
@@ -8822,7 +8968,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     if (reduces) {
         if ((int)c->op <= SPMD_OP_NONE || (int)c->op >= SPMD_OP_COUNT)
             return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
-        if (!m->ktab[c->dt][c->op] || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
+        if (!spmd__kernel_in(m->ktab, c->dt, c->op) || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
             return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
                               c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
                                                    "convert first)"
@@ -8861,7 +9007,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->count = c->count;
     r->in_size = c->kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[c->dt];
     r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
-    r->kern = reduces ? m->ktab[c->dt][c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op] : NULL;
+    r->kern = reduces ? spmd__kernel_in(m->ktab, c->dt, c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op) : NULL;
     r->sig.kind = (uint8_t)c->kind;
     if ((s = spmd__setup(d, c, G, gr->me, r, &max_in, &out_bytes, &aux)) != SPMD_OK) {
         spmd__req_release(r);
@@ -8999,7 +9145,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
         size_t out_bytes;
         if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
-            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN || !m->ktab[dt][op] ||
+            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN || !spmd__kernel_in(m->ktab, dt, op) ||
             count > most)
             return -1;
         in_size = spmd__dtype_sizes[dt];
@@ -9027,7 +9173,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->in_size = in_size;
     r->out_size = out_size;
     r->in_bytes = in_bytes;
-    r->kern = kind == SPMD__KIND_ALLREDUCE ? m->ktab[dt][op] : NULL;
+    r->kern = kind == SPMD__KIND_ALLREDUCE ? spmd__kernel_in(m->ktab, dt, op) : NULL;
     r->sig.kind = (uint8_t)kind;
     r->sig.op = (uint8_t)op;
     r->sig.dtype = (uint8_t)dt;
@@ -10713,15 +10859,16 @@ const char *spmd_dtype_name(spmd_dtype t) {
 const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
 spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count, spmd_dtype dt,
                               spmd_op op) {
+    spmd__kernel k;
     int i;
     if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
         (int)op >= SPMD_OP_COUNT || n_in < 1)
         return SPMD_ERR_INVALID;
-    if (!spmd__kernel_for(dt, op)) return SPMD_ERR_DTYPE;
+    if (!(k = spmd__kernel_in(spmd__kernel_table(), dt, op))) return SPMD_ERR_DTYPE;
     if (count && (!out || !ins)) return SPMD_ERR_NULL;
     for (i = 0; count && i < n_in; i++)
         if (!ins[i]) return SPMD_ERR_NULL;
-    if (count) spmd__kernel_for(dt, op)(out, ins, n_in, count);
+    if (count) spmd__reduce(k, out, ins, n_in, count);
     return SPMD_OK;
 }
 uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|fabric|matrix]
 # (matrix: only the fabric matrix of the conformance tests, part of fabric)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
@@ -26,9 +26,11 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name
     echo "  $name: $line"
 }
 
-run_suite() { # $1 = plain|asan|tsan
+run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
-    for t in test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard; do
+    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard"
+    [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
+    for t in $tests; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
         start=$(date +%s)
@@ -275,12 +277,12 @@ run_examples() {
 }
 
 case $mode in
-    plain|asan|tsan) run_suite $mode ;;
+    plain|asan|tsan|nodispatch) run_suite $mode ;;
     compile) run_compile ;;
     fabric) run_fabric ;;
     matrix) run_fabric_matrix ;;
-    all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
-    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
+    all) run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]
