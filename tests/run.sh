@@ -4,26 +4,44 @@
 # (matrix: only the fabric matrix of the conformance tests, part of fabric)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
-# line counts as one failure.
+# line counts as one failure. Every skip is listed with its reason at the
+# end; with CI=true (.ci/run installs every dependency) a skip is lost
+# coverage and fails the run. A suite whose checks were all skipped is never
+# reported as passed.
 mode=${1:-all}
 B=build
 P=0 F=0 S=0
 LOG=$B/test-logs
 mkdir -p $LOG
+: >$LOG/skipped
+T0=${SPMD_TEST_T0:-$(date +%s)} # make test passes the time its builds started
 
-add_line() { # $1 = closing line, $2 = exit status, $3 = name
-    line=$1 rc=$2 name=$3
+skip() { # $1 = checks skipped, $2 = where and why
+    S=$((S + $1))
+    printf '%s (%s)\n' "$2" "$1" >>$LOG/skipped
+}
+
+add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (SKIP reasons)
+    line=$1 rc=$2 name=$3 errlog=${4:-}
     p=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
     f=$(printf '%s\n' "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
     s=$(printf '%s\n' "$line" | sed -n 's/.*, \([0-9]*\) skipped$/\1/p')
     if [ -z "$p" ]; then
         echo "  $name: no closing line (exit $rc): FAILED"; F=$((F + 1)); return
     fi
-    P=$((P + p)); F=$((F + f)); S=$((S + ${s:-0}))
+    P=$((P + p)); F=$((F + f))
+    if [ "${s:-0}" -gt 0 ]; then
+        why=$( [ -n "$errlog" ] && grep -h 'SKIP' "$errlog" | head -n 3 | tr '\n' ';')
+        skip "$s" "$name: ${why:-see its log}"
+    fi
     if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
         echo "  $name: exit status $rc: FAILED"; F=$((F + 1))
     fi
-    echo "  $name: $line"
+    if [ "$p" = 0 ] && [ "$f" = 0 ] && [ "${s:-0}" -gt 0 ]; then
+        echo "  $name: $line: every check skipped, not passed"
+    else
+        echo "  $name: $line"
+    fi
 }
 
 run_suite() { # $1 = plain|asan|tsan|nodispatch
@@ -42,7 +60,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         fi
         end=$(date +%s)
-        add_line "$(tail -n 1 $LOG/$kind-$t.out)" $rc "$kind/$t ($((end - start))s)"
+        add_line "$(tail -n 1 $LOG/$kind-$t.out)" $rc "$kind/$t ($((end - start))s)" $LOG/$kind-$t.err
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/$kind-$t.err; then
             sed -n '1,30p' $LOG/$kind-$t.err | sed 's/^/      /'
         fi
@@ -56,7 +74,7 @@ RUNNING=0
 compile_one() { # $1 = compiler, $2 = language flags, $3 = extra defines, $4 = name, $5 = libraries
     cc=$1 lang=$2 defs=$3 name=$4 libs=${5:-}
     if ! command -v $cc >/dev/null 2>&1; then
-        echo "  compile $name: $cc not installed: skipped"; S=$((S + 1)); return
+        echo "  compile $name: $cc not installed: skipped"; skip 1 "compile $name: $cc not installed"; return
     fi
     out=$B/compile/$(echo "$name" | tr ' +/' '_px')
     mkdir -p $B/compile
@@ -99,7 +117,7 @@ run_compile() {
         compile_one g++ "-x c++ -std=c++17" "-DSPMDCOLL_LIBFABRIC" "g++ c++17 fabric" -lfabric
         compile_one clang++ "-x c++ -std=c++17" "-DSPMD_STATIC -DSPMDCOLL_LIBFABRIC" "clang++ c++17 -DSPMD_STATIC fabric" -lfabric
     else
-        echo "  compile with SPMDCOLL_LIBFABRIC: libfabric headers missing: skipped"; S=$((S + 1))
+        echo "  compile with SPMDCOLL_LIBFABRIC: libfabric headers missing: skipped"; skip 1 "compile with SPMDCOLL_LIBFABRIC: libfabric headers missing"
     fi
     compile_tally
     echo "  compile matrix: done"
@@ -117,13 +135,13 @@ run_fabric() {
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then
             if have_fabric; then echo "  $t: not built: FAILED"; F=$((F + 1))
-            else echo "  $t: libfabric missing: skipped"; S=$((S + 1)); fi
+            else echo "  $t: libfabric missing: skipped"; skip 1 "$t: libfabric missing"; fi
             continue
         fi
         start=$(date +%s)
         TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 timeout 300 "$exe" >$log.out 2>$log.err; rc=$?
         end=$(date +%s)
-        add_line "$(tail -n 1 $log.out)" $rc "$t ($((end - start))s)"
+        add_line "$(tail -n 1 $log.out)" $rc "$t ($((end - start))s)" $log.err
         if [ $rc != 0 ] || grep -q '^FAIL' $log.err; then
             sed -n '1,40p' $log.err | sed 's/^/      /'
         fi
@@ -134,12 +152,12 @@ run_fabric() {
         start=$(date +%s)
         timeout 400 sh tests/twohost.sh $B/fabric/test_fabric $B/fabric/test_reduce >$LOG/fabric-twohost.out 2>$LOG/fabric-twohost.err; rc=$?
         end=$(date +%s)
-        add_line "$(tail -n 1 $LOG/fabric-twohost.out)" $rc "fabric/twohost ($((end - start))s)"
+        add_line "$(tail -n 1 $LOG/fabric-twohost.out)" $rc "fabric/twohost ($((end - start))s)" $LOG/fabric-twohost.err
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/fabric-twohost.err; then
             sed -n '1,40p' $LOG/fabric-twohost.err | sed 's/^/      /'
         fi
     elif have_fabric; then echo "  fabric/twohost: test_fabric not built: FAILED"; F=$((F + 1))
-    else echo "  fabric/twohost: libfabric missing: skipped"; S=$((S + 1)); fi
+    else echo "  fabric/twohost: libfabric missing: skipped"; skip 1 "fabric/twohost: libfabric missing"; fi
     run_fabric_tsan
     run_fabric_matrix
 }
@@ -153,7 +171,7 @@ run_fabric_tsan() {
         exe=$B/fabric-tsan/$t
         if [ ! -x "$exe" ]; then
             if have_fabric; then echo "  fabric-tsan/$t: not built: FAILED"; F=$((F + 1))
-            else echo "  fabric-tsan/$t: libfabric missing: skipped"; S=$((S + 1)); fi
+            else echo "  fabric-tsan/$t: libfabric missing: skipped"; skip 1 "fabric-tsan/$t: libfabric missing"; fi
             continue
         fi
         log=$LOG/fabric-tsan-$t
@@ -211,7 +229,8 @@ add_procs() { # $1 = spmdrun's stdout, $2 = exit status, $3 = processes, $4 = na
             printf "%d %d %d %d\n", tp, tf, ts, miss
         }' "$out")
     p=$1 f=$2 s=$3 miss=$4
-    P=$((P + p)); F=$((F + f)); S=$((S + s))
+    P=$((P + p)); F=$((F + f))
+    [ "$s" -gt 0 ] && skip "$s" "$name: $(grep -h 'SKIP' "${out%.out}.err" 2>/dev/null | head -n 3 | tr '\n' ';')"
     line="$p passed, $f failed"
     [ "$s" -gt 0 ] && line="$line, $s skipped"
     if [ "$miss" -gt 0 ]; then
@@ -227,7 +246,7 @@ run_fabric_matrix() {
     nruns=0
     for cfg in $FABRIC_MATRIX; do for t in $FABRIC_CONF; do nruns=$((nruns + 1)); done; done
     if ! have_fabric; then
-        echo "  fabric matrix ($nruns runs): libfabric missing: skipped"; S=$((S + nruns)); return
+        echo "  fabric matrix ($nruns runs): libfabric missing: skipped"; skip $nruns "fabric matrix: libfabric missing"; return
     fi
     deadline=$(($(date +%s) + FABRIC_MATRIX_BUDGET))
     for cfg in $FABRIC_MATRIX; do
@@ -243,7 +262,7 @@ run_fabric_matrix() {
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
             n=0; for t in $FABRIC_CONF; do n=$((n + 1)); done
             echo "  fabric $prov -n $np${mode:+ $mode}: provider $prov not offered here (fi_info): $n runs skipped"
-            S=$((S + n)); continue
+            skip $n "fabric matrix $prov -n $np: provider $prov not offered here (fi_info)"; continue
         fi
         for t in $FABRIC_CONF; do
             exe=$B/fabric/$t
@@ -271,8 +290,12 @@ run_fabric_matrix() {
 
 run_examples() {
     for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
-        if $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
-        else F=$((F + 1)); echo "  example $ex: FAILED"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'; fi
+        if timeout 120 $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
+        else
+            rc=$? why="exit $rc"; F=$((F + 1))
+            [ $rc = 124 ] && why="timed out after 120 s"
+            echo "  example $ex: FAILED ($why)"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'
+        fi
     done
 }
 
@@ -284,5 +307,14 @@ case $mode in
     all) run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
     *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
 esac
+if [ $S -gt 0 ]; then
+    echo "skipped:"; sed 's/^/  /' $LOG/skipped
+    if [ "${CI:-}" = true ]; then
+        echo "CI: $S checks skipped where every dependency is installed (.ci/run): coverage lost, the run fails"
+        F=$((F + 1))
+    fi
+fi
+el=$(($(date +%s) - T0))
+echo "total time: $((el / 60))m$((el % 60))s"
 if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]
