@@ -201,8 +201,10 @@ run_fabric_tsan() {
 # ones take the quick one, and the two must agree; net is libfabric 1.17's
 # native tcp RDM provider, with its own limits on early messages),
 # configurations outer, tests inner. Meshes of 4 and more devices under two
-# processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK
-# keeps one sweep case in that many (every collective crosses processes). A
+# processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK:K
+# keeps one sweep case in $FABRIC_QUICK (every collective crosses processes),
+# configuration number c taking K = c mod $FABRIC_QUICK: over the matrix's
+# configurations every case crosses processes at least once. A
 # run has FABRIC_RUN_TIMEOUT seconds (spmdrun --timeout) and the matrix
 # FABRIC_MATRIX_BUDGET in all: a run not started within it is a failure. A
 # provider fi_info does not offer is skipped. One line per run: the closing
@@ -249,7 +251,9 @@ run_fabric_matrix() {
         echo "  fabric matrix ($nruns runs): libfabric missing: skipped"; skip $nruns "fabric matrix: libfabric missing"; return
     fi
     deadline=$(($(date +%s) + FABRIC_MATRIX_BUDGET))
+    c=0
     for cfg in $FABRIC_MATRIX; do
+        thin=$FABRIC_QUICK:$((c % FABRIC_QUICK)); c=$((c + 1))
         prov=${cfg%%:*} rest=${cfg#*:}
         np=${rest%%:*} mode=""
         [ "$rest" != "$np" ] && mode=${rest#*:}
@@ -275,7 +279,7 @@ run_fabric_matrix() {
             start=$(date +%s)
             set -- "$exe"
             [ -n "$mixq" ] && set -- sh -c '[ $((SPMD_PROCESS_ID % 2)) = 1 ] && export SPMD_QUICK_EXCHANGE=0; exec "$0"' "$exe"
-            env SPMD_TEST_QUICK=$FABRIC_QUICK ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} ${algo:+SPMD_ALGO=$algo} \
+            env SPMD_TEST_QUICK=$thin ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} ${algo:+SPMD_ALGO=$algo} \
                 tools/spmdrun -n "$np" --provider "$prov" --timeout "$FABRIC_RUN_TIMEOUT" -- "$@" \
                 >$log.out 2>$log.err; rc=$?
             end=$(date +%s)

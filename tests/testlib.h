@@ -49,24 +49,31 @@ static inline int env_quick(void) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
-/* SPMD_TEST_QUICK=N with N >= 2: quick, and the sweeps run only one case (or
-   async cluster) in N, chosen by position, the same in every process (the
-   fabric matrix, where every collective crosses processes). 1 otherwise. */
+/* SPMD_TEST_QUICK=N[:K] with N >= 2: quick, and the sweeps run only one
+   case (or async cluster) in N, those at positions K, K + N, ... (K = 0 if
+   not given), the same in every process (the fabric matrix, where every
+   collective crosses processes: its configurations take K = 0, 1, 2, ... in
+   turn, so that every case crosses processes in one of them). 1 otherwise. */
 static inline int env_thin(void) {
     const char *e = getenv("SPMD_TEST_QUICK");
     int n = e && *e ? atoi(e) : 0;
     return n >= 2 ? n : 1;
 }
+static inline int env_thin_offset(void) {
+    const char *e = getenv("SPMD_TEST_QUICK"), *c = e ? strchr(e, ':') : NULL;
+    return c ? atoi(c + 1) : 0;
+}
 
-/* Keeps one unit in `every` of the n cases of `elem` bytes at a, in order,
-   where a unit is the case and the unit_len(case) - 1 cases after it (an
-   async cluster counts as one); returns the new count (env_thin). */
+/* Keeps one unit in `every` of the n cases of `elem` bytes at a, in order
+   (those at env_thin_offset() modulo every), where a unit is the case and
+   the unit_len(case) - 1 cases after it (an async cluster counts as one);
+   returns the new count (env_thin). */
 static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len)(const void *c)) {
     unsigned char *b = (unsigned char *)a;
-    int w = 0, unit = 0;
+    int w = 0, unit = 0, keep = env_thin_offset() % every;
     for (int k = 0; k < n; unit++) {
         int len = unit_len(b + (size_t)k * elem);
-        if (unit % every == 0) {
+        if (unit % every == keep) {
             memmove(b + (size_t)w * elem, b + (size_t)k * elem, (size_t)len * elem);
             w += len;
         }
