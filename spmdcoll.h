@@ -1486,9 +1486,8 @@ typedef SPMD__VT(uint64_t, 16) spmd__vu64;
 typedef SPMD__VT(int64_t, 16) spmd__vi64;
 typedef SPMD__VT(float, 16) spmd__vf32;
 typedef SPMD__VT(double, 16) spmd__vf64;
-/* 8 lanes of 32 bits (two SSE or NEON registers, one AVX2 register) and
-   the 8 halves they convert from and to */
-typedef SPMD__VT(uint16_t, 16) spmd__vh8;
+/* 8 lanes of 32 bits (two SSE or NEON registers, one AVX2 register): the
+   f32 side of 8 halves (spmd__vu16) */
 typedef SPMD__VT(uint32_t, 32) spmd__vu32x8;
 typedef SPMD__VT(int32_t, 32) spmd__vi32x8;
 typedef SPMD__VT(float, 32) spmd__vf32x8;
@@ -1552,7 +1551,7 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 #define SPMD__K_F2B                                                                       \
     o = (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;                                          \
     o = SPMD__SEL((w & 0x7fffffffu) > 0x7f800000u, (w >> 16) | 0x40u, o, spmd__vu32x8, spmd__vi32x8); \
-    h = __builtin_convertvector(o, spmd__vh8);
+    h = __builtin_convertvector(o, spmd__vu16);
 #define SPMD__K_F2H                                                                       \
     w &= 0x7fffffffu; /* the sign bit is in s */                                         \
     o = SPMD__SEL(w >= 0x47800000u,                                                      \
@@ -1561,7 +1560,7 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
                             (spmd__vu32x8)((spmd__vf32x8)w + 0.5f) - 0x3f000000u,        \
                             (w + 0xc8000fffu + ((w >> 13) & 1u)) >> 13, spmd__vu32x8, spmd__vi32x8), \
                   spmd__vu32x8, spmd__vi32x8);                                           \
-    h = __builtin_convertvector(o | s, spmd__vh8);
+    h = __builtin_convertvector(o | s, spmd__vu16);
 #define SPMD__K_SIGN s = (w >> 16) & 0x8000u;
 #define SPMD__K_DIV w = (spmd__vu32x8)((spmd__vf32x8)w / (float)G);
 #define SPMD__K_NONE
@@ -1569,7 +1568,7 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
     ATTR static void NAME(void *d_, const void *x_, size_t m) {                          \
         unsigned char *d = (unsigned char *)d_;                                          \
         const unsigned char *x = (const unsigned char *)x_;                              \
-        spmd__vh8 h;                                                                     \
+        spmd__vu16 h;                                                                     \
         spmd__vu32x8 w, o;                                                               \
         size_t i = 0;                                                                    \
         (void)w;                                                                         \
@@ -1587,7 +1586,7 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
     ATTR static void NAME(void *d_, const void *a_, size_t m, int G) {                   \
         unsigned char *d = (unsigned char *)d_;                                          \
         const unsigned char *a = (const unsigned char *)a_;                              \
-        spmd__vh8 h;                                                                     \
+        spmd__vu16 h;                                                                     \
         spmd__vu32x8 w, o, s;                                                            \
         size_t i = 0;                                                                    \
         (void)G;                                                                         \
@@ -1661,7 +1660,7 @@ SPMD__HFIN(, spmd__mean_f16_base, SPMD__K_DIV, SPMD__K_F2H)
 SPMD__HOT_KERNELS(SPMD__AVX2, _avx2)
 /* F16C: 8 conversions in one instruction, rounding to nearest even (0) */
 #define SPMD__K_H2F_F16C o = (spmd__vu32x8)__builtin_ia32_vcvtph2ps256((spmd__vi16)h);
-#define SPMD__K_F2H_F16C h = (spmd__vh8)__builtin_ia32_vcvtps2ph256((spmd__vf32x8)w, 0);
+#define SPMD__K_F2H_F16C h = (spmd__vu16)__builtin_ia32_vcvtps2ph256((spmd__vf32x8)w, 0);
 SPMD__HLOAD(SPMD__AVX2, spmd__ld_f16_avx2, SPMD__K_H2F_F16C)
 SPMD__HFIN(SPMD__AVX2, spmd__fin_f16_avx2, SPMD__K_NONE, SPMD__K_F2H_F16C)
 SPMD__HFIN(SPMD__AVX2, spmd__mean_f16_avx2, SPMD__K_DIV, SPMD__K_F2H_F16C)
