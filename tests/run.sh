@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|fabric|matrix]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|fabric|matrix]
 # (matrix: only the fabric matrix of the conformance tests, part of fabric)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
@@ -121,6 +121,17 @@ run_compile() {
     fi
     compile_tally
     echo "  compile matrix: done"
+}
+
+# tests/cmake.sh: a small program built against spmdcoll through CMake
+# (add_subdirectory, find_package after make install) and pkg-config, the
+# libfabric variants too; a missing cmake is a skip.
+run_cmake() {
+    start=$(date +%s)
+    timeout 300 sh tests/cmake.sh >$LOG/cmake.out 2>$LOG/cmake.err; rc=$?
+    end=$(date +%s)
+    add_line "$(tail -n 1 $LOG/cmake.out)" $rc "cmake ($((end - start))s)" $LOG/cmake.err
+    [ $rc != 0 ] && sed -n '1,40p' $LOG/cmake.err | sed 's/^/      /'
 }
 
 have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
@@ -302,10 +313,11 @@ run_examples() {
 case $mode in
     plain|asan|tsan|nodispatch) run_suite $mode ;;
     compile) run_compile ;;
+    cmake) run_cmake ;;
     fabric) run_fabric ;;
     matrix) run_fabric_matrix ;;
-    all) run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
+    all) run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile; run_cmake; run_fabric; run_examples ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped
