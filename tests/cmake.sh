@@ -18,6 +18,7 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 143' INT TERM
 P=0 F=0 S=0
 version=$(sed -n 's/^#define SPMD_VERSION_STRING "\(.*\)"$/\1/p' "$root/spmdcoll.h")
 CC=${CC:-cc}
