@@ -168,6 +168,13 @@ bench: $(BUILD)/bench
 	./$(BUILD)/bench --kernels
 	bash bench/compare_mpi.sh -c all -d 2 -b 8 -e 64M
 
+# SVG plots in build/plots: bus bandwidth and time per call against size for
+# psum, all_gather and all_to_all, spmdcoll next to Open MPI (when installed)
+# and the memcpy floor (bench/plot.sh; bench/plot.sh -s FILE plots time per
+# call against devices per scheduler from a CSV).
+plots: $(BUILD)/bench
+	bash bench/plot.sh -o $(BUILD)/plots
+
 # The header, spmdcoll.pc for pkg-config and the package config for CMake's
 # find_package(spmdcoll) (CMAKE_PREFIX_PATH=PREFIX); cmake --install of
 # CMakeLists.txt installs the same files.
