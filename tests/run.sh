@@ -131,7 +131,7 @@ run_cmake() {
     timeout 300 sh tests/cmake.sh >$LOG/cmake.out 2>$LOG/cmake.err; rc=$?
     end=$(date +%s)
     add_line "$(tail -n 1 $LOG/cmake.out)" $rc "cmake ($((end - start))s)" $LOG/cmake.err
-    [ $rc != 0 ] && sed -n '1,40p' $LOG/cmake.err | sed 's/^/      /'
+    if [ $rc != 0 ]; then sed -n '1,40p' $LOG/cmake.err | sed 's/^/      /'; fi
 }
 
 have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
