@@ -21,7 +21,7 @@ HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/d
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
-.PHONY: compile-times all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
+.PHONY: compile-times plots all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
 
 EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
@@ -141,13 +141,16 @@ test-fabric: fabric
 	@sh tests/run.sh fabric
 
 # The compile matrix needs g++ and clang, the fabric flavour libfabric-dev and
-# libfabric-bin, the two-host test ip (iproute2); installed here when we are root.
+# libfabric-bin, the two-host test ip (iproute2), tests/cmake.sh cmake and
+# pkg-config; installed here when we are root.
 deps:
 	@missing=""; \
 	printf "#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libfabric-dev libfabric-bin"; \
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing for the compile and fabric tests"; \
@@ -165,11 +168,23 @@ bench: $(BUILD)/bench
 	./$(BUILD)/bench --kernels
 	bash bench/compare_mpi.sh -c all -d 2 -b 8 -e 64M
 
+# SVG plots in build/plots: bus bandwidth and time per call against size for
+# psum, all_gather and all_to_all, spmdcoll next to Open MPI (when installed)
+# and the memcpy floor (bench/plot.sh; bench/plot.sh -s FILE plots time per
+# call against devices per scheduler from a CSV).
+plots: $(BUILD)/bench
+	bash bench/plot.sh -o $(BUILD)/plots
+
+# The header, spmdcoll.pc for pkg-config and the package config for CMake's
+# find_package(spmdcoll) (CMAKE_PREFIX_PATH=PREFIX); cmake --install of
+# CMakeLists.txt installs the same files.
+SPMD_VERSION = $(shell sed -n 's/^\#define SPMD_VERSION_STRING "\(.*\)"/\1/p' spmdcoll.h)
 install:
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll
 	install -m 644 spmdcoll.h $(DESTDIR)$(PREFIX)/include/spmdcoll.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define SPMD_VERSION_STRING "\(.*\)"/\1/p' spmdcoll.h)"'|' \
-	    tools/spmdcoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll.pc
+	install -m 644 tools/spmdcollConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfig.cmake
+	sed -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcollConfigVersion.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfigVersion.cmake
 
 clean:
 	rm -rf $(BUILD)

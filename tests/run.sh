@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|faults|fabric|matrix]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
-# conformance tests; fabric: both and the conformance tests under TSan)
+# conformance tests; fabric: both and the conformance tests under TSan;
+# side: faults and cmake, all's second lane)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure. Every skip is listed with its reason at the
@@ -122,6 +123,17 @@ run_compile() {
     fi
     compile_tally
     echo "  compile matrix: done"
+}
+
+# tests/cmake.sh: a small program built against spmdcoll through CMake
+# (add_subdirectory, find_package after make install) and pkg-config, the
+# libfabric variants too; a missing cmake is a skip.
+run_cmake() {
+    start=$(date +%s)
+    timeout 300 sh tests/cmake.sh >$LOG/cmake.out 2>$LOG/cmake.err; rc=$?
+    end=$(date +%s)
+    add_line "$(tail -n 1 $LOG/cmake.out)" $rc "cmake ($((end - start))s)" $LOG/cmake.err
+    if [ $rc != 0 ]; then sed -n '1,40p' $LOG/cmake.err | sed 's/^/      /'; fi
 }
 
 have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
@@ -302,36 +314,39 @@ run_examples() {
     done
 }
 
-# all: the fault suites (mostly waiting out deadlines, little CPU) run in a
-# second lane beside the others; their lines and counts join at the end.
+# all: the fault suites (mostly waiting out deadlines, little CPU) and the
+# cmake test run in a second lane (mode side) beside the others; their lines
+# and counts join at the end.
 run_all() {
-    sh tests/run.sh faults >$LOG/lane-faults.out 2>&1 &
+    sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
     run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile
     run_fabric_tsan; run_fabric_matrix; run_examples
     wait $lane
-    sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-faults.out
-    set -- $(tail -n 1 $LOG/lane-faults.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
+    sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
+    set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
     if [ $# -lt 2 ]; then
-        echo "  fault suites: no closing line: FAILED"; F=$((F + 1))
+        echo "  second lane (fault suites, cmake): no closing line: FAILED"; F=$((F + 1))
     else
         P=$((P + $1)); F=$((F + $2)); S=$((S + ${3:-0}))
-        cat $LOG/skipped-faults >>$LOG/skipped-all
+        cat $LOG/skipped-side >>$LOG/skipped-all
     fi
 }
 
 case $mode in
     plain|asan|tsan|nodispatch) run_suite $mode ;;
     compile) run_compile ;;
+    cmake) run_cmake ;;
     faults) run_fabric ;;
+    side) run_fabric; run_cmake ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|faults|fabric|matrix]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode
-    if [ "${CI:-}" = true ] && [ $mode != faults ]; then
+    if [ "${CI:-}" = true ] && [ $mode != side ]; then
         echo "CI: $S checks skipped where every dependency is installed (.ci/run): coverage lost, the run fails"
         F=$((F + 1))
     fi
