@@ -1542,10 +1542,11 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
    above, lane by lane. A load reads halves (h) and writes f32 bits (o); a
    fin reads f32 bits (w), divides them by G first for a mean (PRE), and
    writes halves (h). */
+#define SPMD__P112 ((float)(1ull << 56) * (float)(1ull << 56)) /* 2^112 */
 #define SPMD__K_B2F o = __builtin_convertvector(h, spmd__vu32x8) << 16;
 #define SPMD__K_H2F                                                                       \
     w = __builtin_convertvector(h, spmd__vu32x8);                                        \
-    o = (spmd__vu32x8)((spmd__vf32x8)((w & 0x7fffu) << 13) * 0x1p112f) |                 \
+    o = (spmd__vu32x8)((spmd__vf32x8)((w & 0x7fffu) << 13) * SPMD__P112) |                 \
         SPMD__SEL((w & 0x7fffu) >= 0x7c00u, (w & 0u) | 0x7f800000u, w & 0u, spmd__vu32x8, spmd__vi32x8) | \
         ((w & 0x8000u) << 16);
 #define SPMD__K_F2B                                                                       \
