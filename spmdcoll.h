@@ -50,6 +50,9 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
+     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS)
+     SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
+     SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
      SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
@@ -158,7 +161,9 @@
      Devices of a group that call different operations, dtypes or counts
      get SPMD_ERR_MISMATCH naming both sides (always checked; check mode
      also compares the axes). A timeout or a mismatch breaks the mesh:
-     calls then fail with SPMD_ERR_BROKEN until it is destroyed.
+     calls then fail with SPMD_ERR_BROKEN until it is destroyed. A wait that
+     can never end is SPMD_ERR_DEADLOCK at once (a device waited for returned
+     from its function; under fibers, every device blocked: see FIBERS).
      Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
      desc.allocator replaces the allocator for everything the mesh owns.
 
@@ -197,6 +202,32 @@
      start and large work is cut into tasks any member of the group runs.
      A request never finished is reported: returning from a device function
      with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
+
+   FIBERS (thread backend; desc.scheduler = SPMD_SCHEDULER_FIBERS or env
+   SPMD_SCHEDULER=fibers)
+     spmd_run runs the devices as fibers on desc.carriers OS threads
+     (SPMD_CARRIERS; default one per CPU), each on its own stack of
+     desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
+     guard page below it: a device that overflows its stack dies of SIGSEGV
+     there (a sanitizer reports a stack overflow) instead of corrupting
+     memory. A wait hands the carrier to another ready device. With one
+     carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
+     ready devices run is drawn from a generator with that seed: the same
+     program and seed give the same interleaving, the same results bit for
+     bit and the same log; loop a test over seeds, print the seed of a
+     failure, replay it with SPMD_CARRIERS=1 SPMD_SCHED_SEED=that.
+     When no device can run and none is running, the run is deadlocked: every
+     blocked call fails at once with SPMD_ERR_DEADLOCK, the mesh breaks, its
+     spmd_last_error names the call, its axes, its sequence numbers and the
+     devices it waits for, and the log (error level) holds the report of
+     every device: what it is blocked in, or that it returned.
+     Unsupported under fibers: a device function that blocks outside the
+     library (its own mutex, condition variable, sleep) stalls its carrier
+     and every device waiting for a turn on it; after 10 s a warning names
+     the device. spmd_attach always means an OS thread of the caller.
+     Both schedulers: a device whose function returned while peers wait for
+     it (in a collective, a send or a recv) makes those calls fail at once
+     with SPMD_ERR_DEADLOCK, naming the device that returned.
 
    LINK FLAGS
      -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.
@@ -442,13 +473,15 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
-   device on threads; spmd_device_is_local on libfabric) and join them. Returns the
+   device on threads; spmd_device_is_local on libfabric), or one fiber per
+   device on a few carrier threads (desc.scheduler, see FIBERS), and join them. Returns the
    first failing status any library call returned on any device during the
    run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
-   until spmd_detach. Each device is attached by at most one thread at a time
+   until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
+   Each device is attached by at most one thread at a time
    (SPMD_ERR_BUSY otherwise). spmd_detach may be called from another thread
    once the device's thread is done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);

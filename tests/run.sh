@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]
+#   sh tests/run.sh [all|plain|asan|tsan|fibers|compile|fabric|matrix]
 # (matrix: only the fabric matrix of the conformance tests, part of fabric)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
@@ -28,7 +28,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name
 
 run_suite() { # $1 = plain|asan|tsan
     kind=$1
-    for t in test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard; do
+    for t in test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
         start=$(date +%s)
@@ -44,6 +44,27 @@ run_suite() { # $1 = plain|asan|tsan
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/$kind-$t.err; then
             sed -n '1,30p' $LOG/$kind-$t.err | sed 's/^/      /'
         fi
+    done
+}
+
+# The thread-backend suites again with devices as fibers (plain build, quick
+# sizes): one carrier with two seeds, two carriers with a third (~40 s).
+# A failure names the settings that replay it.
+run_fibers() {
+    for cfg in "1 1" "1 2" "2 7"; do
+        set -- $cfg
+        for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
+            exe=$B/plain/$t
+            if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
+            name="SPMD_SCHEDULER=fibers SPMD_CARRIERS=$1 SPMD_SCHED_SEED=$2 $t"
+            out=$LOG/fibers-$1-$2-$t
+            start=$(date +%s)
+            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=fibers SPMD_CARRIERS=$1 SPMD_SCHED_SEED=$2 \
+                timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
+            end=$(date +%s)
+            add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)"
+            if [ $rc != 0 ] || grep -q '^FAIL' $out.err; then sed -n '1,30p' $out.err | sed 's/^/      /'; fi
+        done
     done
 }
 
@@ -279,8 +300,9 @@ case $mode in
     compile) run_compile ;;
     fabric) run_fabric ;;
     matrix) run_fabric_matrix ;;
-    all) run_suite plain; run_suite asan; run_suite tsan; run_compile; run_fabric; run_examples ;;
-    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|compile|fabric|matrix]"; exit 2 ;;
+    fibers) run_fibers ;;
+    all) run_suite plain; run_suite asan; run_suite tsan; run_fibers; run_compile; run_fabric; run_examples ;;
+    *) echo "usage: sh tests/run.sh [all|plain|asan|tsan|fibers|compile|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]
