@@ -50,7 +50,8 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
-     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS)
+     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
+                       default: fibers when devices outnumber CPUs, threads backend)
      SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
      SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
      SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
@@ -203,8 +204,9 @@
      A request never finished is reported: returning from a device function
      with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
 
-   FIBERS (thread backend; desc.scheduler = SPMD_SCHEDULER_FIBERS or env
-   SPMD_SCHEDULER=fibers)
+   FIBERS (thread backend; the default when a mesh has more devices than the
+   CPUs available; desc.scheduler = SPMD_SCHEDULER_FIBERS/_THREADS or env
+   SPMD_SCHEDULER=fibers/threads choose)
      spmd_run runs the devices as fibers on desc.carriers OS threads
      (SPMD_CARRIERS; default one per CPU), each on its own stack of
      desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
@@ -354,7 +356,8 @@ typedef enum spmd_algo {
 /* Who runs the devices of spmd_run on the thread backend (desc.scheduler,
    env SPMD_SCHEDULER=threads|fibers). */
 typedef enum spmd_scheduler {
-    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else threads */
+    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else fibers on the thread backend when
+                                   devices outnumber the CPUs available, else threads */
     SPMD_SCHEDULER_THREADS,     /* one OS thread per device */
     SPMD_SCHEDULER_FIBERS,      /* devices as fibers on a few carrier threads */
     SPMD_SCHEDULER_COUNT
@@ -8233,7 +8236,8 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)
    error level, and every parked fiber wakes to fail its call. With libfabric
    the transport completes things by itself, so there is no such verdict.
    The thread that called spmd_run watches the carriers: one that runs the
-   same device for 10 s without a library wait gets a warning naming it (a
+   same device for 10 s (a tenth of the deadline if less, at least 1 s)
+   without a library wait gets a warning naming it (a
    device blocked outside spmdcoll, e.g. on its own mutex, stalls its carrier:
    unsupported under fibers). */
 #if (SPMD__HAS_X86 && defined(__x86_64__) || SPMD__HAS_ARM64) && defined(__ELF__) && !defined(SPMD_FIBER_UCONTEXT)
@@ -8792,7 +8796,10 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
             st = SPMD_ERR_SYSTEM;
         } else {
-            /* watch the carriers until every fiber is done */
+            /* watch the carriers until every fiber is done: warn after 10 s
+               (a tenth of the deadline if that is less, at least 1 s) */
+            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
+            if (limit < 1) limit = 1;
             while (!SPMD__LD_ACQ(&s.finished)) {
                 spmd__futex_wait(&s.finished, 0u, 1000000000u);
                 for (i = 0; i < started; i++) {
@@ -8802,7 +8809,7 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
                     c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
                     if (c->quiet == 0) c->warned = 0;
                     c->seen = sw;
-                    if (c->quiet >= 10 && !c->warned) {
+                    if (c->quiet >= limit && !c->warned) {
                         c->warned = 1;
                         spmd__log(m, SPMD_LOG_WARN, f->dev->id,
                                   "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
@@ -11681,13 +11688,6 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m->carriers = (int)spmd__env_int("SPMD_CARRIERS", 1, SPMD__MAX_CARRIERS, desc->carriers, NULL);
     m->seed = (uint64_t)spmd__env_int("SPMD_SCHED_SEED", 0, INT64_MAX, (int64_t)(desc->sched_seed & INT64_MAX), NULL);
     if (desc->sched_seed && !getenv("SPMD_SCHED_SEED")) m->seed = desc->sched_seed;
-    m->sched = desc->scheduler ? desc->scheduler : SPMD_SCHEDULER_THREADS;
-    {
-        const char *a = getenv("SPMD_SCHEDULER");
-        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
-        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
-        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
-    }
     {
         const char *a = getenv("SPMD_ALGO");
         if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
@@ -11705,6 +11705,17 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
 #else
     m->vt = &spmd__thread_vt;
 #endif
+    /* the default: fibers on the thread backend when devices outnumber CPUs
+       (faster at every size measured, README "Fibers") */
+    m->sched = desc->scheduler ? desc->scheduler
+               : m->backend == SPMD_BACKEND_THREADS && size > m->ncpu ? SPMD_SCHEDULER_FIBERS
+                                                                       : SPMD_SCHEDULER_THREADS;
+    {
+        const char *a = getenv("SPMD_SCHEDULER");
+        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
+        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
+        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
+    }
     m->gbuckets = 1024;
     m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
     m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);

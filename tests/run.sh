@@ -47,19 +47,20 @@ run_suite() { # $1 = plain|asan|tsan
     done
 }
 
-# The thread-backend suites again with devices as fibers (plain build, quick
-# sizes): one carrier with two seeds, two carriers with a third (~40 s).
-# A failure names the settings that replay it.
+# The thread-backend suites under each scheduler set by the environment
+# (plain build, quick sizes; ~55 s): fibers on one carrier with two seeds,
+# on two carriers with a third, and OS threads (the default is fibers where
+# devices outnumber CPUs). A failure names the settings that replay it.
 run_fibers() {
-    for cfg in "1 1" "1 2" "2 7"; do
+    for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
         set -- $cfg
         for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
             exe=$B/plain/$t
             if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
-            name="SPMD_SCHEDULER=fibers SPMD_CARRIERS=$1 SPMD_SCHED_SEED=$2 $t"
-            out=$LOG/fibers-$1-$2-$t
+            name="SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
+            out=$LOG/sched-$1-$2-$3-$t
             start=$(date +%s)
-            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=fibers SPMD_CARRIERS=$1 SPMD_SCHED_SEED=$2 \
+            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
                 timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
             end=$(date +%s)
             add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)"

@@ -401,11 +401,47 @@ static void test_overflow(void) {
                 status);
 }
 
+/* ---- a device that holds its carrier is named ------------------------------------ */
+
+static char wd_msg[600];
+static void wd_log(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    if (level == SPMD_LOG_WARN && device == 1) snprintf(wd_msg, sizeof wd_msg, "%s", msg);
+}
+
+static void wd_device(spmd_dev *d, void *p) {
+    (void)p;
+    if (spmd_device_id(d) == 1) { /* blocked outside the library: the fault under test */
+        struct timespec ts = {2, 300000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_watchdog(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.axis_names[0] = "i";
+    desc.scheduler = SPMD_SCHEDULER_FIBERS;
+    desc.carriers = 1;
+    desc.timeout_ms = 10000; /* the warning comes after a tenth of it: 1 s */
+    desc.log_fn = wd_log;
+    desc.log_level = SPMD_LOG_WARN;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "mesh"); return; }
+    wd_msg[0] = 0;
+    T_CHECK(spmd_run(m, wd_device, NULL) == SPMD_OK, "run");
+    T_CHECK(strstr(wd_msg, "device 1 has held carrier 0"), "no warning naming device 1: '%s'", wd_msg);
+    spmd_mesh_destroy(m);
+}
+
 int main(void) {
     test_bad_desc();
     test_big();
     test_seeds();
     test_deadlocks();
     test_overflow();
+    test_watchdog();
     return t_summary();
 }
