@@ -8399,6 +8399,7 @@ typedef struct spmd__sched {
     uint64_t rng;              /* 0: FIFO; else the generator's state */
     uint64_t moves, mark;      /* rings and ended waits, and their count when a recheck round began */
     int recheck;               /* a recheck round is under way */
+    int judging;               /* a carrier is writing the deadlock report */
 } spmd__sched;
 
 static void spmd__slock(uint32_t *l) {
@@ -8634,6 +8635,7 @@ static void spmd__fiber_stuck(spmd__sched *s) {
         return;
     }
     s->recheck = 0;
+    s->judging = 1; /* the lock is let go below: no other carrier judges meanwhile */
     /* the report: per device, compressing runs of devices in the same state */
     for (i = 0; i < s->n; i++) {
         if (s->fibs[i].state == SPMD__F_PARKED) nb++;
@@ -8668,6 +8670,7 @@ static void spmd__fiber_stuck(spmd__sched *s) {
     }
     spmd__break(m, SPMD_ERR_DEADLOCK, -1, sum); /* rings every parked fiber */
     spmd__slock(&s->lock);
+    s->judging = 0;
 }
 
 /* Nothing ready (lock held): wake timed parks that are due, judge a
@@ -8687,7 +8690,7 @@ static void spmd__carrier_idle(spmd__sched *s) {
         s->next_wake = next;
         if (s->rcount) return;
     }
-    if (!s->nrunning && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {
+    if (!s->nrunning && !s->judging && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {
         spmd__fiber_stuck(s);
         return;
     }
