@@ -28,7 +28,7 @@
          desc.axis_names[0] = "row"; desc.axis_names[1] = "col";
          spmd_mesh *m;
          if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
-         spmd_status s = spmd_run(m, step, NULL);              // 8 threads
+         spmd_status s = spmd_run(m, step, NULL);              // 8 devices
          spmd_mesh_destroy(m);
          return s != SPMD_OK;
      }
