@@ -412,7 +412,7 @@ static void wd_log(void *user, spmd_log_level level, int device, const char *msg
 static void wd_device(spmd_dev *d, void *p) {
     (void)p;
     if (spmd_device_id(d) == 1) { /* blocked outside the library: the fault under test */
-        struct timespec ts = {2, 300000000};
+        struct timespec ts = {3, 200000000}; /* two watchdog ticks of 1 s, with room for a loaded machine */
         nanosleep(&ts, NULL);
     }
 }
