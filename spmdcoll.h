@@ -28,7 +28,7 @@
          desc.axis_names[0] = "row"; desc.axis_names[1] = "col";
          spmd_mesh *m;
          if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
-         spmd_status s = spmd_run(m, step, NULL);              // 8 threads
+         spmd_status s = spmd_run(m, step, NULL);              // 8 devices
          spmd_mesh_destroy(m);
          return s != SPMD_OK;
      }
@@ -52,6 +52,10 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
+     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
+                       default: fibers when devices outnumber CPUs, threads backend)
+     SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
+     SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
      SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
@@ -160,7 +164,9 @@
      Devices of a group that call different operations, dtypes or counts
      get SPMD_ERR_MISMATCH naming both sides (always checked; check mode
      also compares the axes). A timeout or a mismatch breaks the mesh:
-     calls then fail with SPMD_ERR_BROKEN until it is destroyed.
+     calls then fail with SPMD_ERR_BROKEN until it is destroyed. A wait that
+     can never end is SPMD_ERR_DEADLOCK at once (a device waited for returned
+     from its function; under fibers, every device blocked: see FIBERS).
      Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
      desc.allocator replaces the allocator for everything the mesh owns.
 
@@ -199,6 +205,33 @@
      start and large work is cut into tasks any member of the group runs.
      A request never finished is reported: returning from a device function
      with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
+
+   FIBERS (thread backend; the default when a mesh has more devices than the
+   CPUs available; desc.scheduler = SPMD_SCHEDULER_FIBERS/_THREADS or env
+   SPMD_SCHEDULER=fibers/threads choose)
+     spmd_run runs the devices as fibers on desc.carriers OS threads
+     (SPMD_CARRIERS; default one per CPU), each on its own stack of
+     desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
+     guard page below it: a device that overflows its stack dies of SIGSEGV
+     there (a sanitizer reports a stack overflow) instead of corrupting
+     memory. A wait hands the carrier to another ready device. With one
+     carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
+     ready devices run is drawn from a generator with that seed: the same
+     program and seed give the same interleaving, the same results bit for
+     bit and the same log; loop a test over seeds, print the seed of a
+     failure, replay it with SPMD_CARRIERS=1 SPMD_SCHED_SEED=that.
+     When no device can run and none is running, the run is deadlocked: every
+     blocked call fails at once with SPMD_ERR_DEADLOCK, the mesh breaks, its
+     spmd_last_error names the call, its axes, its sequence numbers and the
+     devices it waits for, and the log (error level) holds the report of
+     every device: what it is blocked in, or that it returned.
+     Unsupported under fibers: a device function that blocks outside the
+     library (its own mutex, condition variable, sleep) stalls its carrier
+     and every device waiting for a turn on it; after 10 s a warning names
+     the device. spmd_attach always means an OS thread of the caller.
+     Both schedulers: a device whose function returned while peers wait for
+     it (in a collective, a send or a recv) makes those calls fail at once
+     with SPMD_ERR_DEADLOCK, naming the device that returned.
 
    LINK FLAGS
      -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.
@@ -263,7 +296,8 @@ extern "C" {
     X(SPMD_ERR_BUSY, "busy")                                                         \
     X(SPMD_ERR_STATE, "call not valid in this state")                                \
     X(SPMD_ERR_SYSTEM, "system call failed")                                         \
-    X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")
+    X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")      \
+    X(SPMD_ERR_DEADLOCK, "deadlock: the devices waited for can never arrive")
 
 typedef enum spmd_status {
 #define SPMD__STATUS_ENUM(name, text) name,
@@ -321,6 +355,16 @@ typedef enum spmd_algo {
     SPMD_ALGO_COUNT
 } spmd_algo;
 
+/* Who runs the devices of spmd_run on the thread backend (desc.scheduler,
+   env SPMD_SCHEDULER=threads|fibers). */
+typedef enum spmd_scheduler {
+    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else fibers on the thread backend when
+                                   devices outnumber the CPUs available, else threads */
+    SPMD_SCHEDULER_THREADS,     /* one OS thread per device */
+    SPMD_SCHEDULER_FIBERS,      /* devices as fibers on a few carrier threads */
+    SPMD_SCHEDULER_COUNT
+} spmd_scheduler;
+
 typedef struct spmd_mesh spmd_mesh;  /* a mesh of devices */
 typedef struct spmd_dev spmd_dev;    /* one device; used by one thread at a time */
 typedef struct spmd_req spmd_req;    /* an asynchronous collective in flight */
@@ -351,10 +395,18 @@ typedef struct spmd_mesh_desc {
     spmd_allocator allocator;               /* zero: SPMD_MALLOC/SPMD_FREE */
     int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024;
                                                rounded up to a power of two */
-    size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
+    size_t thread_stack_size;               /* stack of each device of spmd_run (thread or fiber); 0: the
+                                               system default for threads, 256 KiB for fibers; else
+                                               16 KiB..1 GiB (else SPMD_ERR_INVALID) */
     int devices_per_process;                /* libfabric: devices each process hosts; 0: env
                                                SPMD_DEVICES_PER_PROCESS, else the mesh cut into one
                                                contiguous block per process (minor axes stay inside) */
+    spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
+    int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
+                                               available; at most 1024 (else SPMD_ERR_INVALID) */
+    uint64_t sched_seed;                    /* fibers: 0: env SPMD_SCHED_SEED, else ready devices run in
+                                               FIFO order; else the next one is drawn by a generator
+                                               seeded with it (one carrier: a reproducible run) */
 } spmd_mesh_desc;
 
 /* Per-call options; NULL means all defaults. */
@@ -409,6 +461,8 @@ SPMD_API const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim);  /* NULL 
    spmd_status on error. */
 SPMD_API int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes);
 SPMD_API spmd_backend spmd_mesh_backend(const spmd_mesh *m);
+/* Who runs spmd_run's devices: SPMD_SCHEDULER_THREADS or _FIBERS. */
+SPMD_API spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m);
 /* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
 SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
 SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
@@ -424,13 +478,15 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
-   device on threads; spmd_device_is_local on libfabric) and join them. Returns the
+   device on threads; spmd_device_is_local on libfabric), or one fiber per
+   device on a few carrier threads (desc.scheduler, see FIBERS), and join them. Returns the
    first failing status any library call returned on any device during the
    run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
-   until spmd_detach. Each device is attached by at most one thread at a time
+   until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
+   Each device is attached by at most one thread at a time
    (SPMD_ERR_BUSY otherwise). spmd_detach may be called from another thread
    once the device's thread is done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
@@ -1295,6 +1351,8 @@ struct spmd_dev {
     uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
+    struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
+    uint32_t returned;     /* its function returned in this spmd_run */
     char err[512];
 };
 
@@ -1324,6 +1382,10 @@ struct spmd_mesh {
     spmd_algo forced_algo;
     int no_xq;             /* SPMD_QUICK_EXCHANGE=0: never the quick exchange (libfabric) */
     size_t stack_size;
+    spmd_scheduler sched;  /* threads or fibers */
+    int carriers;          /* fibers: carrier threads (0: the CPUs available) */
+    uint64_t seed;         /* fibers: 0, or the seed of the ready-order generator */
+    uint32_t nreturned;    /* devices whose function returned in this spmd_run */
     spmd__ktable ktab;     /* the reduction kernels for this CPU, chosen at creation */
     spmd_dev **devs;
     uint32_t nattached;
@@ -1381,9 +1443,13 @@ static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) 
     return s;
 }
 
+static void spmd__fiber_ring(spmd_dev *d);
+
+/* Ring a device's bell: a sleeping thread wakes, a parked fiber becomes ready. */
 static void spmd__wake_dev(spmd_dev *d) {
     SPMD__FADD(&d->bell, 1u);
-    spmd__futex_wake(&d->bell);
+    if (d->fib) spmd__fiber_ring(d);
+    else spmd__futex_wake(&d->bell);
 }
 
 #if SPMD__HAS_LIBFABRIC
@@ -8293,6 +8359,630 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)want; return SPMD__ALG_EAGER; }
 #endif /* SPMD__HAS_LIBFABRIC */
 
+// >>fibers
+/* The fiber scheduler of the thread backend (desc.scheduler, SPMD_SCHEDULER=fibers).
+   It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
+   context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
+   with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
+   threads that run the fibers.
+   Data flow: spmd_run makes one fiber per device and K carriers; a carrier
+   takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
+   with one carrier the whole run is then reproducible) and switches to it.
+   A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
+   (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
+   takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
+   a parked fiber ready again (spmd__fiber_ring). A park may carry a time
+   limit (its deadline; libfabric: the poll interval): a carrier with nothing
+   ready sleeps until the earliest one or a ring.
+   When nothing is ready, no carrier runs a fiber and every unfinished fiber
+   is parked, the thread backend can never go on. After one more round in
+   which every parked fiber polls again and nothing moves, that is a deadlock
+   (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
+   (per device: the call it waits in, or that it returned) goes to the log at
+   error level, and every parked fiber wakes to fail its call. With libfabric
+   the transport completes things by itself, so there is no such verdict.
+   The thread that called spmd_run watches the carriers: one that runs the
+   same device for 10 s (a tenth of the deadline if less, at least 1 s)
+   without a library wait gets a warning naming it (a
+   device blocked outside spmdcoll, e.g. on its own mutex, stalls its carrier:
+   unsupported under fibers). */
+#if (SPMD__HAS_X86 && defined(__x86_64__) || SPMD__HAS_ARM64) && defined(__ELF__) && !defined(SPMD_FIBER_UCONTEXT)
+#define SPMD__CTX_ASM 1
+#else
+#define SPMD__CTX_ASM 0
+#include <ucontext.h>
+#endif
+#include <signal.h>
+#include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD__ASAN 1
+#endif
+#endif
+#ifdef SPMD__ASAN
+void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#endif
+#ifdef SPMD__TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define SPMD__VALGRIND 1
+#endif
+#endif
+
+#define SPMD__FIBER_STACK ((size_t)256 << 10)
+#define SPMD__STACK_MIN ((size_t)16 << 10)
+#define SPMD__STACK_MAX ((size_t)1 << 30)
+#define SPMD__MAX_CARRIERS 1024
+
+#if SPMD__CTX_ASM
+/* spmd__ctx_switch(from, to): push the callee-saved registers (x86-64: and
+   the SSE/x87 control words) on the current stack, store the stack pointer
+   in *from, load `to` and pop the same frame from there. A new fiber's frame
+   returns into spmd__fiber_entry with the first argument register still
+   holding `from`: the address of the carrier's context, its first member. */
+typedef struct spmd__ctx { void *sp; } spmd__ctx;
+void spmd__ctx_switch(spmd__ctx *from, void *to) __asm__("spmd__ctx_switch_local");
+#if SPMD__HAS_X86
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 64 /* control words, six registers, return address */
+#else
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    sub sp, sp, #160\n"
+        "    stp x19, x20, [sp, #0]\n"
+        "    stp x21, x22, [sp, #16]\n"
+        "    stp x23, x24, [sp, #32]\n"
+        "    stp x25, x26, [sp, #48]\n"
+        "    stp x27, x28, [sp, #64]\n"
+        "    stp x29, x30, [sp, #80]\n"
+        "    stp d8, d9, [sp, #96]\n"
+        "    stp d10, d11, [sp, #112]\n"
+        "    stp d12, d13, [sp, #128]\n"
+        "    stp d14, d15, [sp, #144]\n"
+        "    mov x9, sp\n"
+        "    str x9, [x0]\n"
+        "    mov sp, x1\n"
+        "    ldp x19, x20, [sp, #0]\n"
+        "    ldp x21, x22, [sp, #16]\n"
+        "    ldp x23, x24, [sp, #32]\n"
+        "    ldp x25, x26, [sp, #48]\n"
+        "    ldp x27, x28, [sp, #64]\n"
+        "    ldp x29, x30, [sp, #80]\n"
+        "    ldp d8, d9, [sp, #96]\n"
+        "    ldp d10, d11, [sp, #112]\n"
+        "    ldp d12, d13, [sp, #128]\n"
+        "    ldp d14, d15, [sp, #144]\n"
+        "    add sp, sp, #160\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 160 /* x19..x30, d8..d15 */
+#endif
+#else
+typedef struct spmd__ctx { ucontext_t uc; } spmd__ctx;
+#endif
+
+enum { SPMD__F_READY = 1, SPMD__F_RUNNING, SPMD__F_PARKED, SPMD__F_DONE };
+
+typedef struct spmd__fiber {
+    spmd__ctx ctx;
+    spmd_dev *dev;
+    struct spmd__sched *s;
+    struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
+    unsigned char *map;        /* guard page, then the stack */
+    size_t map_len;
+    unsigned char *lo;         /* the stack: lo .. lo + len */
+    size_t len;
+    int state;                 /* SPMD__F_*; under the scheduler's lock */
+    int started;
+    uint64_t wake_at;          /* parked with a time limit: ready then (0: none) */
+    spmd_req *waiting;         /* parked in a wait for this request (the deadlock report) */
+    void *fake;                /* ASan's fake stack while switched out */
+    void *tsan;                /* TSan's fiber */
+    unsigned vg;               /* valgrind's stack id */
+} spmd__fiber;
+
+typedef struct spmd__carrier {
+    spmd__ctx ctx;             /* first: a new fiber's entry receives its address */
+    struct spmd__sched *s;
+    spmd__fiber *cur;          /* the fiber it runs, or NULL (atomic: the watchdog reads it) */
+    uint64_t switches;         /* fibers switched to (the watchdog) */
+    uint64_t seen;             /* the watchdog's last look at switches, */
+    int quiet, warned;         /* seconds without a switch, and warned for it */
+    pthread_t th;
+    const void *lo;            /* ASan: its own stack */
+    size_t len;
+    void *fake, *tsan;
+} spmd__carrier;
+
+typedef struct spmd__sched {
+    spmd_mesh *m;
+    spmd_fn fn;
+    void *arg;
+    uint32_t lock;             /* spin lock over everything below */
+    uint32_t gen;              /* futex word of idle carriers: bumped when one is needed */
+    uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
+    int n, K;
+    spmd__fiber *fibs;
+    spmd__carrier *cars;
+    spmd__fiber **ready;       /* ring of n: the ready queue */
+    int rhead, rcount;
+    int nlive, nrunning, nidle;
+    uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
+    uint64_t rng;              /* 0: FIFO; else the generator's state */
+    uint64_t moves, mark;      /* rings and ended waits, and their count when a recheck round began */
+    int recheck;               /* a recheck round is under way */
+    int judging;               /* a carrier is writing the deadlock report */
+} spmd__sched;
+
+static void spmd__slock(uint32_t *l) {
+    unsigned n = 0;
+    for (;;) {
+        uint32_t z = 0;
+        if (SPMD__LD_ACQ(l) == 0 && SPMD__CAS(l, &z, 1u)) return;
+        if (++n < 64) spmd__pause();
+        else sched_yield();
+    }
+}
+static void spmd__sunlock(uint32_t *l) { SPMD__ST_REL(l, 0u); }
+
+/* xorshift64*: the seeded draw of the next ready fiber */
+static uint64_t spmd__rand(uint64_t *st) {
+    uint64_t x = *st;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *st = x;
+    return x * 0x2545f4914f6cdd1du;
+}
+
+static void spmd__ready_push(spmd__sched *s, spmd__fiber *f) {
+    f->state = SPMD__F_READY;
+    s->ready[(s->rhead + s->rcount++) % s->n] = f;
+    if (s->nidle) {
+        SPMD__FADD(&s->gen, 1u);
+        spmd__futex_wake(&s->gen);
+    }
+}
+
+static spmd__fiber *spmd__ready_take(spmd__sched *s) {
+    spmd__fiber *f;
+    if (!s->rcount) return NULL;
+    if (s->rng && s->rcount > 1) { /* swap a drawn one to the head */
+        int k = (s->rhead + (int)(spmd__rand(&s->rng) % (uint64_t)s->rcount)) % s->n;
+        f = s->ready[k];
+        s->ready[k] = s->ready[s->rhead];
+        s->ready[s->rhead] = f;
+    }
+    f = s->ready[s->rhead];
+    s->rhead = (s->rhead + 1) % s->n;
+    s->rcount--;
+    return f;
+}
+
+/* Switch between a carrier's loop and a fiber, with the scheduler's lock
+   held: whoever resumes releases it. */
+static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(&c->fake, f->lo, f->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(f->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&c->ctx, f->ctx.sp);
+#else
+    swapcontext(&c->ctx.uc, &f->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(c->fake, NULL, NULL);
+#endif
+}
+
+static void spmd__to_carrier(spmd__fiber *f) {
+    spmd__carrier *c = f->car;
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(f->state == SPMD__F_DONE ? NULL : &f->fake, c->lo, c->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(c->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&f->ctx, c->ctx.sp);
+#else
+    swapcontext(&f->ctx.uc, &c->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(f->fake, &f->car->lo, &f->car->len);
+#endif
+}
+
+static void spmd__run_returned(spmd_dev *d);
+
+/* A fiber's first frame: run the device, then end on the carrier for good. */
+static void spmd__fiber_entry(spmd__carrier *c) {
+    spmd__fiber *f = c->cur;
+    spmd__sched *s = f->s;
+    spmd_dev *d = f->dev;
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(NULL, &c->lo, &c->len);
+#endif
+    spmd__sunlock(&s->lock);
+    s->fn(d, s->arg);
+    spmd__run_returned(d);
+    spmd_detach(d);
+    spmd__slock(&s->lock);
+    f->state = SPMD__F_DONE;
+    s->nlive--;
+    s->moves++;
+    spmd__to_carrier(f);
+    SPMD_ASSERT(!"a finished fiber was resumed");
+}
+
+#if !SPMD__CTX_ASM
+static void spmd__fiber_entry_uc(unsigned hi, unsigned lo) {
+    spmd__fiber_entry((spmd__carrier *)(uintptr_t)(((uint64_t)hi << 32) | lo));
+}
+#endif
+
+/* Map the stack and lay out the first frame (asm: the entry as the return
+   address; ucontext: made when it first runs, on the carrier it runs on). */
+static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096u;
+    stack = (stack + page - 1) / page * page;
+    f->map_len = stack + page;
+    f->map = (unsigned char *)mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (f->map == (unsigned char *)MAP_FAILED) {
+        f->map = NULL;
+        return 0;
+    }
+    if (mprotect(f->map, page, PROT_NONE) != 0) return 0;
+    f->s = s;
+    f->lo = f->map + page;
+    f->len = stack;
+#ifdef SPMD__VALGRIND
+    f->vg = VALGRIND_STACK_REGISTER(f->lo, f->lo + f->len);
+#endif
+#ifdef SPMD__TSAN
+    f->tsan = __tsan_create_fiber(0);
+#endif
+#if SPMD__CTX_ASM
+    {
+        unsigned char *top = f->map + f->map_len;
+        void (*entry)(spmd__carrier *) = spmd__fiber_entry;
+#if SPMD__HAS_X86
+        uint64_t *fr = (uint64_t *)(void *)(top - 72); /* the ret leaves rsp = top - 8, as after a call */
+        memset(fr, 0, 72);
+        fr[0] = 0x1f80u | ((uint64_t)0x037fu << 32); /* MXCSR and x87 control word: the defaults */
+        memcpy(&fr[7], &entry, sizeof entry);
+#else
+        uint64_t *fr = (uint64_t *)(void *)(top - SPMD__CTX_FRAME); /* sp = top after the frame */
+        memset(fr, 0, SPMD__CTX_FRAME);
+        memcpy(&fr[11], &entry, sizeof entry);       /* x30 */
+#endif
+        f->ctx.sp = (void *)fr;
+    }
+#endif
+    return 1;
+}
+
+static void spmd__fiber_unmake(spmd__fiber *f) {
+#ifdef SPMD__VALGRIND
+    if (f->map) VALGRIND_STACK_DEREGISTER(f->vg);
+#endif
+#ifdef SPMD__TSAN
+    if (f->tsan) __tsan_destroy_fiber(f->tsan);
+#endif
+    if (f->map) munmap(f->map, f->map_len);
+}
+
+static void spmd__sleep_end(spmd_dev *d);
+
+/* The device's bell rang (see spmd__wake_dev): a parked fiber is ready. */
+static void spmd__fiber_ring(spmd_dev *d) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    s->moves++;
+    if (f->state == SPMD__F_PARKED) {
+        spmd__sleep_end(d); /* it polls again when it runs: the next finisher need not ring it */
+        spmd__ready_push(s, f);
+    }
+    spmd__sunlock(&s->lock);
+}
+
+/* Park the device's fiber until its bell moves from `bell` (or for at most
+   ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    if (SPMD__LD_SC(&d->bell) != bell) { /* rung since */
+        spmd__sunlock(&s->lock);
+        return;
+    }
+    f->state = SPMD__F_PARKED;
+    f->waiting = r;
+    f->wake_at = 0;
+    if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
+    if (f->wake_at && f->wake_at < s->next_wake) s->next_wake = f->wake_at;
+    spmd__to_carrier(f);
+    f->waiting = NULL;
+    spmd__sunlock(&s->lock);
+}
+
+/* Let the other ready fibers run first (spmd_test polling). */
+static void spmd__fiber_yield(spmd_dev *d) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    spmd__ready_push(s, f);
+    spmd__to_carrier(f);
+    spmd__sunlock(&s->lock);
+}
+
+/* A wait ended: a move that a recheck round looks for. */
+static void spmd__fiber_moved(spmd_dev *d) {
+    spmd__sched *s = d->fib->s;
+    spmd__slock(&s->lock);
+    s->moves++;
+    spmd__sunlock(&s->lock);
+}
+
+static void spmd__wait_text(spmd_req *r, char *buf, size_t len);
+
+/* Nothing ready, nothing running, every live fiber parked (lock held). The
+   first time: a recheck round (every parked fiber polls once more). Then,
+   if nothing moved: a deadlock. Returns with the lock held. */
+static void spmd__fiber_stuck(spmd__sched *s) {
+    spmd_mesh *m = s->m;
+    char sum[400], line[400], prev[400];
+    size_t at = 0;
+    int i, nb = 0, nr = 0, run0 = -1;
+    if (!s->recheck || s->moves != s->mark) {
+        s->recheck = 1;
+        s->mark = s->moves;
+        for (i = 0; i < s->n; i++)
+            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
+        return;
+    }
+    s->recheck = 0;
+    s->judging = 1; /* the lock is let go below: no other carrier judges meanwhile */
+    /* the report: per device, compressing runs of devices in the same state */
+    for (i = 0; i < s->n; i++) {
+        if (s->fibs[i].state == SPMD__F_PARKED) nb++;
+        else if (s->fibs[i].dev->returned) nr++;
+    }
+    at = (size_t)snprintf(sum, sizeof sum,
+                          "deadlock: every device is blocked or has returned (%d blocked, %d returned%s", nb, nr,
+                          nr ? ":" : "");
+    for (i = 0; i < s->n && nr && at < sizeof sum; i++)
+        if (s->fibs[i].state != SPMD__F_PARKED && s->fibs[i].dev->returned) {
+            int w = snprintf(sum + at, sizeof sum - at, " %d", s->fibs[i].dev->id);
+            if (w > 0) at += (size_t)w;
+        }
+    if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
+    spmd__sunlock(&s->lock);
+    spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
+    prev[0] = '\0';
+    for (i = 0; i <= s->n; i++) {
+        spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
+        if (!f) line[0] = '\0';
+        else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
+        else snprintf(line, sizeof line, "%s", f->dev->returned ? "returned from its function" : "(no wait)");
+        if (i && (!f || strcmp(line, prev) != 0)) {
+            int a = s->fibs[run0].dev->id, b = s->fibs[i - 1].dev->id;
+            if (a == b) spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: device %d: %s", a, prev);
+            else spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: devices %d..%d: %s", a, b, prev);
+        }
+        if (!i || !f || strcmp(line, prev) != 0) {
+            run0 = i;
+            memcpy(prev, line, sizeof prev);
+        }
+    }
+    spmd__break(m, SPMD_ERR_DEADLOCK, -1, sum); /* rings every parked fiber */
+    spmd__slock(&s->lock);
+    s->judging = 0;
+}
+
+/* Nothing ready (lock held): wake timed parks that are due, judge a
+   deadlock, or sleep until a ring or the next time limit. */
+static void spmd__carrier_idle(spmd__sched *s) {
+    uint64_t now = spmd__now_ns(), ns;
+    uint32_t gen;
+    int i;
+    if (s->next_wake <= now) {
+        uint64_t next = UINT64_MAX;
+        for (i = 0; i < s->n; i++) {
+            spmd__fiber *f = &s->fibs[i];
+            if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
+            if (f->wake_at <= now) spmd__ready_push(s, f);
+            else if (f->wake_at < next) next = f->wake_at;
+        }
+        s->next_wake = next;
+        if (s->rcount) return;
+    }
+    if (!s->nrunning && !s->judging && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {
+        spmd__fiber_stuck(s);
+        return;
+    }
+    gen = SPMD__LD_ACQ(&s->gen);
+    ns = s->next_wake == UINT64_MAX ? 100000000u : s->next_wake - now;
+    s->nidle++;
+    spmd__sunlock(&s->lock);
+    spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
+    spmd__slock(&s->lock);
+    s->nidle--;
+}
+
+static void *spmd__carrier_main(void *p) {
+    spmd__carrier *c = (spmd__carrier *)p;
+    spmd__sched *s = c->s;
+#ifdef SPMD__TSAN
+    c->tsan = __tsan_get_current_fiber();
+#endif
+    spmd__slock(&s->lock);
+    while (s->nlive) {
+        spmd__fiber *f = spmd__ready_take(s);
+        if (!f) {
+            spmd__carrier_idle(s);
+            continue;
+        }
+        f->state = SPMD__F_RUNNING;
+        f->car = c;
+        SPMD__ST_REL(&c->cur, f);
+        SPMD__ST_REL(&c->switches, c->switches + 1);
+        s->nrunning++;
+#if !SPMD__CTX_ASM
+        if (!f->started) {
+            uintptr_t a = (uintptr_t)c;
+            getcontext(&f->ctx.uc);
+            f->ctx.uc.uc_stack.ss_sp = f->lo;
+            f->ctx.uc.uc_stack.ss_size = f->len;
+            f->ctx.uc.uc_link = NULL;
+            makecontext(&f->ctx.uc, (void (*)(void))spmd__fiber_entry_uc, 2, (unsigned)((uint64_t)a >> 32),
+                        (unsigned)(a & 0xffffffffu));
+        }
+#endif
+        f->started = 1;
+        spmd__to_fiber(c, f);
+        s->nrunning--;
+        SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
+    }
+    /* the last fiber ended: the other carriers and the watchdog go */
+    SPMD__FADD(&s->gen, 1u);
+    spmd__futex_wake(&s->gen);
+    SPMD__ST_SC(&s->finished, 1u);
+    spmd__futex_wake(&s->finished);
+    spmd__sunlock(&s->lock);
+    return NULL;
+}
+
+/* spmd_run under fibers (every device attached): run them and return when all are done. */
+static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
+    spmd__sched s;
+    int i, K, started = 0, lo = m->first_local;
+    spmd_status st = SPMD_OK;
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.fn = fn;
+    s.arg = arg;
+    s.n = m->nlocal;
+    K = m->carriers ? m->carriers : m->ncpu;
+    s.K = K = K < s.n ? K : s.n;
+    s.next_wake = UINT64_MAX;
+    s.rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u : 0u; /* never 0 when seeded */
+    if (s.n == 0) return SPMD_OK;
+    s.fibs = (spmd__fiber *)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.fibs);
+    s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
+    s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
+    if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
+    for (i = 0; st == SPMD_OK && i < s.n; i++) {
+        spmd__fiber *f = &s.fibs[i];
+        memset(f, 0, sizeof *f);
+        f->dev = m->devs[lo + i];
+        if (!spmd__fiber_make(&s, f, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stack of fiber %d (%zu bytes): %s", i,
+                      m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
+            st = SPMD_ERR_NOMEM;
+            s.n = i + 1;
+            break;
+        }
+        f->dev->fib = f;
+    }
+    if (st == SPMD_OK) {
+        for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
+        s.rcount = s.nlive = s.n;
+        for (i = 0; i < K; i++) {
+            memset(&s.cars[i], 0, sizeof s.cars[i]);
+            s.cars[i].s = &s;
+        }
+        for (i = 0; i < K; i++) {
+            pthread_attr_t attr;
+            int e;
+            pthread_attr_init(&attr);
+            if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
+            e = pthread_create(&s.cars[i].th, &attr, spmd__carrier_main, &s.cars[i]);
+            pthread_attr_destroy(&attr);
+            if (e != 0) break;
+            started++;
+        }
+        if (!started) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
+            st = SPMD_ERR_SYSTEM;
+        } else {
+            /* watch the carriers until every fiber is done: warn after 10 s
+               (a tenth of the deadline if that is less, at least 1 s) */
+            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
+            if (limit < 1) limit = 1;
+            while (!SPMD__LD_ACQ(&s.finished)) {
+                spmd__futex_wait(&s.finished, 0u, 1000000000u);
+                for (i = 0; i < started; i++) {
+                    spmd__carrier *c = &s.cars[i];
+                    spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
+                    uint64_t sw = SPMD__LD_ACQ(&c->switches);
+                    c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
+                    if (c->quiet == 0) c->warned = 0;
+                    c->seen = sw;
+                    if (c->quiet >= limit && !c->warned) {
+                        c->warned = 1;
+                        spmd__log(m, SPMD_LOG_WARN, f->dev->id,
+                                  "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
+                                  "outside the library (its own mutex, a sleep)? Under fibers that stalls "
+                                  "every device of the carrier",
+                                  f->dev->id, i, c->quiet);
+                    }
+                }
+            }
+            for (i = 0; i < started; i++) pthread_join(s.cars[i].th, NULL);
+        }
+    }
+    for (i = 0; s.fibs && i < s.n; i++) {
+        if (s.fibs[i].dev) s.fibs[i].dev->fib = NULL;
+        spmd__fiber_unmake(&s.fibs[i]);
+    }
+    for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
+        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
+    spmd__free(&m->alloc, s.fibs);
+    spmd__free(&m->alloc, s.ready);
+    spmd__free(&m->alloc, s.cars);
+    return st;
+}
+
 // >>waiting
 static void spmd__progress_all(spmd_dev *d) {
     spmd_req *q;
@@ -8320,6 +9010,87 @@ static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
     if (missing > shown && at < len) snprintf(buf + at, len - at, " and %d more", missing - shown);
 }
 
+/* 1 if a collective may still be failed: not once the split work started
+   (it is finite and touches the peers' buffers, so it must be finished);
+   a split operation still arriving is marked aborted for its peers. */
+static int spmd__may_abandon(spmd_req *r) {
+    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
+        spmd__group *g = r->gr->g;
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
+                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
+            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
+            return 0;
+    }
+    return r->state != SPMD__R_RUN && r->state != SPMD__R_DRAIN;
+}
+
+/* What a waiting request waits for, for reports: the call, its axes, its
+   sequence numbers and who has not arrived. */
+static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
+    char what[96], who[160];
+    if (r->p2p) {
+        if (snprintf(buf, len, "blocked in %s of %s x %zu %s %d (tag %d) over '%s'",
+                 r->sig.kind == SPMD__KIND_SEND ? "send" : "recv", spmd__dtype_names[r->sig.dtype], r->count,
+                 r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer, r->tag, r->gr->text) >= (int)len)
+            buf[len - 1] = '\0';
+        return;
+    }
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__missing_list(r, who, sizeof who);
+    if (snprintf(buf, len, "blocked in %s over '%s' (operation #%llu of the device, #%llu of its group of %d)%s%s", what,
+             r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, r->gr->g->G,
+             r->state == SPMD__R_POST ? ", still busy with an earlier operation on this group: " :
+             r->state == SPMD__R_ARRIVE ? ", waiting for devices " : "",
+             r->state <= SPMD__R_ARRIVE ? who : "") >= (int)len)
+        buf[len - 1] = '\0'; /* cut short: still a report */
+}
+
+/* Devices whose function returned (spmd_run) will never arrive: a request
+   waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
+   breaks the mesh. 1 if r is now done. */
+static int spmd__gone_check(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    char why[160], what[96];
+    int k, gone = -1;
+    if (r->x || r->state == SPMD__R_DONE) return 0;
+    if (r->p2p) {
+        for (k = 0; k < g->G && gone < 0; k++) {
+            spmd_dev *p = m->devs[g->members[k]];
+            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !SPMD__LD_ACQ(&p->returned)) continue;
+            gone = p->id;
+            if (r->peer < 0) /* any source: only once every other member returned */
+                for (k = 0; k < g->G; k++)
+                    if (k != r->gr->me && !SPMD__LD_ACQ(&m->devs[g->members[k]]->returned)) return 0;
+        }
+        if (gone < 0) return 0;
+        snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
+        if (!spmd__p2p_abandon(r, SPMD_ERR_DEADLOCK, why)) return 0;
+        spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+        return 1;
+    }
+    if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
+    for (k = 0; k < g->G && gone < 0; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        int absent = r->state == SPMD__R_POST
+                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (absent && SPMD__LD_ACQ(&p->returned)) gone = p->id;
+    }
+    if (gone < 0 || !spmd__may_abandon(r)) return 0;
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__fail(d, SPMD_ERR_DEADLOCK,
+               "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+               "returned from its function without %s",
+               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+               r->state == SPMD__R_POST ? "finishing an earlier operation of this group" : "calling it");
+    spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_DEADLOCK);
+    return 1;
+}
+
 /* The deadline passed. Unless the split work already started (it is finite
    and touches the peers' buffers, so it must be finished), fail the request
    and break the mesh. Returns 1 if r is now done. */
@@ -8338,16 +9109,7 @@ static int spmd__expire(spmd_req *r) {
                  r->sig.kind == SPMD__KIND_SEND ? "nobody received it" : "no matching send arrived");
         return spmd__p2p_abandon(r, SPMD_ERR_TIMEOUT, why);
     }
-    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
-        spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
-            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
-            return 0;
-    } else if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) {
-        return 0;
-    }
+    if (!spmd__may_abandon(r)) return 0;
     spmd__missing_list(r, who, sizeof who);
     spmd__sig_text(&r->sig, what, sizeof what);
     spmd__fail(d, SPMD_ERR_TIMEOUT,
@@ -8376,14 +9138,15 @@ static int spmd__on_broken(spmd_req *r) {
 #endif
     if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
-    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
-        spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
-            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
-            return 0;
+    if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
+        char what[400];
+        spmd__wait_text(r, what, sizeof what); /* before an abort changes the state */
+        if (!spmd__may_abandon(r)) return 0;
+        spmd__fail(r->dev, SPMD_ERR_DEADLOCK, "%s; mesh broken by %s", what, m->broken_msg);
+        spmd__finish(r, SPMD_ERR_DEADLOCK);
+        return 1;
     }
+    if (!spmd__may_abandon(r)) return 0;
     s = m->broken_status;
     spmd__fail(r->dev, s, "operation #%llu over '%s' abandoned: mesh broken by %s",
                (unsigned long long)r->global, r->gr->text, m->broken_msg);
@@ -8418,6 +9181,18 @@ static int spmd__check_missing(spmd_req *r) {
     return 0;
 }
 
+/* The device no longer sleeps: out of the sleeper counts of its groups.
+   (Also called by whoever makes a parked fiber ready: it will poll again.) */
+static void spmd__sleep_end(spmd_dev *d) {
+    spmd_req *q;
+    SPMD__ST_SC(&d->sleeping, 0u);
+    for (q = d->head; q; q = q->next)
+        if (q->asleep) {
+            q->asleep = 0;
+            SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+        }
+}
+
 static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
     spmd_req *q;
     uint32_t bell;
@@ -8431,10 +9206,11 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
     SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
     bell = SPMD__LD_SC(&d->bell);
     spmd__progress_all(d);
-    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) spmd__futex_wait(&d->bell, bell, ns);
-    SPMD__ST_SC(&d->sleeping, 0u);
-    for (q = d->head; q; q = q->next)
-        if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) {
+        if (d->fib) spmd__fiber_park(d, r, bell, ns);
+        else spmd__futex_wait(&d->bell, bell, ns);
+    }
+    spmd__sleep_end(d);
 }
 
 /* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
@@ -8463,6 +9239,7 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
 static spmd_status spmd__block(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
+    uint32_t gone = 0; /* devices returned, as last checked */
     int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
@@ -8475,8 +9252,17 @@ static spmd_status spmd__block(spmd_req *r) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
            every 64 polls, the slower phases every time */
-        if ((++iter & 63u) == 0 || !spinning) now = spmd__now_ns();
+        if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
+        if (SPMD__LD_ACQ(&m->nreturned) != gone) {
+            gone = SPMD__LD_ACQ(&m->nreturned);
+            if (spmd__gone_check(r)) break;
+        }
+        if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
+            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap);
+            continue;
+        }
         if (!now) { spmd__pause(); continue; }
 #if SPMD__HAS_LIBFABRIC
         /* the transport moved something since the last look (a large
@@ -8507,6 +9293,7 @@ static spmd_status spmd__block(spmd_req *r) {
             spmd__sleep(d, r, left < cap ? left + 1000 : cap);
         }
     }
+    if (d->fib) spmd__fiber_moved(d);
     return r->status;
 }
 
@@ -8517,7 +9304,7 @@ static void spmd__watch(spmd_req *r) {
     const spmd__group *g = r->gr->g;
     spmd_mesh *m = r->dev->mesh;
     int spins = 0;
-    if (r->x || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
+    if (r->x || r->dev->fib || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
         SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
         return;
     while (r->nseen < g->G && spins < 1024) {
@@ -11004,6 +11791,14 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     if (desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: max_inflight %d is outside 0..%d",
                                desc->max_inflight, SPMD__MAX_INFLIGHT);
+    if ((unsigned)desc->scheduler >= SPMD_SCHEDULER_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid scheduler %d", (int)desc->scheduler);
+    if (desc->carriers < 0 || desc->carriers > SPMD__MAX_CARRIERS)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: carriers %d is outside 0..%d (0: the CPUs available)",
+                               desc->carriers, SPMD__MAX_CARRIERS);
+    if (desc->thread_stack_size && (desc->thread_stack_size < SPMD__STACK_MIN || desc->thread_stack_size > SPMD__STACK_MAX))
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: thread_stack_size %zu is outside %zu..%zu (0: the default)",
+                               desc->thread_stack_size, SPMD__STACK_MIN, SPMD__STACK_MAX);
     if (!desc->allocator.alloc != !desc->allocator.free)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: set both allocator.alloc and allocator.free");
     if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
@@ -11040,6 +11835,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     while (m->D < (desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT)) m->D *= 2;
     m->ktab = spmd__kernel_table();
     m->stack_size = desc->thread_stack_size;
+    m->carriers = (int)spmd__env_int("SPMD_CARRIERS", 1, SPMD__MAX_CARRIERS, desc->carriers, NULL);
+    m->seed = (uint64_t)spmd__env_int("SPMD_SCHED_SEED", 0, INT64_MAX, (int64_t)(desc->sched_seed & INT64_MAX), NULL);
+    if (desc->sched_seed && !getenv("SPMD_SCHED_SEED")) m->seed = desc->sched_seed;
     {
         const char *a = getenv("SPMD_ALGO");
         if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
@@ -11057,6 +11855,17 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
 #else
     m->vt = &spmd__thread_vt;
 #endif
+    /* the default: fibers on the thread backend when devices outnumber CPUs
+       (faster at every size measured, README "Fibers") */
+    m->sched = desc->scheduler ? desc->scheduler
+               : m->backend == SPMD_BACKEND_THREADS && size > m->ncpu ? SPMD_SCHEDULER_FIBERS
+                                                                       : SPMD_SCHEDULER_THREADS;
+    {
+        const char *a = getenv("SPMD_SCHEDULER");
+        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
+        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
+        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
+    }
     m->gbuckets = 1024;
     m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
     m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
@@ -11113,6 +11922,7 @@ int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes) {
     return s == SPMD_OK ? spmd__axes_size(m, ax, n) : -(int)s;
 }
 spmd_backend spmd_mesh_backend(const spmd_mesh *m) { return m ? m->backend : SPMD_BACKEND_DEFAULT; }
+spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m) { return m ? m->sched : SPMD_SCHEDULER_DEFAULT; }
 spmd_status spmd_mesh_status(const spmd_mesh *m) {
     if (!m) return SPMD_ERR_NULL;
     return SPMD__LD_ACQ(&m->broken) ? m->broken_status : SPMD_OK;
@@ -11172,6 +11982,17 @@ spmd_status spmd_detach(spmd_dev *d) {
     return s;
 }
 
+/* A device's function returned: peers that wait for it can stop waiting
+   (spmd__gone_check); wake those asleep. */
+static void spmd__run_returned(spmd_dev *d) {
+    spmd_mesh *m = d->mesh;
+    int i;
+    SPMD__ST_SC(&d->returned, 1u);
+    SPMD__FADD(&m->nreturned, 1u);
+    for (i = 0; i < m->size; i++)
+        if (SPMD__LD_SC(&m->devs[i]->sleeping)) spmd__wake_dev(m->devs[i]);
+}
+
 typedef struct spmd__run_ctx {
     spmd_mesh *m;
     spmd_fn fn;
@@ -11196,7 +12017,10 @@ static void *spmd__run_thread(void *p) {
     gate = c->gate;
     pthread_mutex_unlock(&c->lock);
     d = c->m->devs[a->device]; /* attached for us by spmd_run */
-    if (gate > 0) c->fn(d, c->arg);
+    if (gate > 0) {
+        c->fn(d, c->arg);
+        spmd__run_returned(d);
+    }
     spmd_detach(d);
     return NULL;
 }
@@ -11235,6 +12059,16 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         }
     }
     SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
+    SPMD__ST_SC(&m->nreturned, 0u);
+    for (i = 0; i < m->size; i++) SPMD__ST_SC(&m->devs[i]->returned, 0u);
+    if (m->sched == SPMD_SCHEDULER_FIBERS) {
+        spmd__free(&m->alloc, args);
+        spmd__free(&m->alloc, th);
+        s = spmd__fibers_run(m, fn, arg);
+        if (s == SPMD_OK) s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+        SPMD__ST_SC(&m->running, 0u);
+        return s;
+    }
     c.m = m;
     c.fn = fn;
     c.arg = arg;
@@ -11775,8 +12609,12 @@ spmd_status spmd_test(spmd_req *r, int *done) {
     if (done) *done = 0;
     if (s != SPMD_OK) return s;
     if (!done) return SPMD_ERR_NULL;
-    if (r->state != SPMD__R_DONE) spmd__poll(r, spmd__now_ns());
-    if (r->state != SPMD__R_DONE) return SPMD_OK;
+    if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
+        spmd__gone_check(r);
+    if (r->state != SPMD__R_DONE) {
+        if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
+        return SPMD_OK;
+    }
     s = r->status;
     spmd__req_release(r);
     *done = 1;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
 # side: faults and cmake, all's second lane)
@@ -48,7 +48,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
-    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard"
+    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
     [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
@@ -66,6 +66,28 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/$kind-$t.err; then
             sed -n '1,30p' $LOG/$kind-$t.err | sed 's/^/      /'
         fi
+    done
+}
+
+# The thread-backend suites under each scheduler set by the environment
+# (plain build, quick sizes; ~55 s): fibers on one carrier with two seeds,
+# on two carriers with a third, and OS threads (the default is fibers where
+# devices outnumber CPUs). A failure names the settings that replay it.
+run_fibers() {
+    for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
+        set -- $cfg
+        for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
+            exe=$B/plain/$t
+            if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
+            name="SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
+            out=$LOG/sched-$1-$2-$3-$t
+            start=$(date +%s)
+            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
+                timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
+            end=$(date +%s)
+            add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)" $out.err
+            if [ $rc != 0 ] || grep -q '^FAIL' $out.err; then sed -n '1,30p' $out.err | sed 's/^/      /'; fi
+        done
     done
 }
 
@@ -320,7 +342,7 @@ run_examples() {
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile
+    run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_compile
     run_fabric_tsan; run_fabric_matrix; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
@@ -341,8 +363,9 @@ case $mode in
     side) run_fabric; run_cmake ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
+    fibers) run_fibers ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode

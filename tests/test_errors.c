@@ -170,13 +170,14 @@ static void test_bad_input(void) {
 /* ---- timeouts ------------------------------------------------------------ */
 
 typedef struct timeout_result {
-    spmd_status st, after;
+    spmd_status st, after, sent;
     double elapsed;
     char msg[512];
 } timeout_result;
 
 typedef struct timeout_arg {
-    int absent;          /* this device never calls */
+    int absent;          /* this device never calls: it stays away past the deadline */
+    int64_t away_ms;
     size_t count;        /* elements; large ones take the split path */
     int async;           /* start, compute a little, then wait */
     int64_t call_timeout;
@@ -193,7 +194,22 @@ static void timeout_device(spmd_dev *d, void *p) {
     double t0 = now_s();
     memset(&o, 0, sizeof o);
     o.timeout_ms = a->call_timeout;
-    if (id != a->absent) {
+    if (id == a->absent) {
+        /* hear from every peer (sent just before its psum), then stay away
+           past the deadline: a late device, not a returned one (that is
+           SPMD_ERR_DEADLOCK at once, tests/test_fibers.c). Under fibers the
+           sleep holds the carrier while the peers wait. */
+        int k, v;
+        struct timespec ts;
+        for (k = 0; k < 4; k++)
+            if (k != id) spmd_recv(d, &v, 1, SPMD_I32, k, 0, "i", NULL, NULL);
+        ts.tv_sec = (time_t)(a->away_ms / 1000);
+        ts.tv_nsec = (long)(a->away_ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+    } else {
+        spmd_req *sr = NULL;
+        int v = id;
+        spmd_status ss = spmd_send_start(d, &v, 1, SPMD_I32, a->absent, 0, "i", NULL, &sr);
         if (a->async) {
             spmd_req *r;
             res->st = spmd_psum_start(d, x, y, a->count, SPMD_F32, "i", &o, &r);
@@ -203,6 +219,8 @@ static void timeout_device(spmd_dev *d, void *p) {
         }
         res->elapsed = now_s() - t0;
         snprintf(res->msg, sizeof res->msg, "%s", spmd_last_error(d));
+        if (ss == SPMD_OK) ss = spmd_wait(sr); /* received before the absent device went away */
+        res->sent = ss;
         res->after = spmd_barrier(d, "i", NULL);
     }
     free(x);
@@ -221,11 +239,14 @@ static void timeout_case(const char *what, size_t count, int async, int64_t mesh
     a.count = count;
     a.async = async;
     a.call_timeout = call_ms;
+    a.away_ms = deadline_ms + 300;
     run = spmd_run(m, timeout_device, &a);
     for (dev = 0; dev < 3; dev++) {
         if (a.res[dev].st != SPMD_ERR_TIMEOUT) all = 0;
         if (strstr(a.res[dev].msg, "did not arrive: 3")) named = 1;
         if (a.res[dev].elapsed > slowest) slowest = a.res[dev].elapsed;
+        T_CHECK(a.res[dev].sent == SPMD_OK, "%s: device %d: the send to the absent device gave %s", what, dev,
+                spmd_status_name(a.res[dev].sent));
         T_CHECK(a.res[dev].after == SPMD_ERR_BROKEN, "%s: device %d: call after the timeout gave %s", what, dev,
                 spmd_status_name(a.res[dev].after));
     }
@@ -323,7 +344,10 @@ static void test_mismatches(void) {
     }
 }
 
-/* Without check mode, different axes are different groups: a timeout. */
+/* Without check mode, different axes are different groups: device 1 waits
+   over "c" for device 0, which returned after its psum over "r", and device 3
+   waits over "r" for device 1. Known at once: SPMD_ERR_DEADLOCK, not the
+   300 ms deadline. */
 static void test_axes_without_check(void) {
     static const int shape[2] = {2, 2};
     static const char *const names[2] = {"r", "c"};
@@ -332,8 +356,10 @@ static void test_axes_without_check(void) {
     memset(&a, 0, sizeof a);
     a.kind = 5;
     spmd_run(m, mismatch_device, &a);
-    T_CHECK(a.st[1] == SPMD_ERR_TIMEOUT && a.st[3] == SPMD_ERR_TIMEOUT, "axes without check: %s %s",
+    T_CHECK(a.st[1] == SPMD_ERR_DEADLOCK && a.st[3] == SPMD_ERR_DEADLOCK, "axes without check: %s %s",
             spmd_status_name(a.st[1]), spmd_status_name(a.st[3]));
+    T_CHECK(strstr(a.msg[1], "device 0 returned") != NULL, "axes without check: device 1's message: '%s'",
+            a.msg[1]);
     spmd_mesh_destroy(m);
 }
 
