@@ -1570,37 +1570,44 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 #define SPMD__V_MINI(a, b, VT, MT) SPMD__SEL((a) < (b), a, b, VT, MT)
 #define SPMD__V_MAXF(a, b, VT, MT) SPMD__SEL(((a) > (b)) | ((a) != (a)), a, b, VT, MT) /* NaN wins */
 #define SPMD__V_MINF(a, b, VT, MT) SPMD__SEL(((a) < (b)) | ((a) != (a)), a, b, VT, MT)
+#define SPMD__S_ADD(a, b) ((a) + (b))
+#define SPMD__S_MUL(a, b) ((a) * 1u * (b)) /* unsigned (or float), whatever the promotion */
+#define SPMD__S_AND(a, b) ((a) & (b))
+#define SPMD__S_OR(a, b) ((a) | (b))
+#define SPMD__S_MAXI(a, b) ((a) > (b) ? (a) : (b))
+#define SPMD__S_MINI(a, b) ((a) < (b) ? (a) : (b))
+#define SPMD__S_MAXF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define SPMD__S_MINF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
 
-/* d = a OP x over m elements of ES bytes, on vectors of type VT: four
-   at a time, then one at a time, then the last partial one zero-padded */
-#define SPMD__COMB1(F, VT, MT, OFF)                                                       \
+/* d = a OP x over m elements of type T, on vectors of type VT (SPMD__V_OP)
+   four at a time, then one at a time, then the last elements as scalars
+   (SPMD__S_OP: a small message is a few instructions) */
+#define SPMD__COMB1(OP, VT, MT, OFF)                                                      \
     {                                                                                    \
         VT va, vx;                                                                       \
         memcpy(&va, a + i + (OFF), sizeof va);                                           \
         memcpy(&vx, x + i + (OFF), sizeof vx);                                           \
-        va = F(va, vx, VT, MT);                                                          \
+        va = SPMD__V_##OP(va, vx, VT, MT);                                               \
         memcpy(d + i + (OFF), &va, sizeof va);                                           \
     }
-#define SPMD__COMB(ATTR, NAME, ES, VT, MT, F)                                             \
+#define SPMD__COMB(ATTR, NAME, T, VT, MT, OP)                                             \
     ATTR static void NAME(void *d_, const void *a_, const void *x_, size_t m) {          \
         unsigned char *d = (unsigned char *)d_;                                          \
         const unsigned char *a = (const unsigned char *)a_, *x = (const unsigned char *)x_; \
-        size_t i = 0, n = m * (ES);                                                      \
+        size_t i = 0, n = m * sizeof(T);                                                 \
         for (; i + 4 * sizeof(VT) <= n; i += 4 * sizeof(VT)) {                           \
-            SPMD__COMB1(F, VT, MT, 0)                                                    \
-            SPMD__COMB1(F, VT, MT, sizeof(VT))                                           \
-            SPMD__COMB1(F, VT, MT, 2 * sizeof(VT))                                       \
-            SPMD__COMB1(F, VT, MT, 3 * sizeof(VT))                                       \
+            SPMD__COMB1(OP, VT, MT, 0)                                                   \
+            SPMD__COMB1(OP, VT, MT, sizeof(VT))                                          \
+            SPMD__COMB1(OP, VT, MT, 2 * sizeof(VT))                                      \
+            SPMD__COMB1(OP, VT, MT, 3 * sizeof(VT))                                      \
         }                                                                                \
-        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(F, VT, MT, 0)           \
-        if (i < n) {                                                                     \
-            VT va, vx;                                                                   \
-            memset(&va, 0, sizeof va);                                                   \
-            memset(&vx, 0, sizeof vx);                                                   \
-            memcpy(&va, a + i, n - i);                                                   \
-            memcpy(&vx, x + i, n - i);                                                   \
-            va = F(va, vx, VT, MT);                                                      \
-            memcpy(d + i, &va, n - i);                                                   \
+        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(OP, VT, MT, 0)          \
+        for (; i < n; i += sizeof(T)) { /* the rest one at a time */                     \
+            T sa, sx;                                                                    \
+            memcpy(&sa, a + i, sizeof sa);                                               \
+            memcpy(&sx, x + i, sizeof sx);                                               \
+            sa = (T)SPMD__S_##OP(sa, sx);                                                \
+            memcpy(d + i, &sa, sizeof sa);                                               \
         }                                                                                \
     }
 
@@ -1699,12 +1706,12 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 /* Every kernel built for the baseline ISA (SUF _base) and, on x86-64, the
    hot ones again for AVX2 (SUF _avx2; F16C for the f16 conversions). */
 #define SPMD__HOT_KERNELS(ATTR, SUF)                                                      \
-    SPMD__COMB(ATTR, spmd__add_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
-    SPMD__COMB(ATTR, spmd__mul_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MUL)  \
-    SPMD__COMB(ATTR, spmd__max_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MAXF) \
-    SPMD__COMB(ATTR, spmd__min_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MINF) \
-    SPMD__COMB(ATTR, spmd__add_f64##SUF, 8, SPMD__VF64##SUF, SPMD__VI64##SUF, SPMD__V_ADD)  \
-    SPMD__COMB(ATTR, spmd__add_u32##SUF, 4, SPMD__VU32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
+    SPMD__COMB(ATTR, spmd__add_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, ADD)    \
+    SPMD__COMB(ATTR, spmd__mul_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MUL)    \
+    SPMD__COMB(ATTR, spmd__max_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MAXF)   \
+    SPMD__COMB(ATTR, spmd__min_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MINF)   \
+    SPMD__COMB(ATTR, spmd__add_f64##SUF, double, SPMD__VF64##SUF, SPMD__VI64##SUF, ADD)   \
+    SPMD__COMB(ATTR, spmd__add_u32##SUF, uint32_t, SPMD__VU32##SUF, SPMD__VI32##SUF, ADD) \
     SPMD__HLOAD(ATTR, spmd__ld_bf16##SUF, SPMD__K_B2F)                                   \
     SPMD__HFIN(ATTR, spmd__fin_bf16##SUF, SPMD__K_NONE, SPMD__K_F2B)                     \
     SPMD__HFIN(ATTR, spmd__mean_bf16##SUF, SPMD__K_DIV, SPMD__K_F2B)
@@ -1734,27 +1741,27 @@ SPMD__HFIN(SPMD__AVX2, spmd__mean_f16_avx2, SPMD__K_DIV, SPMD__K_F2H_F16C)
 #endif
 
 /* The rest, baseline only. */
-#define SPMD__INT_COMBS(S, ES, VT, MT)                                                    \
-    SPMD__COMB(, spmd__max_##S, ES, VT, MT, SPMD__V_MAXI)                               \
-    SPMD__COMB(, spmd__min_##S, ES, VT, MT, SPMD__V_MINI)
-#define SPMD__UINT_COMBS(S, ES, VT, MT)                                                   \
-    SPMD__INT_COMBS(S, ES, VT, MT)                                                      \
-    SPMD__COMB(, spmd__add_##S, ES, VT, MT, SPMD__V_ADD)                                \
-    SPMD__COMB(, spmd__mul_##S, ES, VT, MT, SPMD__V_MUL)
-SPMD__UINT_COMBS(u8, 1, spmd__vu8, spmd__vi8)
-SPMD__UINT_COMBS(u16, 2, spmd__vu16, spmd__vi16)
-SPMD__INT_COMBS(u32, 4, spmd__vu32, spmd__vi32)
-SPMD__COMB(, spmd__mul_u32, 4, spmd__vu32, spmd__vi32, SPMD__V_MUL)
-SPMD__UINT_COMBS(u64, 8, spmd__vu64, spmd__vi64)
-SPMD__INT_COMBS(i8, 1, spmd__vi8, spmd__vi8)
-SPMD__INT_COMBS(i16, 2, spmd__vi16, spmd__vi16)
-SPMD__INT_COMBS(i32, 4, spmd__vi32, spmd__vi32)
-SPMD__INT_COMBS(i64, 8, spmd__vi64, spmd__vi64)
-SPMD__COMB(, spmd__and_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_AND)
-SPMD__COMB(, spmd__or_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_OR)
-SPMD__COMB(, spmd__mul_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MUL)
-SPMD__COMB(, spmd__max_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MAXF)
-SPMD__COMB(, spmd__min_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MINF)
+#define SPMD__INT_COMBS(S, T, VT, MT)                                                     \
+    SPMD__COMB(, spmd__max_##S, T, VT, MT, MAXI)                                        \
+    SPMD__COMB(, spmd__min_##S, T, VT, MT, MINI)
+#define SPMD__UINT_COMBS(S, T, VT, MT)                                                    \
+    SPMD__INT_COMBS(S, T, VT, MT)                                                       \
+    SPMD__COMB(, spmd__add_##S, T, VT, MT, ADD)                                         \
+    SPMD__COMB(, spmd__mul_##S, T, VT, MT, MUL)
+SPMD__UINT_COMBS(u8, uint8_t, spmd__vu8, spmd__vi8)
+SPMD__UINT_COMBS(u16, uint16_t, spmd__vu16, spmd__vi16)
+SPMD__INT_COMBS(u32, uint32_t, spmd__vu32, spmd__vi32)
+SPMD__COMB(, spmd__mul_u32, uint32_t, spmd__vu32, spmd__vi32, MUL)
+SPMD__UINT_COMBS(u64, uint64_t, spmd__vu64, spmd__vi64)
+SPMD__INT_COMBS(i8, int8_t, spmd__vi8, spmd__vi8)
+SPMD__INT_COMBS(i16, int16_t, spmd__vi16, spmd__vi16)
+SPMD__INT_COMBS(i32, int32_t, spmd__vi32, spmd__vi32)
+SPMD__INT_COMBS(i64, int64_t, spmd__vi64, spmd__vi64)
+SPMD__COMB(, spmd__and_u8, uint8_t, spmd__vu8, spmd__vi8, AND)
+SPMD__COMB(, spmd__or_u8, uint8_t, spmd__vu8, spmd__vi8, OR)
+SPMD__COMB(, spmd__mul_f64, double, spmd__vf64, spmd__vi64, MUL)
+SPMD__COMB(, spmd__max_f64, double, spmd__vf64, spmd__vi64, MAXF)
+SPMD__COMB(, spmd__min_f64, double, spmd__vf64, spmd__vi64, MINF)
 SPMD__ARGEQ(spmd__eq_u8, uint8_t) /* bool */
 SPMD__ARGEQ(spmd__eq_u64, uint64_t)
 SPMD__ARGEQ(spmd__eq_i64, int64_t)
