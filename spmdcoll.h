@@ -3436,6 +3436,35 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
     return SPMD_OK;
 }
 
+/* A HELLO (m, parsed) as the coordinator judges it: 1 when its process may
+   join, else 0 and why. */
+static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, char *why, size_t whylen) {
+    uint32_t np, kl = m->len >= 8 ? spmd__boot_get32(m->payload + 4) : 0;
+    unsigned diff = 0;
+    size_t k;
+    if (m->len < 8 || kl != m->len - 8) { /* (the count is read only from a payload that holds it) */
+        snprintf(why, whylen, "handshake of %u bytes with a key length of %u", (unsigned)m->len, (unsigned)kl);
+        return 0;
+    }
+    np = spmd__boot_get32(m->payload);
+    if (np != (uint32_t)b->nprocs) {
+        snprintf(why, whylen, "process %u says the job has %u processes, not %d", (unsigned)m->rank, (unsigned)np,
+                 b->nprocs);
+        return 0;
+    }
+    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m->payload[8 + k]);
+    if (kl != b->keylen || diff) {
+        snprintf(why, whylen, "job key mismatch (process %u is from another job)", (unsigned)m->rank);
+        return 0;
+    }
+    if (m->rank == 0 || b->peers[m->rank].fd >= 0) {
+        snprintf(why, whylen, "process id %u %s", (unsigned)m->rank,
+                 m->rank == 0 ? "is the coordinator's own" : "joined already");
+        return 0;
+    }
+    return 1;
+}
+
 /* Process 0: listen, then admit every other process. */
 static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -3537,29 +3566,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 snprintf(why, sizeof why, "message type %u before the handshake", m.type);
                 bad = -1;
             } else if (bad == 1) {
-                uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
-                unsigned diff = 0;
-                size_t k;
-                if (m.len < 8 || kl != m.len - 8) {
-                    snprintf(why, sizeof why, "handshake of %u bytes with a key length of %u", (unsigned)m.len,
-                             (unsigned)kl);
-                    bad = -1;
-                } else if (np != (uint32_t)b->nprocs) {
-                    snprintf(why, sizeof why, "process %u says the job has %u processes, not %d", (unsigned)m.rank,
-                             (unsigned)np, b->nprocs);
-                    bad = -1;
-                } else {
-                    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m.payload[8 + k]);
-                    if (kl != b->keylen || diff) {
-                        snprintf(why, sizeof why, "job key mismatch (process %u is from another job)",
-                                 (unsigned)m.rank);
-                        bad = -1;
-                    } else if (m.rank == 0 || b->peers[m.rank].fd >= 0) {
-                        snprintf(why, sizeof why, "process id %u %s", (unsigned)m.rank,
-                                 m.rank == 0 ? "is the coordinator's own" : "joined already");
-                        bad = -1;
-                    }
-                }
+                bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
             }
             if (bad == 0 && !eof && c->len < c->cap) continue;
             if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
@@ -4026,7 +4033,8 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         }
         for (i = 0, o = 4; i < b->nprocs; i++) {
             uint32_t l;
-            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l) {
+            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l ||
+                (i == b->rank && l != len)) { /* (our own entry must be what we sent) */
                 spmd__boot_consume(&b->coord, m.total);
                 return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed result from the coordinator "
                                        "(entry %d)", i);
@@ -7712,6 +7720,16 @@ typedef struct spmd__xchan {
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
 } spmd__xchan;
 
+/* A message header of n received bytes, from member a to member b, sequence
+   seq of the pair in group ghash: 1 when well formed (inline data: exactly
+   count elements came, a count whose bytes would wrap is refused). */
+static int spmd__xp_hdr_ok(const spmd__phdr *h, size_t n, int a, int b, uint64_t ghash, uint64_t seq) {
+    return n >= SPMD__P_HDR && h->magic == SPMD__P_MAGIC && h->src == (uint32_t)a && h->dst == (uint32_t)b &&
+           h->ghash == ghash && h->seq == seq && h->dtype > SPMD_DTYPE_NONE && h->dtype < SPMD_DTYPE_COUNT &&
+           (!h->has_inline || (h->count <= (n - SPMD__P_HDR) / spmd__dtype_sizes[h->dtype] &&
+                               h->count * spmd__dtype_sizes[h->dtype] == n - SPMD__P_HDR));
+}
+
 /* The group's channel, its header receives posted on first use. xlock held. */
 static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     spmd_mesh *m = r->dev->mesh;
@@ -7767,9 +7785,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
                                              m->proc_of[g->members[a]], op->err);
         n = op->received;
-        if (n < SPMD__P_HDR || h->magic != SPMD__P_MAGIC || h->src != (uint32_t)a || h->dst != (uint32_t)b ||
-            h->ghash != g->xhash || h->seq != c->rseq[i] || (h->has_inline && n != SPMD__P_HDR + h->count *
-            spmd__dtype_sizes[h->dtype < SPMD_DTYPE_COUNT ? h->dtype : 0]) || h->dtype >= SPMD_DTYPE_COUNT)
+        if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
         x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
