@@ -125,7 +125,9 @@
      f16 and bf16 are reduced in f32 (inputs combined in device order
      0..G-1) and rounded to nearest even once at the end. Every device of a
      group gets bit-identical results. send == recv (in place) is allowed
-     wherever the element sizes match; other overlaps are refused.
+     wherever the element sizes match; other overlaps of buffers a device
+     uses are refused (a buffer it does not use, as a non-root's recv of
+     gather, is not checked).
 
    THE OTHER OPERATIONS (group size G, this device's index i)
      JAX-style, on spmd_array views (row-major; out must have the shape JAX
@@ -519,7 +521,8 @@ SPMD_API spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_
 /* perm: G entries, a permutation; out on device i comes from device perm[i]. */
 SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                    const char *axes, const int *perm, const spmd_opts *opts);
-/* x of device `source` on every device. */
+/* x of device `source` on every device (x is not read, nor checked, on
+   the others). */
 SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
 /* The two halves of a ppermute (JAX's psend/precv): psend publishes x and
@@ -548,8 +551,10 @@ SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *opera
 
 /* ---- MPI-style operations (mpi4jax's list), within the group of `axes`
    ("*" for the whole mesh). count is per device; root is a group index.
-   Rooted results appear only on the root; other devices' recv is untouched
-   (and may be NULL). */
+   Rooted results appear only on the root. A buffer not significant on a
+   device (recv off the root for gather and reduce, send off the root for
+   bcast and scatter) is never read, written or checked there, as in MPI:
+   it may be NULL or overlap the other. */
 /* recv (G*count) = every device's send, in group order. */
 SPMD_API spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
                                     spmd_dtype dt, const char *axes, const spmd_opts *opts);
@@ -9034,17 +9039,13 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
     {
-        /* overlap is judged on the buffers' nominal sizes, so that every
-           device refuses the same call, also those that read no input
-           (bcast, scatter off the root) or write no output (gather, reduce) */
+        /* only what this device reads and writes: a buffer that is not
+           significant here (bcast's and scatter's send off the root,
+           gather's and reduce's recv) is neither checked nor touched, as
+           in MPI (its size is 0 here) */
         const char *a = (const char *)c->send, *b = (const char *)c->recv;
         size_t in_data = r->in_bytes - r->meta_bytes, out_nom = out_bytes;
-        int overlap;
-        if (c->kind == SPMD__KIND_BCAST) in_data = c->count * r->in_size;
-        if (c->kind == SPMD__KIND_SCATTER) in_data = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_GATHER) out_nom = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_REDUCE) out_nom = c->count * r->out_size;
-        overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
+        int overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
         if (overlap && !(a == b && in_data == out_nom && spmd__in_place_ok(c->kind))) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
