@@ -24,7 +24,10 @@
    segment is left in /dev/shm.
    Tag group fields (test_gids): groups that run in lockstep never share one.
    Check mode is refused where its headers exceed the provider's inject size
-   under clear-to-send (net under SPMD_FABRIC_STRICT=1). */
+   under clear-to-send (net under SPMD_FABRIC_STRICT=1).
+   A job over the shm provider whose processes die by SIGKILL leaves nothing
+   of its own in /dev/shm after spmdrun returns, and what is not the job's
+   stays (test_shmkill). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -685,6 +688,94 @@ static int child_checkinject(void) {
     return bad;
 }
 
+/* mode "shmkill" (shm provider, under spmdrun): every process says its pid,
+   then, once all have opened the transport (so libfabric's shm provider
+   has made its region in /dev/shm), dies by SIGKILL, which runs no
+   cleanup. Process 1 first makes a file in /dev/shm named like a shm
+   region of another (dead) process, SHMKILL_DECOY: not this job's. */
+static int child_shmkill(void) {
+    spmd__fab *f;
+    spmd_status st;
+    int rc = open_fab(&f);
+    if (rc) return rc;
+    printf("pid %d\n", (int)getpid());
+    fflush(stdout);
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
+    if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); return 1; }
+    if (f->rank == 1 && getenv("SHMKILL_DECOY")) {
+        char path[128];
+        int fd;
+        snprintf(path, sizeof path, "/dev/shm/%s:0:0", getenv("SHMKILL_DECOY"));
+        fd = open(path, O_CREAT | O_WRONLY, 0600);
+        if (fd >= 0) close(fd);
+    }
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull); /* the decoy exists before anyone dies */
+    if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); return 1; }
+    kill(getpid(), SIGKILL);
+    return 1;
+}
+
+/* A pid that is gone and belongs to no job: a child's, reaped. */
+static int dead_pid(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    if (p > 0) waitpid(p, NULL, 0);
+    return (int)p;
+}
+
+/* Entries of /dev/shm whose name begins with prefix; the first in *first. */
+static int shm_count(const char *prefix, char *first, size_t n) {
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    int k = 0;
+    if (!dir) return 0;
+    while ((e = readdir(dir)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && k++ == 0 && first) snprintf(first, n, "%s", e->d_name);
+    closedir(dir);
+    return k;
+}
+
+/* A job over the shm provider whose processes are SIGKILLed leaves nothing
+   of its own in /dev/shm once spmdrun returns (libfabric's regions are
+   named <pid>:<n>:<n>: spmdrun removes those of the pids it started), and
+   files that are not the job's stay: one made before the job and one made
+   during it, both named after a dead pid that is not the job's. */
+static void test_shmkill(void) {
+    char envs[96], pre[64], during[64], prefix[40], first[256] = "";
+    int rc, fd, dpre = dead_pid(), dduring = dead_pid(), pids = 0;
+    const char *log, *p;
+    snprintf(pre, sizeof pre, "/dev/shm/%d:0:0", dpre);
+    snprintf(during, sizeof during, "/dev/shm/%d:0:0", dduring);
+    fd = open(pre, O_CREAT | O_WRONLY, 0600);
+    if (fd >= 0) close(fd);
+    snprintf(envs, sizeof envs, "SHMKILL_DECOY=%d", dduring);
+    rc = p_spmdrun("fabric-shmkill", 2, "--provider shm", "shmkill", envs);
+    log = p_read("fabric-shmkill", "log");
+    if (strstr(log, "SKIP")) {
+        T_SKIP("shm kill test: shm provider not available (%s/fabric-shmkill.log)", p_logdir);
+        unlink(pre);
+        unlink(during);
+        return;
+    }
+    T_CHECK(rc == 128 + SIGKILL, "shm kill: spmdrun exited %d, want %d (a process killed)", rc, 128 + SIGKILL);
+    for (p = log; (p = strstr(p, "] pid ")) != NULL; p++) {
+        int pid = atoi(p + 6);
+        pids++;
+        snprintf(prefix, sizeof prefix, "%d:", pid);
+        T_CHECK(shm_count(prefix, first, sizeof first) == 0, "shm kill: /dev/shm/%s of process pid %d is left", first,
+                pid);
+        snprintf(prefix, sizeof prefix, "spmd-lane-%d-", pid);
+        T_CHECK(shm_count(prefix, first, sizeof first) == 0, "shm kill: /dev/shm/%s of process pid %d is left", first,
+                pid);
+    }
+    T_CHECK(pids == 2, "shm kill: %d processes said their pid, want 2: %.400s", pids, log);
+    T_CHECK(access(pre, F_OK) == 0, "shm kill: %s, made before the job, was removed", pre);
+    T_CHECK(access(during, F_OK) == 0, "shm kill: %s, not the job's, was removed", during);
+    if (rc != 128 + SIGKILL || pids != 2) p_show("fabric-shmkill", "log");
+    unlink(pre);
+    unlink(during);
+}
+
 /* Segments of the lane whose process is gone (the name carries its pid). */
 static int stale_segments(void) {
     DIR *dir = opendir("/dev/shm");
@@ -837,6 +928,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "bulk") == 0) return child_bulk();
         if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
+        if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
         return 2;
@@ -864,6 +956,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     test_lanekill();
+    test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
 }
