@@ -4216,6 +4216,8 @@ typedef struct spmd__fab_mr {
     void *desc;
     int refs;
     int owned;                /* one of our own buffers: kept when idle (see spmd__fab_mr_own) */
+    int retired;              /* its memory was forgotten while ops used it: matched by no new
+                                 lookup, closed when the last op ends */
     uint64_t used;            /* LRU clock */
 } spmd__fab_mr;
 
@@ -4336,7 +4338,16 @@ static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, 
    free it and get other pages at the same address, which a registration
    kept by address would then describe wrongly (on verbs and EFA, data to
    or from the old pages). Providers that need registration keep their
-   own cache, invalidated by their memory monitors, under fi_mr_reg. */
+   own cache, invalidated by their memory monitors, under fi_mr_reg.
+   Why sharing is sound: an entry covers the pages of the buffer it was
+   made for, rounded out to whole pages, and every one of those pages
+   holds part of that buffer. While that buffer lives (a caller's: while
+   its ops run; ours: until forgotten) those pages stay mapped as they
+   were, so another buffer inside them may use the entry. Hence an entry
+   made for a caller's buffer is never taken over as ours (it would
+   outlive the caller's buffer), and one whose buffer is forgotten while
+   ops still use it is retired: no new lookup matches it, and the last op
+   closes it. */
 static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, int owned, spmd__fab_mr **out);
 static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, spmd__fab_mr **out) {
     return spmd__fab_mr_reg(f, buf, len, 0, out);
@@ -4363,9 +4374,9 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     if (!f->need_mr || len == 0) return SPMD_OK;
     for (i = 0; i < f->nmr; i++) {
         e = f->mrs[i];
-        if (e->mr && e->base <= b && b - e->base <= e->len && len <= e->len - (b - e->base)) {
+        if (e->mr && !e->retired && (e->owned || !owned) && e->base <= b && b - e->base <= e->len &&
+            len <= e->len - (b - e->base)) {
             e->refs++;
-            e->owned |= owned;
             e->used = ++f->mr_clock;
             *out = e;
             return SPMD_OK;
@@ -4414,22 +4425,28 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     e->desc = fi_mr_desc(mr);
     e->refs = 1;
     e->owned = owned;
+    e->retired = 0;
     e->used = ++f->mr_clock;
     *out = e;
     return SPMD_OK;
 }
 
 /* Forget registrations overlapping [buf, buf+len): call before memory is
-   freed or unmapped. Entries still used by an op are kept. */
+   freed or unmapped. Entries still used by an op are retired (closed when
+   it ends, matched by nobody meanwhile). */
 static SPMD__UNUSED void spmd__fab_mr_forget(spmd__fab *f, const void *buf, size_t len) {
     uintptr_t b = (uintptr_t)buf;
     int i;
     pthread_mutex_lock(&f->lock);
     for (i = 0; i < f->nmr; i++) {
         spmd__fab_mr *e = f->mrs[i];
-        if (e->mr && e->refs == 0 && e->base < b + len && b < e->base + e->len) {
+        if (!e->mr || e->base >= b + len || b >= e->base + e->len) continue;
+        if (e->refs == 0) {
             fi_close(&e->mr->fid);
             e->mr = NULL;
+        } else {
+            e->owned = 0;
+            e->retired = 1;
         }
     }
     pthread_mutex_unlock(&f->lock);
