@@ -129,7 +129,9 @@
      f16 and bf16 are reduced in f32 (inputs combined in device order
      0..G-1) and rounded to nearest even once at the end. Every device of a
      group gets bit-identical results. send == recv (in place) is allowed
-     wherever the element sizes match; other overlaps are refused.
+     wherever the element sizes match; other overlaps of buffers a device
+     uses are refused (a buffer it does not use, as a non-root's recv of
+     gather, is not checked).
 
    THE OTHER OPERATIONS (group size G, this device's index i)
      JAX-style, on spmd_array views (row-major; out must have the shape JAX
@@ -575,7 +577,8 @@ SPMD_API spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_
 /* perm: G entries, a permutation; out on device i comes from device perm[i]. */
 SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                    const char *axes, const int *perm, const spmd_opts *opts);
-/* x of device `source` on every device. */
+/* x of device `source` on every device (x is not read, nor checked, on
+   the others). */
 SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
 /* The two halves of a ppermute (JAX's psend/precv): psend publishes x and
@@ -604,8 +607,10 @@ SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *opera
 
 /* ---- MPI-style operations (mpi4jax's list), within the group of `axes`
    ("*" for the whole mesh). count is per device; root is a group index.
-   Rooted results appear only on the root; other devices' recv is untouched
-   (and may be NULL). */
+   Rooted results appear only on the root. A buffer not significant on a
+   device (recv off the root for gather and reduce, send off the root for
+   bcast and scatter) is never read, written or checked there, as in MPI:
+   it may be NULL or overlap the other. */
 /* recv (G*count) = every device's send, in group order. */
 SPMD_API spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
                                     spmd_dtype dt, const char *axes, const spmd_opts *opts);
@@ -3509,6 +3514,35 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
     return SPMD_OK;
 }
 
+/* A HELLO (m, parsed) as the coordinator judges it: 1 when its process may
+   join, else 0 and why. */
+static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, char *why, size_t whylen) {
+    uint32_t np, kl = m->len >= 8 ? spmd__boot_get32(m->payload + 4) : 0;
+    unsigned diff = 0;
+    size_t k;
+    if (m->len < 8 || kl != m->len - 8) { /* (the count is read only from a payload that holds it) */
+        snprintf(why, whylen, "handshake of %u bytes with a key length of %u", (unsigned)m->len, (unsigned)kl);
+        return 0;
+    }
+    np = spmd__boot_get32(m->payload);
+    if (np != (uint32_t)b->nprocs) {
+        snprintf(why, whylen, "process %u says the job has %u processes, not %d", (unsigned)m->rank, (unsigned)np,
+                 b->nprocs);
+        return 0;
+    }
+    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m->payload[8 + k]);
+    if (kl != b->keylen || diff) {
+        snprintf(why, whylen, "job key mismatch (process %u is from another job)", (unsigned)m->rank);
+        return 0;
+    }
+    if (m->rank == 0 || b->peers[m->rank].fd >= 0) {
+        snprintf(why, whylen, "process id %u %s", (unsigned)m->rank,
+                 m->rank == 0 ? "is the coordinator's own" : "joined already");
+        return 0;
+    }
+    return 1;
+}
+
 /* Process 0: listen, then admit every other process. */
 static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -3610,29 +3644,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 snprintf(why, sizeof why, "message type %u before the handshake", m.type);
                 bad = -1;
             } else if (bad == 1) {
-                uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
-                unsigned diff = 0;
-                size_t k;
-                if (m.len < 8 || kl != m.len - 8) {
-                    snprintf(why, sizeof why, "handshake of %u bytes with a key length of %u", (unsigned)m.len,
-                             (unsigned)kl);
-                    bad = -1;
-                } else if (np != (uint32_t)b->nprocs) {
-                    snprintf(why, sizeof why, "process %u says the job has %u processes, not %d", (unsigned)m.rank,
-                             (unsigned)np, b->nprocs);
-                    bad = -1;
-                } else {
-                    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m.payload[8 + k]);
-                    if (kl != b->keylen || diff) {
-                        snprintf(why, sizeof why, "job key mismatch (process %u is from another job)",
-                                 (unsigned)m.rank);
-                        bad = -1;
-                    } else if (m.rank == 0 || b->peers[m.rank].fd >= 0) {
-                        snprintf(why, sizeof why, "process id %u %s", (unsigned)m.rank,
-                                 m.rank == 0 ? "is the coordinator's own" : "joined already");
-                        bad = -1;
-                    }
-                }
+                bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
             }
             if (bad == 0 && !eof && c->len < c->cap) continue;
             if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
@@ -4099,7 +4111,8 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         }
         for (i = 0, o = 4; i < b->nprocs; i++) {
             uint32_t l;
-            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l) {
+            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l ||
+                (i == b->rank && l != len)) { /* (our own entry must be what we sent) */
                 spmd__boot_consume(&b->coord, m.total);
                 return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed result from the coordinator "
                                        "(entry %d)", i);
@@ -4276,6 +4289,8 @@ typedef struct spmd__fab_mr {
     void *desc;
     int refs;
     int owned;                /* one of our own buffers: kept when idle (see spmd__fab_mr_own) */
+    int retired;              /* its memory was forgotten while ops used it: matched by no new
+                                 lookup, closed when the last op ends */
     uint64_t used;            /* LRU clock */
 } spmd__fab_mr;
 
@@ -4396,7 +4411,16 @@ static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, 
    free it and get other pages at the same address, which a registration
    kept by address would then describe wrongly (on verbs and EFA, data to
    or from the old pages). Providers that need registration keep their
-   own cache, invalidated by their memory monitors, under fi_mr_reg. */
+   own cache, invalidated by their memory monitors, under fi_mr_reg.
+   Why sharing is sound: an entry covers the pages of the buffer it was
+   made for, rounded out to whole pages, and every one of those pages
+   holds part of that buffer. While that buffer lives (a caller's: while
+   its ops run; ours: until forgotten) those pages stay mapped as they
+   were, so another buffer inside them may use the entry. Hence an entry
+   made for a caller's buffer is never taken over as ours (it would
+   outlive the caller's buffer), and one whose buffer is forgotten while
+   ops still use it is retired: no new lookup matches it, and the last op
+   closes it. */
 static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, int owned, spmd__fab_mr **out);
 static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, spmd__fab_mr **out) {
     return spmd__fab_mr_reg(f, buf, len, 0, out);
@@ -4423,9 +4447,9 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     if (!f->need_mr || len == 0) return SPMD_OK;
     for (i = 0; i < f->nmr; i++) {
         e = f->mrs[i];
-        if (e->mr && e->base <= b && b - e->base <= e->len && len <= e->len - (b - e->base)) {
+        if (e->mr && !e->retired && (e->owned || !owned) && e->base <= b && b - e->base <= e->len &&
+            len <= e->len - (b - e->base)) {
             e->refs++;
-            e->owned |= owned;
             e->used = ++f->mr_clock;
             *out = e;
             return SPMD_OK;
@@ -4474,22 +4498,28 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     e->desc = fi_mr_desc(mr);
     e->refs = 1;
     e->owned = owned;
+    e->retired = 0;
     e->used = ++f->mr_clock;
     *out = e;
     return SPMD_OK;
 }
 
 /* Forget registrations overlapping [buf, buf+len): call before memory is
-   freed or unmapped. Entries still used by an op are kept. */
+   freed or unmapped. Entries still used by an op are retired (closed when
+   it ends, matched by nobody meanwhile). */
 static SPMD__UNUSED void spmd__fab_mr_forget(spmd__fab *f, const void *buf, size_t len) {
     uintptr_t b = (uintptr_t)buf;
     int i;
     pthread_mutex_lock(&f->lock);
     for (i = 0; i < f->nmr; i++) {
         spmd__fab_mr *e = f->mrs[i];
-        if (e->mr && e->refs == 0 && e->base < b + len && b < e->base + e->len) {
+        if (!e->mr || e->base >= b + len || b >= e->base + e->len) continue;
+        if (e->refs == 0) {
             fi_close(&e->mr->fid);
             e->mr = NULL;
+        } else {
+            e->owned = 0;
+            e->retired = 1;
         }
     }
     pthread_mutex_unlock(&f->lock);
@@ -7785,6 +7815,16 @@ typedef struct spmd__xchan {
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
 } spmd__xchan;
 
+/* A message header of n received bytes, from member a to member b, sequence
+   seq of the pair in group ghash: 1 when well formed (inline data: exactly
+   count elements came, a count whose bytes would wrap is refused). */
+static int spmd__xp_hdr_ok(const spmd__phdr *h, size_t n, int a, int b, uint64_t ghash, uint64_t seq) {
+    return n >= SPMD__P_HDR && h->magic == SPMD__P_MAGIC && h->src == (uint32_t)a && h->dst == (uint32_t)b &&
+           h->ghash == ghash && h->seq == seq && h->dtype > SPMD_DTYPE_NONE && h->dtype < SPMD_DTYPE_COUNT &&
+           (!h->has_inline || (h->count <= (n - SPMD__P_HDR) / spmd__dtype_sizes[h->dtype] &&
+                               h->count * spmd__dtype_sizes[h->dtype] == n - SPMD__P_HDR));
+}
+
 /* The group's channel, its header receives posted on first use. xlock held. */
 static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     spmd_mesh *m = r->dev->mesh;
@@ -7840,9 +7880,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
                                              m->proc_of[g->members[a]], op->err);
         n = op->received;
-        if (n < SPMD__P_HDR || h->magic != SPMD__P_MAGIC || h->src != (uint32_t)a || h->dst != (uint32_t)b ||
-            h->ghash != g->xhash || h->seq != c->rseq[i] || (h->has_inline && n != SPMD__P_HDR + h->count *
-            spmd__dtype_sizes[h->dtype < SPMD_DTYPE_COUNT ? h->dtype : 0]) || h->dtype >= SPMD_DTYPE_COUNT)
+        if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
         x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
@@ -9812,17 +9850,13 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
     {
-        /* overlap is judged on the buffers' nominal sizes, so that every
-           device refuses the same call, also those that read no input
-           (bcast, scatter off the root) or write no output (gather, reduce) */
+        /* only what this device reads and writes: a buffer that is not
+           significant here (bcast's and scatter's send off the root,
+           gather's and reduce's recv) is neither checked nor touched, as
+           in MPI (its size is 0 here) */
         const char *a = (const char *)c->send, *b = (const char *)c->recv;
         size_t in_data = r->in_bytes - r->meta_bytes, out_nom = out_bytes;
-        int overlap;
-        if (c->kind == SPMD__KIND_BCAST) in_data = c->count * r->in_size;
-        if (c->kind == SPMD__KIND_SCATTER) in_data = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_GATHER) out_nom = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_REDUCE) out_nom = c->count * r->out_size;
-        overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
+        int overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
         if (overlap && !(a == b && in_data == out_nom && spmd__in_place_ok(c->kind))) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
