@@ -164,6 +164,8 @@ deps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v clang >/dev/null 2>&1 && ! ls $$(clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 && \
+	  missing="$$missing libclang-rt-14-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing for the compile and fabric tests"; \
