@@ -1038,6 +1038,7 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__DEFAULT_INFLIGHT 16
 #define SPMD__MAX_INFLIGHT 1024
 #define SPMD__EAGER_MAX 4096            /* inline bytes per device and slot, at most */
+#define SPMD__COMBINE_MIN 16            /* group size from which psum and barrier combine */
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
@@ -1209,8 +1210,10 @@ typedef struct spmd__shared {
     char p0[SPMD__LINE - 8];
     uint64_t claim; /* seq << 24 | next task */
     char p1[SPMD__LINE - 8];
-    uint64_t done;  /* seq << 24 | tasks finished */
+    uint64_t done;  /* seq << 24 | tasks finished; combining: combiner + 1 */
     char p2[SPMD__LINE - 8];
+    uint64_t arrived; /* combining: seq << 24 | members posted */
+    char p3[SPMD__LINE - 8];
 } spmd__shared;
 
 /* A member's own counters for a group (only that member touches them), kept
@@ -1227,7 +1230,9 @@ typedef struct spmd__mine {
 /* A communicator: an ordered list of devices, shared by its members. */
 typedef struct spmd__group {
     uint32_t nsleep; /* members asleep on this group (first line: written often) */
-    char pad0[SPMD__LINE - 4];
+    uint32_t nslotwait; /* members waiting for a free slot (spmd__finish wakes them) */
+    char pad0[SPMD__LINE - 8];
+    uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_free) */
     struct spmd__group *next;
     uint64_t hash;
     int G, D;
@@ -1315,6 +1320,8 @@ struct spmd_req {
     spmd_req *mnext;       /* send: next message in the destination's mailbox */
     spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
+    int comb;              /* combining (spmd__combines): 1 member, 2 the combiner */
+    int slotwait;          /* counted in its group's nslotwait */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
@@ -2353,6 +2360,9 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
     if (gr->g->span && gr->g->nloc == 1) return; /* the only member in this process: nobody here to wake */
     SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
+    /* a combining member's finish lets on only those waiting for a slot (its
+       peers wait for the combiner, not for it) */
+    if (r->comb == 1 && !SPMD__LD_SC(&gr->g->nslotwait)) return;
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
 
@@ -2372,11 +2382,20 @@ static int spmd__slot_free(spmd_req *r) {
     if (r->gseq < (uint64_t)g->D) return 1;
     need = r->gseq - (uint64_t)g->D + 1;
     if (my->minleft >= need) return 1;
+    /* another member's last scan may do (left only grows: any scan's
+       minimum is a lower bound), so that a large group scans once, not
+       once per member */
+    if ((lo = SPMD__LD_ACQ(&g->minleft)) >= need) {
+        my->minleft = lo;
+        return 1;
+    }
+    lo = UINT64_MAX;
     for (k = 0; k < g->G; k++) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
         if (v < lo) lo = v;
     }
     my->minleft = lo;
+    if (lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* a race may store a lower one: still a bound */
     return lo >= need;
 }
 
@@ -2517,6 +2536,52 @@ static int spmd__sigs_agree(spmd_req *r) {
     }
     /* split: one member checks under SPMD__S_CHECKING, see the progress */
     if (r->sig.kind == SPMD__KIND_RAGGED && r->sig.algo == SPMD__ALG_EAGER) return spmd__ragged_agree(r);
+    return 1;
+}
+
+/* Combining (thread backend, large groups): a small psum or a barrier of G
+   >= SPMD__COMBINE_MIN members would cost every member O(G) (checking every
+   entry, reducing every input): O(G^2) in all, which dominates a simulated
+   mesh of thousands of devices. Instead each member posts its entry and
+   counts itself in the slot's `arrived` word; the member whose count
+   completes the group (the combiner) checks every signature, reduces every
+   input into its output, copies the result into its own entry and
+   publishes its index in `done`; the others copy the result from there. The
+   same arithmetic in the same order as every member doing it, O(G) in all.
+   Decided from the call alone, so every member of a group agrees (one that
+   disagrees is a mismatch, which the combiner or its own check reports). */
+static int spmd__combines(const spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
+           r->sig.algo == SPMD__ALG_EAGER &&
+           (r->sig.kind == SPMD__KIND_BARRIER ||
+            (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager));
+}
+
+static void spmd__eager(spmd_req *r, int local);
+
+/* 1 once r is finished: the combiner's work, or the copy of its result. */
+static int spmd__combine(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
+    size_t out_bytes = r->count * r->out_size;
+    uint64_t dn;
+    if (r->comb == 2) {
+        unsigned char *mine = (unsigned char *)spmd__entry_at(g, r->gseq, r->gr->me) + SPMD__ENTRY_HDR;
+        r->nseen = g->G; /* every entry is there: the count says so */
+        if (!spmd__sigs_agree(r)) return 1;
+        spmd__eager(r, 0);
+        if (out_bytes) memcpy(mine, r->recv, out_bytes); /* nobody else reads our input */
+        SPMD__ST_SC(&sh->done, (r->gseq << 24) | (uint64_t)(r->gr->me + 1));
+        spmd__finish(r, SPMD_OK); /* wakes the members waiting for it */
+        return 1;
+    }
+    dn = SPMD__LD_ACQ(&sh->done);
+    if ((dn >> 24) != r->gseq || !(dn & 0xffffffu)) return 0;
+    if (out_bytes)
+        memcpy(r->recv, (const unsigned char *)spmd__entry_at(g, r->gseq, (int)(dn & 0xffffffu) - 1) + SPMD__ENTRY_HDR,
+               out_bytes);
+    spmd__finish(r, SPMD_OK);
     return 1;
 }
 
@@ -2911,10 +2976,29 @@ static void spmd__thread_progress(spmd_req *r) {
     g = r->gr->g;
     sh = &g->shared[SPMD__SLOT(g, r->gseq)];
     if (r->state == SPMD__R_POST) {
-        if (!spmd__slot_free(r)) return;
+        if (!spmd__slot_free(r)) {
+            if (r->slotwait) return;
+            r->slotwait = 1; /* counted before the second look (see spmd__finish) */
+            SPMD__FADD(&g->nslotwait, 1u);
+            if (!spmd__slot_free(r)) return;
+        }
+        if (r->slotwait) {
+            r->slotwait = 0;
+            SPMD__FADD(&g->nslotwait, (uint32_t)-1);
+        }
+        r->comb = spmd__combines(r);
+        if (r->comb) {
+            spmd__retag(&sh->arrived, r->gseq, 24);
+            spmd__retag(&sh->done, r->gseq, 24);
+        }
         spmd__post(r);
         r->need = spmd__eager_needs(r);
         r->state = SPMD__R_ARRIVE;
+        if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
+    }
+    if (r->state == SPMD__R_ARRIVE && r->comb) {
+        spmd__combine(r);
+        return;
     }
     if (r->state == SPMD__R_ARRIVE) {
         if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
@@ -9377,6 +9461,10 @@ static void spmd__req_link(spmd_dev *d, spmd_req *r) {
 }
 static void spmd__req_unlink(spmd_req *r) {
     spmd_dev *d = r->dev;
+    if (r->slotwait) { /* abandoned while waiting for a slot */
+        r->slotwait = 0;
+        SPMD__FADD(&r->gr->g->nslotwait, (uint32_t)-1);
+    }
     if (r->prev) r->prev->next = r->next; else d->head = r->next;
     if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
     d->inflight--;
@@ -9994,6 +10082,8 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->deadline = 0;
     r->nseen = 0;
     r->asleep = 0;
+    r->comb = 0;
+    r->slotwait = 0;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
     r->send = send;
     r->recv = recv;

@@ -3,7 +3,12 @@
    and two, seeded runs that replay exactly and differ between seeds,
    deadlocks reported at once with SPMD_ERR_DEADLOCK and a report naming
    every device, a returned device under both schedulers, bad desc fields,
-   and a stack overflow that faults on the guard page (in a child process). */
+   and a stack overflow that faults on the guard page (in a child process).
+   Also the combining path of large groups (SPMD__COMBINE_MIN = 16 and up:
+   one member reduces for all): psum over groups of 16, 17 and 33 under both
+   schedulers, several dtypes and ops on random inputs against a reference
+   computed here in device order, async calls waited in reverse, barriers,
+   and a count mismatch that every member reports. */
 #define _GNU_SOURCE 1 /* sigaltstack, siginfo_t */
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -109,6 +114,135 @@ static void test_big(void) {
                            now_s() - t0);
         T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
     }
+}
+
+/* ---- combining groups against a plain reference ---------------------------- */
+
+typedef struct comb_case { spmd_dtype dt; spmd_op op; int count; } comb_case;
+static const comb_case comb_cases[] = {
+    {SPMD_F32, SPMD_OP_SUM, 7},  {SPMD_F64, SPMD_OP_SUM, 33}, {SPMD_I32, SPMD_OP_SUM, 200}, {SPMD_U8, SPMD_OP_MAX, 17},
+    {SPMD_I16, SPMD_OP_MIN, 9},  {SPMD_F32, SPMD_OP_MEAN, 5}, {SPMD_BF16, SPMD_OP_SUM, 40}, {SPMD_F16, SPMD_OP_MAX, 3},
+    {SPMD_BOOL, SPMD_OP_SUM, 11}, {SPMD_F32, SPMD_OP_SUM, 1}};
+#define COMB_NC ((int)(sizeof comb_cases / sizeof comb_cases[0]))
+
+/* Device id's element i of case c: small random values (sums stay exact in
+   integers; floats in device order as the library adds them). */
+static uint64_t comb_bits(int c, int id, int i) {
+    uint64_t st = ((uint64_t)c << 40) ^ ((uint64_t)id << 20) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
+    return splitmix64(&st);
+}
+static double comb_in(int c, int id, int i) { /* the value as a double */
+    uint64_t b = comb_bits(c, id, i);
+    switch (comb_cases[c].dt) {
+    case SPMD_BOOL: return (double)(b & 1);
+    case SPMD_U8: return (double)(b & 0xff);
+    case SPMD_I16: return (double)(int16_t)(b & 0xffff);
+    case SPMD_I32: return (double)(int32_t)(b & 0xfffff) - 0x80000;
+    case SPMD_F16: return (double)ref_f16_to_f32((uint16_t)(0x3c00 + (b & 0x3ff)) ^ (uint16_t)((b >> 10 & 1) << 15));
+    case SPMD_BF16: return (double)ref_bf16_to_f32((uint16_t)(0x3f80 + (b & 0x7f)));
+    default: return (double)((int64_t)(b % 2001) - 1000) / 8.0;
+    }
+}
+static void comb_store(spmd_dtype dt, void *buf, int i, double v) {
+    switch (dt) {
+    case SPMD_BOOL: case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case SPMD_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case SPMD_F16: ((uint16_t *)buf)[i] = ref_f32_to_f16((float)v); break;
+    case SPMD_BF16: ((uint16_t *)buf)[i] = ref_f32_to_bf16((float)v); break;
+    case SPMD_F64: ((double *)buf)[i] = v; break;
+    default: ((float *)buf)[i] = (float)v; break;
+    }
+}
+/* The expected output element: reduce over the group's members in order. */
+static int comb_expect_ok(int c, const int *members, int G, const void *out, int i) {
+    const comb_case *k = &comb_cases[c];
+    double acc = comb_in(c, members[0], i);
+    float facc = (float)acc;
+    int j;
+    for (j = 1; j < G; j++) {
+        double x = comb_in(c, members[j], i);
+        if (k->op == SPMD_OP_MAX) acc = x > acc ? x : acc;
+        else if (k->op == SPMD_OP_MIN) acc = x < acc ? x : acc;
+        else acc += x;
+        facc = k->op == SPMD_OP_MAX ? (x > facc ? (float)x : facc) : facc + (float)x; /* f32 arithmetic, in order */
+    }
+    switch (k->dt) {
+    case SPMD_BOOL: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_U8: return ((const uint8_t *)out)[i] == (uint8_t)acc;
+    case SPMD_I16: return ((const int16_t *)out)[i] == (int16_t)acc;
+    case SPMD_I32: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_F16: return ((const uint16_t *)out)[i] == ref_f32_to_f16(facc);
+    case SPMD_BF16: return ((const uint16_t *)out)[i] == ref_f32_to_bf16(facc);
+    case SPMD_F64: return ((const double *)out)[i] == acc; /* eighths: exact */
+    default: return ((const float *)out)[i] == (k->op == SPMD_OP_MEAN ? facc / (float)G : facc);
+    }
+}
+
+typedef struct comb_arg { int mismatch; long bad; spmd_status st; int nmis; } comb_arg;
+
+static void comb_device(spmd_dev *d, void *p) {
+    comb_arg *a = (comb_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), c, i, j;
+    int members[64], wrong = 0;
+    unsigned char in[COMB_NC][1600], out[COMB_NC][1600];
+    spmd_req *rq[COMB_NC];
+    spmd_status s;
+    for (j = 0; j < G; j++) members[j] = id - me + j; /* "b" is the minor axis */
+    for (c = 0; c < COMB_NC; c++)
+        for (i = 0; i < comb_cases[c].count; i++) comb_store(comb_cases[c].dt, in[c], i, comb_in(c, id, i));
+    if (a->mismatch) { /* the last member of every group asks for one element more */
+        s = spmd_psum(d, in[0], out[0], comb_cases[0].count + (me == G - 1), SPMD_F32, "b", NULL);
+        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
+        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
+        return;
+    }
+    for (c = 0; c < COMB_NC; c++) { /* blocking; the same calls on every device, right or wrong */
+        s = spmd_allreduce(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt, comb_cases[c].op, "b", NULL);
+        if (s != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+        if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+    }
+    memset(out, 0, sizeof out);
+    for (c = 0; c < COMB_NC; c++) /* all in flight, waited in reverse */
+        if ((s = spmd_allreduce_start(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt,
+                                      comb_cases[c].op, "b", NULL, &rq[c])) != SPMD_OK) { a->st = s; return; }
+    for (c = COMB_NC - 1; c >= 0; c--) {
+        if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_combining(void) {
+    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
+        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
+        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1}};
+    int i, mis;
+    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
+        for (mis = 0; mis < 2; mis++) {
+            spmd_mesh *m = fmesh(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 5, mis ? 20000 : 0, NULL, NULL);
+            comb_arg a;
+            spmd_status run;
+            double t0 = now_s();
+            if (!m) continue;
+            memset(&a, 0, sizeof a);
+            a.mismatch = mis;
+            run = spmd_run(m, comb_device, &a);
+            if (!mis)
+                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                        "combining (%d, %d) %s: run %s, a call %s, %ld devices with wrong results", cs[i].rows,
+                        cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", stname(run), stname(a.st),
+                        a.bad);
+            else /* every member of every group reports it, long before the 20 s deadline */
+                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
+                            now_s() - t0 < 10.0,
+                        "combining mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
+                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
+            spmd_mesh_destroy(m);
+        }
 }
 
 /* ---- seeded interleavings ----------------------------------------------------- */
@@ -439,6 +573,7 @@ static void test_watchdog(void) {
 int main(void) {
     test_bad_desc();
     test_big();
+    test_combining();
     test_seeds();
     test_deadlocks();
     test_overflow();
