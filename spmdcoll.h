@@ -182,7 +182,9 @@
      A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
      into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
      breaks in one process is announced to the others, whose calls on it
-     then end with the same status, naming that process. send completes
+     then end with the same status, naming that process; a call that
+     starts after the announcement came fails with SPMD_ERR_BROKEN, as on
+     threads (within ~2 ms of its arrival a call may miss it). send completes
      once the transport has sent the message (the receiver need not have
      come). spmd_shard_map shares the devices' output blocks, so every
      process gets the whole outputs.
@@ -5653,7 +5655,7 @@ checks:
     f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
-        f->next_poll_ns = now + 2000000u;
+        SPMD__ST_REL(&f->next_poll_ns, now + 2000000u); /* (spmd__fab_news reads it without the lock) */
         spmd__boot_poll(f->boot);
     }
     for (op = f->head; op; op = nx) {
@@ -7859,6 +7861,39 @@ static void spmd__fab_heard(spmd_mesh *m) {
     if (s != SPMD_OK) spmd__break(m, s, -1, why);
 }
 
+/* What other processes said since the bootstrap was last read: read it
+   unless that was within ~2 ms (a coarse clock costs a memory read), then
+   take in the announcements. Every call starts here (spmd__check_dev), so
+   a call that starts after another process's announcement of m's break
+   reached this process finds m broken, as a call on threads would, rather
+   than completing from headers its peers sent before they failed (a
+   process that comes late to an operation its peers gave up on). An
+   announcement that arrives while a call waits is taken in by its poll
+   (spmd__poll); one that arrives within those ~2 ms before a call that
+   finds every header here already is not seen by that call. */
+static void spmd__fab_news(spmd_mesh *m) {
+    spmd__fab *f = m->fab;
+    struct timespec ts;
+    uint64_t now;
+    if (m->nprocs < 2) return;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* behind CLOCK_MONOTONIC by at most a tick */
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now >= SPMD__LD_ACQ(&f->next_poll_ns)) {
+        pthread_mutex_lock(&f->lock);
+        now = spmd__now_ns();
+        if (now >= f->next_poll_ns) {
+            SPMD__ST_REL(&f->next_poll_ns, now + 2000000u);
+            spmd__boot_poll(f->boot);
+        }
+        pthread_mutex_unlock(&f->lock);
+    }
+    if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+}
+
 static void spmd__fabric_progress(spmd_req *r) {
     if (!r->x) {
         /* a device waiting inside its process still drives the transport:
@@ -8433,6 +8468,9 @@ static void spmd__req_release(spmd_req *r) {
 
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
+#if SPMD__HAS_LIBFABRIC
+    if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
+#endif
     if (SPMD__LD_ACQ(&d->mesh->broken))
         return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
     return SPMD_OK;

@@ -79,6 +79,14 @@
                 takes the quick exchange on member 0 too (the general
                 exchanges left listed by its rooted calls are spare again
                 once their last headers came);
+     late       3 processes of one device: processes 1 and 2 time out in a
+                psum waiting for process 0, which calls it only once both
+                have returned (it waits for their marker files): its call
+                gets SPMD_ERR_BROKEN at once naming their timeout (as on
+                threads), not SPMD_OK from the headers that came before;
+                over tcp without the lane, shm, SPMD_QUICK_EXCHANGE=0 and
+                SPMD_PROGRESS_THREAD=1; latebar: process 0 calls a barrier
+                instead (SPMD_ERR_BROKEN, not a mismatch with their psum);
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -94,6 +102,7 @@
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "proclib.h"
+#include <sys/stat.h>
 
 typedef struct child {
     const char *mode;
@@ -308,6 +317,83 @@ static void dev_main(spmd_dev *d, void *arg) {
     free(b);
 }
 
+/* modes "late" and "latebar": 3 processes of one device, mesh "i" of 3.
+   Processes 1 and 2 call a psum of 4 f64 at once and time out
+   (opts.timeout_ms 1000) waiting for process 0, which calls the psum (or a
+   barrier) only once both have returned: each writes XF_DIR/done.<id>
+   after its call, process 0 waits for both files (a condition, not a
+   sleep). Process 0's call must not succeed from the headers that came long
+   before: SPMD_ERR_BROKEN naming the timeout of process 1 or 2, as on
+   threads. Each process prints its call's status and message and exits 0
+   when they are as documented. */
+typedef struct late {
+    const char *mode;
+    int proc;
+    spmd_status st;
+    char msg[600];
+    double took;
+} late;
+
+static void late_dev(spmd_dev *d, void *arg) {
+    late *l = (late *)arg;
+    double a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
+    const char *dir = getenv("XF_DIR");
+    char path[400];
+    spmd_opts o;
+    int i;
+    if (l->proc == 0) { /* until processes 1 and 2 have failed (at most 30 s) */
+        double end = p_now() + 30;
+        for (i = 1; i <= 2 && p_now() < end;) {
+            snprintf(path, sizeof path, "%s/done.%d", dir, i);
+            if (access(path, F_OK) == 0) i++;
+            else usleep(5000);
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 1000;
+    l->took = p_now();
+    if (l->proc == 0 && strcmp(l->mode, "latebar") == 0) l->st = spmd_barrier(d, "i", &o);
+    else l->st = spmd_psum(d, a, b, 4, SPMD_F64, "i", &o);
+    l->took = p_now() - l->took;
+    snprintf(l->msg, sizeof l->msg, "%s", spmd_last_error(d));
+    if (l->proc != 0) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/done.%d", dir, l->proc);
+        if ((f = fopen(path, "w")) != NULL) fclose(f);
+    }
+}
+
+static int late_main(const char *mode) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status s;
+    late l;
+    int ok;
+    memset(&desc, 0, sizeof desc);
+    memset(&l, 0, sizeof l);
+    desc.ndim = 1;
+    desc.shape[0] = 3;
+    desc.axis_names[0] = "i";
+    desc.log_level = SPMD_LOG_OFF;
+    if ((s = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("mesh_create: %s\n", spmd_status_name(s));
+        return 1;
+    }
+    l.mode = mode;
+    l.proc = spmd_mesh_process_id(m);
+    (void)spmd_run(m, late_dev, &l);
+    printf("process %d: %s after %.2f s: %s\n", l.proc, spmd_status_name(l.st), l.took, l.msg);
+    if (l.proc == 0) /* the break is known before the call: refused at once, naming the peers' timeout */
+        ok = l.st == SPMD_ERR_BROKEN && strstr(l.msg, "mesh is broken: process ") && strstr(l.msg, "psum(f64 x 4") &&
+             strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 2.0;
+    else
+        ok = l.st == SPMD_ERR_TIMEOUT && strstr(l.msg, "psum(f64 x 4") && strstr(l.msg, "over 'i'") &&
+             strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 4.0;
+    spmd_mesh_destroy(m);
+    fflush(stdout);
+    return !ok;
+}
+
 /* One process of a job: make the mesh, run the mode, check our devices. */
 static int child_main(const char *mode) {
     spmd_mesh_desc desc;
@@ -316,6 +402,7 @@ static int child_main(const char *mode) {
     child c;
     int i, bad = 0, found = 0;
     double t0 = p_now();
+    if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
     c.quick = getenv("XF_QUICK") && strcmp(getenv("XF_QUICK"), "1") == 0;
@@ -425,6 +512,26 @@ static void run_pair(const char *mode, const char *envs) {
     if (rc != 0) p_show(tag, "log");
 }
 
+/* 3 processes (late_main); each child checks itself. */
+static void run_late(const char *mode, const char *provider, const char *envs) {
+    char tag[96], dir[400], env[900], extra[64], path[480];
+    double t0 = p_now();
+    int rc, i;
+    snprintf(tag, sizeof tag, "xfault-%s-%s%s%s%s", mode, provider, strstr(envs, "SHM_LANE=0") ? "-nolane" : "",
+             strstr(envs, "QUICK_EXCHANGE=0") ? "-general" : "", strstr(envs, "PROGRESS_THREAD=1") ? "-thread" : "");
+    snprintf(dir, sizeof dir, "%s/%s.d", p_logdir, tag);
+    mkdir(dir, 0755);
+    for (i = 1; i <= 2; i++) {
+        snprintf(path, sizeof path, "%s/done.%d", dir, i);
+        unlink(path);
+    }
+    snprintf(env, sizeof env, "XF_DIR=%s %s", dir, envs);
+    snprintf(extra, sizeof extra, "--provider %s", provider);
+    rc = p_spmdrun(tag, 3, extra, mode, env);
+    T_CHECK(rc == 0, "%s (%s %s): exit %d after %.1f s", mode, provider, envs, rc, p_now() - t0);
+    if (rc != 0) p_show(tag, "log");
+}
+
 /* The last of n processes killed: spmdrun would stop the survivors, so
    start them here (algo: SPMD_ALGO's value, or "default"; quick: XF_QUICK=1). */
 static void run_kill(const char *algo, int n, int quick) {
@@ -483,29 +590,45 @@ static void run_boot_faults(void) {
             p_read("xfault-wrongkey-p0", "out"), p_read("xfault-wrongkey-p1", "out"));
 }
 
+/* XF_ONLY=name[,name...]: run only those cases (kill, mismatch, ..., late,
+   latebar, boot); unset: all. */
+static int want(const char *mode) {
+    const char *only = getenv("XF_ONLY"), *p;
+    size_t n = strlen(mode);
+    if (!only || !*only) return 1;
+    for (p = only; (p = strstr(p, mode)) != NULL; p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
     signal(SIGPIPE, SIG_IGN);
-    run_kill("default", 2, 0);
-    run_kill("bruck", 4, 0);
-    run_kill("default", 2, 1);
-    run_pair("mismatch", "");
-    run_pair("count", "");
-    run_pair("count", "SPMD_ALGO=bruck");
-    run_pair("absent", "SPMD_TIMEOUT_MS=1500");
-    run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
-    run_pair("count", "XF_QUICK=1");
-    run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
-    run_pair("count", "XF_QUICK=1 SPMD_SHM_LANE=0");
-    run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1 SPMD_SHM_LANE=0");
-    run_pair("kinds", "XF_QUICK=1");
-    run_pair("kinds", "XF_QUICK=1 SPMD_SHM_LANE=0");
-    run_pair("kinds", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
-    run_pair("rooted", "XF_QUICK=1 SPMD_TIMEOUT_MS=3000");
-    run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
-    run_pair("announce", "");
-    run_pair("runahead", "");
-    run_boot_faults();
+    if (want("kill")) run_kill("default", 2, 0);
+    if (want("kill")) run_kill("bruck", 4, 0);
+    if (want("kill")) run_kill("default", 2, 1);
+    if (want("mismatch")) run_pair("mismatch", "");
+    if (want("count")) run_pair("count", "");
+    if (want("count")) run_pair("count", "SPMD_ALGO=bruck");
+    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500");
+    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    if (want("count")) run_pair("count", "XF_QUICK=1");
+    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
+    if (want("count")) run_pair("count", "XF_QUICK=1 SPMD_SHM_LANE=0");
+    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1 SPMD_SHM_LANE=0");
+    if (want("kinds")) run_pair("kinds", "XF_QUICK=1");
+    if (want("kinds")) run_pair("kinds", "XF_QUICK=1 SPMD_SHM_LANE=0");
+    if (want("kinds")) run_pair("kinds", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
+    if (want("rooted")) run_pair("rooted", "XF_QUICK=1 SPMD_TIMEOUT_MS=3000");
+    if (want("localmix")) run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    if (want("announce")) run_pair("announce", "");
+    if (want("runahead")) run_pair("runahead", "");
+    if (want("late")) run_late("late", "tcp", "SPMD_SHM_LANE=0");
+    if (want("late")) run_late("late", "shm", "");
+    if (want("late")) run_late("late", "tcp", "SPMD_QUICK_EXCHANGE=0");
+    if (want("late")) run_late("late", "tcp", "SPMD_PROGRESS_THREAD=1");
+    if (want("latebar")) run_late("latebar", "tcp", "");
+    if (want("boot")) run_boot_faults();
     return t_summary();
 }
