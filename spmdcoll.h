@@ -424,9 +424,14 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
-   device on threads; spmd_device_is_local on libfabric) and join them. Returns the
-   first failing status any library call returned on any device during the
-   run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
+   device on threads; spmd_device_is_local on libfabric) and join them.
+   Returns what the caller needs to know: if the mesh broke (a timeout, a
+   mismatch, a lost process, a request left in flight), the status that
+   broke it -- the same in every process, whether this one's call failed
+   first or was told; else the earliest failure a device did not handle,
+   i.e. the failure of a device's last call (an error followed by another
+   call of the same device, e.g. bad input the device checked for on
+   purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
@@ -1282,6 +1287,8 @@ struct spmd_dev {
     uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
+    spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
+    uint64_t unhandled_at; /* its place in the mesh's nfail */
     char err[512];
 };
 
@@ -1321,7 +1328,7 @@ struct spmd_mesh {
     uint32_t broken;
     spmd_status broken_status;
     char broken_msg[512];
-    uint32_t run_status;   /* first failure seen during spmd_run */
+    uint64_t nfail;        /* failures recorded (spmd__fail): their order in time */
     int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
     int *proc_of;          /* device -> its process (NULL on threads: all 0) */
     int first_local, nlocal; /* this process's devices: a contiguous block */
@@ -1356,14 +1363,18 @@ static void spmd__log(spmd_mesh *m, spmd_log_level lvl, int dev, const char *fmt
     va_end(ap);
 }
 
-/* Record an error on a device: message, log at debug, first failure of a run. */
+/* Record an error on a device: message, log at debug, and the failure of
+   its call until it makes another (spmd__check_dev clears it; spmd_run
+   returns the earliest one left). */
 static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) {
     va_list ap;
-    uint32_t expect = SPMD_OK;
     va_start(ap, fmt);
     vsnprintf(d->err, sizeof d->err, fmt, ap);
     va_end(ap);
-    SPMD__CAS(&d->mesh->run_status, &expect, (uint32_t)s);
+    if (d->unhandled == SPMD_OK) {
+        d->unhandled = s;
+        d->unhandled_at = SPMD__FADD(&d->mesh->nfail, 1u);
+    }
     spmd__log(d->mesh, SPMD_LOG_DEBUG, d->id, "%s: %s", spmd_status_name(s), d->err);
     return s;
 }
@@ -8468,6 +8479,7 @@ static void spmd__req_release(spmd_req *r) {
 
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
 #if SPMD__HAS_LIBFABRIC
     if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
 #endif
@@ -11092,6 +11104,24 @@ static void *spmd__run_thread(void *p) {
     return NULL;
 }
 
+/* What spmd_run returns (its devices joined): the status that broke the
+   mesh, else the earliest failure a device did not go on from (its last
+   call failed), else SPMD_OK. */
+static spmd_status spmd__run_result(spmd_mesh *m) {
+    spmd_status s = SPMD_OK;
+    uint64_t at = UINT64_MAX;
+    int i;
+    if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        spmd_dev *d = m->devs[i];
+        if (d->unhandled != SPMD_OK && d->unhandled_at < at) {
+            s = d->unhandled;
+            at = d->unhandled_at;
+        }
+    }
+    return s;
+}
+
 spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     spmd__run_ctx c;
     spmd__run_arg *args;
@@ -11125,7 +11155,7 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             return SPMD_ERR_BUSY;
         }
     }
-    SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
+    for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
     c.m = m;
     c.fn = fn;
     c.arg = arg;
@@ -11155,7 +11185,7 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
         s = SPMD_ERR_SYSTEM;
     } else {
-        s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+        s = spmd__run_result(m);
     }
     SPMD__ST_SC(&m->running, 0u);
     return s;

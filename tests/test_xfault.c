@@ -87,6 +87,8 @@
                 over tcp without the lane, shm, SPMD_QUICK_EXCHANGE=0 and
                 SPMD_PROGRESS_THREAD=1; latebar: process 0 calls a barrier
                 instead (SPMD_ERR_BROKEN, not a mismatch with their psum);
+                every process's spmd_run returns SPMD_ERR_TIMEOUT (what
+                broke the mesh);
      nocoord    process 1 alone, its coordinator never started
                 (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
                 status (not a hang) within 6 s;
@@ -381,14 +383,17 @@ static int late_main(const char *mode) {
     }
     l.mode = mode;
     l.proc = spmd_mesh_process_id(m);
-    (void)spmd_run(m, late_dev, &l);
-    printf("process %d: %s after %.2f s: %s\n", l.proc, spmd_status_name(l.st), l.took, l.msg);
+    s = spmd_run(m, late_dev, &l);
+    printf("process %d: %s after %.2f s: %s; spmd_run: %s\n", l.proc, spmd_status_name(l.st), l.took, l.msg,
+           spmd_status_name(s));
     if (l.proc == 0) /* the break is known before the call: refused at once, naming the peers' timeout */
         ok = l.st == SPMD_ERR_BROKEN && strstr(l.msg, "mesh is broken: process ") && strstr(l.msg, "psum(f64 x 4") &&
              strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 2.0;
     else
         ok = l.st == SPMD_ERR_TIMEOUT && strstr(l.msg, "psum(f64 x 4") && strstr(l.msg, "over 'i'") &&
              strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 4.0;
+    /* every process's spmd_run gives the cause: the status that broke the mesh */
+    ok = ok && s == SPMD_ERR_TIMEOUT && spmd_mesh_status(m) == SPMD_ERR_TIMEOUT;
     spmd_mesh_destroy(m);
     fflush(stdout);
     return !ok;
