@@ -343,7 +343,8 @@ typedef struct spmd_mesh_desc {
                                                (else SPMD_ERR_SIZE) */
     const char *axis_names[SPMD_MAX_AXES];  /* distinct, 1..31 chars, no ',' '*' or spaces */
     spmd_backend backend;
-    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins */
+    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins; libfabric: the
+                                               first mesh's also bounds the bootstrap */
     spmd_check check;
     spmd_log_level log_level;
     spmd_log_fn log_fn;                     /* NULL: stderr */
@@ -2780,9 +2781,11 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      SPMD_COORDINATOR is required (mpirun -x SPMD_COORDINATOR=host:port).
    Job key: SPMD_JOB_KEY (spmdrun makes a random one); under Slurm without
      it "slurm:<job>.<step>"; else empty (logged at info).
-   Deadlines: SPMD_BOOT_TIMEOUT_MS (else SPMD_TIMEOUT_MS, else 60 s) for
-     the whole bootstrap; SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a
-     connection to the coordinator to complete its handshake.
+   Deadlines: SPMD_BOOT_TIMEOUT_MS (else the deadline of the mesh whose
+     creation starts the bootstrap: SPMD_TIMEOUT_MS, else its
+     desc.timeout_ms, else 60 s) for the whole bootstrap;
+     SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a connection to the
+     coordinator to complete its handshake.
    Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
      listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
      the transport takes the fabric domain of that name where the provider
@@ -7981,8 +7984,12 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     if (!spmd__world) {
         static int registered;
         spmd__fab_desc fd;
+        int64_t bt = 0;
         memset(&fd, 0, sizeof fd);
         fd.boot.log_level = m->log_level;
+        /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
+           (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
+        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1) fd.boot.timeout_ms = m->timeout_ms;
         st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&spmd__world_lock);

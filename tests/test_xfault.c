@@ -89,11 +89,18 @@
                 instead (SPMD_ERR_BROKEN, not a mismatch with their psum);
                 every process's spmd_run returns SPMD_ERR_TIMEOUT (what
                 broke the mesh);
-     nocoord    process 1 alone, its coordinator never started
-                (SPMD_BOOT_TIMEOUT_MS=1500): spmd_mesh_create fails with a
-                status (not a hang) within 6 s;
-     wrongkey   two processes with different job keys: mesh creation fails
-                on both within the deadline.
+     nocoord    process 1 alone, its coordinator never started, the mesh's
+                desc.timeout_ms 1500 and no SPMD_BOOT_TIMEOUT_MS (the desc
+                bounds the bootstrap): spmd_mesh_create fails with
+                SPMD_ERR_TIMEOUT, its message saying it could not reach the
+                coordinator within 1500 ms, after 1.4 to 6 s; once more with
+                SPMD_BOOT_TIMEOUT_MS=1200 and desc.timeout_ms 60000 (the
+                variable wins: within 1200 ms);
+     wrongkey   three processes, process 1 with another job key (deadline
+                3000 ms): process 1 gets SPMD_ERR_INVALID (rejected: job key
+                mismatch), processes 0 and 2 SPMD_ERR_TIMEOUT naming process
+                1 as missing and its handshake refused for the job key
+                (process 2 told by the coordinator), each within 8 s.
 
    Each child checks its own devices' statuses and messages and exits 0 when
    they are as documented; the parent checks the exit codes and times. */
@@ -399,6 +406,16 @@ static int late_main(const char *mode) {
     return !ok;
 }
 
+/* Mesh creation's error messages (modes nocoord, wrongkey). */
+static char boot_text[4096];
+static void boot_log(void *user, spmd_log_level level, int device, const char *msg) {
+    size_t n = strlen(boot_text);
+    (void)user;
+    (void)level;
+    (void)device;
+    snprintf(boot_text + n, sizeof boot_text - n, "%s%s", n ? " | " : "", msg);
+}
+
 /* One process of a job: make the mesh, run the mode, check our devices. */
 static int child_main(const char *mode) {
     spmd_mesh_desc desc;
@@ -420,11 +437,16 @@ static int child_main(const char *mode) {
     desc.axis_names[1] = "y";
     desc.check = strcmp(mode, "mismatch") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
     desc.log_level = SPMD_LOG_OFF;
+    if (strcmp(mode, "nocoord") == 0 || strcmp(mode, "wrongkey") == 0) { /* the reason is logged: keep it */
+        desc.timeout_ms = atoi(getenv("XF_BOOT_MS") ? getenv("XF_BOOT_MS") : "1500");
+        desc.log_level = SPMD_LOG_ERROR;
+        desc.log_fn = boot_log;
+    }
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "nocoord") == 0 || strcmp(mode, "wrongkey") == 0) {
-        printf("mesh_create: %s after %.2f s\n", spmd_status_name(s), p_now() - t0);
+        printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, boot_text);
         if (m) spmd_mesh_destroy(m);
-        return s == SPMD_OK || p_now() - t0 > 6.0;
+        return 0; /* the parent checks what it printed */
     }
     if (s != SPMD_OK) {
         printf("mesh_create: %s\n", spmd_status_name(s));
@@ -570,29 +592,57 @@ static void run_kill(const char *algo, int n, int quick) {
     }
 }
 
+/* What a boot-fault child printed: its status, seconds and messages all
+   as documented (want: strings that must all appear, NULL-terminated). */
+static void check_boot_child(const char *what, const char *tag, int rc, double lo, double hi,
+                             const char *const *want) {
+    const char *out = p_read(tag, "out"), *at = strstr(out, " after ");
+    double took = at ? atof(at + 7) : -1;
+    int i, ok = rc == 0 && took >= lo && took < hi;
+    for (i = 0; want[i]; i++) ok = ok && strstr(out, want[i]) != NULL;
+    T_CHECK(ok, "%s: exit %d, took %.2f s (want %.1f to %.1f), printed: %s", what, rc, took, lo, hi, out);
+}
+
 /* A lone process whose coordinator never comes, and a job key that differs. */
 static void run_boot_faults(void) {
     char coord[64];
-    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf",
-                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
-    const char *k0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=one",
-                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
-    const char *k1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=two",
-                        "SPMD_BOOT_TIMEOUT_MS=1500", "SPMD_PROVIDER=tcp", NULL};
-    double t0 = p_now();
-    int r, r0, r1;
-    pid_t p0, p1;
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp",
+                        "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=1500", NULL};
+    const char *e2[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp",
+                        "SPMD_BOOT_TIMEOUT_MS=1200", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=60000", NULL};
+    const char *k[3][9] = {{"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=one", "SPMD_PROVIDER=tcp",
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL},
+                           {"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=two", "SPMD_PROVIDER=tcp",
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL},
+                           {"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=2", coord, "SPMD_JOB_KEY=one", "SPMD_PROVIDER=tcp",
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL}};
+    static const char *const nocoord[] = {"mesh_create: SPMD_ERR_TIMEOUT", "could not reach the coordinator",
+                                          "within 1500 ms", NULL};
+    static const char *const nocoord_env[] = {"mesh_create: SPMD_ERR_TIMEOUT", "could not reach the coordinator",
+                                              "within 1200 ms", NULL};
+    static const char *const key[3][6] = {
+        {"mesh_create: SPMD_ERR_TIMEOUT", "after 3000 ms, 1 of 3 processes have not joined (missing: 1)", NULL},
+        {"mesh_create: SPMD_ERR_INVALID", "rejected process 1: job key mismatch", NULL},
+        {"mesh_create: SPMD_ERR_", NULL}};
+    char tag[3][32];
+    pid_t pid[3];
+    int i, rc[3];
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
-    r = p_exit_code(p_wait(p_spawn("xfault-nocoord", "nocoord", e1), 20));
-    T_CHECK(r == 0, "nocoord: exit %d after %.1f s: %s", r, p_now() - t0, p_read("xfault-nocoord", "out"));
+    rc[0] = p_exit_code(p_wait(p_spawn("xfault-nocoord", "nocoord", e1), 20));
+    check_boot_child("nocoord, desc.timeout_ms 1500", "xfault-nocoord", rc[0], 1.4, 6.0, nocoord);
+    rc[0] = p_exit_code(p_wait(p_spawn("xfault-nocoord-env", "nocoord", e2), 20));
+    check_boot_child("nocoord, SPMD_BOOT_TIMEOUT_MS=1200", "xfault-nocoord-env", rc[0], 1.1, 6.0, nocoord_env);
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
-    t0 = p_now();
-    p0 = p_spawn("xfault-wrongkey-p0", "wrongkey", k0);
-    p1 = p_spawn("xfault-wrongkey-p1", "wrongkey", k1);
-    r0 = p_exit_code(p_wait(p0, 20));
-    r1 = p_exit_code(p_wait(p1, 20));
-    T_CHECK(r0 == 0 && r1 == 0, "wrongkey: exits %d and %d after %.1f s: %s / %s", r0, r1, p_now() - t0,
-            p_read("xfault-wrongkey-p0", "out"), p_read("xfault-wrongkey-p1", "out"));
+    for (i = 0; i < 3; i++) {
+        snprintf(tag[i], sizeof tag[i], "xfault-wrongkey-p%d", i);
+        pid[i] = p_spawn(tag[i], "wrongkey", k[i]);
+    }
+    for (i = 0; i < 3; i++) rc[i] = p_exit_code(p_wait(pid[i], 20));
+    for (i = 0; i < 3; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "wrongkey, process %d", i);
+        check_boot_child(what, tag[i], rc[i], i == 1 ? 0.0 : i == 2 ? 0.0 : 2.9, 30.0, key[i]);
+    }
 }
 
 /* XF_ONLY=name[,name...]: run only those cases (kill, mismatch, ..., late,
