@@ -2807,6 +2807,9 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
        BYE      -                                  (either way: clean exit)
        BROKEN   u32 mesh id, u32 status, u32 process, reason (at most 500 bytes):
                 a mesh broke in that process       (client -> coordinator -> the others)
+       ABORT    u32 status, reason (at most 500 bytes): the coordinator's
+                bootstrap failed (e.g. a process never joined), told to
+                the processes that had joined      (coordinator -> client)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -2834,7 +2837,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 3u
+#define SPMD__BOOT_VERSION 4u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -2845,7 +2848,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -2901,6 +2904,8 @@ typedef struct spmd__boot {
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
+    spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
+    char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
 } spmd__boot;
 
@@ -2963,6 +2968,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
+    case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
     default: return 0;
     }
 }
@@ -3313,6 +3319,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t sl = 0;
     spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
     struct pollfd *pf;
+    char refused[256] = ""; /* the last handshake refused, for the message of a timeout */
     int npend = 0, joined = 1, one = 1, i, rc;
     spmd_status st = SPMD_OK;
     if (b->ifname[0]) {
@@ -3373,7 +3380,8 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                     o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
                 }
             st = spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
-                                 "joined (missing: %s)", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs, miss);
+                                 "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
+                                 miss, refused[0] ? "; " : "", refused);
             break;
         }
         for (i = 0; i < npend; i++) {
@@ -3399,7 +3407,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             spmd__boot_conn *c = &pend[i];
             spmd__boot_msg m;
             char why[160];
-            int bad, eof;
+            int bad, eof, hello = 0; /* hello: a well-formed HELLO (m.rank is its claim) */
             if (!pf[i + 1].revents) continue;
             eof = spmd__boot_fill(b, c) < 0;
             bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
@@ -3408,6 +3416,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 bad = -1;
             } else if (bad == 1) {
                 uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
+                hello = 1;
                 unsigned diff = 0;
                 size_t k;
                 if (m.len < 8 || kl != m.len - 8) {
@@ -3435,6 +3444,9 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
             if (bad != 1) {
                 spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
+                if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
+                    snprintf(refused, sizeof refused, "a handshake as process %u was refused: %s", (unsigned)m.rank,
+                             why);
                 if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
                 spmd__boot_conn_close(b, c);
                 pend[i] = pend[--npend];
@@ -3475,7 +3487,13 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             }
         }
     }
-    for (i = 0; i < npend; i++) spmd__boot_conn_close(b, &pend[i]);
+    for (i = 0; i < npend; i++) {
+        if (st != SPMD_OK) /* a handshake still pending: why the job ends */
+            spmd__boot_send(pend[i].fd, SPMD__BM_REJECT, 0, b->err,
+                            strlen(b->err) < SPMD__BOOT_REASON_MAX ? strlen(b->err) : SPMD__BOOT_REASON_MAX,
+                            spmd__now_ns() + 100000000u);
+        spmd__boot_conn_close(b, &pend[i]);
+    }
     spmd__free(&b->alloc, pf);
     close(b->listen_fd); /* everyone is here: nobody else may join */
     b->listen_fd = -1;
@@ -3648,6 +3666,14 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
     if (st != SPMD_OK) {
         spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);
         if (err) snprintf(err, errlen, "%s", b->err);
+        for (i = 1; b->peers && i < b->nprocs; i++) /* the processes that joined learn why, not just that we left */
+            if (b->peers[i].fd >= 0) {
+                unsigned char p[4 + SPMD__BOOT_BROKEN_MAX];
+                size_t n = strlen(b->err) < SPMD__BOOT_BROKEN_MAX ? strlen(b->err) : SPMD__BOOT_BROKEN_MAX;
+                spmd__boot_put32(p, (uint32_t)st);
+                memcpy(p + 4, b->err, n);
+                spmd__boot_send(b->peers[i].fd, SPMD__BM_ABORT, 0, p, 4 + n, spmd__now_ns() + 100000000u);
+            }
         spmd__boot_close(b);
         return st;
     }
@@ -3742,7 +3768,7 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     return 0;
 }
 
-/* Handle the out-of-band messages (LOST, BYE, BROKEN) at the head of a connection;
+/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -3761,6 +3787,14 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
             }
         } else if (m.type == SPMD__BM_BYE) {
             c->bye = 1;
+        } else if (m.type == SPMD__BM_ABORT && b->rank != 0 && m.len >= 4) { /* kept for the next collective */
+            uint32_t s = spmd__boot_get32(m.payload);
+            size_t k, n = m.len - 4;
+            b->aborted = s != SPMD_OK && s < SPMD_STATUS_COUNT ? (spmd_status)s : SPMD_ERR_SYSTEM;
+            memcpy(b->abort_why, m.payload + 4, n);
+            b->abort_why[n] = '\0';
+            for (k = 0; k < n; k++) /* shown to users: printable ASCII only */
+                if ((unsigned char)b->abort_why[k] < 32 || (unsigned char)b->abort_why[k] > 126) b->abort_why[k] = '?';
         } else {
             break;
         }
@@ -3825,6 +3859,9 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
         int rc, ms;
         if (spmd__boot_oob(b, c) < 0)
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
+        if (b->aborted) /* the coordinator's reason, not "it left" */
+            return spmd__boot_fail(b, b->aborted, "%s: the coordinator (process 0) ended the job: %s", what,
+                                   b->abort_why);
         if (b->rank != 0 && b->nlost) {
             for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, rc);
@@ -3879,6 +3916,9 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     if (b->nprocs == 1) return SPMD_OK;
     round = ++b->round;
     if (b->rank != 0) {
+        if (b->aborted)
+            return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
+                                   b->abort_why);
         if (b->coord.fd < 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
         spmd__boot_put32(msg, round);
@@ -7989,7 +8029,8 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         fd.boot.log_level = m->log_level;
         /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
            (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
-        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1) fd.boot.timeout_ms = m->timeout_ms;
+        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1)
+            fd.boot.timeout_ms = m->timeout_ms;
         st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&spmd__world_lock);
