@@ -54,7 +54,8 @@
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
                        ceil(log2 processes) steps (default for small operations
-                       from 8 processes on)
+                       from 8 processes on); on threads an input larger than
+                       eager's slot runs split, and messages say so
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -1249,6 +1250,7 @@ struct spmd_req {
     int nseen;             /* members seen arrived, in order */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
+    int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
@@ -1288,6 +1290,7 @@ struct spmd_dev {
     uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
+    char what[160];        /* libfabric: the text of spmd__x_what */
     spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
     uint64_t unhandled_at; /* its place in the mesh's nfail */
     char err[512];
@@ -2086,6 +2089,20 @@ static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[6
     memcpy(text, t, 64);
     text[63] = '\0';
     return 1;
+}
+
+static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len);
+
+/* r's signature for messages, saying why it is split where eager was
+   asked for: "psum(f32 x 300000, split: eager asked for, 1200000 bytes
+   exceed its 4096-byte slot)". */
+static void spmd__req_what(const spmd_req *r, char *buf, size_t len) {
+    size_t n;
+    spmd__sig_text(&r->sig, buf, len);
+    n = strlen(buf);
+    if (r->eager_asked && n > 1 && n < len && buf[n - 1] == ')')
+        snprintf(buf + n - 1, len - n + 1, ": eager asked for, %zu bytes exceed its %zu-byte slot)", r->in_bytes,
+                 r->gr->g->eager);
 }
 
 static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
@@ -4386,6 +4403,27 @@ static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, con
 
 static const char *spmd__fab_kind(const spmd__fab_op *op) { return op->kind == SPMD__FOP_SEND ? "send to" : "receive from"; }
 
+static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n);
+/* A failed op's reason without the transport's description of the op
+   (its peer, bytes, tag fields and segment, which op->err starts with and
+   the debug log keeps): what messages for users quote. */
+static SPMD__UNUSED const char *spmd__fab_reason(const spmd__fab_op *op) {
+    char what[160];
+    const char *e = op->err;
+    size_t n;
+    spmd__fab_describe(op, what, sizeof what);
+    n = strlen(what);
+    if (strncmp(e, what, n) != 0 || e[n] != ':' || e[n + 1] != ' ') return e;
+    e += n + 2;
+    if (strncmp(e, "posting ", 8) == 0) e += 8;
+    if (strncmp(e, "segment ", 8) == 0) { /* "segment 3: why" */
+        const char *c = e + 8;
+        while (*c >= '0' && *c <= '9') c++;
+        if (c[0] == ':' && c[1] == ' ') e = c + 2;
+    }
+    return e;
+}
+
 static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n) {
     snprintf(s, n, "%s process %d of %zu bytes, tag group %u seq %u step %u", spmd__fab_kind(op), op->peer, op->len,
              (unsigned)(op->tag >> 46 & 0xffffu), (unsigned)(op->tag >> 30 & 0xffffu),
@@ -6312,10 +6350,11 @@ static size_t spmd__x_nops(const spmd__group *g) {
     return 3 * (size_t)g->G + 3 * (size_t)g->nloc * (size_t)g->nrp + 4 * (size_t)g->nrp;
 }
 
-/* The name of r's collective in messages: "psum", "all_gather". */
+/* r's collective in messages, with its signature as timeouts name it:
+   "psum(f64 x 4, eager)" (in the device's scratch: one per message). */
 static const char *spmd__x_what(const spmd_req *r) {
-    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
-                                                                           : spmd__kind_names[r->sig.kind];
+    spmd__req_what(r, r->dev->what, sizeof r->dev->what);
+    return r->dev->what;
 }
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
@@ -6935,16 +6974,16 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             st = spmd__fab_peek(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
             if (st != SPMD_OK)
-                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r), r->gr->text, WHO,
-                                  (op + 1)->err);
+                return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r), r->gr->text,
+                                  WHO, spmd__fab_reason(op + 1));
             x->have[k] = 2;
             continue;
         }
         st = spmd__fab_peek(f, op);
         if (st == SPMD_ERR_BUSY) { ready &= !spmd__x_needs(r, k); continue; }
         if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
-                              r->gr->text, WHO, op->err);
+            return spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text, WHO,
+                              spmd__fab_reason(op));
         if (!spmd__x_parse(x->hbuf + (size_t)k * x->hb, op->received, k, g->xhash, r->gseq, x->inl, &h, &bad))
             return spmd__x_bad(r, k, bad, op->received);
         if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
@@ -7007,7 +7046,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
         if (st != SPMD_OK)
             return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
                               "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
-                              op->err, st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
+                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
                               "SPMD_CHECK=1 names them)" : "");
         x->brecv++;
     }
@@ -7153,7 +7192,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
         if (f->cts && (st = spmd__fab_peek(f, op + 3)) != SPMD_OK) {
             if (st == SPMD_ERR_BUSY) st = SPMD_OK;
             else spmd__fail(d, st, "%s over '%s': process %d: %s", spmd__x_what(r), r->gr->text, g->rprocs[i],
-                            (op + 3)->err);
+                            spmd__fab_reason(op + 3));
             continue;
         }
         st = spmd__fab_post_send(f, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
@@ -7167,8 +7206,8 @@ static spmd_status spmd__x_split(spmd_req *r) {
     for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
         st = x->asent[i] ? spmd__fab_peek(f, &x->aop[4 * i]) : SPMD_ERR_BUSY;
         if (st != SPMD_OK && st != SPMD_ERR_BUSY)
-            spmd__fail(d, st, "%s over '%s': the sum from process %d: %s", spmd__x_what(r), r->gr->text,
-                       g->rprocs[i], x->aop[4 * i].err);
+            spmd__fail(d, st, "%s over '%s': receiving the sum from process %d: %s", spmd__x_what(r), r->gr->text,
+                       g->rprocs[i], spmd__fab_reason(&x->aop[4 * i]));
     }
     if (st == SPMD_OK && x->gone != SPMD_OK)
         st = spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it", spmd__x_what(r),
@@ -7198,7 +7237,9 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
         if (st == SPMD_ERR_STATE) continue;
         if (st == SPMD_ERR_BUSY) { all = st; continue; }
         if (st != SPMD_OK)
-            return spmd__fail(r->dev, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, ops[i].err);
+            return spmd__fail(r->dev, st, "%s over '%s': %s process %d: %s", spmd__x_what(r), r->gr->text,
+                              ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                              spmd__fab_reason(&ops[i]));
     }
     return all;
 }
@@ -7400,8 +7441,8 @@ static void spmd__xq_progress(spmd_req *r) {
             spmd__fab_op *op = &g->xq->rop[k];
             if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) return;
-            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r), r->gr->text,
-                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), op->err));
+            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
+                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
             return;
         }
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
@@ -7412,7 +7453,7 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
-                                   g->rprocs[k], op->err));
+                                   g->rprocs[k], spmd__fab_reason(op)));
         return;
     }
     spmd__finish(r, SPMD_OK);
@@ -7540,7 +7581,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    char who[200], what[96], step[96] = "";
+    char who[200], what[192], step[96] = "";
     size_t at = 0;
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
@@ -7581,7 +7622,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
             if (w > 0) at += (size_t)w;
         }
     }
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s%s", what, r->gr->text,
                (unsigned long long)r->global, (unsigned long long)r->gseq, why, step,
                missing ? ": devices not heard from: " : r->state == SPMD__R_DRAIN ? ": sends not completed" : "",
@@ -7681,7 +7722,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         st = spmd__fab_test(m->fab, op);
         if (st == SPMD_ERR_BUSY) continue;
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
-                                             m->proc_of[g->members[a]], op->err);
+                                             m->proc_of[g->members[a]], spmd__fab_reason(op));
         n = op->received;
         if (n < SPMD__P_HDR || h->magic != SPMD__P_MAGIC || h->src != (uint32_t)a || h->dst != (uint32_t)b ||
             h->ghash != g->xhash || h->seq != c->rseq[i] || (h->has_inline && n != SPMD__P_HDR + h->count *
@@ -7859,7 +7900,9 @@ static void spmd__xp_progress(spmd_req *r) {
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, ops[i].err);
+                spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                           ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                           spmd__fab_reason(&ops[i]));
                 spmd__break(m, st, d->id, d->err);
                 spmd__finish(r, st);
                 return;
@@ -8279,7 +8322,7 @@ static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
    and break the mesh. Returns 1 if r is now done. */
 static int spmd__expire(spmd_req *r) {
     spmd_dev *d = r->dev;
-    char who[160], what[96];
+    char who[160], what[192];
 #if SPMD__HAS_LIBFABRIC
     if (r->x) {
         snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
@@ -8303,7 +8346,7 @@ static int spmd__expire(spmd_req *r) {
         return 0;
     }
     spmd__missing_list(r, who, sizeof who);
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, SPMD_ERR_TIMEOUT,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
                "%lld ms: %s %s",
@@ -9027,6 +9070,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         /* eager when the largest input fits the slot, unless split is asked for */
         int fits = max_in <= gr->g->eager;
         r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
         if (r->sig.algo == SPMD__ALG_SPLIT) {
             size_t len, tb, te;
             switch (c->kind) {

@@ -224,6 +224,7 @@ typedef struct timeout_arg {
     size_t count;        /* elements; large ones take the split path */
     int async;           /* start, compute a little, then wait */
     int64_t call_timeout;
+    spmd_algo algo;      /* spmd_opts.algo */
     timeout_result res[8];
 } timeout_arg;
 
@@ -237,6 +238,7 @@ static void timeout_device(spmd_dev *d, void *p) {
     double t0 = now_s();
     memset(&o, 0, sizeof o);
     o.timeout_ms = a->call_timeout;
+    o.algo = a->algo;
     if (id != a->absent) {
         if (a->async) {
             spmd_req *r;
@@ -254,7 +256,7 @@ static void timeout_device(spmd_dev *d, void *p) {
 }
 
 static void timeout_case(const char *what, size_t count, int async, int64_t mesh_ms, int64_t call_ms,
-                         int64_t deadline_ms) {
+                         int64_t deadline_ms, spmd_algo algo) {
     timeout_arg a;
     spmd_mesh *m = mesh1(4, mesh_ms, SPMD_CHECK_OFF);
     int dev, named = 0, all = 1;
@@ -265,6 +267,7 @@ static void timeout_case(const char *what, size_t count, int async, int64_t mesh
     a.count = count;
     a.async = async;
     a.call_timeout = call_ms;
+    a.algo = algo;
     run = spmd_run(m, timeout_device, &a);
     for (dev = 0; dev < 3; dev++) {
         if (a.res[dev].st != SPMD_ERR_TIMEOUT) all = 0;
@@ -276,6 +279,13 @@ static void timeout_case(const char *what, size_t count, int async, int64_t mesh
     T_CHECK(all, "%s: statuses %s %s %s, want SPMD_ERR_TIMEOUT on every peer", what,
             spmd_status_name(a.res[0].st), spmd_status_name(a.res[1].st), spmd_status_name(a.res[2].st));
     T_CHECK(named, "%s: no message names the missing device 3: '%s'", what, a.res[0].msg);
+    if (algo == SPMD_ALGO_EAGER && count * sizeof(float) > 65536) { /* asked for eager, too large: split, and said why */
+        char note[96];
+        snprintf(note, sizeof note, "split: eager asked for, %zu bytes exceed its", count * sizeof(float));
+        for (dev = 0; dev < 3; dev++)
+            T_CHECK(strstr(a.res[dev].msg, note), "%s: device %d's message does not say '%s': %s", what, dev, note,
+                    a.res[dev].msg);
+    }
     /* returned after the deadline, and not long after (generous bound: shared machines) */
     T_CHECK(slowest >= expect * 0.9 && slowest < expect + 5.0, "%s: returned after %.3f s, deadline %.3f s",
             what, slowest, expect);
@@ -287,14 +297,15 @@ static void timeout_case(const char *what, size_t count, int async, int64_t mesh
 }
 
 static void test_timeouts(void) {
-    timeout_case("eager, mesh deadline", 4, 0, 300, 0, 300);
-    timeout_case("split, mesh deadline", 1 << 16, 0, 300, 0, 300);
-    timeout_case("eager, per-call deadline", 4, 0, 60000, 250, 250);
-    timeout_case("split, async request", 1 << 16, 1, 300, 0, 300);
-    timeout_case("eager, async request", 4, 1, 60000, 200, 200);
+    timeout_case("eager, mesh deadline", 4, 0, 300, 0, 300, SPMD_ALGO_DEFAULT);
+    timeout_case("split, mesh deadline", 1 << 16, 0, 300, 0, 300, SPMD_ALGO_DEFAULT);
+    timeout_case("eager, per-call deadline", 4, 0, 60000, 250, 250, SPMD_ALGO_DEFAULT);
+    timeout_case("split, async request", 1 << 16, 1, 300, 0, 300, SPMD_ALGO_DEFAULT);
+    timeout_case("eager, async request", 4, 1, 60000, 200, 200, SPMD_ALGO_DEFAULT);
+    timeout_case("eager asked for, 1.2 MB", 300000, 0, 300, 0, 300, SPMD_ALGO_EAGER);
     /* the environment overrides the desc */
     setenv("SPMD_TIMEOUT_MS", "200", 1);
-    timeout_case("SPMD_TIMEOUT_MS=200", 4, 0, 60000, 0, 200);
+    timeout_case("SPMD_TIMEOUT_MS=200", 4, 0, 60000, 0, 200, SPMD_ALGO_DEFAULT);
     unsetenv("SPMD_TIMEOUT_MS");
 }
 

@@ -469,10 +469,13 @@ static int child_main(const char *mode) {
         snprintf(partner, sizeof partner, "%d (process 1", c.quick ? i + 2 : 2); /* the first not heard from */
         printf("device %d: %s after %.2f s (%llu quick): %s\n", i, spmd_status_name(c.st[i]), c.took[i],
                (unsigned long long)m->devs[i]->xq_calls, c.msg[i]);
-        if (strcmp(mode, "kill") == 0) {
-            char victim[32];
-            snprintf(victim, sizeof victim, "process %d", c.nprocs - 1);
-            ok = (c.st[i] == SPMD_ERR_PEER_LOST && strstr(c.msg[i], victim)) || c.st[i] == SPMD_ERR_BROKEN;
+        if (strcmp(mode, "kill") == 0) { /* found here, or (BROKEN) by the sibling first: naming the op and the dead */
+            char victim[32], sig[48], axes[16];
+            snprintf(victim, sizeof victim, "process %d lost", c.nprocs - 1);
+            snprintf(sig, sizeof sig, "psum(f32 x %d", c.quick ? 16 : c.bruck ? 1 << 14 : 1 << 18);
+            snprintf(axes, sizeof axes, " over '%s'", c.ax);
+            ok = (c.st[i] == SPMD_ERR_PEER_LOST || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], victim) &&
+                 strstr(c.msg[i], sig) && strstr(c.msg[i], axes) && !strstr(c.msg[i], "tag group") && c.took[i] < 10.0;
         }
         else if (strcmp(mode, "mismatch") == 0)
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "psum") &&
