@@ -86,20 +86,20 @@
                 have returned (it waits for their marker files): its call
                 gets SPMD_ERR_BROKEN at once naming their timeout (as on
                 threads), not SPMD_OK from the headers that came before;
-                over tcp without the lane, shm, SPMD_QUICK_EXCHANGE=0 and
-                SPMD_PROGRESS_THREAD=1; latebar: process 0 calls a barrier
+                over tcp without the lane, shm and SPMD_PROGRESS_THREAD=1;
+                latebar (SPMD_QUICK_EXCHANGE=0): process 0 calls a barrier
                 instead (SPMD_ERR_BROKEN, not a mismatch with their psum);
                 every process's spmd_run returns SPMD_ERR_TIMEOUT (what
                 broke the mesh);
      nocoord    process 1 alone, its coordinator never started, the mesh's
-                desc.timeout_ms 1500 and no SPMD_BOOT_TIMEOUT_MS (the desc
+                desc.timeout_ms 1000 and no SPMD_BOOT_TIMEOUT_MS (the desc
                 bounds the bootstrap): spmd_mesh_create fails with
                 SPMD_ERR_TIMEOUT, its message saying it could not reach the
-                coordinator within 1500 ms, after 1.4 to 6 s; once more with
-                SPMD_BOOT_TIMEOUT_MS=1200 and desc.timeout_ms 60000 (the
-                variable wins: within 1200 ms);
+                coordinator within 1000 ms, after 0.9 to 6 s; once more with
+                SPMD_BOOT_TIMEOUT_MS=700 and desc.timeout_ms 60000 (the
+                variable wins: within 700 ms);
      wrongkey   three processes, process 1 with another job key (deadline
-                3000 ms): process 1 gets SPMD_ERR_INVALID (rejected: job key
+                2000 ms): process 1 gets SPMD_ERR_INVALID (rejected: job key
                 mismatch), processes 0 and 2 SPMD_ERR_TIMEOUT naming process
                 1 as missing and its handshake refused for the job key
                 (process 2 told by the coordinator), each within 8 s.
@@ -352,7 +352,7 @@ static void dev_main(spmd_dev *d, void *arg) {
 
 /* modes "late" and "latebar": 3 processes of one device, mesh "i" of 3.
    Processes 1 and 2 call a psum of 4 f64 at once and time out
-   (opts.timeout_ms 1000) waiting for process 0, which calls the psum (or a
+   (opts.timeout_ms 500) waiting for process 0, which calls the psum (or a
    barrier) only once both have returned: each writes XF_DIR/done.<id>
    after its call, process 0 waits for both files (a condition, not a
    sleep). Process 0's call must not succeed from the headers that came long
@@ -389,7 +389,7 @@ static void late_dev(spmd_dev *d, void *arg) {
             usleep(1000);
     }
     memset(&o, 0, sizeof o);
-    o.timeout_ms = 1000;
+    o.timeout_ms = 500;
     l->took = p_now();
     if (l->proc == 0 && strcmp(l->mode, "latebar") == 0) l->st = spmd_barrier(d, "i", &o);
     else l->st = spmd_psum(d, a, b, 4, SPMD_F64, "i", &o);
@@ -425,10 +425,10 @@ static int late_main(const char *mode) {
            spmd_status_name(s));
     if (l.proc == 0) /* the break is known before the call: refused at once, naming the peers' timeout */
         ok = l.st == SPMD_ERR_BROKEN && strstr(l.msg, "mesh is broken: process ") && strstr(l.msg, "psum(f64 x 4") &&
-             strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 2.0;
+             strstr(l.msg, "timed out after 500 ms: devices not heard from: 0 (process 0)") && l.took < 2.0;
     else
         ok = l.st == SPMD_ERR_TIMEOUT && strstr(l.msg, "psum(f64 x 4") && strstr(l.msg, "over 'i'") &&
-             strstr(l.msg, "timed out after 1000 ms: devices not heard from: 0 (process 0)") && l.took < 4.0;
+             strstr(l.msg, "timed out after 500 ms: devices not heard from: 0 (process 0)") && l.took < 4.0;
     /* every process's spmd_run gives the cause: the status that broke the mesh */
     ok = ok && s == SPMD_ERR_TIMEOUT && spmd_mesh_status(m) == SPMD_ERR_TIMEOUT;
     spmd_mesh_destroy(m);
@@ -651,34 +651,34 @@ static void check_boot_child(const char *what, const char *tag, int rc, double l
 static void run_boot_faults(void) {
     char coord[64];
     const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp",
-                        "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=1500", NULL};
+                        "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=1000", NULL};
     const char *e2[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=xf", "SPMD_PROVIDER=tcp",
-                        "SPMD_BOOT_TIMEOUT_MS=1200", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=60000", NULL};
+                        "SPMD_BOOT_TIMEOUT_MS=700", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=60000", NULL};
     const char *k[3][9] = {{"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=one", "SPMD_PROVIDER=tcp",
-                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL},
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=2000", NULL},
                            {"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=two", "SPMD_PROVIDER=tcp",
-                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL},
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=2000", NULL},
                            {"SPMD_NUM_PROCESSES=3", "SPMD_PROCESS_ID=2", coord, "SPMD_JOB_KEY=one", "SPMD_PROVIDER=tcp",
-                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=3000", NULL}};
+                            "SPMD_BOOT_TIMEOUT_MS=", "SPMD_TIMEOUT_MS=", "XF_BOOT_MS=2000", NULL}};
     static const char *const nocoord[] = {"mesh_create: SPMD_ERR_TIMEOUT", "could not reach the coordinator",
-                                          "within 1500 ms", NULL};
+                                          "within 1000 ms", NULL};
     static const char *const nocoord_env[] = {"mesh_create: SPMD_ERR_TIMEOUT", "could not reach the coordinator",
-                                              "within 1200 ms", NULL};
+                                              "within 700 ms", NULL};
     static const char *const key[3][6] = {
-        {"mesh_create: SPMD_ERR_TIMEOUT", "after 3000 ms, 1 of 3 processes have not joined (missing: 1)",
+        {"mesh_create: SPMD_ERR_TIMEOUT", "after 2000 ms, 1 of 3 processes have not joined (missing: 1)",
          "as process 1 was refused: job key mismatch", NULL},
         {"mesh_create: SPMD_ERR_INVALID", "rejected process 1: job key mismatch", NULL},
         {"mesh_create: SPMD_ERR_TIMEOUT", "the coordinator (process 0) ended the job",
-         "after 3000 ms, 1 of 3 processes have not joined (missing: 1)", "as process 1 was refused: job key mismatch",
+         "after 2000 ms, 1 of 3 processes have not joined (missing: 1)", "as process 1 was refused: job key mismatch",
          NULL}};
     char tag[3][32];
     pid_t pid[3];
     int i, rc[3];
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
     rc[0] = p_exit_code(p_wait(p_spawn("xfault-nocoord", "nocoord", e1), 20));
-    check_boot_child("nocoord, desc.timeout_ms 1500", "xfault-nocoord", rc[0], 1.4, 6.0, nocoord);
+    check_boot_child("nocoord, desc.timeout_ms 1000", "xfault-nocoord", rc[0], 0.9, 6.0, nocoord);
     rc[0] = p_exit_code(p_wait(p_spawn("xfault-nocoord-env", "nocoord", e2), 20));
-    check_boot_child("nocoord, SPMD_BOOT_TIMEOUT_MS=1200", "xfault-nocoord-env", rc[0], 1.1, 6.0, nocoord_env);
+    check_boot_child("nocoord, SPMD_BOOT_TIMEOUT_MS=700", "xfault-nocoord-env", rc[0], 0.6, 6.0, nocoord_env);
     snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
     for (i = 0; i < 3; i++) {
         snprintf(tag[i], sizeof tag[i], "xfault-wrongkey-p%d", i);
@@ -688,7 +688,7 @@ static void run_boot_faults(void) {
     for (i = 0; i < 3; i++) {
         char what[64];
         snprintf(what, sizeof what, "wrongkey, process %d", i);
-        check_boot_child(what, tag[i], rc[i], i == 1 ? 0.0 : 2.9, 8.0, key[i]);
+        check_boot_child(what, tag[i], rc[i], i == 1 ? 0.0 : 1.9, 8.0, key[i]);
     }
 }
 
@@ -728,9 +728,8 @@ int main(int argc, char **argv) {
     if (want("runahead")) run_pair("runahead", "");
     if (want("late")) run_late("late", "tcp", "SPMD_SHM_LANE=0");
     if (want("late")) run_late("late", "shm", "");
-    if (want("late")) run_late("late", "tcp", "SPMD_QUICK_EXCHANGE=0");
     if (want("late")) run_late("late", "tcp", "SPMD_PROGRESS_THREAD=1");
-    if (want("latebar")) run_late("latebar", "tcp", "");
+    if (want("latebar")) run_late("latebar", "tcp", "SPMD_QUICK_EXCHANGE=0");
     if (want("boot")) run_boot_faults();
     return t_summary();
 }
