@@ -3433,9 +3433,9 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 bad = -1;
             } else if (bad == 1) {
                 uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
-                hello = 1;
                 unsigned diff = 0;
                 size_t k;
+                hello = 1;
                 if (m.len < 8 || kl != m.len - 8) {
                     snprintf(why, sizeof why, "handshake of %u bytes with a key length of %u", (unsigned)m.len,
                              (unsigned)kl);
@@ -7046,8 +7046,8 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
         if (st != SPMD_OK)
             return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
                               "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
-                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
-                              "SPMD_CHECK=1 names them)" : "");
+                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different "
+                              "collectives or sizes; SPMD_CHECK=1 names them)" : "");
         x->brecv++;
     }
     while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->bjoined == g->nloc) {
