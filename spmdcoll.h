@@ -60,7 +60,8 @@
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
                        ceil(log2 processes) steps (default for small operations
-                       from 8 processes on)
+                       from 8 processes on); on threads an input larger than
+                       eager's slot runs split, and messages say so
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -192,7 +193,9 @@
      A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
      into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
      breaks in one process is announced to the others, whose calls on it
-     then end with the same status, naming that process. send completes
+     then end with the same status, naming that process; a call that
+     starts after the announcement came fails with SPMD_ERR_BROKEN, as on
+     threads (within ~2 ms of its arrival a call may miss it). send completes
      once the transport has sent the message (the receiver need not have
      come). spmd_shard_map shares the devices' output blocks, so every
      process gets the whole outputs.
@@ -389,7 +392,8 @@ typedef struct spmd_mesh_desc {
                                                (else SPMD_ERR_SIZE) */
     const char *axis_names[SPMD_MAX_AXES];  /* distinct, 1..31 chars, no ',' '*' or spaces */
     spmd_backend backend;
-    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins */
+    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins; libfabric: the
+                                               first mesh's also bounds the bootstrap */
     spmd_check check;
     spmd_log_level log_level;
     spmd_log_fn log_fn;                     /* NULL: stderr */
@@ -481,9 +485,14 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
    device on threads; spmd_device_is_local on libfabric), or one fiber per
-   device on a few carrier threads (desc.scheduler, see FIBERS), and join them. Returns the
-   first failing status any library call returned on any device during the
-   run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
+   device on a few carrier threads (desc.scheduler, see FIBERS), and join
+   them. Returns what the caller needs to know: if the mesh broke (a
+   timeout, a mismatch, a deadlock, a lost process, a request left in
+   flight), the status that broke it -- the same in every process, whether
+   this one's call failed first or was told; else the earliest failure a
+   device did not handle, i.e. the failure of a device's last call (an
+   error followed by another call of the same device, e.g. bad input the
+   device checked for on purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
@@ -1324,6 +1333,7 @@ struct spmd_req {
     int slotwait;          /* counted in its group's nslotwait */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
+    int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
@@ -1365,6 +1375,9 @@ struct spmd_dev {
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
     uint32_t returned;     /* its function returned in this spmd_run */
+    char what[160];        /* libfabric: the text of spmd__x_what */
+    spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
+    uint64_t unhandled_at; /* its place in the mesh's nfail */
     char err[512];
 };
 
@@ -1408,7 +1421,7 @@ struct spmd_mesh {
     uint32_t broken;
     spmd_status broken_status;
     char broken_msg[512];
-    uint32_t run_status;   /* first failure seen during spmd_run */
+    uint64_t nfail;        /* failures recorded (spmd__fail): their order in time */
     int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
     int *proc_of;          /* device -> its process (NULL on threads: all 0) */
     int first_local, nlocal; /* this process's devices: a contiguous block */
@@ -1443,14 +1456,18 @@ static void spmd__log(spmd_mesh *m, spmd_log_level lvl, int dev, const char *fmt
     va_end(ap);
 }
 
-/* Record an error on a device: message, log at debug, first failure of a run. */
+/* Record an error on a device: message, log at debug, and the failure of
+   its call until it makes another (spmd__check_dev clears it; spmd_run
+   returns the earliest one left). */
 static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) {
     va_list ap;
-    uint32_t expect = SPMD_OK;
     va_start(ap, fmt);
     vsnprintf(d->err, sizeof d->err, fmt, ap);
     va_end(ap);
-    SPMD__CAS(&d->mesh->run_status, &expect, (uint32_t)s);
+    if (d->unhandled == SPMD_OK) {
+        d->unhandled = s;
+        d->unhandled_at = SPMD__FADD(&d->mesh->nfail, 1u);
+    }
     spmd__log(d->mesh, SPMD_LOG_DEBUG, d->id, "%s: %s", spmd_status_name(s), d->err);
     return s;
 }
@@ -2305,6 +2322,20 @@ static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[6
     return 1;
 }
 
+static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len);
+
+/* r's signature for messages, saying why it is split where eager was
+   asked for: "psum(f32 x 300000, split: eager asked for, 1200000 bytes
+   exceed its 4096-byte slot)". */
+static void spmd__req_what(const spmd_req *r, char *buf, size_t len) {
+    size_t n;
+    spmd__sig_text(&r->sig, buf, len);
+    n = strlen(buf);
+    if (r->eager_asked && n > 1 && n < len && buf[n - 1] == ')')
+        snprintf(buf + n - 1, len - n + 1, ": eager asked for, %zu bytes exceed its %zu-byte slot)", r->in_bytes,
+                 r->gr->g->eager);
+}
+
 static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
     const char *name = s->kind == SPMD__KIND_ALLREDUCE ? (s->op < SPMD_OP_COUNT ? spmd__op_jax[s->op] : "?")
                        : s->kind < SPMD__KIND_COUNT    ? spmd__kind_names[s->kind]
@@ -3075,9 +3106,11 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      SPMD_COORDINATOR is required (mpirun -x SPMD_COORDINATOR=host:port).
    Job key: SPMD_JOB_KEY (spmdrun makes a random one); under Slurm without
      it "slurm:<job>.<step>"; else empty (logged at info).
-   Deadlines: SPMD_BOOT_TIMEOUT_MS (else SPMD_TIMEOUT_MS, else 60 s) for
-     the whole bootstrap; SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a
-     connection to the coordinator to complete its handshake.
+   Deadlines: SPMD_BOOT_TIMEOUT_MS (else the deadline of the mesh whose
+     creation starts the bootstrap: SPMD_TIMEOUT_MS, else its
+     desc.timeout_ms, else 60 s) for the whole bootstrap;
+     SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a connection to the
+     coordinator to complete its handshake.
    Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
      listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
      the transport takes the fabric domain of that name where the provider
@@ -3099,6 +3132,9 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
        BYE      -                                  (either way: clean exit)
        BROKEN   u32 mesh id, u32 status, u32 process, reason (at most 500 bytes):
                 a mesh broke in that process       (client -> coordinator -> the others)
+       ABORT    u32 status, reason (at most 500 bytes): the coordinator's
+                bootstrap failed (e.g. a process never joined), told to
+                the processes that had joined      (coordinator -> client)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -3126,7 +3162,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 3u
+#define SPMD__BOOT_VERSION 4u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -3137,7 +3173,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -3193,6 +3229,8 @@ typedef struct spmd__boot {
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
+    spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
+    char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
 } spmd__boot;
 
@@ -3255,6 +3293,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
+    case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
     default: return 0;
     }
 }
@@ -3634,6 +3673,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t sl = 0;
     spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
     struct pollfd *pf;
+    char refused[256] = ""; /* the last handshake refused, for the message of a timeout */
     int npend = 0, joined = 1, one = 1, i, rc;
     spmd_status st = SPMD_OK;
     if (b->ifname[0]) {
@@ -3694,7 +3734,8 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                     o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
                 }
             st = spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
-                                 "joined (missing: %s)", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs, miss);
+                                 "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
+                                 miss, refused[0] ? "; " : "", refused);
             break;
         }
         for (i = 0; i < npend; i++) {
@@ -3720,7 +3761,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             spmd__boot_conn *c = &pend[i];
             spmd__boot_msg m;
             char why[160];
-            int bad, eof;
+            int bad, eof, hello = 0; /* hello: a well-formed HELLO (m.rank is its claim) */
             if (!pf[i + 1].revents) continue;
             eof = spmd__boot_fill(b, c) < 0;
             bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
@@ -3728,12 +3769,16 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 snprintf(why, sizeof why, "message type %u before the handshake", m.type);
                 bad = -1;
             } else if (bad == 1) {
+                hello = 1;
                 bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
             }
             if (bad == 0 && !eof && c->len < c->cap) continue;
             if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
             if (bad != 1) {
                 spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
+                if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
+                    snprintf(refused, sizeof refused, "a handshake as process %u was refused: %s", (unsigned)m.rank,
+                             why);
                 if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
                 spmd__boot_conn_close(b, c);
                 pend[i] = pend[--npend];
@@ -3774,7 +3819,13 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             }
         }
     }
-    for (i = 0; i < npend; i++) spmd__boot_conn_close(b, &pend[i]);
+    for (i = 0; i < npend; i++) {
+        if (st != SPMD_OK) /* a handshake still pending: why the job ends */
+            spmd__boot_send(pend[i].fd, SPMD__BM_REJECT, 0, b->err,
+                            strlen(b->err) < SPMD__BOOT_REASON_MAX ? strlen(b->err) : SPMD__BOOT_REASON_MAX,
+                            spmd__now_ns() + 100000000u);
+        spmd__boot_conn_close(b, &pend[i]);
+    }
     spmd__free(&b->alloc, pf);
     close(b->listen_fd); /* everyone is here: nobody else may join */
     b->listen_fd = -1;
@@ -3947,6 +3998,14 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
     if (st != SPMD_OK) {
         spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);
         if (err) snprintf(err, errlen, "%s", b->err);
+        for (i = 1; b->peers && i < b->nprocs; i++) /* the processes that joined learn why, not just that we left */
+            if (b->peers[i].fd >= 0) {
+                unsigned char p[4 + SPMD__BOOT_BROKEN_MAX];
+                size_t n = strlen(b->err) < SPMD__BOOT_BROKEN_MAX ? strlen(b->err) : SPMD__BOOT_BROKEN_MAX;
+                spmd__boot_put32(p, (uint32_t)st);
+                memcpy(p + 4, b->err, n);
+                spmd__boot_send(b->peers[i].fd, SPMD__BM_ABORT, 0, p, 4 + n, spmd__now_ns() + 100000000u);
+            }
         spmd__boot_close(b);
         return st;
     }
@@ -4041,7 +4100,7 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     return 0;
 }
 
-/* Handle the out-of-band messages (LOST, BYE, BROKEN) at the head of a connection;
+/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -4060,6 +4119,14 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
             }
         } else if (m.type == SPMD__BM_BYE) {
             c->bye = 1;
+        } else if (m.type == SPMD__BM_ABORT && b->rank != 0 && m.len >= 4) { /* kept for the next collective */
+            uint32_t s = spmd__boot_get32(m.payload);
+            size_t k, n = m.len - 4;
+            b->aborted = s != SPMD_OK && s < SPMD_STATUS_COUNT ? (spmd_status)s : SPMD_ERR_SYSTEM;
+            memcpy(b->abort_why, m.payload + 4, n);
+            b->abort_why[n] = '\0';
+            for (k = 0; k < n; k++) /* shown to users: printable ASCII only */
+                if ((unsigned char)b->abort_why[k] < 32 || (unsigned char)b->abort_why[k] > 126) b->abort_why[k] = '?';
         } else {
             break;
         }
@@ -4118,12 +4185,16 @@ static SPMD__UNUSED int spmd__boot_lost(const spmd__boot *b, int rank) {
 /* Wait for the next collective message on c (LOST/BYE handled on the way). */
 static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
                                     uint64_t deadline_ns, const char *what) {
+    int grace = b->rank != 0;
     for (;;) {
         char why[160];
         struct pollfd pf;
         int rc, ms;
         if (spmd__boot_oob(b, c) < 0)
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
+        if (b->aborted) /* the coordinator's reason, not "it left" */
+            return spmd__boot_fail(b, b->aborted, "%s: the coordinator (process 0) ended the job: %s", what,
+                                   b->abort_why);
         if (b->rank != 0 && b->nlost) {
             for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, rc);
@@ -4145,6 +4216,11 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
                                    c->bye ? "left the job" : "lost (connection closed)");
         }
         ms = spmd__boot_ms_left(deadline_ns);
+        if (ms == 0 && grace) { /* the coordinator's deadline passes about when ours does: hear its verdict */
+            grace = 0;
+            deadline_ns = spmd__now_ns() + 500000000u;
+            continue;
+        }
         if (ms == 0) return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "%s: process %d did not answer in time", what, c->rank);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
@@ -4178,6 +4254,9 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     if (b->nprocs == 1) return SPMD_OK;
     round = ++b->round;
     if (b->rank != 0) {
+        if (b->aborted)
+            return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
+                                   b->abort_why);
         if (b->coord.fd < 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
         spmd__boot_put32(msg, round);
@@ -4656,6 +4735,27 @@ static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, con
 }
 
 static const char *spmd__fab_kind(const spmd__fab_op *op) { return op->kind == SPMD__FOP_SEND ? "send to" : "receive from"; }
+
+static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n);
+/* A failed op's reason without the transport's description of the op
+   (its peer, bytes, tag fields and segment, which op->err starts with and
+   the debug log keeps): what messages for users quote. */
+static SPMD__UNUSED const char *spmd__fab_reason(const spmd__fab_op *op) {
+    char what[160];
+    const char *e = op->err;
+    size_t n;
+    spmd__fab_describe(op, what, sizeof what);
+    n = strlen(what);
+    if (strncmp(e, what, n) != 0 || e[n] != ':' || e[n + 1] != ' ') return e;
+    e += n + 2;
+    if (strncmp(e, "posting ", 8) == 0) e += 8;
+    if (strncmp(e, "segment ", 8) == 0) { /* "segment 3: why" */
+        const char *c = e + 8;
+        while (*c >= '0' && *c <= '9') c++;
+        if (c[0] == ':' && c[1] == ' ') e = c + 2;
+    }
+    return e;
+}
 
 static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n) {
     snprintf(s, n, "%s process %d of %zu bytes, tag group %u seq %u step %u", spmd__fab_kind(op), op->peer, op->len,
@@ -5986,7 +6086,7 @@ checks:
     f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
-        f->next_poll_ns = now + 2000000u;
+        SPMD__ST_REL(&f->next_poll_ns, now + 2000000u); /* (spmd__fab_news reads it without the lock) */
         spmd__boot_poll(f->boot);
     }
     for (op = f->head; op; op = nx) {
@@ -6583,10 +6683,11 @@ static size_t spmd__x_nops(const spmd__group *g) {
     return 3 * (size_t)g->G + 3 * (size_t)g->nloc * (size_t)g->nrp + 4 * (size_t)g->nrp;
 }
 
-/* The name of r's collective in messages: "psum", "all_gather". */
+/* r's collective in messages, with its signature as timeouts name it:
+   "psum(f64 x 4, eager)" (in the device's scratch: one per message). */
 static const char *spmd__x_what(const spmd_req *r) {
-    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
-                                                                           : spmd__kind_names[r->sig.kind];
+    spmd__req_what(r, r->dev->what, sizeof r->dev->what);
+    return r->dev->what;
 }
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
@@ -7206,16 +7307,16 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             st = spmd__fab_peek(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
             if (st != SPMD_OK)
-                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r), r->gr->text, WHO,
-                                  (op + 1)->err);
+                return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r), r->gr->text,
+                                  WHO, spmd__fab_reason(op + 1));
             x->have[k] = 2;
             continue;
         }
         st = spmd__fab_peek(f, op);
         if (st == SPMD_ERR_BUSY) { ready &= !spmd__x_needs(r, k); continue; }
         if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
-                              r->gr->text, WHO, op->err);
+            return spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text, WHO,
+                              spmd__fab_reason(op));
         if (!spmd__x_parse(x->hbuf + (size_t)k * x->hb, op->received, k, g->xhash, r->gseq, x->inl, &h, &bad))
             return spmd__x_bad(r, k, bad, op->received);
         if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
@@ -7278,8 +7379,8 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
         if (st != SPMD_OK)
             return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
                               "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
-                              op->err, st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
-                              "SPMD_CHECK=1 names them)" : "");
+                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different "
+                              "collectives or sizes; SPMD_CHECK=1 names them)" : "");
         x->brecv++;
     }
     while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->bjoined == g->nloc) {
@@ -7424,7 +7525,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
         if (f->cts && (st = spmd__fab_peek(f, op + 3)) != SPMD_OK) {
             if (st == SPMD_ERR_BUSY) st = SPMD_OK;
             else spmd__fail(d, st, "%s over '%s': process %d: %s", spmd__x_what(r), r->gr->text, g->rprocs[i],
-                            (op + 3)->err);
+                            spmd__fab_reason(op + 3));
             continue;
         }
         st = spmd__fab_post_send(f, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
@@ -7438,8 +7539,8 @@ static spmd_status spmd__x_split(spmd_req *r) {
     for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
         st = x->asent[i] ? spmd__fab_peek(f, &x->aop[4 * i]) : SPMD_ERR_BUSY;
         if (st != SPMD_OK && st != SPMD_ERR_BUSY)
-            spmd__fail(d, st, "%s over '%s': the sum from process %d: %s", spmd__x_what(r), r->gr->text,
-                       g->rprocs[i], x->aop[4 * i].err);
+            spmd__fail(d, st, "%s over '%s': receiving the sum from process %d: %s", spmd__x_what(r), r->gr->text,
+                       g->rprocs[i], spmd__fab_reason(&x->aop[4 * i]));
     }
     if (st == SPMD_OK && x->gone != SPMD_OK)
         st = spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it", spmd__x_what(r),
@@ -7469,7 +7570,9 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
         if (st == SPMD_ERR_STATE) continue;
         if (st == SPMD_ERR_BUSY) { all = st; continue; }
         if (st != SPMD_OK)
-            return spmd__fail(r->dev, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, ops[i].err);
+            return spmd__fail(r->dev, st, "%s over '%s': %s process %d: %s", spmd__x_what(r), r->gr->text,
+                              ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                              spmd__fab_reason(&ops[i]));
     }
     return all;
 }
@@ -7671,8 +7774,8 @@ static void spmd__xq_progress(spmd_req *r) {
             spmd__fab_op *op = &g->xq->rop[k];
             if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) return;
-            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r), r->gr->text,
-                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), op->err));
+            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
+                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
             return;
         }
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
@@ -7683,7 +7786,7 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
-                                   g->rprocs[k], op->err));
+                                   g->rprocs[k], spmd__fab_reason(op)));
         return;
     }
     spmd__finish(r, SPMD_OK);
@@ -7811,7 +7914,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    char who[200], what[96], step[96] = "";
+    char who[200], what[192], step[96] = "";
     size_t at = 0;
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
@@ -7852,7 +7955,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
             if (w > 0) at += (size_t)w;
         }
     }
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s%s", what, r->gr->text,
                (unsigned long long)r->global, (unsigned long long)r->gseq, why, step,
                missing ? ": devices not heard from: " : r->state == SPMD__R_DRAIN ? ": sends not completed" : "",
@@ -7962,7 +8065,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         st = spmd__fab_test(m->fab, op);
         if (st == SPMD_ERR_BUSY) continue;
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
-                                             m->proc_of[g->members[a]], op->err);
+                                             m->proc_of[g->members[a]], spmd__fab_reason(op));
         n = op->received;
         if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
@@ -8138,7 +8241,9 @@ static void spmd__xp_progress(spmd_req *r) {
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, ops[i].err);
+                spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                           ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                           spmd__fab_reason(&ops[i]));
                 spmd__break(m, st, d->id, d->err);
                 spmd__finish(r, st);
                 return;
@@ -8198,6 +8303,39 @@ static void spmd__fab_heard(spmd_mesh *m) {
     SPMD__ST_REL(&m->heard, n);
     pthread_mutex_unlock(&m->fab->lock);
     if (s != SPMD_OK) spmd__break(m, s, -1, why);
+}
+
+/* What other processes said since the bootstrap was last read: read it
+   unless that was within ~2 ms (a coarse clock costs a memory read), then
+   take in the announcements. Every call starts here (spmd__check_dev), so
+   a call that starts after another process's announcement of m's break
+   reached this process finds m broken, as a call on threads would, rather
+   than completing from headers its peers sent before they failed (a
+   process that comes late to an operation its peers gave up on). An
+   announcement that arrives while a call waits is taken in by its poll
+   (spmd__poll); one that arrives within those ~2 ms before a call that
+   finds every header here already is not seen by that call. */
+static void spmd__fab_news(spmd_mesh *m) {
+    spmd__fab *f = m->fab;
+    struct timespec ts;
+    uint64_t now;
+    if (m->nprocs < 2) return;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* behind CLOCK_MONOTONIC by at most a tick */
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now >= SPMD__LD_ACQ(&f->next_poll_ns)) {
+        pthread_mutex_lock(&f->lock);
+        now = spmd__now_ns();
+        if (now >= f->next_poll_ns) {
+            SPMD__ST_REL(&f->next_poll_ns, now + 2000000u);
+            spmd__boot_poll(f->boot);
+        }
+        pthread_mutex_unlock(&f->lock);
+    }
+    if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
 }
 
 static void spmd__fabric_progress(spmd_req *r) {
@@ -8276,8 +8414,13 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     if (!spmd__world) {
         static int registered;
         spmd__fab_desc fd;
+        int64_t bt = 0;
         memset(&fd, 0, sizeof fd);
         fd.boot.log_level = m->log_level;
+        /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
+           (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
+        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1)
+            fd.boot.timeout_ms = m->timeout_ms;
         st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&spmd__world_lock);
@@ -9225,7 +9368,7 @@ static int spmd__gone_check(spmd_req *r) {
    and break the mesh. Returns 1 if r is now done. */
 static int spmd__expire(spmd_req *r) {
     spmd_dev *d = r->dev;
-    char who[160], what[96];
+    char who[160], what[192];
 #if SPMD__HAS_LIBFABRIC
     if (r->x) {
         snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
@@ -9240,7 +9383,7 @@ static int spmd__expire(spmd_req *r) {
     }
     if (!spmd__may_abandon(r)) return 0;
     spmd__missing_list(r, who, sizeof who);
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, SPMD_ERR_TIMEOUT,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
                "%lld ms: %s %s",
@@ -9499,6 +9642,10 @@ static void spmd__req_release(spmd_req *r) {
 
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+#if SPMD__HAS_LIBFABRIC
+    if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
+#endif
     if (SPMD__LD_ACQ(&d->mesh->broken))
         return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
     return SPMD_OK;
@@ -9985,6 +10132,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         /* eager when the largest input fits the slot, unless split is asked for */
         int fits = max_in <= gr->g->eager;
         r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
         if (r->sig.algo == SPMD__ALG_SPLIT) {
             size_t len, tb, te;
             switch (c->kind) {
@@ -12156,6 +12304,24 @@ static void *spmd__run_thread(void *p) {
     return NULL;
 }
 
+/* What spmd_run returns (its devices joined): the status that broke the
+   mesh, else the earliest failure a device did not go on from (its last
+   call failed), else SPMD_OK. */
+static spmd_status spmd__run_result(spmd_mesh *m) {
+    spmd_status s = SPMD_OK;
+    uint64_t at = UINT64_MAX;
+    int i;
+    if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        spmd_dev *d = m->devs[i];
+        if (d->unhandled != SPMD_OK && d->unhandled_at < at) {
+            s = d->unhandled;
+            at = d->unhandled_at;
+        }
+    }
+    return s;
+}
+
 spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     spmd__run_ctx c;
     spmd__run_arg *args;
@@ -12189,14 +12355,14 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             return SPMD_ERR_BUSY;
         }
     }
-    SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
+    for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
     SPMD__ST_SC(&m->nreturned, 0u);
     for (i = 0; i < m->size; i++) SPMD__ST_SC(&m->devs[i]->returned, 0u);
     if (m->sched == SPMD_SCHEDULER_FIBERS) {
         spmd__free(&m->alloc, args);
         spmd__free(&m->alloc, th);
         s = spmd__fibers_run(m, fn, arg);
-        if (s == SPMD_OK) s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+        if (s == SPMD_OK) s = spmd__run_result(m);
         SPMD__ST_SC(&m->running, 0u);
         return s;
     }
@@ -12229,7 +12395,7 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
         s = SPMD_ERR_SYSTEM;
     } else {
-        s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+        s = spmd__run_result(m);
     }
     SPMD__ST_SC(&m->running, 0u);
     return s;
