@@ -7087,6 +7087,15 @@ static void spmd__x_short(void *h, const spmd_req *r, int inl, size_t len) {
     sh->sig = r->sig;
 }
 
+/* A member of this process failed in the exchange r takes part in: fail r
+   with that status, naming the cause (the mesh's break) where there is one. */
+static spmd_status spmd__x_gone(spmd_req *r, spmd_status gone) {
+    spmd_mesh *m = r->dev->mesh;
+    return spmd__fail(r->dev, gone, "%s over '%s': another device of this process failed in it%s%.300s",
+                      spmd__x_what(r), r->gr->text, SPMD__LD_ACQ(&m->broken) ? ": " : "",
+                      SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "");
+}
+
 /* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
 static spmd_status spmd__x_post(spmd_req *r) {
     spmd_dev *d = r->dev;
@@ -7133,8 +7142,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         spmd__sig_text(&x->sig, b, sizeof b);
         pthread_mutex_unlock(&m->xlock);
         if (x->gone != SPMD_OK)
-            return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
-                              spmd__x_what(r), r->gr->text);
+            return spmd__x_gone(r, x->gone);
         return spmd__fail(d, SPMD_ERR_MISMATCH, "device %d called %s over '%s' but another device of this process "
                           "called %s (operation #%llu of this device)", d->id, a, r->gr->text, b,
                           (unsigned long long)r->global);
@@ -7355,8 +7363,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         ready = 0;
     }
     if (ready && x->gone != SPMD_OK) /* a local member's input is the caller's again */
-        return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
-                          spmd__x_what(r), r->gr->text);
+        return spmd__x_gone(r, x->gone);
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
 }
 #undef WHO
@@ -7427,8 +7434,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
     }
     x->bparsed = 1;
     if (x->gone != SPMD_OK) /* a local member's input is the caller's again */
-        return spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it",
-                          spmd__x_what(r), r->gr->text);
+        return spmd__x_gone(r, x->gone);
     return SPMD_OK;
 }
 
@@ -7543,8 +7549,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
                        g->rprocs[i], spmd__fab_reason(&x->aop[4 * i]));
     }
     if (st == SPMD_OK && x->gone != SPMD_OK)
-        st = spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it", spmd__x_what(r),
-                        r->gr->text);
+        st = spmd__x_gone(r, x->gone);
     if (st == SPMD_OK && me != x->lead) {
         x->cst[me] = SPMD__XC_COMPUTING;
         pthread_mutex_unlock(&m->xlock);

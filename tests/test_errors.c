@@ -172,7 +172,10 @@ static void test_bad_input(void) {
    device did not go on from (the failure of its last call). Device 1 fails
    a call and goes on (handled); device 2 fails its last call (bool pmean,
    SPMD_ERR_DTYPE); device 3 fails its last call too (an unknown axis), but
-   only after device 2's (it waits for device 2's flag). */
+   only after device 2's: it waits for device 2's flag polling a receive
+   with spmd_test (which lets the other fibers run under the fiber
+   scheduler), then tells device 1, which answers; the last call of device
+   1 is that answer (SPMD_OK). */
 typedef struct unhandled_arg {
     int flag;
     spmd_status st[4];
@@ -185,14 +188,25 @@ static void unhandled_device(spmd_dev *d, void *p) {
     double end = now_s() + 20;
     a->st[id] = spmd_barrier(d, "i", NULL);
     if (id == 1 && a->st[id] == SPMD_OK) {
+        int v = 0;
         a->st[id] = spmd_psum(d, x, y, 4, SPMD_F32, "nope", NULL) == SPMD_ERR_AXIS ? SPMD_OK : SPMD_ERR_STATE;
         if (a->st[id] == SPMD_OK) a->st[id] = spmd_psum(d, x, y, 4, SPMD_F32, "", NULL); /* a group of one */
+        if (a->st[id] == SPMD_OK) a->st[id] = spmd_recv(d, &v, 1, SPMD_I32, 3, 8, "i", NULL, NULL);
+        if (a->st[id] == SPMD_OK) a->st[id] = spmd_send(d, &v, 1, SPMD_I32, 3, 7, "i", NULL);
     } else if (id == 2) {
         a->st[id] = spmd_pmean(d, x, y, 4, SPMD_BOOL, "i", NULL);
         __atomic_store_n(&a->flag, 1, __ATOMIC_RELEASE);
     } else if (id == 3) {
-        while (!__atomic_load_n(&a->flag, __ATOMIC_ACQUIRE) && now_s() < end) sched_yield();
-        a->st[id] = spmd_psum(d, x, y, 4, SPMD_F32, "j", NULL);
+        spmd_req *rr = NULL;
+        int v = 3, got = 0, done = 0;
+        spmd_status s = spmd_recv_start(d, &got, 1, SPMD_I32, 1, 7, "i", NULL, NULL, &rr);
+        while (s == SPMD_OK && !done && !__atomic_load_n(&a->flag, __ATOMIC_ACQUIRE) && now_s() < end) {
+            s = spmd_test(rr, &done); /* device 1 answers only when asked: not done */
+            sched_yield();
+        }
+        if (s == SPMD_OK) s = spmd_send(d, &v, 1, SPMD_I32, 1, 8, "i", NULL);
+        if (s == SPMD_OK && !done) s = spmd_wait(rr);
+        a->st[id] = s == SPMD_OK ? spmd_psum(d, x, y, 4, SPMD_F32, "j", NULL) : s;
     }
 }
 
