@@ -1941,17 +1941,13 @@ static void spmd__argreduce(spmd__kernel k, int32_t *out, const void *const *in,
     }
 }
 
-/* out = in[0] OP in[1] OP ... OP in[G-1], n elements, with kernel k. */
-static void spmd__reduce(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+/* spmd__reduce through the tiles. */
+static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
     uint64_t acc[2 * SPMD__TILE], tmp[2 * SPMD__TILE]; /* 16 bytes an element at most */
     size_t base, m;
     int j;
     if (k->argeq) {
         spmd__argreduce(k, (int32_t *)out, in, G, n);
-        return;
-    }
-    if (G == 2 && !k->load && !k->fin) { /* one pass, no accumulator */
-        k->comb(out, in[0], in[1], n);
         return;
     }
     for (base = 0; base < n; base += m) {
@@ -1968,6 +1964,14 @@ static void spmd__reduce(spmd__kernel k, void *out, const void *const *in, int G
         if (k->fin) k->fin(o, run, m, G);
         else if (run != o) memmove(o, run, m * k->out_size);
     }
+}
+
+/* out = in[0] OP in[1] OP ... OP in[G-1], n elements, with kernel k: two
+   inputs of the accumulator's type in one pass, with no accumulator (the
+   small psum's case, inlined), the rest through tiles. */
+static inline void spmd__reduce(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+    if (G == 2 && !k->load && !k->fin && !k->argeq) k->comb(out, in[0], in[1], n);
+    else spmd__reduce_tiles(k, out, in, G, n);
 }
 
 static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
