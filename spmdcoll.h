@@ -1331,10 +1331,11 @@ struct spmd_dev {
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     struct spmd__rec *ring;/* flight recorder (>>recorder): the last calls, NULL: off */
+    uint64_t *sites;       /* their call sites' files (a record's line says if it has one) */
     uint64_t ncalls;       /* calls recorded so far */
     const char *site_file; /* spmd_set_site: the next call's call site */
     int site_line;
-    struct spmd__rec *tlog;/* SPMD_TRACE: records pushed out of the ring */
+    struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
     size_t tlog_n, tlog_cap;
     char err[512];
 };
@@ -2298,23 +2299,28 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
    rewritten) stored last with release order; readers (spmd_report, the break
    log, the timeline) take a record only if its generation reads the same
    before and after, so a torn read is skipped, never shown. Times come from
-   CLOCK_MONOTONIC_COARSE (a few ns, a few ms of resolution) unless SPMD_TRACE
-   asks for a timeline: then CLOCK_MONOTONIC, and records that leave the ring
+   CLOCK_MONOTONIC_COARSE (~3 ns, a few ms of resolution), read when a call
+   starts and, if it had to wait, when it ends (a call that did not wait
+   ends within the same tick), unless SPMD_TRACE asks for a timeline: then
+   CLOCK_MONOTONIC at both ends, and records that leave the ring
    are kept in the device's tlog until the mesh is destroyed, where the whole
    history is written as Chrome-trace JSON (spmd__trace_write). */
 static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set);
-typedef struct spmd__rec {
+typedef struct spmd__rec { /* one cache line; the call site's file is in d->sites */
     uint64_t gen;    /* call number + 1; 0: being written */
     uint64_t gseq;   /* the operation's number on its group */
-    uint64_t t0, t1; /* start and end (ns); t1 0 until it ends */
+    uint64_t t0, t1; /* start and end (ns); t1 = t0 until a wait or the end says more */
     uint64_t count;  /* elements per device */
     uint64_t what;   /* kind | dtype << 8 | op << 16 | algo << 24 | (aux + 1) << 32: aux the root
                         (rooted kinds), the pairs (ppermute), the peer (send, recv), else -1 */
-    uint64_t state;  /* SPMD__REC_* | status << 8 */
+    uint64_t state;  /* SPMD__REC_* | status << 8 | call site's line << 32 (0: none) */
     uint64_t gref;   /* the spmd__gref (axes text, group, index), as uintptr_t */
-    uint64_t file;   /* the call site (spmd_set_site) as uintptr_t, or 0 */
-    uint64_t line;
 } spmd__rec;
+/* A reader's copy: the same words and the call site's file (from d->sites). */
+typedef struct spmd__recx {
+    uint64_t gen, gseq, t0, t1, count, what, state, gref;
+    uint64_t file;
+} spmd__recx;
 enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILED };
 #define SPMD__REC_DEFAULT_DEPTH 64
 #define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -2335,17 +2341,20 @@ static uint64_t spmd__rec_now(const spmd_mesh *m) {
 
 /* SPMD_TRACE: keep a record that is about to leave the ring (device only). */
 static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
+    spmd__recx *x;
     spmd_mesh *m = d->mesh;
     if (d->tlog_n == d->tlog_cap) {
         size_t cap = d->tlog_cap ? 2 * d->tlog_cap : 1024;
-        spmd__rec *t = (spmd__rec *)spmd__alloc(&m->alloc, cap * sizeof *t);
+        spmd__recx *t = (spmd__recx *)spmd__alloc(&m->alloc, cap * sizeof *t);
         if (!t) return; /* out of memory: the timeline misses it */
         if (d->tlog_n) memcpy(t, d->tlog, d->tlog_n * sizeof *t);
         spmd__free(&m->alloc, d->tlog);
         d->tlog = t;
         d->tlog_cap = cap;
     }
-    d->tlog[d->tlog_n++] = *e;
+    x = &d->tlog[d->tlog_n++];
+    memcpy(x, e, sizeof *e);
+    x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
 }
 
 static void spmd__rec_begin(spmd_req *r) {
@@ -2354,6 +2363,7 @@ static void spmd__rec_begin(spmd_req *r) {
     spmd__rec *e;
     uint64_t n;
     int64_t aux = -1;
+    uint64_t t0, line = 0;
     r->rec = 0;
     if (!d->ring) return;
     n = d->ncalls;
@@ -2370,17 +2380,20 @@ static void spmd__rec_begin(spmd_req *r) {
     default: break;
     }
     SPMD__RST(&e->gen, (uint64_t)0);
+    if (d->site_file) {
+        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
+        line = (uint64_t)(uint32_t)d->site_line;
+        d->site_file = NULL;
+    }
+    t0 = spmd__rec_now(m);
     SPMD__RST(&e->gseq, r->p2p ? 0 : r->gr->my->next);
-    SPMD__RST(&e->t0, spmd__rec_now(m));
-    SPMD__RST(&e->t1, (uint64_t)0);
+    SPMD__RST(&e->t0, t0);
+    SPMD__RST(&e->t1, t0);
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)SPMD__REC_STARTED);
+    SPMD__RST(&e->state, (uint64_t)SPMD__REC_STARTED | line << 32);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
-    SPMD__RST(&e->file, (uint64_t)(uintptr_t)d->site_file);
-    SPMD__RST(&e->line, (uint64_t)d->site_line);
-    d->site_file = NULL;
     SPMD__ST_REL(&e->gen, n + 1);
     SPMD__ST_REL(&d->ncalls, n + 1);
     r->rec = n + 1;
@@ -2398,27 +2411,31 @@ static spmd__rec *spmd__rec_of(spmd_req *r) {
 /* The algorithm is chosen after the record is begun (spmd__coll_start). */
 static void spmd__rec_algo_set(spmd__rec *e, const spmd_req *r) {
     uint64_t w = SPMD__RLD(&e->what);
-    SPMD__RST(&e->what, (w & ~((uint64_t)255 << 24)) | (uint64_t)r->sig.algo << 24);
+    if ((w >> 24 & 255u) != r->sig.algo) SPMD__RST(&e->what, (w & ~((uint64_t)255 << 24)) | (uint64_t)r->sig.algo << 24);
 }
 
 static void spmd__rec_wait(spmd_req *r) {
     spmd__rec *e = spmd__rec_of(r);
-    if (!e || SPMD__RLD(&e->state) != SPMD__REC_STARTED) return;
+    uint64_t st;
+    if (!e || ((st = SPMD__RLD(&e->state)) & 255u) != SPMD__REC_STARTED) return;
     spmd__rec_algo_set(e, r);
-    SPMD__ST_REL(&e->state, (uint64_t)SPMD__REC_WAITING);
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
 }
 
 static void spmd__rec_end(spmd_req *r, spmd_status s) {
     spmd__rec *e = spmd__rec_of(r);
+    uint64_t st;
     if (!e) return;
+    st = SPMD__RLD(&e->state);
     spmd__rec_algo_set(e, r);
-    SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
-    SPMD__ST_REL(&e->state, (uint64_t)(s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) | (uint64_t)s << 8);
+    if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)(s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
+                                (uint64_t)s << 8);
 }
 
 /* A reader's copy of device d's call n (0-based); 0 if it left the ring or
    is being rewritten. */
-static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__rec *out) {
+static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__recx *out) {
     const spmd__rec *e;
     uint64_t g;
     if (!d->ring) return 0;
@@ -2430,9 +2447,8 @@ static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__rec *out) {
     out->count = SPMD__RLD(&e->count);
     out->what = SPMD__RLD(&e->what);
     out->gref = SPMD__RLD(&e->gref);
-    out->file = SPMD__RLD(&e->file);
-    out->line = SPMD__RLD(&e->line);
     out->state = SPMD__LD_ACQ(&e->state);
+    out->file = out->state >> 32 ? SPMD__RLD(&d->sites[n & d->mesh->rmask]) : 0;
     out->t1 = SPMD__RLD(&e->t1);
     out->gen = g;
     return SPMD__LD_ACQ(&e->gen) == g;
@@ -2472,7 +2488,7 @@ static void spmd__tx(spmd__text *t, const char *fmt, ...) {
 static double spmd__ms(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1e6 : 0.0; }
 
 /* One record: "#7 psum(f32 x 2, eager) over 'y' (op #4 of group [0 1 2], index 1): done" */
-static void spmd__rec_text(spmd__text *t, const spmd__rec *e, uint64_t now) {
+static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
     const spmd__gref *gr = (const spmd__gref *)(uintptr_t)e->gref;
     unsigned st = (unsigned)(e->state & 255u), kind = (unsigned)(e->what & 255u);
     int aux = (int)(uint32_t)(e->what >> 32) - 1, k;
@@ -2493,13 +2509,13 @@ static void spmd__rec_text(spmd__text *t, const spmd__rec *e, uint64_t now) {
     else if (st == SPMD__REC_WAITING) spmd__tx(t, "waiting for %.3f ms", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_DONE) spmd__tx(t, "done in %.3f ms", spmd__ms(e->t0, e->t1));
     else spmd__tx(t, "failed: %s", spmd_status_name((spmd_status)(e->state >> 8)));
-    if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)e->line);
+    if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
 
 /* What device d is doing now, one line. */
 static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
     uint64_t n = SPMD__LD_ACQ(&d->ncalls), i, lo;
-    spmd__rec e, last;
+    spmd__recx e, last;
     int have_last = 0;
     memset(&last, 0, sizeof last);
     spmd__tx(t, "  device %d: ", d->id);
@@ -2561,7 +2577,7 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
     for (i = lo; i < hi; i++) {
         spmd_dev *d = m->devs[i];
         uint64_t n = SPMD__LD_ACQ(&d->ncalls), k, klo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
-        spmd__rec e;
+        spmd__recx e;
         for (k = n; k-- > klo;) {
             unsigned st;
             const spmd__gref *gr;
@@ -2585,7 +2601,7 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
         for (k = 0; k < g->G; k++) {
             spmd_dev *p = m->devs[g->members[k]];
             uint64_t n = SPMD__LD_ACQ(&p->ncalls), c, clo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
-            spmd__rec e;
+            spmd__recx e;
             int found = 0;
             if (m->proc_of && m->proc_of[p->id] != m->proc) {
                 spmd__tx(&t, "  device %d: in process %d (its records are not gathered yet)\n", p->id, m->proc_of[p->id]);
@@ -2617,7 +2633,7 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
         for (i = lo; i < hi; i++) {
             spmd_dev *d = m->devs[i];
             uint64_t n = SPMD__LD_ACQ(&d->ncalls), keep = device >= 0 ? (uint64_t)m->rmask + 1 : 8, k;
-            spmd__rec e;
+            spmd__recx e;
             spmd__tx(&t, "device %d, last calls:\n", d->id);
             for (k = n > keep ? n - keep : 0; k < n; k++) {
                 if (!spmd__rec_read(d, k, &e)) continue;
@@ -2658,7 +2674,7 @@ static void spmd__json_str(FILE *f, const char *s) {
     }
 }
 
-static void spmd__trace_event(FILE *f, const spmd_mesh *m, const spmd_dev *d, const spmd__rec *e, int *first) {
+static void spmd__trace_event(FILE *f, const spmd_mesh *m, const spmd_dev *d, const spmd__recx *e, int *first) {
     const spmd__gref *gr = (const spmd__gref *)(uintptr_t)e->gref;
     unsigned dt = (unsigned)(e->what >> 8 & 255u), st = (unsigned)(e->state & 255u);
     uint64_t end = e->t1 ? e->t1 : e->t0;
@@ -2709,7 +2725,7 @@ static void spmd__trace_write(spmd_mesh *m) {
         spmd_dev *d = m->devs[i];
         uint64_t n = d->ncalls, k;
         size_t j;
-        spmd__rec e;
+        spmd__recx e;
         fprintf(f, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"device %d\"}}",
                 first ? "" : ",", m->proc, d->id, d->id);
         first = 0;
@@ -2751,7 +2767,8 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     m->rmask = (uint32_t)(n - 1);
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
         m->devs[i]->ring = (spmd__rec *)spmd__alloc(&m->alloc, (size_t)n * sizeof(spmd__rec));
-        if (!m->devs[i]->ring) return SPMD_ERR_NOMEM;
+        m->devs[i]->sites = (uint64_t *)spmd__alloc(&m->alloc, (size_t)n * sizeof(uint64_t));
+        if (!m->devs[i]->ring || !m->devs[i]->sites) return SPMD_ERR_NOMEM;
         memset(m->devs[i]->ring, 0, (size_t)n * sizeof(spmd__rec));
     }
     return SPMD_OK;
@@ -11464,6 +11481,7 @@ static void spmd__mesh_free(spmd_mesh *m) {
             for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
             spmd__free(&a, d->clog);
             spmd__free(&a, d->ring);
+            spmd__free(&a, d->sites);
             spmd__free(&a, d->tlog);
             spmd__free(&a, (void *)d->ptrs);
             pthread_mutex_destroy(&d->mbox);
