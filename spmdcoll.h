@@ -66,6 +66,13 @@
                        process writes its own file (merge by concatenating
                        the traceEvents arrays); an unwritable path: a
                        warning at mesh creation, the run goes on
+     SPMD_FAULTS       fault plan for tests (thread backend; desc.faults),
+                       e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,
+                       kind=skip": device 3's call #17 (the call numbers of
+                       spmd_report; calls refused as bad input do not count)
+                       is held 50 ms, device 1's call #5 returns SPMD_OK
+                       without joining (its peers time out); a bad token:
+                       SPMD_ERR_INVALID from mesh creation, naming it
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -372,6 +379,8 @@ typedef struct spmd_mesh_desc {
                                                contiguous block per process (minor axes stay inside) */
     int trace_depth;                        /* flight recorder: calls kept per device; 0: 64, negative:
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
+    const char *faults;                     /* fault plan for tests (threads): "device=3,seq=17,kind=delay:50;
+                                               device=1,seq=5,kind=skip"; env SPMD_FAULTS wins */
 } spmd_mesh_desc;
 
 /* Per-call options; NULL means all defaults. */
@@ -1334,6 +1343,8 @@ struct spmd_dev {
     uint64_t *sites;       /* their call sites' files (a record's line says if it has one) */
     uint64_t ncalls;       /* calls recorded so far */
     const char *site_file; /* spmd_set_site: the next call's call site */
+    struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
+    int nfaults, fault_at;
     int site_line;
     struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
     size_t tlog_n, tlog_cap;
@@ -1386,6 +1397,8 @@ struct spmd_mesh {
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
     uint32_t rmask;        /* flight recorder: ring entries - 1 (a power of two) */
+    struct spmd__fault *faults; /* the fault plan (>>faults), nfaults entries */
+    int nfaults;
     int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
     char trace_path[256];
 };
@@ -2287,6 +2300,132 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
            a->count != b->count || a->aux != b->aux || (check && a->axes_hash != b->axes_hash);
 }
 
+// >>faults
+/* Faults on purpose, for users' tests (thread backend): a plan of (device,
+   call number, kind) from desc.faults or env SPMD_FAULTS (which wins),
+   parsed once at mesh creation into m->faults, sorted by device and call
+   number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
+   where a call starts (spmd__rec_begin), with the call numbers the flight
+   recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
+   ms before it joins; skip returns SPMD_OK without joining (the buffers are
+   untouched), like a forgotten collective: its peers time out. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP };
+typedef struct spmd__fault {
+    int device, kind;
+    uint64_t seq;
+    int64_t ms;
+} spmd__fault;
+
+/* One integer after "key=" in [lo, hi]; 0 if it is not one. */
+static int spmd__fault_int(const char *v, size_t n, int64_t lo, int64_t hi, int64_t *out) {
+    char tmp[32], *end;
+    long long x;
+    if (n == 0 || n >= sizeof tmp) return 0;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    if (tmp[0] == '-' || tmp[0] == '+' || tmp[0] == ' ') return 0;
+    errno = 0;
+    x = strtoll(tmp, &end, 10);
+    if (errno || *end || x < lo || x > hi) return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* Parse the plan; SPMD_ERR_INVALID naming the token that is wrong. */
+static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) {
+    const char *spec = getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
+    int n = 0, i, j;
+    if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
+    if (!spec || !*spec) return SPMD_OK;
+    if (m->backend != SPMD_BACKEND_THREADS) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "%s: fault injection is on the thread backend only", from);
+        return SPMD_ERR_UNSUPPORTED;
+    }
+    for (p = spec; *p; p++) n += *p == ';';
+    m->faults = (spmd__fault *)spmd__alloc(&m->alloc, (size_t)(n + 1) * sizeof *m->faults);
+    if (!m->faults) return SPMD_ERR_NOMEM;
+    for (p = spec; *p;) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        spmd__fault f;
+        int have = 0; /* bits: device, seq, kind */
+        const char *q = p, *stop = p + len;
+        f.device = -1; f.kind = 0; f.seq = 0; f.ms = 0;
+        while (q < stop) {
+            const char *comma = (const char *)memchr(q, ',', (size_t)(stop - q)), *tend = comma ? comma : stop;
+            const char *eq = (const char *)memchr(q, '=', (size_t)(tend - q));
+            size_t tl = (size_t)(tend - q);
+            int64_t v;
+            if (eq && (size_t)(eq - q) == 6 && strncmp(q, "device", 6) == 0 &&
+                spmd__fault_int(eq + 1, (size_t)(tend - eq - 1), 0, m->size - 1, &v)) {
+                f.device = (int)v;
+                have |= 1;
+            } else if (eq && (size_t)(eq - q) == 3 && strncmp(q, "seq", 3) == 0 &&
+                       spmd__fault_int(eq + 1, (size_t)(tend - eq - 1), 0, INT64_MAX, &v)) {
+                f.seq = (uint64_t)v;
+                have |= 2;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 4 &&
+                       strncmp(eq + 1, "skip", 4) == 0) {
+                f.kind = SPMD__FAULT_SKIP;
+                have |= 4;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
+                       strncmp(eq + 1, "delay:", 6) == 0 &&
+                       spmd__fault_int(eq + 7, (size_t)(tend - eq - 7), 0, 3600000, &v)) {
+                f.kind = SPMD__FAULT_DELAY;
+                f.ms = v;
+                have |= 4;
+            } else {
+                spmd__log(m, SPMD_LOG_ERROR, -1,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip or kind=delay:MS)", from,
+                          (int)tl, q, m->size - 1);
+                return SPMD_ERR_INVALID;
+            }
+            q = comma ? comma + 1 : stop;
+        }
+        if (len && have != 7) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "%s: '%.*s' needs device=, seq= and kind=", from, (int)len, p);
+            return SPMD_ERR_INVALID;
+        }
+        if (len) {
+            for (j = m->nfaults; j > 0 && (m->faults[j - 1].device > f.device ||
+                                           (m->faults[j - 1].device == f.device && m->faults[j - 1].seq > f.seq));
+                 j--)
+                m->faults[j] = m->faults[j - 1];
+            if (j > 0 && m->faults[j - 1].device == f.device && m->faults[j - 1].seq == f.seq) {
+                spmd__log(m, SPMD_LOG_ERROR, -1, "%s: '%.*s': a second fault for device %d, seq %llu", from, (int)len,
+                          p, f.device, (unsigned long long)f.seq);
+                return SPMD_ERR_INVALID;
+            }
+            m->faults[j] = f;
+            m->nfaults++;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    for (i = 0; i < m->nfaults; i++) {
+        spmd_dev *d = m->devs[m->faults[i].device];
+        if (!d->faults) d->faults = &m->faults[i];
+        d->nfaults++;
+    }
+    return SPMD_OK;
+}
+
+/* Where a call starts: the fault planned for call n of d, if any. 1: skip it. */
+static int spmd__fault_at(spmd_dev *d, uint64_t n) {
+    const spmd__fault *f;
+    if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
+    f = &d->faults[d->fault_at++];
+    spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
+              f->kind == SPMD__FAULT_SKIP ? "skipped" : "delayed");
+    if (f->kind == SPMD__FAULT_DELAY) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)(f->ms / 1000);
+        ts.tv_nsec = (long)(f->ms % 1000) * 1000000L;
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        return 0;
+    }
+    return 1;
+}
+
 // >>recorder
 /* The flight recorder: each device owns a ring of records of its last calls
    (mesh->rmask + 1 of them; desc.trace_depth, env SPMD_TRACE_DEPTH; off when
@@ -2321,7 +2460,7 @@ typedef struct spmd__recx {
     uint64_t gen, gseq, t0, t1, count, what, state, gref;
     uint64_t file;
 } spmd__recx;
-enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILED };
+enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILED, SPMD__REC_SKIPPED };
 #define SPMD__REC_DEFAULT_DEPTH 64
 #define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define SPMD__RLD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -2357,16 +2496,21 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
     x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
 }
 
-static void spmd__rec_begin(spmd_req *r) {
+/* A call starts (checked, about to post): the fault plan, then its record.
+   1: the fault plan skips it (recorded as skipped). */
+static int spmd__rec_begin(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__rec *e;
-    uint64_t n;
+    uint64_t n = d->ncalls;
     int64_t aux = -1;
     uint64_t t0, line = 0;
+    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
     r->rec = 0;
-    if (!d->ring) return;
-    n = d->ncalls;
+    if (!d->ring) {
+        SPMD__ST_REL(&d->ncalls, n + 1);
+        return skip;
+    }
     e = &d->ring[n & m->rmask];
     if (m->tracing && n > m->rmask) spmd__trace_keep(d, e);
     switch (r->sig.kind) {
@@ -2392,11 +2536,12 @@ static void spmd__rec_begin(spmd_req *r) {
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)SPMD__REC_STARTED | line << 32);
+    SPMD__RST(&e->state, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
     SPMD__ST_REL(&d->ncalls, n + 1);
-    r->rec = n + 1;
+    r->rec = skip ? 0 : n + 1;
+    return skip;
 }
 
 /* The record of r, if it is still in the ring (device only). */
@@ -2508,6 +2653,7 @@ static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
     if (st == SPMD__REC_STARTED) spmd__tx(t, "started %.3f ms ago", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_WAITING) spmd__tx(t, "waiting for %.3f ms", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_DONE) spmd__tx(t, "done in %.3f ms", spmd__ms(e->t0, e->t1));
+    else if (st == SPMD__REC_SKIPPED) spmd__tx(t, "skipped by the fault plan (SPMD_FAULTS)");
     else spmd__tx(t, "failed: %s", spmd_status_name((spmd_status)(e->state >> 8)));
     if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
@@ -2608,7 +2754,9 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
                 continue;
             }
             for (c = n; c-- > clo && !found;) {
-                if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g) continue;
+                if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
+                    (e.state & 255u) == SPMD__REC_SKIPPED)
+                    continue;
                 found = 1;
             }
             if (!found) {
@@ -2686,7 +2834,7 @@ static void spmd__trace_event(FILE *f, const spmd_mesh *m, const spmd_dev *d, co
             spmd__rec_dtype(e->what), (unsigned long long)e->count, spmd__rec_algo(e->what));
     spmd__json_str(f, gr->text);
     fprintf(f, "\",\"status\":\"%s\"}}",
-            st == SPMD__REC_DONE ? "SPMD_OK" : st == SPMD__REC_FAILED ? spmd_status_name((spmd_status)(e->state >> 8))
+            st == SPMD__REC_DONE ? "SPMD_OK" : st == SPMD__REC_SKIPPED ? "skipped" : st == SPMD__REC_FAILED ? spmd_status_name((spmd_status)(e->state >> 8))
                                                                        : "unfinished");
     *first = 0;
 }
@@ -9581,8 +9729,10 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    spmd__rec_begin(r);
-    if (G == 1 && c->two_phase) {
+    if (spmd__rec_begin(r)) { /* skipped by the fault plan: done, nothing joined */
+        r->sig.algo = SPMD__ALG_LOCAL;
+        spmd__finish(r, SPMD_OK);
+    } else if (G == 1 && c->two_phase) {
         r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
         r->state = SPMD__R_POST;
     } else if (G == 1) {
@@ -9722,7 +9872,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
 #if SPMD__HAS_LIBFABRIC
     r->xq = span && spmd__xq_ready(r);
 #endif
-    spmd__rec_begin(r);
+    if (spmd__rec_begin(r)) { spmd__req_unlink(r); return SPMD_OK; } /* skipped by the fault plan */
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
@@ -11497,6 +11647,7 @@ static void spmd__mesh_free(spmd_mesh *m) {
         spmd__free(&a, m->gtab);
     }
     spmd__free(&a, m->proc_of);
+    spmd__free(&a, m->faults);
     pthread_mutex_destroy(&m->xlock);
     pthread_mutex_destroy(&m->lock);
     spmd__free(&a, m);
@@ -11616,6 +11767,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
         d->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)size * sizeof(void *));
         if (!d->clog || !d->ptrs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
     }
+    if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
     spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
@@ -12267,8 +12419,8 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
     /* libfabric: a peer in another process (or any peer) goes by message */
     r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
-    spmd__rec_begin(r);
-    d->mesh->vt->progress(r);
+    if (spmd__rec_begin(r)) spmd__finish(r, SPMD_OK); /* skipped by the fault plan */
+    else d->mesh->vt->progress(r);
     if (out) {
         *out = r;
         return SPMD_OK;
