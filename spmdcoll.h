@@ -2715,7 +2715,7 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
         spmd__tx(&t, "), broken: %s: %s\n", spmd_status_name(m->broken_status), m->broken_msg);
     else
         spmd__tx(&t, "), not broken\n");
-    if (!m->devs[m->first_local]->ring) {
+    if (m->nlocal <= 0 || m->first_local >= m->size || !m->devs[m->first_local]->ring) {
         spmd__tx(&t, "flight recorder off (SPMD_TRACE_DEPTH=0 or trace_depth < 0)\n");
         return t.at;
     }
