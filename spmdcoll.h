@@ -2652,9 +2652,10 @@ static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
     spmd__tx(t, "%s], index %d): ", gr->g->G > 16 ? " ..." : "", gr->me);
     if (st == SPMD__REC_STARTED) spmd__tx(t, "started %.3f ms ago", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_WAITING) spmd__tx(t, "waiting for %.3f ms", spmd__ms(e->t0, now));
+    else if (st == SPMD__REC_DONE && e->t1 == e->t0) spmd__tx(t, "done");
     else if (st == SPMD__REC_DONE) spmd__tx(t, "done in %.3f ms", spmd__ms(e->t0, e->t1));
     else if (st == SPMD__REC_SKIPPED) spmd__tx(t, "skipped by the fault plan (SPMD_FAULTS)");
-    else spmd__tx(t, "failed: %s", spmd_status_name((spmd_status)(e->state >> 8)));
+    else spmd__tx(t, "failed: %s", spmd_status_name((spmd_status)(e->state >> 8 & 0xffffffu)));
     if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
 
@@ -2834,7 +2835,7 @@ static void spmd__trace_event(FILE *f, const spmd_mesh *m, const spmd_dev *d, co
             spmd__rec_dtype(e->what), (unsigned long long)e->count, spmd__rec_algo(e->what));
     spmd__json_str(f, gr->text);
     fprintf(f, "\",\"status\":\"%s\"}}",
-            st == SPMD__REC_DONE ? "SPMD_OK" : st == SPMD__REC_SKIPPED ? "skipped" : st == SPMD__REC_FAILED ? spmd_status_name((spmd_status)(e->state >> 8))
+            st == SPMD__REC_DONE ? "SPMD_OK" : st == SPMD__REC_SKIPPED ? "skipped" : st == SPMD__REC_FAILED ? spmd_status_name((spmd_status)(e->state >> 8 & 0xffffffu))
                                                                        : "unfinished");
     *first = 0;
 }

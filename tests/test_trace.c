@@ -82,13 +82,13 @@ static void expected_lines(int id, char lines[NCALLS][160]) {
     char gy[64], gx[64];
     snprintf(gy, sizeof gy, "[%d %d %d], index %d", 3 * row, 3 * row + 1, 3 * row + 2, col);
     snprintf(gx, sizeof gx, "[%d %d], index %d", col, col + 3, row);
-    snprintf(lines[0], 160, "#0 psum(f32 x 2, eager) over 'y' (op #0 of group %s): done in ", gy);
-    snprintf(lines[1], 160, "#1 broadcast(i32 x 3, eager) root 1 over 'x' (op #0 of group %s): done in ", gx);
-    snprintf(lines[2], 160, "#2 pmax(f64 x 1, eager) over 'x,y' (op #0 of group [0 1 2 3 4 5], index %d): done in ", id);
-    snprintf(lines[3], 160, "#3 barrier over 'y' (op #1 of group %s): done in ", gy);
-    snprintf(lines[4], 160, "#4 send(i32 x 1) to %d over 'y' (group %s): done in ", (col + 1) % 3, gy);
-    snprintf(lines[5], 160, "#5 recv(i32 x 1) from %d over 'y' (group %s): done in ", (col + 2) % 3, gy);
-    snprintf(lines[6], 160, "#6 psum(f32 x 2, eager) over 'y' (op #2 of group %s): done in ", gy);
+    snprintf(lines[0], 160, "#0 psum(f32 x 2, eager) over 'y' (op #0 of group %s): done", gy);
+    snprintf(lines[1], 160, "#1 broadcast(i32 x 3, eager) root 1 over 'x' (op #0 of group %s): done", gx);
+    snprintf(lines[2], 160, "#2 pmax(f64 x 1, eager) over 'x,y' (op #0 of group [0 1 2 3 4 5], index %d): done", id);
+    snprintf(lines[3], 160, "#3 barrier over 'y' (op #1 of group %s): done", gy);
+    snprintf(lines[4], 160, "#4 send(i32 x 1) to %d over 'y' (group %s): done", (col + 1) % 3, gy);
+    snprintf(lines[5], 160, "#5 recv(i32 x 1) from %d over 'y' (group %s): done", (col + 2) % 3, gy);
+    snprintf(lines[6], 160, "#6 psum(f32 x 2, eager) over 'y' (op #2 of group %s): done", gy);
 }
 
 static void test_records(void) {
@@ -151,7 +151,7 @@ static void skipper(spmd_dev *d, void *arg) {
         while (__atomic_load_n(&back_from_psum, __ATOMIC_ACQUIRE) < 2) sched_yield();
         return;
     }
-    s = spmd_psum(d, &f, &o, 1, SPMD_F32, "y", NULL);
+    s = SPMD_AT(d, spmd_psum(d, &f, &o, 1, SPMD_F32, "y", NULL));
     if (id >= 3) {
         T_CHECK(s == SPMD_ERR_TIMEOUT || s == SPMD_ERR_BROKEN, "device %d: psum %s", id, spmd_status_name(s));
         __atomic_fetch_add(&back_from_psum, 1, __ATOMIC_RELEASE);
@@ -177,7 +177,8 @@ static void test_timeout_report(void) {
     T_CHECK(strstr(rep, "  device 5: reached op #0 (did not arrive): #0 psum") != NULL, "device 5 absent:\n%s", rep);
     T_CHECK(strstr(rep, "  1 of 3 members did not arrive\n") != NULL, "one absent:\n%s", rep);
     T_CHECK(strstr(rep, "  device 3: reached op #1: #1 psum(f32 x 1, eager) over 'y'") != NULL &&
-                strstr(rep, "failed: SPMD_ERR_TIMEOUT") != NULL, "device 3 reached and failed:\n%s", rep);
+                strstr(rep, "failed: SPMD_ERR_TIMEOUT, at tests/test_trace.c:") != NULL,
+            "device 3 reached and failed (its status shown with a call site):\n%s", rep);
     T_CHECK(strstr(rep, "  device 5: returned from its function (detached) after 1 calls") != NULL,
             "device 5 returned:\n%s", rep);
     T_CHECK(strstr(rep, "group [0 1 2] in trouble") == NULL, "the healthy group is not in trouble:\n%s", rep);
