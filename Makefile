@@ -6,7 +6,7 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_trace
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace
 FABRIC_TESTS := test_boot test_fabric test_xfault
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
@@ -21,7 +21,7 @@ HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/d
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
-.PHONY: compile-times plots all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
+.PHONY: compile-times plots fuzz all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
 
 EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
@@ -109,6 +109,19 @@ $(BUILD)/fabric-tsan/%: tests/%.c $(BUILD)/fabric-tsan/impl.o $(TEST_DEPS) tests
 compile-times:
 	@bash bench/compile_times.sh
 
+# Fuzz targets (fuzz/*.c, clang's libFuzzer with ASan and UBSan), one per
+# decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
+# sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
+FUZZ_TARGETS := boot xhdr lane spec env
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+$(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS) $(FABRIC_LIBS)
+fuzz:
+	@if [ "$(HAVE_FABRIC)" = 1 ] && command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%); \
+	else echo "the fuzz targets need $(FUZZ_CC) and the libfabric headers (make deps)"; fi
+
 demo: $(BUILD)/tour
 	./$(BUILD)/tour
 
@@ -121,7 +134,7 @@ test: deps
 	  echo "builds: $$(($$(date +%s) - t0)) s" && SPMD_TEST_T0=$$t0 sh tests/run.sh all
 NODISPATCH := test_f16 test_reduce
 test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%)
-	@$(MAKE) --no-print-directory fabric
+	@$(MAKE) --no-print-directory fabric fuzz
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)
 	@sh tests/run.sh plain
@@ -151,6 +164,8 @@ deps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v clang >/dev/null 2>&1 && ! ls $$(clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 && \
+	  missing="$$missing libclang-rt-14-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing for the compile and fabric tests"; \

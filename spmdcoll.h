@@ -28,7 +28,7 @@
          desc.axis_names[0] = "row"; desc.axis_names[1] = "col";
          spmd_mesh *m;
          if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
-         spmd_status s = spmd_run(m, step, NULL);              // 8 threads
+         spmd_status s = spmd_run(m, step, NULL);              // 8 devices
          spmd_mesh_destroy(m);
          return s != SPMD_OK;
      }
@@ -52,11 +52,16 @@
                        before it yields for good (default 1000; 0 when there
                        are more devices than CPUs)
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
+     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
+                       default: fibers when devices outnumber CPUs, threads backend)
+     SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
+     SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
      SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
                        ceil(log2 processes) steps (default for small operations
-                       from 8 processes on)
+                       from 8 processes on); on threads an input larger than
+                       eager's slot runs split, and messages say so
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
                        desc.trace_depth; 0 here or a negative desc field: off)
      SPMD_TRACE        path: at mesh destroy, write every call of this
@@ -71,7 +76,8 @@
                        kind=skip": device 3's call #17 (the call numbers of
                        spmd_report; calls refused as bad input do not count)
                        is held 50 ms, device 1's call #5 returns SPMD_OK
-                       without joining (its peers time out); a bad token:
+                       without joining (its peers time out or see it return:
+                       SPMD_ERR_DEADLOCK); a bad token:
                        SPMD_ERR_INVALID from mesh creation, naming it
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
@@ -141,7 +147,9 @@
      f16 and bf16 are reduced in f32 (inputs combined in device order
      0..G-1) and rounded to nearest even once at the end. Every device of a
      group gets bit-identical results. send == recv (in place) is allowed
-     wherever the element sizes match; other overlaps are refused.
+     wherever the element sizes match; other overlaps of buffers a device
+     uses are refused (a buffer it does not use, as a non-root's recv of
+     gather, is not checked).
 
    THE OTHER OPERATIONS (group size G, this device's index i)
      JAX-style, on spmd_array views (row-major; out must have the shape JAX
@@ -176,7 +184,9 @@
      Devices of a group that call different operations, dtypes or counts
      get SPMD_ERR_MISMATCH naming both sides (always checked; check mode
      also compares the axes). A timeout or a mismatch breaks the mesh:
-     calls then fail with SPMD_ERR_BROKEN until it is destroyed.
+     calls then fail with SPMD_ERR_BROKEN until it is destroyed. A wait that
+     can never end is SPMD_ERR_DEADLOCK at once (a device waited for returned
+     from its function; under fibers, every device blocked: see FIBERS).
      When the mesh breaks, a report is logged at error level (and
      spmd_report gives it at any time): which member of the group in
      trouble reached which operation, and what each device is doing (blocked
@@ -206,7 +216,9 @@
      A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
      into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
      breaks in one process is announced to the others, whose calls on it
-     then end with the same status, naming that process. send completes
+     then end with the same status, naming that process; a call that
+     starts after the announcement came fails with SPMD_ERR_BROKEN, as on
+     threads (within ~2 ms of its arrival a call may miss it). send completes
      once the transport has sent the message (the receiver need not have
      come). spmd_shard_map shares the devices' output blocks, so every
      process gets the whole outputs.
@@ -221,6 +233,33 @@
      start and large work is cut into tasks any member of the group runs.
      A request never finished is reported: returning from a device function
      with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
+
+   FIBERS (thread backend; the default when a mesh has more devices than the
+   CPUs available; desc.scheduler = SPMD_SCHEDULER_FIBERS/_THREADS or env
+   SPMD_SCHEDULER=fibers/threads choose)
+     spmd_run runs the devices as fibers on desc.carriers OS threads
+     (SPMD_CARRIERS; default one per CPU), each on its own stack of
+     desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
+     guard page below it: a device that overflows its stack dies of SIGSEGV
+     there (a sanitizer reports a stack overflow) instead of corrupting
+     memory. A wait hands the carrier to another ready device. With one
+     carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
+     ready devices run is drawn from a generator with that seed: the same
+     program and seed give the same interleaving, the same results bit for
+     bit and the same log; loop a test over seeds, print the seed of a
+     failure, replay it with SPMD_CARRIERS=1 SPMD_SCHED_SEED=that.
+     When no device can run and none is running, the run is deadlocked: every
+     blocked call fails at once with SPMD_ERR_DEADLOCK, the mesh breaks, its
+     spmd_last_error names the call, its axes, its sequence numbers and the
+     devices it waits for, and the log (error level) holds the report of
+     every device: what it is blocked in, or that it returned.
+     Unsupported under fibers: a device function that blocks outside the
+     library (its own mutex, condition variable, sleep) stalls its carrier
+     and every device waiting for a turn on it; after 10 s a warning names
+     the device. spmd_attach always means an OS thread of the caller.
+     Both schedulers: a device whose function returned while peers wait for
+     it (in a collective, a send or a recv) makes those calls fail at once
+     with SPMD_ERR_DEADLOCK, naming the device that returned.
 
    LINK FLAGS
      -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.
@@ -285,7 +324,8 @@ extern "C" {
     X(SPMD_ERR_BUSY, "busy")                                                         \
     X(SPMD_ERR_STATE, "call not valid in this state")                                \
     X(SPMD_ERR_SYSTEM, "system call failed")                                         \
-    X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")
+    X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")      \
+    X(SPMD_ERR_DEADLOCK, "deadlock: the devices waited for can never arrive")
 
 typedef enum spmd_status {
 #define SPMD__STATUS_ENUM(name, text) name,
@@ -343,6 +383,16 @@ typedef enum spmd_algo {
     SPMD_ALGO_COUNT
 } spmd_algo;
 
+/* Who runs the devices of spmd_run on the thread backend (desc.scheduler,
+   env SPMD_SCHEDULER=threads|fibers). */
+typedef enum spmd_scheduler {
+    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else fibers on the thread backend when
+                                   devices outnumber the CPUs available, else threads */
+    SPMD_SCHEDULER_THREADS,     /* one OS thread per device */
+    SPMD_SCHEDULER_FIBERS,      /* devices as fibers on a few carrier threads */
+    SPMD_SCHEDULER_COUNT
+} spmd_scheduler;
+
 typedef struct spmd_mesh spmd_mesh;  /* a mesh of devices */
 typedef struct spmd_dev spmd_dev;    /* one device; used by one thread at a time */
 typedef struct spmd_req spmd_req;    /* an asynchronous collective in flight */
@@ -365,7 +415,8 @@ typedef struct spmd_mesh_desc {
                                                (else SPMD_ERR_SIZE) */
     const char *axis_names[SPMD_MAX_AXES];  /* distinct, 1..31 chars, no ',' '*' or spaces */
     spmd_backend backend;
-    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins */
+    int64_t timeout_ms;                     /* default 60000; env SPMD_TIMEOUT_MS wins; libfabric: the
+                                               first mesh's also bounds the bootstrap */
     spmd_check check;
     spmd_log_level log_level;
     spmd_log_fn log_fn;                     /* NULL: stderr */
@@ -373,7 +424,9 @@ typedef struct spmd_mesh_desc {
     spmd_allocator allocator;               /* zero: SPMD_MALLOC/SPMD_FREE */
     int max_inflight;                       /* requests in flight per device and group; 0: 16, at most 1024;
                                                rounded up to a power of two */
-    size_t thread_stack_size;               /* stack of spmd_run threads; 0: system default */
+    size_t thread_stack_size;               /* stack of each device of spmd_run (thread or fiber); 0: the
+                                               system default for threads, 256 KiB for fibers; else
+                                               16 KiB..1 GiB (else SPMD_ERR_INVALID) */
     int devices_per_process;                /* libfabric: devices each process hosts; 0: env
                                                SPMD_DEVICES_PER_PROCESS, else the mesh cut into one
                                                contiguous block per process (minor axes stay inside) */
@@ -381,6 +434,12 @@ typedef struct spmd_mesh_desc {
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
     const char *faults;                     /* fault plan for tests (threads): "device=3,seq=17,kind=delay:50;
                                                device=1,seq=5,kind=skip"; env SPMD_FAULTS wins */
+    spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
+    int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
+                                               available; at most 1024 (else SPMD_ERR_INVALID) */
+    uint64_t sched_seed;                    /* fibers: 0: env SPMD_SCHED_SEED, else ready devices run in
+                                               FIFO order; else the next one is drawn by a generator
+                                               seeded with it (one carrier: a reproducible run) */
 } spmd_mesh_desc;
 
 /* Per-call options; NULL means all defaults. */
@@ -435,6 +494,8 @@ SPMD_API const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim);  /* NULL 
    spmd_status on error. */
 SPMD_API int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes);
 SPMD_API spmd_backend spmd_mesh_backend(const spmd_mesh *m);
+/* Who runs spmd_run's devices: SPMD_SCHEDULER_THREADS or _FIBERS. */
+SPMD_API spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m);
 /* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
 SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
 SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
@@ -467,13 +528,20 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
 
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
-   device on threads; spmd_device_is_local on libfabric) and join them. Returns the
-   first failing status any library call returned on any device during the
-   run (earliest in time), or SPMD_OK; SPMD_ERR_BUSY (nothing run) while
+   device on threads; spmd_device_is_local on libfabric), or one fiber per
+   device on a few carrier threads (desc.scheduler, see FIBERS), and join
+   them. Returns what the caller needs to know: if the mesh broke (a
+   timeout, a mismatch, a deadlock, a lost process, a request left in
+   flight), the status that broke it -- the same in every process, whether
+   this one's call failed first or was told; else the earliest failure a
+   device did not handle, i.e. the failure of a device's last call (an
+   error followed by another call of the same device, e.g. bad input the
+   device checked for on purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
-   until spmd_detach. Each device is attached by at most one thread at a time
+   until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
+   Each device is attached by at most one thread at a time
    (SPMD_ERR_BUSY otherwise). spmd_detach may be called from another thread
    once the device's thread is done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
@@ -562,7 +630,8 @@ SPMD_API spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_
 /* perm: G entries, a permutation; out on device i comes from device perm[i]. */
 SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                    const char *axes, const int *perm, const spmd_opts *opts);
-/* x of device `source` on every device. */
+/* x of device `source` on every device (x is not read, nor checked, on
+   the others). */
 SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
 /* The two halves of a ppermute (JAX's psend/precv): psend publishes x and
@@ -591,8 +660,10 @@ SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *opera
 
 /* ---- MPI-style operations (mpi4jax's list), within the group of `axes`
    ("*" for the whole mesh). count is per device; root is a group index.
-   Rooted results appear only on the root; other devices' recv is untouched
-   (and may be NULL). */
+   Rooted results appear only on the root. A buffer not significant on a
+   device (recv off the root for gather and reduce, send off the root for
+   bcast and scatter) is never read, written or checked there, as in MPI:
+   it may be NULL or overlap the other. */
 /* recv (G*count) = every device's send, in group order. */
 SPMD_API spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
                                     spmd_dtype dt, const char *axes, const spmd_opts *opts);
@@ -1020,6 +1091,7 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__DEFAULT_INFLIGHT 16
 #define SPMD__MAX_INFLIGHT 1024
 #define SPMD__EAGER_MAX 4096            /* inline bytes per device and slot, at most */
+#define SPMD__COMBINE_MIN 16            /* group size from which psum and barrier combine */
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
@@ -1191,8 +1263,10 @@ typedef struct spmd__shared {
     char p0[SPMD__LINE - 8];
     uint64_t claim; /* seq << 24 | next task */
     char p1[SPMD__LINE - 8];
-    uint64_t done;  /* seq << 24 | tasks finished */
+    uint64_t done;  /* seq << 24 | tasks finished; combining: combiner + 1 */
     char p2[SPMD__LINE - 8];
+    uint64_t arrived; /* combining: seq << 24 | members posted */
+    char p3[SPMD__LINE - 8];
 } spmd__shared;
 
 /* A member's own counters for a group (only that member touches them), kept
@@ -1209,7 +1283,9 @@ typedef struct spmd__mine {
 /* A communicator: an ordered list of devices, shared by its members. */
 typedef struct spmd__group {
     uint32_t nsleep; /* members asleep on this group (first line: written often) */
-    char pad0[SPMD__LINE - 4];
+    uint32_t nslotwait; /* members waiting for a free slot (spmd__finish wakes them) */
+    char pad0[SPMD__LINE - 8];
+    uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_free) */
     struct spmd__group *next;
     uint64_t hash;
     int G, D;
@@ -1297,8 +1373,11 @@ struct spmd_req {
     spmd_req *mnext;       /* send: next message in the destination's mailbox */
     spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
+    int comb;              /* combining (spmd__combines): 1 member, 2 the combiner */
+    int slotwait;          /* counted in its group's nslotwait */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
+    int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
@@ -1348,6 +1427,11 @@ struct spmd_dev {
     int site_line;
     struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
     size_t tlog_n, tlog_cap;
+    struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
+    uint32_t returned;     /* its function returned in this spmd_run */
+    char what[160];        /* libfabric: the text of spmd__x_what */
+    spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
+    uint64_t unhandled_at; /* its place in the mesh's nfail */
     char err[512];
 };
 
@@ -1377,6 +1461,10 @@ struct spmd_mesh {
     spmd_algo forced_algo;
     int no_xq;             /* SPMD_QUICK_EXCHANGE=0: never the quick exchange (libfabric) */
     size_t stack_size;
+    spmd_scheduler sched;  /* threads or fibers */
+    int carriers;          /* fibers: carrier threads (0: the CPUs available) */
+    uint64_t seed;         /* fibers: 0, or the seed of the ready-order generator */
+    uint32_t nreturned;    /* devices whose function returned in this spmd_run */
     spmd__ktable ktab;     /* the reduction kernels for this CPU, chosen at creation */
     spmd_dev **devs;
     uint32_t nattached;
@@ -1387,7 +1475,7 @@ struct spmd_mesh {
     uint32_t broken;
     spmd_status broken_status;
     char broken_msg[512];
-    uint32_t run_status;   /* first failure seen during spmd_run */
+    uint64_t nfail;        /* failures recorded (spmd__fail): their order in time */
     int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
     int *proc_of;          /* device -> its process (NULL on threads: all 0) */
     int first_local, nlocal; /* this process's devices: a contiguous block */
@@ -1427,21 +1515,29 @@ static void spmd__log(spmd_mesh *m, spmd_log_level lvl, int dev, const char *fmt
     va_end(ap);
 }
 
-/* Record an error on a device: message, log at debug, first failure of a run. */
+/* Record an error on a device: message, log at debug, and the failure of
+   its call until it makes another (spmd__check_dev clears it; spmd_run
+   returns the earliest one left). */
 static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) {
     va_list ap;
-    uint32_t expect = SPMD_OK;
     va_start(ap, fmt);
     vsnprintf(d->err, sizeof d->err, fmt, ap);
     va_end(ap);
-    SPMD__CAS(&d->mesh->run_status, &expect, (uint32_t)s);
+    if (d->unhandled == SPMD_OK) {
+        d->unhandled = s;
+        d->unhandled_at = SPMD__FADD(&d->mesh->nfail, 1u);
+    }
     spmd__log(d->mesh, SPMD_LOG_DEBUG, d->id, "%s: %s", spmd_status_name(s), d->err);
     return s;
 }
 
+static void spmd__fiber_ring(spmd_dev *d);
+
+/* Ring a device's bell: a sleeping thread wakes, a parked fiber becomes ready. */
 static void spmd__wake_dev(spmd_dev *d) {
     SPMD__FADD(&d->bell, 1u);
-    spmd__futex_wake(&d->bell);
+    if (d->fib) spmd__fiber_ring(d);
+    else spmd__futex_wake(&d->bell);
 }
 
 #if SPMD__HAS_LIBFABRIC
@@ -1564,37 +1660,44 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 #define SPMD__V_MINI(a, b, VT, MT) SPMD__SEL((a) < (b), a, b, VT, MT)
 #define SPMD__V_MAXF(a, b, VT, MT) SPMD__SEL(((a) > (b)) | ((a) != (a)), a, b, VT, MT) /* NaN wins */
 #define SPMD__V_MINF(a, b, VT, MT) SPMD__SEL(((a) < (b)) | ((a) != (a)), a, b, VT, MT)
+#define SPMD__S_ADD(a, b) ((a) + (b))
+#define SPMD__S_MUL(a, b) ((a) * 1u * (b)) /* unsigned (or float), whatever the promotion */
+#define SPMD__S_AND(a, b) ((a) & (b))
+#define SPMD__S_OR(a, b) ((a) | (b))
+#define SPMD__S_MAXI(a, b) ((a) > (b) ? (a) : (b))
+#define SPMD__S_MINI(a, b) ((a) < (b) ? (a) : (b))
+#define SPMD__S_MAXF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define SPMD__S_MINF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
 
-/* d = a OP x over m elements of ES bytes, on vectors of type VT: four
-   at a time, then one at a time, then the last partial one zero-padded */
-#define SPMD__COMB1(F, VT, MT, OFF)                                                       \
+/* d = a OP x over m elements of type T, on vectors of type VT (SPMD__V_OP)
+   four at a time, then one at a time, then the last elements as scalars
+   (SPMD__S_OP: a small message is a few instructions) */
+#define SPMD__COMB1(OP, VT, MT, OFF)                                                      \
     {                                                                                    \
         VT va, vx;                                                                       \
         memcpy(&va, a + i + (OFF), sizeof va);                                           \
         memcpy(&vx, x + i + (OFF), sizeof vx);                                           \
-        va = F(va, vx, VT, MT);                                                          \
+        va = SPMD__V_##OP(va, vx, VT, MT);                                               \
         memcpy(d + i + (OFF), &va, sizeof va);                                           \
     }
-#define SPMD__COMB(ATTR, NAME, ES, VT, MT, F)                                             \
+#define SPMD__COMB(ATTR, NAME, T, VT, MT, OP)                                             \
     ATTR static void NAME(void *d_, const void *a_, const void *x_, size_t m) {          \
         unsigned char *d = (unsigned char *)d_;                                          \
         const unsigned char *a = (const unsigned char *)a_, *x = (const unsigned char *)x_; \
-        size_t i = 0, n = m * (ES);                                                      \
+        size_t i = 0, n = m * sizeof(T);                                                 \
         for (; i + 4 * sizeof(VT) <= n; i += 4 * sizeof(VT)) {                           \
-            SPMD__COMB1(F, VT, MT, 0)                                                    \
-            SPMD__COMB1(F, VT, MT, sizeof(VT))                                           \
-            SPMD__COMB1(F, VT, MT, 2 * sizeof(VT))                                       \
-            SPMD__COMB1(F, VT, MT, 3 * sizeof(VT))                                       \
+            SPMD__COMB1(OP, VT, MT, 0)                                                   \
+            SPMD__COMB1(OP, VT, MT, sizeof(VT))                                          \
+            SPMD__COMB1(OP, VT, MT, 2 * sizeof(VT))                                      \
+            SPMD__COMB1(OP, VT, MT, 3 * sizeof(VT))                                      \
         }                                                                                \
-        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(F, VT, MT, 0)           \
-        if (i < n) {                                                                     \
-            VT va, vx;                                                                   \
-            memset(&va, 0, sizeof va);                                                   \
-            memset(&vx, 0, sizeof vx);                                                   \
-            memcpy(&va, a + i, n - i);                                                   \
-            memcpy(&vx, x + i, n - i);                                                   \
-            va = F(va, vx, VT, MT);                                                      \
-            memcpy(d + i, &va, n - i);                                                   \
+        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(OP, VT, MT, 0)          \
+        for (; i < n; i += sizeof(T)) { /* the rest one at a time */                     \
+            T sa, sx;                                                                    \
+            memcpy(&sa, a + i, sizeof sa);                                               \
+            memcpy(&sx, x + i, sizeof sx);                                               \
+            sa = (T)SPMD__S_##OP(sa, sx);                                                \
+            memcpy(d + i, &sa, sizeof sa);                                               \
         }                                                                                \
     }
 
@@ -1602,10 +1705,11 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
    above, lane by lane. A load reads halves (h) and writes f32 bits (o); a
    fin reads f32 bits (w), divides them by G first for a mean (PRE), and
    writes halves (h). */
+#define SPMD__P112 ((float)(1ull << 56) * (float)(1ull << 56)) /* 2^112 */
 #define SPMD__K_B2F o = __builtin_convertvector(h, spmd__vu32x8) << 16;
 #define SPMD__K_H2F                                                                       \
     w = __builtin_convertvector(h, spmd__vu32x8);                                        \
-    o = (spmd__vu32x8)((spmd__vf32x8)((w & 0x7fffu) << 13) * 0x1p112f) |                 \
+    o = (spmd__vu32x8)((spmd__vf32x8)((w & 0x7fffu) << 13) * SPMD__P112) |                 \
         SPMD__SEL((w & 0x7fffu) >= 0x7c00u, (w & 0u) | 0x7f800000u, w & 0u, spmd__vu32x8, spmd__vi32x8) | \
         ((w & 0x8000u) << 16);
 #define SPMD__K_F2B                                                                       \
@@ -1692,12 +1796,12 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
 /* Every kernel built for the baseline ISA (SUF _base) and, on x86-64, the
    hot ones again for AVX2 (SUF _avx2; F16C for the f16 conversions). */
 #define SPMD__HOT_KERNELS(ATTR, SUF)                                                      \
-    SPMD__COMB(ATTR, spmd__add_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
-    SPMD__COMB(ATTR, spmd__mul_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MUL)  \
-    SPMD__COMB(ATTR, spmd__max_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MAXF) \
-    SPMD__COMB(ATTR, spmd__min_f32##SUF, 4, SPMD__VF32##SUF, SPMD__VI32##SUF, SPMD__V_MINF) \
-    SPMD__COMB(ATTR, spmd__add_f64##SUF, 8, SPMD__VF64##SUF, SPMD__VI64##SUF, SPMD__V_ADD)  \
-    SPMD__COMB(ATTR, spmd__add_u32##SUF, 4, SPMD__VU32##SUF, SPMD__VI32##SUF, SPMD__V_ADD)  \
+    SPMD__COMB(ATTR, spmd__add_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, ADD)    \
+    SPMD__COMB(ATTR, spmd__mul_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MUL)    \
+    SPMD__COMB(ATTR, spmd__max_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MAXF)   \
+    SPMD__COMB(ATTR, spmd__min_f32##SUF, float, SPMD__VF32##SUF, SPMD__VI32##SUF, MINF)   \
+    SPMD__COMB(ATTR, spmd__add_f64##SUF, double, SPMD__VF64##SUF, SPMD__VI64##SUF, ADD)   \
+    SPMD__COMB(ATTR, spmd__add_u32##SUF, uint32_t, SPMD__VU32##SUF, SPMD__VI32##SUF, ADD) \
     SPMD__HLOAD(ATTR, spmd__ld_bf16##SUF, SPMD__K_B2F)                                   \
     SPMD__HFIN(ATTR, spmd__fin_bf16##SUF, SPMD__K_NONE, SPMD__K_F2B)                     \
     SPMD__HFIN(ATTR, spmd__mean_bf16##SUF, SPMD__K_DIV, SPMD__K_F2B)
@@ -1727,27 +1831,27 @@ SPMD__HFIN(SPMD__AVX2, spmd__mean_f16_avx2, SPMD__K_DIV, SPMD__K_F2H_F16C)
 #endif
 
 /* The rest, baseline only. */
-#define SPMD__INT_COMBS(S, ES, VT, MT)                                                    \
-    SPMD__COMB(, spmd__max_##S, ES, VT, MT, SPMD__V_MAXI)                               \
-    SPMD__COMB(, spmd__min_##S, ES, VT, MT, SPMD__V_MINI)
-#define SPMD__UINT_COMBS(S, ES, VT, MT)                                                   \
-    SPMD__INT_COMBS(S, ES, VT, MT)                                                      \
-    SPMD__COMB(, spmd__add_##S, ES, VT, MT, SPMD__V_ADD)                                \
-    SPMD__COMB(, spmd__mul_##S, ES, VT, MT, SPMD__V_MUL)
-SPMD__UINT_COMBS(u8, 1, spmd__vu8, spmd__vi8)
-SPMD__UINT_COMBS(u16, 2, spmd__vu16, spmd__vi16)
-SPMD__INT_COMBS(u32, 4, spmd__vu32, spmd__vi32)
-SPMD__COMB(, spmd__mul_u32, 4, spmd__vu32, spmd__vi32, SPMD__V_MUL)
-SPMD__UINT_COMBS(u64, 8, spmd__vu64, spmd__vi64)
-SPMD__INT_COMBS(i8, 1, spmd__vi8, spmd__vi8)
-SPMD__INT_COMBS(i16, 2, spmd__vi16, spmd__vi16)
-SPMD__INT_COMBS(i32, 4, spmd__vi32, spmd__vi32)
-SPMD__INT_COMBS(i64, 8, spmd__vi64, spmd__vi64)
-SPMD__COMB(, spmd__and_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_AND)
-SPMD__COMB(, spmd__or_u8, 1, spmd__vu8, spmd__vi8, SPMD__V_OR)
-SPMD__COMB(, spmd__mul_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MUL)
-SPMD__COMB(, spmd__max_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MAXF)
-SPMD__COMB(, spmd__min_f64, 8, spmd__vf64, spmd__vi64, SPMD__V_MINF)
+#define SPMD__INT_COMBS(S, T, VT, MT)                                                     \
+    SPMD__COMB(, spmd__max_##S, T, VT, MT, MAXI)                                        \
+    SPMD__COMB(, spmd__min_##S, T, VT, MT, MINI)
+#define SPMD__UINT_COMBS(S, T, VT, MT)                                                    \
+    SPMD__INT_COMBS(S, T, VT, MT)                                                       \
+    SPMD__COMB(, spmd__add_##S, T, VT, MT, ADD)                                         \
+    SPMD__COMB(, spmd__mul_##S, T, VT, MT, MUL)
+SPMD__UINT_COMBS(u8, uint8_t, spmd__vu8, spmd__vi8)
+SPMD__UINT_COMBS(u16, uint16_t, spmd__vu16, spmd__vi16)
+SPMD__INT_COMBS(u32, uint32_t, spmd__vu32, spmd__vi32)
+SPMD__COMB(, spmd__mul_u32, uint32_t, spmd__vu32, spmd__vi32, MUL)
+SPMD__UINT_COMBS(u64, uint64_t, spmd__vu64, spmd__vi64)
+SPMD__INT_COMBS(i8, int8_t, spmd__vi8, spmd__vi8)
+SPMD__INT_COMBS(i16, int16_t, spmd__vi16, spmd__vi16)
+SPMD__INT_COMBS(i32, int32_t, spmd__vi32, spmd__vi32)
+SPMD__INT_COMBS(i64, int64_t, spmd__vi64, spmd__vi64)
+SPMD__COMB(, spmd__and_u8, uint8_t, spmd__vu8, spmd__vi8, AND)
+SPMD__COMB(, spmd__or_u8, uint8_t, spmd__vu8, spmd__vi8, OR)
+SPMD__COMB(, spmd__mul_f64, double, spmd__vf64, spmd__vi64, MUL)
+SPMD__COMB(, spmd__max_f64, double, spmd__vf64, spmd__vi64, MAXF)
+SPMD__COMB(, spmd__min_f64, double, spmd__vf64, spmd__vi64, MINF)
 SPMD__ARGEQ(spmd__eq_u8, uint8_t) /* bool */
 SPMD__ARGEQ(spmd__eq_u64, uint64_t)
 SPMD__ARGEQ(spmd__eq_i64, int64_t)
@@ -2279,6 +2383,20 @@ static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[6
     return 1;
 }
 
+static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len);
+
+/* r's signature for messages, saying why it is split where eager was
+   asked for: "psum(f32 x 300000, split: eager asked for, 1200000 bytes
+   exceed its 4096-byte slot)". */
+static void spmd__req_what(const spmd_req *r, char *buf, size_t len) {
+    size_t n;
+    spmd__sig_text(&r->sig, buf, len);
+    n = strlen(buf);
+    if (r->eager_asked && n > 1 && n < len && buf[n - 1] == ')')
+        snprintf(buf + n - 1, len - n + 1, ": eager asked for, %zu bytes exceed its %zu-byte slot)", r->in_bytes,
+                 r->gr->g->eager);
+}
+
 static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
     const char *name = s->kind == SPMD__KIND_ALLREDUCE ? (s->op < SPMD_OP_COUNT ? spmd__op_jax[s->op] : "?")
                        : s->kind < SPMD__KIND_COUNT    ? spmd__kind_names[s->kind]
@@ -2307,9 +2425,12 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
    number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
    where a call starts (spmd__rec_begin), with the call numbers the flight
    recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
-   ms before it joins; skip returns SPMD_OK without joining (the buffers are
-   untouched), like a forgotten collective: its peers time out. */
+   ms before it joins (a fiber yields meanwhile); skip returns SPMD_OK
+   without joining (the buffers are untouched), like a forgotten collective:
+   its peers time out, or see SPMD_ERR_DEADLOCK once it returned or (fibers)
+   when every device is blocked. */
 enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP };
+static void spmd__fiber_yield(spmd_dev *d);
 typedef struct spmd__fault {
     int device, kind;
     uint64_t seq;
@@ -2416,6 +2537,11 @@ static int spmd__fault_at(spmd_dev *d, uint64_t n) {
     f = &d->faults[d->fault_at++];
     spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
               f->kind == SPMD__FAULT_SKIP ? "skipped" : "delayed");
+    if (f->kind == SPMD__FAULT_DELAY && d->fib) { /* a fiber lets the others run meanwhile */
+        uint64_t until = spmd__now_ns() + (uint64_t)f->ms * 1000000u;
+        while (spmd__now_ns() < until) spmd__fiber_yield(d);
+        return 0;
+    }
     if (f->kind == SPMD__FAULT_DELAY) {
         struct timespec ts;
         ts.tv_sec = (time_t)(f->ms / 1000);
@@ -2958,6 +3084,9 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
     if (gr->g->span && gr->g->nloc == 1) return; /* the only member in this process: nobody here to wake */
     SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
+    /* a combining member's finish lets on only those waiting for a slot (its
+       peers wait for the combiner, not for it) */
+    if (r->comb == 1 && !SPMD__LD_SC(&gr->g->nslotwait)) return;
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
 
@@ -2977,11 +3106,20 @@ static int spmd__slot_free(spmd_req *r) {
     if (r->gseq < (uint64_t)g->D) return 1;
     need = r->gseq - (uint64_t)g->D + 1;
     if (my->minleft >= need) return 1;
+    /* another member's last scan may do (left only grows: any scan's
+       minimum is a lower bound), so that a large group scans once, not
+       once per member */
+    if ((lo = SPMD__LD_ACQ(&g->minleft)) >= need) {
+        my->minleft = lo;
+        return 1;
+    }
+    lo = UINT64_MAX;
     for (k = 0; k < g->G; k++) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
         if (v < lo) lo = v;
     }
     my->minleft = lo;
+    if (lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* a race may store a lower one: still a bound */
     return lo >= need;
 }
 
@@ -3122,6 +3260,52 @@ static int spmd__sigs_agree(spmd_req *r) {
     }
     /* split: one member checks under SPMD__S_CHECKING, see the progress */
     if (r->sig.kind == SPMD__KIND_RAGGED && r->sig.algo == SPMD__ALG_EAGER) return spmd__ragged_agree(r);
+    return 1;
+}
+
+/* Combining (thread backend, large groups): a small psum or a barrier of G
+   >= SPMD__COMBINE_MIN members would cost every member O(G) (checking every
+   entry, reducing every input): O(G^2) in all, which dominates a simulated
+   mesh of thousands of devices. Instead each member posts its entry and
+   counts itself in the slot's `arrived` word; the member whose count
+   completes the group (the combiner) checks every signature, reduces every
+   input into its output, copies the result into its own entry and
+   publishes its index in `done`; the others copy the result from there. The
+   same arithmetic in the same order as every member doing it, O(G) in all.
+   Decided from the call alone, so every member of a group agrees (one that
+   disagrees is a mismatch, which the combiner or its own check reports). */
+static int spmd__combines(const spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
+           r->sig.algo == SPMD__ALG_EAGER &&
+           (r->sig.kind == SPMD__KIND_BARRIER ||
+            (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager));
+}
+
+static void spmd__eager(spmd_req *r, int local);
+
+/* 1 once r is finished: the combiner's work, or the copy of its result. */
+static int spmd__combine(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
+    size_t out_bytes = r->count * r->out_size;
+    uint64_t dn;
+    if (r->comb == 2) {
+        unsigned char *mine = (unsigned char *)spmd__entry_at(g, r->gseq, r->gr->me) + SPMD__ENTRY_HDR;
+        r->nseen = g->G; /* every entry is there: the count says so */
+        if (!spmd__sigs_agree(r)) return 1;
+        spmd__eager(r, 0);
+        if (out_bytes) memcpy(mine, r->recv, out_bytes); /* nobody else reads our input */
+        SPMD__ST_SC(&sh->done, (r->gseq << 24) | (uint64_t)(r->gr->me + 1));
+        spmd__finish(r, SPMD_OK); /* wakes the members waiting for it */
+        return 1;
+    }
+    dn = SPMD__LD_ACQ(&sh->done);
+    if ((dn >> 24) != r->gseq || !(dn & 0xffffffu)) return 0;
+    if (out_bytes)
+        memcpy(r->recv, (const unsigned char *)spmd__entry_at(g, r->gseq, (int)(dn & 0xffffffu) - 1) + SPMD__ENTRY_HDR,
+               out_bytes);
+    spmd__finish(r, SPMD_OK);
     return 1;
 }
 
@@ -3516,10 +3700,29 @@ static void spmd__thread_progress(spmd_req *r) {
     g = r->gr->g;
     sh = &g->shared[SPMD__SLOT(g, r->gseq)];
     if (r->state == SPMD__R_POST) {
-        if (!spmd__slot_free(r)) return;
+        if (!spmd__slot_free(r)) {
+            if (r->slotwait) return;
+            r->slotwait = 1; /* counted before the second look (see spmd__finish) */
+            SPMD__FADD(&g->nslotwait, 1u);
+            if (!spmd__slot_free(r)) return;
+        }
+        if (r->slotwait) {
+            r->slotwait = 0;
+            SPMD__FADD(&g->nslotwait, (uint32_t)-1);
+        }
+        r->comb = spmd__combines(r);
+        if (r->comb) {
+            spmd__retag(&sh->arrived, r->gseq, 24);
+            spmd__retag(&sh->done, r->gseq, 24);
+        }
         spmd__post(r);
         r->need = spmd__eager_needs(r);
         r->state = SPMD__R_ARRIVE;
+        if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
+    }
+    if (r->state == SPMD__R_ARRIVE && r->comb) {
+        spmd__combine(r);
+        return;
     }
     if (r->state == SPMD__R_ARRIVE) {
         if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
@@ -3596,9 +3799,11 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      SPMD_COORDINATOR is required (mpirun -x SPMD_COORDINATOR=host:port).
    Job key: SPMD_JOB_KEY (spmdrun makes a random one); under Slurm without
      it "slurm:<job>.<step>"; else empty (logged at info).
-   Deadlines: SPMD_BOOT_TIMEOUT_MS (else SPMD_TIMEOUT_MS, else 60 s) for
-     the whole bootstrap; SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a
-     connection to the coordinator to complete its handshake.
+   Deadlines: SPMD_BOOT_TIMEOUT_MS (else the deadline of the mesh whose
+     creation starts the bootstrap: SPMD_TIMEOUT_MS, else its
+     desc.timeout_ms, else 60 s) for the whole bootstrap;
+     SPMD_BOOT_CONN_TIMEOUT_MS (default 5000) for a connection to the
+     coordinator to complete its handshake.
    Interface: SPMD_SOCKET_IFNAME names the interface whose address process 0
      listens on and the others connect from (like NCCL_SOCKET_IFNAME), and
      the transport takes the fabric domain of that name where the provider
@@ -3620,6 +3825,9 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
        BYE      -                                  (either way: clean exit)
        BROKEN   u32 mesh id, u32 status, u32 process, reason (at most 500 bytes):
                 a mesh broke in that process       (client -> coordinator -> the others)
+       ABORT    u32 status, reason (at most 500 bytes): the coordinator's
+                bootstrap failed (e.g. a process never joined), told to
+                the processes that had joined      (coordinator -> client)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -3647,7 +3855,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 3u
+#define SPMD__BOOT_VERSION 4u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -3658,7 +3866,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -3714,6 +3922,8 @@ typedef struct spmd__boot {
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
+    spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
+    char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
 } spmd__boot;
 
@@ -3776,6 +3986,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
+    case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
     default: return 0;
     }
 }
@@ -4119,6 +4330,35 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
     return SPMD_OK;
 }
 
+/* A HELLO (m, parsed) as the coordinator judges it: 1 when its process may
+   join, else 0 and why. */
+static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, char *why, size_t whylen) {
+    uint32_t np, kl = m->len >= 8 ? spmd__boot_get32(m->payload + 4) : 0;
+    unsigned diff = 0;
+    size_t k;
+    if (m->len < 8 || kl != m->len - 8) { /* (the count is read only from a payload that holds it) */
+        snprintf(why, whylen, "handshake of %u bytes with a key length of %u", (unsigned)m->len, (unsigned)kl);
+        return 0;
+    }
+    np = spmd__boot_get32(m->payload);
+    if (np != (uint32_t)b->nprocs) {
+        snprintf(why, whylen, "process %u says the job has %u processes, not %d", (unsigned)m->rank, (unsigned)np,
+                 b->nprocs);
+        return 0;
+    }
+    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m->payload[8 + k]);
+    if (kl != b->keylen || diff) {
+        snprintf(why, whylen, "job key mismatch (process %u is from another job)", (unsigned)m->rank);
+        return 0;
+    }
+    if (m->rank == 0 || b->peers[m->rank].fd >= 0) {
+        snprintf(why, whylen, "process id %u %s", (unsigned)m->rank,
+                 m->rank == 0 ? "is the coordinator's own" : "joined already");
+        return 0;
+    }
+    return 1;
+}
+
 /* Process 0: listen, then admit every other process. */
 static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -4126,6 +4366,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t sl = 0;
     spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
     struct pollfd *pf;
+    char refused[256] = ""; /* the last handshake refused, for the message of a timeout */
     int npend = 0, joined = 1, one = 1, i, rc;
     spmd_status st = SPMD_OK;
     if (b->ifname[0]) {
@@ -4186,7 +4427,8 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                     o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
                 }
             st = spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
-                                 "joined (missing: %s)", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs, miss);
+                                 "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
+                                 miss, refused[0] ? "; " : "", refused);
             break;
         }
         for (i = 0; i < npend; i++) {
@@ -4212,7 +4454,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             spmd__boot_conn *c = &pend[i];
             spmd__boot_msg m;
             char why[160];
-            int bad, eof;
+            int bad, eof, hello = 0; /* hello: a well-formed HELLO (m.rank is its claim) */
             if (!pf[i + 1].revents) continue;
             eof = spmd__boot_fill(b, c) < 0;
             bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
@@ -4220,34 +4462,16 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
                 snprintf(why, sizeof why, "message type %u before the handshake", m.type);
                 bad = -1;
             } else if (bad == 1) {
-                uint32_t np = spmd__boot_get32(m.payload), kl = m.len >= 8 ? spmd__boot_get32(m.payload + 4) : 0;
-                unsigned diff = 0;
-                size_t k;
-                if (m.len < 8 || kl != m.len - 8) {
-                    snprintf(why, sizeof why, "handshake of %u bytes with a key length of %u", (unsigned)m.len,
-                             (unsigned)kl);
-                    bad = -1;
-                } else if (np != (uint32_t)b->nprocs) {
-                    snprintf(why, sizeof why, "process %u says the job has %u processes, not %d", (unsigned)m.rank,
-                             (unsigned)np, b->nprocs);
-                    bad = -1;
-                } else {
-                    for (k = 0; k < b->keylen && k < kl; k++) diff |= (unsigned)(b->key[k] ^ m.payload[8 + k]);
-                    if (kl != b->keylen || diff) {
-                        snprintf(why, sizeof why, "job key mismatch (process %u is from another job)",
-                                 (unsigned)m.rank);
-                        bad = -1;
-                    } else if (m.rank == 0 || b->peers[m.rank].fd >= 0) {
-                        snprintf(why, sizeof why, "process id %u %s", (unsigned)m.rank,
-                                 m.rank == 0 ? "is the coordinator's own" : "joined already");
-                        bad = -1;
-                    }
-                }
+                hello = 1;
+                bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
             }
             if (bad == 0 && !eof && c->len < c->cap) continue;
             if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
             if (bad != 1) {
                 spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
+                if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
+                    snprintf(refused, sizeof refused, "a handshake as process %u was refused: %s", (unsigned)m.rank,
+                             why);
                 if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
                 spmd__boot_conn_close(b, c);
                 pend[i] = pend[--npend];
@@ -4288,7 +4512,13 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             }
         }
     }
-    for (i = 0; i < npend; i++) spmd__boot_conn_close(b, &pend[i]);
+    for (i = 0; i < npend; i++) {
+        if (st != SPMD_OK) /* a handshake still pending: why the job ends */
+            spmd__boot_send(pend[i].fd, SPMD__BM_REJECT, 0, b->err,
+                            strlen(b->err) < SPMD__BOOT_REASON_MAX ? strlen(b->err) : SPMD__BOOT_REASON_MAX,
+                            spmd__now_ns() + 100000000u);
+        spmd__boot_conn_close(b, &pend[i]);
+    }
     spmd__free(&b->alloc, pf);
     close(b->listen_fd); /* everyone is here: nobody else may join */
     b->listen_fd = -1;
@@ -4461,6 +4691,14 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
     if (st != SPMD_OK) {
         spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);
         if (err) snprintf(err, errlen, "%s", b->err);
+        for (i = 1; b->peers && i < b->nprocs; i++) /* the processes that joined learn why, not just that we left */
+            if (b->peers[i].fd >= 0) {
+                unsigned char p[4 + SPMD__BOOT_BROKEN_MAX];
+                size_t n = strlen(b->err) < SPMD__BOOT_BROKEN_MAX ? strlen(b->err) : SPMD__BOOT_BROKEN_MAX;
+                spmd__boot_put32(p, (uint32_t)st);
+                memcpy(p + 4, b->err, n);
+                spmd__boot_send(b->peers[i].fd, SPMD__BM_ABORT, 0, p, 4 + n, spmd__now_ns() + 100000000u);
+            }
         spmd__boot_close(b);
         return st;
     }
@@ -4555,7 +4793,7 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     return 0;
 }
 
-/* Handle the out-of-band messages (LOST, BYE, BROKEN) at the head of a connection;
+/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -4574,6 +4812,14 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
             }
         } else if (m.type == SPMD__BM_BYE) {
             c->bye = 1;
+        } else if (m.type == SPMD__BM_ABORT && b->rank != 0 && m.len >= 4) { /* kept for the next collective */
+            uint32_t s = spmd__boot_get32(m.payload);
+            size_t k, n = m.len - 4;
+            b->aborted = s != SPMD_OK && s < SPMD_STATUS_COUNT ? (spmd_status)s : SPMD_ERR_SYSTEM;
+            memcpy(b->abort_why, m.payload + 4, n);
+            b->abort_why[n] = '\0';
+            for (k = 0; k < n; k++) /* shown to users: printable ASCII only */
+                if ((unsigned char)b->abort_why[k] < 32 || (unsigned char)b->abort_why[k] > 126) b->abort_why[k] = '?';
         } else {
             break;
         }
@@ -4632,12 +4878,16 @@ static SPMD__UNUSED int spmd__boot_lost(const spmd__boot *b, int rank) {
 /* Wait for the next collective message on c (LOST/BYE handled on the way). */
 static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
                                     uint64_t deadline_ns, const char *what) {
+    int grace = b->rank != 0;
     for (;;) {
         char why[160];
         struct pollfd pf;
         int rc, ms;
         if (spmd__boot_oob(b, c) < 0)
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
+        if (b->aborted) /* the coordinator's reason, not "it left" */
+            return spmd__boot_fail(b, b->aborted, "%s: the coordinator (process 0) ended the job: %s", what,
+                                   b->abort_why);
         if (b->rank != 0 && b->nlost) {
             for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, rc);
@@ -4659,6 +4909,11 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
                                    c->bye ? "left the job" : "lost (connection closed)");
         }
         ms = spmd__boot_ms_left(deadline_ns);
+        if (ms == 0 && grace) { /* the coordinator's deadline passes about when ours does: hear its verdict */
+            grace = 0;
+            deadline_ns = spmd__now_ns() + 500000000u;
+            continue;
+        }
         if (ms == 0) return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "%s: process %d did not answer in time", what, c->rank);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
@@ -4692,6 +4947,9 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     if (b->nprocs == 1) return SPMD_OK;
     round = ++b->round;
     if (b->rank != 0) {
+        if (b->aborted)
+            return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
+                                   b->abort_why);
         if (b->coord.fd < 0)
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
         spmd__boot_put32(msg, round);
@@ -4709,7 +4967,8 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         }
         for (i = 0, o = 4; i < b->nprocs; i++) {
             uint32_t l;
-            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l) {
+            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l ||
+                (i == b->rank && l != len)) { /* (our own entry must be what we sent) */
                 spmd__boot_consume(&b->coord, m.total);
                 return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed result from the coordinator "
                                        "(entry %d)", i);
@@ -4886,6 +5145,8 @@ typedef struct spmd__fab_mr {
     void *desc;
     int refs;
     int owned;                /* one of our own buffers: kept when idle (see spmd__fab_mr_own) */
+    int retired;              /* its memory was forgotten while ops used it: matched by no new
+                                 lookup, closed when the last op ends */
     uint64_t used;            /* LRU clock */
 } spmd__fab_mr;
 
@@ -5006,7 +5267,16 @@ static spmd_status spmd__fab_fail(spmd__fab *f, spmd_status s, const char *fmt, 
    free it and get other pages at the same address, which a registration
    kept by address would then describe wrongly (on verbs and EFA, data to
    or from the old pages). Providers that need registration keep their
-   own cache, invalidated by their memory monitors, under fi_mr_reg. */
+   own cache, invalidated by their memory monitors, under fi_mr_reg.
+   Why sharing is sound: an entry covers the pages of the buffer it was
+   made for, rounded out to whole pages, and every one of those pages
+   holds part of that buffer. While that buffer lives (a caller's: while
+   its ops run; ours: until forgotten) those pages stay mapped as they
+   were, so another buffer inside them may use the entry. Hence an entry
+   made for a caller's buffer is never taken over as ours (it would
+   outlive the caller's buffer), and one whose buffer is forgotten while
+   ops still use it is retired: no new lookup matches it, and the last op
+   closes it. */
 static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, int owned, spmd__fab_mr **out);
 static spmd_status spmd__fab_mr_get(spmd__fab *f, const void *buf, size_t len, spmd__fab_mr **out) {
     return spmd__fab_mr_reg(f, buf, len, 0, out);
@@ -5033,9 +5303,9 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     if (!f->need_mr || len == 0) return SPMD_OK;
     for (i = 0; i < f->nmr; i++) {
         e = f->mrs[i];
-        if (e->mr && e->base <= b && b - e->base <= e->len && len <= e->len - (b - e->base)) {
+        if (e->mr && !e->retired && (e->owned || !owned) && e->base <= b && b - e->base <= e->len &&
+            len <= e->len - (b - e->base)) {
             e->refs++;
-            e->owned |= owned;
             e->used = ++f->mr_clock;
             *out = e;
             return SPMD_OK;
@@ -5084,22 +5354,28 @@ static spmd_status spmd__fab_mr_reg(spmd__fab *f, const void *buf, size_t len, i
     e->desc = fi_mr_desc(mr);
     e->refs = 1;
     e->owned = owned;
+    e->retired = 0;
     e->used = ++f->mr_clock;
     *out = e;
     return SPMD_OK;
 }
 
 /* Forget registrations overlapping [buf, buf+len): call before memory is
-   freed or unmapped. Entries still used by an op are kept. */
+   freed or unmapped. Entries still used by an op are retired (closed when
+   it ends, matched by nobody meanwhile). */
 static SPMD__UNUSED void spmd__fab_mr_forget(spmd__fab *f, const void *buf, size_t len) {
     uintptr_t b = (uintptr_t)buf;
     int i;
     pthread_mutex_lock(&f->lock);
     for (i = 0; i < f->nmr; i++) {
         spmd__fab_mr *e = f->mrs[i];
-        if (e->mr && e->refs == 0 && e->base < b + len && b < e->base + e->len) {
+        if (!e->mr || e->base >= b + len || b >= e->base + e->len) continue;
+        if (e->refs == 0) {
             fi_close(&e->mr->fid);
             e->mr = NULL;
+        } else {
+            e->owned = 0;
+            e->retired = 1;
         }
     }
     pthread_mutex_unlock(&f->lock);
@@ -5152,6 +5428,27 @@ static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_status s, con
 }
 
 static const char *spmd__fab_kind(const spmd__fab_op *op) { return op->kind == SPMD__FOP_SEND ? "send to" : "receive from"; }
+
+static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n);
+/* A failed op's reason without the transport's description of the op
+   (its peer, bytes, tag fields and segment, which op->err starts with and
+   the debug log keeps): what messages for users quote. */
+static SPMD__UNUSED const char *spmd__fab_reason(const spmd__fab_op *op) {
+    char what[160];
+    const char *e = op->err;
+    size_t n;
+    spmd__fab_describe(op, what, sizeof what);
+    n = strlen(what);
+    if (strncmp(e, what, n) != 0 || e[n] != ':' || e[n + 1] != ' ') return e;
+    e += n + 2;
+    if (strncmp(e, "posting ", 8) == 0) e += 8;
+    if (strncmp(e, "segment ", 8) == 0) { /* "segment 3: why" */
+        const char *c = e + 8;
+        while (*c >= '0' && *c <= '9') c++;
+        if (c[0] == ':' && c[1] == ' ') e = c + 2;
+    }
+    return e;
+}
 
 static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n) {
     snprintf(s, n, "%s process %d of %zu bytes, tag group %u seq %u step %u", spmd__fab_kind(op), op->peer, op->len,
@@ -6482,7 +6779,7 @@ checks:
     f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
-        f->next_poll_ns = now + 2000000u;
+        SPMD__ST_REL(&f->next_poll_ns, now + 2000000u); /* (spmd__fab_news reads it without the lock) */
         spmd__boot_poll(f->boot);
     }
     for (op = f->head; op; op = nx) {
@@ -7079,10 +7376,11 @@ static size_t spmd__x_nops(const spmd__group *g) {
     return 3 * (size_t)g->G + 3 * (size_t)g->nloc * (size_t)g->nrp + 4 * (size_t)g->nrp;
 }
 
-/* The name of r's collective in messages: "psum", "all_gather". */
+/* r's collective in messages, with its signature as timeouts name it:
+   "psum(f64 x 4, eager)" (in the device's scratch: one per message). */
 static const char *spmd__x_what(const spmd_req *r) {
-    return r->sig.kind == SPMD__KIND_ALLREDUCE && r->sig.op < SPMD_OP_COUNT ? spmd__op_jax[r->sig.op]
-                                                                           : spmd__kind_names[r->sig.kind];
+    spmd__req_what(r, r->dev->what, sizeof r->dev->what);
+    return r->dev->what;
 }
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
@@ -7702,16 +8000,16 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             st = spmd__fab_peek(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
             if (st != SPMD_OK)
-                return spmd__fail(d, st, "%s over '%s': the input of %s: %s", spmd__x_what(r), r->gr->text, WHO,
-                                  (op + 1)->err);
+                return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r), r->gr->text,
+                                  WHO, spmd__fab_reason(op + 1));
             x->have[k] = 2;
             continue;
         }
         st = spmd__fab_peek(f, op);
         if (st == SPMD_ERR_BUSY) { ready &= !spmd__x_needs(r, k); continue; }
         if (st != SPMD_OK)
-            return spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r),
-                              r->gr->text, WHO, op->err);
+            return spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text, WHO,
+                              spmd__fab_reason(op));
         if (!spmd__x_parse(x->hbuf + (size_t)k * x->hb, op->received, k, g->xhash, r->gseq, x->inl, &h, &bad))
             return spmd__x_bad(r, k, bad, op->received);
         if ((st = spmd__x_vet(r, k, &h)) != SPMD_OK) return st;
@@ -7774,8 +8072,8 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
         if (st != SPMD_OK)
             return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
                               "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
-                              op->err, st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; "
-                              "SPMD_CHECK=1 names them)" : "");
+                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different "
+                              "collectives or sizes; SPMD_CHECK=1 names them)" : "");
         x->brecv++;
     }
     while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->bjoined == g->nloc) {
@@ -7920,7 +8218,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
         if (f->cts && (st = spmd__fab_peek(f, op + 3)) != SPMD_OK) {
             if (st == SPMD_ERR_BUSY) st = SPMD_OK;
             else spmd__fail(d, st, "%s over '%s': process %d: %s", spmd__x_what(r), r->gr->text, g->rprocs[i],
-                            (op + 3)->err);
+                            spmd__fab_reason(op + 3));
             continue;
         }
         st = spmd__fab_post_send(f, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
@@ -7934,8 +8232,8 @@ static spmd_status spmd__x_split(spmd_req *r) {
     for (i = 0; i < g->nrp && st == SPMD_OK; i++) {
         st = x->asent[i] ? spmd__fab_peek(f, &x->aop[4 * i]) : SPMD_ERR_BUSY;
         if (st != SPMD_OK && st != SPMD_ERR_BUSY)
-            spmd__fail(d, st, "%s over '%s': the sum from process %d: %s", spmd__x_what(r), r->gr->text,
-                       g->rprocs[i], x->aop[4 * i].err);
+            spmd__fail(d, st, "%s over '%s': receiving the sum from process %d: %s", spmd__x_what(r), r->gr->text,
+                       g->rprocs[i], spmd__fab_reason(&x->aop[4 * i]));
     }
     if (st == SPMD_OK && x->gone != SPMD_OK)
         st = spmd__fail(d, x->gone, "%s over '%s': another device of this process failed in it", spmd__x_what(r),
@@ -7965,7 +8263,9 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
         if (st == SPMD_ERR_STATE) continue;
         if (st == SPMD_ERR_BUSY) { all = st; continue; }
         if (st != SPMD_OK)
-            return spmd__fail(r->dev, st, "%s over '%s': %s", spmd__x_what(r), r->gr->text, ops[i].err);
+            return spmd__fail(r->dev, st, "%s over '%s': %s process %d: %s", spmd__x_what(r), r->gr->text,
+                              ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                              spmd__fab_reason(&ops[i]));
     }
     return all;
 }
@@ -8167,8 +8467,8 @@ static void spmd__xq_progress(spmd_req *r) {
             spmd__fab_op *op = &g->xq->rop[k];
             if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) return;
-            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': the header of %s: %s", spmd__x_what(r), r->gr->text,
-                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), op->err));
+            spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
+                                       spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
             return;
         }
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
@@ -8179,7 +8479,7 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
-                                   g->rprocs[k], op->err));
+                                   g->rprocs[k], spmd__fab_reason(op)));
         return;
     }
     spmd__finish(r, SPMD_OK);
@@ -8307,7 +8607,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    char who[200], what[96], step[96] = "";
+    char who[200], what[192], step[96] = "";
     size_t at = 0;
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
@@ -8348,7 +8648,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
             if (w > 0) at += (size_t)w;
         }
     }
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, s, "%s over '%s' (operation #%llu of this device, #%llu of its group) %s%s%s%s", what, r->gr->text,
                (unsigned long long)r->global, (unsigned long long)r->gseq, why, step,
                missing ? ": devices not heard from: " : r->state == SPMD__R_DRAIN ? ": sends not completed" : "",
@@ -8394,6 +8694,16 @@ typedef struct spmd__xchan {
     uint64_t *sseq;           /* next to send per (local a, b): [lidx[a] * G + b] */
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
 } spmd__xchan;
+
+/* A message header of n received bytes, from member a to member b, sequence
+   seq of the pair in group ghash: 1 when well formed (inline data: exactly
+   count elements came, a count whose bytes would wrap is refused). */
+static int spmd__xp_hdr_ok(const spmd__phdr *h, size_t n, int a, int b, uint64_t ghash, uint64_t seq) {
+    return n >= SPMD__P_HDR && h->magic == SPMD__P_MAGIC && h->src == (uint32_t)a && h->dst == (uint32_t)b &&
+           h->ghash == ghash && h->seq == seq && h->dtype > SPMD_DTYPE_NONE && h->dtype < SPMD_DTYPE_COUNT &&
+           (!h->has_inline || (h->count <= (n - SPMD__P_HDR) / spmd__dtype_sizes[h->dtype] &&
+                               h->count * spmd__dtype_sizes[h->dtype] == n - SPMD__P_HDR));
+}
 
 /* The group's channel, its header receives posted on first use. xlock held. */
 static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
@@ -8448,11 +8758,9 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         st = spmd__fab_test(m->fab, op);
         if (st == SPMD_ERR_BUSY) continue;
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
-                                             m->proc_of[g->members[a]], op->err);
+                                             m->proc_of[g->members[a]], spmd__fab_reason(op));
         n = op->received;
-        if (n < SPMD__P_HDR || h->magic != SPMD__P_MAGIC || h->src != (uint32_t)a || h->dst != (uint32_t)b ||
-            h->ghash != g->xhash || h->seq != c->rseq[i] || (h->has_inline && n != SPMD__P_HDR + h->count *
-            spmd__dtype_sizes[h->dtype < SPMD_DTYPE_COUNT ? h->dtype : 0]) || h->dtype >= SPMD_DTYPE_COUNT)
+        if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
         x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
@@ -8626,7 +8934,9 @@ static void spmd__xp_progress(spmd_req *r) {
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text, ops[i].err);
+                spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                           ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                           spmd__fab_reason(&ops[i]));
                 spmd__break(m, st, d->id, d->err);
                 spmd__finish(r, st);
                 return;
@@ -8686,6 +8996,39 @@ static void spmd__fab_heard(spmd_mesh *m) {
     SPMD__ST_REL(&m->heard, n);
     pthread_mutex_unlock(&m->fab->lock);
     if (s != SPMD_OK) spmd__break(m, s, -1, why);
+}
+
+/* What other processes said since the bootstrap was last read: read it
+   unless that was within ~2 ms (a coarse clock costs a memory read), then
+   take in the announcements. Every call starts here (spmd__check_dev), so
+   a call that starts after another process's announcement of m's break
+   reached this process finds m broken, as a call on threads would, rather
+   than completing from headers its peers sent before they failed (a
+   process that comes late to an operation its peers gave up on). An
+   announcement that arrives while a call waits is taken in by its poll
+   (spmd__poll); one that arrives within those ~2 ms before a call that
+   finds every header here already is not seen by that call. */
+static void spmd__fab_news(spmd_mesh *m) {
+    spmd__fab *f = m->fab;
+    struct timespec ts;
+    uint64_t now;
+    if (m->nprocs < 2) return;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* behind CLOCK_MONOTONIC by at most a tick */
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now >= SPMD__LD_ACQ(&f->next_poll_ns)) {
+        pthread_mutex_lock(&f->lock);
+        now = spmd__now_ns();
+        if (now >= f->next_poll_ns) {
+            SPMD__ST_REL(&f->next_poll_ns, now + 2000000u);
+            spmd__boot_poll(f->boot);
+        }
+        pthread_mutex_unlock(&f->lock);
+    }
+    if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
 }
 
 static void spmd__fabric_progress(spmd_req *r) {
@@ -8764,8 +9107,13 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
     if (!spmd__world) {
         static int registered;
         spmd__fab_desc fd;
+        int64_t bt = 0;
         memset(&fd, 0, sizeof fd);
         fd.boot.log_level = m->log_level;
+        /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
+           (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
+        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1)
+            fd.boot.timeout_ms = m->timeout_ms;
         st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&spmd__world_lock);
@@ -8976,6 +9324,630 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)want; return SPMD__ALG_EAGER; }
 #endif /* SPMD__HAS_LIBFABRIC */
 
+// >>fibers
+/* The fiber scheduler of the thread backend (desc.scheduler, SPMD_SCHEDULER=fibers).
+   It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
+   context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
+   with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
+   threads that run the fibers.
+   Data flow: spmd_run makes one fiber per device and K carriers; a carrier
+   takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
+   with one carrier the whole run is then reproducible) and switches to it.
+   A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
+   (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
+   takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
+   a parked fiber ready again (spmd__fiber_ring). A park may carry a time
+   limit (its deadline; libfabric: the poll interval): a carrier with nothing
+   ready sleeps until the earliest one or a ring.
+   When nothing is ready, no carrier runs a fiber and every unfinished fiber
+   is parked, the thread backend can never go on. After one more round in
+   which every parked fiber polls again and nothing moves, that is a deadlock
+   (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
+   (per device: the call it waits in, or that it returned) goes to the log at
+   error level, and every parked fiber wakes to fail its call. With libfabric
+   the transport completes things by itself, so there is no such verdict.
+   The thread that called spmd_run watches the carriers: one that runs the
+   same device for 10 s (a tenth of the deadline if less, at least 1 s)
+   without a library wait gets a warning naming it (a
+   device blocked outside spmdcoll, e.g. on its own mutex, stalls its carrier:
+   unsupported under fibers). */
+#if (SPMD__HAS_X86 && defined(__x86_64__) || SPMD__HAS_ARM64) && defined(__ELF__) && !defined(SPMD_FIBER_UCONTEXT)
+#define SPMD__CTX_ASM 1
+#else
+#define SPMD__CTX_ASM 0
+#include <ucontext.h>
+#endif
+#include <signal.h>
+#include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD__ASAN 1
+#endif
+#endif
+#ifdef SPMD__ASAN
+void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#endif
+#ifdef SPMD__TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define SPMD__VALGRIND 1
+#endif
+#endif
+
+#define SPMD__FIBER_STACK ((size_t)256 << 10)
+#define SPMD__STACK_MIN ((size_t)16 << 10)
+#define SPMD__STACK_MAX ((size_t)1 << 30)
+#define SPMD__MAX_CARRIERS 1024
+
+#if SPMD__CTX_ASM
+/* spmd__ctx_switch(from, to): push the callee-saved registers (x86-64: and
+   the SSE/x87 control words) on the current stack, store the stack pointer
+   in *from, load `to` and pop the same frame from there. A new fiber's frame
+   returns into spmd__fiber_entry with the first argument register still
+   holding `from`: the address of the carrier's context, its first member. */
+typedef struct spmd__ctx { void *sp; } spmd__ctx;
+void spmd__ctx_switch(spmd__ctx *from, void *to) __asm__("spmd__ctx_switch_local");
+#if SPMD__HAS_X86
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 64 /* control words, six registers, return address */
+#else
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    sub sp, sp, #160\n"
+        "    stp x19, x20, [sp, #0]\n"
+        "    stp x21, x22, [sp, #16]\n"
+        "    stp x23, x24, [sp, #32]\n"
+        "    stp x25, x26, [sp, #48]\n"
+        "    stp x27, x28, [sp, #64]\n"
+        "    stp x29, x30, [sp, #80]\n"
+        "    stp d8, d9, [sp, #96]\n"
+        "    stp d10, d11, [sp, #112]\n"
+        "    stp d12, d13, [sp, #128]\n"
+        "    stp d14, d15, [sp, #144]\n"
+        "    mov x9, sp\n"
+        "    str x9, [x0]\n"
+        "    mov sp, x1\n"
+        "    ldp x19, x20, [sp, #0]\n"
+        "    ldp x21, x22, [sp, #16]\n"
+        "    ldp x23, x24, [sp, #32]\n"
+        "    ldp x25, x26, [sp, #48]\n"
+        "    ldp x27, x28, [sp, #64]\n"
+        "    ldp x29, x30, [sp, #80]\n"
+        "    ldp d8, d9, [sp, #96]\n"
+        "    ldp d10, d11, [sp, #112]\n"
+        "    ldp d12, d13, [sp, #128]\n"
+        "    ldp d14, d15, [sp, #144]\n"
+        "    add sp, sp, #160\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 160 /* x19..x30, d8..d15 */
+#endif
+#else
+typedef struct spmd__ctx { ucontext_t uc; } spmd__ctx;
+#endif
+
+enum { SPMD__F_READY = 1, SPMD__F_RUNNING, SPMD__F_PARKED, SPMD__F_DONE };
+
+typedef struct spmd__fiber {
+    spmd__ctx ctx;
+    spmd_dev *dev;
+    struct spmd__sched *s;
+    struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
+    unsigned char *map;        /* guard page, then the stack */
+    size_t map_len;
+    unsigned char *lo;         /* the stack: lo .. lo + len */
+    size_t len;
+    int state;                 /* SPMD__F_*; under the scheduler's lock */
+    int started;
+    uint64_t wake_at;          /* parked with a time limit: ready then (0: none) */
+    spmd_req *waiting;         /* parked in a wait for this request (the deadlock report) */
+    void *fake;                /* ASan's fake stack while switched out */
+    void *tsan;                /* TSan's fiber */
+    unsigned vg;               /* valgrind's stack id */
+} spmd__fiber;
+
+typedef struct spmd__carrier {
+    spmd__ctx ctx;             /* first: a new fiber's entry receives its address */
+    struct spmd__sched *s;
+    spmd__fiber *cur;          /* the fiber it runs, or NULL (atomic: the watchdog reads it) */
+    uint64_t switches;         /* fibers switched to (the watchdog) */
+    uint64_t seen;             /* the watchdog's last look at switches, */
+    int quiet, warned;         /* seconds without a switch, and warned for it */
+    pthread_t th;
+    const void *lo;            /* ASan: its own stack */
+    size_t len;
+    void *fake, *tsan;
+} spmd__carrier;
+
+typedef struct spmd__sched {
+    spmd_mesh *m;
+    spmd_fn fn;
+    void *arg;
+    uint32_t lock;             /* spin lock over everything below */
+    uint32_t gen;              /* futex word of idle carriers: bumped when one is needed */
+    uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
+    int n, K;
+    spmd__fiber *fibs;
+    spmd__carrier *cars;
+    spmd__fiber **ready;       /* ring of n: the ready queue */
+    int rhead, rcount;
+    int nlive, nrunning, nidle;
+    uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
+    uint64_t rng;              /* 0: FIFO; else the generator's state */
+    uint64_t moves, mark;      /* rings and ended waits, and their count when a recheck round began */
+    int recheck;               /* a recheck round is under way */
+    int judging;               /* a carrier is writing the deadlock report */
+} spmd__sched;
+
+static void spmd__slock(uint32_t *l) {
+    unsigned n = 0;
+    for (;;) {
+        uint32_t z = 0;
+        if (SPMD__LD_ACQ(l) == 0 && SPMD__CAS(l, &z, 1u)) return;
+        if (++n < 64) spmd__pause();
+        else sched_yield();
+    }
+}
+static void spmd__sunlock(uint32_t *l) { SPMD__ST_REL(l, 0u); }
+
+/* xorshift64*: the seeded draw of the next ready fiber */
+static uint64_t spmd__rand(uint64_t *st) {
+    uint64_t x = *st;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *st = x;
+    return x * 0x2545f4914f6cdd1du;
+}
+
+static void spmd__ready_push(spmd__sched *s, spmd__fiber *f) {
+    f->state = SPMD__F_READY;
+    s->ready[(s->rhead + s->rcount++) % s->n] = f;
+    if (s->nidle) {
+        SPMD__FADD(&s->gen, 1u);
+        spmd__futex_wake(&s->gen);
+    }
+}
+
+static spmd__fiber *spmd__ready_take(spmd__sched *s) {
+    spmd__fiber *f;
+    if (!s->rcount) return NULL;
+    if (s->rng && s->rcount > 1) { /* swap a drawn one to the head */
+        int k = (s->rhead + (int)(spmd__rand(&s->rng) % (uint64_t)s->rcount)) % s->n;
+        f = s->ready[k];
+        s->ready[k] = s->ready[s->rhead];
+        s->ready[s->rhead] = f;
+    }
+    f = s->ready[s->rhead];
+    s->rhead = (s->rhead + 1) % s->n;
+    s->rcount--;
+    return f;
+}
+
+/* Switch between a carrier's loop and a fiber, with the scheduler's lock
+   held: whoever resumes releases it. */
+static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(&c->fake, f->lo, f->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(f->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&c->ctx, f->ctx.sp);
+#else
+    swapcontext(&c->ctx.uc, &f->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(c->fake, NULL, NULL);
+#endif
+}
+
+static void spmd__to_carrier(spmd__fiber *f) {
+    spmd__carrier *c = f->car;
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(f->state == SPMD__F_DONE ? NULL : &f->fake, c->lo, c->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(c->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&f->ctx, c->ctx.sp);
+#else
+    swapcontext(&f->ctx.uc, &c->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(f->fake, &f->car->lo, &f->car->len);
+#endif
+}
+
+static void spmd__run_returned(spmd_dev *d);
+
+/* A fiber's first frame: run the device, then end on the carrier for good. */
+static void spmd__fiber_entry(spmd__carrier *c) {
+    spmd__fiber *f = c->cur;
+    spmd__sched *s = f->s;
+    spmd_dev *d = f->dev;
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(NULL, &c->lo, &c->len);
+#endif
+    spmd__sunlock(&s->lock);
+    s->fn(d, s->arg);
+    spmd__run_returned(d);
+    spmd_detach(d);
+    spmd__slock(&s->lock);
+    f->state = SPMD__F_DONE;
+    s->nlive--;
+    s->moves++;
+    spmd__to_carrier(f);
+    SPMD_ASSERT(!"a finished fiber was resumed");
+}
+
+#if !SPMD__CTX_ASM
+static void spmd__fiber_entry_uc(unsigned hi, unsigned lo) {
+    spmd__fiber_entry((spmd__carrier *)(uintptr_t)(((uint64_t)hi << 32) | lo));
+}
+#endif
+
+/* Map the stack and lay out the first frame (asm: the entry as the return
+   address; ucontext: made when it first runs, on the carrier it runs on). */
+static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096u;
+    stack = (stack + page - 1) / page * page;
+    f->map_len = stack + page;
+    f->map = (unsigned char *)mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (f->map == (unsigned char *)MAP_FAILED) {
+        f->map = NULL;
+        return 0;
+    }
+    if (mprotect(f->map, page, PROT_NONE) != 0) return 0;
+    f->s = s;
+    f->lo = f->map + page;
+    f->len = stack;
+#ifdef SPMD__VALGRIND
+    f->vg = VALGRIND_STACK_REGISTER(f->lo, f->lo + f->len);
+#endif
+#ifdef SPMD__TSAN
+    f->tsan = __tsan_create_fiber(0);
+#endif
+#if SPMD__CTX_ASM
+    {
+        unsigned char *top = f->map + f->map_len;
+        void (*entry)(spmd__carrier *) = spmd__fiber_entry;
+#if SPMD__HAS_X86
+        uint64_t *fr = (uint64_t *)(void *)(top - 72); /* the ret leaves rsp = top - 8, as after a call */
+        memset(fr, 0, 72);
+        fr[0] = 0x1f80u | ((uint64_t)0x037fu << 32); /* MXCSR and x87 control word: the defaults */
+        memcpy(&fr[7], &entry, sizeof entry);
+#else
+        uint64_t *fr = (uint64_t *)(void *)(top - SPMD__CTX_FRAME); /* sp = top after the frame */
+        memset(fr, 0, SPMD__CTX_FRAME);
+        memcpy(&fr[11], &entry, sizeof entry);       /* x30 */
+#endif
+        f->ctx.sp = (void *)fr;
+    }
+#endif
+    return 1;
+}
+
+static void spmd__fiber_unmake(spmd__fiber *f) {
+#ifdef SPMD__VALGRIND
+    if (f->map) VALGRIND_STACK_DEREGISTER(f->vg);
+#endif
+#ifdef SPMD__TSAN
+    if (f->tsan) __tsan_destroy_fiber(f->tsan);
+#endif
+    if (f->map) munmap(f->map, f->map_len);
+}
+
+static void spmd__sleep_end(spmd_dev *d);
+
+/* The device's bell rang (see spmd__wake_dev): a parked fiber is ready. */
+static void spmd__fiber_ring(spmd_dev *d) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    s->moves++;
+    if (f->state == SPMD__F_PARKED) {
+        spmd__sleep_end(d); /* it polls again when it runs: the next finisher need not ring it */
+        spmd__ready_push(s, f);
+    }
+    spmd__sunlock(&s->lock);
+}
+
+/* Park the device's fiber until its bell moves from `bell` (or for at most
+   ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    if (SPMD__LD_SC(&d->bell) != bell) { /* rung since */
+        spmd__sunlock(&s->lock);
+        return;
+    }
+    f->state = SPMD__F_PARKED;
+    f->waiting = r;
+    f->wake_at = 0;
+    if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
+    if (f->wake_at && f->wake_at < s->next_wake) s->next_wake = f->wake_at;
+    spmd__to_carrier(f);
+    f->waiting = NULL;
+    spmd__sunlock(&s->lock);
+}
+
+/* Let the other ready fibers run first (spmd_test polling). */
+static void spmd__fiber_yield(spmd_dev *d) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    spmd__ready_push(s, f);
+    spmd__to_carrier(f);
+    spmd__sunlock(&s->lock);
+}
+
+/* A wait ended: a move that a recheck round looks for. */
+static void spmd__fiber_moved(spmd_dev *d) {
+    spmd__sched *s = d->fib->s;
+    spmd__slock(&s->lock);
+    s->moves++;
+    spmd__sunlock(&s->lock);
+}
+
+static void spmd__wait_text(spmd_req *r, char *buf, size_t len);
+
+/* Nothing ready, nothing running, every live fiber parked (lock held). The
+   first time: a recheck round (every parked fiber polls once more). Then,
+   if nothing moved: a deadlock. Returns with the lock held. */
+static void spmd__fiber_stuck(spmd__sched *s) {
+    spmd_mesh *m = s->m;
+    char sum[400], line[400], prev[400];
+    size_t at = 0;
+    int i, nb = 0, nr = 0, run0 = -1;
+    if (!s->recheck || s->moves != s->mark) {
+        s->recheck = 1;
+        s->mark = s->moves;
+        for (i = 0; i < s->n; i++)
+            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
+        return;
+    }
+    s->recheck = 0;
+    s->judging = 1; /* the lock is let go below: no other carrier judges meanwhile */
+    /* the report: per device, compressing runs of devices in the same state */
+    for (i = 0; i < s->n; i++) {
+        if (s->fibs[i].state == SPMD__F_PARKED) nb++;
+        else if (s->fibs[i].dev->returned) nr++;
+    }
+    at = (size_t)snprintf(sum, sizeof sum,
+                          "deadlock: every device is blocked or has returned (%d blocked, %d returned%s", nb, nr,
+                          nr ? ":" : "");
+    for (i = 0; i < s->n && nr && at < sizeof sum; i++)
+        if (s->fibs[i].state != SPMD__F_PARKED && s->fibs[i].dev->returned) {
+            int w = snprintf(sum + at, sizeof sum - at, " %d", s->fibs[i].dev->id);
+            if (w > 0) at += (size_t)w;
+        }
+    if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
+    spmd__sunlock(&s->lock);
+    spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
+    prev[0] = '\0';
+    for (i = 0; i <= s->n; i++) {
+        spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
+        if (!f) line[0] = '\0';
+        else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
+        else snprintf(line, sizeof line, "%s", f->dev->returned ? "returned from its function" : "(no wait)");
+        if (i && (!f || strcmp(line, prev) != 0)) {
+            int a = s->fibs[run0].dev->id, b = s->fibs[i - 1].dev->id;
+            if (a == b) spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: device %d: %s", a, prev);
+            else spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: devices %d..%d: %s", a, b, prev);
+        }
+        if (!i || !f || strcmp(line, prev) != 0) {
+            run0 = i;
+            memcpy(prev, line, sizeof prev);
+        }
+    }
+    spmd__break(m, SPMD_ERR_DEADLOCK, -1, sum); /* rings every parked fiber */
+    spmd__slock(&s->lock);
+    s->judging = 0;
+}
+
+/* Nothing ready (lock held): wake timed parks that are due, judge a
+   deadlock, or sleep until a ring or the next time limit. */
+static void spmd__carrier_idle(spmd__sched *s) {
+    uint64_t now = spmd__now_ns(), ns;
+    uint32_t gen;
+    int i;
+    if (s->next_wake <= now) {
+        uint64_t next = UINT64_MAX;
+        for (i = 0; i < s->n; i++) {
+            spmd__fiber *f = &s->fibs[i];
+            if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
+            if (f->wake_at <= now) spmd__ready_push(s, f);
+            else if (f->wake_at < next) next = f->wake_at;
+        }
+        s->next_wake = next;
+        if (s->rcount) return;
+    }
+    if (!s->nrunning && !s->judging && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {
+        spmd__fiber_stuck(s);
+        return;
+    }
+    gen = SPMD__LD_ACQ(&s->gen);
+    ns = s->next_wake == UINT64_MAX ? 100000000u : s->next_wake - now;
+    s->nidle++;
+    spmd__sunlock(&s->lock);
+    spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
+    spmd__slock(&s->lock);
+    s->nidle--;
+}
+
+static void *spmd__carrier_main(void *p) {
+    spmd__carrier *c = (spmd__carrier *)p;
+    spmd__sched *s = c->s;
+#ifdef SPMD__TSAN
+    c->tsan = __tsan_get_current_fiber();
+#endif
+    spmd__slock(&s->lock);
+    while (s->nlive) {
+        spmd__fiber *f = spmd__ready_take(s);
+        if (!f) {
+            spmd__carrier_idle(s);
+            continue;
+        }
+        f->state = SPMD__F_RUNNING;
+        f->car = c;
+        SPMD__ST_REL(&c->cur, f);
+        SPMD__ST_REL(&c->switches, c->switches + 1);
+        s->nrunning++;
+#if !SPMD__CTX_ASM
+        if (!f->started) {
+            uintptr_t a = (uintptr_t)c;
+            getcontext(&f->ctx.uc);
+            f->ctx.uc.uc_stack.ss_sp = f->lo;
+            f->ctx.uc.uc_stack.ss_size = f->len;
+            f->ctx.uc.uc_link = NULL;
+            makecontext(&f->ctx.uc, (void (*)(void))spmd__fiber_entry_uc, 2, (unsigned)((uint64_t)a >> 32),
+                        (unsigned)(a & 0xffffffffu));
+        }
+#endif
+        f->started = 1;
+        spmd__to_fiber(c, f);
+        s->nrunning--;
+        SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
+    }
+    /* the last fiber ended: the other carriers and the watchdog go */
+    SPMD__FADD(&s->gen, 1u);
+    spmd__futex_wake(&s->gen);
+    SPMD__ST_SC(&s->finished, 1u);
+    spmd__futex_wake(&s->finished);
+    spmd__sunlock(&s->lock);
+    return NULL;
+}
+
+/* spmd_run under fibers (every device attached): run them and return when all are done. */
+static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
+    spmd__sched s;
+    int i, K, started = 0, lo = m->first_local;
+    spmd_status st = SPMD_OK;
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.fn = fn;
+    s.arg = arg;
+    s.n = m->nlocal;
+    K = m->carriers ? m->carriers : m->ncpu;
+    s.K = K = K < s.n ? K : s.n;
+    s.next_wake = UINT64_MAX;
+    s.rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u : 0u; /* never 0 when seeded */
+    if (s.n == 0) return SPMD_OK;
+    s.fibs = (spmd__fiber *)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.fibs);
+    s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
+    s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
+    if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
+    for (i = 0; st == SPMD_OK && i < s.n; i++) {
+        spmd__fiber *f = &s.fibs[i];
+        memset(f, 0, sizeof *f);
+        f->dev = m->devs[lo + i];
+        if (!spmd__fiber_make(&s, f, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stack of fiber %d (%zu bytes): %s", i,
+                      m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
+            st = SPMD_ERR_NOMEM;
+            s.n = i + 1;
+            break;
+        }
+        f->dev->fib = f;
+    }
+    if (st == SPMD_OK) {
+        for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
+        s.rcount = s.nlive = s.n;
+        for (i = 0; i < K; i++) {
+            memset(&s.cars[i], 0, sizeof s.cars[i]);
+            s.cars[i].s = &s;
+        }
+        for (i = 0; i < K; i++) {
+            pthread_attr_t attr;
+            int e;
+            pthread_attr_init(&attr);
+            if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
+            e = pthread_create(&s.cars[i].th, &attr, spmd__carrier_main, &s.cars[i]);
+            pthread_attr_destroy(&attr);
+            if (e != 0) break;
+            started++;
+        }
+        if (!started) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
+            st = SPMD_ERR_SYSTEM;
+        } else {
+            /* watch the carriers until every fiber is done: warn after 10 s
+               (a tenth of the deadline if that is less, at least 1 s) */
+            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
+            if (limit < 1) limit = 1;
+            while (!SPMD__LD_ACQ(&s.finished)) {
+                spmd__futex_wait(&s.finished, 0u, 1000000000u);
+                for (i = 0; i < started; i++) {
+                    spmd__carrier *c = &s.cars[i];
+                    spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
+                    uint64_t sw = SPMD__LD_ACQ(&c->switches);
+                    c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
+                    if (c->quiet == 0) c->warned = 0;
+                    c->seen = sw;
+                    if (c->quiet >= limit && !c->warned) {
+                        c->warned = 1;
+                        spmd__log(m, SPMD_LOG_WARN, f->dev->id,
+                                  "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
+                                  "outside the library (its own mutex, a sleep)? Under fibers that stalls "
+                                  "every device of the carrier",
+                                  f->dev->id, i, c->quiet);
+                    }
+                }
+            }
+            for (i = 0; i < started; i++) pthread_join(s.cars[i].th, NULL);
+        }
+    }
+    for (i = 0; s.fibs && i < s.n; i++) {
+        if (s.fibs[i].dev) s.fibs[i].dev->fib = NULL;
+        spmd__fiber_unmake(&s.fibs[i]);
+    }
+    for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
+        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
+    spmd__free(&m->alloc, s.fibs);
+    spmd__free(&m->alloc, s.ready);
+    spmd__free(&m->alloc, s.cars);
+    return st;
+}
+
 // >>waiting
 static void spmd__progress_all(spmd_dev *d) {
     spmd_req *q;
@@ -9003,12 +9975,93 @@ static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
     if (missing > shown && at < len) snprintf(buf + at, len - at, " and %d more", missing - shown);
 }
 
+/* 1 if a collective may still be failed: not once the split work started
+   (it is finite and touches the peers' buffers, so it must be finished);
+   a split operation still arriving is marked aborted for its peers. */
+static int spmd__may_abandon(spmd_req *r) {
+    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
+        spmd__group *g = r->gr->g;
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
+                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
+            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
+            return 0;
+    }
+    return r->state != SPMD__R_RUN && r->state != SPMD__R_DRAIN;
+}
+
+/* What a waiting request waits for, for reports: the call, its axes, its
+   sequence numbers and who has not arrived. */
+static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
+    char what[96], who[160];
+    if (r->p2p) {
+        if (snprintf(buf, len, "blocked in %s of %s x %zu %s %d (tag %d) over '%s'",
+                 r->sig.kind == SPMD__KIND_SEND ? "send" : "recv", spmd__dtype_names[r->sig.dtype], r->count,
+                 r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer, r->tag, r->gr->text) >= (int)len)
+            buf[len - 1] = '\0';
+        return;
+    }
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__missing_list(r, who, sizeof who);
+    if (snprintf(buf, len, "blocked in %s over '%s' (operation #%llu of the device, #%llu of its group of %d)%s%s", what,
+             r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, r->gr->g->G,
+             r->state == SPMD__R_POST ? ", still busy with an earlier operation on this group: " :
+             r->state == SPMD__R_ARRIVE ? ", waiting for devices " : "",
+             r->state <= SPMD__R_ARRIVE ? who : "") >= (int)len)
+        buf[len - 1] = '\0'; /* cut short: still a report */
+}
+
+/* Devices whose function returned (spmd_run) will never arrive: a request
+   waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
+   breaks the mesh. 1 if r is now done. */
+static int spmd__gone_check(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    char why[160], what[96];
+    int k, gone = -1;
+    if (r->x || r->state == SPMD__R_DONE) return 0;
+    if (r->p2p) {
+        for (k = 0; k < g->G && gone < 0; k++) {
+            spmd_dev *p = m->devs[g->members[k]];
+            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !SPMD__LD_ACQ(&p->returned)) continue;
+            gone = p->id;
+            if (r->peer < 0) /* any source: only once every other member returned */
+                for (k = 0; k < g->G; k++)
+                    if (k != r->gr->me && !SPMD__LD_ACQ(&m->devs[g->members[k]]->returned)) return 0;
+        }
+        if (gone < 0) return 0;
+        snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
+        if (!spmd__p2p_abandon(r, SPMD_ERR_DEADLOCK, why)) return 0;
+        spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+        return 1;
+    }
+    if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
+    for (k = 0; k < g->G && gone < 0; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        int absent = r->state == SPMD__R_POST
+                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (absent && SPMD__LD_ACQ(&p->returned)) gone = p->id;
+    }
+    if (gone < 0 || !spmd__may_abandon(r)) return 0;
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__fail(d, SPMD_ERR_DEADLOCK,
+               "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+               "returned from its function without %s",
+               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+               r->state == SPMD__R_POST ? "finishing an earlier operation of this group" : "calling it");
+    spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_DEADLOCK);
+    return 1;
+}
+
 /* The deadline passed. Unless the split work already started (it is finite
    and touches the peers' buffers, so it must be finished), fail the request
    and break the mesh. Returns 1 if r is now done. */
 static int spmd__expire(spmd_req *r) {
     spmd_dev *d = r->dev;
-    char who[160], what[96];
+    char who[160], what[192];
 #if SPMD__HAS_LIBFABRIC
     if (r->x) {
         snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
@@ -9021,18 +10074,9 @@ static int spmd__expire(spmd_req *r) {
                  r->sig.kind == SPMD__KIND_SEND ? "nobody received it" : "no matching send arrived");
         return spmd__p2p_abandon(r, SPMD_ERR_TIMEOUT, why);
     }
-    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
-        spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
-            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
-            return 0;
-    } else if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) {
-        return 0;
-    }
+    if (!spmd__may_abandon(r)) return 0;
     spmd__missing_list(r, who, sizeof who);
-    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__req_what(r, what, sizeof what);
     spmd__fail(d, SPMD_ERR_TIMEOUT,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
                "%lld ms: %s %s (spmd_report says what each device is doing)",
@@ -9059,14 +10103,15 @@ static int spmd__on_broken(spmd_req *r) {
 #endif
     if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
-    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
-        spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
-            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
-            return 0;
+    if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
+        char what[400];
+        spmd__wait_text(r, what, sizeof what); /* before an abort changes the state */
+        if (!spmd__may_abandon(r)) return 0;
+        spmd__fail(r->dev, SPMD_ERR_DEADLOCK, "%s; mesh broken by %s", what, m->broken_msg);
+        spmd__finish(r, SPMD_ERR_DEADLOCK);
+        return 1;
     }
+    if (!spmd__may_abandon(r)) return 0;
     s = m->broken_status;
     spmd__fail(r->dev, s, "operation #%llu over '%s' abandoned: mesh broken by %s",
                (unsigned long long)r->global, r->gr->text, m->broken_msg);
@@ -9101,6 +10146,18 @@ static int spmd__check_missing(spmd_req *r) {
     return 0;
 }
 
+/* The device no longer sleeps: out of the sleeper counts of its groups.
+   (Also called by whoever makes a parked fiber ready: it will poll again.) */
+static void spmd__sleep_end(spmd_dev *d) {
+    spmd_req *q;
+    SPMD__ST_SC(&d->sleeping, 0u);
+    for (q = d->head; q; q = q->next)
+        if (q->asleep) {
+            q->asleep = 0;
+            SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+        }
+}
+
 static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
     spmd_req *q;
     uint32_t bell;
@@ -9114,10 +10171,11 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
     SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
     bell = SPMD__LD_SC(&d->bell);
     spmd__progress_all(d);
-    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) spmd__futex_wait(&d->bell, bell, ns);
-    SPMD__ST_SC(&d->sleeping, 0u);
-    for (q = d->head; q; q = q->next)
-        if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) {
+        if (d->fib) spmd__fiber_park(d, r, bell, ns);
+        else spmd__futex_wait(&d->bell, bell, ns);
+    }
+    spmd__sleep_end(d);
 }
 
 /* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
@@ -9146,6 +10204,7 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
 static spmd_status spmd__block(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
+    uint32_t gone = 0; /* devices returned, as last checked */
     int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
     uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
     unsigned iter = crowded && spin == 0 ? 63u : 0u;
@@ -9159,8 +10218,17 @@ static spmd_status spmd__block(spmd_req *r) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
            every 64 polls, the slower phases every time */
-        if ((++iter & 63u) == 0 || !spinning) now = spmd__now_ns();
+        if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
+        if (SPMD__LD_ACQ(&m->nreturned) != gone) {
+            gone = SPMD__LD_ACQ(&m->nreturned);
+            if (spmd__gone_check(r)) break;
+        }
+        if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
+            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap);
+            continue;
+        }
         if (!now) { spmd__pause(); continue; }
 #if SPMD__HAS_LIBFABRIC
         /* the transport moved something since the last look (a large
@@ -9191,6 +10259,7 @@ static spmd_status spmd__block(spmd_req *r) {
             spmd__sleep(d, r, left < cap ? left + 1000 : cap);
         }
     }
+    if (d->fib) spmd__fiber_moved(d);
     return r->status;
 }
 
@@ -9201,7 +10270,7 @@ static void spmd__watch(spmd_req *r) {
     const spmd__group *g = r->gr->g;
     spmd_mesh *m = r->dev->mesh;
     int spins = 0;
-    if (r->x || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
+    if (r->x || r->dev->fib || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
         SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
         return;
     while (r->nseen < g->G && spins < 1024) {
@@ -9229,6 +10298,10 @@ static void spmd__req_link(spmd_dev *d, spmd_req *r) {
 }
 static void spmd__req_unlink(spmd_req *r) {
     spmd_dev *d = r->dev;
+    if (r->slotwait) { /* abandoned while waiting for a slot */
+        r->slotwait = 0;
+        SPMD__FADD(&r->gr->g->nslotwait, (uint32_t)-1);
+    }
     if (r->prev) r->prev->next = r->next; else d->head = r->next;
     if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
     d->inflight--;
@@ -9263,6 +10336,10 @@ static void spmd__req_release(spmd_req *r) {
 
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+#if SPMD__HAS_LIBFABRIC
+    if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
+#endif
     if (SPMD__LD_ACQ(&d->mesh->broken))
         return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
     return SPMD_OK;
@@ -9702,17 +10779,13 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
     {
-        /* overlap is judged on the buffers' nominal sizes, so that every
-           device refuses the same call, also those that read no input
-           (bcast, scatter off the root) or write no output (gather, reduce) */
+        /* only what this device reads and writes: a buffer that is not
+           significant here (bcast's and scatter's send off the root,
+           gather's and reduce's recv) is neither checked nor touched, as
+           in MPI (its size is 0 here) */
         const char *a = (const char *)c->send, *b = (const char *)c->recv;
         size_t in_data = r->in_bytes - r->meta_bytes, out_nom = out_bytes;
-        int overlap;
-        if (c->kind == SPMD__KIND_BCAST) in_data = c->count * r->in_size;
-        if (c->kind == SPMD__KIND_SCATTER) in_data = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_GATHER) out_nom = (size_t)G * c->count * r->in_size;
-        if (c->kind == SPMD__KIND_REDUCE) out_nom = c->count * r->out_size;
-        overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
+        int overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
         if (overlap && !(a == b && in_data == out_nom && spmd__in_place_ok(c->kind))) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
@@ -9755,6 +10828,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         /* eager when the largest input fits the slot, unless split is asked for */
         int fits = max_in <= gr->g->eager;
         r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
         if (r->sig.algo == SPMD__ALG_SPLIT) {
             size_t len, tb, te;
             switch (c->kind) {
@@ -9852,6 +10926,8 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->deadline = 0;
     r->nseen = 0;
     r->asleep = 0;
+    r->comb = 0;
+    r->slotwait = 0;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
     r->send = send;
     r->recv = recv;
@@ -11695,6 +12771,14 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     if (desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: max_inflight %d is outside 0..%d",
                                desc->max_inflight, SPMD__MAX_INFLIGHT);
+    if ((unsigned)desc->scheduler >= SPMD_SCHEDULER_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid scheduler %d", (int)desc->scheduler);
+    if (desc->carriers < 0 || desc->carriers > SPMD__MAX_CARRIERS)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: carriers %d is outside 0..%d (0: the CPUs available)",
+                               desc->carriers, SPMD__MAX_CARRIERS);
+    if (desc->thread_stack_size && (desc->thread_stack_size < SPMD__STACK_MIN || desc->thread_stack_size > SPMD__STACK_MAX))
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: thread_stack_size %zu is outside %zu..%zu (0: the default)",
+                               desc->thread_stack_size, SPMD__STACK_MIN, SPMD__STACK_MAX);
     if (!desc->allocator.alloc != !desc->allocator.free)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: set both allocator.alloc and allocator.free");
     if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
@@ -11731,6 +12815,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     while (m->D < (desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT)) m->D *= 2;
     m->ktab = spmd__kernel_table();
     m->stack_size = desc->thread_stack_size;
+    m->carriers = (int)spmd__env_int("SPMD_CARRIERS", 1, SPMD__MAX_CARRIERS, desc->carriers, NULL);
+    m->seed = (uint64_t)spmd__env_int("SPMD_SCHED_SEED", 0, INT64_MAX, (int64_t)(desc->sched_seed & INT64_MAX), NULL);
+    if (desc->sched_seed && !getenv("SPMD_SCHED_SEED")) m->seed = desc->sched_seed;
     {
         const char *a = getenv("SPMD_ALGO");
         if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
@@ -11748,6 +12835,17 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
 #else
     m->vt = &spmd__thread_vt;
 #endif
+    /* the default: fibers on the thread backend when devices outnumber CPUs
+       (faster at every size measured, README "Fibers") */
+    m->sched = desc->scheduler ? desc->scheduler
+               : m->backend == SPMD_BACKEND_THREADS && size > m->ncpu ? SPMD_SCHEDULER_FIBERS
+                                                                       : SPMD_SCHEDULER_THREADS;
+    {
+        const char *a = getenv("SPMD_SCHEDULER");
+        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
+        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
+        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
+    }
     m->gbuckets = 1024;
     m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
     m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
@@ -11807,6 +12905,7 @@ int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes) {
     return s == SPMD_OK ? spmd__axes_size(m, ax, n) : -(int)s;
 }
 spmd_backend spmd_mesh_backend(const spmd_mesh *m) { return m ? m->backend : SPMD_BACKEND_DEFAULT; }
+spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m) { return m ? m->sched : SPMD_SCHEDULER_DEFAULT; }
 spmd_status spmd_mesh_status(const spmd_mesh *m) {
     if (!m) return SPMD_ERR_NULL;
     return SPMD__LD_ACQ(&m->broken) ? m->broken_status : SPMD_OK;
@@ -11882,6 +12981,17 @@ spmd_status spmd_detach(spmd_dev *d) {
     return s;
 }
 
+/* A device's function returned: peers that wait for it can stop waiting
+   (spmd__gone_check); wake those asleep. */
+static void spmd__run_returned(spmd_dev *d) {
+    spmd_mesh *m = d->mesh;
+    int i;
+    SPMD__ST_SC(&d->returned, 1u);
+    SPMD__FADD(&m->nreturned, 1u);
+    for (i = 0; i < m->size; i++)
+        if (SPMD__LD_SC(&m->devs[i]->sleeping)) spmd__wake_dev(m->devs[i]);
+}
+
 typedef struct spmd__run_ctx {
     spmd_mesh *m;
     spmd_fn fn;
@@ -11906,9 +13016,30 @@ static void *spmd__run_thread(void *p) {
     gate = c->gate;
     pthread_mutex_unlock(&c->lock);
     d = c->m->devs[a->device]; /* attached for us by spmd_run */
-    if (gate > 0) c->fn(d, c->arg);
+    if (gate > 0) {
+        c->fn(d, c->arg);
+        spmd__run_returned(d);
+    }
     spmd_detach(d);
     return NULL;
+}
+
+/* What spmd_run returns (its devices joined): the status that broke the
+   mesh, else the earliest failure a device did not go on from (its last
+   call failed), else SPMD_OK. */
+static spmd_status spmd__run_result(spmd_mesh *m) {
+    spmd_status s = SPMD_OK;
+    uint64_t at = UINT64_MAX;
+    int i;
+    if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        spmd_dev *d = m->devs[i];
+        if (d->unhandled != SPMD_OK && d->unhandled_at < at) {
+            s = d->unhandled;
+            at = d->unhandled_at;
+        }
+    }
+    return s;
 }
 
 spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
@@ -11944,7 +13075,17 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             return SPMD_ERR_BUSY;
         }
     }
-    SPMD__ST_SC(&m->run_status, (uint32_t)SPMD_OK);
+    for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
+    SPMD__ST_SC(&m->nreturned, 0u);
+    for (i = 0; i < m->size; i++) SPMD__ST_SC(&m->devs[i]->returned, 0u);
+    if (m->sched == SPMD_SCHEDULER_FIBERS) {
+        spmd__free(&m->alloc, args);
+        spmd__free(&m->alloc, th);
+        s = spmd__fibers_run(m, fn, arg);
+        if (s == SPMD_OK) s = spmd__run_result(m);
+        SPMD__ST_SC(&m->running, 0u);
+        return s;
+    }
     c.m = m;
     c.fn = fn;
     c.arg = arg;
@@ -11974,7 +13115,7 @@ spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
         s = SPMD_ERR_SYSTEM;
     } else {
-        s = (spmd_status)SPMD__LD_ACQ(&m->run_status);
+        s = spmd__run_result(m);
     }
     SPMD__ST_SC(&m->running, 0u);
     return s;
@@ -12486,8 +13627,12 @@ spmd_status spmd_test(spmd_req *r, int *done) {
     if (done) *done = 0;
     if (s != SPMD_OK) return s;
     if (!done) return SPMD_ERR_NULL;
-    if (r->state != SPMD__R_DONE) spmd__poll(r, spmd__now_ns());
-    if (r->state != SPMD__R_DONE) return SPMD_OK;
+    if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
+        spmd__gone_check(r);
+    if (r->state != SPMD__R_DONE) {
+        if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
+        return SPMD_OK;
+    }
     s = r->status;
     spmd__req_release(r);
     *done = 1;

@@ -1420,9 +1420,106 @@ static int *ring_perm(int g)
     return p;
 }
 
+/* ---- devices-scaling mode (--scale) -------------------------------------------
+   Time per call against the number of devices, on a 2-axis mesh (N/8, 8)
+   named ("a", "b"), under both schedulers of the thread backend: psum of 8
+   floats over "*", all_gather of 1 float over "*", ppermute of 8 floats
+   around the ring of every device, barrier over "*". Every device makes the
+   same calls; device 0 times them (wall clock, between two barriers).
+     build/bench --scale [--max N] [--threads-max N] [--carriers K]
+   N: 8, 16, ... up to --max (default 4096); OS threads only up to
+   --threads-max (default 256: 1,024 threads take seconds per call). */
+typedef struct scale_arg {
+    int op, calls, *perm;
+    double per_call;
+    spmd_status st;
+} scale_arg;
+
+static void scale_device(spmd_dev *d, void *p)
+{
+    scale_arg *a = (scale_arg *)p;
+    int n = spmd_mesh_size(spmd_device_mesh(d)), i;
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    float *g = a->op == 1 ? malloc((size_t)n * sizeof(float)) : NULL;
+    spmd_array X = {x, SPMD_F32, 1, {8}}, Y = {y, SPMD_F32, 1, {8}};
+    double t0 = 0;
+    spmd_status s = spmd_barrier(d, "*", NULL);
+    for (i = 0; i < 2 && s == SPMD_OK; i++) /* warm-up: the stacks' first pages, the groups */
+        s = a->op == 0 ? spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL) : spmd_barrier(d, "*", NULL);
+    if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
+    if (spmd_device_id(d) == 0) t0 = now_s();
+    for (i = 0; i < a->calls && s == SPMD_OK; i++) {
+        switch (a->op) {
+        case 0: s = spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL); break;
+        case 1: s = spmd_allgather(d, x, g, 1, SPMD_F32, "*", NULL); break;
+        case 2: s = spmd_ppermute(d, &X, &Y, "*", a->perm, n, NULL); break;
+        default: s = spmd_barrier(d, "*", NULL); break;
+        }
+    }
+    if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
+    if (spmd_device_id(d) == 0) a->per_call = (now_s() - t0) / a->calls;
+    if (s != SPMD_OK) a->st = s;
+    free(g);
+}
+
+static int scale_main(int argc, char **argv)
+{
+    static const char *const ops[4] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier"};
+    int max = 4096, tmax = 256, carriers = 0, i, n, op, sch;
+    for (i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--threads-max") == 0 && i + 1 < argc) tmax = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--carriers") == 0 && i + 1 < argc) carriers = atoi(argv[++i]);
+        else die("--scale: unknown option %s", argv[i]);
+    }
+    if (max > 4096 || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most 4096, --threads-max and --carriers >= 0");
+    printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
+           carriers);
+    printf("%-8s %-8s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3]);
+    for (n = 8; n <= max; n *= 2) {
+        for (sch = SPMD_SCHEDULER_THREADS; sch <= SPMD_SCHEDULER_FIBERS; sch++) {
+            spmd_mesh_desc desc;
+            spmd_mesh *m;
+            double t[4];
+            int *perm;
+            if (sch == SPMD_SCHEDULER_THREADS && n > tmax) continue;
+            memset(&desc, 0, sizeof desc);
+            desc.ndim = 2;
+            desc.shape[0] = n / 8;
+            desc.shape[1] = 8;
+            desc.axis_names[0] = "a";
+            desc.axis_names[1] = "b";
+            desc.scheduler = (spmd_scheduler)sch;
+            desc.carriers = carriers;
+            if (spmd_mesh_create(&desc, &m) != SPMD_OK) die("%s", "--scale: mesh_create failed");
+            perm = malloc(2 * (size_t)n * sizeof(int));
+            for (i = 0; i < n; i++) {
+                perm[2 * i] = i;
+                perm[2 * i + 1] = (i + 1) % n;
+            }
+            for (op = 0; op < 4; op++) {
+                scale_arg a = {op, 0, perm, 0, SPMD_OK};
+                /* enough calls for ~0.3 s at the cost of the curve */
+                a.calls = n <= 64 ? 2000 : n <= 256 ? 200 : n <= 1024 ? 50 : 20;
+                if (sch == SPMD_SCHEDULER_THREADS && n >= 128) a.calls = 20;
+                if (spmd_run(m, scale_device, &a) != SPMD_OK || a.st != SPMD_OK)
+                    die("--scale: %s failed", ops[op]);
+                t[op] = a.per_call * 1e6;
+            }
+            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f\n", n, sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers",
+                   t[0], t[1], t[2], t[3]);
+            fflush(stdout);
+            free(perm);
+            spmd_mesh_destroy(m);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config cfg;
+    if (argc > 1 && strcmp(argv[1], "--scale") == 0) return scale_main(argc, argv);
     parse_args(&cfg, argc, argv);
     spmd_mesh *m = make_mesh(&cfg);
     int first_local = first_local_device(m), lead = spmd_mesh_process_id(m) == 0;

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults and cmake, all's second lane)
+# side: faults, cmake and fuzz, all's second lane; fuzz: each fuzz target
+# briefly, as make fuzz built them)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure. Every skip is listed with its reason at the
@@ -48,7 +49,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
-    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard"
+    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
     [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
@@ -66,6 +67,28 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ $rc != 0 ] || grep -q '^FAIL' $LOG/$kind-$t.err; then
             sed -n '1,30p' $LOG/$kind-$t.err | sed 's/^/      /'
         fi
+    done
+}
+
+# The thread-backend suites under each scheduler set by the environment
+# (plain build, quick sizes; ~55 s): fibers on one carrier with two seeds,
+# on two carriers with a third, and OS threads (the default is fibers where
+# devices outnumber CPUs). A failure names the settings that replay it.
+run_fibers() {
+    for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
+        set -- $cfg
+        for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
+            exe=$B/plain/$t
+            if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
+            name="SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
+            out=$LOG/sched-$1-$2-$3-$t
+            start=$(date +%s)
+            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
+                timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
+            end=$(date +%s)
+            add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)" $out.err
+            if [ $rc != 0 ] || grep -q '^FAIL' $out.err; then sed -n '1,30p' $out.err | sed 's/^/      /'; fi
+        done
     done
 }
 
@@ -314,23 +337,61 @@ run_examples() {
     done
 }
 
-# all: the fault suites (mostly waiting out deadlines, little CPU) and the
-# cmake test run in a second lane (mode side) beside the others; their lines
-# and counts join at the end.
+# all: the fault suites (mostly waiting out deadlines, little CPU), the
+# cmake test and the short fuzz runs run in a second lane (mode side) beside
+# the others; their lines and counts join at the end.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_compile
+    run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_compile
     run_fabric_tsan; run_fabric_matrix; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
     if [ $# -lt 2 ]; then
-        echo "  second lane (fault suites, cmake): no closing line: FAILED"; F=$((F + 1))
+        echo "  second lane (fault suites, cmake, fuzz): no closing line: FAILED"; F=$((F + 1))
     else
         P=$((P + $1)); F=$((F + $2)); S=$((S + ${3:-0}))
         cat $LOG/skipped-side >>$LOG/skipped-all
     fi
+}
+
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (10) from
+# a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
+# build/), then once over each input that once crashed it (fuzz/regress/
+# <target>: fixed since, kept as regression tests). A target that finds
+# something, or a regression input that fails, is a failure (the input is
+# left in build/test-logs). Not built: skipped without clang or libfabric,
+# else failed.
+FUZZ_TARGETS="boot xhdr lane spec env"
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+run_fuzz() {
+    for t in $FUZZ_TARGETS; do
+        exe=$B/fuzz/$t
+        if [ ! -x "$exe" ]; then
+            if have_fabric && command -v clang >/dev/null 2>&1; then echo "  fuzz/$t: not built: FAILED"; F=$((F + 1))
+            else echo "  fuzz/$t: clang or libfabric missing: skipped"; skip 1 "fuzz/$t: clang or libfabric missing"; fi
+            continue
+        fi
+        log=$LOG/fuzz-$t
+        rm -rf $B/fuzz/corpus-$t && mkdir -p $B/fuzz/corpus-$t
+        if timeout $((FUZZ_SECONDS + 60)) "$exe" -max_total_time=$FUZZ_SECONDS -timeout=10 -rss_limit_mb=2048 \
+               -print_final_stats=1 -artifact_prefix=$LOG/fuzz-$t- $B/fuzz/corpus-$t fuzz/corpus/$t >$log.out 2>&1; then
+            P=$((P + 1))
+            echo "  fuzz/$t: $(sed -n 's/^stat::number_of_executed_units: *//p' $log.out) runs in ${FUZZ_SECONDS}s, $(grep -a -o 'cov: [0-9]*' $log.out | tail -n 1)"
+        else
+            F=$((F + 1)); echo "  fuzz/$t: FAILED (log: $log.out)"
+            grep -a -e 'ERROR' -e 'runtime error' -e 'Assertion' -e 'Test unit written' $log.out | sed -n '1,6p' | sed 's/^/      /'
+        fi
+        if [ -d fuzz/regress/$t ]; then
+            if "$exe" fuzz/regress/$t/* >$log-regress.out 2>&1; then
+                P=$((P + 1)); echo "  fuzz/$t regressions: $(ls fuzz/regress/$t | wc -l) inputs ok"
+            else
+                F=$((F + 1)); echo "  fuzz/$t regressions: FAILED (log: $log-regress.out)"
+                grep -a -e 'Running:' -e 'ERROR' -e 'runtime error' -e 'Assertion' $log-regress.out | sed -n '1,6p' | sed 's/^/      /'
+            fi
+        fi
+    done
 }
 
 case $mode in
@@ -338,11 +399,13 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) run_fabric; run_cmake ;;
+    side) run_fabric; run_cmake; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
+    fibers) run_fibers ;;
+    fuzz) run_fuzz ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|compile|cmake|faults|side|fabric|matrix]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode

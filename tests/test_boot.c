@@ -15,6 +15,7 @@
 #include "proclib.h"
 #include <arpa/inet.h>
 #include <sys/stat.h>
+#include <poll.h>
 
 static void blob_of(int rank, int round, unsigned char *b, size_t *len) {
     size_t i;
@@ -80,6 +81,42 @@ static int connect_to(int port) {
         usleep(10000);
     }
     return -1;
+}
+
+/* Does the peer close fd (the coordinator rejecting or dropping it) within
+   secs? Whatever it sends first (a REJECT) is read and dropped. */
+static int closed_within(int fd, double secs) {
+    double end = p_now() + secs;
+    char buf[512];
+    for (;;) {
+        struct pollfd pf;
+        double left = end - p_now();
+        ssize_t r;
+        if (left <= 0) return 0;
+        pf.fd = fd; pf.events = POLLIN; pf.revents = 0;
+        if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0) continue;
+        r = read(fd, buf, sizeof buf);
+        if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) return 1;
+    }
+}
+
+/* Send garbage on fd (if any), then wait for the coordinator to close it:
+   the connection and the rejection are checked (within 10 s), the socket
+   closed here. */
+static void send_then_closed(int fd, const void *p, size_t n, const char *what, double t0) {
+    T_CHECK(fd >= 0, "%s: could not connect to the coordinator", what);
+    if (fd < 0) return;
+    if (n) T_CHECK(write(fd, p, n) == (ssize_t)n, "%s: write", what);
+    T_CHECK(closed_within(fd, 10.0), "%s: the coordinator did not close the connection (%.1f s into the test)",
+            what, p_now() - t0);
+    close(fd);
+}
+
+/* Half a message, then our side's end: the coordinator reads both. */
+static void shutdown_after(int fd, const void *p, size_t n) {
+    if (fd < 0) return;
+    T_CHECK(write(fd, p, n) == (ssize_t)n, "half a payload: write");
+    shutdown(fd, SHUT_WR);
 }
 
 static size_t hdr(unsigned char *p, uint32_t magic, uint32_t ver, uint32_t type, uint32_t rank, uint32_t len) {
@@ -185,7 +222,7 @@ static void test_wrong_key(void) {
 
 static void test_garbage(void) {
     char coord[64];
-    int port = p_free_port(), fd, hang, i;
+    int port = p_free_port(), fd, hang = -1, i;
     const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=k",
                         "SPMD_BOOT_TIMEOUT_MS=15000", "SPMD_BOOT_CONN_TIMEOUT_MS=800", NULL};
     const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=k",
@@ -200,37 +237,40 @@ static void test_garbage(void) {
     p0 = p_spawn("boot-garbage0", "status", e0);
     /* 1: random bytes */
     fd = connect_to(port);
-    T_CHECK(fd >= 0, "could not connect to the coordinator on port %d", port);
     for (i = 0; i < (int)sizeof m; i++) m[i] = (unsigned char)(rand() >> 7);
-    if (fd >= 0) { (void)!write(fd, m, sizeof m); close(fd); }
+    send_then_closed(fd, m, sizeof m, "random bytes", t0);
     /* 2: a truncated header, left open (must be dropped after its deadline) */
     hang = connect_to(port);
+    T_CHECK(hang >= 0, "truncated header: could not connect to the coordinator on port %d", port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 8);
-    if (hang >= 0) (void)!write(hang, m, 10);
+    if (hang >= 0) T_CHECK(write(hang, m, 10) == 10, "truncated header: write");
     /* 3: a valid header announcing 4 GiB */
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 0xffffffffu);
-    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    send_then_closed(fd, m, n, "4 GiB", t0);
     /* 4: a HELLO whose key length disagrees with its size */
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 9);
     spmd__boot_put32(m + n, 2); spmd__boot_put32(m + n + 4, 100); m[n + 8] = 'k';
-    if (fd >= 0) { (void)!write(fd, m, n + 9); usleep(50000); close(fd); }
+    send_then_closed(fd, m, n + 9, "key length", t0);
     /* 5: a collective message before any handshake, 6: an unknown version, 7: a process id out of range,
        8: half a payload then close */
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_GATHER, 1, 0);
-    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    send_then_closed(fd, m, n, "gather first", t0);
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, 77, SPMD__BM_HELLO, 1, 0);
-    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    send_then_closed(fd, m, n, "version 77", t0);
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 99, 9);
-    if (fd >= 0) { (void)!write(fd, m, n); usleep(50000); close(fd); }
+    send_then_closed(fd, m, n, "process 99", t0);
     fd = connect_to(port);
     n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 1, 9);
-    if (fd >= 0) { (void)!write(fd, m, n + 4); usleep(50000); close(fd); }
-    usleep(1200000); /* past the truncated connection's deadline */
+    shutdown_after(fd, m, n + 4);
+    send_then_closed(fd, NULL, 0, "half a payload", t0);
+    /* the truncated connection is dropped once its handshake deadline (800 ms) passes: wait for that, then
+       let process 1 join (a condition, not a sleep) */
+    T_CHECK(hang >= 0 && closed_within(hang, 10.0), "the coordinator did not drop the truncated connection within 10 s");
     p1 = p_spawn("boot-garbage1", "status", e1);
     s1 = p_wait(p1, 20);
     s0 = p_wait(p0, 20);
@@ -316,7 +356,7 @@ static void test_spmdrun_signal(const char *run, int sig) {
     t0 = p_now();
     while (p_now() - t0 < 10 && (got = read_pids(dir, 3, pids)) < 3) usleep(20000);
     T_CHECK(got == 3, "spmdrun signal %d: only %d of 3 processes started", sig, got);
-    usleep(100000); /* they are sleeping now */
+    /* (a process may still be its shell, before the exec: stopped all the same) */
     kill(job, sig);
     rc = p_exit_code(p_wait(job, 10));
     T_CHECK(rc == 128 + sig, "spmdrun got signal %d: exit %d, want %d: %s", sig, rc, 128 + sig, p_read(tag, "err"));

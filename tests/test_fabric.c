@@ -24,7 +24,14 @@
    segment is left in /dev/shm.
    Tag group fields (test_gids): groups that run in lockstep never share one.
    Check mode is refused where its headers exceed the provider's inject size
-   under clear-to-send (net under SPMD_FABRIC_STRICT=1). */
+   under clear-to-send (net under SPMD_FABRIC_STRICT=1).
+   Registrations (strict mode) never outlive the memory they were made for:
+   buffers freed and allocated again at the same address, our own buffers
+   in a caller's pages, and ours freed while a caller's op uses their
+   registration (mode mrreuse).
+   A job over the shm provider whose processes die by SIGKILL leaves nothing
+   of its own in /dev/shm after spmdrun returns, and what is not the job's
+   stays (test_shmkill). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -645,6 +652,176 @@ static int child_mrfull(void) {
     return bad;
 }
 
+/* mode "mrreuse" (strict: every buffer registered; no lane; 2 processes):
+   buffers freed and allocated again at the same address with new contents,
+   every result checked against the plain reference (fill), and the
+   registration cache checked after each step: once a buffer's ops ended,
+   no registration may outlive the memory it was made for.
+   1. A caller's buffer of 64 KiB + 13 bytes (malloc; several pages), used
+      for a send and a receive, freed and allocated again, 8 times: the
+      address must repeat (else the test proves nothing), the data must be
+      right, and no registration is left after each round.
+   2. One of our own buffers (spmd__fab_mr_own) allocated in the first page
+      of a caller's buffer that a receive uses: our buffer must get a
+      registration of its own page, not take over the caller's (which
+      covers the caller's three pages and would then stay after the
+      receive, describing pages the caller may free).
+   3. One of our own buffers forgotten (freed) while a caller's receive in
+      its page uses its registration: that registration must end with the
+      receive, and a receive posted meanwhile must not take it. */
+#define MRR_LEN ((size_t)65536 + 13)
+static int mrr_live(const spmd__fab *f, uintptr_t lo, uintptr_t hi, char *why, size_t n) {
+    int i, k = 0;
+    for (i = 0; i < f->nmr; i++) {
+        const spmd__fab_mr *e = f->mrs[i];
+        if (e->mr && (e->base < lo || e->base + e->len > hi)) {
+            if (!k++) snprintf(why, n, "registration of [%p, +%zu) (owned %d, users %d)", (void *)e->base, e->len,
+                               e->owned, e->refs);
+        }
+    }
+    return k;
+}
+static int mrr_pair(spmd__fab *f, unsigned char *out, unsigned char *in, size_t len, int round, const char *what) {
+    spmd__fab_op so, ro;
+    uint64_t dl = spmd__now_ns() + 30000000000ull, tag = SPMD__FAB_TAG(9, round, 1);
+    spmd_status a, b;
+    int peer = 1 - f->rank;
+    memset(&so, 0, sizeof so);
+    memset(&ro, 0, sizeof ro);
+    fill(out, len, f->rank, peer, 9, round, 0);
+    memset(in, 0xee, len);
+    a = spmd__fab_post_recv(f, &ro, peer, tag, in, len, dl);
+    b = spmd__fab_post_send(f, &so, peer, tag, out, len, dl);
+    if (a == SPMD_OK) a = spmd__fab_wait(f, &ro);
+    if (b == SPMD_OK) b = spmd__fab_wait(f, &so);
+    if (a != SPMD_OK || b != SPMD_OK) {
+        printf("%s, round %d: recv %s, send %s (%s %s)\n", what, round, spmd_status_name(a), spmd_status_name(b), ro.err,
+               so.err);
+        return 1;
+    }
+    {
+        unsigned char *want = (unsigned char *)malloc(len);
+        int bad;
+        fill(want, len, peer, f->rank, 9, round, 0);
+        bad = memcmp(want, in, len) != 0;
+        free(want);
+        if (bad) { printf("%s, round %d: wrong data received\n", what, round); return 1; }
+    }
+    return 0;
+}
+static int child_mrreuse(void) {
+    spmd__fab *f;
+    unsigned char *buf, *prev = NULL, *in, *blk;
+    char why[160] = "";
+    int rc = open_fab(&f), r, repeats = 0, bad = 0, xfail = 0, peer;
+    if (rc) return rc;
+    if (!f->need_mr || f->nlanes) {
+        printf("mrreuse: needs SPMD_FABRIC_STRICT=1 and SPMD_SHM_LANE=0 (need_mr %d, lanes %d)\n", f->need_mr, f->nlanes);
+        spmd__fab_close(f);
+        return 1;
+    }
+    peer = 1 - f->rank;
+    in = (unsigned char *)malloc(MRR_LEN);
+    /* 1: free and allocate again, new contents each time */
+    for (r = 0; r < 8 && !bad; r++) {
+        buf = (unsigned char *)malloc(MRR_LEN);
+        repeats += buf == prev;
+        prev = buf;
+        bad |= mrr_pair(f, buf, in, MRR_LEN, r, "reuse");
+        if (!bad && mrr_live(f, 0, 0, why, sizeof why)) {
+            printf("reuse, round %d: %s left after the ops ended\n", r, why);
+            bad = 1;
+        }
+        free(buf);
+    }
+    if (!bad && repeats < 4) {
+        printf("reuse: the address repeated %d times in 8 allocations: the test would prove nothing\n", repeats);
+        bad = 1;
+    }
+    /* 2: our buffer in the first page of a caller's receive buffer */
+    if (!bad && posix_memalign((void **)&blk, 4096, 3 * 4096) == 0) {
+        spmd__fab_op ro, so;
+        unsigned char *ub = blk + 256, *own = blk + 16, *out = (unsigned char *)malloc(3 * 4096);
+        size_t ul = 3 * 4096 - 512;
+        uint64_t dl = spmd__now_ns() + 30000000000ull;
+        spmd_status a, b;
+        memset(&ro, 0, sizeof ro);
+        memset(&so, 0, sizeof so);
+        fill(out, ul, f->rank, peer, 9, 100, 0);
+        a = spmd__fab_post_recv(f, &ro, peer, SPMD__FAB_TAG(9, 100, 1), ub, ul, dl);
+        spmd__fab_mr_own(f, own, 64); /* allocated while the receive runs */
+        b = spmd__fab_post_send(f, &so, peer, SPMD__FAB_TAG(9, 100, 1), out, ul, dl);
+        if (a == SPMD_OK) a = spmd__fab_wait(f, &ro);
+        if (b == SPMD_OK) b = spmd__fab_wait(f, &so);
+        if (a != SPMD_OK || b != SPMD_OK) {
+            printf("own buffer in a caller's page: recv %s, send %s\n", spmd_status_name(a), spmd_status_name(b));
+            bad = xfail = 1;
+        } else {
+            unsigned char *want = (unsigned char *)malloc(ul);
+            fill(want, ul, peer, f->rank, 9, 100, 0);
+            if (memcmp(want, ub, ul) != 0) { printf("own buffer in a caller's page: wrong data\n"); bad = 1; }
+            free(want);
+            if (mrr_live(f, (uintptr_t)blk, (uintptr_t)blk + 4096, why, sizeof why)) {
+                printf("own buffer of 64 bytes in the first page of a caller's receive: %s left after it ended (only "
+                       "the own buffer's page may stay registered)\n", why);
+                bad = 1;
+            }
+        }
+        spmd__fab_mr_forget(f, own, 64);
+        /* 3: our buffer forgotten while a caller's receive in its page uses its registration */
+        if (!xfail) {
+            int bad3 = 0;
+            spmd__fab_op r2, r3, s2, s3;
+            const spmd__fab_mr *e;
+            memset(&r2, 0, sizeof r2); memset(&r3, 0, sizeof r3);
+            memset(&s2, 0, sizeof s2); memset(&s3, 0, sizeof s3);
+            spmd__fab_mr_own(f, blk, 4096);
+            a = spmd__fab_post_recv(f, &r2, peer, SPMD__FAB_TAG(9, 101, 1), blk + 1024, 512, dl);
+            e = r2.mr;
+            spmd__fab_mr_forget(f, blk, 4096); /* freed while the receive uses its registration */
+            b = spmd__fab_post_recv(f, &r3, peer, SPMD__FAB_TAG(9, 102, 1), blk + 2048, 512, dl);
+            if (a != SPMD_OK || b != SPMD_OK || !e || r3.mr == e) {
+                printf("own buffer forgotten while in use: recv %s/%s, registration %p, the later receive's %p "
+                       "(must differ)\n", spmd_status_name(a), spmd_status_name(b), (const void *)e, (void *)r3.mr);
+                bad = 1;
+                bad3 = a != SPMD_OK || b != SPMD_OK || !e;
+            }
+            if (!bad3) {
+                spmd__fab_post_send(f, &s2, peer, SPMD__FAB_TAG(9, 101, 1), out, 512, dl);
+                spmd__fab_post_send(f, &s3, peer, SPMD__FAB_TAG(9, 102, 1), out, 512, dl);
+                if (spmd__fab_wait(f, &r2) != SPMD_OK || spmd__fab_wait(f, &r3) != SPMD_OK ||
+                    spmd__fab_wait(f, &s2) != SPMD_OK || spmd__fab_wait(f, &s3) != SPMD_OK) {
+                    printf("own buffer forgotten while in use: a transfer failed\n");
+                    bad = 1;
+                } else if (mrr_live(f, 0, 0, why, sizeof why)) {
+                    printf("own buffer forgotten while in use: %s left after its receive ended\n", why);
+                    bad = 1;
+                }
+                {
+                    unsigned char want[512];
+                    fill(want, 512, peer, f->rank, 9, 100, 0); /* the first 512 bytes of the peer's out */
+                    if (memcmp(want, blk + 1024, 512) != 0 || memcmp(want, blk + 2048, 512) != 0) {
+                        printf("own buffer forgotten while in use: wrong data\n");
+                        bad = 1;
+                    }
+                }
+            }
+            if (bad3) {
+                spmd__fab_cancel(f, &r2, SPMD_ERR_STATE, "mrreuse");
+                spmd__fab_cancel(f, &r3, SPMD_ERR_STATE, "mrreuse");
+            }
+        }
+        free(out);
+        free(blk);
+    }
+    if (spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull) != SPMD_OK) { printf("barrier failed\n"); bad = 1; }
+    printf("%s: freed and reallocated buffers (address repeated %d of 8 times), registrations checked on %s\n",
+           bad ? "FAILED" : "ok", repeats, f->prov);
+    spmd__fab_close(f);
+    free(in);
+    return bad;
+}
+
 /* Check mode where its 128-byte headers exceed what the provider injects
    while clear-to-send is on (net under SPMD_FABRIC_STRICT=1: 64 bytes): the
    mesh is refused with SPMD_ERR_UNSUPPORTED and a message naming both
@@ -683,6 +860,94 @@ static int child_checkinject(void) {
     if (m) spmd_mesh_destroy(m);
     printf("%s: check mode refused where headers exceed the inject size\n", bad ? "FAILED" : "ok");
     return bad;
+}
+
+/* mode "shmkill" (shm provider, under spmdrun): every process says its pid,
+   then, once all have opened the transport (so libfabric's shm provider
+   has made its region in /dev/shm), dies by SIGKILL, which runs no
+   cleanup. Process 1 first makes a file in /dev/shm named like a shm
+   region of another (dead) process, SHMKILL_DECOY: not this job's. */
+static int child_shmkill(void) {
+    spmd__fab *f;
+    spmd_status st;
+    int rc = open_fab(&f);
+    if (rc) return rc;
+    printf("pid %d\n", (int)getpid());
+    fflush(stdout);
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull);
+    if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); return 1; }
+    if (f->rank == 1 && getenv("SHMKILL_DECOY")) {
+        char path[128];
+        int fd;
+        snprintf(path, sizeof path, "/dev/shm/%s:0:0", getenv("SHMKILL_DECOY"));
+        fd = open(path, O_CREAT | O_WRONLY, 0600);
+        if (fd >= 0) close(fd);
+    }
+    st = spmd__boot_barrier(f->boot, spmd__now_ns() + 30000000000ull); /* the decoy exists before anyone dies */
+    if (st != SPMD_OK) { printf("barrier: %s %s\n", spmd_status_name(st), f->boot->err); return 1; }
+    kill(getpid(), SIGKILL);
+    return 1;
+}
+
+/* A pid that is gone and belongs to no job: a child's, reaped. */
+static int dead_pid(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    if (p > 0) waitpid(p, NULL, 0);
+    return (int)p;
+}
+
+/* Entries of /dev/shm whose name begins with prefix; the first in *first. */
+static int shm_count(const char *prefix, char *first, size_t n) {
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    int k = 0;
+    if (!dir) return 0;
+    while ((e = readdir(dir)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && k++ == 0 && first) snprintf(first, n, "%s", e->d_name);
+    closedir(dir);
+    return k;
+}
+
+/* A job over the shm provider whose processes are SIGKILLed leaves nothing
+   of its own in /dev/shm once spmdrun returns (libfabric's regions are
+   named <pid>:<n>:<n>: spmdrun removes those of the pids it started), and
+   files that are not the job's stay: one made before the job and one made
+   during it, both named after a dead pid that is not the job's. */
+static void test_shmkill(void) {
+    char envs[96], pre[64], during[64], prefix[40], first[256] = "";
+    int rc, fd, dpre = dead_pid(), dduring = dead_pid(), pids = 0;
+    const char *log, *p;
+    snprintf(pre, sizeof pre, "/dev/shm/%d:0:0", dpre);
+    snprintf(during, sizeof during, "/dev/shm/%d:0:0", dduring);
+    fd = open(pre, O_CREAT | O_WRONLY, 0600);
+    if (fd >= 0) close(fd);
+    snprintf(envs, sizeof envs, "SHMKILL_DECOY=%d", dduring);
+    rc = p_spmdrun("fabric-shmkill", 2, "--provider shm", "shmkill", envs);
+    log = p_read("fabric-shmkill", "log");
+    if (strstr(log, "SKIP")) {
+        T_SKIP("shm kill test: shm provider not available (%s/fabric-shmkill.log)", p_logdir);
+        unlink(pre);
+        unlink(during);
+        return;
+    }
+    T_CHECK(rc == 128 + SIGKILL, "shm kill: spmdrun exited %d, want %d (a process killed)", rc, 128 + SIGKILL);
+    for (p = log; (p = strstr(p, "] pid ")) != NULL; p++) {
+        int pid = atoi(p + 6);
+        pids++;
+        snprintf(prefix, sizeof prefix, "%d:", pid);
+        T_CHECK(shm_count(prefix, first, sizeof first) == 0, "shm kill: /dev/shm/%s of process pid %d is left", first,
+                pid);
+        snprintf(prefix, sizeof prefix, "spmd-lane-%d-", pid);
+        T_CHECK(shm_count(prefix, first, sizeof first) == 0, "shm kill: /dev/shm/%s of process pid %d is left", first,
+                pid);
+    }
+    T_CHECK(pids == 2, "shm kill: %d processes said their pid, want 2: %.400s", pids, log);
+    T_CHECK(access(pre, F_OK) == 0, "shm kill: %s, made before the job, was removed", pre);
+    T_CHECK(access(during, F_OK) == 0, "shm kill: %s, not the job's, was removed", during);
+    if (rc != 128 + SIGKILL || pids != 2) p_show("fabric-shmkill", "log");
+    unlink(pre);
+    unlink(during);
 }
 
 /* Segments of the lane whose process is gone (the name carries its pid). */
@@ -836,7 +1101,9 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "lanekill") == 0) return child_lanekill();
         if (strcmp(argv[2], "bulk") == 0) return child_bulk();
         if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
+        if (strcmp(argv[2], "mrreuse") == 0) return child_mrreuse();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
+        if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
         return 2;
@@ -862,8 +1129,10 @@ int main(int argc, char **argv) {
     run_mode("fabric-bulk-shm-2", 2, "--provider shm", "bulk", "");
     run_mode("fabric-bulk-tcp-2", 2, "--provider tcp", "bulk", "");
     run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
+    run_mode("fabric-mrreuse-strict-2", 2, "--provider tcp", "mrreuse", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     test_lanekill();
+    test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
 }

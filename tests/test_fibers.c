@@ -1,0 +1,582 @@
+/* test_fibers.c - devices as fibers (desc.scheduler = SPMD_SCHEDULER_FIBERS):
+   meshes of 1,024 and 4,096 devices checked against plain sums, one carrier
+   and two, seeded runs that replay exactly and differ between seeds,
+   deadlocks reported at once with SPMD_ERR_DEADLOCK and a report naming
+   every device, a returned device under both schedulers, bad desc fields,
+   and a stack overflow that faults on the guard page (in a child process).
+   Also the combining path of large groups (SPMD__COMBINE_MIN = 16 and up:
+   one member reduces for all): psum over groups of 16, 17 and 33 under both
+   schedulers, several dtypes and ops on random inputs against a reference
+   computed here in device order, async calls waited in reverse, barriers,
+   and a count mismatch that every member reports. */
+#define _GNU_SOURCE 1 /* sigaltstack, siginfo_t */
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "testlib.h"
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static spmd_mesh *fmesh(int a, int b, spmd_scheduler sch, int carriers, uint64_t seed, int64_t timeout_ms,
+                        spmd_log_fn log, void *user) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status s;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = a;
+    desc.shape[1] = b;
+    desc.axis_names[0] = "a";
+    desc.axis_names[1] = "b";
+    desc.scheduler = sch;
+    desc.carriers = carriers;
+    desc.sched_seed = seed;
+    desc.timeout_ms = timeout_ms;
+    desc.log_fn = log;
+    desc.log_user = user;
+    desc.log_level = log ? SPMD_LOG_ERROR : SPMD_LOG_OFF;
+    s = spmd_mesh_create(&desc, &m);
+    T_CHECK(s == SPMD_OK, "mesh (%d, %d): %s", a, b, stname(s));
+    return m;
+}
+
+/* ---- large meshes against a plain reference -------------------------------- */
+
+typedef struct big_arg {
+    int iters, over_all;
+    long bad;          /* devices with a wrong result */
+    spmd_status st;    /* a failing status, if any */
+} big_arg;
+
+static void big_device(spmd_dev *d, void *p) {
+    big_arg *a = (big_arg *)p;
+    int id = spmd_device_id(d), n = spmd_mesh_size(spmd_device_mesh(d));
+    int it, k, wrong = 0;
+    int c[SPMD_MAX_AXES];
+    spmd_device_coords(d, c);
+    for (it = 0; it < a->iters; it++) {
+        double x[8], y[8];
+        int32_t g[8], row[8];
+        spmd_status s;
+        for (k = 0; k < 8; k++) x[k] = (double)(id * 8 + k + it);
+        /* over "b": the 8 devices of one row, ids c[0]*8 .. c[0]*8+7 */
+        s = spmd_psum(d, x, y, 8, SPMD_F64, "b", NULL);
+        if (s != SPMD_OK) { a->st = s; break; }
+        for (k = 0; k < 8; k++) {
+            double want = 0;
+            int j;
+            for (j = 0; j < 8; j++) want += (double)((c[0] * 8 + j) * 8 + k + it);
+            if (y[k] != want) wrong = 1;
+        }
+        if (a->over_all) { /* every device: sum over ids of (8 id + k + it) */
+            s = spmd_psum(d, x, y, 8, SPMD_F64, "*", NULL);
+            if (s != SPMD_OK) { a->st = s; break; }
+            for (k = 0; k < 8; k++)
+                if (y[k] != 8.0 * ((double)n * (n - 1) / 2) + (double)n * (k + it)) wrong = 1;
+        }
+        row[0] = id;
+        s = spmd_allgather(d, row, g, 1, SPMD_I32, "b", NULL);
+        if (s != SPMD_OK) { a->st = s; break; }
+        for (k = 0; k < 8; k++)
+            if (g[k] != c[0] * 8 + k) wrong = 1;
+        s = spmd_barrier(d, "*", NULL);
+        if (s != SPMD_OK) { a->st = s; break; }
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_big(void) {
+    static const struct { int n, carriers, iters, over_all; } cs[] = {
+        {256, 2, 2, 1}, {1024, 1, 3, 1}, {1024, 2, 3, 1}, {4096, 1, 2, 0}, {4096, 2, 1, 1}};
+    int i, quick = env_quick(), most = 4096;
+#if defined(__SANITIZE_THREAD__)
+    most = 256; /* ThreadSanitizer: every fiber is a thread to it, and 1,024 of them take minutes */
+#endif
+    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++) {
+        spmd_mesh *m;
+        big_arg a;
+        spmd_status run;
+        double t0 = now_s();
+        if (quick && cs[i].n == 4096 && cs[i].over_all) continue; /* sanitizers: 4,096 once */
+        if (cs[i].n > most) continue;
+        m = fmesh(cs[i].n / 8, 8, SPMD_SCHEDULER_FIBERS, cs[i].carriers, 0, 0, NULL, NULL);
+        if (!m) continue;
+        memset(&a, 0, sizeof a);
+        a.iters = cs[i].iters;
+        a.over_all = cs[i].over_all;
+        run = spmd_run(m, big_device, &a);
+        T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                "%d devices on %d carriers: run %s, a call %s, %ld devices with wrong results", cs[i].n,
+                cs[i].carriers, stname(run), stname(a.st), a.bad);
+        T_CHECK(spmd_mesh_scheduler(m) == SPMD_SCHEDULER_FIBERS, "scheduler");
+        if (!quick) printf("  %d devices, %d carrier(s), %d rounds: %.2f s\n", cs[i].n, cs[i].carriers, a.iters,
+                           now_s() - t0);
+        T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+    }
+}
+
+/* ---- combining groups against a plain reference ---------------------------- */
+
+typedef struct comb_case { spmd_dtype dt; spmd_op op; int count; } comb_case;
+static const comb_case comb_cases[] = {
+    {SPMD_F32, SPMD_OP_SUM, 7},  {SPMD_F64, SPMD_OP_SUM, 33}, {SPMD_I32, SPMD_OP_SUM, 200}, {SPMD_U8, SPMD_OP_MAX, 17},
+    {SPMD_I16, SPMD_OP_MIN, 9},  {SPMD_F32, SPMD_OP_MEAN, 5}, {SPMD_BF16, SPMD_OP_SUM, 40}, {SPMD_F16, SPMD_OP_MAX, 3},
+    {SPMD_BOOL, SPMD_OP_SUM, 11}, {SPMD_F32, SPMD_OP_SUM, 1}};
+#define COMB_NC ((int)(sizeof comb_cases / sizeof comb_cases[0]))
+
+/* Device id's element i of case c: small random values (sums stay exact in
+   integers; floats in device order as the library adds them). */
+static uint64_t comb_bits(int c, int id, int i) {
+    uint64_t st = ((uint64_t)c << 40) ^ ((uint64_t)id << 20) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
+    return splitmix64(&st);
+}
+static double comb_in(int c, int id, int i) { /* the value as a double */
+    uint64_t b = comb_bits(c, id, i);
+    switch (comb_cases[c].dt) {
+    case SPMD_BOOL: return (double)(b & 1);
+    case SPMD_U8: return (double)(b & 0xff);
+    case SPMD_I16: return (double)(int16_t)(b & 0xffff);
+    case SPMD_I32: return (double)(int32_t)(b & 0xfffff) - 0x80000;
+    case SPMD_F16: return (double)ref_f16_to_f32((uint16_t)(0x3c00 + (b & 0x3ff)) ^ (uint16_t)((b >> 10 & 1) << 15));
+    case SPMD_BF16: return (double)ref_bf16_to_f32((uint16_t)(0x3f80 + (b & 0x7f)));
+    default: return (double)((int64_t)(b % 2001) - 1000) / 8.0;
+    }
+}
+static void comb_store(spmd_dtype dt, void *buf, int i, double v) {
+    switch (dt) {
+    case SPMD_BOOL: case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case SPMD_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case SPMD_F16: ((uint16_t *)buf)[i] = ref_f32_to_f16((float)v); break;
+    case SPMD_BF16: ((uint16_t *)buf)[i] = ref_f32_to_bf16((float)v); break;
+    case SPMD_F64: ((double *)buf)[i] = v; break;
+    default: ((float *)buf)[i] = (float)v; break;
+    }
+}
+/* The expected output element: reduce over the group's members in order. */
+static int comb_expect_ok(int c, const int *members, int G, const void *out, int i) {
+    const comb_case *k = &comb_cases[c];
+    double acc = comb_in(c, members[0], i);
+    float facc = (float)acc;
+    int j;
+    for (j = 1; j < G; j++) {
+        double x = comb_in(c, members[j], i);
+        if (k->op == SPMD_OP_MAX) acc = x > acc ? x : acc;
+        else if (k->op == SPMD_OP_MIN) acc = x < acc ? x : acc;
+        else acc += x;
+        facc = k->op == SPMD_OP_MAX ? (x > facc ? (float)x : facc) : facc + (float)x; /* f32 arithmetic, in order */
+    }
+    switch (k->dt) {
+    case SPMD_BOOL: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_U8: return ((const uint8_t *)out)[i] == (uint8_t)acc;
+    case SPMD_I16: return ((const int16_t *)out)[i] == (int16_t)acc;
+    case SPMD_I32: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_F16: return ((const uint16_t *)out)[i] == ref_f32_to_f16(facc);
+    case SPMD_BF16: return ((const uint16_t *)out)[i] == ref_f32_to_bf16(facc);
+    case SPMD_F64: return ((const double *)out)[i] == acc; /* eighths: exact */
+    default: return ((const float *)out)[i] == (k->op == SPMD_OP_MEAN ? facc / (float)G : facc);
+    }
+}
+
+typedef struct comb_arg { int mismatch; long bad; spmd_status st; int nmis; } comb_arg;
+
+static void comb_device(spmd_dev *d, void *p) {
+    comb_arg *a = (comb_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), c, i, j;
+    int members[64], wrong = 0;
+    unsigned char in[COMB_NC][1600], out[COMB_NC][1600];
+    spmd_req *rq[COMB_NC];
+    spmd_status s;
+    for (j = 0; j < G; j++) members[j] = id - me + j; /* "b" is the minor axis */
+    for (c = 0; c < COMB_NC; c++)
+        for (i = 0; i < comb_cases[c].count; i++) comb_store(comb_cases[c].dt, in[c], i, comb_in(c, id, i));
+    if (a->mismatch) { /* the last member of every group asks for one element more */
+        s = spmd_psum(d, in[0], out[0], comb_cases[0].count + (me == G - 1), SPMD_F32, "b", NULL);
+        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
+        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
+        return;
+    }
+    for (c = 0; c < COMB_NC; c++) { /* blocking; the same calls on every device, right or wrong */
+        s = spmd_allreduce(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt, comb_cases[c].op, "b", NULL);
+        if (s != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+        if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+    }
+    memset(out, 0, sizeof out);
+    for (c = 0; c < COMB_NC; c++) /* all in flight, waited in reverse */
+        if ((s = spmd_allreduce_start(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt,
+                                      comb_cases[c].op, "b", NULL, &rq[c])) != SPMD_OK) { a->st = s; return; }
+    for (c = COMB_NC - 1; c >= 0; c--) {
+        if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_combining(void) {
+    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
+        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
+        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1}};
+    int i, mis;
+    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
+        for (mis = 0; mis < 2; mis++) {
+            spmd_mesh *m = fmesh(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 5, mis ? 20000 : 0, NULL, NULL);
+            comb_arg a;
+            spmd_status run;
+            double t0 = now_s();
+            if (!m) continue;
+            memset(&a, 0, sizeof a);
+            a.mismatch = mis;
+            run = spmd_run(m, comb_device, &a);
+            if (!mis)
+                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                        "combining (%d, %d) %s: run %s, a call %s, %ld devices with wrong results", cs[i].rows,
+                        cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", stname(run), stname(a.st),
+                        a.bad);
+            else /* every member of every group reports it, long before the 20 s deadline */
+                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
+                            now_s() - t0 < 10.0,
+                        "combining mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
+                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
+            spmd_mesh_destroy(m);
+        }
+}
+
+/* ---- seeded interleavings ----------------------------------------------------- */
+
+#define TRACE_MAX 20000
+typedef struct trace_arg {
+    int len;
+    int16_t who[TRACE_MAX]; /* the device of each spmd_test poll, in order */
+    spmd_status st;
+    long bad;
+} trace_arg;
+
+/* Each device starts a psum and polls it with spmd_test, logging every poll;
+   then a second round. The log is the interleaving: which device polled when. */
+static void trace_device(spmd_dev *d, void *p) {
+    trace_arg *a = (trace_arg *)p;
+    int id = spmd_device_id(d), n = spmd_mesh_size(spmd_device_mesh(d)), round;
+    for (round = 0; round < 2; round++) {
+        int32_t x = id + round, y = -1, done = 0;
+        spmd_req *r;
+        spmd_status s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "*", NULL, &r);
+        while (s == SPMD_OK && !done) {
+            int at = __atomic_fetch_add(&a->len, 1, __ATOMIC_RELAXED);
+            if (at < TRACE_MAX) a->who[at] = (int16_t)id;
+            s = spmd_test(r, &done);
+        }
+        if (s != SPMD_OK) a->st = s;
+        if (y != n * (n - 1) / 2 + n * round) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static trace_arg traces[4];
+
+static void run_trace(trace_arg *t, uint64_t seed) {
+    spmd_mesh *m = fmesh(4, 8, SPMD_SCHEDULER_FIBERS, 1, seed, 0, NULL, NULL);
+    spmd_status run;
+    memset(t, 0, sizeof *t);
+    if (!m) return;
+    run = spmd_run(m, trace_device, t);
+    T_CHECK(run == SPMD_OK && t->st == SPMD_OK && t->bad == 0 && t->len <= TRACE_MAX,
+            "seed %llu: run %s, a call %s, %ld wrong sums, %d polls", (unsigned long long)seed, stname(run),
+            stname(t->st), t->bad, t->len);
+    spmd_mesh_destroy(m);
+}
+
+static int same_trace(const trace_arg *a, const trace_arg *b) {
+    return a->len == b->len && memcmp(a->who, b->who, (size_t)a->len * sizeof a->who[0]) == 0;
+}
+
+static void test_seeds(void) {
+    run_trace(&traces[0], 12345);
+    run_trace(&traces[1], 12345);
+    run_trace(&traces[2], 777);
+    run_trace(&traces[3], 0); /* FIFO */
+    T_CHECK(traces[0].len > 32, "seed 12345: only %d polls", traces[0].len);
+    T_CHECK(same_trace(&traces[0], &traces[1]), "seed 12345 twice: the poll orders differ (%d and %d polls)",
+            traces[0].len, traces[1].len);
+    T_CHECK(!same_trace(&traces[0], &traces[2]), "seeds 12345 and 777 gave the same poll order");
+    T_CHECK(!same_trace(&traces[0], &traces[3]), "seed 12345 and FIFO gave the same poll order");
+    {   /* FIFO with one carrier: devices run in id order, so the first polls are 0, 1, 2, ... */
+        int k, fifo = traces[3].len >= 32;
+        for (k = 0; fifo && k < 32; k++) fifo = traces[3].who[k] == k;
+        T_CHECK(fifo, "FIFO: the first 32 polls are not devices 0..31 in order");
+    }
+}
+
+/* ---- deadlocks ------------------------------------------------------------------ */
+
+typedef struct dl_arg {
+    int kind;
+    spmd_status st[64];
+    char msg[64][400];
+    char report[8192]; /* the log lines */
+    int rlen;
+} dl_arg;
+
+static void dl_log(void *user, spmd_log_level level, int device, const char *msg) {
+    dl_arg *a = (dl_arg *)user;
+    size_t len = strlen(msg);
+    (void)level;
+    (void)device;
+    if (a->rlen + len + 2 < sizeof a->report) {
+        memcpy(a->report + a->rlen, msg, len);
+        a->rlen += (int)len;
+        a->report[a->rlen++] = '\n';
+        a->report[a->rlen] = 0;
+    }
+}
+
+/* kind 0: device 0 skips the psum and waits in a recv nobody sends;
+   kind 1: mismatched axes without check mode: device 1 over "a", the others
+           over "b" (on a (2, 4) mesh), then a barrier over every device;
+   kind 2: device 5 returns without calling. */
+static void dl_device(spmd_dev *d, void *p) {
+    dl_arg *a = (dl_arg *)p;
+    int id = spmd_device_id(d);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    spmd_status s = SPMD_OK;
+    if (a->kind == 0) {
+        s = id == 0 ? spmd_recv(d, y, 4, SPMD_F32, 1, 7, "*", NULL, NULL) : spmd_psum(d, x, y, 4, SPMD_F32, "*", NULL);
+    } else if (a->kind == 1) {
+        s = spmd_psum(d, x, y, 4, SPMD_F32, id == 1 ? "a" : "b", NULL);
+        if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
+    } else {
+        if (id == 5) return;
+        s = spmd_psum(d, x, y, 4, SPMD_F32, "*", NULL);
+    }
+    a->st[id] = s;
+    snprintf(a->msg[id], sizeof a->msg[id], "%s", spmd_last_error(d));
+}
+
+static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t seed) {
+    static const char *const what[3] = {"a device skips the psum", "axes without check mode",
+                                        "a device returns early"};
+    dl_arg *a = (dl_arg *)calloc(1, sizeof *a);
+    spmd_mesh *m;
+    spmd_status run;
+    double t0, took;
+    int i, ok = 1;
+    char label[128];
+    snprintf(label, sizeof label, "%s (%s, %d carriers, seed %llu)", what[kind],
+             sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", carriers, (unsigned long long)seed);
+    a->kind = kind;
+    /* a 60 s deadline: anything reported sooner was not the deadline */
+    m = fmesh(2, 4, sch, carriers, seed, 60000, dl_log, a);
+    if (!m) { free(a); return; }
+    t0 = now_s();
+    run = spmd_run(m, dl_device, a);
+    took = now_s() - t0;
+    T_CHECK(took < 10.0, "%s: took %.1f s: not at once", label, took);
+    T_CHECK(run == SPMD_ERR_DEADLOCK, "%s: spmd_run returned %s", label, stname(run));
+    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_DEADLOCK, "%s: mesh status %s", label, stname(spmd_mesh_status(m)));
+    for (i = 0; i < 8; i++) {
+        const char *mm = a->msg[i];
+        int good;
+        if (kind == 2 && i == 5) continue;
+        /* a device that calls after the mesh broke gets SPMD_ERR_BROKEN, with the cause */
+        good = a->st[i] == SPMD_ERR_DEADLOCK ||
+               (kind == 2 && a->st[i] == SPMD_ERR_BROKEN && strstr(mm, "device 5 returned"));
+        if (kind == 0 && i == 0) good = good && strstr(mm, "recv") != NULL;
+        else if (kind == 1 && i == 1) good = good && strstr(mm, "over 'a'") != NULL;
+        else if (kind == 1) good = good && (strstr(mm, "over 'b'") || strstr(mm, "over '*'"));
+        else good = good && strstr(mm, "psum") && strstr(mm, "over '*'");
+        if (kind == 2) good = good && strstr(spmd_mesh_error(m), "device 5") &&
+                              strstr(spmd_mesh_error(m), "returned");
+        if (!good) {
+            T_CHECK(good, "%s: device %d: %s '%s'", label, i, stname(a->st[i]), mm);
+            ok = 0;
+        }
+    }
+    T_CHECK(ok, "%s: every device's status and message", label);
+    if (sch == SPMD_SCHEDULER_FIBERS && kind != 2) {
+        /* the report: one line per device or run of devices in one state */
+        int named = 1;
+        if (kind == 0)
+            named = strstr(a->report, "device 0: blocked in recv") && strstr(a->report, "devices 1..7: blocked in psum");
+        else
+            named = strstr(a->report, "device 1: blocked in psum") && strstr(a->report, "over 'a'") &&
+                    strstr(a->report, "blocked in barrier");
+        T_CHECK(named, "%s: the report does not name every device:\n%s", label, a->report);
+    }
+    spmd_mesh_destroy(m);
+    free(a);
+}
+
+static void test_deadlocks(void) {
+    static const uint64_t seeds[3] = {0, 1, 99};
+    int kind, s;
+    for (kind = 0; kind < 3; kind++)
+        for (s = 0; s < 3; s++) deadlock_case(kind, SPMD_SCHEDULER_FIBERS, 1, seeds[s]);
+    for (kind = 0; kind < 3; kind++) deadlock_case(kind, SPMD_SCHEDULER_FIBERS, 2, 0);
+    deadlock_case(2, SPMD_SCHEDULER_THREADS, 0, 0); /* threads: the returned device only */
+}
+
+/* ---- bad input ------------------------------------------------------------------- */
+
+static char bad_msg[600];
+static void bad_log(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)device;
+    snprintf(bad_msg, sizeof bad_msg, "%s", msg);
+}
+
+static void test_bad_desc(void) {
+    static const struct { int carriers; size_t stack; int sched; const char *field; } cs[] = {
+        {-1, 0, SPMD_SCHEDULER_FIBERS, "carriers"},
+        {1025, 0, SPMD_SCHEDULER_FIBERS, "carriers"},
+        {1, 4096, SPMD_SCHEDULER_FIBERS, "thread_stack_size"},
+        {1, (size_t)2 << 30, SPMD_SCHEDULER_FIBERS, "thread_stack_size"},
+        {1, 0, 7, "scheduler"}};
+    int i;
+    for (i = 0; i < 5; i++) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m = NULL;
+        spmd_status s;
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 1;
+        desc.shape[0] = 4;
+        desc.axis_names[0] = "i";
+        desc.scheduler = (spmd_scheduler)cs[i].sched;
+        desc.carriers = cs[i].carriers;
+        desc.thread_stack_size = cs[i].stack;
+        desc.log_fn = bad_log;
+        bad_msg[0] = 0;
+        s = spmd_mesh_create(&desc, &m);
+        T_CHECK(s == SPMD_ERR_INVALID && !m && strstr(bad_msg, cs[i].field), "%s: %s, message '%s'", cs[i].field,
+                stname(s), bad_msg);
+    }
+}
+
+/* ---- a stack too small faults on its guard page ---------------------------------- */
+
+static int deep(int n) {
+    volatile char pad[1024];
+    pad[0] = (char)n;
+    pad[1023] = (char)n;
+    return n ? deep(n - 1) + pad[0] + pad[1023] : 0;
+}
+
+/* The child's view of the fault: where it hit, against a local of the
+   overflowing device near the top of its 16 KiB stack. */
+static volatile uintptr_t deep_top;
+static char deep_alt[65536];
+
+static void deep_segv(int sig, siginfo_t *si, void *uc) {
+    uintptr_t a = (uintptr_t)si->si_addr, top = deep_top;
+    (void)sig;
+    (void)uc;
+    /* the guard page: just below the 16 KiB stack (a few KiB of slack for
+       the frames above the local and the page rounding) */
+    _exit(a < top && top - a >= 12288 && top - a <= 20480 ? 42 : 43);
+}
+
+static void deep_device(spmd_dev *d, void *p) {
+    volatile char here = 0;
+    (void)p;
+    if (spmd_device_id(d) != 1) return;
+    deep_top = (uintptr_t)&here;
+    if (deep_alt[0] == 0) { /* plain build: the handler needs a stack of its own on this carrier thread */
+        stack_t ss;
+        ss.ss_sp = deep_alt + 16;
+        ss.ss_size = sizeof deep_alt - 16;
+        ss.ss_flags = 0;
+        sigaltstack(&ss, NULL);
+    }
+    printf("%d\n", deep(40) + here); /* ~40 KiB on a 16 KiB stack */
+}
+
+static void test_overflow(void) {
+    pid_t pid;
+    int status = 0, sanitized = 0;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    sanitized = 1; /* the sanitizer's own SIGSEGV handler reports the overflow */
+#endif
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m;
+        deep_alt[0] = (char)sanitized; /* sanitizers: their own handler and stack */
+        if (!sanitized) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = deep_segv;
+            sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+            sigaction(SIGSEGV, &sa, NULL);
+        }
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 1;
+        desc.shape[0] = 4;
+        desc.axis_names[0] = "i";
+        desc.scheduler = SPMD_SCHEDULER_FIBERS;
+        desc.carriers = 1;
+        desc.thread_stack_size = 16384;
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) _exit(3);
+        spmd_run(m, deep_device, NULL);
+        _exit(0); /* survived: the overflow went unnoticed */
+    }
+    T_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+    if (!sanitized)
+        T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42,
+                "a 16 KiB fiber stack overflowed by ~24 KiB: want a fault on the page below it (exit 42), got "
+                "status 0x%x (43: a fault elsewhere, 0: none)", status);
+    else /* the sanitizer's report, then an abnormal end */
+        T_CHECK((WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) ||
+                    (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3),
+                "a 16 KiB fiber stack overflowed: child status 0x%x (want a sanitizer's stack-overflow report)",
+                status);
+}
+
+/* ---- a device that holds its carrier is named ------------------------------------ */
+
+static char wd_msg[600];
+static void wd_log(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    if (level == SPMD_LOG_WARN && device == 1) snprintf(wd_msg, sizeof wd_msg, "%s", msg);
+}
+
+static void wd_device(spmd_dev *d, void *p) {
+    (void)p;
+    if (spmd_device_id(d) == 1) { /* blocked outside the library: the fault under test */
+        struct timespec ts = {3, 200000000}; /* two watchdog ticks of 1 s, with room for a loaded machine */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_watchdog(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 4;
+    desc.axis_names[0] = "i";
+    desc.scheduler = SPMD_SCHEDULER_FIBERS;
+    desc.carriers = 1;
+    desc.timeout_ms = 10000; /* the warning comes after a tenth of it: 1 s */
+    desc.log_fn = wd_log;
+    desc.log_level = SPMD_LOG_WARN;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "mesh"); return; }
+    wd_msg[0] = 0;
+    T_CHECK(spmd_run(m, wd_device, NULL) == SPMD_OK, "run");
+    T_CHECK(strstr(wd_msg, "device 1 has held carrier 0"), "no warning naming device 1: '%s'", wd_msg);
+    spmd_mesh_destroy(m);
+}
+
+int main(void) {
+    test_bad_desc();
+    test_big();
+    test_combining();
+    test_seeds();
+    test_deadlocks();
+    test_overflow();
+    test_watchdog();
+    return t_summary();
+}
