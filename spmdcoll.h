@@ -62,6 +62,23 @@
                        ceil(log2 processes) steps (default for small operations
                        from 8 processes on); on threads an input larger than
                        eager's slot runs split, and messages say so
+     SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
+                       desc.trace_depth; 0 here or a negative desc field: off)
+     SPMD_TRACE        path: at mesh destroy, write every call of this
+                       process's devices as Chrome-trace JSON (Perfetto,
+                       chrome://tracing; pid = process index, tid = device);
+                       %p in the path becomes the process index, so each
+                       process writes its own file (merge by concatenating
+                       the traceEvents arrays); an unwritable path: a
+                       warning at mesh creation, the run goes on
+     SPMD_FAULTS       fault plan for tests (thread backend; desc.faults),
+                       e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,
+                       kind=skip": device 3's call #17 (the call numbers of
+                       spmd_report; calls refused as bad input do not count)
+                       is held 50 ms, device 1's call #5 returns SPMD_OK
+                       without joining (its peers time out or see it return:
+                       SPMD_ERR_DEADLOCK); a bad token:
+                       SPMD_ERR_INVALID from mesh creation, naming it
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
                        (else Slurm's, Open MPI's or PMI's variables)
@@ -170,6 +187,12 @@
      calls then fail with SPMD_ERR_BROKEN until it is destroyed. A wait that
      can never end is SPMD_ERR_DEADLOCK at once (a device waited for returned
      from its function; under fibers, every device blocked: see FIBERS).
+     When the mesh breaks, a report is logged at error level (and
+     spmd_report gives it at any time): which member of the group in
+     trouble reached which operation, and what each device is doing (blocked
+     in which call, running its own code for how long, returned), from the
+     flight recorder: every device's last 64 calls (spmd_set_site/SPMD_AT
+     add the caller's file:line). Its cost: a few stores per call.
      Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
      desc.allocator replaces the allocator for everything the mesh owns.
 
@@ -407,6 +430,10 @@ typedef struct spmd_mesh_desc {
     int devices_per_process;                /* libfabric: devices each process hosts; 0: env
                                                SPMD_DEVICES_PER_PROCESS, else the mesh cut into one
                                                contiguous block per process (minor axes stay inside) */
+    int trace_depth;                        /* flight recorder: calls kept per device; 0: 64, negative:
+                                               off; env SPMD_TRACE_DEPTH wins (0 there: off) */
+    const char *faults;                     /* fault plan for tests (threads): "device=3,seq=17,kind=delay:50;
+                                               device=1,seq=5,kind=skip"; env SPMD_FAULTS wins */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
     int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
                                                available; at most 1024 (else SPMD_ERR_INVALID) */
@@ -472,6 +499,23 @@ SPMD_API spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m);
 /* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
 SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
 SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
+/* What went wrong, in text: the groups in trouble (which member reached
+   which operation, which did not arrive) and what every device is doing
+   now (blocked in which call, running its own code for how long, returned
+   from its function, failed); when nothing is wrong, each device's last
+   calls. device -1: all of this process's devices; else that one (all of
+   its recorded calls). Written into buf (NUL-terminated, cut when len is
+   short; buf may be NULL with len 0); returns the length of the whole text,
+   as snprintf does. From the flight recorder: desc.trace_depth calls per
+   device (default 64), env SPMD_TRACE_DEPTH (0: off). Any thread, any time
+   while the mesh exists; logged at error level when the mesh breaks. */
+SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
+/* The flight recorder notes file:line as the call site of the device's next
+   call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
+   for one call: SPMD_AT(d, spmd_psum(d, x, x, n, SPMD_F32, "i", NULL)). Only
+   the device's own thread. */
+SPMD_API void spmd_set_site(spmd_dev *d, const char *file, int line);
+#define SPMD_AT(d, call) (spmd_set_site((d), __FILE__, __LINE__), (call))
 /* Processes (libfabric backend): how many take part, which one this is, and
    which hosts a device (devices are numbered row-major and each process
    hosts one contiguous block). On threads: 1, 0 and 0. spmd_device_is_local
@@ -1346,6 +1390,7 @@ struct spmd_req {
     size_t xeoff;          /* how much of it is there */
     size_t task_elems;
     uint32_t ntasks;
+    uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
 };
@@ -1373,6 +1418,15 @@ struct spmd_dev {
     uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
+    struct spmd__rec *ring;/* flight recorder (>>recorder): the last calls, NULL: off */
+    uint64_t *sites;       /* their call sites' files (a record's line says if it has one) */
+    uint64_t ncalls;       /* calls recorded so far */
+    const char *site_file; /* spmd_set_site: the next call's call site */
+    struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
+    int nfaults, fault_at;
+    int site_line;
+    struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
+    size_t tlog_n, tlog_cap;
     struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
     uint32_t returned;     /* its function returned in this spmd_run */
     char what[160];        /* libfabric: the text of spmd__x_what */
@@ -1430,6 +1484,11 @@ struct spmd_mesh {
     uint32_t heard;        /* libfabric: the announcements of broken meshes looked at */
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
+    uint32_t rmask;        /* flight recorder: ring entries - 1 (a power of two) */
+    struct spmd__fault *faults; /* the fault plan (>>faults), nfaults entries */
+    int nfaults;
+    int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
+    char trace_path[256];
 };
 
 // >>logging and errors
@@ -1484,6 +1543,7 @@ static void spmd__wake_dev(spmd_dev *d) {
 #if SPMD__HAS_LIBFABRIC
 static void spmd__fab_announce(spmd_mesh *m);
 #endif
+static void spmd__report_log(spmd_mesh *m);
 
 /* The first timeout or mismatch breaks the mesh; everyone is woken. dev
    -1: another process broke it (msg says which); else, across processes,
@@ -1500,6 +1560,7 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     }
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
+    if (first) spmd__report_log(m);
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
@@ -2361,6 +2422,637 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
            a->count != b->count || a->aux != b->aux || (check && a->axes_hash != b->axes_hash);
 }
 
+// >>faults
+/* Faults on purpose, for users' tests (thread backend): a plan of (device,
+   call number, kind) from desc.faults or env SPMD_FAULTS (which wins),
+   parsed once at mesh creation into m->faults, sorted by device and call
+   number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
+   where a call starts (spmd__rec_begin), with the call numbers the flight
+   recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
+   ms before it joins (a fiber yields meanwhile); skip returns SPMD_OK
+   without joining (the buffers are untouched), like a forgotten collective:
+   its peers time out, or see SPMD_ERR_DEADLOCK once it returned or (fibers)
+   when every device is blocked. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP };
+static void spmd__fiber_yield(spmd_dev *d);
+typedef struct spmd__fault {
+    int device, kind;
+    uint64_t seq;
+    int64_t ms;
+} spmd__fault;
+
+/* One integer after "key=" in [lo, hi]; 0 if it is not one. */
+static int spmd__fault_int(const char *v, size_t n, int64_t lo, int64_t hi, int64_t *out) {
+    char tmp[32], *end;
+    long long x;
+    if (n == 0 || n >= sizeof tmp) return 0;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    if (tmp[0] == '-' || tmp[0] == '+' || tmp[0] == ' ') return 0;
+    errno = 0;
+    x = strtoll(tmp, &end, 10);
+    if (errno || *end || x < lo || x > hi) return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* Parse the plan; SPMD_ERR_INVALID naming the token that is wrong. */
+static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) {
+    const char *spec = getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
+    int n = 0, i, j;
+    if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
+    if (!spec || !*spec) return SPMD_OK;
+    if (m->backend != SPMD_BACKEND_THREADS) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "%s: fault injection is on the thread backend only", from);
+        return SPMD_ERR_UNSUPPORTED;
+    }
+    for (p = spec; *p; p++) n += *p == ';';
+    m->faults = (spmd__fault *)spmd__alloc(&m->alloc, (size_t)(n + 1) * sizeof *m->faults);
+    if (!m->faults) return SPMD_ERR_NOMEM;
+    for (p = spec; *p;) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        spmd__fault f;
+        int have = 0; /* bits: device, seq, kind */
+        const char *q = p, *stop = p + len;
+        f.device = -1; f.kind = 0; f.seq = 0; f.ms = 0;
+        while (q < stop) {
+            const char *comma = (const char *)memchr(q, ',', (size_t)(stop - q)), *tend = comma ? comma : stop;
+            const char *eq = (const char *)memchr(q, '=', (size_t)(tend - q));
+            size_t tl = (size_t)(tend - q);
+            int64_t v;
+            if (eq && (size_t)(eq - q) == 6 && strncmp(q, "device", 6) == 0 &&
+                spmd__fault_int(eq + 1, (size_t)(tend - eq - 1), 0, m->size - 1, &v)) {
+                f.device = (int)v;
+                have |= 1;
+            } else if (eq && (size_t)(eq - q) == 3 && strncmp(q, "seq", 3) == 0 &&
+                       spmd__fault_int(eq + 1, (size_t)(tend - eq - 1), 0, INT64_MAX, &v)) {
+                f.seq = (uint64_t)v;
+                have |= 2;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 4 &&
+                       strncmp(eq + 1, "skip", 4) == 0) {
+                f.kind = SPMD__FAULT_SKIP;
+                have |= 4;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
+                       strncmp(eq + 1, "delay:", 6) == 0 &&
+                       spmd__fault_int(eq + 7, (size_t)(tend - eq - 7), 0, 3600000, &v)) {
+                f.kind = SPMD__FAULT_DELAY;
+                f.ms = v;
+                have |= 4;
+            } else {
+                spmd__log(m, SPMD_LOG_ERROR, -1,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip or kind=delay:MS)", from,
+                          (int)tl, q, m->size - 1);
+                return SPMD_ERR_INVALID;
+            }
+            q = comma ? comma + 1 : stop;
+        }
+        if (len && have != 7) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "%s: '%.*s' needs device=, seq= and kind=", from, (int)len, p);
+            return SPMD_ERR_INVALID;
+        }
+        if (len) {
+            for (j = m->nfaults; j > 0 && (m->faults[j - 1].device > f.device ||
+                                           (m->faults[j - 1].device == f.device && m->faults[j - 1].seq > f.seq));
+                 j--)
+                m->faults[j] = m->faults[j - 1];
+            if (j > 0 && m->faults[j - 1].device == f.device && m->faults[j - 1].seq == f.seq) {
+                spmd__log(m, SPMD_LOG_ERROR, -1, "%s: '%.*s': a second fault for device %d, seq %llu", from, (int)len,
+                          p, f.device, (unsigned long long)f.seq);
+                return SPMD_ERR_INVALID;
+            }
+            m->faults[j] = f;
+            m->nfaults++;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    for (i = 0; i < m->nfaults; i++) {
+        spmd_dev *d = m->devs[m->faults[i].device];
+        if (!d->faults) d->faults = &m->faults[i];
+        d->nfaults++;
+    }
+    return SPMD_OK;
+}
+
+/* Where a call starts: the fault planned for call n of d, if any. 1: skip it. */
+static int spmd__fault_at(spmd_dev *d, uint64_t n) {
+    const spmd__fault *f;
+    if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
+    f = &d->faults[d->fault_at++];
+    spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
+              f->kind == SPMD__FAULT_SKIP ? "skipped" : "delayed");
+    if (f->kind == SPMD__FAULT_DELAY && d->fib) { /* a fiber lets the others run meanwhile */
+        uint64_t until = spmd__now_ns() + (uint64_t)f->ms * 1000000u;
+        while (spmd__now_ns() < until) spmd__fiber_yield(d);
+        return 0;
+    }
+    if (f->kind == SPMD__FAULT_DELAY) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)(f->ms / 1000);
+        ts.tv_nsec = (long)(f->ms % 1000) * 1000000L;
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        return 0;
+    }
+    return 1;
+}
+
+// >>recorder
+/* The flight recorder: each device owns a ring of records of its last calls
+   (mesh->rmask + 1 of them; desc.trace_depth, env SPMD_TRACE_DEPTH; off when
+   the ring is NULL). Data flow: spmd__rec_begin fills a record where a call
+   has been checked and is about to post (spmd__coll_start, spmd__quick,
+   spmd__p2p_start) and links it to the request (r->rec); spmd__block marks it
+   waiting; spmd__finish marks it done or failed with its status. Only the
+   device writes its ring, with relaxed stores (plain moves on x86-64 and
+   arm64) and the record's generation word (call number + 1, 0 while being
+   rewritten) stored last with release order; readers (spmd_report, the break
+   log, the timeline) take a record only if its generation reads the same
+   before and after, so a torn read is skipped, never shown. Times come from
+   CLOCK_MONOTONIC_COARSE (~3 ns, a few ms of resolution), read when a call
+   starts and, if it had to wait, when it ends (a call that did not wait
+   ends within the same tick), unless SPMD_TRACE asks for a timeline: then
+   CLOCK_MONOTONIC at both ends, and records that leave the ring
+   are kept in the device's tlog until the mesh is destroyed, where the whole
+   history is written as Chrome-trace JSON (spmd__trace_write). */
+static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set);
+typedef struct spmd__rec { /* one cache line; the call site's file is in d->sites */
+    uint64_t gen;    /* call number + 1; 0: being written */
+    uint64_t gseq;   /* the operation's number on its group */
+    uint64_t t0, t1; /* start and end (ns); t1 = t0 until a wait or the end says more */
+    uint64_t count;  /* elements per device */
+    uint64_t what;   /* kind | dtype << 8 | op << 16 | algo << 24 | (aux + 1) << 32: aux the root
+                        (rooted kinds), the pairs (ppermute), the peer (send, recv), else -1 */
+    uint64_t state;  /* SPMD__REC_* | status << 8 | call site's line << 32 (0: none) */
+    uint64_t gref;   /* the spmd__gref (axes text, group, index), as uintptr_t */
+} spmd__rec;
+/* A reader's copy: the same words and the call site's file (from d->sites). */
+typedef struct spmd__recx {
+    uint64_t gen, gseq, t0, t1, count, what, state, gref;
+    uint64_t file;
+} spmd__recx;
+enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILED, SPMD__REC_SKIPPED };
+#define SPMD__REC_DEFAULT_DEPTH 64
+#define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define SPMD__RLD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+static uint64_t spmd__rec_now(const spmd_mesh *m) {
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (!m->tracing) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+#else
+    (void)m;
+#endif
+    return spmd__now_ns();
+}
+
+/* SPMD_TRACE: keep a record that is about to leave the ring (device only). */
+static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
+    spmd__recx *x;
+    spmd_mesh *m = d->mesh;
+    if (d->tlog_n == d->tlog_cap) {
+        size_t cap = d->tlog_cap ? 2 * d->tlog_cap : 1024;
+        spmd__recx *t = (spmd__recx *)spmd__alloc(&m->alloc, cap * sizeof *t);
+        if (!t) return; /* out of memory: the timeline misses it */
+        if (d->tlog_n) memcpy(t, d->tlog, d->tlog_n * sizeof *t);
+        spmd__free(&m->alloc, d->tlog);
+        d->tlog = t;
+        d->tlog_cap = cap;
+    }
+    x = &d->tlog[d->tlog_n++];
+    memcpy(x, e, sizeof *e);
+    x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
+}
+
+/* A call starts (checked, about to post): the fault plan, then its record.
+   1: the fault plan skips it (recorded as skipped). */
+static int spmd__rec_begin(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__rec *e;
+    uint64_t n = d->ncalls;
+    int64_t aux = -1;
+    uint64_t t0, line = 0;
+    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
+    r->rec = 0;
+    if (!d->ring) {
+        SPMD__ST_REL(&d->ncalls, n + 1);
+        return skip;
+    }
+    e = &d->ring[n & m->rmask];
+    if (m->tracing && n > m->rmask) spmd__trace_keep(d, e);
+    switch (r->sig.kind) {
+    case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: aux = r->root; break;
+    case SPMD__KIND_SEND: case SPMD__KIND_RECV: aux = r->peer; break;
+    case SPMD__KIND_PPERMUTE: {
+        int k;
+        for (k = 0, aux = 0; r->src_of && k < r->gr->g->G; k++) aux += r->src_of[k] >= 0;
+        break;
+    }
+    default: break;
+    }
+    SPMD__RST(&e->gen, (uint64_t)0);
+    if (d->site_file) {
+        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
+        line = (uint64_t)(uint32_t)d->site_line;
+        d->site_file = NULL;
+    }
+    t0 = spmd__rec_now(m);
+    SPMD__RST(&e->gseq, r->p2p ? 0 : r->gr->my->next);
+    SPMD__RST(&e->t0, t0);
+    SPMD__RST(&e->t1, t0);
+    SPMD__RST(&e->count, (uint64_t)r->count);
+    SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
+                            (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
+    SPMD__RST(&e->state, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
+    SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
+    SPMD__ST_REL(&e->gen, n + 1);
+    SPMD__ST_REL(&d->ncalls, n + 1);
+    r->rec = skip ? 0 : n + 1;
+    return skip;
+}
+
+/* The record of r, if it is still in the ring (device only). */
+static spmd__rec *spmd__rec_of(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__rec *e;
+    if (!r->rec) return NULL;
+    e = &d->ring[(r->rec - 1) & d->mesh->rmask];
+    return e->gen == r->rec ? e : NULL;
+}
+
+/* The algorithm is chosen after the record is begun (spmd__coll_start). */
+static void spmd__rec_algo_set(spmd__rec *e, const spmd_req *r) {
+    uint64_t w = SPMD__RLD(&e->what);
+    if ((w >> 24 & 255u) != r->sig.algo) SPMD__RST(&e->what, (w & ~((uint64_t)255 << 24)) | (uint64_t)r->sig.algo << 24);
+}
+
+static void spmd__rec_wait(spmd_req *r) {
+    spmd__rec *e = spmd__rec_of(r);
+    uint64_t st;
+    if (!e || ((st = SPMD__RLD(&e->state)) & 255u) != SPMD__REC_STARTED) return;
+    spmd__rec_algo_set(e, r);
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
+}
+
+static void spmd__rec_end(spmd_req *r, spmd_status s) {
+    spmd__rec *e = spmd__rec_of(r);
+    uint64_t st;
+    if (!e) return;
+    st = SPMD__RLD(&e->state);
+    spmd__rec_algo_set(e, r);
+    if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)(s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
+                                (uint64_t)s << 8);
+}
+
+/* A reader's copy of device d's call n (0-based); 0 if it left the ring or
+   is being rewritten. */
+static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__recx *out) {
+    const spmd__rec *e;
+    uint64_t g;
+    if (!d->ring) return 0;
+    e = &d->ring[n & d->mesh->rmask];
+    g = SPMD__LD_ACQ(&e->gen);
+    if (g != n + 1) return 0;
+    out->gseq = SPMD__RLD(&e->gseq);
+    out->t0 = SPMD__RLD(&e->t0);
+    out->count = SPMD__RLD(&e->count);
+    out->what = SPMD__RLD(&e->what);
+    out->gref = SPMD__RLD(&e->gref);
+    out->state = SPMD__LD_ACQ(&e->state);
+    out->file = out->state >> 32 ? SPMD__RLD(&d->sites[n & d->mesh->rmask]) : 0;
+    out->t1 = SPMD__RLD(&e->t1);
+    out->gen = g;
+    return SPMD__LD_ACQ(&e->gen) == g;
+}
+
+/* The name users know: psum for an allreduce with sum, else the kind. */
+static const char *spmd__rec_op(uint64_t what) {
+    unsigned kind = (unsigned)(what & 255u), op = (unsigned)(what >> 16 & 255u);
+    if (kind == SPMD__KIND_ALLREDUCE) return op < SPMD_OP_COUNT ? spmd__op_jax[op] : "?";
+    return kind < SPMD__KIND_COUNT ? spmd__kind_names[kind] : "?";
+}
+static const char *spmd__rec_algo(uint64_t what) {
+    unsigned a = (unsigned)(what >> 24 & 255u), kind = (unsigned)(what & 255u);
+    if (kind == SPMD__KIND_SEND || kind == SPMD__KIND_RECV) return "p2p";
+    return a == SPMD__ALG_LOCAL ? "local" : a == SPMD__ALG_EAGER ? "eager" : a == SPMD__ALG_SPLIT ? "split" : "bruck";
+}
+static const char *spmd__rec_dtype(uint64_t what) {
+    unsigned t = (unsigned)(what >> 8 & 255u);
+    return t > SPMD_DTYPE_NONE && t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "-";
+}
+
+/* A text being built: everything past len is counted, not written. */
+typedef struct spmd__text {
+    char *buf;
+    size_t len, at;
+} spmd__text;
+static void spmd__tx(spmd__text *t, const char *fmt, ...) {
+    va_list ap;
+    int w;
+    char one;
+    va_start(ap, fmt);
+    w = vsnprintf(t->at < t->len ? t->buf + t->at : &one, t->at < t->len ? t->len - t->at : 0, fmt, ap);
+    va_end(ap);
+    if (w > 0) t->at += (size_t)w;
+}
+
+static double spmd__ms(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1e6 : 0.0; }
+
+/* One record: "#7 psum(f32 x 2, eager) over 'y' (op #4 of group [0 1 2], index 1): done" */
+static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
+    const spmd__gref *gr = (const spmd__gref *)(uintptr_t)e->gref;
+    unsigned st = (unsigned)(e->state & 255u), kind = (unsigned)(e->what & 255u);
+    int aux = (int)(uint32_t)(e->what >> 32) - 1, k;
+    spmd__tx(t, "#%llu %s", (unsigned long long)(e->gen - 1), spmd__rec_op(e->what));
+    if (kind == SPMD__KIND_SEND || kind == SPMD__KIND_RECV)
+        spmd__tx(t, "(%s x %llu)", spmd__rec_dtype(e->what), (unsigned long long)e->count);
+    else if (kind != SPMD__KIND_BARRIER)
+        spmd__tx(t, "(%s x %llu, %s)", spmd__rec_dtype(e->what), (unsigned long long)e->count, spmd__rec_algo(e->what));
+    if (aux >= 0)
+        spmd__tx(t, " %s %d", kind == SPMD__KIND_PPERMUTE ? "pairs" : kind == SPMD__KIND_SEND ? "to" :
+                 kind == SPMD__KIND_RECV ? "from" : "root", aux);
+    spmd__tx(t, " over '%s' (", gr->text);
+    if (kind != SPMD__KIND_SEND && kind != SPMD__KIND_RECV) spmd__tx(t, "op #%llu of ", (unsigned long long)e->gseq);
+    spmd__tx(t, "group [");
+    for (k = 0; k < gr->g->G && k < 16; k++) spmd__tx(t, "%s%d", k ? " " : "", gr->g->members[k]);
+    spmd__tx(t, "%s], index %d): ", gr->g->G > 16 ? " ..." : "", gr->me);
+    if (st == SPMD__REC_STARTED) spmd__tx(t, "started %.3f ms ago", spmd__ms(e->t0, now));
+    else if (st == SPMD__REC_WAITING) spmd__tx(t, "waiting for %.3f ms", spmd__ms(e->t0, now));
+    else if (st == SPMD__REC_DONE && e->t1 == e->t0) spmd__tx(t, "done");
+    else if (st == SPMD__REC_DONE) spmd__tx(t, "done in %.3f ms", spmd__ms(e->t0, e->t1));
+    else if (st == SPMD__REC_SKIPPED) spmd__tx(t, "skipped by the fault plan (SPMD_FAULTS)");
+    else spmd__tx(t, "failed: %s", spmd_status_name((spmd_status)(e->state >> 8 & 0xffffffu)));
+    if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
+}
+
+/* What device d is doing now, one line. */
+static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
+    uint64_t n = SPMD__LD_ACQ(&d->ncalls), i, lo;
+    spmd__recx e, last;
+    int have_last = 0;
+    memset(&last, 0, sizeof last);
+    spmd__tx(t, "  device %d: ", d->id);
+    if (d->mesh->proc_of && d->mesh->proc_of[d->id] != d->mesh->proc) {
+        spmd__tx(t, "in process %d (its records are not gathered yet)\n", d->mesh->proc_of[d->id]);
+        return;
+    }
+    if (!d->ring) { spmd__tx(t, "%s (flight recorder off)\n", SPMD__LD_ACQ(&d->attached) ? "attached" : "not attached"); return; }
+    lo = n > (uint64_t)d->mesh->rmask + 1 ? n - d->mesh->rmask - 1 : 0;
+    for (i = n; i-- > lo;) {
+        if (!spmd__rec_read(d, i, &e)) continue;
+        if (!have_last) { last = e; have_last = 1; }
+        if ((e.state & 255u) == SPMD__REC_WAITING) {
+            spmd__tx(t, "blocked in ");
+            spmd__rec_text(t, &e, now);
+            spmd__tx(t, "\n");
+            return;
+        }
+    }
+    if (!SPMD__LD_ACQ(&d->attached)) {
+        if (!n) { spmd__tx(t, "not attached, no calls\n"); return; }
+        spmd__tx(t, "returned from its function (detached) after %llu calls", (unsigned long long)n);
+    } else if (!n) {
+        spmd__tx(t, "running its own code, no calls yet\n");
+        return;
+    } else if (have_last && (last.state & 255u) >= SPMD__REC_DONE) {
+        spmd__tx(t, "running its own code for %.3f ms", spmd__ms(last.t1, now));
+    } else {
+        spmd__tx(t, "running its own code with calls in flight");
+    }
+    if (have_last) {
+        spmd__tx(t, "; last call ");
+        spmd__rec_text(t, &last, now);
+    }
+    spmd__tx(t, "\n");
+}
+
+static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
+    spmd__text t;
+    const spmd__group *trouble[8];
+    uint64_t want[8], now = spmd__rec_now(m);
+    int ntrouble = 0, i, j, lo = m->first_local, hi = m->first_local + m->nlocal;
+    t.buf = buf;
+    t.len = len;
+    t.at = 0;
+    if (len) buf[0] = '\0';
+    if (device >= 0) { lo = device; hi = device + 1; }
+    spmd__tx(&t, "spmd report: mesh of %d devices", m->size);
+    for (i = 0; i < m->ndim; i++) spmd__tx(&t, "%s%s=%d", i ? ", " : " (", m->names[i], m->shape[i]);
+    if (SPMD__LD_ACQ(&m->broken))
+        spmd__tx(&t, "), broken: %s: %s\n", spmd_status_name(m->broken_status), m->broken_msg);
+    else
+        spmd__tx(&t, "), not broken\n");
+    if (m->nlocal <= 0 || m->first_local >= m->size || !m->devs[m->first_local]->ring) {
+        spmd__tx(&t, "flight recorder off (SPMD_TRACE_DEPTH=0 or trace_depth < 0)\n");
+        return t.at;
+    }
+    /* groups in trouble: those a device is blocked in or failed in */
+    for (i = lo; i < hi; i++) {
+        spmd_dev *d = m->devs[i];
+        uint64_t n = SPMD__LD_ACQ(&d->ncalls), k, klo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
+        spmd__recx e;
+        for (k = n; k-- > klo;) {
+            unsigned st;
+            const spmd__gref *gr;
+            if (!spmd__rec_read(d, k, &e)) continue;
+            st = (unsigned)(e.state & 255u);
+            gr = (const spmd__gref *)(uintptr_t)e.gref;
+            if (st == SPMD__REC_WAITING || (st == SPMD__REC_FAILED && k == n - 1)) {
+                for (j = 0; j < ntrouble && trouble[j] != gr->g; j++) {}
+                if (j == ntrouble && ntrouble < 8) { trouble[ntrouble] = gr->g; want[ntrouble++] = e.gseq; }
+                else if (j < ntrouble && e.gseq > want[j]) want[j] = e.gseq;
+            }
+            if (st == SPMD__REC_DONE || st == SPMD__REC_FAILED) break; /* older ones are history */
+        }
+    }
+    for (j = 0; j < ntrouble; j++) {
+        const spmd__group *g = trouble[j];
+        int k, absent = 0;
+        spmd__tx(&t, "group [");
+        for (k = 0; k < g->G && k < 16; k++) spmd__tx(&t, "%s%d", k ? " " : "", g->members[k]);
+        spmd__tx(&t, "%s] in trouble at its op #%llu:\n", g->G > 16 ? " ..." : "", (unsigned long long)want[j]);
+        for (k = 0; k < g->G; k++) {
+            spmd_dev *p = m->devs[g->members[k]];
+            uint64_t n = SPMD__LD_ACQ(&p->ncalls), c, clo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
+            spmd__recx e;
+            int found = 0;
+            if (m->proc_of && m->proc_of[p->id] != m->proc) {
+                spmd__tx(&t, "  device %d: in process %d (its records are not gathered yet)\n", p->id, m->proc_of[p->id]);
+                continue;
+            }
+            for (c = n; c-- > clo && !found;) {
+                if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
+                    (e.state & 255u) == SPMD__REC_SKIPPED)
+                    continue;
+                found = 1;
+            }
+            if (!found) {
+                absent++;
+                spmd__tx(&t, "  device %d: no call on this group in its last %u calls: did not arrive\n", p->id,
+                         m->rmask + 1);
+            } else {
+                int in = e.gseq >= want[j];
+                absent += !in;
+                spmd__tx(&t, "  device %d: reached op #%llu%s: ", p->id, (unsigned long long)e.gseq,
+                         in ? "" : " (did not arrive)");
+                spmd__rec_text(&t, &e, now);
+                spmd__tx(&t, "\n");
+            }
+        }
+        spmd__tx(&t, "  %d of %d members did not arrive\n", absent, g->G);
+    }
+    spmd__tx(&t, "devices now:\n");
+    for (i = lo; i < hi; i++) spmd__rep_now(&t, m->devs[i], now);
+    if (!ntrouble) {
+        /* nothing wrong: every device's last calls (all of the ring for one device) */
+        for (i = lo; i < hi; i++) {
+            spmd_dev *d = m->devs[i];
+            uint64_t n = SPMD__LD_ACQ(&d->ncalls), keep = device >= 0 ? (uint64_t)m->rmask + 1 : 8, k;
+            spmd__recx e;
+            spmd__tx(&t, "device %d, last calls:\n", d->id);
+            for (k = n > keep ? n - keep : 0; k < n; k++) {
+                if (!spmd__rec_read(d, k, &e)) continue;
+                spmd__tx(&t, "  ");
+                spmd__rec_text(&t, &e, now);
+                spmd__tx(&t, "\n");
+            }
+        }
+    }
+    return t.at;
+}
+
+/* The mesh just broke: log the report at error level, a line at a time. */
+static void spmd__report_log(spmd_mesh *m) {
+    size_t need, len = 8192;
+    char *buf, *p, *nl;
+    if (m->log_level == SPMD_LOG_OFF || m->log_level < SPMD_LOG_ERROR) return;
+    buf = (char *)spmd__alloc(&m->alloc, len);
+    if (!buf) return;
+    need = spmd__report(m, -1, buf, len);
+    for (p = buf; *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        if (!nl) { spmd__log(m, SPMD_LOG_ERROR, -1, "%s", p); break; }
+        *nl = '\0';
+        spmd__log(m, SPMD_LOG_ERROR, -1, "%s", p);
+    }
+    if (need >= len) spmd__log(m, SPMD_LOG_ERROR, -1, "(report cut at %zu of %zu bytes; spmd_report has it all)", len, need);
+    spmd__free(&m->alloc, buf);
+}
+
+/* JSON string contents: quotes, backslashes and control characters escaped. */
+static void spmd__json_str(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 32) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
+static void spmd__trace_event(FILE *f, const spmd_mesh *m, const spmd_dev *d, const spmd__recx *e, int *first) {
+    const spmd__gref *gr = (const spmd__gref *)(uintptr_t)e->gref;
+    unsigned dt = (unsigned)(e->what >> 8 & 255u), st = (unsigned)(e->state & 255u);
+    uint64_t end = e->t1 ? e->t1 : e->t0;
+    size_t bytes = dt > SPMD_DTYPE_NONE && dt < SPMD_DTYPE_COUNT ? (size_t)e->count * spmd__dtype_sizes[dt] : 0;
+    fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"seq\":%llu,"
+            "\"group_op\":%llu,\"bytes\":%zu,\"dtype\":\"%s\",\"count\":%llu,\"algorithm\":\"%s\",\"axes\":\"",
+            *first ? "" : ",", spmd__rec_op(e->what), m->proc, d->id, (double)e->t0 / 1e3,
+            (double)(end - e->t0) / 1e3, (unsigned long long)(e->gen - 1), (unsigned long long)e->gseq, bytes,
+            spmd__rec_dtype(e->what), (unsigned long long)e->count, spmd__rec_algo(e->what));
+    spmd__json_str(f, gr->text);
+    fprintf(f, "\",\"status\":\"%s\"}}",
+            st == SPMD__REC_DONE ? "SPMD_OK" : st == SPMD__REC_SKIPPED ? "skipped" : st == SPMD__REC_FAILED ? spmd_status_name((spmd_status)(e->state >> 8 & 0xffffffu))
+                                                                       : "unfinished");
+    *first = 0;
+}
+
+/* The trace path with %p replaced by the process's index in the job. */
+static void spmd__trace_name(const spmd_mesh *m, char *out, size_t len) {
+    const char *s = m->trace_path;
+    size_t at = 0;
+    for (; *s && at + 1 < len; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            int w = snprintf(out + at, len - at, "%d", m->proc);
+            if (w > 0) at += (size_t)w;
+            if (at >= len) at = len - 1;
+            s++;
+        } else {
+            out[at++] = *s;
+        }
+    }
+    out[at] = '\0';
+}
+
+/* SPMD_TRACE: every local device's calls, one Chrome-trace file (no device runs). */
+static void spmd__trace_write(spmd_mesh *m) {
+    char path[300];
+    FILE *f;
+    int i, first = 1;
+    if (!m->tracing) return;
+    spmd__trace_name(m, path, sizeof path);
+    f = fopen(path, "w");
+    if (!f) {
+        spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_TRACE: cannot write %s: %s (no timeline)", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        spmd_dev *d = m->devs[i];
+        uint64_t n = d->ncalls, k;
+        size_t j;
+        spmd__recx e;
+        fprintf(f, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"device %d\"}}",
+                first ? "" : ",", m->proc, d->id, d->id);
+        first = 0;
+        for (j = 0; j < d->tlog_n; j++) spmd__trace_event(f, m, d, &d->tlog[j], &first);
+        for (k = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0; k < n; k++)
+            if (spmd__rec_read(d, k, &e)) spmd__trace_event(f, m, d, &e, &first);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_TRACE: writing %s failed: %s", path, strerror(errno));
+}
+
+/* At mesh creation: the ring's size and the trace path. */
+static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
+    int64_t depth = desc->trace_depth < 0 ? 0 : desc->trace_depth ? desc->trace_depth : SPMD__REC_DEFAULT_DEPTH;
+    const char *tp = getenv("SPMD_TRACE");
+    uint64_t n = 1;
+    int i;
+    depth = spmd__env_int("SPMD_TRACE_DEPTH", 0, 1 << 20, depth, NULL);
+    if (tp && *tp) {
+        FILE *f;
+        snprintf(m->trace_path, sizeof m->trace_path, "%s", tp);
+        m->tracing = 1;
+        {
+            char path[300];
+            spmd__trace_name(m, path, sizeof path);
+            f = fopen(path, "a");
+        }
+        if (!f) {
+            spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_TRACE=%s cannot be written: %s (the run goes on without a timeline)",
+                      tp, strerror(errno));
+            m->tracing = 0;
+        } else {
+            fclose(f);
+        }
+        if (m->tracing && !depth) depth = SPMD__REC_DEFAULT_DEPTH; /* the timeline needs the records */
+    }
+    if (!depth) return SPMD_OK;
+    while (n < (uint64_t)depth) n *= 2;
+    m->rmask = (uint32_t)(n - 1);
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        m->devs[i]->ring = (spmd__rec *)spmd__alloc(&m->alloc, (size_t)n * sizeof(spmd__rec));
+        m->devs[i]->sites = (uint64_t *)spmd__alloc(&m->alloc, (size_t)n * sizeof(uint64_t));
+        if (!m->devs[i]->ring || !m->devs[i]->sites) return SPMD_ERR_NOMEM;
+        memset(m->devs[i]->ring, 0, (size_t)n * sizeof(spmd__rec));
+    }
+    return SPMD_OK;
+}
+
 // >>thread backend
 /* Each group has a ring of D slots; operation s of the group lives in slot
    s % D, where every member posts an entry: a signature and either its input
@@ -2384,6 +3076,7 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
 static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
     spmd__mine *my = gr->my;
+    spmd__rec_end(r, s);
     r->status = s;
     r->state = SPMD__R_DONE;
     if (r->sig.algo == SPMD__ALG_LOCAL || r->p2p) return;
@@ -9395,7 +10088,7 @@ static int spmd__expire(spmd_req *r) {
     spmd__req_what(r, what, sizeof what);
     spmd__fail(d, SPMD_ERR_TIMEOUT,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
-               "%lld ms: %s %s",
+               "%lld ms: %s %s (spmd_report says what each device is doing)",
                what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq,
                (long long)r->timeout_ms,
                r->state == SPMD__R_POST ? "still busy with an earlier operation on this group:"
@@ -9529,6 +10222,7 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t moved = 0;
 #endif
     int spinning = 1;
+    spmd__rec_wait(r);
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
@@ -10118,14 +10812,16 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    if (G == 1 && c->two_phase) {
+    if (spmd__rec_begin(r)) { /* skipped by the fault plan: done, nothing joined */
+        r->sig.algo = SPMD__ALG_LOCAL;
+        spmd__finish(r, SPMD_OK);
+    } else if (G == 1 && c->two_phase) {
         r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
         r->state = SPMD__R_POST;
     } else if (G == 1) {
         r->sig.algo = SPMD__ALG_LOCAL;
         spmd__eager(r, 1);
-        r->state = SPMD__R_DONE;
-        r->status = SPMD_OK;
+        spmd__finish(r, SPMD_OK); /* done at once (returns before the group's counters) */
     } else if (gr->g->span) {
         /* members in other processes: the exchange path (libfabric) */
         r->x = 1;
@@ -10262,6 +10958,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
 #if SPMD__HAS_LIBFABRIC
     r->xq = span && spmd__xq_ready(r);
 #endif
+    if (spmd__rec_begin(r)) { spmd__req_unlink(r); return SPMD_OK; } /* skipped by the fault plan */
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
@@ -12019,6 +12716,9 @@ static void spmd__mesh_free(spmd_mesh *m) {
             for (r = d->free_reqs; r; r = n) { n = r->next; spmd__free(&a, r); }
             for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
             spmd__free(&a, d->clog);
+            spmd__free(&a, d->ring);
+            spmd__free(&a, d->sites);
+            spmd__free(&a, d->tlog);
             spmd__free(&a, (void *)d->ptrs);
             pthread_mutex_destroy(&d->mbox);
             spmd__free(&a, d);
@@ -12033,6 +12733,7 @@ static void spmd__mesh_free(spmd_mesh *m) {
         spmd__free(&a, m->gtab);
     }
     spmd__free(&a, m->proc_of);
+    spmd__free(&a, m->faults);
     pthread_mutex_destroy(&m->xlock);
     pthread_mutex_destroy(&m->lock);
     spmd__free(&a, m);
@@ -12174,7 +12875,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
         d->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)size * sizeof(void *));
         if (!d->clog || !d->ptrs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
     }
+    if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
     spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
               m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
     *out = m;
@@ -12191,6 +12894,7 @@ spmd_status spmd_mesh_destroy(spmd_mesh *m) {
     }
     for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
     if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
+    spmd__trace_write(m);
     m->vt->fini(m);
     spmd__mesh_free(m);
     return leaked ? SPMD_ERR_STATE : SPMD_OK;
@@ -12217,6 +12921,22 @@ spmd_status spmd_mesh_status(const spmd_mesh *m) {
 }
 const char *spmd_mesh_error(const spmd_mesh *m) {
     return m && SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "";
+}
+
+size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len) {
+    if (!buf) len = 0;
+    if (len) buf[0] = '\0';
+    if (!m) return 0;
+    if (device < -1 || device >= m->size) {
+        int w = snprintf(buf, len, "spmd_report: device %d is outside -1..%d", device, m->size - 1);
+        return w > 0 ? (size_t)w : 0;
+    }
+    return spmd__report(m, device, buf, len);
+}
+void spmd_set_site(spmd_dev *d, const char *file, int line) {
+    if (!d) return;
+    d->site_file = file;
+    d->site_line = line;
 }
 
 int spmd_mesh_process_count(const spmd_mesh *m) { return m ? m->nprocs : -(int)SPMD_ERR_NULL; }
@@ -12850,7 +13570,8 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
     /* libfabric: a peer in another process (or any peer) goes by message */
     r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
-    d->mesh->vt->progress(r);
+    if (spmd__rec_begin(r)) spmd__finish(r, SPMD_OK); /* skipped by the fault plan */
+    else d->mesh->vt->progress(r);
     if (out) {
         *out = r;
         return SPMD_OK;

@@ -1,0 +1,497 @@
+/* test_trace.c - saying why a run went wrong: the flight recorder's records
+   of a known call sequence (through spmd_report), the report of a deliberate
+   timeout, report truncation, the SPMD_TRACE timeline (parsed here) and its
+   unwritable-path warning, the recorder turned off, the fault plan (parse
+   errors naming the token, a delayed call, a skipped one). */
+#define _GNU_SOURCE 1 /* setenv */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
+#define SPMDCOLL_IMPLEMENTATION
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "testlib.h"
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Log lines kept for the checks (any thread). */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536];
+static size_t log_len;
+static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)device;
+    pthread_mutex_lock(&log_lock);
+    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
+    if (w > 0) log_len += (size_t)w;
+    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
+    pthread_mutex_unlock(&log_lock);
+}
+static void log_clear(void) {
+    pthread_mutex_lock(&log_lock);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_lock);
+}
+
+static spmd_scheduler sched23; /* 0: the default (fibers when devices outnumber CPUs) */
+static spmd_mesh *mesh23(int64_t timeout_ms, int trace_depth) {
+    static const char *names[2] = {"x", "y"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = 2;
+    desc.shape[1] = 3;
+    desc.axis_names[0] = names[0];
+    desc.axis_names[1] = names[1];
+    desc.timeout_ms = timeout_ms;
+    desc.trace_depth = trace_depth;
+    desc.scheduler = sched23;
+    desc.log_level = SPMD_LOG_WARN;
+    desc.log_fn = log_keep;
+    T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create 2x3");
+    return m;
+}
+
+/* ---- the known sequence ------------------------------------------------- */
+#define NCALLS 7
+static int site_line; /* the line of the SPMD_AT call */
+
+static void known_calls(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d), i = id % 3;
+    float f[2] = {1, 2}, fo[2];
+    int32_t b[3] = {id, id, id}, b2[3];
+    double x = id, xo;
+    int32_t s = id, r = -1;
+    (void)arg;
+    T_CHECK(spmd_psum(d, f, fo, 2, SPMD_F32, "y", NULL) == SPMD_OK, "psum");
+    T_CHECK(spmd_bcast(d, b, b2, 3, SPMD_I32, 1, "x", NULL) == SPMD_OK, "bcast");
+    T_CHECK(spmd_pmax(d, &x, &xo, 1, SPMD_F64, "x,y", NULL) == SPMD_OK, "pmax");
+    T_CHECK(spmd_barrier(d, "y", NULL) == SPMD_OK, "barrier");
+    T_CHECK(spmd_sendrecv(d, &s, 1, (i + 1) % 3, 7, &r, 1, (i + 2) % 3, 7, SPMD_I32, "y", NULL, NULL) == SPMD_OK,
+            "sendrecv");
+    if (id == 0) site_line = __LINE__ + 1;
+    T_CHECK(SPMD_AT(d, spmd_psum(d, f, fo, 2, SPMD_F32, "y", NULL)) == SPMD_OK, "psum at a site");
+}
+
+/* The records device id must show, written plainly: one line per call,
+   each the text up to the state. */
+static void expected_lines(int id, char lines[NCALLS][160]) {
+    int row = id / 3, col = id % 3;
+    char gy[64], gx[64];
+    snprintf(gy, sizeof gy, "[%d %d %d], index %d", 3 * row, 3 * row + 1, 3 * row + 2, col);
+    snprintf(gx, sizeof gx, "[%d %d], index %d", col, col + 3, row);
+    snprintf(lines[0], 160, "#0 psum(f32 x 2, eager) over 'y' (op #0 of group %s): done", gy);
+    snprintf(lines[1], 160, "#1 broadcast(i32 x 3, eager) root 1 over 'x' (op #0 of group %s): done", gx);
+    snprintf(lines[2], 160, "#2 pmax(f64 x 1, eager) over 'x,y' (op #0 of group [0 1 2 3 4 5], index %d): done", id);
+    snprintf(lines[3], 160, "#3 barrier over 'y' (op #1 of group %s): done", gy);
+    snprintf(lines[4], 160, "#4 send(i32 x 1) to %d over 'y' (group %s): done", (col + 1) % 3, gy);
+    snprintf(lines[5], 160, "#5 recv(i32 x 1) from %d over 'y' (group %s): done", (col + 2) % 3, gy);
+    snprintf(lines[6], 160, "#6 psum(f32 x 2, eager) over 'y' (op #2 of group %s): done", gy);
+}
+
+static void test_records(void) {
+    spmd_mesh *m = mesh23(20000, 0);
+    char rep[16384];
+    if (!m) return;
+    T_CHECK(spmd_run(m, known_calls, NULL) == SPMD_OK, "run");
+    for (int id = 0; id < 6; id++) {
+        char want[NCALLS][160];
+        size_t n = spmd_report(m, id, rep, sizeof rep);
+        const char *at;
+        int k;
+        T_CHECK(n < sizeof rep, "report of device %d fits (%zu)", id, n);
+        expected_lines(id, want);
+        at = strstr(rep, "last calls:\n");
+        T_CHECK(at != NULL, "device %d: a list of last calls in\n%s", id, rep);
+        if (!at) continue;
+        at += strlen("last calls:\n");
+        for (k = 0; k < NCALLS && at; k++) {
+            const char *nl = strchr(at, '\n');
+            T_CHECK(strncmp(at, "  ", 2) == 0 && strncmp(at + 2, want[k], strlen(want[k])) == 0,
+                    "device %d call %d: want '%s' in\n%.*s", id, k, want[k], nl ? (int)(nl - at) : 80, at);
+            if (k == NCALLS - 1 && id == 0) {
+                char site[64];
+                snprintf(site, sizeof site, "test_trace.c:%d\n", site_line);
+                T_CHECK(nl && strstr(at, site) == nl - strlen(site) + 1, "the call site %s in %.*s", site,
+                        nl ? (int)(nl - at) : 80, at);
+            }
+            at = nl ? nl + 1 : NULL;
+        }
+        T_CHECK(at && *at == '\0', "device %d: nothing after the %d calls: '%s'", id, NCALLS, at ? at : "");
+        T_CHECK(strstr(rep, "returned from its function (detached) after 7 calls") != NULL,
+                "device %d returned: %s", id, rep);
+    }
+    /* truncation: the needed length, a NUL-terminated prefix */
+    {
+        size_t full = spmd_report(m, -1, rep, sizeof rep), n0 = spmd_report(m, -1, NULL, 0);
+        char small[17];
+        size_t ns = spmd_report(m, -1, small, sizeof small);
+        T_CHECK(full > 100 && full < sizeof rep && strlen(rep) == full, "whole report: %zu, strlen %zu", full,
+                strlen(rep));
+        T_CHECK(n0 == full && ns == full, "needed length %zu / %zu, want %zu", n0, ns, full);
+        T_CHECK(strlen(small) == 16 && strncmp(small, rep, 16) == 0, "cut to '%s'", small);
+        T_CHECK(spmd_report(m, 6, NULL, 0) > 0 && spmd_report(NULL, -1, small, sizeof small) == 0 && small[0] == 0,
+                "bad arguments");
+    }
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+}
+
+/* ---- a deliberate timeout ----------------------------------------------- */
+static int back_from_psum; /* devices 3 and 4 back from their failed psum */
+
+static void skipper(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float f = 1, o;
+    spmd_status s;
+    (void)arg;
+    T_CHECK(spmd_psum(d, &f, &o, 1, SPMD_F32, "y", NULL) == SPMD_OK, "first psum");
+    if (id == 5) { /* forgets the second psum; runs its own code until the others gave up */
+        while (__atomic_load_n(&back_from_psum, __ATOMIC_ACQUIRE) < 2) sched_yield();
+        return;
+    }
+    s = SPMD_AT(d, spmd_psum(d, &f, &o, 1, SPMD_F32, "y", NULL));
+    if (id >= 3) {
+        T_CHECK(s == SPMD_ERR_TIMEOUT || s == SPMD_ERR_BROKEN, "device %d: psum %s", id, spmd_status_name(s));
+        __atomic_fetch_add(&back_from_psum, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void test_timeout_report(void) {
+    spmd_mesh *m;
+    char rep[16384], logged[65536];
+    size_t n;
+    log_clear();
+    sched23 = SPMD_SCHEDULER_THREADS; /* device 5 spins in its own code: it needs its own thread */
+    m = mesh23(300, 0);
+    sched23 = SPMD_SCHEDULER_DEFAULT;
+    if (!m) return;
+    if (spmd_mesh_scheduler(m) != SPMD_SCHEDULER_THREADS) { /* SPMD_SCHEDULER=fibers wins over the desc */
+        T_SKIPN(13, "the timeout report: device 5 spins in its own code, which needs its own thread");
+        spmd_mesh_destroy(m);
+        return;
+    }
+    spmd_run(m, skipper, NULL);
+    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_TIMEOUT, "mesh broken by a timeout: %s",
+            spmd_status_name(spmd_mesh_status(m)));
+    T_CHECK(strstr(spmd_mesh_error(m), "(spmd_report says what each device is doing)") != NULL,
+            "the one-line error points at the report: %s", spmd_mesh_error(m));
+    T_CHECK(strchr(spmd_mesh_error(m), '\n') == NULL, "one line");
+    n = spmd_report(m, -1, rep, sizeof rep);
+    T_CHECK(n > 0 && n < sizeof rep, "report length %zu", n);
+    T_CHECK(strstr(rep, "group [3 4 5] in trouble at its op #1:\n") != NULL, "the group in trouble:\n%s", rep);
+    T_CHECK(strstr(rep, "  device 5: reached op #0 (did not arrive): #0 psum") != NULL, "device 5 absent:\n%s", rep);
+    T_CHECK(strstr(rep, "  1 of 3 members did not arrive\n") != NULL, "one absent:\n%s", rep);
+    T_CHECK(strstr(rep, "  device 3: reached op #1: #1 psum(f32 x 1, eager) over 'y'") != NULL &&
+                strstr(rep, "failed: SPMD_ERR_TIMEOUT, at tests/test_trace.c:") != NULL,
+            "device 3 reached and failed (its status shown with a call site):\n%s", rep);
+    T_CHECK(strstr(rep, "  device 5: returned from its function (detached) after 1 calls") != NULL,
+            "device 5 returned:\n%s", rep);
+    T_CHECK(strstr(rep, "group [0 1 2] in trouble") == NULL, "the healthy group is not in trouble:\n%s", rep);
+    /* the report logged when the mesh broke: device 5 was running its own code */
+    pthread_mutex_lock(&log_lock);
+    memcpy(logged, log_text, log_len + 1);
+    pthread_mutex_unlock(&log_lock);
+    T_CHECK(strstr(logged, "spmd report: mesh of 6 devices (x=2, y=3), broken: SPMD_ERR_TIMEOUT") != NULL,
+            "a report logged at the break:\n%s", logged);
+    T_CHECK(strstr(logged, "  device 5: running its own code for ") != NULL, "device 5 running its own code:\n%s",
+            logged);
+    T_CHECK(strstr(logged, ": blocked in #1 psum(f32 x 1, eager) over 'y'") != NULL, "a device blocked:\n%s", logged);
+    spmd_mesh_destroy(m);
+}
+
+/* ---- the timeline ------------------------------------------------------- */
+/* A small JSON parser: validates the text and keeps, for each object at
+   depth 2 (an element of traceEvents), its name, ph, tid, pid and args.seq. */
+typedef struct ev { char name[64], ph[64]; int tid, pid; long seq; } ev;
+static ev evs[256];
+static int nev;
+typedef struct jp { const char *s; int ok; } jp;
+static void ws(jp *p) { while (*p->s == ' ' || *p->s == '\n' || *p->s == '\t' || *p->s == '\r') p->s++; }
+static int jstr(jp *p, char *out, size_t len) {
+    size_t n = 0;
+    if (*p->s != '"') return p->ok = 0;
+    for (p->s++; *p->s && *p->s != '"'; p->s++) {
+        char c = *p->s;
+        if ((unsigned char)c < 32) return p->ok = 0;
+        if (c == '\\') {
+            p->s++;
+            if (*p->s == 'u') { for (int k = 0; k < 4; k++) if (!p->s[1 + k]) return p->ok = 0; p->s += 4; c = '?'; }
+            else if (!strchr("\"\\/bfnrt", *p->s) || !*p->s) return p->ok = 0;
+            else c = *p->s;
+        }
+        if (out && n + 1 < len) out[n++] = c;
+    }
+    if (*p->s != '"') return p->ok = 0;
+    p->s++;
+    if (out) out[n] = '\0';
+    return 1;
+}
+static double jnum(jp *p) {
+    char *end;
+    double v = strtod(p->s, &end);
+    if (end == p->s) p->ok = 0;
+    p->s = end;
+    return v;
+}
+static void jval(jp *p, int depth, ev *cur, const char *key, int in_args);
+static void jobj(jp *p, int depth, int in_args, ev *cur) {
+    char key[64];
+    ev *mine = cur;
+    if (depth == 2) { if (nev >= 256) { p->ok = 0; return; } mine = &evs[nev++]; memset(mine, 0, sizeof *mine); mine->seq = -1; }
+    p->s++;
+    ws(p);
+    if (*p->s == '}') { p->s++; return; }
+    while (p->ok) {
+        ws(p);
+        if (!jstr(p, key, sizeof key)) return;
+        ws(p);
+        if (*p->s != ':') { p->ok = 0; return; }
+        p->s++;
+        ws(p);
+        jval(p, depth, mine, key, in_args || (depth == 2 && strcmp(key, "args") == 0));
+        ws(p);
+        if (*p->s == ',') { p->s++; continue; }
+        if (*p->s == '}') { p->s++; return; }
+        p->ok = 0;
+    }
+}
+static void jval(jp *p, int depth, ev *cur, const char *key, int in_args) {
+    if (*p->s == '{') { jobj(p, depth + 1, in_args, cur); return; }
+    if (*p->s == '[') {
+        p->s++;
+        ws(p);
+        if (*p->s == ']') { p->s++; return; }
+        while (p->ok) {
+            ws(p);
+            jval(p, depth + 1, cur, NULL, in_args);
+            ws(p);
+            if (*p->s == ',') { p->s++; continue; }
+            if (*p->s == ']') { p->s++; return; }
+            p->ok = 0;
+        }
+        return;
+    }
+    if (*p->s == '"') {
+        char v[64];
+        jstr(p, v, sizeof v);
+        if (cur && key && !in_args && strcmp(key, "name") == 0) snprintf(cur->name, sizeof cur->name, "%s", v);
+        if (cur && key && !in_args && strcmp(key, "ph") == 0) snprintf(cur->ph, sizeof cur->ph, "%s", v);
+        return;
+    }
+    if (strncmp(p->s, "true", 4) == 0 || strncmp(p->s, "null", 4) == 0) { p->s += 4; return; }
+    if (strncmp(p->s, "false", 5) == 0) { p->s += 5; return; }
+    {
+        double v = jnum(p);
+        if (cur && key && !in_args && strcmp(key, "tid") == 0) cur->tid = (int)v;
+        if (cur && key && !in_args && strcmp(key, "pid") == 0) cur->pid = (int)v;
+        if (cur && key && in_args && strcmp(key, "seq") == 0) cur->seq = (long)v;
+    }
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    if (buf) buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_timeline(void) {
+    static const char *ops[NCALLS] = {"psum", "broadcast", "pmax", "barrier", "send", "recv", "psum"};
+    char pattern[128], path[128];
+    spmd_mesh *m;
+    char *text;
+    int seen[6] = {0}, bad = 0;
+    snprintf(pattern, sizeof pattern, "/tmp/spmd_test_trace_%d_%%p.json", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/spmd_test_trace_%d_0.json", (int)getpid());
+    setenv("SPMD_TRACE", pattern, 1);
+    m = mesh23(20000, 2); /* a ring of 2: most records leave it before the end */
+    unsetenv("SPMD_TRACE");
+    if (!m) return;
+    T_CHECK(spmd_run(m, known_calls, NULL) == SPMD_OK, "run");
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+    text = slurp(path);
+    T_CHECK(text != NULL, "the trace %s was written", path);
+    if (!text) return;
+    {
+        jp p = {text, 1};
+        nev = 0;
+        ws(&p);
+        if (*p.s == '{') jobj(&p, 0, 0, NULL); else p.ok = 0;
+        ws(&p);
+        T_CHECK(p.ok && *p.s == '\0', "valid JSON (stopped at offset %ld)", (long)(p.s - text));
+    }
+    for (int k = 0; k < nev; k++) {
+        ev *e = &evs[k];
+        if (strcmp(e->ph, "M") == 0) continue;
+        if (strcmp(e->ph, "X") != 0 || e->tid < 0 || e->tid >= 6 || e->pid != 0) { bad++; continue; }
+        /* each device's events in call order, with the op's name */
+        if (e->seq != seen[e->tid] || seen[e->tid] >= NCALLS || strcmp(e->name, ops[seen[e->tid]]) != 0) {
+            if (bad++ < 3) fprintf(stderr, "event %d: %s tid %d seq %ld (want seq %d)\n", k, e->name, e->tid, e->seq,
+                                   seen[e->tid]);
+        }
+        seen[e->tid]++;
+    }
+    T_CHECK(bad == 0, "%d events out of place", bad);
+    for (int id = 0; id < 6; id++) T_CHECK(seen[id] == NCALLS, "device %d: %d events, want %d", id, seen[id], NCALLS);
+    T_CHECK(strstr(text, "\"args\":{\"seq\":0,\"group_op\":0,\"bytes\":8,\"dtype\":\"f32\",\"count\":2,"
+                         "\"algorithm\":\"eager\",\"axes\":\"y\",\"status\":\"SPMD_OK\"}") != NULL,
+            "the first psum's args");
+    free(text);
+    remove(path);
+
+    /* an unwritable path: a warning, the run goes on */
+    log_clear();
+    setenv("SPMD_TRACE", "/nonexistent-spmd-dir/trace.json", 1);
+    m = mesh23(20000, 0);
+    unsetenv("SPMD_TRACE");
+    if (!m) return;
+    pthread_mutex_lock(&log_lock);
+    T_CHECK(strstr(log_text, "SPMD_TRACE=/nonexistent-spmd-dir/trace.json cannot be written") != NULL,
+            "the warning: %s", log_text);
+    pthread_mutex_unlock(&log_lock);
+    T_CHECK(spmd_run(m, known_calls, NULL) == SPMD_OK, "the run goes on");
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+}
+
+/* ---- off ---------------------------------------------------------------- */
+static void test_off(void) {
+    char rep[4096];
+    spmd_mesh *m = mesh23(20000, -1);
+    if (!m) return;
+    T_CHECK(spmd_run(m, known_calls, NULL) == SPMD_OK, "run");
+    spmd_report(m, -1, rep, sizeof rep);
+    T_CHECK(strstr(rep, "flight recorder off") != NULL && strstr(rep, "#0 psum") == NULL, "off by desc: %s", rep);
+    spmd_mesh_destroy(m);
+    setenv("SPMD_TRACE_DEPTH", "0", 1);
+    m = mesh23(20000, 16);
+    unsetenv("SPMD_TRACE_DEPTH");
+    if (!m) return;
+    T_CHECK(spmd_run(m, known_calls, NULL) == SPMD_OK, "run");
+    spmd_report(m, -1, rep, sizeof rep);
+    T_CHECK(strstr(rep, "flight recorder off") != NULL, "off by env: %s", rep);
+    spmd_mesh_destroy(m);
+}
+
+/* ---- the fault plan ----------------------------------------------------- */
+static spmd_mesh *mesh3(int64_t timeout_ms, const char *faults, spmd_status *st) {
+    static const char *names[1] = {"i"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 3;
+    desc.axis_names[0] = names[0];
+    desc.timeout_ms = timeout_ms;
+    desc.faults = faults;
+    desc.log_level = SPMD_LOG_WARN;
+    desc.log_fn = log_keep;
+    *st = spmd_mesh_create(&desc, &m);
+    return m;
+}
+
+static void test_fault_parse(void) {
+    static const struct { const char *spec, *token; } bad[] = {
+        {"device=1,seq=2,kind=lose", "kind=lose"},
+        {"device=3,seq=0,kind=skip", "device=3"},
+        {"device=-1,seq=0,kind=skip", "device=-1"},
+        {"device=0,seq=x,kind=skip", "seq=x"},
+        {"device=0,seq=1,kind=delay:", "kind=delay:"},
+        {"device=0,seq=1,kind=delay:5ms", "kind=delay:5ms"},
+        {"device=0,seq=1,colour=red,kind=skip", "colour=red"},
+        {"device=0,seq=1", "device=0,seq=1"},
+        {"device=1,seq=4,kind=skip;device=1,seq=4,kind=delay:3", "device=1,seq=4,kind=delay:3"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        spmd_status st;
+        spmd_mesh *m;
+        char want[80];
+        log_clear();
+        m = mesh3(1000, bad[k].spec, &st);
+        T_CHECK(st == SPMD_ERR_INVALID && m == NULL, "'%s': %s", bad[k].spec, spmd_status_name(st));
+        if (m) spmd_mesh_destroy(m);
+        snprintf(want, sizeof want, "'%s'", bad[k].token);
+        pthread_mutex_lock(&log_lock);
+        T_CHECK(strstr(log_text, "desc.faults: ") && strstr(log_text, want), "'%s': the message names %s: %s",
+                bad[k].spec, want, log_text);
+        pthread_mutex_unlock(&log_lock);
+    }
+    /* the env wins over the desc, and is checked the same way */
+    {
+        spmd_status st;
+        spmd_mesh *m;
+        setenv("SPMD_FAULTS", "device=0,seq=0,kind=explode", 1);
+        log_clear();
+        m = mesh3(1000, "device=0,seq=0,kind=skip", &st);
+        unsetenv("SPMD_FAULTS");
+        T_CHECK(st == SPMD_ERR_INVALID && !m && strstr(log_text, "SPMD_FAULTS: bad token 'kind=explode'"),
+                "env: %s, %s", spmd_status_name(st), log_text);
+        if (m) spmd_mesh_destroy(m);
+    }
+}
+
+static int64_t ms_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void skip_run(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = (float)(id + 1), y = -1;
+    spmd_status s;
+    int64_t t0;
+    (void)arg;
+    t0 = ms_now();
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 1: call #0 delayed 50 ms */
+    T_CHECK(s == SPMD_OK && y == 6.0f, "device %d: delayed psum %s, %g", id, spmd_status_name(s), (double)y);
+    if (id == 1) T_CHECK(ms_now() - t0 >= 50, "device 1 held %lld ms", (long long)(ms_now() - t0));
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 2: call #1 skipped */
+    if (id == 2) T_CHECK(s == SPMD_OK && y == -1.0f, "device 2: skipped psum returns OK, output untouched: %s %g",
+                         spmd_status_name(s), (double)y);
+    else /* BROKEN: a call begun after the other one broke the mesh */
+        T_CHECK(s == SPMD_ERR_DEADLOCK || s == SPMD_ERR_BROKEN, "device %d: the others see device 2 returned: %s", id,
+                spmd_status_name(s));
+}
+
+static void test_fault_run(void) {
+    spmd_status st;
+    char rep[8192];
+    spmd_mesh *m = mesh3(300, "device=2,seq=1,kind=skip;device=1,seq=0,kind=delay:50", &st);
+    T_CHECK(st == SPMD_OK && m, "mesh with a fault plan: %s", spmd_status_name(st));
+    if (!m) return;
+    spmd_run(m, skip_run, NULL);
+    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_DEADLOCK, "broken by the returned device: %s",
+            spmd_status_name(spmd_mesh_status(m)));
+    spmd_report(m, -1, rep, sizeof rep);
+    T_CHECK(strstr(rep, "  device 2: reached op #0 (did not arrive)") != NULL, "device 2 absent:\n%s", rep);
+    spmd_report(m, 2, rep, sizeof rep);
+    T_CHECK(strstr(rep, "#1 psum(f32 x 1, eager) over 'i' (op #1 of group [0 1 2], index 2): skipped by the fault plan") !=
+                NULL, "device 2's record says skipped:\n%s", rep);
+    spmd_mesh_destroy(m);
+}
+
+int main(void) {
+    unsetenv("SPMD_TRACE");
+    unsetenv("SPMD_TRACE_DEPTH");
+    unsetenv("SPMD_FAULTS");
+    test_records();
+    test_timeout_report();
+    test_timeline();
+    test_off();
+    test_fault_parse();
+    test_fault_run();
+    return t_summary();
+}
