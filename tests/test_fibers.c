@@ -351,7 +351,7 @@ static void dl_device(spmd_dev *d, void *p) {
         s = spmd_psum(d, x, y, 4, SPMD_F32, "*", NULL);
     }
     a->st[id] = s;
-    snprintf(a->msg[id], sizeof a->msg[id], "%s", spmd_last_error(d));
+    snprintf(a->msg[id], sizeof a->msg[id], "%.390s", spmd_last_error(d));
 }
 
 static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t seed) {
