@@ -9719,11 +9719,18 @@ static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t n
     spmd__sunlock(&s->lock);
 }
 
+static void spmd__wake_expired(spmd__sched *s, uint64_t now);
+
 /* Let the other ready fibers run first (spmd_test polling). */
 static void spmd__fiber_yield(spmd_dev *d) {
     spmd__fiber *f = d->fib;
     spmd__sched *s = f->s;
+    uint64_t now = spmd__now_ns();
     spmd__slock(&s->lock);
+    /* a poll loop keeps the queue from emptying, where the carrier would
+       wake the parked fibers whose time limit passed: wake them here (on
+       libfabric the transport completes what they wait for without a bell) */
+    if (s->next_wake <= now) spmd__wake_expired(s, now);
     spmd__ready_push(s, f);
     spmd__to_carrier(f);
     spmd__sunlock(&s->lock);
@@ -9795,19 +9802,24 @@ static void spmd__fiber_stuck(spmd__sched *s) {
 
 /* Nothing ready (lock held): wake timed parks that are due, judge a
    deadlock, or sleep until a ring or the next time limit. */
+/* Make ready the parked fibers whose time limit passed (lock held). */
+static void spmd__wake_expired(spmd__sched *s, uint64_t now) {
+    uint64_t next = UINT64_MAX;
+    int i;
+    for (i = 0; i < s->n; i++) {
+        spmd__fiber *f = &s->fibs[i];
+        if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
+        if (f->wake_at <= now) spmd__ready_push(s, f);
+        else if (f->wake_at < next) next = f->wake_at;
+    }
+    s->next_wake = next;
+}
+
 static void spmd__carrier_idle(spmd__sched *s) {
     uint64_t now = spmd__now_ns(), ns;
     uint32_t gen;
-    int i;
     if (s->next_wake <= now) {
-        uint64_t next = UINT64_MAX;
-        for (i = 0; i < s->n; i++) {
-            spmd__fiber *f = &s->fibs[i];
-            if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
-            if (f->wake_at <= now) spmd__ready_push(s, f);
-            else if (f->wake_at < next) next = f->wake_at;
-        }
-        s->next_wake = next;
+        spmd__wake_expired(s, now);
         if (s->rcount) return;
     }
     if (!s->nrunning && !s->judging && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {

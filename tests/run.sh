@@ -232,7 +232,9 @@ run_fabric_tsan() {
 # through the Bruck exchange, which small operations take by default from
 # 8 processes on; mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
 # their small blocking collectives take the general exchange while the even
-# ones take the quick one, and the two must agree; net is libfabric 1.17's
+# ones take the quick one, and the two must agree; fibers each process's
+# devices as fibers on one carrier (SPMD_SCHEDULER=fibers SPMD_CARRIERS=1);
+# net is libfabric 1.17's
 # native tcp RDM provider, with its own limits on early messages),
 # configurations outer, tests inner. Meshes of 4 and more devices under two
 # processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK:K
@@ -246,7 +248,7 @@ run_fabric_tsan() {
 # exit with no failure counted, is one failure more.
 FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane tcp:4:nolane shm:2 shm:3 shm:4 shm:2:small tcp:2:strict
-    shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane"}
+    shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
 FABRIC_QUICK=${FABRIC_QUICK:-4}
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
@@ -297,6 +299,7 @@ run_fabric_matrix() {
         case "+$mode+" in *+small+*) lane=small ;; esac
         case "+$mode+" in *+bruck+*) algo=bruck ;; esac
         case "+$mode+" in *+mixq+*) mixq=1 ;; esac
+        fib=""; case "+$mode+" in *+fibers+*) fib=1 ;; esac
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
             n=0; for t in $FABRIC_CONF; do n=$((n + 1)); done
             echo "  fabric $prov -n $np${mode:+ $mode}: provider $prov not offered here (fi_info): $n runs skipped"
@@ -313,7 +316,7 @@ run_fabric_matrix() {
             start=$(date +%s)
             set -- "$exe"
             [ -n "$mixq" ] && set -- sh -c '[ $((SPMD_PROCESS_ID % 2)) = 1 ] && export SPMD_QUICK_EXCHANGE=0; exec "$0"' "$exe"
-            env SPMD_TEST_QUICK=$thin ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} ${algo:+SPMD_ALGO=$algo} \
+            env SPMD_TEST_QUICK=$thin ${fib:+SPMD_SCHEDULER=fibers SPMD_CARRIERS=1} ${strict:+SPMD_FABRIC_STRICT=1} ${lane:+SPMD_SHM_LANE=$lane} ${algo:+SPMD_ALGO=$algo} \
                 tools/spmdrun -n "$np" --provider "$prov" --timeout "$FABRIC_RUN_TIMEOUT" -- "$@" \
                 >$log.out 2>$log.err; rc=$?
             end=$(date +%s)
