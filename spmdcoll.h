@@ -10060,10 +10060,14 @@ static int spmd__gone_check(spmd_req *r) {
     if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
     for (k = 0; k < g->G && gone < 0; k++) {
         spmd_dev *p = m->devs[g->members[k]];
-        int absent = r->state == SPMD__R_POST
-                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
-                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
-        if (absent && SPMD__LD_ACQ(&p->returned)) gone = p->id;
+        int absent;
+        /* returned first: everything it posted before returning is then
+           visible (read the other way round, a post that came between the
+           two reads made a member that had called it look absent) */
+        if (!SPMD__LD_ACQ(&p->returned)) continue;
+        absent = r->state == SPMD__R_POST ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                                          : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (absent) gone = p->id;
     }
     if (gone < 0 || !spmd__may_abandon(r)) return 0;
     spmd__sig_text(&r->sig, what, sizeof what);
