@@ -10032,6 +10032,8 @@ static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
         buf[len - 1] = '\0'; /* cut short: still a report */
 }
 
+static int spmd__check_missing(spmd_req *r);
+
 /* Devices whose function returned (spmd_run) will never arrive: a request
    waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
    breaks the mesh. 1 if r is now done. */
@@ -10058,6 +10060,9 @@ static int spmd__gone_check(spmd_req *r) {
         return 1;
     }
     if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
+    /* check mode: a member that logged another call here is a mismatch,
+       which says more than that it returned */
+    if (m->check && spmd__check_missing(r)) return 1;
     for (k = 0; k < g->G && gone < 0; k++) {
         spmd_dev *p = m->devs[g->members[k]];
         int absent;

@@ -427,8 +427,12 @@ static void test_axes_without_check(void) {
     memset(&a, 0, sizeof a);
     a.kind = 5;
     spmd_run(m, mismatch_device, &a);
-    T_CHECK(a.st[1] == SPMD_ERR_DEADLOCK && a.st[3] == SPMD_ERR_DEADLOCK, "axes without check: %s %s",
-            spmd_status_name(a.st[1]), spmd_status_name(a.st[3]));
+    /* device 3 finds it itself once device 1 returned, or, on OS threads, may
+       first see the mesh broken by device 1's verdict (naming it) */
+    T_CHECK(a.st[1] == SPMD_ERR_DEADLOCK &&
+                (a.st[3] == SPMD_ERR_DEADLOCK ||
+                 (a.st[3] == SPMD_ERR_BROKEN && strstr(a.msg[3], "device 0 returned") != NULL)),
+            "axes without check: %s %s ('%s')", spmd_status_name(a.st[1]), spmd_status_name(a.st[3]), a.msg[3]);
     T_CHECK(strstr(a.msg[1], "device 0 returned") != NULL, "axes without check: device 1's message: '%s'",
             a.msg[1]);
     spmd_mesh_destroy(m);
