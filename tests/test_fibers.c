@@ -41,6 +41,16 @@ static spmd_mesh *fmesh(int a, int b, spmd_scheduler sch, int carriers, uint64_t
     return m;
 }
 
+/* A 1-D mesh of 4 devices "i" as fibers on one carrier (the rest zero). */
+static void desc4_one_carrier(spmd_mesh_desc *desc) {
+    memset(desc, 0, sizeof *desc);
+    desc->ndim = 1;
+    desc->shape[0] = 4;
+    desc->axis_names[0] = "i";
+    desc->scheduler = SPMD_SCHEDULER_FIBERS;
+    desc->carriers = 1;
+}
+
 /* ---- large meshes against a plain reference -------------------------------- */
 
 typedef struct big_arg {
@@ -512,12 +522,7 @@ static void test_overflow(void) {
             sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
             sigaction(SIGSEGV, &sa, NULL);
         }
-        memset(&desc, 0, sizeof desc);
-        desc.ndim = 1;
-        desc.shape[0] = 4;
-        desc.axis_names[0] = "i";
-        desc.scheduler = SPMD_SCHEDULER_FIBERS;
-        desc.carriers = 1;
+        desc4_one_carrier(&desc);
         desc.thread_stack_size = 16384;
         if (spmd_mesh_create(&desc, &m) != SPMD_OK) _exit(3);
         spmd_run(m, deep_device, NULL);
@@ -554,12 +559,7 @@ static void wd_device(spmd_dev *d, void *p) {
 static void test_watchdog(void) {
     spmd_mesh_desc desc;
     spmd_mesh *m;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = 4;
-    desc.axis_names[0] = "i";
-    desc.scheduler = SPMD_SCHEDULER_FIBERS;
-    desc.carriers = 1;
+    desc4_one_carrier(&desc);
     desc.timeout_ms = 10000; /* the warning comes after a tenth of it: 1 s */
     desc.log_fn = wd_log;
     desc.log_level = SPMD_LOG_WARN;
