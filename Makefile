@@ -186,9 +186,11 @@ bench: $(BUILD)/bench
 # SVG plots in build/plots: bus bandwidth and time per call against size for
 # psum, all_gather and all_to_all, spmdcoll next to Open MPI (when installed)
 # and the memcpy floor (bench/plot.sh; bench/plot.sh -s FILE plots time per
-# call against devices per scheduler from a CSV).
+# call against devices per scheduler from a CSV), and time per call against
+# devices 8..4096 per scheduler (bench/plot.sh -S: build/bench --scale).
 plots: $(BUILD)/bench
 	bash bench/plot.sh -o $(BUILD)/plots
+	bash bench/plot.sh -S -o $(BUILD)/plots
 
 # The header, spmdcoll.pc for pkg-config and the package config for CMake's
 # find_package(spmdcoll) (CMAKE_PREFIX_PATH=PREFIX); cmake --install of

@@ -21,21 +21,26 @@
 #           scheduler,devices,coll,us_per_call
 #           threads,8,psum,4.1
 #           fibers,8,psum,1.9
+#   bench/plot.sh -S [-o DIR]
+#       measures that first: build/bench --scale (mesh (N/8, 8), N = 8 to
+#       4096, both schedulers; its table is kept as DIR/scale.txt), writes
+#       it as DIR/scale.csv and plots it as -s does.
 #
 # DIR defaults to build/plots (make plots). Exits non-zero when a
 # measurement fails or an input is malformed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(dirname "$here")/build/plots
-replot=0 scale="" pass=() max=64M
-usage() { sed -n '5,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "t:d:e:k:o:rs:h" opt; do
+replot=0 scale="" measure_scale=0 pass=() max=64M
+usage() { sed -n '5,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "t:d:e:k:o:rs:Sh" opt; do
     case $opt in
         t|d|k) pass+=("-$opt" "$OPTARG") ;;
         e) max=$OPTARG ;;
         o) out=$OPTARG ;;
         r) replot=1 ;;
         s) scale=$OPTARG ;;
+        S) measure_scale=1 ;;
         *) usage ;;
     esac
 done
@@ -49,6 +54,20 @@ plot() { # $1 = output, $2 = title, $3 = subtitle, $4 = x label, $5 = y label, $
     echo "wrote $1"
 }
 
+if [ $measure_scale = 1 ]; then
+    # bench --scale's rows: devices, scheduler, then µs per call of psum,
+    # all_gather, ppermute and barrier (its header names them)
+    echo "measuring: build/bench --scale"
+    load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+    "$(dirname "$here")/build/bench" --scale > "$out/scale.txt.tmp"
+    mv "$out/scale.txt.tmp" "$out/scale.txt"
+    awk -v OFS=, -v subt="mesh (N/8, 8), every device calling; $(nproc) CPUs, $(date -u +%F), load $load at start" \
+        'BEGIN { print "# subtitle: " subt; print "scheduler,devices,coll,us_per_call"; split("psum all_gather ppermute barrier", c, " ") }
+        /^# / { print; next }
+        $1 ~ /^[0-9]+$/ && NF == 6 { for (i = 1; i <= 4; i++) print $2, $1, c[i], $(i + 2) }' \
+        "$out/scale.txt" > "$out/scale.csv"
+    scale=$out/scale.csv
+fi
 if [ -n "$scale" ]; then
     [ -r "$scale" ] || { echo "$0: cannot read $scale" >&2; exit 2; }
     awk -F, '/^#/ || /^scheduler,/ || /^[ \t]*$/ { next }
@@ -56,9 +75,12 @@ if [ -n "$scale" ]; then
             printf "%s line %d: expected scheduler,devices,coll,us_per_call: %s\n", FILENAME, FNR, $0 > "/dev/stderr"; bad = 1
         }
         END { exit bad }' "$scale"
+    # a line "# subtitle: TEXT" gives the plots' subtitle (-S writes one), else the file's name
+    sub=$(sed -n 's/^# subtitle: //p' "$scale" | head -n 1)
+    [ -n "$sub" ] || sub=$(basename "$scale")
     for c in $(awk -F, '!/^#/ && !/^scheduler,/ && NF == 4 { print $3 }' "$scale" | sort -u); do
         awk -F, -v c="$c" -v OFS='\t' '!/^#/ && $3 == c { print $1, $2, $4 }' "$scale" |
-            plot "$out/scale-$c.svg" "time per $c against the number of devices" "$(basename "$scale")" \
+            plot "$out/scale-$c.svg" "time per $c against the number of devices" "$sub" \
                  "devices" "time per call (µs)" num
     done
     exit 0
