@@ -8,111 +8,50 @@
    through libfabric (tcp, shm, verbs, EFA, ...). Single header, stb style,
    no dependencies beyond pthreads (and libfabric for that backend).
 
+   This comment is the manual, most useful first: USAGE, QUICK START,
+   CONCEPTS, FUNCTIONS BY TASK, ERRORS (statuses and what to do), then the
+   details: SEMANTICS, ASYNC, DEADLINES AND REPORTS, FIBERS, SEVERAL
+   PROCESSES, ENVIRONMENT, CONFIGURATION MACROS. Every declaration below has
+   its own comment; README.md and docs/ have the longer explanations.
+
    USAGE
      Define SPMDCOLL_IMPLEMENTATION in exactly one .c or .cpp file before
      including this header; include it without the define everywhere else.
      In that one file, include spmdcoll.h before any system header (or build
      with -D_GNU_SOURCE or -std=gnu11): the implementation needs POSIX.
-     Link with -pthread.
+     Link with -pthread; with SPMDCOLL_LIBFABRIC also -lfabric. C99, C11 and
+     C++17, gcc and clang.
 
    QUICK START
      #define SPMDCOLL_IMPLEMENTATION
      #include "spmdcoll.h"
+     #include <stdio.h>
      static void step(spmd_dev *d, void *arg) {
          float g[4] = {1, 2, 3, (float)spmd_device_id(d)};
-         spmd_pmean(d, g, g, 4, SPMD_F32, "row,col", NULL);    // in place
+         spmd_status s = spmd_pmean(d, g, g, 4, SPMD_F32, "row,col", NULL); // in place
+         if (s != SPMD_OK) fprintf(stderr, "%s\n", spmd_last_error(d));
+         (void)arg;
      }
      int main(void) {
-         spmd_mesh_desc desc = {0};
+         spmd_mesh_desc desc = {0};            // zero fields: defaults (C++: desc{})
          desc.ndim = 2; desc.shape[0] = 4; desc.shape[1] = 2;
          desc.axis_names[0] = "row"; desc.axis_names[1] = "col";
          spmd_mesh *m;
          if (spmd_mesh_create(&desc, &m) != SPMD_OK) return 1;
-         spmd_status s = spmd_run(m, step, NULL);              // 8 devices
+         spmd_status s = spmd_run(m, step, NULL);       // 8 devices, joined
          spmd_mesh_destroy(m);
          return s != SPMD_OK;
      }
 
-   CONFIGURATION MACROS (define before the include)
-     SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
-     SPMD_STATIC               make every function static (private copy per file)
-     SPMD_API                  override the linkage of the public functions
-     SPMDCOLL_LIBFABRIC        compile the libfabric backend in (link
-                               -lfabric); the thread backend stays too
-     SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
-     SPMD_ASSERT(x)            replace assert() for internal invariants
-     SPMD_NO_DISPATCH          x86-64: no AVX2/F16C copies of the hot reduction
-                               kernels (the baseline ones run everywhere)
-
-   ENVIRONMENT
-     SPMD_TIMEOUT_MS   deadline of every wait, overrides the mesh desc
-     SPMD_CHECK        1: check mode on (see ERRORS), 0: off
-     SPMD_LOG_LEVEL    off, error, warn (default), info, debug
-     SPMD_SPIN_US      how long a wait spins (yielding briefly every 20 us)
-                       before it yields for good (default 1000; 0 when there
-                       are more devices than CPUs)
-     SPMD_YIELD_US     how long it then yields before sleeping (default 200)
-     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
-                       default: fibers when devices outnumber CPUs, threads backend)
-     SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
-     SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
-     SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
-                       processes eager = direct exchange, split = reduce-scatter +
-                       all-gather, bruck = every input to every process in
-                       ceil(log2 processes) steps (default for small operations
-                       from 8 processes on); on threads an input larger than
-                       eager's slot runs split, and messages say so
-     SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
-                       desc.trace_depth; 0 here or a negative desc field: off)
-     SPMD_TRACE        path: at mesh destroy, write every call of this
-                       process's devices as Chrome-trace JSON (Perfetto,
-                       chrome://tracing; pid = process index, tid = device);
-                       %p in the path becomes the process index, so each
-                       process writes its own file (merge by concatenating
-                       the traceEvents arrays); an unwritable path: a
-                       warning at mesh creation, the run goes on
-     SPMD_FAULTS       fault plan for tests (thread backend; desc.faults),
-                       e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,
-                       kind=skip": device 3's call #17 (the call numbers of
-                       spmd_report; calls refused as bad input do not count)
-                       is held 50 ms, device 1's call #5 returns SPMD_OK
-                       without joining (its peers time out or see it return:
-                       SPMD_ERR_DEADLOCK); a bad token:
-                       SPMD_ERR_INVALID from mesh creation, naming it
-     libfabric backend (see SEVERAL PROCESSES):
-     SPMD_COORDINATOR, SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job
-                       (else Slurm's, Open MPI's or PMI's variables)
-     SPMD_JOB_KEY      shared secret of the job (tools/spmdrun makes one)
-     SPMD_PROVIDER     libfabric provider: tcp, shm, net, ... (else
-                       FI_PROVIDER; default: shm when every process is on
-                       one host, else the first)
-     SPMD_SOCKET_IFNAME   interface for the bootstrap and the tcp provider
-     SPMD_DEVICES_PER_PROCESS   devices each process hosts (desc field wins)
-     SPMD_BACKEND      threads or libfabric: overrides the default choice
-     SPMD_PROGRESS_THREAD   1: a thread drives the transport while callers
-                       compute between start and wait
-     SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
-                       EFA demand (every buffer registered, fi_context2,
-                       8 KiB messages)
-     SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
-                       clear-to-send (default on for shm and net)
-     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
-                       between processes of one host go through rings in
-                       shared memory, not libfabric (at most 8 KiB inline,
-                       larger ones streamed through bulk rings once their
-                       receive is posted); small: only those of at most
-                       8 KiB (also the case with SPMD_FABRIC_STRICT=1)
-     SPMD_QUICK_EXCHANGE   0: meshes made from then on send small blocking
-                       collectives between processes through the general
-                       exchange even where the quick one fits
-                       (for comparisons; the default is 1)
-
    CONCEPTS
      mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
              devices) with named axes, e.g. shape (4,2) named ("row","col").
-             Device ids are row-major over the coordinates.
+             Device ids are row-major over the coordinates. Meshes are
+             independent: several may live in one process (no process-wide
+             mutable state).
      device  one participant (spmd_dev *). Every device runs the same
-             function and makes the same sequence of collective calls.
+             function and makes the same sequence of collective calls; a
+             device handle is used by one thread at a time.
      axes    a collective names the axes it spans: "col", or "row,col"
              (spaces around names are ignored).
              Its group is the devices that agree on every axis not named;
@@ -120,15 +59,124 @@
              named axes, linearised in the order named ("row,col" and
              "col,row" differ in order). "" names no axis (group of one);
              "*" names every axis of the mesh in mesh order.
-     groups  axis_index_groups (spmd_opts.groups): a partition of the
-             named axes' index range into equal groups; the collective runs
-             inside each group, in the order listed.
+     groups  axis_index_groups (spmd_opts.groups, flattened, group_size
+             entries each): a partition of the named axes' index range into
+             equal groups; the collective runs inside each group, in the
+             order listed.
+     opts    spmd_opts, NULL for defaults: groups, a per-call timeout_ms, an
+             algorithm hint (spmd_algo).
+     arrays  the shape-dependent operations take spmd_array views (data,
+             dtype, rank 0..8, shape; row-major, contiguous).
+     dtypes  SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32,
+             SPMD_U32, SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16 (both stored
+             as uint16_t), SPMD_F32, SPMD_F64.
      specs   a PartitionSpec (spmd_spec, text P('row', None)): per array
              dimension the mesh axes sharding it, major first; unnamed axes
              replicate, `partial` axes hold summands. spmd_shard_map runs a
              function on every device's blocks; spmd_reshard moves a block
-             between two specs by the cheapest collectives it finds (see
-             "sharding" below).
+             between two specs by the cheapest collectives it finds.
+
+   FUNCTIONS BY TASK (blocking unless said; each returns an spmd_status)
+     Make and run a mesh
+       spmd_mesh_create(&desc, &m), spmd_mesh_destroy(m)
+       spmd_run(m, fn, arg)        fn(dev, arg) on every (local) device; joins
+       spmd_attach(m, k, &dev), spmd_detach(dev)   your own thread as device k
+     Where am I
+       spmd_device_id, spmd_device_coords, spmd_device_mesh,
+       spmd_axis_index(dev, axes), spmd_axis_size(dev, axes),
+       spmd_mesh_size, spmd_mesh_ndim, spmd_mesh_axis_name,
+       spmd_mesh_axis_size(m, axes), spmd_mesh_backend, spmd_mesh_scheduler,
+       spmd_mesh_process_count, spmd_mesh_process_id, spmd_device_process,
+       spmd_device_is_local (libfabric: which process hosts which device)
+     Reduce (send, recv, count, dtype, axes, opts; recv == send is in place)
+       spmd_psum, spmd_pmean, spmd_pmax, spmd_pmin, spmd_pprod,
+       spmd_pargmax, spmd_pargmin (int32 results), spmd_allreduce (any
+       spmd_op), spmd_barrier
+     Move data, JAX-style (on spmd_array views: spmd_array_1d, spmd_array_2d,
+     spmd_array_3d, spmd_array_nd build them)
+       spmd_all_gather, spmd_all_gather_invariant, spmd_psum_scatter,
+       spmd_all_to_all, spmd_pswapaxes, spmd_ppermute, spmd_pshuffle,
+       spmd_pbroadcast, spmd_psend + spmd_precv, spmd_ragged_all_to_all
+     MPI-style (buffers and per-device counts; root is a group index)
+       spmd_allgather, spmd_alltoall, spmd_bcast, spmd_gather, spmd_scatter,
+       spmd_reduce, spmd_scan
+     Point to point
+       spmd_send, spmd_recv (SPMD_ANY_SOURCE, SPMD_ANY_TAG, spmd_recv_info),
+       spmd_sendrecv
+     Asynchronous (same arguments plus spmd_req **req; see ASYNC)
+       spmd_psum_start, spmd_pmean_start, spmd_pmax_start, spmd_pmin_start,
+       spmd_pprod_start, spmd_pargmax_start, spmd_pargmin_start,
+       spmd_allreduce_start, spmd_barrier_start, spmd_all_gather_start,
+       spmd_all_gather_invariant_start, spmd_psum_scatter_start,
+       spmd_all_to_all_start, spmd_pswapaxes_start, spmd_ppermute_start,
+       spmd_pshuffle_start, spmd_pbroadcast_start,
+       spmd_ragged_all_to_all_start, spmd_allgather_start,
+       spmd_alltoall_start, spmd_bcast_start, spmd_gather_start,
+       spmd_scatter_start, spmd_reduce_start, spmd_scan_start,
+       spmd_send_start, spmd_recv_start;
+       finish with spmd_wait (alias spmd_done), spmd_test (poll),
+       spmd_wait_all
+     Shard (outside devices unless said; optional spmd_msg *why)
+       spmd_spec_parse, spmd_spec_init, spmd_spec_format, spmd_spec_check,
+       spmd_block_shape, spmd_block_start, spmd_device_put, spmd_assemble,
+       spmd_sharding_text, spmd_shard_map (runs the mesh), spmd_reshard (on
+       every device), spmd_reshard_plan_make, spmd_reshard_plan_text,
+       spmd_collective_cost
+     When something fails
+       spmd_status_string(s) ("timed out waiting for peers"),
+       spmd_status_name(s) ("SPMD_ERR_TIMEOUT"), spmd_last_error(dev) (what,
+       where, who), spmd_mesh_status(m), spmd_mesh_error(m) (why the mesh
+       broke), spmd_report(m, device or -1, buf, len) (what every device is
+       doing), spmd_set_site(dev, file, line) or SPMD_AT(dev, call) (the
+       call site in the report)
+     Utilities (no mesh needed, thread-safe)
+       spmd_version ("0.2.0"; SPMD_VERSION_MAJOR/_MINOR/_PATCH/_STRING),
+       spmd_dtype_size, spmd_dtype_name, spmd_op_name, spmd_reduce_local
+       (the collectives' kernel on local buffers), spmd_f32_to_f16,
+       spmd_f16_to_f32, spmd_f32_to_bf16, spmd_bf16_to_f32
+
+   ERRORS: THE STATUSES AND WHAT TO DO
+     Every call returns an spmd_status (0 = SPMD_OK). Bad input is refused
+     before anything moves and leaves the mesh usable: fix the argument that
+     spmd_last_error names.
+       SPMD_ERR_INVALID     invalid argument (desc field, option, fault plan
+                            token, offset)
+       SPMD_ERR_NULL        NULL where a value is required
+       SPMD_ERR_AXIS        unknown axis name: use a mesh axis, "" or "*"
+       SPMD_ERR_DUP_AXIS    an axis named twice
+       SPMD_ERR_GROUPS      axis_index_groups not equal groups covering
+                            every index once
+       SPMD_ERR_DTYPE       op not defined for the dtype (pmean, psum_scatter
+                            of bool): convert first
+       SPMD_ERR_SIZE        invalid size (mesh shape, counts)
+       SPMD_ERR_OVERFLOW    a size overflows
+       SPMD_ERR_OVERLAP     buffers overlap other than exactly in place
+       SPMD_ERR_SHAPE       out's shape or dtype is not what JAX would give
+                            (the message names both)
+       SPMD_ERR_PERM        invalid permutation (duplicate source/destination)
+       SPMD_ERR_ROOT        root, source or destination outside the group
+     These break the mesh (every later call: SPMD_ERR_BROKEN; spmd_run
+     returns): destroy it and make a new one (or see docs/recovery.md).
+       SPMD_ERR_TIMEOUT     a peer did not arrive in time; the message names it
+       SPMD_ERR_MISMATCH    devices of a group called different collectives,
+                            dtypes, counts (check mode: axes); both named
+       SPMD_ERR_DEADLOCK    the devices waited for can never arrive (one
+                            returned from its function; under fibers: all
+                            blocked); the message names them
+       SPMD_ERR_PEER_LOST   a process exited, was killed or is unreachable
+       SPMD_ERR_BROKEN      the mesh broke earlier: spmd_mesh_error says why
+       SPMD_ERR_STATE       a request left unfinished when its device
+                            returned (also: spmd_wait on a psend token, a
+                            process without devices in shard_map: the call
+                            order is wrong, nothing broke)
+     Others: SPMD_ERR_NOMEM (out of memory), SPMD_ERR_UNSUPPORTED (not on
+     this backend/provider, e.g. check mode where the provider's inject size
+     is too small), SPMD_ERR_BUSY (the mesh runs, or devices are attached:
+     destroy/run after they detach; a device attached twice),
+     SPMD_ERR_SYSTEM (a system call failed; see the message).
+     spmd_run returns, if the mesh broke, the status that broke it (the same
+     in every process); else the failure of a device's last call that the
+     device did not follow with another call; else SPMD_OK.
 
    SEMANTICS OF THE REDUCTIONS (result on every device of the group)
      psum   elementwise sum.   Integers wrap modulo 2^bits, as in XLA.
@@ -166,62 +214,18 @@
        ragged_all_to_all   JAX's offsets/sizes exchange (see its comment)
      MPI-style, on buffers and counts, root/source/dest as group indices:
        allgather, alltoall, bcast, gather, scatter, reduce, scan (inclusive),
-       send, recv (SPMD_ANY_SOURCE, SPMD_ANY_TAG), sendrecv.
+       send, recv (SPMD_ANY_SOURCE, SPMD_ANY_TAG), sendrecv. Messages from
+       one sender to one receiver arrive in order; a blocking send returns
+       when the receiver has the data, so never block-send to yourself.
      psum_scatter of bool is refused (SPMD_ERR_DTYPE: JAX's result would be
      int32); an out whose dtype differs from x is SPMD_ERR_SHAPE; reduce and
      scan take every op of spmd_allreduce, argmax/argmin over any axes.
-     Rooted results are written on the root only. In place is allowed where
-     input and output have the same size (all_to_all tiled with split ==
-     concat, pswapaxes, ppermute, pshuffle, pbroadcast, bcast, scan, and the
-     reductions).
-
-   ERRORS, TIMEOUTS, LOGGING, MEMORY
-     Every call returns an spmd_status (0 = SPMD_OK); spmd_status_string()
-     names it and spmd_last_error(dev) tells what, where and who.
-     Bad input is refused before anything moves and leaves the mesh usable.
-     Every wait has a deadline (mesh desc, SPMD_TIMEOUT_MS, or per call):
-     a device that never arrives turns into SPMD_ERR_TIMEOUT on its peers.
-     Devices of a group that call different operations, dtypes or counts
-     get SPMD_ERR_MISMATCH naming both sides (always checked; check mode
-     also compares the axes). A timeout or a mismatch breaks the mesh:
-     calls then fail with SPMD_ERR_BROKEN until it is destroyed. A wait that
-     can never end is SPMD_ERR_DEADLOCK at once (a device waited for returned
-     from its function; under fibers, every device blocked: see FIBERS).
-     When the mesh breaks, a report is logged at error level (and
-     spmd_report gives it at any time): which member of the group in
-     trouble reached which operation, and what each device is doing (blocked
-     in which call, running its own code for how long, returned), from the
-     flight recorder: every device's last 64 calls (spmd_set_site/SPMD_AT
-     add the caller's file:line). Its cost: a few stores per call.
-     Logging goes to desc.log_fn, or to stderr prefixed "[spmd 3/8]".
-     desc.allocator replaces the allocator for everything the mesh owns.
-
-   SEVERAL PROCESSES (libfabric)
-     Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
-     mpirun); every process creates the same meshes in the same order (mesh
-     creation compares them, with check mode and SPMD_ALGO) and hosts one
-     contiguous block of device ids (minor axes stay inside a process;
-     desc.devices_per_process fixes the block size). spmd_run and spmd_attach take only this process's devices
-     (spmd_device_is_local). A group inside one process runs on threads; a
-     group spanning processes exchanges signatures and inputs by tagged
-     messages and reduces in group order with the same kernels, so results
-     are bit-identical to the thread backend. Inputs up to 4 KiB travel with
-     the signature; larger ones follow in a second message, only to the
-     processes that read them. Small operations on 8 processes and more
-     take the Bruck exchange (ceil(log2 P) messages per process), a large
-     psum reduce-scatter + all-gather; in a large all_gather or all_to_all
-     a device alone in its process in the group copies its own chunk while
-     the others' data comes. Pin the processes for benchmarks
-     (tools/spmdrun --bind cpu, like mpirun --bind-to core).
-     A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
-     into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
-     breaks in one process is announced to the others, whose calls on it
-     then end with the same status, naming that process; a call that
-     starts after the announcement came fails with SPMD_ERR_BROKEN, as on
-     threads (within ~2 ms of its arrival a call may miss it). send completes
-     once the transport has sent the message (the receiver need not have
-     come). spmd_shard_map shares the devices' output blocks, so every
-     process gets the whole outputs.
+     Rooted results are written on the root only; a buffer not significant
+     on a device (recv off the root of gather/reduce, send off the root of
+     bcast/scatter) is never read, written or checked there. In place is
+     allowed where input and output have the same size (all_to_all tiled
+     with split == concat, pswapaxes, ppermute, pshuffle, pbroadcast, bcast,
+     scan, and the reductions).
 
    ASYNC
      Every collective has a _start form returning a request; spmd_wait()
@@ -231,8 +235,44 @@
      any order; the same order of starts on every device is the only rule.
      Peers progress a request without its owner: inputs are published at
      start and large work is cut into tasks any member of the group runs.
-     A request never finished is reported: returning from a device function
-     with one breaks the mesh (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
+     At most desc.max_inflight (default 16) requests per group are posted
+     at once, the rest as earlier ones finish. A request never finished is
+     reported: returning from a device function with one breaks the mesh
+     (SPMD_ERR_STATE) and spmd_mesh_destroy says so.
+
+   DEADLINES, CHECK MODE, REPORTS, LOGGING, MEMORY
+     Every wait has a deadline: desc.timeout_ms (default 60 s), overridden
+     by SPMD_TIMEOUT_MS, overridden per call by spmd_opts.timeout_ms; it is
+     counted from the first wait (or test) that finds the request
+     unfinished. A device that never arrives turns into SPMD_ERR_TIMEOUT on
+     its peers, naming it. Devices of a group that call different
+     operations, dtypes, counts or algorithms get SPMD_ERR_MISMATCH naming
+     both sides (always checked); check mode (desc.check = SPMD_CHECK_ON or
+     SPMD_CHECK=1) also compares the axes and finds a peer that called the
+     same collective over other axes by reading that peer's log of recent
+     calls. A timeout, a mismatch, a deadlock, a lost process or a request
+     left in flight breaks the mesh: calls in progress return that status,
+     later calls SPMD_ERR_BROKEN until it is destroyed. A wait that can never
+     end is SPMD_ERR_DEADLOCK at once (a device waited for returned from its
+     function; under fibers, every device blocked: see FIBERS).
+     When the mesh breaks, a report is logged at error level (and
+     spmd_report gives it at any time, snprintf-style: the length needed):
+     which member of the group in trouble reached which operation, and what
+     each device is doing (blocked in which call, running its own code for
+     how long, returned, failed), from the flight recorder: every device's
+     last desc.trace_depth calls (default 64; SPMD_TRACE_DEPTH; 0 there or
+     a negative field: off; spmd_set_site/SPMD_AT add the caller's
+     file:line). Its cost: a coarse clock read and a cache line of stores
+     per call (about 10 ns on a 2-device 8 B psum). SPMD_TRACE=path writes
+     every call as a Chrome-trace timeline at mesh destroy.
+     Faults on purpose (tests, thread backend): desc.faults or SPMD_FAULTS,
+     e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,kind=skip" (see
+     ENVIRONMENT and docs/faults.md).
+     Logging goes to desc.log_fn(user, level, device or -1, msg) at
+     desc.log_level (SPMD_LOG_LEVEL), or to stderr prefixed "[spmd 3/8]".
+     desc.allocator (alloc/free/user, both or neither) replaces the
+     allocator for everything the mesh owns; SPMD_MALLOC/SPMD_FREE replace
+     it for the whole library.
 
    FIBERS (thread backend; the default when a mesh has more devices than the
    CPUs available; desc.scheduler = SPMD_SCHEDULER_FIBERS/_THREADS or env
@@ -260,6 +300,128 @@
      Both schedulers: a device whose function returned while peers wait for
      it (in a collective, a send or a recv) makes those calls fail at once
      with SPMD_ERR_DEADLOCK, naming the device that returned.
+
+   SEVERAL PROCESSES (libfabric; docs/processes.md)
+     Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
+     mpirun); every process creates the same meshes in the same order (mesh
+     creation compares them, with check mode and SPMD_ALGO) and hosts one
+     contiguous block of device ids (minor axes stay inside a process;
+     desc.devices_per_process fixes the block size). spmd_run and spmd_attach
+     take only this process's devices (spmd_device_is_local). A group inside
+     one process runs on threads; a group spanning processes exchanges
+     signatures and inputs by tagged messages and reduces in group order
+     with the same kernels, so results are bit-identical to the thread
+     backend. Inputs up to 4 KiB travel with the signature; larger ones
+     follow in a second message, only to the processes that read them. Small
+     operations on 8 processes and more take the Bruck exchange (ceil(log2
+     P) messages per process), a large psum reduce-scatter + all-gather; in
+     a large all_gather or all_to_all a device alone in its process in the
+     group copies its own chunk while the others' data comes. Processes of
+     one host pass messages through shared-memory rings (SPMD_SHM_LANE).
+     Pin the processes for benchmarks (tools/spmdrun --bind cpu, like mpirun
+     --bind-to core).
+     A dead process turns into SPMD_ERR_PEER_LOST naming it; a silent one
+     into SPMD_ERR_TIMEOUT naming the devices not heard from. A mesh that
+     breaks in one process is announced to the others, whose calls on it
+     then end with the same status, naming that process; a call that
+     starts after the announcement came fails with SPMD_ERR_BROKEN, as on
+     threads (within ~2 ms of its arrival a call may miss it). send completes
+     once the transport has sent the message (the receiver need not have
+     come). spmd_shard_map shares the devices' output blocks, so every
+     process gets the whole outputs. A SIGKILLed process can leave files in
+     /dev/shm; tools/spmdrun removes those provably its job's.
+
+   ENVIRONMENT (a variable overrides the matching desc field, except
+   SPMD_DEVICES_PER_PROCESS, where the field wins)
+     SPMD_TIMEOUT_MS   deadline of every wait, ms (default 60000)
+     SPMD_CHECK        1: check mode on (see DEADLINES), 0: off
+     SPMD_LOG_LEVEL    off, error, warn (default), info, debug
+     SPMD_SPIN_US      how long a wait spins (yielding briefly every 20 us)
+                       before it yields for good (default 1000; 0 when there
+                       are more devices than CPUs)
+     SPMD_YIELD_US     how long it then yields before sleeping (default 200)
+     SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
+                       default: fibers when devices outnumber CPUs, threads backend)
+     SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
+     SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
+     SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
+                       processes eager = direct exchange, split = reduce-scatter +
+                       all-gather, bruck = every input to every process in
+                       ceil(log2 processes) steps (default for small operations
+                       from 8 processes on); on threads an input larger than
+                       eager's slot runs split, and messages say so
+     SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
+                       desc.trace_depth; 0 here or a negative desc field: off)
+     SPMD_TRACE        path: at mesh destroy, write every call of this
+                       process's devices as Chrome-trace JSON (Perfetto,
+                       chrome://tracing; pid = process index, tid = device,
+                       args: bytes, algorithm, axes, seq; times then from
+                       CLOCK_MONOTONIC, not the recorder's coarse clock);
+                       %p in the path becomes the process index, so each
+                       process writes its own file (merge by concatenating
+                       the traceEvents arrays); an unwritable path: a
+                       warning at mesh creation, the run goes on
+     SPMD_FAULTS       fault plan for tests (thread backend; desc.faults),
+                       e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,
+                       kind=skip": device 3's call #17 (the call numbers of
+                       spmd_report; calls refused as bad input do not count)
+                       is held 50 ms, device 1's call #5 returns SPMD_OK
+                       without joining (its peers time out or see it return:
+                       SPMD_ERR_DEADLOCK); a bad token:
+                       SPMD_ERR_INVALID from mesh creation, naming it
+     libfabric backend (see SEVERAL PROCESSES):
+     SPMD_BACKEND      threads or libfabric: overrides the default choice
+                       (libfabric when compiled in and started as one of
+                       several processes)
+     SPMD_NUM_PROCESSES, SPMD_PROCESS_ID   the job's layout (else Slurm's,
+                       Open MPI's or PMI's variables)
+     SPMD_COORDINATOR  host:port ([v6addr]:port) where process 0 listens
+                       (under Slurm: the first host of the step)
+     SPMD_COORDINATOR_PORT   under Slurm without SPMD_COORDINATOR: its port
+                       (default derived from the job and step ids)
+     SPMD_JOB_KEY      shared secret of the job (tools/spmdrun makes one;
+                       under Slurm slurm:<job>.<step>)
+     SPMD_BOOT_TIMEOUT_MS   deadline of the whole bootstrap (default: the
+                       deadline of the first libfabric mesh made)
+     SPMD_BOOT_CONN_TIMEOUT_MS   a connection to the coordinator must finish
+                       its handshake within this (default 5000)
+     SPMD_PROVIDER     libfabric provider: tcp, shm, net, ... (else
+                       FI_PROVIDER; default: shm when every process is on
+                       one host, else the first)
+     SPMD_SOCKET_IFNAME   interface for the bootstrap and the tcp provider
+     SPMD_DEVICES_PER_PROCESS   devices each process hosts (desc field wins)
+     SPMD_PROGRESS_THREAD   1: a thread drives the transport while callers
+                       compute between start and wait
+     SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
+                       EFA demand (every buffer registered, fi_context2,
+                       8 KiB messages)
+     SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
+                       clear-to-send (default on for shm and net)
+     SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
+                       between processes of one host go through rings in
+                       shared memory, not libfabric (at most 8 KiB inline,
+                       larger ones streamed through bulk rings once their
+                       receive is posted); small: only those of at most
+                       8 KiB (also the case with SPMD_FABRIC_STRICT=1)
+     SPMD_QUICK_EXCHANGE   0: meshes made from then on send small blocking
+                       collectives between processes through the general
+                       exchange even where the quick one fits
+                       (for comparisons; the default is 1)
+
+   CONFIGURATION MACROS (define before the include)
+     SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
+     SPMD_STATIC               make every function static (private copy per file)
+     SPMD_API                  override the linkage of the public functions
+     SPMDCOLL_LIBFABRIC        compile the libfabric backend in (link
+                               -lfabric); the thread backend stays too
+     SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
+     SPMD_ASSERT(x)            replace assert() for internal invariants
+     SPMD_NO_DISPATCH          x86-64: no AVX2/F16C copies of the hot reduction
+                               kernels (the baseline ones run everywhere)
+     SPMD_FIBER_UCONTEXT       fibers switch with swapcontext instead of the
+                               hand-written switch (x86-64 and arm64 ELF)
+     Limits: SPMD_MAX_AXES 8, SPMD_MAX_DEVICES 4096, SPMD_MAX_AXIS_NAME 31,
+     SPMD_MAX_RANK 8, SPMD_MAX_SHARD_ARGS 8, SPMD_MAX_RESHARD_STEPS 40.
 
    LINK FLAGS
      -pthread (threads backend); -lfabric when SPMDCOLL_LIBFABRIC is set.

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
 # side: faults, cmake and fuzz, all's second lane; fuzz: each fuzz target
-# briefly, as make fuzz built them)
+# briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
+# against the code)
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure. Every skip is listed with its reason at the
@@ -329,6 +330,17 @@ run_fabric_matrix() {
     done
 }
 
+# tests/docs.sh: every relative link of the markdown resolves; every SPMD_API
+# function, configuration macro and SPMD_* variable of the header is named in
+# its top comment (the variables also in the README's table). No build.
+run_docs() {
+    start=$(date +%s)
+    sh tests/docs.sh >$LOG/docs.out 2>$LOG/docs.err; rc=$?
+    end=$(date +%s)
+    add_line "$(tail -n 1 $LOG/docs.out)" $rc "docs ($((end - start))s)" $LOG/docs.err
+    if [ $rc != 0 ]; then sed -n '1,30p' $LOG/docs.err | sed 's/^/      /'; fi
+}
+
 run_examples() {
     for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
         if timeout 120 $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
@@ -346,7 +358,7 @@ run_examples() {
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_compile
+    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_compile
     run_fabric_tsan; run_fabric_matrix; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
@@ -407,8 +419,9 @@ case $mode in
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
     fuzz) run_fuzz ;;
+    docs) run_docs ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz|docs]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode
