@@ -21,7 +21,7 @@ HAVE_FABRIC = $(shell printf "\#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/d
 SAN_ASAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_TSAN := -O1 -g -fsanitize=thread
 
-.PHONY: compile-times plots fuzz all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
+.PHONY: compile-times plots fuzz all demo test test-build test-plain test-asan test-tsan test-compile test-docs test-fabric fabric bench install clean deps
 
 EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
 
@@ -144,6 +144,9 @@ test-tsan: $(TESTS:%=$(BUILD)/tsan/%)
 	@sh tests/run.sh tsan
 test-compile:
 	@sh tests/run.sh compile
+# The documentation against the code: links, functions, variables, macros (tests/docs.sh).
+test-docs:
+	@sh tests/run.sh docs
 
 # Builds the fabric flavour (the fabric tests and the conformance tests) when
 # libfabric is installed; else says how to get it.

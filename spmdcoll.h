@@ -10,8 +10,8 @@
 
    This comment is the manual, most useful first: USAGE, QUICK START,
    CONCEPTS, FUNCTIONS BY TASK, ERRORS (statuses and what to do), then the
-   details: SEMANTICS, ASYNC, DEADLINES AND REPORTS, FIBERS, SEVERAL
-   PROCESSES, ENVIRONMENT, CONFIGURATION MACROS. Every declaration below has
+   details: SEMANTICS, ASYNC, DEADLINES (check mode, reports, logging,
+   memory), FIBERS, SEVERAL PROCESSES, ENVIRONMENT, CONFIGURATION MACROS. Every declaration below has
    its own comment; README.md and docs/ have the longer explanations.
 
    USAGE
@@ -74,9 +74,10 @@
              dimension the mesh axes sharding it, major first; unnamed axes
              replicate, `partial` axes hold summands. spmd_shard_map runs a
              function on every device's blocks; spmd_reshard moves a block
-             between two specs by the cheapest collectives it finds.
+             between two specs by a greedy plan of collectives.
 
-   FUNCTIONS BY TASK (blocking unless said; each returns an spmd_status)
+   FUNCTIONS BY TASK (operations return an spmd_status and block unless
+   said; queries return their value)
      Make and run a mesh
        spmd_mesh_create(&desc, &m), spmd_mesh_destroy(m)
        spmd_run(m, fn, arg)        fn(dev, arg) on every (local) device; joins
