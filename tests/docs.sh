@@ -13,7 +13,9 @@
 #     it reads with getenv) is named in the top comment and in a table row
 #     of README.md;
 #  4. every configuration macro the header tests with #if/#ifdef is named in
-#     the top comment.
+#     the top comment;
+#  5. every status of SPMD_STATUS_LIST is named in the top comment (which
+#     says what to do about it).
 # One check per link, function, variable and macro; each failure says what
 # is missing where. Closing line "N passed, N failed".
 #   sh tests/docs.sh [REPO_DIR]       (default: the directory above tests/)
@@ -138,6 +140,13 @@ for v in $(cat "$tmp/env"); do
     if grep -qw -- "$v" "$tmp/rows"; then pass; else fail "README.md: environment variable $v is not in a table"; fi
 done
 echo "environment: $(wc -l <"$tmp/env") variables checked"
+# 5. statuses: every name of SPMD_STATUS_LIST, with what to do, in the top comment
+grep -o 'X(SPMD_[A-Z_]*,' "$tmp/body" | sed 's/^X(//; s/,$//' | sort -u >"$tmp/statuses"
+[ -s "$tmp/statuses" ] || fail "$H: no SPMD_STATUS_LIST entry found"
+for st in $(cat "$tmp/statuses"); do
+    if grep -qw -- "$st" "$tmp/top"; then pass; else fail "$H: status $st is not named in the top comment"; fi
+done
+echo "statuses: $(wc -l <"$tmp/statuses") statuses checked"
 # 4. configuration macros tested by the preprocessor (not the include guards)
 grep -E '^[ \t]*#[ \t]*(if|ifdef|ifndef|elif)' $H | grep -oE '\bSPMD[A-Z0-9_]*' | grep -v '^SPMD__' |
     grep -v -x -e SPMDCOLL_H_INCLUDED -e SPMDCOLL_IMPLEMENTATION_DONE | sort -u >"$tmp/macros"
