@@ -332,8 +332,8 @@
      process gets the whole outputs. A SIGKILLed process can leave files in
      /dev/shm; tools/spmdrun removes those provably its job's.
 
-   ENVIRONMENT (a variable overrides the matching desc field, except
-   SPMD_DEVICES_PER_PROCESS, where the field wins)
+   ENVIRONMENT (a variable overrides the matching desc field; for
+   SPMD_DEVICES_PER_PROCESS and SPMD_BACKEND a field that is set wins)
      SPMD_TIMEOUT_MS   deadline of every wait, ms (default 60000)
      SPMD_CHECK        1: check mode on (see DEADLINES), 0: off
      SPMD_LOG_LEVEL    off, error, warn (default), info, debug
