@@ -1,5 +1,5 @@
 #!/bin/sh
-# The documentation against the repository (no build needed; sh, awk, grep):
+# The documentation against the repository (sh, awk, grep; cc for check 6):
 #  1. every relative link of every markdown file (README.md, docs/*.md, ...)
 #     resolves: the file or directory exists, and a #anchor names a heading
 #     of the target markdown file by GitHub's rule (the heading's text
@@ -15,7 +15,9 @@
 #  4. every configuration macro the header tests with #if/#ifdef is named in
 #     the top comment;
 #  5. every status of SPMD_STATUS_LIST is named in the top comment (which
-#     says what to do about it).
+#     says what to do about it);
+#  6. the header's QUICK START and the README's first C program compile as
+#     C99 with warnings as errors, and run with exit status 0.
 # One check per link, function, variable and macro; each failure says what
 # is missing where. Closing line "N passed, N failed".
 #   sh tests/docs.sh [REPO_DIR]       (default: the directory above tests/)
@@ -154,6 +156,24 @@ for mac in $(cat "$tmp/macros"); do
     if grep -qw -- "$mac" "$tmp/top"; then pass; else fail "$H: configuration macro $mac is not named in the top comment"; fi
 done
 echo "macros: $(wc -l <"$tmp/macros") configuration macros checked"
+
+# 6. the programs the manual shows compile (C99, warnings as errors) and run:
+#    the header's QUICK START and README.md's first C block
+sed -n '/^   QUICK START$/,/^   CONCEPTS$/p' $H | sed '1d;$d' | sed 's/^     //' >"$tmp/quick.c"
+awk '/^```c/ { p = 1; next } /^```/ { if (p) exit } p' README.md >"$tmp/readme.c"
+for prog in quick readme; do
+    where=$H; [ $prog = readme ] && where=README.md
+    if [ ! -s "$tmp/$prog.c" ]; then fail "$where: its program was not found"; continue; fi
+    if ! ${CC:-cc} -std=c99 -Wall -Wextra -Wpedantic -Werror -O0 -pthread -I. "$tmp/$prog.c" -o "$tmp/$prog" \
+            2>"$tmp/$prog.err"; then
+        fail "$where: its program does not compile: $(head -n 3 "$tmp/$prog.err" | tr '\n' ' ')"
+    else
+        timeout 60 "$tmp/$prog" >"$tmp/$prog.out" 2>&1; rc=$?
+        if [ $rc = 0 ]; then pass
+        else fail "$where: its program exits with status $rc: $(head -n 3 "$tmp/$prog.out" | tr '\n' ' ')"; fi
+    fi
+done
+echo "programs: the QUICK START and the README's first program checked"
 
 echo "$P passed, $F failed"
 [ $F = 0 ]

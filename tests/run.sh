@@ -332,7 +332,8 @@ run_fabric_matrix() {
 
 # tests/docs.sh: every relative link of the markdown resolves; every SPMD_API
 # function, configuration macro and SPMD_* variable of the header is named in
-# its top comment (the variables also in the README's table). No build.
+# its top comment (the variables also in the README's table); the QUICK START
+# and the README's program compile and run (a few seconds).
 run_docs() {
     start=$(date +%s)
     sh tests/docs.sh >$LOG/docs.out 2>$LOG/docs.err; rc=$?
