@@ -537,7 +537,14 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    device did not handle, i.e. the failure of a device's last call (an
    error followed by another call of the same device, e.g. bad input the
    device checked for on purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
-   another run is in progress or any device is attached. */
+   another run is in progress or any device is attached. Across processes
+   (libfabric) it ends with an agreement: it returns once every process's
+   run ended (bounded by the longer of the bootstrap's and the mesh's
+   deadline), and if any process's mesh broke, every process returns the
+   break of the lowest-numbered such process, with its reason in
+   spmd_mesh_error, even one whose own calls all succeeded (a call can
+   complete from messages its peers sent just before they gave up on it:
+   docs/recovery.md). */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
    until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
@@ -9040,6 +9047,72 @@ static void spmd__fab_news(spmd_mesh *m) {
     if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
 }
 
+/* The end of spmd_run across processes: every process agrees on how the
+   run ended. Each contributes its mesh's state (0, or the status that
+   broke it and why) to an allgather through the bootstrap, which returns
+   once every process's run has ended (bounded like mesh creation: the
+   bootstrap's or the mesh's deadline, the longer) or fails when a process
+   is lost; then each takes the break of the lowest-numbered process whose
+   mesh broke. So every process's spmd_run returns the same status and
+   spmd_mesh_error the same reason, even a process that completed its last
+   call from messages its peers sent before they gave up on it (a call
+   that ends within the window before the announcement arrives; see
+   docs/recovery.md). */
+static void spmd__fab_agree(spmd_mesh *m) {
+    spmd__fab *f = m->fab;
+    unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
+    size_t *lens, n = 4, cap = sizeof mine, i;
+    uint32_t broken = SPMD__LD_ACQ(&m->broken), got;
+    int64_t ms = f->boot->timeout_ms > m->timeout_ms ? f->boot->timeout_ms : m->timeout_ms;
+    int p, P = m->nprocs;
+    spmd_status st;
+    char why[SPMD__BOOT_BROKEN_MAX + 64];
+    spmd__boot_put32(mine, broken ? (uint32_t)m->broken_status : 0u);
+    if (broken) {
+        size_t l = strlen(m->broken_msg);
+        if (l > SPMD__BOOT_BROKEN_MAX) l = SPMD__BOOT_BROKEN_MAX;
+        memcpy(mine + 4, m->broken_msg, l);
+        n += l;
+    }
+    all = (unsigned char *)spmd__alloc(&m->alloc, (size_t)P * cap);
+    lens = (size_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof *lens);
+    if (!all || !lens) {
+        st = SPMD_ERR_NOMEM;
+        snprintf(why, sizeof why, "the agreement at the end of spmd_run: out of memory");
+    } else {
+        pthread_mutex_lock(&f->lock);
+        st = spmd__boot_allgather(f->boot, mine, n, all, cap, lens, spmd__now_ns() + (uint64_t)ms * 1000000u);
+        if (st != SPMD_OK)
+            snprintf(why, sizeof why, "the agreement at the end of spmd_run failed: %s", f->boot->err);
+        pthread_mutex_unlock(&f->lock);
+    }
+    if (st != SPMD_OK) { /* a lost process, most likely: that is what every survivor's mesh heard of */
+        if (!broken) spmd__break(m, st, -1, why);
+    } else {
+        for (p = 0; p < P && (lens[p] < 4 || spmd__boot_get32(all + (size_t)p * cap) == 0u); p++) {}
+        got = p < P ? spmd__boot_get32(all + (size_t)p * cap) : 0u;
+        if (p < P && p != m->proc && got < SPMD_STATUS_COUNT) {
+            char *t = (char *)all + (size_t)p * cap + 4;
+            size_t l = lens[p] - 4;
+            for (i = 0; i < l; i++) /* shown to users: printable ASCII only */
+                if ((unsigned char)t[i] < 32 || (unsigned char)t[i] > 126) t[i] = '?';
+            snprintf(why, sizeof why, "process %d: %.*s", p, (int)l, t);
+            pthread_mutex_lock(&m->lock);
+            m->broken_status = (spmd_status)got;
+            l = strlen(why) < sizeof m->broken_msg ? strlen(why) : sizeof m->broken_msg - 1;
+            memcpy(m->broken_msg, why, l);
+            m->broken_msg[l] = '\0';
+            SPMD__ST_SC(&m->broken, 1u);
+            pthread_mutex_unlock(&m->lock);
+            if (!broken)
+                spmd__log(m, SPMD_LOG_ERROR, -1, "mesh broken (heard at the end of spmd_run): %s: %s",
+                          spmd_status_name((spmd_status)got), why);
+        }
+    }
+    spmd__free(&m->alloc, all);
+    spmd__free(&m->alloc, lens);
+}
+
 static void spmd__fabric_progress(spmd_req *r) {
     if (!r->x) {
         /* a device waiting inside its process still drives the transport:
@@ -13061,6 +13134,9 @@ static spmd_status spmd__run_result(spmd_mesh *m) {
     spmd_status s = SPMD_OK;
     uint64_t at = UINT64_MAX;
     int i;
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) spmd__fab_agree(m); /* every process: the same break, if any */
+#endif
     if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
         spmd_dev *d = m->devs[i];
