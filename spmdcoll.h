@@ -2425,21 +2425,29 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
 }
 
 // >>faults
-/* Faults on purpose, for users' tests (thread backend): a plan of (device,
+/* Faults on purpose, for users' tests (docs/faults.md): a plan of (device,
    call number, kind) from desc.faults or env SPMD_FAULTS (which wins),
    parsed once at mesh creation into m->faults, sorted by device and call
    number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
    where a call starts (spmd__rec_begin), with the call numbers the flight
-   recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
-   ms before it joins (a fiber yields meanwhile); skip returns SPMD_OK
-   without joining (the buffers are untouched), like a forgotten collective:
-   its peers time out, or see SPMD_ERR_DEADLOCK once it returned or (fibers)
-   when every device is blocked; lose: the device disappears at that call:
-   the call and every later one of it fail with SPMD_ERR_PEER_LOST ("this
-   device was lost by SPMD_FAULTS"), d->lost marks it for its peers, and a
-   peer waiting for it fails with SPMD_ERR_PEER_LOST naming it and that call
-   (spmd__gone_check) and breaks the mesh. docs/faults.md for users. */
-enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE };
+   recorder shows (#n in spmd_report). On libfabric every process parses the
+   same plan (device ids are global) and applies it to its own devices.
+   Kinds: delay:MS holds the call for MS ms before it joins (a fiber yields
+   meanwhile); skip returns SPMD_OK without joining (the buffers are
+   untouched), like a forgotten collective: its peers time out, or see
+   SPMD_ERR_DEADLOCK once it returned or (fibers) when every device is
+   blocked; lose, threads: the device disappears at that call: the call and
+   every later one of it fail with SPMD_ERR_PEER_LOST ("this device was lost
+   by SPMD_FAULTS"), d->lost marks it for its peers, and a peer waiting for
+   it fails with SPMD_ERR_PEER_LOST naming it and that call
+   (spmd__gone_check) and breaks the mesh; lose, libfabric: its process
+   ends (_exit, status 4) and the peers find it lost as any dead process;
+   exit: the process ends (_exit, status 3), on either backend. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
+/* kind=exit ends the process with this status; kind=lose on libfabric (the
+   process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
+#define SPMD__FAULT_EXIT_STATUS 3
+#define SPMD__FAULT_LOST_STATUS 4
 static void spmd__fiber_yield(spmd_dev *d);
 typedef struct spmd__fault {
     int device, kind;
@@ -2468,10 +2476,6 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
     int n = 0, i, j;
     if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
     if (!spec || !*spec) return SPMD_OK;
-    if (m->backend != SPMD_BACKEND_THREADS) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "%s: fault injection is on the thread backend only", from);
-        return SPMD_ERR_UNSUPPORTED;
-    }
     for (p = spec; *p; p++) n += *p == ';';
     m->faults = (spmd__fault *)spmd__alloc(&m->alloc, (size_t)(n + 1) * sizeof *m->faults);
     if (!m->faults) return SPMD_ERR_NOMEM;
@@ -2496,8 +2500,9 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 f.seq = (uint64_t)v;
                 have |= 2;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 4 &&
-                       (strncmp(eq + 1, "skip", 4) == 0 || strncmp(eq + 1, "lose", 4) == 0)) {
-                f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : SPMD__FAULT_LOSE;
+                       (strncmp(eq + 1, "skip", 4) == 0 || strncmp(eq + 1, "lose", 4) == 0 ||
+                        strncmp(eq + 1, "exit", 4) == 0)) {
+                f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
                        strncmp(eq + 1, "delay:", 6) == 0 &&
@@ -2507,7 +2512,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose or delay:MS)", from,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit or delay:MS)", from,
                           (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
@@ -2559,7 +2564,7 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
     char what[96];
     int i;
     if (d->lost || (d->fault_at < d->nfaults && d->faults[d->fault_at].seq == n &&
-                    d->faults[d->fault_at].kind == SPMD__FAULT_LOSE)) {
+                    d->faults[d->fault_at].kind >= SPMD__FAULT_LOSE)) {
         spmd__sig sg = r->sig;
         if (d->lost) {
             spmd__fault_lost(d);
@@ -2568,7 +2573,17 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
         sg.algo = SPMD__ALG_LOCAL; /* not chosen yet on every path: the call as the user made it */
         if (r->p2p) sg.count = r->count;
         spmd__sig_text(&sg, what, sizeof what);
-        d->fault_at++;
+        f = &d->faults[d->fault_at++];
+        if (f->kind == SPMD__FAULT_EXIT || m->backend != SPMD_BACKEND_THREADS) {
+            /* the process ends at once: no goodbye to the job, no atexit
+               handlers (other devices' threads still run); stdio flushed */
+            int st = f->kind == SPMD__FAULT_EXIT ? SPMD__FAULT_EXIT_STATUS : SPMD__FAULT_LOST_STATUS;
+            spmd__log(m, SPMD_LOG_ERROR, d->id, "SPMD_FAULTS: %s over '%s' (call #%llu of this device): kind=%s: the "
+                      "process exits with status %d", what, r->gr->text, (unsigned long long)n,
+                      f->kind == SPMD__FAULT_EXIT ? "exit" : "lose", st);
+            fflush(NULL);
+            _exit(st);
+        }
         snprintf(d->lost_what, sizeof d->lost_what, "%s over '%s'", what, r->gr->text);
         spmd__fail(d, SPMD_ERR_PEER_LOST, "%s (call #%llu of this device): this device was lost by SPMD_FAULTS "
                    "(kind=lose)", d->lost_what, (unsigned long long)n);

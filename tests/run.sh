@@ -167,7 +167,7 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 # mesh's announcement and the devices' threads race). Not built (libfabric
 # missing): skipped.
 run_fabric() {
-    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault; do
+    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault fabric/test_pfaults; do
         exe=$B/$t
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then

@@ -2,8 +2,9 @@
    desc.faults), under both schedulers: kind=lose (the lost device's call and
    every later one fail with SPMD_ERR_PEER_LOST; every peer waiting for it
    gets SPMD_ERR_PEER_LOST naming the device and its call, well before the
-   deadline), for a collective, an async collective and point to point; the
-   parse errors of the new kinds. Device threads record what they saw, the
+   deadline), for a collective, an async collective and point to point;
+   kind=exit (a child process ends with status 3, stdio flushed); the parse
+   errors of the new kinds. Device threads record what they saw, the
    main thread checks it against what docs/faults.md says, written out here. */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
@@ -12,8 +13,12 @@
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "testlib.h"
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NDEV 4
 #define NCALL 3
@@ -242,6 +247,92 @@ static void test_lose_p2p(void) {
             spmd_status_name(seen.s[2][1]), seen.msg[2][1]);
 }
 
+/* ---- kind=exit: the whole process ends ----------------------------------- */
+/* In a child process: device 1's call #1 exits the process with status 3,
+   after stdio is flushed (this device's line for call #0 is in the file). */
+static void exit_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = 1, y = 0;
+    (void)arg;
+    spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    printf("device %d: call #0 gave %g\n", id, (double)y);
+    spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    printf("device %d: call #1 returned\n", id);
+}
+
+static char file_text[8192];
+static const char *read_text(const char *path) {
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+    file_text[0] = 0;
+    if (f) {
+        n = fread(file_text, 1, sizeof file_text - 1, f);
+        fclose(f);
+    }
+    file_text[n] = 0;
+    return file_text;
+}
+
+static void test_exit(void) {
+    char out[128], err[128];
+    double t0 = now_s();
+    int st = 0, done = 0;
+    pid_t pid;
+    mkdir("build", 0755);
+    mkdir("build/test-logs", 0755);
+    snprintf(out, sizeof out, "build/test-logs/faults-exit-%s.out", sched_name());
+    snprintf(err, sizeof err, "build/test-logs/faults-exit-%s.err", sched_name());
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        static const char *names[1] = {"i"};
+        spmd_mesh_desc desc;
+        spmd_mesh *m = NULL;
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0) _exit(120);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 1;
+        desc.shape[0] = 3;
+        desc.axis_names[0] = names[0];
+        desc.timeout_ms = 30000;
+        desc.scheduler = sched;
+        desc.faults = "device=1,seq=1,kind=exit";
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) _exit(121);
+        spmd_run(m, exit_dev, NULL);
+        printf("spmd_run returned\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    T_CHECK(pid > 0, "fork");
+    if (pid <= 0) return;
+    while (now_s() - t0 < 20 && !done) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) done = 1;
+        else { /* polling the child's end, not synchronising with it */
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    T_CHECK(done && now_s() - t0 < 20, "[%s] exit: the child ended within 20 s (deadline 30 s)", sched_name());
+    T_CHECK(done && WIFEXITED(st) && WEXITSTATUS(st) == 3, "[%s] exit: status %d (want exit status 3), signal %d",
+            sched_name(), WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    read_text(out);
+    T_CHECK(strstr(file_text, "device 1: call #0 gave 3\n") && !strstr(file_text, "call #1 returned") &&
+                !strstr(file_text, "spmd_run returned"),
+            "[%s] exit: stdout flushed up to the exit, nothing after it: %s", sched_name(), file_text);
+    read_text(err);
+    T_CHECK(strstr(file_text, "[spmd 1/3] error: SPMD_FAULTS: psum(f32 x 1) over 'i' (call #1 of this device): "
+                              "kind=exit: the process exits with status 3") != NULL,
+            "[%s] exit: the log says so: %s", sched_name(), file_text);
+}
+
 /* ---- parse errors of the kinds ------------------------------------------- */
 static void test_parse(void) {
     static const struct { const char *spec, *token; } bad[] = {
@@ -249,6 +340,7 @@ static void test_parse(void) {
         {"device=1,seq=2,kind=LOSE", "kind=LOSE"},
         {"device=4,seq=2,kind=lose", "device=4"},
         {"device=1,seq=-1,kind=lose", "seq=-1"},
+        {"device=0,seq=0,kind=exit:3", "kind=exit:3"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         spmd_status st;
@@ -274,6 +366,7 @@ int main(void) {
         test_lose_coll();
         test_lose_async();
         test_lose_p2p();
+        test_exit();
     }
     return t_summary();
 }
