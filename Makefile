@@ -6,8 +6,8 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace
-FABRIC_TESTS := test_boot test_fabric test_xfault
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults
+FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
 FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_f16 test_vectors

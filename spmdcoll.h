@@ -1431,6 +1431,8 @@ struct spmd_dev {
     const char *site_file; /* spmd_set_site: the next call's call site */
     struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
     int nfaults, fault_at;
+    uint64_t lost;         /* kind=lose: its call number + 1 (peers read it), 0: not lost */
+    char lost_what[176];   /* that call, "psum(f32 x 1) over 'i'", written before lost */
     int site_line;
     struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
     size_t tlog_n, tlog_cap;
@@ -2430,17 +2432,29 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
 }
 
 // >>faults
-/* Faults on purpose, for users' tests (thread backend): a plan of (device,
+/* Faults on purpose, for users' tests (docs/faults.md): a plan of (device,
    call number, kind) from desc.faults or env SPMD_FAULTS (which wins),
    parsed once at mesh creation into m->faults, sorted by device and call
    number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
    where a call starts (spmd__rec_begin), with the call numbers the flight
-   recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
-   ms before it joins (a fiber yields meanwhile); skip returns SPMD_OK
-   without joining (the buffers are untouched), like a forgotten collective:
-   its peers time out, or see SPMD_ERR_DEADLOCK once it returned or (fibers)
-   when every device is blocked. */
-enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP };
+   recorder shows (#n in spmd_report). On libfabric every process parses the
+   same plan (device ids are global) and applies it to its own devices.
+   Kinds: delay:MS holds the call for MS ms before it joins (a fiber yields
+   meanwhile); skip returns SPMD_OK without joining (the buffers are
+   untouched), like a forgotten collective: its peers time out, or see
+   SPMD_ERR_DEADLOCK once it returned or (fibers) when every device is
+   blocked; lose, threads: the device disappears at that call: the call and
+   every later one of it fail with SPMD_ERR_PEER_LOST ("this device was lost
+   by SPMD_FAULTS"), d->lost marks it for its peers, and a peer waiting for
+   it fails with SPMD_ERR_PEER_LOST naming it and that call
+   (spmd__gone_check) and breaks the mesh; lose, libfabric: its process
+   ends (_exit, status 4) and the peers find it lost as any dead process;
+   exit: the process ends (_exit, status 3), on either backend. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
+/* kind=exit ends the process with this status; kind=lose on libfabric (the
+   process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
+#define SPMD__FAULT_EXIT_STATUS 3
+#define SPMD__FAULT_LOST_STATUS 4
 static void spmd__fiber_yield(spmd_dev *d);
 typedef struct spmd__fault {
     int device, kind;
@@ -2469,10 +2483,6 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
     int n = 0, i, j;
     if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
     if (!spec || !*spec) return SPMD_OK;
-    if (m->backend != SPMD_BACKEND_THREADS) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "%s: fault injection is on the thread backend only", from);
-        return SPMD_ERR_UNSUPPORTED;
-    }
     for (p = spec; *p; p++) n += *p == ';';
     m->faults = (spmd__fault *)spmd__alloc(&m->alloc, (size_t)(n + 1) * sizeof *m->faults);
     if (!m->faults) return SPMD_ERR_NOMEM;
@@ -2497,8 +2507,9 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 f.seq = (uint64_t)v;
                 have |= 2;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 4 &&
-                       strncmp(eq + 1, "skip", 4) == 0) {
-                f.kind = SPMD__FAULT_SKIP;
+                       (strncmp(eq + 1, "skip", 4) == 0 || strncmp(eq + 1, "lose", 4) == 0 ||
+                        strncmp(eq + 1, "exit", 4) == 0)) {
+                f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
                        strncmp(eq + 1, "delay:", 6) == 0 &&
@@ -2508,7 +2519,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip or kind=delay:MS)", from,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit or delay:MS)", from,
                           (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
@@ -2541,9 +2552,55 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
     return SPMD_OK;
 }
 
-/* Where a call starts: the fault planned for call n of d, if any. 1: skip it. */
-static int spmd__fault_at(spmd_dev *d, uint64_t n) {
+/* A call of a device the fault plan lost (d->lost) fails at once, here
+   (spmd__check_dev, then spmd__fault_at for the calls that skip that). */
+static spmd_status spmd__fault_lost(spmd_dev *d) {
+    return spmd__fail(d, SPMD_ERR_PEER_LOST, "this device was lost by SPMD_FAULTS at its call #%llu (%s): every "
+                      "later call fails", (unsigned long long)(d->lost - 1), d->lost_what);
+}
+
+/* Where call n of r's device starts: the fault planned for it, if any.
+   0: go on; 1: skip it; 2: the device is lost (kind=lose, now or at an
+   earlier call): the call fails with SPMD_ERR_PEER_LOST, d->err says so.
+   Losing it marks it for its peers (d->lost, read by spmd__gone_check) and
+   wakes those asleep, as a device whose function returned does. */
+static int spmd__fault_at(spmd_req *r, uint64_t n) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
     const spmd__fault *f;
+    char what[96];
+    int i;
+    if (d->lost || (d->fault_at < d->nfaults && d->faults[d->fault_at].seq == n &&
+                    d->faults[d->fault_at].kind >= SPMD__FAULT_LOSE)) {
+        spmd__sig sg = r->sig;
+        if (d->lost) {
+            spmd__fault_lost(d);
+            return 2;
+        }
+        sg.algo = SPMD__ALG_LOCAL; /* not chosen yet on every path: the call as the user made it */
+        if (r->p2p) sg.count = r->count;
+        spmd__sig_text(&sg, what, sizeof what);
+        f = &d->faults[d->fault_at++];
+        if (f->kind == SPMD__FAULT_EXIT || m->backend != SPMD_BACKEND_THREADS) {
+            /* the process ends at once: no goodbye to the job, no atexit
+               handlers (other devices' threads still run); stdio flushed */
+            int st = f->kind == SPMD__FAULT_EXIT ? SPMD__FAULT_EXIT_STATUS : SPMD__FAULT_LOST_STATUS;
+            spmd__log(m, SPMD_LOG_ERROR, d->id, "SPMD_FAULTS: %s over '%s' (call #%llu of this device): kind=%s: the "
+                      "process exits with status %d", what, r->gr->text, (unsigned long long)n,
+                      f->kind == SPMD__FAULT_EXIT ? "exit" : "lose", st);
+            fflush(NULL);
+            _exit(st);
+        }
+        snprintf(d->lost_what, sizeof d->lost_what, "%s over '%s'", what, r->gr->text);
+        spmd__fail(d, SPMD_ERR_PEER_LOST, "%s (call #%llu of this device): this device was lost by SPMD_FAULTS "
+                   "(kind=lose)", d->lost_what, (unsigned long long)n);
+        spmd__log(m, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu: device lost", (unsigned long long)n);
+        SPMD__ST_SC(&d->lost, n + 1);
+        SPMD__FADD(&m->nreturned, 1u); /* the waiting peers look at who is gone */
+        for (i = 0; i < m->size; i++)
+            if (SPMD__LD_SC(&m->devs[i]->sleeping)) spmd__wake_dev(m->devs[i]);
+        return 2;
+    }
     if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
     f = &d->faults[d->fault_at++];
     spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
@@ -2634,7 +2691,8 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
 }
 
 /* A call starts (checked, about to post): the fault plan, then its record.
-   1: the fault plan skips it (recorded as skipped). */
+   1: the fault plan skips it (recorded as skipped); 2: the device is lost
+   (kind=lose): the call fails with SPMD_ERR_PEER_LOST, d->err says why. */
 static int spmd__rec_begin(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -2642,7 +2700,7 @@ static int spmd__rec_begin(spmd_req *r) {
     uint64_t n = d->ncalls;
     int64_t aux = -1;
     uint64_t t0, line = 0;
-    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
+    int skip = d->nfaults ? spmd__fault_at(r, n) : 0;
     r->rec = 0;
     if (!d->ring) {
         SPMD__ST_REL(&d->ncalls, n + 1);
@@ -2673,11 +2731,11 @@ static int spmd__rec_begin(spmd_req *r) {
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
+    SPMD__RST(&e->state, (uint64_t)(skip == 1 ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
     SPMD__ST_REL(&d->ncalls, n + 1);
-    r->rec = skip ? 0 : n + 1;
+    r->rec = skip == 1 ? 0 : n + 1;
     return skip;
 }
 
@@ -10107,29 +10165,43 @@ static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
 
 static int spmd__check_missing(spmd_req *r);
 
+/* 1 if device p will not arrive any more: its function returned, or the
+   fault plan lost it (read before what it posted, see below). */
+static int spmd__gone(spmd_dev *p) { return SPMD__LD_ACQ(&p->returned) || SPMD__LD_ACQ(&p->lost); }
+
 /* Devices whose function returned (spmd_run) will never arrive: a request
    waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
-   breaks the mesh. 1 if r is now done. */
+   breaks the mesh. So do devices lost by the fault plan (kind=lose, d->lost),
+   with SPMD_ERR_PEER_LOST naming the call they were lost at. 1 if r is now
+   done. */
 static int spmd__gone_check(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    char why[160], what[96];
+    char why[320], what[96];
     int k, gone = -1;
+    uint64_t lost;
+    spmd_status s;
     if (r->x || r->state == SPMD__R_DONE) return 0;
     if (r->p2p) {
         for (k = 0; k < g->G && gone < 0; k++) {
             spmd_dev *p = m->devs[g->members[k]];
-            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !SPMD__LD_ACQ(&p->returned)) continue;
+            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !spmd__gone(p)) continue;
             gone = p->id;
             if (r->peer < 0) /* any source: only once every other member returned */
                 for (k = 0; k < g->G; k++)
-                    if (k != r->gr->me && !SPMD__LD_ACQ(&m->devs[g->members[k]]->returned)) return 0;
+                    if (k != r->gr->me && !spmd__gone(m->devs[g->members[k]])) return 0;
         }
         if (gone < 0) return 0;
-        snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
-        if (!spmd__p2p_abandon(r, SPMD_ERR_DEADLOCK, why)) return 0;
-        spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+        lost = SPMD__LD_ACQ(&m->devs[gone]->lost);
+        if (lost)
+            snprintf(why, sizeof why, "can never complete: device %d was lost (SPMD_FAULTS kind=lose at its call #%llu, "
+                     "%s)", gone, (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        else
+            snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
+        s = lost ? SPMD_ERR_PEER_LOST : SPMD_ERR_DEADLOCK;
+        if (!spmd__p2p_abandon(r, s, why)) return 0;
+        spmd__break(m, s, d->id, d->err);
         return 1;
     }
     if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
@@ -10142,13 +10214,23 @@ static int spmd__gone_check(spmd_req *r) {
         /* returned first: everything it posted before returning is then
            visible (read the other way round, a post that came between the
            two reads made a member that had called it look absent) */
-        if (!SPMD__LD_ACQ(&p->returned)) continue;
+        if (!spmd__gone(p)) continue;
         absent = r->state == SPMD__R_POST ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
                                           : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
         if (absent) gone = p->id;
     }
     if (gone < 0 || !spmd__may_abandon(r)) return 0;
     spmd__sig_text(&r->sig, what, sizeof what);
+    if ((lost = SPMD__LD_ACQ(&m->devs[gone]->lost)) != 0) {
+        spmd__fail(d, SPMD_ERR_PEER_LOST,
+                   "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+                   "was lost (SPMD_FAULTS kind=lose at its call #%llu, %s)",
+                   what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+                   (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        spmd__break(m, SPMD_ERR_PEER_LOST, d->id, d->err);
+        spmd__finish(r, SPMD_ERR_PEER_LOST);
+        return 1;
+    }
     spmd__fail(d, SPMD_ERR_DEADLOCK,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
                "returned from its function without %s",
@@ -10204,7 +10286,11 @@ static int spmd__on_broken(spmd_req *r) {
         return spmd__x_give_up(r, m->broken_status, 0, why);
     }
 #endif
-    if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
+    if (r->p2p) {
+        char why[600];
+        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
+        return spmd__p2p_abandon(r, m->broken_status, why);
+    }
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
     if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
         char what[400];
@@ -10440,6 +10526,7 @@ static void spmd__req_release(spmd_req *r) {
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
     d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+    if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
 #if SPMD__HAS_LIBFABRIC
     if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
 #endif
@@ -10801,7 +10888,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
                                     spmd_req **out) {
     spmd_mesh *m;
     spmd_status s;
-    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain;
+    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain, k;
     size_t numel = 0, max_in = 0, out_bytes = 0;
     uint64_t aux = 0;
     char why[200];
@@ -10906,9 +10993,9 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    if (spmd__rec_begin(r)) { /* skipped by the fault plan: done, nothing joined */
+    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
         r->sig.algo = SPMD__ALG_LOCAL;
-        spmd__finish(r, SPMD_OK);
+        spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
     } else if (G == 1 && c->two_phase) {
         r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
         r->state = SPMD__R_POST;
@@ -10991,7 +11078,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_req *r;
     size_t in_size = 1, out_size = 1, in_bytes = 0, most;
     spmd_status s;
-    int span;
+    int span, k;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
     m = d->mesh;
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
@@ -11052,7 +11139,11 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
 #if SPMD__HAS_LIBFABRIC
     r->xq = span && spmd__xq_ready(r);
 #endif
-    if (spmd__rec_begin(r)) { spmd__req_unlink(r); return SPMD_OK; } /* skipped by the fault plan */
+    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan */
+        if (k == 2) spmd__rec_end(r, SPMD_ERR_PEER_LOST);
+        spmd__req_unlink(r);
+        return k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST;
+    }
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
@@ -13623,7 +13714,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
                                    int peer, int tag, const char *axes, const spmd_opts *o, spmd_recv_info *info,
                                    spmd_req **out) {
     const char *name = kind == SPMD__KIND_SEND ? "send" : "recv";
-    int ax[SPMD_MAX_AXES], nax = 0, G;
+    int ax[SPMD_MAX_AXES], nax = 0, G, k;
     char why[200];
     spmd__gref *gr = NULL;
     spmd_req *r;
@@ -13667,7 +13758,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
     /* libfabric: a peer in another process (or any peer) goes by message */
     r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
-    if (spmd__rec_begin(r)) spmd__finish(r, SPMD_OK); /* skipped by the fault plan */
+    if ((k = spmd__rec_begin(r)) != 0) spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST); /* fault plan */
     else d->mesh->vt->progress(r);
     if (out) {
         *out = r;

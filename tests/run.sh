@@ -50,6 +50,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
+    tests="$tests test_faults" # fault injection on the thread backend (i20f)
     [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
@@ -166,7 +167,7 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 # mesh's announcement and the devices' threads race). Not built (libfabric
 # missing): skipped.
 run_fabric() {
-    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault; do
+    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault fabric/test_pfaults; do
         exe=$B/$t
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then
