@@ -9115,7 +9115,9 @@ static void spmd__fab_news(spmd_mesh *m) {
    spmd_mesh_error the same reason, even a process that completed its last
    call from messages its peers sent before they gave up on it (a call
    that ends within the window before the announcement arrives; see
-   docs/recovery.md). */
+   docs/recovery.md). Only when every process hosts one of the mesh's
+   devices (the same answer in every process): a process hosting none
+   runs nothing (shard_map refuses at once), so it would not come. */
 static void spmd__fab_agree(spmd_mesh *m) {
     spmd__fab *f = m->fab;
     unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
@@ -9125,6 +9127,9 @@ static void spmd__fab_agree(spmd_mesh *m) {
     int p, P = m->nprocs;
     spmd_status st;
     char why[SPMD__BOOT_BROKEN_MAX + 64];
+    for (p = 0, i = 0; i < (size_t)m->size; i++) /* devices are in blocks by process: count the blocks */
+        p += i == 0 || m->proc_of[i] != m->proc_of[i - 1];
+    if (p < P) return;
     spmd__boot_put32(mine, broken ? (uint32_t)m->broken_status : 0u);
     if (broken) {
         size_t l = strlen(m->broken_msg);
