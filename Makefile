@@ -6,7 +6,7 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink
 FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)

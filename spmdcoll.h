@@ -554,6 +554,37 @@ SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
 SPMD_API spmd_status spmd_detach(spmd_dev *d);
 
+/* ---- recovery: shrink after a loss (docs/recovery.md) ------------------ */
+/* Options of spmd_mesh_shrink; zero fields mean defaults. */
+typedef struct spmd_shrink_desc {
+    const char *faults;   /* the new mesh's fault plan (tests), as desc.faults; NULL: none (SPMD_FAULTS,
+                             written for the first mesh's device ids, never applies to a shrunk mesh) */
+} spmd_shrink_desc;
+/* After spmd_run returned (SPMD_ERR_PEER_LOST, or any status), make a new
+   mesh of the survivors: along `axis` (one axis name), every slice (index
+   of that axis) that holds a lost device is dropped, the other axes keep
+   their size; the devices left keep their order and are renumbered
+   row-major, spmd_device_origin says which old device each one is. The new
+   mesh has the old one's settings (backend, timeout, check, log, allocator,
+   scheduler, ...) and a fresh state; the old one is left as it is, destroy
+   it as usual. Nothing lost: a mesh of the same shape. desc may be NULL.
+   SPMD_ERR_PEER_LOST when every slice along the axis lost a device (shrink
+   along another axis, or start again), SPMD_ERR_AXIS for a name that is not
+   one axis of the mesh, SPMD_ERR_BUSY while the mesh runs or has devices
+   attached; the reason is logged at error level. *out is NULL on error.
+   Thread backend: the lost devices are those the fault plan lost
+   (kind=lose); every survivor is in this process, so they cannot disagree. */
+SPMD_API spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *desc,
+                                      spmd_mesh **out);
+/* The devices this mesh lost, in increasing order: up to cap ids written to
+   devices (may be NULL with cap 0); returns how many were lost (a negative
+   spmd_status on bad arguments). */
+SPMD_API int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap);
+/* For a mesh made by spmd_mesh_shrink: the id the device had in the mesh it
+   was made from; for any other mesh: device. -SPMD_ERR_INVALID when out of
+   range. */
+SPMD_API int spmd_device_origin(const spmd_mesh *m, int device);
+
 /* ---- device queries (any thread holding the device) ------------------- */
 SPMD_API int spmd_device_id(const spmd_dev *d);
 SPMD_API spmd_mesh *spmd_device_mesh(const spmd_dev *d);
@@ -1498,6 +1529,8 @@ struct spmd_mesh {
     int nfaults;
     int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
     char trace_path[256];
+    int shrunk;            /* made by spmd_mesh_shrink (>>shrink): SPMD_FAULTS does not apply */
+    int *origin;           /* >>shrink: new device id -> its id in the mesh it was made from */
 };
 
 // >>logging and errors
@@ -2479,7 +2512,7 @@ static int spmd__fault_int(const char *v, size_t n, int64_t lo, int64_t hi, int6
 
 /* Parse the plan; SPMD_ERR_INVALID naming the token that is wrong. */
 static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) {
-    const char *spec = getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
+    const char *spec = m->shrunk ? NULL : getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
     int n = 0, i, j;
     if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
     if (!spec || !*spec) return SPMD_OK;
@@ -12794,6 +12827,151 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
     return s;
 }
 
+// >>shrink
+/* Recovery after a loss: elastic meshes. This section owns spmd_mesh_shrink,
+   spmd_mesh_lost and spmd_device_origin. Data flow: spmd__shrink_lost reads
+   which devices the old mesh lost (a device's d->lost, set by the fault
+   plan's kind=lose: its call number + 1); spmd_mesh_shrink marks every slice
+   of the named axis that holds one, rebuilds a mesh desc from the old mesh's
+   settings with that axis shortened, creates the new mesh through the same
+   path as spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first
+   mesh's device ids, is not applied; spmd_shrink_desc.faults is) and fills
+   its origin table (new id -> old id). Dropping whole slices of one axis
+   keeps the survivors' row-major order, so origin is increasing. The old
+   mesh is not touched; the two share nothing.
+   Agreement: on the thread backend every device is in this process and
+   spmd_mesh_shrink runs only when none runs (SPMD_ERR_BUSY otherwise), so
+   the set read is final and every survivor gets the same new mesh: a loss
+   cannot happen during the read. */
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk);
+
+/* The devices m lost, in increasing order: the first cap of them into lost;
+   returns how many. */
+static int spmd__shrink_lost(const spmd_mesh *m, int *lost, int cap) {
+    int i, n = 0;
+    for (i = 0; i < m->size; i++)
+        if (SPMD__LD_ACQ(&m->devs[i]->lost)) {
+            if (n < cap) lost[n] = i;
+            n++;
+        }
+    return n;
+}
+
+/* "3, 5, 6" (the first few of n ids) into buf. */
+static void spmd__shrink_list(char *buf, size_t len, const int *ids, int n) {
+    size_t at = 0;
+    int i;
+    buf[0] = '\0';
+    for (i = 0; i < n && at + 16 < len; i++) {
+        int w = snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ids[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (i < n) snprintf(buf + at, len - at, ", ... (%d in all)", n);
+}
+
+spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *sd, spmd_mesh **out) {
+    spmd_mesh_desc desc;
+    spmd_mesh *nm = NULL;
+    int *lost = NULL, *drop = NULL, a, i, j, nlost, keep, ndrop = 0;
+    char ids[200], slices[200];
+    spmd_status s;
+    if (out) *out = NULL;
+    if (!m || !axis || !out) return SPMD_ERR_NULL;
+    for (a = 0; a < m->ndim && strcmp(m->names[a], axis) != 0; a++) {}
+    if (a == m->ndim) {
+        char names[SPMD_MAX_AXES * (SPMD_MAX_AXIS_NAME + 2) + 1];
+        size_t at = 0;
+        for (i = 0; i < m->ndim; i++) at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", m->names[i]);
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: '%s' is not one axis of the mesh (its axes: %s)", axis, names);
+        return SPMD_ERR_AXIS;
+    }
+    if (SPMD__LD_ACQ(&m->running) || SPMD__LD_ACQ(&m->nattached)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the mesh is running or has devices attached (call it after "
+                                         "spmd_run returned, or every device detached)");
+        return SPMD_ERR_BUSY;
+    }
+    if (m->nprocs > 1) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: a mesh across %d processes cannot be shrunk yet (thread "
+                                         "backend, or libfabric in one process, only)", m->nprocs);
+        return SPMD_ERR_UNSUPPORTED;
+    }
+    lost = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *lost);
+    drop = (int *)spmd__alloc(&m->alloc, (size_t)m->shape[a] * sizeof *drop);
+    if (!lost || !drop) { s = SPMD_ERR_NOMEM; goto done; }
+    nlost = spmd__shrink_lost(m, lost, m->size);
+    for (i = 0; i < m->shape[a]; i++) drop[i] = 0;
+    for (i = 0; i < nlost; i++) drop[m->devs[lost[i]]->coords[a]] = 1;
+    for (i = 0, j = 0; i < m->shape[a]; i++)
+        if (drop[i]) drop[j++] = i; /* the dropped slices, increasing */
+    ndrop = j;
+    keep = m->shape[a] - ndrop;
+    spmd__shrink_list(ids, sizeof ids, lost, nlost);
+    spmd__shrink_list(slices, sizeof slices, drop, ndrop);
+    if (keep == 0) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: every one of the %d slices along '%s' lost a device (lost: %s); "
+                  "nothing is left to run on: shrink along another axis, or start a new mesh", m->shape[a], axis, ids);
+        s = SPMD_ERR_PEER_LOST;
+        goto done;
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = m->ndim;
+    for (i = 0; i < m->ndim; i++) {
+        desc.shape[i] = i == a ? keep : m->shape[i];
+        desc.axis_names[i] = m->names[i];
+    }
+    desc.backend = m->backend;
+    desc.timeout_ms = m->timeout_ms;
+    desc.check = m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.log_level = m->log_level;
+    desc.log_fn = m->log_fn;
+    desc.log_user = m->log_user;
+    desc.allocator = m->alloc;
+    desc.max_inflight = m->D;
+    desc.thread_stack_size = m->stack_size;
+    desc.devices_per_process = m->want_dpp;
+    desc.trace_depth = m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
+    desc.faults = sd ? sd->faults : NULL;
+    desc.scheduler = m->sched;
+    desc.carriers = m->carriers;
+    desc.sched_seed = m->seed;
+    if ((s = spmd__mesh_create(&desc, &nm, 1)) != SPMD_OK) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: creating the shrunk mesh failed: %s", spmd_status_name(s));
+        goto done;
+    }
+    nm->origin = (int *)spmd__alloc(&m->alloc, (size_t)nm->size * sizeof *nm->origin);
+    if (!nm->origin) { s = SPMD_ERR_NOMEM; goto done; }
+    for (i = 0, j = 0; i < m->size; i++) {
+        int k, gone = 0;
+        for (k = 0; k < ndrop; k++) gone |= drop[k] == m->devs[i]->coords[a];
+        if (!gone) nm->origin[j++] = i;
+    }
+    SPMD_ASSERT(j == nm->size);
+    spmd__log(m, nlost ? SPMD_LOG_WARN : SPMD_LOG_INFO, -1,
+              "mesh_shrink along '%s': lost device%s %s; slice%s %s of %d dropped; the new mesh has %d devices",
+              axis, nlost == 1 ? "" : "s", nlost ? ids : "(none)", ndrop == 1 ? "" : "s", ndrop ? slices : "(none)",
+              m->shape[a], nm->size);
+    *out = nm;
+    nm = NULL;
+done:
+    if (nm) spmd_mesh_destroy(nm);
+    spmd__free(&m->alloc, lost);
+    spmd__free(&m->alloc, drop);
+    return s;
+}
+
+int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (cap < 0 || (cap > 0 && !devices)) return -(int)SPMD_ERR_INVALID;
+    return spmd__shrink_lost(m, devices, cap);
+}
+
+int spmd_device_origin(const spmd_mesh *m, int device) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
+    return m->origin ? m->origin[device] : device;
+}
+
 // >>public
 const char *spmd_version(void) { return SPMD_VERSION_STRING; }
 
@@ -12924,12 +13102,13 @@ static void spmd__mesh_free(spmd_mesh *m) {
     }
     spmd__free(&a, m->proc_of);
     spmd__free(&a, m->faults);
+    spmd__free(&a, m->origin);
     pthread_mutex_destroy(&m->xlock);
     pthread_mutex_destroy(&m->lock);
     spmd__free(&a, m);
 }
 
-spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk) {
     spmd_mesh *m;
     int i, j, size = 1, set;
     spmd_status s;
@@ -12987,6 +13166,7 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
     if (!m) return SPMD_ERR_NOMEM;
     m->alloc = desc->allocator;
+    m->shrunk = shrunk;
     pthread_mutex_init(&m->lock, NULL);
     m->nprocs = 1;
     m->nlocal = size;
@@ -13072,6 +13252,9 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
               m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
     *out = m;
     return SPMD_OK;
+}
+spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+    return spmd__mesh_create(desc, out, 0);
 }
 
 spmd_status spmd_mesh_destroy(spmd_mesh *m) {

@@ -51,6 +51,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
     tests="$tests test_faults" # fault injection on the thread backend (i20f)
+    tests="$tests test_shrink" # spmd_mesh_shrink on the thread backend (agree)
     [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
