@@ -23,7 +23,7 @@ SAN_TSAN := -O1 -g -fsanitize=thread
 
 .PHONY: compile-times plots fuzz all demo test test-build test-plain test-asan test-tsan test-compile test-fabric fabric bench install clean deps
 
-EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
+EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard elastic
 
 all: $(EXAMPLES:%=$(BUILD)/%) $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
 

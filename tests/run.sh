@@ -332,7 +332,7 @@ run_fabric_matrix() {
 }
 
 run_examples() {
-    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
+    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard elastic; do
         if timeout 120 $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
         else
             rc=$? why="exit $rc"; F=$((F + 1))
