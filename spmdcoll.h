@@ -569,11 +569,16 @@ typedef struct spmd_shrink_desc {
    scheduler, ...) and a fresh state; the old one is left as it is, destroy
    it as usual. Nothing lost: a mesh of the same shape. desc may be NULL.
    SPMD_ERR_PEER_LOST when every slice along the axis lost a device (shrink
-   along another axis, or start again), SPMD_ERR_AXIS for a name that is not
-   one axis of the mesh, SPMD_ERR_BUSY while the mesh runs or has devices
-   attached; the reason is logged at error level. *out is NULL on error.
-   Thread backend: the lost devices are those the fault plan lost
-   (kind=lose); every survivor is in this process, so they cannot disagree. */
+   along another axis, or start again) or the coordinator (process 0) is
+   gone, SPMD_ERR_AXIS for a name that is not one axis of the mesh,
+   SPMD_ERR_BUSY while the mesh runs or has devices attached; the reason is
+   logged at error level. *out is NULL on error.
+   Lost devices: those the fault plan lost (kind=lose), and on libfabric
+   every device of a process that is gone. Across processes every survivor
+   calls it (collective): the survivors agree through the coordinator on
+   the processes gone, counting one that leaves or does not come within
+   the deadline during the agreement, so every survivor gets the same mesh;
+   each device stays in its process. */
 SPMD_API spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *desc,
                                       spmd_mesh **out);
 /* The devices this mesh lost, in increasing order: up to cap ids written to
@@ -1530,6 +1535,7 @@ struct spmd_mesh {
     int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
     char trace_path[256];
     int shrunk;            /* made by spmd_mesh_shrink (>>shrink): SPMD_FAULTS does not apply */
+    const int *shrink_procs; /* >>shrink, libfabric, during creation only: device -> its process */
     int *origin;           /* >>shrink: new device id -> its id in the mesh it was made from */
 };
 
@@ -9327,7 +9333,7 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         int64_t v = 0;
         if (spmd__boot_env_i64("SPMD_DEVICES_PER_PROCESS", 1, SPMD_MAX_DEVICES, &v) == 1) L = (int)v;
     }
-    if (L && (int64_t)L * P != m->size) {
+    if (L && (int64_t)L * P != m->size && !m->shrink_procs) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "mesh of %d devices on %d processes with %d devices each (%d needed)",
                   m->size, P, L, L * P);
         return SPMD_ERR_SIZE;
@@ -9340,13 +9346,22 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         spmd__free(&m->alloc, lens);
         return SPMD_ERR_NOMEM;
     }
-    for (p = 0; p < P; p++) { /* process p: devices [lo, hi) */
+    for (p = 0; p < P && !m->shrink_procs; p++) { /* process p: devices [lo, hi) */
         int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
         for (i = lo; i < hi; i++) m->proc_of[i] = p;
         if (p == m->proc) {
             m->first_local = lo;
             m->nlocal = hi - lo;
         }
+    }
+    if (m->shrink_procs) { /* >>shrink: the survivors keep their devices; the shape was agreed on */
+        spmd__free(&m->alloc, all);
+        spmd__free(&m->alloc, lens);
+        memcpy(m->proc_of, m->shrink_procs, (size_t)m->size * sizeof(int));
+        m->first_local = m->nlocal = 0;
+        for (i = 0; i < m->size; i++)
+            if (m->proc_of[i] == m->proc && m->nlocal++ == 0) m->first_local = i;
+        return SPMD_OK;
     }
     /* every process must have made the same mesh at the same position */
     memset(mine, 0, sizeof mine);
@@ -12829,28 +12844,149 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
 
 // >>shrink
 /* Recovery after a loss: elastic meshes. This section owns spmd_mesh_shrink,
-   spmd_mesh_lost and spmd_device_origin. Data flow: spmd__shrink_lost reads
-   which devices the old mesh lost (a device's d->lost, set by the fault
-   plan's kind=lose: its call number + 1); spmd_mesh_shrink marks every slice
-   of the named axis that holds one, rebuilds a mesh desc from the old mesh's
-   settings with that axis shortened, creates the new mesh through the same
-   path as spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first
-   mesh's device ids, is not applied; spmd_shrink_desc.faults is) and fills
-   its origin table (new id -> old id). Dropping whole slices of one axis
-   keeps the survivors' row-major order, so origin is increasing. The old
-   mesh is not touched; the two share nothing.
-   Agreement: on the thread backend every device is in this process and
-   spmd_mesh_shrink runs only when none runs (SPMD_ERR_BUSY otherwise), so
-   the set read is final and every survivor gets the same new mesh: a loss
-   cannot happen during the read. */
-static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk);
+   spmd_mesh_lost, spmd_device_origin and the survivors' agreement across
+   processes. Data flow: spmd__shrink_lost reads which devices the old mesh
+   lost: a device's d->lost (set by the fault plan's kind=lose: its call
+   number + 1), and across processes every device of a process the
+   bootstrap knows is gone (b->lost); spmd_mesh_shrink marks every slice of
+   the named axis that holds one, lists the survivors in order (origin: new
+   id -> old id; dropping whole slices of one axis keeps row-major order),
+   rebuilds a mesh desc from the old mesh's settings with that axis
+   shortened, and creates the new mesh through the same path as
+   spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first mesh's
+   ids, is not applied; spmd_shrink_desc.faults is). The old mesh is not
+   touched; the two share nothing but the process's transport.
+   Agreement, threads: every device is in this process and spmd_mesh_shrink
+   runs only when none runs (SPMD_ERR_BUSY otherwise), so the set read is
+   final: every survivor gets the same mesh. Across processes
+   (spmd__shrink_agree): each survivor sends the processes it knows lost to
+   the coordinator (process 0) through the bootstrap; the coordinator waits
+   for every process not known lost, counting as lost any whose connection
+   closes or that does not come within the deadline (a loss during the
+   agreement), and sends its one decision, the union, to every survivor.
+   One decider, so survivors that get an answer get the same one; the new
+   mesh keeps each device in its process (m->shrink_procs, no bootstrap
+   exchange at creation: processes that are gone cannot take part) and the
+   processes that are gone host none. The coordinator is the one process
+   that cannot be lost: without it there is no agreement (PEER_LOST). */
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs);
+
+#if SPMD__HAS_LIBFABRIC
+/* The survivors' agreement on the processes lost: gone[p] in: what this
+   process knows (nonzero: lost), out: the coordinator's decision. why gets
+   the reason on failure. The bootstrap's lock (f->lock) is held. */
+static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
+    spmd__boot *b = m->fab->boot;
+    int P = b->nprocs, i, k;
+    uint64_t deadline = spmd__now_ns() + (uint64_t)(b->timeout_ms > m->timeout_ms ? b->timeout_ms : m->timeout_ms) *
+                                             1000000u + (b->rank ? 1000000000u : 0u); /* (hear the verdict) */
+    unsigned char msg[4 + SPMD_MAX_DEVICES];
+    uint32_t round = ++b->round;
+    spmd__boot_msg bm;
+    char perr[160];
+    spmd__boot_put32(msg, round);
+    if (b->rank != 0) {
+        if (b->coord.fd < 0 || b->lost[0]) {
+            snprintf(why, wlen, "the coordinator (process 0) is gone: the survivors cannot agree without it");
+            return SPMD_ERR_PEER_LOST;
+        }
+        memcpy(msg + 4, gone, (size_t)P);
+        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + (size_t)P, deadline) != 0) {
+            snprintf(why, wlen, "sending this process's view to the coordinator: %s", strerror(errno));
+            return SPMD_ERR_PEER_LOST;
+        }
+        for (;;) { /* the decision; LOST and BROKEN on the way are taken in, stale answers skipped */
+            struct pollfd pf;
+            int rc, ms;
+            if (spmd__boot_oob(b, &b->coord) < 0) {
+                snprintf(why, wlen, "an invalid message from the coordinator");
+                return SPMD_ERR_SYSTEM;
+            }
+            rc = spmd__boot_parse(b, &b->coord, 0, &bm, perr, sizeof perr);
+            if (rc < 0) {
+                snprintf(why, wlen, "the coordinator: %s", perr);
+                return SPMD_ERR_SYSTEM;
+            }
+            if (rc == 1) {
+                uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
+                if (bm.type == SPMD__BM_GATHERED && r == round && bm.len == 4 + (uint32_t)P) {
+                    memcpy(gone, bm.payload + 4, (size_t)P);
+                    spmd__boot_consume(&b->coord, bm.total);
+                    return SPMD_OK;
+                }
+                spmd__boot_consume(&b->coord, bm.total);
+                if (bm.type == SPMD__BM_GATHERED && r < round) continue; /* of an exchange that failed before */
+                snprintf(why, wlen, "the coordinator answered exchange #%u (type %u), this process is at #%u", r,
+                         bm.type, round);
+                return SPMD_ERR_MISMATCH;
+            }
+            if (b->coord.eof || b->coord.bye) {
+                spmd__boot_mark(b, 0, !b->coord.bye);
+                snprintf(why, wlen, "the coordinator (process 0) was lost during the agreement");
+                return SPMD_ERR_PEER_LOST;
+            }
+            if ((ms = spmd__boot_ms_left(deadline)) == 0) {
+                snprintf(why, wlen, "the coordinator did not answer within the deadline");
+                return SPMD_ERR_TIMEOUT;
+            }
+            pf.fd = b->coord.fd; pf.events = POLLIN; pf.revents = 0;
+            poll(&pf, 1, ms);
+            spmd__boot_fill(b, &b->coord);
+        }
+    }
+    for (i = 1; i < P; i++) { /* the coordinator: every process not known lost, or its loss */
+        spmd__boot_conn *c = &b->peers[i];
+        if (b->lost[i] || c->fd < 0) { gone[i] = 1; continue; }
+        for (;;) {
+            struct pollfd pf;
+            int rc, ms;
+            if (spmd__boot_oob(b, c) < 0) { gone[i] = 1; break; }
+            rc = spmd__boot_parse(b, c, 0, &bm, perr, sizeof perr);
+            if (rc < 0) { gone[i] = 1; break; }
+            if (rc == 1) {
+                uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
+                if (bm.type == SPMD__BM_GATHER && r < round) { /* of an exchange that failed before */
+                    spmd__boot_consume(c, bm.total);
+                    continue;
+                }
+                if (bm.type == SPMD__BM_GATHER && r == round && bm.len == 4 + (uint32_t)P)
+                    for (k = 0; k < P; k++) gone[k] |= bm.payload[4 + k] != 0;
+                else
+                    gone[i] = 1; /* out of step: not in the new mesh */
+                spmd__boot_consume(c, bm.total);
+                break;
+            }
+            if (c->eof || c->bye) { /* lost during the agreement */
+                spmd__boot_mark(b, i, !c->bye);
+                gone[i] = 1;
+                break;
+            }
+            if ((ms = spmd__boot_ms_left(deadline)) == 0) {
+                spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: process %d did not join the agreement within the "
+                          "deadline: counted as lost", i);
+                gone[i] = 1;
+                break;
+            }
+            pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
+            poll(&pf, 1, ms);
+            spmd__boot_fill(b, c);
+        }
+    }
+    gone[0] = 0;
+    memcpy(msg + 4, gone, (size_t)P);
+    for (i = 1; i < P; i++)
+        if (!gone[i] && b->peers[i].fd >= 0)
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
+    return SPMD_OK;
+}
+#endif
 
 /* The devices m lost, in increasing order: the first cap of them into lost;
-   returns how many. */
-static int spmd__shrink_lost(const spmd_mesh *m, int *lost, int cap) {
+   returns how many. gone (may be NULL): processes lost (libfabric). */
+static int spmd__shrink_lost(const spmd_mesh *m, const unsigned char *gone, int *lost, int cap) {
     int i, n = 0;
     for (i = 0; i < m->size; i++)
-        if (SPMD__LD_ACQ(&m->devs[i]->lost)) {
+        if (SPMD__LD_ACQ(&m->devs[i]->lost) || (gone && m->proc_of && gone[m->proc_of[i]])) {
             if (n < cap) lost[n] = i;
             n++;
         }
@@ -12873,9 +13009,10 @@ static void spmd__shrink_list(char *buf, size_t len, const int *ids, int n) {
 spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *sd, spmd_mesh **out) {
     spmd_mesh_desc desc;
     spmd_mesh *nm = NULL;
-    int *lost = NULL, *drop = NULL, a, i, j, nlost, keep, ndrop = 0;
+    int *lost = NULL, *drop = NULL, *origin = NULL, *procs = NULL, a, i, j, nlost, keep, ndrop = 0, n = 0;
+    unsigned char *gone = NULL;
     char ids[200], slices[200];
-    spmd_status s;
+    spmd_status s = SPMD_OK;
     if (out) *out = NULL;
     if (!m || !axis || !out) return SPMD_ERR_NULL;
     for (a = 0; a < m->ndim && strcmp(m->names[a], axis) != 0; a++) {}
@@ -12891,17 +13028,34 @@ spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_d
                                          "spmd_run returned, or every device detached)");
         return SPMD_ERR_BUSY;
     }
-    if (m->nprocs > 1) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: a mesh across %d processes cannot be shrunk yet (thread "
-                                         "backend, or libfabric in one process, only)", m->nprocs);
-        return SPMD_ERR_UNSUPPORTED;
-    }
     lost = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *lost);
+    origin = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *origin);
+    procs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *procs);
     drop = (int *)spmd__alloc(&m->alloc, (size_t)m->shape[a] * sizeof *drop);
-    if (!lost || !drop) { s = SPMD_ERR_NOMEM; goto done; }
-    nlost = spmd__shrink_lost(m, lost, m->size);
+    gone = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nprocs);
+    if (!lost || !origin || !procs || !drop || !gone) { s = SPMD_ERR_NOMEM; goto done; }
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) { /* the survivors agree on the processes lost */
+        char why[300];
+        pthread_mutex_lock(&m->fab->lock);
+        spmd__boot_poll(m->fab->boot);
+        for (i = 0; i < m->nprocs; i++) gone[i] = m->fab->boot->lost[i] != 0;
+        s = spmd__shrink_agree(m, gone, why, sizeof why);
+        pthread_mutex_unlock(&m->fab->lock);
+        if (s != SPMD_OK) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the agreement on the processes lost failed: %s", why);
+            goto done;
+        }
+    }
+#endif
+    nlost = spmd__shrink_lost(m, m->nprocs > 1 ? gone : NULL, lost, m->size);
     for (i = 0; i < m->shape[a]; i++) drop[i] = 0;
     for (i = 0; i < nlost; i++) drop[m->devs[lost[i]]->coords[a]] = 1;
+    for (i = 0; i < m->size; i++)
+        if (!drop[m->devs[i]->coords[a]]) {
+            procs[n] = m->proc_of ? m->proc_of[i] : 0;
+            origin[n++] = i;
+        }
     for (i = 0, j = 0; i < m->shape[a]; i++)
         if (drop[i]) drop[j++] = i; /* the dropped slices, increasing */
     ndrop = j;
@@ -12930,40 +13084,47 @@ spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_d
     desc.max_inflight = m->D;
     desc.thread_stack_size = m->stack_size;
     desc.devices_per_process = m->want_dpp;
-    desc.trace_depth = m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
+    desc.trace_depth = m->rmask || m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
     desc.faults = sd ? sd->faults : NULL;
     desc.scheduler = m->sched;
     desc.carriers = m->carriers;
     desc.sched_seed = m->seed;
-    if ((s = spmd__mesh_create(&desc, &nm, 1)) != SPMD_OK) {
+    if ((s = spmd__mesh_create(&desc, &nm, 1, m->nprocs > 1 ? procs : NULL)) != SPMD_OK) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: creating the shrunk mesh failed: %s", spmd_status_name(s));
         goto done;
     }
-    nm->origin = (int *)spmd__alloc(&m->alloc, (size_t)nm->size * sizeof *nm->origin);
-    if (!nm->origin) { s = SPMD_ERR_NOMEM; goto done; }
-    for (i = 0, j = 0; i < m->size; i++) {
-        int k, gone = 0;
-        for (k = 0; k < ndrop; k++) gone |= drop[k] == m->devs[i]->coords[a];
-        if (!gone) nm->origin[j++] = i;
-    }
-    SPMD_ASSERT(j == nm->size);
+    SPMD_ASSERT(n == nm->size);
+    nm->origin = origin;
+    origin = NULL;
     spmd__log(m, nlost ? SPMD_LOG_WARN : SPMD_LOG_INFO, -1,
               "mesh_shrink along '%s': lost device%s %s; slice%s %s of %d dropped; the new mesh has %d devices",
               axis, nlost == 1 ? "" : "s", nlost ? ids : "(none)", ndrop == 1 ? "" : "s", ndrop ? slices : "(none)",
               m->shape[a], nm->size);
     *out = nm;
-    nm = NULL;
 done:
-    if (nm) spmd_mesh_destroy(nm);
     spmd__free(&m->alloc, lost);
+    spmd__free(&m->alloc, origin);
+    spmd__free(&m->alloc, procs);
     spmd__free(&m->alloc, drop);
+    spmd__free(&m->alloc, gone);
     return s;
 }
 
 int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap) {
+    int n;
     if (!m) return -(int)SPMD_ERR_NULL;
     if (cap < 0 || (cap > 0 && !devices)) return -(int)SPMD_ERR_INVALID;
-    return spmd__shrink_lost(m, devices, cap);
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) { /* and the devices of the processes this one knows are gone */
+        pthread_mutex_lock(&m->fab->lock);
+        spmd__boot_poll(m->fab->boot);
+        n = spmd__shrink_lost(m, m->fab->boot->lost, devices, cap);
+        pthread_mutex_unlock(&m->fab->lock);
+        return n;
+    }
+#endif
+    n = spmd__shrink_lost(m, NULL, devices, cap);
+    return n;
 }
 
 int spmd_device_origin(const spmd_mesh *m, int device) {
@@ -13108,7 +13269,7 @@ static void spmd__mesh_free(spmd_mesh *m) {
     spmd__free(&a, m);
 }
 
-static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk) {
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
     spmd_mesh *m;
     int i, j, size = 1, set;
     spmd_status s;
@@ -13167,6 +13328,7 @@ static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out
     if (!m) return SPMD_ERR_NOMEM;
     m->alloc = desc->allocator;
     m->shrunk = shrunk;
+    m->shrink_procs = procs;
     pthread_mutex_init(&m->lock, NULL);
     m->nprocs = 1;
     m->nlocal = size;
@@ -13247,6 +13409,7 @@ static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out
     }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    m->shrink_procs = NULL;
     if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
     spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
               m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
@@ -13254,7 +13417,7 @@ static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out
     return SPMD_OK;
 }
 spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
-    return spmd__mesh_create(desc, out, 0);
+    return spmd__mesh_create(desc, out, 0, NULL);
 }
 
 spmd_status spmd_mesh_destroy(spmd_mesh *m) {

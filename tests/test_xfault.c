@@ -102,6 +102,18 @@
                 spmd_mesh_error contains the other's); rounds where process
                 0's call succeeded and its run did not are counted (the
                 window, printed); over tcp and shm;
+     shrink     spmd_mesh_shrink across processes: P processes of two
+                devices, mesh dp P x tp 2 (process p hosts replica p);
+                SPMD_FAULTS loses device 2P-1 at its call #1 (its process
+                ends with status 4); optionally (XF_LEAVE=k) process k
+                leaves right after spmd_run without joining the agreement
+                (it dies before or during it). Every survivor: spmd_run
+                SPMD_ERR_PEER_LOST, spmd_mesh_shrink along dp SPMD_OK with
+                the same mesh (dp = P minus the processes gone, the
+                survivors' devices in order), and a psum over "dp,tp" and
+                one over "dp" of the devices' old ids on it give the sums
+                computed here; 3 processes over tcp, 4 over shm with
+                process 1 leaving;
      nocoord    process 1 alone, its coordinator never started, the mesh's
                 desc.timeout_ms 1000 and no SPMD_BOOT_TIMEOUT_MS (the desc
                 bounds the bootstrap): spmd_mesh_create fails with
@@ -498,6 +510,87 @@ static int window_main(void) {
     return 0;
 }
 
+/* mode "shrink": see the top comment. */
+static void shrink_train(spmd_dev *d, void *arg) {
+    double x = 1, y;
+    int i;
+    (void)arg;
+    for (i = 0; i < 3; i++)
+        if (spmd_psum(d, &x, &y, 1, SPMD_F64, "dp,tp", NULL) != SPMD_OK) return;
+}
+typedef struct shrink_sums {
+    double all[16], dp[16];
+    spmd_status s[16];
+} shrink_sums;
+static void shrink_check(spmd_dev *d, void *arg) {
+    shrink_sums *r = (shrink_sums *)arg;
+    int id = spmd_device_id(d);
+    double x = (double)spmd_device_origin(spmd_device_mesh(d), id);
+    r->s[id] = spmd_psum(d, &x, &r->all[id], 1, SPMD_F64, "dp,tp", NULL);
+    if (r->s[id] == SPMD_OK) r->s[id] = spmd_psum(d, &x, &r->dp[id], 1, SPMD_F64, "dp", NULL);
+}
+
+static int shrink_main(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL, *nm = NULL;
+    spmd_status s, run;
+    shrink_sums r;
+    int P = atoi(getenv("SPMD_NUM_PROCESSES")), leave = getenv("XF_LEAVE") ? atoi(getenv("XF_LEAVE")) : -1;
+    int me, i, j, ok = 1, n = 0, orig[16], kept = 0;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = P;
+    desc.shape[1] = 2;
+    desc.axis_names[0] = "dp";
+    desc.axis_names[1] = "tp";
+    desc.devices_per_process = 2;
+    desc.log_level = SPMD_LOG_ERROR;
+    if ((s = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("mesh_create: %s\n", spmd_status_name(s));
+        return 1;
+    }
+    me = spmd_mesh_process_id(m);
+    run = spmd_run(m, shrink_train, NULL);
+    if (me == leave) { /* gone without a goodbye, before or during the others' agreement */
+        printf("process %d leaves (spmd_run %s)\n", me, spmd_status_name(run));
+        fflush(stdout);
+        _exit(0);
+    }
+    s = spmd_mesh_shrink(m, "dp", NULL, &nm);
+    /* the reference: the replicas of the processes neither lost (the last) nor leaving */
+    for (i = 0; i < P; i++)
+        if (i != P - 1 && i != leave) {
+            kept++;
+            for (j = 0; j < 2; j++) orig[n++] = 2 * i + j;
+        }
+    printf("process %d: spmd_run %s, shrink %s, new mesh %d devices, dp %d\n", me, spmd_status_name(run),
+           spmd_status_name(s), nm ? spmd_mesh_size(nm) : -1, nm ? spmd_mesh_axis_size(nm, "dp") : -1);
+    ok = run == SPMD_ERR_PEER_LOST && s == SPMD_OK && nm && spmd_mesh_size(nm) == n &&
+         spmd_mesh_axis_size(nm, "dp") == kept;
+    for (i = 0; ok && i < n; i++) ok = spmd_device_origin(nm, i) == orig[i] && spmd_device_process(nm, i) == orig[i] / 2;
+    if (ok) {
+        memset(&r, 0, sizeof r);
+        s = spmd_run(nm, shrink_check, &r);
+        ok = s == SPMD_OK;
+        for (i = 0; ok && i < n; i++) {
+            double all = 0, col = 0;
+            if (!spmd_device_is_local(nm, i)) continue;
+            for (j = 0; j < n; j++) {
+                all += orig[j];
+                if (j % 2 == i % 2) col += orig[j];
+            }
+            ok = r.s[i] == SPMD_OK && r.all[i] == all && r.dp[i] == col;
+            if (!ok) printf("device %d: %s, sums %g %g, want %g %g\n", i, spmd_status_name(r.s[i]), r.all[i], r.dp[i], all, col);
+        }
+        printf("process %d: run on the shrunk mesh %s\n", me, spmd_status_name(s));
+    }
+    printf("process %d: %s\n", me, ok ? "as documented" : "NOT as documented");
+    fflush(stdout);
+    if (nm) spmd_mesh_destroy(nm);
+    spmd_mesh_destroy(m);
+    return !ok;
+}
+
 /* Mesh creation's error messages (modes nocoord, wrongkey). */
 static char boot_text[4096];
 static void boot_log(void *user, spmd_log_level level, int device, const char *msg) {
@@ -518,6 +611,7 @@ static int child_main(const char *mode) {
     double t0 = p_now();
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     if (strcmp(mode, "window") == 0) return window_main();
+    if (strcmp(mode, "shrink") == 0) return shrink_main();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
     c.quick = getenv("XF_QUICK") && strcmp(getenv("XF_QUICK"), "1") == 0;
@@ -757,6 +851,42 @@ static void run_window(const char *provider) {
     for (i = 0; i < 2; i++) free(out[i]);
 }
 
+/* Mode shrink: n processes over provider, process `leave` (-1: none) leaving. */
+static void run_shrink(int n, const char *provider, int leave) {
+    char coord[64], prov[48], np[48], lv[32], faults[64], id[4][32], tag[4][48];
+    const char *env[4][9];
+    double t0 = p_now();
+    pid_t pid[4];
+    int i, rc[4];
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(prov, sizeof prov, "SPMD_PROVIDER=%s", provider);
+    snprintf(np, sizeof np, "SPMD_NUM_PROCESSES=%d", n);
+    snprintf(lv, sizeof lv, "XF_LEAVE=%d", leave);
+    snprintf(faults, sizeof faults, "SPMD_FAULTS=device=%d,seq=1,kind=lose", 2 * n - 1);
+    for (i = 0; i < n; i++) {
+        snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
+        snprintf(tag[i], sizeof tag[i], "xfault-shrink-%s-%d-p%d", provider, n, i);
+        env[i][0] = np;
+        env[i][1] = id[i];
+        env[i][2] = coord;
+        env[i][3] = "SPMD_JOB_KEY=xf";
+        env[i][4] = prov;
+        env[i][5] = faults;
+        env[i][6] = "SPMD_BOOT_TIMEOUT_MS=30000";
+        env[i][7] = lv;
+        env[i][8] = NULL;
+        pid[i] = p_spawn(tag[i], "shrink", env[i]);
+    }
+    for (i = 0; i < n; i++) rc[i] = p_exit_code(p_wait(pid[i], 60));
+    for (i = 0; i < n; i++) {
+        int want = i == n - 1 ? 4 : 0; /* the lost process: the fault plan's status */
+        T_CHECK(rc[i] == want, "shrink (%d over %s, leaving %d): process %d exit %d (want %d) after %.1f s: %s", n,
+                provider, leave, i, rc[i], want, p_now() - t0, p_read(tag[i], "out"));
+        if (rc[i] != want) p_show(tag[i], "err");
+    }
+    T_CHECK(p_now() - t0 < 30, "shrink (%d over %s): ended within 30 s (%.1f s)", n, provider, p_now() - t0);
+}
+
 /* What a boot-fault child printed: its status, seconds and messages all
    as documented (want: strings that must all appear, NULL-terminated). */
 static void check_boot_child(const char *what, const char *tag, int rc, double lo, double hi,
@@ -853,6 +983,8 @@ int main(int argc, char **argv) {
     if (want("latebar")) run_late("latebar", "tcp", "SPMD_QUICK_EXCHANGE=0");
     if (want("window")) run_window("tcp");
     if (want("window")) run_window("shm");
+    if (want("shrink")) run_shrink(3, "tcp", -1);
+    if (want("shrink")) run_shrink(4, "shm", 1);
     if (want("boot")) run_boot_faults();
     return t_summary();
 }
