@@ -4529,6 +4529,44 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     return st;
 }
 
+/* The coordinator's answer to this process's handshake, at the head of c
+   (what spmd__boot_join reads; a decoder of its own so that fuzz/join.c can
+   call it without a coordinator). 1: WELCOME, consumed; 0: not all there
+   yet; -1: a REJECT or an invalid answer, *st its status and b->err why (a
+   REJECT's reason in printable ASCII only: it is shown to users). */
+static int spmd__boot_answer(spmd__boot *b, spmd__boot_conn *c, spmd_status *st) {
+    spmd__boot_msg m;
+    char why[160], reason[SPMD__BOOT_REASON_MAX + 1];
+    int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
+    size_t k;
+    if (rc == 0) return 0;
+    if (rc < 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
+        return -1;
+    }
+    if (m.rank != 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake as process %u "
+                              "(not a spmdcoll coordinator of this job)", c->peer, (unsigned)m.rank);
+        return -1;
+    }
+    if (m.type == SPMD__BM_REJECT) {
+        memcpy(reason, m.payload, m.len);
+        reason[m.len] = '\0';
+        for (k = 0; k < m.len; k++)
+            if ((unsigned char)reason[k] < 32 || (unsigned char)reason[k] > 126) reason[k] = '?';
+        *st = spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %s", c->peer,
+                              b->rank, reason);
+        return -1;
+    }
+    if (m.type != SPMD__BM_WELCOME) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with message "
+                              "type %u", c->peer, m.type);
+        return -1;
+    }
+    spmd__boot_consume(c, m.total);
+    return 1;
+}
+
 /* Processes 1..n-1: reach the coordinator, retrying with back-off. */
 static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -4536,7 +4574,8 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t local_len = 0;
     uint64_t backoff_ms = 10;
     char last[400] = "no attempt";
-    int attempts = 0, one = 1;
+    int attempts = 0, one = 1, eof;
+    spmd_status st = SPMD_OK;
     spmd__boot_conn *c = &b->coord;
     if (b->ifname[0] && !spmd__boot_if_addr(b->ifname, &local, &local_len))
         return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no address",
@@ -4615,31 +4654,21 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
                                    strerror(errno));
     }
-    for (;;) {
-        spmd__boot_msg m;
-        char why[160];
+    for (eof = 0;;) {
         struct pollfd pf;
-        int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why), ms;
-        if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
-        if (rc == 1) {
-            if (m.type == SPMD__BM_REJECT)
-                return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %.*s",
-                                       c->peer, b->rank, (int)m.len, (const char *)m.payload);
-            if (m.type != SPMD__BM_WELCOME)
-                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with "
-                                       "message type %u", c->peer, m.type);
-            spmd__boot_consume(c, m.total);
-            break;
-        }
+        int rc = spmd__boot_answer(b, c, &st), ms;
+        if (rc < 0) return st;
+        if (rc == 1) break;
+        if (eof)
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
+                                   "the handshake", c->peer);
         ms = spmd__boot_ms_left(deadline_ns);
         if (ms == 0)
             return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: coordinator %s did not answer the handshake "
                                    "within %lld ms", c->peer, (long long)b->timeout_ms);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
-        if (spmd__boot_fill(b, c) < 0 && spmd__boot_parse(b, c, 0, &m, why, sizeof why) != 1)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
-                                   "the handshake", c->peer);
+        eof = spmd__boot_fill(b, c) < 0;
     }
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
                    c->peer, b->addr, b->ifname[0] ? b->ifname : "?", b->layout_from);
@@ -6324,6 +6353,37 @@ static spmd__lane_bulk *spmd__lane_bulk_at(void *seg, size_t nrings, size_t cap,
                                        i * (sizeof(spmd__lane_bulk) + bulk));
 }
 
+/* Is the segment at p (its size as nrings, cap and bulk say, mapped) what
+   process `owner` of this job (nprocs processes, key's hash) made for
+   rings of cap bytes, with ring ri written by process `me` and untouched
+   so far? The header is another process's bytes: nothing else of it is
+   trusted, and only its nonce is read after (odd when we made it). */
+static int spmd__lane_seg_ok(const void *p, int owner, int nprocs, int me, uint64_t key, size_t nrings, size_t cap,
+                             size_t bulk, size_t ri) {
+    const spmd__lane_seg *s = (const spmd__lane_seg *)p;
+    const spmd__lane_ring *r;
+    if (ri >= nrings) return 0;
+    r = spmd__lane_ring_at((void *)(uintptr_t)p, ri, cap);
+    return s->magic == SPMD__LANE_MAGIC && s->version == SPMD__LANE_VERSION &&
+           s->owner == (uint32_t)owner && s->nprocs == (uint32_t)nprocs && s->nrings == nrings && s->cap == cap &&
+           s->size == spmd__lane_seg_size(nrings, cap, bulk) && s->bulk == bulk && s->key == key &&
+           (s->nonce & 1u) && r->producer == (uint32_t)me && r->magic == SPMD__LANE_RING_MAGIC && r->tail == 0 &&
+           (!bulk || spmd__lane_bulk_at((void *)(uintptr_t)p, nrings, cap, ri, bulk)->tail == 0);
+}
+
+/* A segment's name as another process published it: one we would make
+   (SPMD__LANE_PREFIX, then digits, a-f and '-'), so that no path of the
+   peer's choosing is opened; copied into out (n bytes) with its NUL. */
+static int spmd__lane_name_ok(const unsigned char *nm, size_t nl, char *out, size_t n) {
+    size_t k, pl = strlen(SPMD__LANE_PREFIX);
+    if (nl <= pl || nl >= n || memcmp(nm, SPMD__LANE_PREFIX, pl) != 0) return 0;
+    for (k = pl; k < nl; k++)
+        if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) return 0;
+    memcpy(out, nm, nl);
+    out[nl] = '\0';
+    return 1;
+}
+
 /* Map process `owner`'s segment `name` (already checked to be ours in
    form) and check that it is what that process of this job made for
    nrings rings of cap bytes, with ring `ri` ours. NULL if not. */
@@ -6333,8 +6393,6 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     size_t size = spmd__lane_seg_size(nrings, cap, bulk);
     struct stat st;
     void *p;
-    const spmd__lane_seg *s;
-    const spmd__lane_ring *r;
     int fd;
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -6347,13 +6405,7 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return NULL;
-    s = (const spmd__lane_seg *)p;
-    r = spmd__lane_ring_at(p, ri, cap);
-    if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
-        s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
-        s->bulk != bulk || s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank ||
-        r->magic != SPMD__LANE_RING_MAGIC || r->tail != 0 ||
-        (bulk && spmd__lane_bulk_at(p, nrings, cap, ri, bulk)->tail != 0)) {
+    if (!spmd__lane_seg_ok(p, owner, f->nprocs, f->rank, spmd__lane_key(f->boot), nrings, cap, bulk, ri)) {
         munmap(p, size);
         return NULL;
     }
@@ -6473,17 +6525,8 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
     if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
     for (i = 0; f->lane_seg && i < nloc; i++) {
-        const unsigned char *nm = blobs + (size_t)loc[i] * cap;
-        size_t nl = lens[loc[i]], k;
         char pname[64];
-        if (i == me || nl <= strlen(SPMD__LANE_PREFIX) || nl >= sizeof pname ||
-            memcmp(nm, SPMD__LANE_PREFIX, strlen(SPMD__LANE_PREFIX)) != 0)
-            continue;
-        for (k = strlen(SPMD__LANE_PREFIX); k < nl; k++)
-            if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) break;
-        if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
-        memcpy(pname, nm, nl);
-        pname[nl] = '\0';
+        if (i == me || !spmd__lane_name_ok(blobs + (size_t)loc[i] * cap, lens[loc[i]], pname, sizeof pname)) continue;
         maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
         if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
     }
