@@ -1393,6 +1393,11 @@ struct spmd_req {
     uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
+    int *src_buf;          /* ppermute: src_of's block (2 ints per member), kept with the request
+                              when it is reused, so that a steady state of ppermutes allocates nothing */
+    size_t src_cap;        /* its ints */
+    void *xp_blk;          /* libfabric send/recv: r->temp's block (its ops, header, inline data),
+                              kept with the request when it is reused, as src_buf is */
 };
 
 struct spmd_dev {
@@ -8745,7 +8750,24 @@ typedef struct spmd__xchan {
     uint64_t *rseq;           /* next sequence number expected per (a, b) */
     uint64_t *sseq;           /* next to send per (local a, b): [lidx[a] * G + b] */
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
+    spmd__xmsg *spare;        /* blocks of received messages, kept for the next (at most SPMD__XP_SPARE) */
+    int nspare;
 } spmd__xchan;
+#define SPMD__XP_SPARE 64
+
+/* A received message's block back to its channel: kept, or freed beyond
+   SPMD__XP_SPARE (takes xlock). */
+static void spmd__xp_put(spmd_mesh *m, spmd__xchan *c, spmd__xmsg *x) {
+    pthread_mutex_lock(&m->xlock);
+    if (c->nspare < SPMD__XP_SPARE) {
+        x->next = c->spare;
+        c->spare = x;
+        c->nspare++;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&m->xlock);
+    spmd__free(&m->alloc, x);
+}
 
 /* A message header of n received bytes, from member a to member b, sequence
    seq of the pair in group ghash: 1 when well formed (inline data: exactly
@@ -8815,8 +8837,15 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
-        x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
-        if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        x = c->spare; /* every block holds the largest inline data (c->hb - SPMD__P_HDR) */
+        if (x) {
+            c->spare = x->next;
+            c->nspare--;
+        } else {
+            x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + c->hb - SPMD__P_HDR);
+            if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        }
+        x->next = NULL;
         x->h = *h;
         x->data = (unsigned char *)(x + 1);
         if (h->has_inline) memcpy(x->data, (unsigned char *)h + SPMD__P_HDR, n - SPMD__P_HDR);
@@ -8832,7 +8861,10 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
 }
 
 /* A send or recv whose group spans processes. r->temp holds its transport
-   ops (two) and, for a send, the header and inline data. */
+   ops (three) and, for a send, the header and inline data: r->xp_blk, made
+   once per request of the device's pool and kept when it is reused (not
+   registered as ours: its ops register it as a caller's buffer where the
+   provider needs that). */
 static void spmd__xp_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -8843,8 +8875,9 @@ static void spmd__xp_progress(spmd_req *r) {
     int me = r->gr->me;
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
-        r->temp = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
-        if (r->temp) spmd__fab_mr_own(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        if (r->xp_blk) memset(r->xp_blk, 0, 3 * sizeof(spmd__fab_op)); /* idle ops */
+        else r->xp_blk = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        r->temp = r->xp_blk;
         if (!r->temp) {
             spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
             spmd__finish(r, SPMD_ERR_NOMEM);
@@ -8935,7 +8968,7 @@ static void spmd__xp_progress(spmd_req *r) {
         if (x->h.has_inline) {
             if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
             st = r->status;
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             spmd__finish(r, st);
             return;
         } else {
@@ -8953,7 +8986,7 @@ static void spmd__xp_progress(spmd_req *r) {
                 st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
                                          SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
                                          UINT64_MAX);
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
                 spmd__finish(r, st);
@@ -9016,7 +9049,7 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
                r->tag, r->gr->text, why);
     if (s == SPMD_ERR_TIMEOUT) spmd__break(m, s, r->dev->id, r->dev->err);
-    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+    r->xp_blk = NULL; /* the provider may still hold its ops: freed with the request (r->temp), not reused */
     spmd__free(&m->alloc, r->xscratch);
     r->xscratch = NULL;
     spmd__finish(r, s);
@@ -9309,6 +9342,11 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 while (c->head) {
                     spmd__xmsg *x = c->head;
                     c->head = x->next;
+                    spmd__free(&m->alloc, x);
+                }
+                while (c->spare) {
+                    spmd__xmsg *x = c->spare;
+                    c->spare = x->next;
                     spmd__free(&m->alloc, x);
                 }
                 for (i = 0; c->hop && i < n; i++)
@@ -10396,8 +10434,7 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
 
 static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
-    spmd__free(&d->mesh->alloc, r->temp);
-    spmd__free(&d->mesh->alloc, r->src_of);
+    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->xscratch);
     r->xscratch = NULL;
     r->temp = NULL;
@@ -10727,8 +10764,14 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
         if (np < 0 || np > G || (np && !c->perm))
             return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
                               "%s: %d pairs for a group of %d", c->name, np, G);
-        r->src_of = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
-        if (!r->src_of) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        if (r->src_cap < 2 * (size_t)G) { /* grows once per request of the device's pool */
+            spmd__free(&d->mesh->alloc, r->src_buf);
+            r->src_cap = 0;
+            r->src_buf = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
+            if (!r->src_buf) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+            r->src_cap = 2 * (size_t)G;
+        }
+        r->src_of = r->src_buf;
         dst_seen = r->src_of + G;
         for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
         for (i = 0; i < np; i++) {
@@ -12777,8 +12820,13 @@ static void spmd__mesh_free(spmd_mesh *m) {
                 spmd__free(&a, d->grefs[k]);
             }
             spmd__free(&a, d->grefs);
-            for (r = d->free_reqs; r; r = n) { n = r->next; spmd__free(&a, r); }
-            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
+            for (r = d->free_reqs; r; r = n) {
+                n = r->next;
+                spmd__free(&a, r->src_buf);
+                spmd__free(&a, r->xp_blk);
+                spmd__free(&a, r);
+            }
+            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
             spmd__free(&a, d->clog);
             spmd__free(&a, d->ring);
             spmd__free(&a, d->sites);
