@@ -360,7 +360,7 @@ run_alloc() {
             end=$(date +%s)
             add_procs $log.out $rc 2 "$name ($((end - start))s)"
         else
-            ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+            env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 ${2:+SPMD_SCHEDULER=$2} timeout 300 "$exe" >$log.out 2>$log.err; rc=$?
             end=$(date +%s)
             add_line "$(tail -n 1 $log.out)" $rc "$name ($((end - start))s)" $log.err
@@ -388,7 +388,7 @@ run_all() {
     fi
 }
 
-# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (10) from
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (15) from
 # a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
 # build/), then once over each input that once crashed it (fuzz/regress/
 # <target>: fixed since, kept as regression tests). A target that finds
@@ -396,7 +396,7 @@ run_all() {
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed.
 FUZZ_TARGETS="boot xhdr lane spec env join seg"
-FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
         exe=$B/fuzz/$t
