@@ -9015,7 +9015,7 @@ static void spmd__xp_progress(spmd_req *r) {
             r->xsent = 1;
         }
         for (i = 0; i < 3; i++) {
-            if (ops[i].state == SPMD__FOP_IDLE) continue;
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
@@ -9028,7 +9028,7 @@ static void spmd__xp_progress(spmd_req *r) {
             }
         }
         for (i = 0; i < 3; i++)
-            if (ops[i].state != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+            if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
         spmd__free(&m->alloc, r->xscratch);
         r->xscratch = NULL;
         spmd__finish(r, r->status);
@@ -9043,7 +9043,7 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
         spmd__fab_op *ops = (spmd__fab_op *)r->temp;
         int i;
         for (i = 0; i < 3; i++)
-            if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
     }
     spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
