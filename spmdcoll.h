@@ -1436,6 +1436,11 @@ struct spmd_req {
     uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
+    int *src_buf;          /* ppermute: src_of's block (2 ints per member), kept with the request
+                              when it is reused, so that a steady state of ppermutes allocates nothing */
+    size_t src_cap;        /* its ints */
+    void *xp_blk;          /* libfabric send/recv: r->temp's block (its ops, header, inline data),
+                              kept with the request when it is reused, as src_buf is */
 };
 
 struct spmd_dev {
@@ -4633,6 +4638,44 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     return st;
 }
 
+/* The coordinator's answer to this process's handshake, at the head of c
+   (what spmd__boot_join reads; a decoder of its own so that fuzz/join.c can
+   call it without a coordinator). 1: WELCOME, consumed; 0: not all there
+   yet; -1: a REJECT or an invalid answer, *st its status and b->err why (a
+   REJECT's reason in printable ASCII only: it is shown to users). */
+static int spmd__boot_answer(spmd__boot *b, spmd__boot_conn *c, spmd_status *st) {
+    spmd__boot_msg m;
+    char why[160], reason[SPMD__BOOT_REASON_MAX + 1];
+    int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
+    size_t k;
+    if (rc == 0) return 0;
+    if (rc < 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
+        return -1;
+    }
+    if (m.rank != 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake as process %u "
+                              "(not a spmdcoll coordinator of this job)", c->peer, (unsigned)m.rank);
+        return -1;
+    }
+    if (m.type == SPMD__BM_REJECT) {
+        memcpy(reason, m.payload, m.len);
+        reason[m.len] = '\0';
+        for (k = 0; k < m.len; k++)
+            if ((unsigned char)reason[k] < 32 || (unsigned char)reason[k] > 126) reason[k] = '?';
+        *st = spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %s", c->peer,
+                              b->rank, reason);
+        return -1;
+    }
+    if (m.type != SPMD__BM_WELCOME) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with message "
+                              "type %u", c->peer, m.type);
+        return -1;
+    }
+    spmd__boot_consume(c, m.total);
+    return 1;
+}
+
 /* Processes 1..n-1: reach the coordinator, retrying with back-off. */
 static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -4640,7 +4683,8 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t local_len = 0;
     uint64_t backoff_ms = 10;
     char last[400] = "no attempt";
-    int attempts = 0, one = 1;
+    int attempts = 0, one = 1, eof;
+    spmd_status st = SPMD_OK;
     spmd__boot_conn *c = &b->coord;
     if (b->ifname[0] && !spmd__boot_if_addr(b->ifname, &local, &local_len))
         return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no address",
@@ -4719,31 +4763,21 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
                                    strerror(errno));
     }
-    for (;;) {
-        spmd__boot_msg m;
-        char why[160];
+    for (eof = 0;;) {
         struct pollfd pf;
-        int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why), ms;
-        if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
-        if (rc == 1) {
-            if (m.type == SPMD__BM_REJECT)
-                return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %.*s",
-                                       c->peer, b->rank, (int)m.len, (const char *)m.payload);
-            if (m.type != SPMD__BM_WELCOME)
-                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with "
-                                       "message type %u", c->peer, m.type);
-            spmd__boot_consume(c, m.total);
-            break;
-        }
+        int rc = spmd__boot_answer(b, c, &st), ms;
+        if (rc < 0) return st;
+        if (rc == 1) break;
+        if (eof)
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
+                                   "the handshake", c->peer);
         ms = spmd__boot_ms_left(deadline_ns);
         if (ms == 0)
             return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: coordinator %s did not answer the handshake "
                                    "within %lld ms", c->peer, (long long)b->timeout_ms);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
-        if (spmd__boot_fill(b, c) < 0 && spmd__boot_parse(b, c, 0, &m, why, sizeof why) != 1)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
-                                   "the handshake", c->peer);
+        eof = spmd__boot_fill(b, c) < 0;
     }
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
                    c->peer, b->addr, b->ifname[0] ? b->ifname : "?", b->layout_from);
@@ -6428,6 +6462,37 @@ static spmd__lane_bulk *spmd__lane_bulk_at(void *seg, size_t nrings, size_t cap,
                                        i * (sizeof(spmd__lane_bulk) + bulk));
 }
 
+/* Is the segment at p (its size as nrings, cap and bulk say, mapped) what
+   process `owner` of this job (nprocs processes, key's hash) made for
+   rings of cap bytes, with ring ri written by process `me` and untouched
+   so far? The header is another process's bytes: nothing else of it is
+   trusted, and only its nonce is read after (odd when we made it). */
+static int spmd__lane_seg_ok(const void *p, int owner, int nprocs, int me, uint64_t key, size_t nrings, size_t cap,
+                             size_t bulk, size_t ri) {
+    const spmd__lane_seg *s = (const spmd__lane_seg *)p;
+    const spmd__lane_ring *r;
+    if (ri >= nrings) return 0;
+    r = spmd__lane_ring_at((void *)(uintptr_t)p, ri, cap);
+    return s->magic == SPMD__LANE_MAGIC && s->version == SPMD__LANE_VERSION &&
+           s->owner == (uint32_t)owner && s->nprocs == (uint32_t)nprocs && s->nrings == nrings && s->cap == cap &&
+           s->size == spmd__lane_seg_size(nrings, cap, bulk) && s->bulk == bulk && s->key == key &&
+           (s->nonce & 1u) && r->producer == (uint32_t)me && r->magic == SPMD__LANE_RING_MAGIC && r->tail == 0 &&
+           (!bulk || spmd__lane_bulk_at((void *)(uintptr_t)p, nrings, cap, ri, bulk)->tail == 0);
+}
+
+/* A segment's name as another process published it: one we would make
+   (SPMD__LANE_PREFIX, then digits, a-f and '-'), so that no path of the
+   peer's choosing is opened; copied into out (n bytes) with its NUL. */
+static int spmd__lane_name_ok(const unsigned char *nm, size_t nl, char *out, size_t n) {
+    size_t k, pl = strlen(SPMD__LANE_PREFIX);
+    if (nl <= pl || nl >= n || memcmp(nm, SPMD__LANE_PREFIX, pl) != 0) return 0;
+    for (k = pl; k < nl; k++)
+        if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) return 0;
+    memcpy(out, nm, nl);
+    out[nl] = '\0';
+    return 1;
+}
+
 /* Map process `owner`'s segment `name` (already checked to be ours in
    form) and check that it is what that process of this job made for
    nrings rings of cap bytes, with ring `ri` ours. NULL if not. */
@@ -6437,8 +6502,6 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     size_t size = spmd__lane_seg_size(nrings, cap, bulk);
     struct stat st;
     void *p;
-    const spmd__lane_seg *s;
-    const spmd__lane_ring *r;
     int fd;
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -6451,13 +6514,7 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return NULL;
-    s = (const spmd__lane_seg *)p;
-    r = spmd__lane_ring_at(p, ri, cap);
-    if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
-        s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
-        s->bulk != bulk || s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank ||
-        r->magic != SPMD__LANE_RING_MAGIC || r->tail != 0 ||
-        (bulk && spmd__lane_bulk_at(p, nrings, cap, ri, bulk)->tail != 0)) {
+    if (!spmd__lane_seg_ok(p, owner, f->nprocs, f->rank, spmd__lane_key(f->boot), nrings, cap, bulk, ri)) {
         munmap(p, size);
         return NULL;
     }
@@ -6577,17 +6634,8 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
     if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
     for (i = 0; f->lane_seg && i < nloc; i++) {
-        const unsigned char *nm = blobs + (size_t)loc[i] * cap;
-        size_t nl = lens[loc[i]], k;
         char pname[64];
-        if (i == me || nl <= strlen(SPMD__LANE_PREFIX) || nl >= sizeof pname ||
-            memcmp(nm, SPMD__LANE_PREFIX, strlen(SPMD__LANE_PREFIX)) != 0)
-            continue;
-        for (k = strlen(SPMD__LANE_PREFIX); k < nl; k++)
-            if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) break;
-        if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
-        memcpy(pname, nm, nl);
-        pname[nl] = '\0';
+        if (i == me || !spmd__lane_name_ok(blobs + (size_t)loc[i] * cap, lens[loc[i]], pname, sizeof pname)) continue;
         maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
         if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
     }
@@ -8806,7 +8854,24 @@ typedef struct spmd__xchan {
     uint64_t *rseq;           /* next sequence number expected per (a, b) */
     uint64_t *sseq;           /* next to send per (local a, b): [lidx[a] * G + b] */
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
+    spmd__xmsg *spare;        /* blocks of received messages, kept for the next (at most SPMD__XP_SPARE) */
+    int nspare;
 } spmd__xchan;
+#define SPMD__XP_SPARE 64
+
+/* A received message's block back to its channel: kept, or freed beyond
+   SPMD__XP_SPARE (takes xlock). */
+static void spmd__xp_put(spmd_mesh *m, spmd__xchan *c, spmd__xmsg *x) {
+    pthread_mutex_lock(&m->xlock);
+    if (c->nspare < SPMD__XP_SPARE) {
+        x->next = c->spare;
+        c->spare = x;
+        c->nspare++;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&m->xlock);
+    spmd__free(&m->alloc, x);
+}
 
 /* A message header of n received bytes, from member a to member b, sequence
    seq of the pair in group ghash: 1 when well formed (inline data: exactly
@@ -8876,8 +8941,15 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
-        x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
-        if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        x = c->spare; /* every block holds the largest inline data (c->hb - SPMD__P_HDR) */
+        if (x) {
+            c->spare = x->next;
+            c->nspare--;
+        } else {
+            x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + c->hb - SPMD__P_HDR);
+            if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        }
+        x->next = NULL;
         x->h = *h;
         x->data = (unsigned char *)(x + 1);
         if (h->has_inline) memcpy(x->data, (unsigned char *)h + SPMD__P_HDR, n - SPMD__P_HDR);
@@ -8893,7 +8965,10 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
 }
 
 /* A send or recv whose group spans processes. r->temp holds its transport
-   ops (two) and, for a send, the header and inline data. */
+   ops (three) and, for a send, the header and inline data: r->xp_blk, made
+   once per request of the device's pool and kept when it is reused (not
+   registered as ours: its ops register it as a caller's buffer where the
+   provider needs that). */
 static void spmd__xp_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -8904,8 +8979,9 @@ static void spmd__xp_progress(spmd_req *r) {
     int me = r->gr->me;
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
-        r->temp = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
-        if (r->temp) spmd__fab_mr_own(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        if (r->xp_blk) memset(r->xp_blk, 0, 3 * sizeof(spmd__fab_op)); /* idle ops */
+        else r->xp_blk = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        r->temp = r->xp_blk;
         if (!r->temp) {
             spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
             spmd__finish(r, SPMD_ERR_NOMEM);
@@ -8996,7 +9072,7 @@ static void spmd__xp_progress(spmd_req *r) {
         if (x->h.has_inline) {
             if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
             st = r->status;
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             spmd__finish(r, st);
             return;
         } else {
@@ -9014,7 +9090,7 @@ static void spmd__xp_progress(spmd_req *r) {
                 st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
                                          SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
                                          UINT64_MAX);
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
                 spmd__finish(r, st);
@@ -9043,7 +9119,7 @@ static void spmd__xp_progress(spmd_req *r) {
             r->xsent = 1;
         }
         for (i = 0; i < 3; i++) {
-            if (ops[i].state == SPMD__FOP_IDLE) continue;
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
@@ -9056,7 +9132,7 @@ static void spmd__xp_progress(spmd_req *r) {
             }
         }
         for (i = 0; i < 3; i++)
-            if (ops[i].state != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+            if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
         spmd__free(&m->alloc, r->xscratch);
         r->xscratch = NULL;
         spmd__finish(r, r->status);
@@ -9071,13 +9147,13 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
         spmd__fab_op *ops = (spmd__fab_op *)r->temp;
         int i;
         for (i = 0; i < 3; i++)
-            if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
     }
     spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
                r->tag, r->gr->text, why);
     if (s == SPMD_ERR_TIMEOUT) spmd__break(m, s, r->dev->id, r->dev->err);
-    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+    r->xp_blk = NULL; /* the provider may still hold its ops: freed with the request (r->temp), not reused */
     spmd__free(&m->alloc, r->xscratch);
     r->xscratch = NULL;
     spmd__finish(r, s);
@@ -9450,6 +9526,11 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 while (c->head) {
                     spmd__xmsg *x = c->head;
                     c->head = x->next;
+                    spmd__free(&m->alloc, x);
+                }
+                while (c->spare) {
+                    spmd__xmsg *x = c->spare;
+                    c->spare = x->next;
                     spmd__free(&m->alloc, x);
                 }
                 for (i = 0; c->hop && i < n; i++)
@@ -10565,8 +10646,7 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
 
 static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
-    spmd__free(&d->mesh->alloc, r->temp);
-    spmd__free(&d->mesh->alloc, r->src_of);
+    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->xscratch);
     r->xscratch = NULL;
     r->temp = NULL;
@@ -10897,8 +10977,14 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
         if (np < 0 || np > G || (np && !c->perm))
             return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
                               "%s: %d pairs for a group of %d", c->name, np, G);
-        r->src_of = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
-        if (!r->src_of) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        if (r->src_cap < 2 * (size_t)G) { /* grows once per request of the device's pool */
+            spmd__free(&d->mesh->alloc, r->src_buf);
+            r->src_cap = 0;
+            r->src_buf = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
+            if (!r->src_buf) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+            r->src_cap = 2 * (size_t)G;
+        }
+        r->src_of = r->src_buf;
         dst_seen = r->src_of + G;
         for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
         for (i = 0; i < np; i++) {
@@ -13242,8 +13328,13 @@ static void spmd__mesh_free(spmd_mesh *m) {
                 spmd__free(&a, d->grefs[k]);
             }
             spmd__free(&a, d->grefs);
-            for (r = d->free_reqs; r; r = n) { n = r->next; spmd__free(&a, r); }
-            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
+            for (r = d->free_reqs; r; r = n) {
+                n = r->next;
+                spmd__free(&a, r->src_buf);
+                spmd__free(&a, r->xp_blk);
+                spmd__free(&a, r);
+            }
+            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
             spmd__free(&a, d->clog);
             spmd__free(&a, d->ring);
             spmd__free(&a, d->sites);
