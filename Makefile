@@ -6,8 +6,8 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace
-FABRIC_TESTS := test_boot test_fabric test_xfault
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink
+FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults test_alloc
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
 FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_f16 test_vectors
@@ -23,7 +23,7 @@ SAN_TSAN := -O1 -g -fsanitize=thread
 
 .PHONY: compile-times plots fuzz all demo test test-build test-plain test-asan test-tsan test-compile test-docs test-fabric fabric bench install clean deps
 
-EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard
+EXAMPLES := tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard elastic
 
 all: $(EXAMPLES:%=$(BUILD)/%) $(BUILD)/bench $(TESTS:%=$(BUILD)/plain/%)
 
@@ -84,6 +84,20 @@ $(BUILD)/tsan/impl.o: tests/impl.c spmdcoll.h
 $(BUILD)/tsan/%: tests/%.c $(BUILD)/tsan/impl.o $(TEST_DEPS)
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/tsan/impl.o -o $@ $(LIBS)
 
+# test_alloc counts the library's allocations through SPMD_MALLOC, so it
+# keeps the implementation in its own file: threads (plain, ASan+UBSan,
+# TSan) here, processes as build/fabric/test_alloc (FABRIC_TESTS).
+ALLOC_BUILDS := $(BUILD)/alloc/test_alloc $(BUILD)/alloc-asan/test_alloc $(BUILD)/alloc-tsan/test_alloc
+$(BUILD)/alloc/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
+$(BUILD)/alloc-asan/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
+$(BUILD)/alloc-tsan/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
+
 # The fabric flavour: the libfabric backend compiled in (-DSPMDCOLL_LIBFABRIC, -lfabric).
 $(BUILD)/fabric/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)
@@ -112,7 +126,7 @@ compile-times:
 # Fuzz targets (fuzz/*.c, clang's libFuzzer with ASan and UBSan), one per
 # decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
 # sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
-FUZZ_TARGETS := boot xhdr lane spec env
+FUZZ_TARGETS := boot xhdr lane spec env join seg
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c spmdcoll.h
@@ -133,7 +147,7 @@ test: deps
 	@t0=$$(date +%s); $(MAKE) --no-print-directory -j$(JOBS) test-build && \
 	  echo "builds: $$(($$(date +%s) - t0)) s" && SPMD_TEST_T0=$$t0 sh tests/run.sh all
 NODISPATCH := test_f16 test_reduce
-test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%)
+test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%) $(ALLOC_BUILDS)
 	@$(MAKE) --no-print-directory fabric fuzz
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)

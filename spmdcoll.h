@@ -123,6 +123,12 @@
        spmd_sharding_text, spmd_shard_map (runs the mesh), spmd_reshard (on
        every device), spmd_reshard_plan_make, spmd_reshard_plan_text,
        spmd_collective_cost
+     Recover after a loss (docs/recovery.md)
+       spmd_mesh_shrink(m, axis, desc, &out) (after spmd_run returned: a new
+       mesh of the survivors, every slice along `axis` holding a lost device
+       dropped; across processes every survivor calls it and they agree),
+       spmd_mesh_lost(m, devices, cap) (which devices were lost),
+       spmd_device_origin(new_mesh, device) (its id in the old mesh)
      When something fails
        spmd_status_string(s) ("timed out waiting for peers"),
        spmd_status_name(s) ("SPMD_ERR_TIMEOUT"), spmd_last_error(dev) (what,
@@ -164,7 +170,8 @@
        SPMD_ERR_DEADLOCK    the devices waited for can never arrive (one
                             returned from its function; under fibers: all
                             blocked); the message names them
-       SPMD_ERR_PEER_LOST   a process exited, was killed or is unreachable
+       SPMD_ERR_PEER_LOST   a process exited, was killed or is unreachable,
+                            or a device was lost (kind=lose): shrink the mesh
        SPMD_ERR_BROKEN      the mesh broke earlier: spmd_mesh_error says why
        SPMD_ERR_STATE       a request left unfinished when its device
                             returned (also: spmd_wait on a psend token, a
@@ -266,8 +273,8 @@
      file:line). Its cost: a coarse clock read and a cache line of stores
      per call (about 10 ns on a 2-device 8 B psum). SPMD_TRACE=path writes
      every call as a Chrome-trace timeline at mesh destroy.
-     Faults on purpose (tests, thread backend): desc.faults or SPMD_FAULTS,
-     e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,kind=skip" (see
+     Faults on purpose (tests): desc.faults or SPMD_FAULTS, e.g.
+     "device=3,seq=17,kind=delay:50;device=1,seq=5,kind=skip" (see
      ENVIRONMENT and docs/faults.md).
      Logging goes to desc.log_fn(user, level, device or -1, msg) at
      desc.log_level (SPMD_LOG_LEVEL), or to stderr prefixed "[spmd 3/8]".
@@ -362,14 +369,19 @@
                        process writes its own file (merge by concatenating
                        the traceEvents arrays); an unwritable path: a
                        warning at mesh creation, the run goes on
-     SPMD_FAULTS       fault plan for tests (thread backend; desc.faults),
-                       e.g. "device=3,seq=17,kind=delay:50;device=1,seq=5,
+     SPMD_FAULTS       fault plan for tests (desc.faults; both backends, each
+                       process applying its own devices' faults), e.g.
+                       "device=3,seq=17,kind=delay:50;device=1,seq=5,
                        kind=skip": device 3's call #17 (the call numbers of
                        spmd_report; calls refused as bad input do not count)
                        is held 50 ms, device 1's call #5 returns SPMD_OK
                        without joining (its peers time out or see it return:
-                       SPMD_ERR_DEADLOCK); a bad token:
-                       SPMD_ERR_INVALID from mesh creation, naming it
+                       SPMD_ERR_DEADLOCK); kind=lose: the device is lost
+                       (threads: its calls and its peers' fail with
+                       SPMD_ERR_PEER_LOST; libfabric: its process ends with
+                       status 4); kind=exit: the process ends with status 3;
+                       a bad token: SPMD_ERR_INVALID from mesh creation,
+                       naming it
      libfabric backend (see SEVERAL PROCESSES):
      SPMD_BACKEND      threads or libfabric: overrides the default choice
                        (libfabric when compiled in and started as one of
@@ -700,7 +712,14 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    device did not handle, i.e. the failure of a device's last call (an
    error followed by another call of the same device, e.g. bad input the
    device checked for on purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
-   another run is in progress or any device is attached. */
+   another run is in progress or any device is attached. Across processes
+   (libfabric) it ends with an agreement: it returns once every process's
+   run ended (bounded by the longer of the bootstrap's and the mesh's
+   deadline), and if any process's mesh broke, every process returns the
+   break of the lowest-numbered such process, with its reason in
+   spmd_mesh_error, even one whose own calls all succeeded (a call can
+   complete from messages its peers sent just before they gave up on it:
+   docs/recovery.md). */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
    until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
@@ -709,6 +728,42 @@ SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
    once the device's thread is done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
 SPMD_API spmd_status spmd_detach(spmd_dev *d);
+
+/* ---- recovery: shrink after a loss (docs/recovery.md) ------------------ */
+/* Options of spmd_mesh_shrink; zero fields mean defaults. */
+typedef struct spmd_shrink_desc {
+    const char *faults;   /* the new mesh's fault plan (tests), as desc.faults; NULL: none (SPMD_FAULTS,
+                             written for the first mesh's device ids, never applies to a shrunk mesh) */
+} spmd_shrink_desc;
+/* After spmd_run returned (SPMD_ERR_PEER_LOST, or any status), make a new
+   mesh of the survivors: along `axis` (one axis name), every slice (index
+   of that axis) that holds a lost device is dropped, the other axes keep
+   their size; the devices left keep their order and are renumbered
+   row-major, spmd_device_origin says which old device each one is. The new
+   mesh has the old one's settings (backend, timeout, check, log, allocator,
+   scheduler, ...) and a fresh state; the old one is left as it is, destroy
+   it as usual. Nothing lost: a mesh of the same shape. desc may be NULL.
+   SPMD_ERR_PEER_LOST when every slice along the axis lost a device (shrink
+   along another axis, or start again) or the coordinator (process 0) is
+   gone, SPMD_ERR_AXIS for a name that is not one axis of the mesh,
+   SPMD_ERR_BUSY while the mesh runs or has devices attached; the reason is
+   logged at error level. *out is NULL on error.
+   Lost devices: those the fault plan lost (kind=lose), and on libfabric
+   every device of a process that is gone. Across processes every survivor
+   calls it (collective): the survivors agree through the coordinator on
+   the processes gone, counting one that leaves or does not come within
+   the deadline during the agreement, so every survivor gets the same mesh;
+   each device stays in its process. */
+SPMD_API spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *desc,
+                                      spmd_mesh **out);
+/* The devices this mesh lost, in increasing order: up to cap ids written to
+   devices (may be NULL with cap 0); returns how many were lost (a negative
+   spmd_status on bad arguments). */
+SPMD_API int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap);
+/* For a mesh made by spmd_mesh_shrink: the id the device had in the mesh it
+   was made from; for any other mesh: device. -SPMD_ERR_INVALID when out of
+   range. */
+SPMD_API int spmd_device_origin(const spmd_mesh *m, int device);
 
 /* ---- device queries (any thread holding the device) ------------------- */
 SPMD_API int spmd_device_id(const spmd_dev *d);
@@ -1556,6 +1611,11 @@ struct spmd_req {
     uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
+    int *src_buf;          /* ppermute: src_of's block (2 ints per member), kept with the request
+                              when it is reused, so that a steady state of ppermutes allocates nothing */
+    size_t src_cap;        /* its ints */
+    void *xp_blk;          /* libfabric send/recv: r->temp's block (its ops, header, inline data),
+                              kept with the request when it is reused, as src_buf is */
 };
 
 struct spmd_dev {
@@ -1587,6 +1647,8 @@ struct spmd_dev {
     const char *site_file; /* spmd_set_site: the next call's call site */
     struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
     int nfaults, fault_at;
+    uint64_t lost;         /* kind=lose: its call number + 1 (peers read it), 0: not lost */
+    char lost_what[176];   /* that call, "psum(f32 x 1) over 'i'", written before lost */
     int site_line;
     struct spmd__recx *tlog;/* SPMD_TRACE: records pushed out of the ring */
     size_t tlog_n, tlog_cap;
@@ -1652,6 +1714,9 @@ struct spmd_mesh {
     int nfaults;
     int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
     char trace_path[256];
+    int shrunk;            /* made by spmd_mesh_shrink (>>shrink): SPMD_FAULTS does not apply */
+    const int *shrink_procs; /* >>shrink, libfabric, during creation only: device -> its process */
+    int *origin;           /* >>shrink: new device id -> its id in the mesh it was made from */
 };
 
 // >>logging and errors
@@ -2586,17 +2651,29 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
 }
 
 // >>faults
-/* Faults on purpose, for users' tests (thread backend): a plan of (device,
+/* Faults on purpose, for users' tests (docs/faults.md): a plan of (device,
    call number, kind) from desc.faults or env SPMD_FAULTS (which wins),
    parsed once at mesh creation into m->faults, sorted by device and call
    number; each device walks its own slice (d->faults, d->nfaults, d->fault_at)
    where a call starts (spmd__rec_begin), with the call numbers the flight
-   recorder shows (#n in spmd_report). Kinds: delay:MS holds the call for MS
-   ms before it joins (a fiber yields meanwhile); skip returns SPMD_OK
-   without joining (the buffers are untouched), like a forgotten collective:
-   its peers time out, or see SPMD_ERR_DEADLOCK once it returned or (fibers)
-   when every device is blocked. */
-enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP };
+   recorder shows (#n in spmd_report). On libfabric every process parses the
+   same plan (device ids are global) and applies it to its own devices.
+   Kinds: delay:MS holds the call for MS ms before it joins (a fiber yields
+   meanwhile); skip returns SPMD_OK without joining (the buffers are
+   untouched), like a forgotten collective: its peers time out, or see
+   SPMD_ERR_DEADLOCK once it returned or (fibers) when every device is
+   blocked; lose, threads: the device disappears at that call: the call and
+   every later one of it fail with SPMD_ERR_PEER_LOST ("this device was lost
+   by SPMD_FAULTS"), d->lost marks it for its peers, and a peer waiting for
+   it fails with SPMD_ERR_PEER_LOST naming it and that call
+   (spmd__gone_check) and breaks the mesh; lose, libfabric: its process
+   ends (_exit, status 4) and the peers find it lost as any dead process;
+   exit: the process ends (_exit, status 3), on either backend. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
+/* kind=exit ends the process with this status; kind=lose on libfabric (the
+   process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
+#define SPMD__FAULT_EXIT_STATUS 3
+#define SPMD__FAULT_LOST_STATUS 4
 static void spmd__fiber_yield(spmd_dev *d);
 typedef struct spmd__fault {
     int device, kind;
@@ -2621,14 +2698,10 @@ static int spmd__fault_int(const char *v, size_t n, int64_t lo, int64_t hi, int6
 
 /* Parse the plan; SPMD_ERR_INVALID naming the token that is wrong. */
 static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) {
-    const char *spec = getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
+    const char *spec = m->shrunk ? NULL : getenv("SPMD_FAULTS"), *p, *from = "SPMD_FAULTS";
     int n = 0, i, j;
     if (!spec || !*spec) { spec = desc->faults; from = "desc.faults"; }
     if (!spec || !*spec) return SPMD_OK;
-    if (m->backend != SPMD_BACKEND_THREADS) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "%s: fault injection is on the thread backend only", from);
-        return SPMD_ERR_UNSUPPORTED;
-    }
     for (p = spec; *p; p++) n += *p == ';';
     m->faults = (spmd__fault *)spmd__alloc(&m->alloc, (size_t)(n + 1) * sizeof *m->faults);
     if (!m->faults) return SPMD_ERR_NOMEM;
@@ -2653,8 +2726,9 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 f.seq = (uint64_t)v;
                 have |= 2;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 4 &&
-                       strncmp(eq + 1, "skip", 4) == 0) {
-                f.kind = SPMD__FAULT_SKIP;
+                       (strncmp(eq + 1, "skip", 4) == 0 || strncmp(eq + 1, "lose", 4) == 0 ||
+                        strncmp(eq + 1, "exit", 4) == 0)) {
+                f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
                        strncmp(eq + 1, "delay:", 6) == 0 &&
@@ -2664,7 +2738,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip or kind=delay:MS)", from,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit or delay:MS)", from,
                           (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
@@ -2697,9 +2771,55 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
     return SPMD_OK;
 }
 
-/* Where a call starts: the fault planned for call n of d, if any. 1: skip it. */
-static int spmd__fault_at(spmd_dev *d, uint64_t n) {
+/* A call of a device the fault plan lost (d->lost) fails at once, here
+   (spmd__check_dev, then spmd__fault_at for the calls that skip that). */
+static spmd_status spmd__fault_lost(spmd_dev *d) {
+    return spmd__fail(d, SPMD_ERR_PEER_LOST, "this device was lost by SPMD_FAULTS at its call #%llu (%s): every "
+                      "later call fails", (unsigned long long)(d->lost - 1), d->lost_what);
+}
+
+/* Where call n of r's device starts: the fault planned for it, if any.
+   0: go on; 1: skip it; 2: the device is lost (kind=lose, now or at an
+   earlier call): the call fails with SPMD_ERR_PEER_LOST, d->err says so.
+   Losing it marks it for its peers (d->lost, read by spmd__gone_check) and
+   wakes those asleep, as a device whose function returned does. */
+static int spmd__fault_at(spmd_req *r, uint64_t n) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
     const spmd__fault *f;
+    char what[96];
+    int i;
+    if (d->lost || (d->fault_at < d->nfaults && d->faults[d->fault_at].seq == n &&
+                    d->faults[d->fault_at].kind >= SPMD__FAULT_LOSE)) {
+        spmd__sig sg = r->sig;
+        if (d->lost) {
+            spmd__fault_lost(d);
+            return 2;
+        }
+        sg.algo = SPMD__ALG_LOCAL; /* not chosen yet on every path: the call as the user made it */
+        if (r->p2p) sg.count = r->count;
+        spmd__sig_text(&sg, what, sizeof what);
+        f = &d->faults[d->fault_at++];
+        if (f->kind == SPMD__FAULT_EXIT || m->backend != SPMD_BACKEND_THREADS) {
+            /* the process ends at once: no goodbye to the job, no atexit
+               handlers (other devices' threads still run); stdio flushed */
+            int st = f->kind == SPMD__FAULT_EXIT ? SPMD__FAULT_EXIT_STATUS : SPMD__FAULT_LOST_STATUS;
+            spmd__log(m, SPMD_LOG_ERROR, d->id, "SPMD_FAULTS: %s over '%s' (call #%llu of this device): kind=%s: the "
+                      "process exits with status %d", what, r->gr->text, (unsigned long long)n,
+                      f->kind == SPMD__FAULT_EXIT ? "exit" : "lose", st);
+            fflush(NULL);
+            _exit(st);
+        }
+        snprintf(d->lost_what, sizeof d->lost_what, "%s over '%s'", what, r->gr->text);
+        spmd__fail(d, SPMD_ERR_PEER_LOST, "%s (call #%llu of this device): this device was lost by SPMD_FAULTS "
+                   "(kind=lose)", d->lost_what, (unsigned long long)n);
+        spmd__log(m, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu: device lost", (unsigned long long)n);
+        SPMD__ST_SC(&d->lost, n + 1);
+        SPMD__FADD(&m->nreturned, 1u); /* the waiting peers look at who is gone */
+        for (i = 0; i < m->size; i++)
+            if (SPMD__LD_SC(&m->devs[i]->sleeping)) spmd__wake_dev(m->devs[i]);
+        return 2;
+    }
     if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
     f = &d->faults[d->fault_at++];
     spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
@@ -2790,7 +2910,8 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
 }
 
 /* A call starts (checked, about to post): the fault plan, then its record.
-   1: the fault plan skips it (recorded as skipped). */
+   1: the fault plan skips it (recorded as skipped); 2: the device is lost
+   (kind=lose): the call fails with SPMD_ERR_PEER_LOST, d->err says why. */
 static int spmd__rec_begin(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -2798,7 +2919,7 @@ static int spmd__rec_begin(spmd_req *r) {
     uint64_t n = d->ncalls;
     int64_t aux = -1;
     uint64_t t0, line = 0;
-    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
+    int skip = d->nfaults ? spmd__fault_at(r, n) : 0;
     r->rec = 0;
     if (!d->ring) {
         SPMD__ST_REL(&d->ncalls, n + 1);
@@ -2829,11 +2950,11 @@ static int spmd__rec_begin(spmd_req *r) {
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
+    SPMD__RST(&e->state, (uint64_t)(skip == 1 ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
     SPMD__ST_REL(&d->ncalls, n + 1);
-    r->rec = skip ? 0 : n + 1;
+    r->rec = skip == 1 ? 0 : n + 1;
     return skip;
 }
 
@@ -4692,6 +4813,44 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     return st;
 }
 
+/* The coordinator's answer to this process's handshake, at the head of c
+   (what spmd__boot_join reads; a decoder of its own so that fuzz/join.c can
+   call it without a coordinator). 1: WELCOME, consumed; 0: not all there
+   yet; -1: a REJECT or an invalid answer, *st its status and b->err why (a
+   REJECT's reason in printable ASCII only: it is shown to users). */
+static int spmd__boot_answer(spmd__boot *b, spmd__boot_conn *c, spmd_status *st) {
+    spmd__boot_msg m;
+    char why[160], reason[SPMD__BOOT_REASON_MAX + 1];
+    int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
+    size_t k;
+    if (rc == 0) return 0;
+    if (rc < 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
+        return -1;
+    }
+    if (m.rank != 0) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake as process %u "
+                              "(not a spmdcoll coordinator of this job)", c->peer, (unsigned)m.rank);
+        return -1;
+    }
+    if (m.type == SPMD__BM_REJECT) {
+        memcpy(reason, m.payload, m.len);
+        reason[m.len] = '\0';
+        for (k = 0; k < m.len; k++)
+            if ((unsigned char)reason[k] < 32 || (unsigned char)reason[k] > 126) reason[k] = '?';
+        *st = spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %s", c->peer,
+                              b->rank, reason);
+        return -1;
+    }
+    if (m.type != SPMD__BM_WELCOME) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with message "
+                              "type %u", c->peer, m.type);
+        return -1;
+    }
+    spmd__boot_consume(c, m.total);
+    return 1;
+}
+
 /* Processes 1..n-1: reach the coordinator, retrying with back-off. */
 static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -4699,7 +4858,8 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
     socklen_t local_len = 0;
     uint64_t backoff_ms = 10;
     char last[400] = "no attempt";
-    int attempts = 0, one = 1;
+    int attempts = 0, one = 1, eof;
+    spmd_status st = SPMD_OK;
     spmd__boot_conn *c = &b->coord;
     if (b->ifname[0] && !spmd__boot_if_addr(b->ifname, &local, &local_len))
         return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no address",
@@ -4778,31 +4938,21 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
                                    strerror(errno));
     }
-    for (;;) {
-        spmd__boot_msg m;
-        char why[160];
+    for (eof = 0;;) {
         struct pollfd pf;
-        int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why), ms;
-        if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
-        if (rc == 1) {
-            if (m.type == SPMD__BM_REJECT)
-                return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %.*s",
-                                       c->peer, b->rank, (int)m.len, (const char *)m.payload);
-            if (m.type != SPMD__BM_WELCOME)
-                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with "
-                                       "message type %u", c->peer, m.type);
-            spmd__boot_consume(c, m.total);
-            break;
-        }
+        int rc = spmd__boot_answer(b, c, &st), ms;
+        if (rc < 0) return st;
+        if (rc == 1) break;
+        if (eof)
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
+                                   "the handshake", c->peer);
         ms = spmd__boot_ms_left(deadline_ns);
         if (ms == 0)
             return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: coordinator %s did not answer the handshake "
                                    "within %lld ms", c->peer, (long long)b->timeout_ms);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
         poll(&pf, 1, ms);
-        if (spmd__boot_fill(b, c) < 0 && spmd__boot_parse(b, c, 0, &m, why, sizeof why) != 1)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
-                                   "the handshake", c->peer);
+        eof = spmd__boot_fill(b, c) < 0;
     }
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
                    c->peer, b->addr, b->ifname[0] ? b->ifname : "?", b->layout_from);
@@ -6487,6 +6637,37 @@ static spmd__lane_bulk *spmd__lane_bulk_at(void *seg, size_t nrings, size_t cap,
                                        i * (sizeof(spmd__lane_bulk) + bulk));
 }
 
+/* Is the segment at p (its size as nrings, cap and bulk say, mapped) what
+   process `owner` of this job (nprocs processes, key's hash) made for
+   rings of cap bytes, with ring ri written by process `me` and untouched
+   so far? The header is another process's bytes: nothing else of it is
+   trusted, and only its nonce is read after (odd when we made it). */
+static int spmd__lane_seg_ok(const void *p, int owner, int nprocs, int me, uint64_t key, size_t nrings, size_t cap,
+                             size_t bulk, size_t ri) {
+    const spmd__lane_seg *s = (const spmd__lane_seg *)p;
+    const spmd__lane_ring *r;
+    if (ri >= nrings) return 0;
+    r = spmd__lane_ring_at((void *)(uintptr_t)p, ri, cap);
+    return s->magic == SPMD__LANE_MAGIC && s->version == SPMD__LANE_VERSION &&
+           s->owner == (uint32_t)owner && s->nprocs == (uint32_t)nprocs && s->nrings == nrings && s->cap == cap &&
+           s->size == spmd__lane_seg_size(nrings, cap, bulk) && s->bulk == bulk && s->key == key &&
+           (s->nonce & 1u) && r->producer == (uint32_t)me && r->magic == SPMD__LANE_RING_MAGIC && r->tail == 0 &&
+           (!bulk || spmd__lane_bulk_at((void *)(uintptr_t)p, nrings, cap, ri, bulk)->tail == 0);
+}
+
+/* A segment's name as another process published it: one we would make
+   (SPMD__LANE_PREFIX, then digits, a-f and '-'), so that no path of the
+   peer's choosing is opened; copied into out (n bytes) with its NUL. */
+static int spmd__lane_name_ok(const unsigned char *nm, size_t nl, char *out, size_t n) {
+    size_t k, pl = strlen(SPMD__LANE_PREFIX);
+    if (nl <= pl || nl >= n || memcmp(nm, SPMD__LANE_PREFIX, pl) != 0) return 0;
+    for (k = pl; k < nl; k++)
+        if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) return 0;
+    memcpy(out, nm, nl);
+    out[nl] = '\0';
+    return 1;
+}
+
 /* Map process `owner`'s segment `name` (already checked to be ours in
    form) and check that it is what that process of this job made for
    nrings rings of cap bytes, with ring `ri` ours. NULL if not. */
@@ -6496,8 +6677,6 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     size_t size = spmd__lane_seg_size(nrings, cap, bulk);
     struct stat st;
     void *p;
-    const spmd__lane_seg *s;
-    const spmd__lane_ring *r;
     int fd;
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -6510,13 +6689,7 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return NULL;
-    s = (const spmd__lane_seg *)p;
-    r = spmd__lane_ring_at(p, ri, cap);
-    if (s->magic != SPMD__LANE_MAGIC || s->version != SPMD__LANE_VERSION || s->owner != (uint32_t)owner ||
-        s->nprocs != (uint32_t)f->nprocs || s->nrings != nrings || s->cap != cap || s->size != size ||
-        s->bulk != bulk || s->key != spmd__lane_key(f->boot) || r->producer != (uint32_t)f->rank ||
-        r->magic != SPMD__LANE_RING_MAGIC || r->tail != 0 ||
-        (bulk && spmd__lane_bulk_at(p, nrings, cap, ri, bulk)->tail != 0)) {
+    if (!spmd__lane_seg_ok(p, owner, f->nprocs, f->rank, spmd__lane_key(f->boot), nrings, cap, bulk, ri)) {
         munmap(p, size);
         return NULL;
     }
@@ -6636,17 +6809,8 @@ static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
     if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
     if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
     for (i = 0; f->lane_seg && i < nloc; i++) {
-        const unsigned char *nm = blobs + (size_t)loc[i] * cap;
-        size_t nl = lens[loc[i]], k;
         char pname[64];
-        if (i == me || nl <= strlen(SPMD__LANE_PREFIX) || nl >= sizeof pname ||
-            memcmp(nm, SPMD__LANE_PREFIX, strlen(SPMD__LANE_PREFIX)) != 0)
-            continue;
-        for (k = strlen(SPMD__LANE_PREFIX); k < nl; k++)
-            if (!((nm[k] >= '0' && nm[k] <= '9') || (nm[k] >= 'a' && nm[k] <= 'f') || nm[k] == '-')) break;
-        if (k != nl) continue; /* not a name we would make: no path of the peer's choosing is opened */
-        memcpy(pname, nm, nl);
-        pname[nl] = '\0';
+        if (i == me || !spmd__lane_name_ok(blobs + (size_t)loc[i] * cap, lens[loc[i]], pname, sizeof pname)) continue;
         maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
         if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
     }
@@ -8865,7 +9029,24 @@ typedef struct spmd__xchan {
     uint64_t *rseq;           /* next sequence number expected per (a, b) */
     uint64_t *sseq;           /* next to send per (local a, b): [lidx[a] * G + b] */
     spmd__xmsg *head, *tail;  /* arrived, not yet received */
+    spmd__xmsg *spare;        /* blocks of received messages, kept for the next (at most SPMD__XP_SPARE) */
+    int nspare;
 } spmd__xchan;
+#define SPMD__XP_SPARE 64
+
+/* A received message's block back to its channel: kept, or freed beyond
+   SPMD__XP_SPARE (takes xlock). */
+static void spmd__xp_put(spmd_mesh *m, spmd__xchan *c, spmd__xmsg *x) {
+    pthread_mutex_lock(&m->xlock);
+    if (c->nspare < SPMD__XP_SPARE) {
+        x->next = c->spare;
+        c->spare = x;
+        c->nspare++;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&m->xlock);
+    spmd__free(&m->alloc, x);
+}
 
 /* A message header of n received bytes, from member a to member b, sequence
    seq of the pair in group ghash: 1 when well formed (inline data: exactly
@@ -8935,8 +9116,15 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (!spmd__xp_hdr_ok(h, n, a, b, g->xhash, c->rseq[i]))
             return spmd__fail(r->dev, SPMD_ERR_SYSTEM, "a malformed message header (%zu bytes) from device %d "
                               "(process %d)", n, g->members[a], m->proc_of[g->members[a]]);
-        x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + (h->has_inline ? n - SPMD__P_HDR : 0));
-        if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        x = c->spare; /* every block holds the largest inline data (c->hb - SPMD__P_HDR) */
+        if (x) {
+            c->spare = x->next;
+            c->nspare--;
+        } else {
+            x = (spmd__xmsg *)spmd__alloc(&m->alloc, sizeof *x + c->hb - SPMD__P_HDR);
+            if (!x) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message");
+        }
+        x->next = NULL;
         x->h = *h;
         x->data = (unsigned char *)(x + 1);
         if (h->has_inline) memcpy(x->data, (unsigned char *)h + SPMD__P_HDR, n - SPMD__P_HDR);
@@ -8952,7 +9140,10 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
 }
 
 /* A send or recv whose group spans processes. r->temp holds its transport
-   ops (two) and, for a send, the header and inline data. */
+   ops (three) and, for a send, the header and inline data: r->xp_blk, made
+   once per request of the device's pool and kept when it is reused (not
+   registered as ours: its ops register it as a caller's buffer where the
+   provider needs that). */
 static void spmd__xp_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -8963,8 +9154,9 @@ static void spmd__xp_progress(spmd_req *r) {
     int me = r->gr->me;
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
-        r->temp = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
-        if (r->temp) spmd__fab_mr_own(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        if (r->xp_blk) memset(r->xp_blk, 0, 3 * sizeof(spmd__fab_op)); /* idle ops */
+        else r->xp_blk = spmd__alloc(&m->alloc, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+        r->temp = r->xp_blk;
         if (!r->temp) {
             spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", spmd__kind_names[r->sig.kind]);
             spmd__finish(r, SPMD_ERR_NOMEM);
@@ -9055,7 +9247,7 @@ static void spmd__xp_progress(spmd_req *r) {
         if (x->h.has_inline) {
             if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
             st = r->status;
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             spmd__finish(r, st);
             return;
         } else {
@@ -9073,7 +9265,7 @@ static void spmd__xp_progress(spmd_req *r) {
                 st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
                                          SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
                                          UINT64_MAX);
-            spmd__free(&m->alloc, x);
+            spmd__xp_put(m, c, x);
             if (st != SPMD_OK) {
                 spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
                 spmd__finish(r, st);
@@ -9102,7 +9294,7 @@ static void spmd__xp_progress(spmd_req *r) {
             r->xsent = 1;
         }
         for (i = 0; i < 3; i++) {
-            if (ops[i].state == SPMD__FOP_IDLE) continue;
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
             st = spmd__fab_test(m->fab, &ops[i]);
             if (st == SPMD_ERR_BUSY) return;
             if (st != SPMD_OK) {
@@ -9115,7 +9307,7 @@ static void spmd__xp_progress(spmd_req *r) {
             }
         }
         for (i = 0; i < 3; i++)
-            if (ops[i].state != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+            if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
         spmd__free(&m->alloc, r->xscratch);
         r->xscratch = NULL;
         spmd__finish(r, r->status);
@@ -9130,13 +9322,13 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
         spmd__fab_op *ops = (spmd__fab_op *)r->temp;
         int i;
         for (i = 0; i < 3; i++)
-            if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
     }
     spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
                r->tag, r->gr->text, why);
     if (s == SPMD_ERR_TIMEOUT) spmd__break(m, s, r->dev->id, r->dev->err);
-    if (r->temp) spmd__fab_mr_forget(m->fab, r->temp, 3 * sizeof(spmd__fab_op) + SPMD__P_HDR + SPMD__X_INLINE);
+    r->xp_blk = NULL; /* the provider may still hold its ops: freed with the request (r->temp), not reused */
     spmd__free(&m->alloc, r->xscratch);
     r->xscratch = NULL;
     spmd__finish(r, s);
@@ -9201,6 +9393,77 @@ static void spmd__fab_news(spmd_mesh *m) {
         pthread_mutex_unlock(&f->lock);
     }
     if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+}
+
+/* The end of spmd_run across processes: every process agrees on how the
+   run ended. Each contributes its mesh's state (0, or the status that
+   broke it and why) to an allgather through the bootstrap, which returns
+   once every process's run has ended (bounded like mesh creation: the
+   bootstrap's or the mesh's deadline, the longer) or fails when a process
+   is lost; then each takes the break of the lowest-numbered process whose
+   mesh broke. So every process's spmd_run returns the same status and
+   spmd_mesh_error the same reason, even a process that completed its last
+   call from messages its peers sent before they gave up on it (a call
+   that ends within the window before the announcement arrives; see
+   docs/recovery.md). Only when every process hosts one of the mesh's
+   devices (the same answer in every process): a process hosting none
+   runs nothing (shard_map refuses at once), so it would not come. */
+static void spmd__fab_agree(spmd_mesh *m) {
+    spmd__fab *f = m->fab;
+    unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
+    size_t *lens, n = 4, cap = sizeof mine, i;
+    uint32_t broken = SPMD__LD_ACQ(&m->broken), got;
+    int64_t ms = f->boot->timeout_ms > m->timeout_ms ? f->boot->timeout_ms : m->timeout_ms;
+    int p, P = m->nprocs;
+    spmd_status st;
+    char why[SPMD__BOOT_BROKEN_MAX + 64];
+    for (p = 0, i = 0; i < (size_t)m->size; i++) /* devices are in blocks by process: count the blocks */
+        p += i == 0 || m->proc_of[i] != m->proc_of[i - 1];
+    if (p < P) return;
+    spmd__boot_put32(mine, broken ? (uint32_t)m->broken_status : 0u);
+    if (broken) {
+        size_t l = strlen(m->broken_msg);
+        if (l > SPMD__BOOT_BROKEN_MAX) l = SPMD__BOOT_BROKEN_MAX;
+        memcpy(mine + 4, m->broken_msg, l);
+        n += l;
+    }
+    all = (unsigned char *)spmd__alloc(&m->alloc, (size_t)P * cap);
+    lens = (size_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof *lens);
+    if (!all || !lens) {
+        st = SPMD_ERR_NOMEM;
+        snprintf(why, sizeof why, "the agreement at the end of spmd_run: out of memory");
+    } else {
+        pthread_mutex_lock(&f->lock);
+        st = spmd__boot_allgather(f->boot, mine, n, all, cap, lens, spmd__now_ns() + (uint64_t)ms * 1000000u);
+        if (st != SPMD_OK)
+            snprintf(why, sizeof why, "the agreement at the end of spmd_run failed: %s", f->boot->err);
+        pthread_mutex_unlock(&f->lock);
+    }
+    if (st != SPMD_OK) { /* a lost process, most likely: that is what every survivor's mesh heard of */
+        if (!broken) spmd__break(m, st, -1, why);
+    } else {
+        for (p = 0; p < P && (lens[p] < 4 || spmd__boot_get32(all + (size_t)p * cap) == 0u); p++) {}
+        got = p < P ? spmd__boot_get32(all + (size_t)p * cap) : 0u;
+        if (p < P && p != m->proc && got < SPMD_STATUS_COUNT) {
+            char *t = (char *)all + (size_t)p * cap + 4;
+            size_t l = lens[p] - 4;
+            for (i = 0; i < l; i++) /* shown to users: printable ASCII only */
+                if ((unsigned char)t[i] < 32 || (unsigned char)t[i] > 126) t[i] = '?';
+            snprintf(why, sizeof why, "process %d: %.*s", p, (int)l, t);
+            pthread_mutex_lock(&m->lock);
+            m->broken_status = (spmd_status)got;
+            l = strlen(why) < sizeof m->broken_msg ? strlen(why) : sizeof m->broken_msg - 1;
+            memcpy(m->broken_msg, why, l);
+            m->broken_msg[l] = '\0';
+            SPMD__ST_SC(&m->broken, 1u);
+            pthread_mutex_unlock(&m->lock);
+            if (!broken)
+                spmd__log(m, SPMD_LOG_ERROR, -1, "mesh broken (heard at the end of spmd_run): %s: %s",
+                          spmd_status_name((spmd_status)got), why);
+        }
+    }
+    spmd__free(&m->alloc, all);
+    spmd__free(&m->alloc, lens);
 }
 
 static void spmd__fabric_progress(spmd_req *r) {
@@ -9321,7 +9584,7 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         int64_t v = 0;
         if (spmd__boot_env_i64("SPMD_DEVICES_PER_PROCESS", 1, SPMD_MAX_DEVICES, &v) == 1) L = (int)v;
     }
-    if (L && (int64_t)L * P != m->size) {
+    if (L && (int64_t)L * P != m->size && !m->shrink_procs) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "mesh of %d devices on %d processes with %d devices each (%d needed)",
                   m->size, P, L, L * P);
         return SPMD_ERR_SIZE;
@@ -9334,13 +9597,22 @@ static spmd_status spmd__fabric_init(spmd_mesh *m) {
         spmd__free(&m->alloc, lens);
         return SPMD_ERR_NOMEM;
     }
-    for (p = 0; p < P; p++) { /* process p: devices [lo, hi) */
+    for (p = 0; p < P && !m->shrink_procs; p++) { /* process p: devices [lo, hi) */
         int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
         for (i = lo; i < hi; i++) m->proc_of[i] = p;
         if (p == m->proc) {
             m->first_local = lo;
             m->nlocal = hi - lo;
         }
+    }
+    if (m->shrink_procs) { /* >>shrink: the survivors keep their devices; the shape was agreed on */
+        spmd__free(&m->alloc, all);
+        spmd__free(&m->alloc, lens);
+        memcpy(m->proc_of, m->shrink_procs, (size_t)m->size * sizeof(int));
+        m->first_local = m->nlocal = 0;
+        for (i = 0; i < m->size; i++)
+            if (m->proc_of[i] == m->proc && m->nlocal++ == 0) m->first_local = i;
+        return SPMD_OK;
     }
     /* every process must have made the same mesh at the same position */
     memset(mine, 0, sizeof mine);
@@ -9429,6 +9701,11 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                 while (c->head) {
                     spmd__xmsg *x = c->head;
                     c->head = x->next;
+                    spmd__free(&m->alloc, x);
+                }
+                while (c->spare) {
+                    spmd__xmsg *x = c->spare;
+                    c->spare = x->next;
                     spmd__free(&m->alloc, x);
                 }
                 for (i = 0; c->hop && i < n; i++)
@@ -10197,29 +10474,43 @@ static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
 
 static int spmd__check_missing(spmd_req *r);
 
+/* 1 if device p will not arrive any more: its function returned, or the
+   fault plan lost it (read before what it posted, see below). */
+static int spmd__gone(spmd_dev *p) { return SPMD__LD_ACQ(&p->returned) || SPMD__LD_ACQ(&p->lost); }
+
 /* Devices whose function returned (spmd_run) will never arrive: a request
    waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
-   breaks the mesh. 1 if r is now done. */
+   breaks the mesh. So do devices lost by the fault plan (kind=lose, d->lost),
+   with SPMD_ERR_PEER_LOST naming the call they were lost at. 1 if r is now
+   done. */
 static int spmd__gone_check(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    char why[160], what[96];
+    char why[320], what[96];
     int k, gone = -1;
+    uint64_t lost;
+    spmd_status s;
     if (r->x || r->state == SPMD__R_DONE) return 0;
     if (r->p2p) {
         for (k = 0; k < g->G && gone < 0; k++) {
             spmd_dev *p = m->devs[g->members[k]];
-            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !SPMD__LD_ACQ(&p->returned)) continue;
+            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !spmd__gone(p)) continue;
             gone = p->id;
             if (r->peer < 0) /* any source: only once every other member returned */
                 for (k = 0; k < g->G; k++)
-                    if (k != r->gr->me && !SPMD__LD_ACQ(&m->devs[g->members[k]]->returned)) return 0;
+                    if (k != r->gr->me && !spmd__gone(m->devs[g->members[k]])) return 0;
         }
         if (gone < 0) return 0;
-        snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
-        if (!spmd__p2p_abandon(r, SPMD_ERR_DEADLOCK, why)) return 0;
-        spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+        lost = SPMD__LD_ACQ(&m->devs[gone]->lost);
+        if (lost)
+            snprintf(why, sizeof why, "can never complete: device %d was lost (SPMD_FAULTS kind=lose at its call #%llu, "
+                     "%s)", gone, (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        else
+            snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
+        s = lost ? SPMD_ERR_PEER_LOST : SPMD_ERR_DEADLOCK;
+        if (!spmd__p2p_abandon(r, s, why)) return 0;
+        spmd__break(m, s, d->id, d->err);
         return 1;
     }
     if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
@@ -10232,13 +10523,23 @@ static int spmd__gone_check(spmd_req *r) {
         /* returned first: everything it posted before returning is then
            visible (read the other way round, a post that came between the
            two reads made a member that had called it look absent) */
-        if (!SPMD__LD_ACQ(&p->returned)) continue;
+        if (!spmd__gone(p)) continue;
         absent = r->state == SPMD__R_POST ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
                                           : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
         if (absent) gone = p->id;
     }
     if (gone < 0 || !spmd__may_abandon(r)) return 0;
     spmd__sig_text(&r->sig, what, sizeof what);
+    if ((lost = SPMD__LD_ACQ(&m->devs[gone]->lost)) != 0) {
+        spmd__fail(d, SPMD_ERR_PEER_LOST,
+                   "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+                   "was lost (SPMD_FAULTS kind=lose at its call #%llu, %s)",
+                   what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+                   (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        spmd__break(m, SPMD_ERR_PEER_LOST, d->id, d->err);
+        spmd__finish(r, SPMD_ERR_PEER_LOST);
+        return 1;
+    }
     spmd__fail(d, SPMD_ERR_DEADLOCK,
                "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
                "returned from its function without %s",
@@ -10294,7 +10595,11 @@ static int spmd__on_broken(spmd_req *r) {
         return spmd__x_give_up(r, m->broken_status, 0, why);
     }
 #endif
-    if (r->p2p) return spmd__p2p_abandon(r, m->broken_status, "abandoned: the mesh broke");
+    if (r->p2p) {
+        char why[600];
+        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
+        return spmd__p2p_abandon(r, m->broken_status, why);
+    }
     if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
     if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
         char what[400];
@@ -10516,8 +10821,7 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
 
 static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
-    spmd__free(&d->mesh->alloc, r->temp);
-    spmd__free(&d->mesh->alloc, r->src_of);
+    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->xscratch);
     r->xscratch = NULL;
     r->temp = NULL;
@@ -10530,6 +10834,7 @@ static void spmd__req_release(spmd_req *r) {
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
     d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+    if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
 #if SPMD__HAS_LIBFABRIC
     if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
 #endif
@@ -10847,8 +11152,14 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
         if (np < 0 || np > G || (np && !c->perm))
             return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
                               "%s: %d pairs for a group of %d", c->name, np, G);
-        r->src_of = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
-        if (!r->src_of) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        if (r->src_cap < 2 * (size_t)G) { /* grows once per request of the device's pool */
+            spmd__free(&d->mesh->alloc, r->src_buf);
+            r->src_cap = 0;
+            r->src_buf = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
+            if (!r->src_buf) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+            r->src_cap = 2 * (size_t)G;
+        }
+        r->src_of = r->src_buf;
         dst_seen = r->src_of + G;
         for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
         for (i = 0; i < np; i++) {
@@ -10891,7 +11202,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
                                     spmd_req **out) {
     spmd_mesh *m;
     spmd_status s;
-    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain;
+    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain, k;
     size_t numel = 0, max_in = 0, out_bytes = 0;
     uint64_t aux = 0;
     char why[200];
@@ -10996,9 +11307,9 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
-    if (spmd__rec_begin(r)) { /* skipped by the fault plan: done, nothing joined */
+    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
         r->sig.algo = SPMD__ALG_LOCAL;
-        spmd__finish(r, SPMD_OK);
+        spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
     } else if (G == 1 && c->two_phase) {
         r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
         r->state = SPMD__R_POST;
@@ -11081,7 +11392,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_req *r;
     size_t in_size = 1, out_size = 1, in_bytes = 0, most;
     spmd_status s;
-    int span;
+    int span, k;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
     m = d->mesh;
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
@@ -11142,7 +11453,11 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
 #if SPMD__HAS_LIBFABRIC
     r->xq = span && spmd__xq_ready(r);
 #endif
-    if (spmd__rec_begin(r)) { spmd__req_unlink(r); return SPMD_OK; } /* skipped by the fault plan */
+    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan */
+        if (k == 2) spmd__rec_end(r, SPMD_ERR_PEER_LOST);
+        spmd__req_unlink(r);
+        return k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST;
+    }
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
@@ -12788,6 +13103,297 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
     return s;
 }
 
+// >>shrink
+/* Recovery after a loss: elastic meshes. This section owns spmd_mesh_shrink,
+   spmd_mesh_lost, spmd_device_origin and the survivors' agreement across
+   processes. Data flow: spmd__shrink_lost reads which devices the old mesh
+   lost: a device's d->lost (set by the fault plan's kind=lose: its call
+   number + 1), and across processes every device of a process the
+   bootstrap knows is gone (b->lost); spmd_mesh_shrink marks every slice of
+   the named axis that holds one, lists the survivors in order (origin: new
+   id -> old id; dropping whole slices of one axis keeps row-major order),
+   rebuilds a mesh desc from the old mesh's settings with that axis
+   shortened, and creates the new mesh through the same path as
+   spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first mesh's
+   ids, is not applied; spmd_shrink_desc.faults is). The old mesh is not
+   touched; the two share nothing but the process's transport.
+   Agreement, threads: every device is in this process and spmd_mesh_shrink
+   runs only when none runs (SPMD_ERR_BUSY otherwise), so the set read is
+   final: every survivor gets the same mesh. Across processes
+   (spmd__shrink_agree): each survivor sends the processes it knows lost to
+   the coordinator (process 0) through the bootstrap; the coordinator waits
+   for every process not known lost, counting as lost any whose connection
+   closes or that does not come within the deadline (a loss during the
+   agreement), and sends its one decision, the union, to every survivor.
+   One decider, so survivors that get an answer get the same one; the new
+   mesh keeps each device in its process (m->shrink_procs, no bootstrap
+   exchange at creation: processes that are gone cannot take part) and the
+   processes that are gone host none. The coordinator is the one process
+   that cannot be lost: without it there is no agreement (PEER_LOST). */
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs);
+
+#if SPMD__HAS_LIBFABRIC
+/* The survivors' agreement on the processes lost: gone[p] in: what this
+   process knows (nonzero: lost), out: the coordinator's decision. why gets
+   the reason on failure. The bootstrap's lock (f->lock) is held. */
+static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
+    spmd__boot *b = m->fab->boot;
+    int P = b->nprocs, i, k;
+    uint64_t deadline = spmd__now_ns() + (uint64_t)(b->timeout_ms > m->timeout_ms ? b->timeout_ms : m->timeout_ms) *
+                                             1000000u + (b->rank ? 1000000000u : 0u); /* (hear the verdict) */
+    unsigned char msg[4 + SPMD_MAX_DEVICES];
+    uint32_t round = ++b->round;
+    spmd__boot_msg bm;
+    char perr[160];
+    spmd__boot_put32(msg, round);
+    if (b->rank != 0) {
+        if (b->coord.fd < 0 || b->lost[0]) {
+            snprintf(why, wlen, "the coordinator (process 0) is gone: the survivors cannot agree without it");
+            return SPMD_ERR_PEER_LOST;
+        }
+        memcpy(msg + 4, gone, (size_t)P);
+        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + (size_t)P, deadline) != 0) {
+            snprintf(why, wlen, "sending this process's view to the coordinator: %s", strerror(errno));
+            return SPMD_ERR_PEER_LOST;
+        }
+        for (;;) { /* the decision; LOST and BROKEN on the way are taken in, stale answers skipped */
+            struct pollfd pf;
+            int rc, ms;
+            if (spmd__boot_oob(b, &b->coord) < 0) {
+                snprintf(why, wlen, "an invalid message from the coordinator");
+                return SPMD_ERR_SYSTEM;
+            }
+            rc = spmd__boot_parse(b, &b->coord, 0, &bm, perr, sizeof perr);
+            if (rc < 0) {
+                snprintf(why, wlen, "the coordinator: %s", perr);
+                return SPMD_ERR_SYSTEM;
+            }
+            if (rc == 1) {
+                uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
+                if (bm.type == SPMD__BM_GATHERED && r == round && bm.len == 4 + (uint32_t)P) {
+                    memcpy(gone, bm.payload + 4, (size_t)P);
+                    spmd__boot_consume(&b->coord, bm.total);
+                    return SPMD_OK;
+                }
+                spmd__boot_consume(&b->coord, bm.total);
+                if (bm.type == SPMD__BM_GATHERED && r < round) continue; /* of an exchange that failed before */
+                snprintf(why, wlen, "the coordinator answered exchange #%u (type %u), this process is at #%u", r,
+                         bm.type, round);
+                return SPMD_ERR_MISMATCH;
+            }
+            if (b->coord.eof || b->coord.bye) {
+                spmd__boot_mark(b, 0, !b->coord.bye);
+                snprintf(why, wlen, "the coordinator (process 0) was lost during the agreement");
+                return SPMD_ERR_PEER_LOST;
+            }
+            if ((ms = spmd__boot_ms_left(deadline)) == 0) {
+                snprintf(why, wlen, "the coordinator did not answer within the deadline");
+                return SPMD_ERR_TIMEOUT;
+            }
+            pf.fd = b->coord.fd; pf.events = POLLIN; pf.revents = 0;
+            poll(&pf, 1, ms);
+            spmd__boot_fill(b, &b->coord);
+        }
+    }
+    for (i = 1; i < P; i++) { /* the coordinator: every process not known lost, or its loss */
+        spmd__boot_conn *c = &b->peers[i];
+        if (b->lost[i] || c->fd < 0) { gone[i] = 1; continue; }
+        for (;;) {
+            struct pollfd pf;
+            int rc, ms;
+            if (spmd__boot_oob(b, c) < 0) { gone[i] = 1; break; }
+            rc = spmd__boot_parse(b, c, 0, &bm, perr, sizeof perr);
+            if (rc < 0) { gone[i] = 1; break; }
+            if (rc == 1) {
+                uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
+                if (bm.type == SPMD__BM_GATHER && r < round) { /* of an exchange that failed before */
+                    spmd__boot_consume(c, bm.total);
+                    continue;
+                }
+                if (bm.type == SPMD__BM_GATHER && r == round && bm.len == 4 + (uint32_t)P)
+                    for (k = 0; k < P; k++) gone[k] |= bm.payload[4 + k] != 0;
+                else
+                    gone[i] = 1; /* out of step: not in the new mesh */
+                spmd__boot_consume(c, bm.total);
+                break;
+            }
+            if (c->eof || c->bye) { /* lost during the agreement */
+                spmd__boot_mark(b, i, !c->bye);
+                gone[i] = 1;
+                break;
+            }
+            if ((ms = spmd__boot_ms_left(deadline)) == 0) {
+                spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: process %d did not join the agreement within the "
+                          "deadline: counted as lost", i);
+                gone[i] = 1;
+                break;
+            }
+            pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
+            poll(&pf, 1, ms);
+            spmd__boot_fill(b, c);
+        }
+    }
+    gone[0] = 0;
+    memcpy(msg + 4, gone, (size_t)P);
+    for (i = 1; i < P; i++)
+        if (!gone[i] && b->peers[i].fd >= 0)
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
+    return SPMD_OK;
+}
+#endif
+
+/* The devices m lost, in increasing order: the first cap of them into lost;
+   returns how many. gone (may be NULL): processes lost (libfabric). */
+static int spmd__shrink_lost(const spmd_mesh *m, const unsigned char *gone, int *lost, int cap) {
+    int i, n = 0;
+    for (i = 0; i < m->size; i++)
+        if (SPMD__LD_ACQ(&m->devs[i]->lost) || (gone && m->proc_of && gone[m->proc_of[i]])) {
+            if (n < cap) lost[n] = i;
+            n++;
+        }
+    return n;
+}
+
+/* "3, 5, 6" (the first few of n ids) into buf. */
+static void spmd__shrink_list(char *buf, size_t len, const int *ids, int n) {
+    size_t at = 0;
+    int i;
+    buf[0] = '\0';
+    for (i = 0; i < n && at + 16 < len; i++) {
+        int w = snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ids[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (i < n) snprintf(buf + at, len - at, ", ... (%d in all)", n);
+}
+
+spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *sd, spmd_mesh **out) {
+    spmd_mesh_desc desc;
+    spmd_mesh *nm = NULL;
+    int *lost = NULL, *drop = NULL, *origin = NULL, *procs = NULL, a, i, j, nlost, keep, ndrop = 0, n = 0;
+    unsigned char *gone = NULL;
+    char ids[200], slices[200];
+    spmd_status s = SPMD_OK;
+    if (out) *out = NULL;
+    if (!m || !axis || !out) return SPMD_ERR_NULL;
+    for (a = 0; a < m->ndim && strcmp(m->names[a], axis) != 0; a++) {}
+    if (a == m->ndim) {
+        char names[SPMD_MAX_AXES * (SPMD_MAX_AXIS_NAME + 2) + 1];
+        size_t at = 0;
+        for (i = 0; i < m->ndim; i++) at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", m->names[i]);
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: '%s' is not one axis of the mesh (its axes: %s)", axis, names);
+        return SPMD_ERR_AXIS;
+    }
+    if (SPMD__LD_ACQ(&m->running) || SPMD__LD_ACQ(&m->nattached)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the mesh is running or has devices attached (call it after "
+                                         "spmd_run returned, or every device detached)");
+        return SPMD_ERR_BUSY;
+    }
+    lost = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *lost);
+    origin = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *origin);
+    procs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *procs);
+    drop = (int *)spmd__alloc(&m->alloc, (size_t)m->shape[a] * sizeof *drop);
+    gone = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nprocs);
+    if (!lost || !origin || !procs || !drop || !gone) { s = SPMD_ERR_NOMEM; goto done; }
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) { /* the survivors agree on the processes lost */
+        char why[300];
+        pthread_mutex_lock(&m->fab->lock);
+        spmd__boot_poll(m->fab->boot);
+        for (i = 0; i < m->nprocs; i++) gone[i] = m->fab->boot->lost[i] != 0;
+        s = spmd__shrink_agree(m, gone, why, sizeof why);
+        pthread_mutex_unlock(&m->fab->lock);
+        if (s != SPMD_OK) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the agreement on the processes lost failed: %s", why);
+            goto done;
+        }
+    }
+#endif
+    nlost = spmd__shrink_lost(m, m->nprocs > 1 ? gone : NULL, lost, m->size);
+    for (i = 0; i < m->shape[a]; i++) drop[i] = 0;
+    for (i = 0; i < nlost; i++) drop[m->devs[lost[i]]->coords[a]] = 1;
+    for (i = 0; i < m->size; i++)
+        if (!drop[m->devs[i]->coords[a]]) {
+            procs[n] = m->proc_of ? m->proc_of[i] : 0;
+            origin[n++] = i;
+        }
+    for (i = 0, j = 0; i < m->shape[a]; i++)
+        if (drop[i]) drop[j++] = i; /* the dropped slices, increasing */
+    ndrop = j;
+    keep = m->shape[a] - ndrop;
+    spmd__shrink_list(ids, sizeof ids, lost, nlost);
+    spmd__shrink_list(slices, sizeof slices, drop, ndrop);
+    if (keep == 0) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: every one of the %d slices along '%s' lost a device (lost: %s); "
+                  "nothing is left to run on: shrink along another axis, or start a new mesh", m->shape[a], axis, ids);
+        s = SPMD_ERR_PEER_LOST;
+        goto done;
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = m->ndim;
+    for (i = 0; i < m->ndim; i++) {
+        desc.shape[i] = i == a ? keep : m->shape[i];
+        desc.axis_names[i] = m->names[i];
+    }
+    desc.backend = m->backend;
+    desc.timeout_ms = m->timeout_ms;
+    desc.check = m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.log_level = m->log_level;
+    desc.log_fn = m->log_fn;
+    desc.log_user = m->log_user;
+    desc.allocator = m->alloc;
+    desc.max_inflight = m->D;
+    desc.thread_stack_size = m->stack_size;
+    desc.devices_per_process = m->want_dpp;
+    desc.trace_depth = m->rmask || m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
+    desc.faults = sd ? sd->faults : NULL;
+    desc.scheduler = m->sched;
+    desc.carriers = m->carriers;
+    desc.sched_seed = m->seed;
+    if ((s = spmd__mesh_create(&desc, &nm, 1, m->nprocs > 1 ? procs : NULL)) != SPMD_OK) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: creating the shrunk mesh failed: %s", spmd_status_name(s));
+        goto done;
+    }
+    SPMD_ASSERT(n == nm->size);
+    nm->origin = origin;
+    origin = NULL;
+    spmd__log(m, nlost ? SPMD_LOG_WARN : SPMD_LOG_INFO, -1,
+              "mesh_shrink along '%s': lost device%s %s; slice%s %s of %d dropped; the new mesh has %d devices",
+              axis, nlost == 1 ? "" : "s", nlost ? ids : "(none)", ndrop == 1 ? "" : "s", ndrop ? slices : "(none)",
+              m->shape[a], nm->size);
+    *out = nm;
+done:
+    spmd__free(&m->alloc, lost);
+    spmd__free(&m->alloc, origin);
+    spmd__free(&m->alloc, procs);
+    spmd__free(&m->alloc, drop);
+    spmd__free(&m->alloc, gone);
+    return s;
+}
+
+int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap) {
+    int n;
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (cap < 0 || (cap > 0 && !devices)) return -(int)SPMD_ERR_INVALID;
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) { /* and the devices of the processes this one knows are gone */
+        pthread_mutex_lock(&m->fab->lock);
+        spmd__boot_poll(m->fab->boot);
+        n = spmd__shrink_lost(m, m->fab->boot->lost, devices, cap);
+        pthread_mutex_unlock(&m->fab->lock);
+        return n;
+    }
+#endif
+    n = spmd__shrink_lost(m, NULL, devices, cap);
+    return n;
+}
+
+int spmd_device_origin(const spmd_mesh *m, int device) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
+    return m->origin ? m->origin[device] : device;
+}
+
 // >>public
 const char *spmd_version(void) { return SPMD_VERSION_STRING; }
 
@@ -12897,8 +13503,13 @@ static void spmd__mesh_free(spmd_mesh *m) {
                 spmd__free(&a, d->grefs[k]);
             }
             spmd__free(&a, d->grefs);
-            for (r = d->free_reqs; r; r = n) { n = r->next; spmd__free(&a, r); }
-            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r); }
+            for (r = d->free_reqs; r; r = n) {
+                n = r->next;
+                spmd__free(&a, r->src_buf);
+                spmd__free(&a, r->xp_blk);
+                spmd__free(&a, r);
+            }
+            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
             spmd__free(&a, d->clog);
             spmd__free(&a, d->ring);
             spmd__free(&a, d->sites);
@@ -12918,12 +13529,13 @@ static void spmd__mesh_free(spmd_mesh *m) {
     }
     spmd__free(&a, m->proc_of);
     spmd__free(&a, m->faults);
+    spmd__free(&a, m->origin);
     pthread_mutex_destroy(&m->xlock);
     pthread_mutex_destroy(&m->lock);
     spmd__free(&a, m);
 }
 
-spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
     spmd_mesh *m;
     int i, j, size = 1, set;
     spmd_status s;
@@ -12981,6 +13593,8 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
     if (!m) return SPMD_ERR_NOMEM;
     m->alloc = desc->allocator;
+    m->shrunk = shrunk;
+    m->shrink_procs = procs;
     pthread_mutex_init(&m->lock, NULL);
     m->nprocs = 1;
     m->nlocal = size;
@@ -13061,11 +13675,15 @@ spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
     }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    m->shrink_procs = NULL;
     if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
     spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
               m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
     *out = m;
     return SPMD_OK;
+}
+spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+    return spmd__mesh_create(desc, out, 0, NULL);
 }
 
 spmd_status spmd_mesh_destroy(spmd_mesh *m) {
@@ -13224,6 +13842,9 @@ static spmd_status spmd__run_result(spmd_mesh *m) {
     spmd_status s = SPMD_OK;
     uint64_t at = UINT64_MAX;
     int i;
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab && m->nprocs > 1) spmd__fab_agree(m); /* every process: the same break, if any */
+#endif
     if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
         spmd_dev *d = m->devs[i];
@@ -13710,7 +14331,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
                                    int peer, int tag, const char *axes, const spmd_opts *o, spmd_recv_info *info,
                                    spmd_req **out) {
     const char *name = kind == SPMD__KIND_SEND ? "send" : "recv";
-    int ax[SPMD_MAX_AXES], nax = 0, G;
+    int ax[SPMD_MAX_AXES], nax = 0, G, k;
     char why[200];
     spmd__gref *gr = NULL;
     spmd_req *r;
@@ -13754,7 +14375,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
     /* libfabric: a peer in another process (or any peer) goes by message */
     r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
-    if (spmd__rec_begin(r)) spmd__finish(r, SPMD_OK); /* skipped by the fault plan */
+    if ((k = spmd__rec_begin(r)) != 0) spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST); /* fault plan */
     else d->mesh->vt->progress(r);
     if (out) {
         *out = r;

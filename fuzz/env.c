@@ -3,8 +3,10 @@
    missing line: unset). Then the bootstrap's configuration
    (spmd__boot_config: layout, coordinator host:port, Slurm node list and
    ids, job key, deadlines, interface) and a thread mesh's creation (log
-   level, deadlines, check, spin, algorithm) read them. Either may refuse
-   with a status and a message; a configuration it accepts is consistent
+   level, deadlines, check, spin, algorithm, the fault plan SPMD_FAULTS,
+   scheduler, carriers, seed, trace depth) read them. Either may refuse
+   with a status and a message (the mesh: only for a bad fault plan,
+   logged at error level); a configuration it accepts is consistent
    (process id below the count, a port 1..65535, a key within its limit).
    Build and run: see fuzz/README. */
 #define SPMDCOLL_IMPLEMENTATION
@@ -17,11 +19,14 @@ static const char *const vars[] = {
     "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "SPMD_COORDINATOR", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
     "SPMD_COORDINATOR_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID", "SPMD_JOB_KEY", "SPMD_BOOT_TIMEOUT_MS",
     "SPMD_TIMEOUT_MS", "SPMD_BOOT_CONN_TIMEOUT_MS", "SPMD_SOCKET_IFNAME", "SPMD_LOG_LEVEL", "SPMD_CHECK",
-    "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_ALGO", "SPMD_QUICK_EXCHANGE"};
+    "SPMD_SPIN_US", "SPMD_YIELD_US", "SPMD_ALGO", "SPMD_QUICK_EXCHANGE", "SPMD_FAULTS", "SPMD_SCHEDULER",
+    "SPMD_CARRIERS", "SPMD_SCHED_SEED", "SPMD_TRACE_DEPTH"};
 #define NVARS (sizeof vars / sizeof vars[0])
 
+static int errors; /* messages logged at error level by the mesh */
 static void quiet(void *user, spmd_log_level level, int device, const char *msg) {
-    (void)user, (void)level, (void)device, (void)msg;
+    (void)user, (void)device;
+    if (level == SPMD_LOG_ERROR && msg && *msg) errors++;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -67,9 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     md.axis_names[0] = "i";
     md.backend = SPMD_BACKEND_THREADS;
     md.log_fn = quiet;
+    errors = 0;
     s = spmd_mesh_create(&md, &m);
-    assert(s == SPMD_OK);
-    spmd_mesh_destroy(m);
+    if (s == SPMD_OK) spmd_mesh_destroy(m);
+    else
+        assert(s == SPMD_ERR_INVALID && getenv("SPMD_FAULTS") && !m &&
+               (errors > 0 || (getenv("SPMD_LOG_LEVEL") && strcmp(getenv("SPMD_LOG_LEVEL"), "off") == 0)));
     free(text);
     return 0;
 }

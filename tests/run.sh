@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
 # side: faults, cmake and fuzz, all's second lane; fuzz: each fuzz target
@@ -51,6 +51,8 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
+    tests="$tests test_faults" # fault injection on the thread backend (i20f)
+    tests="$tests test_shrink" # spmd_mesh_shrink on the thread backend (agree)
     [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
@@ -167,7 +169,7 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 # mesh's announcement and the devices' threads race). Not built (libfabric
 # missing): skipped.
 run_fabric() {
-    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault; do
+    for t in fabric/test_boot fabric/test_fabric fabric/test_xfault fabric-tsan/test_xfault fabric/test_pfaults; do
         exe=$B/$t
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then
@@ -343,7 +345,7 @@ run_docs() {
 }
 
 run_examples() {
-    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard; do
+    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard elastic; do
         if timeout 120 $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
         else
             rc=$? why="exit $rc"; F=$((F + 1))
@@ -353,13 +355,42 @@ run_examples() {
     done
 }
 
+# No allocation in the steady state (tests/test_alloc.c): the thread backend
+# under fibers (the default where devices outnumber CPUs) and OS threads, under
+# ASan+UBSan and TSan, and 2 processes of 2 devices over the shared-memory
+# lane (shm) and over libfabric alone (tcp, SPMD_SHM_LANE=0).
+run_alloc() {
+    for cfg in "alloc fibers" "alloc threads" "alloc-asan" "alloc-tsan" "fabric shm" "fabric tcp"; do
+        set -- $cfg
+        exe=$B/$1/test_alloc name="$1/test_alloc${2:+ $2}" log=$LOG/$1-test_alloc${2:+-$2}
+        if [ ! -x "$exe" ]; then
+            if [ $1 != fabric ] || have_fabric; then echo "  $name: not built: FAILED"; F=$((F + 1))
+            else echo "  $name: libfabric missing: skipped"; skip 1 "$name: libfabric missing"; fi
+            continue
+        fi
+        start=$(date +%s)
+        if [ $1 = fabric ]; then
+            lane=1; [ $2 = tcp ] && lane=0
+            SPMD_SHM_LANE=$lane tools/spmdrun -n 2 --provider $2 --timeout 120 -- "$exe" >$log.out 2>$log.err; rc=$?
+            end=$(date +%s)
+            add_procs $log.out $rc 2 "$name ($((end - start))s)"
+        else
+            env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+                ${2:+SPMD_SCHEDULER=$2} timeout 300 "$exe" >$log.out 2>$log.err; rc=$?
+            end=$(date +%s)
+            add_line "$(tail -n 1 $log.out)" $rc "$name ($((end - start))s)" $log.err
+        fi
+        if [ $rc != 0 ] || grep -q '^FAIL' $log.err; then sed -n '1,20p' $log.err | sed 's/^/      /'; fi
+    done
+}
+
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
 # cmake test and the short fuzz runs run in a second lane (mode side) beside
 # the others; their lines and counts join at the end.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_compile
+    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_alloc; run_compile
     run_fabric_tsan; run_fabric_matrix; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
@@ -372,15 +403,15 @@ run_all() {
     fi
 }
 
-# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (10) from
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (15) from
 # a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
 # build/), then once over each input that once crashed it (fuzz/regress/
 # <target>: fixed since, kept as regression tests). A target that finds
 # something, or a regression input that fails, is a failure (the input is
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed.
-FUZZ_TARGETS="boot xhdr lane spec env"
-FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+FUZZ_TARGETS="boot xhdr lane spec env join seg"
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
         exe=$B/fuzz/$t
@@ -419,10 +450,11 @@ case $mode in
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
+    alloc) run_alloc ;;
     fuzz) run_fuzz ;;
     docs) run_docs ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|compile|cmake|faults|side|fabric|matrix|fuzz|docs]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode

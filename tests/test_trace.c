@@ -403,7 +403,7 @@ static spmd_mesh *mesh3(int64_t timeout_ms, const char *faults, spmd_status *st)
 
 static void test_fault_parse(void) {
     static const struct { const char *spec, *token; } bad[] = {
-        {"device=1,seq=2,kind=lose", "kind=lose"},
+        {"device=1,seq=2,kind=lost", "kind=lost"},
         {"device=3,seq=0,kind=skip", "device=3"},
         {"device=-1,seq=0,kind=skip", "device=-1"},
         {"device=0,seq=x,kind=skip", "seq=x"},

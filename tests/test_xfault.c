@@ -91,6 +91,29 @@
                 instead (SPMD_ERR_BROKEN, not a mismatch with their psum);
                 every process's spmd_run returns SPMD_ERR_TIMEOUT (what
                 broke the mesh);
+     window     the agreement at the end of spmd_run (issue 21, defect 1): 2
+                processes of one device, 25 rounds of a new mesh each: a
+                psum both leave together, then one that process 1 calls at
+                once with a 40 ms deadline and process 0 only after a delay
+                swept from 34 to 46 ms (the fault: a late process), so that
+                in some rounds process 1 times out just as process 0 finds
+                its header and completes. Every round, both processes'
+                spmd_run return the same status and the same cause (one's
+                spmd_mesh_error contains the other's); rounds where process
+                0's call succeeded and its run did not are counted (the
+                window, printed); over tcp and shm;
+     shrink     spmd_mesh_shrink across processes: P processes of two
+                devices, mesh dp P x tp 2 (process p hosts replica p);
+                SPMD_FAULTS loses device 2P-1 at its call #1 (its process
+                ends with status 4); optionally (XF_LEAVE=k) process k
+                leaves right after spmd_run without joining the agreement
+                (it dies before or during it). Every survivor: spmd_run
+                SPMD_ERR_PEER_LOST, spmd_mesh_shrink along dp SPMD_OK with
+                the same mesh (dp = P minus the processes gone, the
+                survivors' devices in order), and a psum over "dp,tp" and
+                one over "dp" of the devices' old ids on it give the sums
+                computed here; 3 processes over tcp, 4 over shm with
+                process 1 leaving;
      nocoord    process 1 alone, its coordinator never started, the mesh's
                 desc.timeout_ms 1000 and no SPMD_BOOT_TIMEOUT_MS (the desc
                 bounds the bootstrap): spmd_mesh_create fails with
@@ -436,6 +459,138 @@ static int late_main(const char *mode) {
     return !ok;
 }
 
+/* mode "window": see the top comment. Process 0's delay is the fault (how
+   late it is), not an ordering: whatever the timing, both runs must agree. */
+#define WINDOW_ROUNDS 25
+typedef struct window {
+    int proc, round;
+    spmd_status call;
+} window;
+
+static void window_dev(spmd_dev *d, void *arg) {
+    window *w = (window *)arg;
+    double a[4] = {1, 2, 3, 4}, b[4];
+    spmd_opts o;
+    memset(&o, 0, sizeof o);
+    w->call = spmd_psum(d, a, b, 4, SPMD_F64, "i", NULL); /* both leave it at about the same time */
+    if (w->call != SPMD_OK) return;
+    if (w->proc == 0) {
+        double until = p_now() + (34.0 + 0.5 * w->round) * 1e-3;
+        while (p_now() < until) {}
+    }
+    o.timeout_ms = 40;
+    w->call = spmd_psum(d, a, b, 4, SPMD_F64, "i", &o);
+}
+
+static int window_main(void) {
+    spmd_mesh_desc desc;
+    window w;
+    int r;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 2;
+    desc.axis_names[0] = "i";
+    desc.log_level = SPMD_LOG_OFF;
+    for (r = 0; r < WINDOW_ROUNDS; r++) {
+        spmd_mesh *m;
+        spmd_status s = spmd_mesh_create(&desc, &m);
+        if (s != SPMD_OK) {
+            printf("round %d: mesh_create %s\n", r, spmd_status_name(s));
+            return 1;
+        }
+        memset(&w, 0, sizeof w);
+        w.proc = spmd_mesh_process_id(m);
+        w.round = r;
+        s = spmd_run(m, window_dev, &w);
+        printf("round %d: call %s run %s error %s\n", r, spmd_status_name(w.call), spmd_status_name(s),
+               spmd_mesh_error(m));
+        spmd_mesh_destroy(m);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* mode "shrink": see the top comment. */
+static void shrink_train(spmd_dev *d, void *arg) {
+    double x = 1, y;
+    int i;
+    (void)arg;
+    for (i = 0; i < 3; i++)
+        if (spmd_psum(d, &x, &y, 1, SPMD_F64, "dp,tp", NULL) != SPMD_OK) return;
+}
+typedef struct shrink_sums {
+    double all[16], dp[16];
+    spmd_status s[16];
+} shrink_sums;
+static void shrink_check(spmd_dev *d, void *arg) {
+    shrink_sums *r = (shrink_sums *)arg;
+    int id = spmd_device_id(d);
+    double x = (double)spmd_device_origin(spmd_device_mesh(d), id);
+    r->s[id] = spmd_psum(d, &x, &r->all[id], 1, SPMD_F64, "dp,tp", NULL);
+    if (r->s[id] == SPMD_OK) r->s[id] = spmd_psum(d, &x, &r->dp[id], 1, SPMD_F64, "dp", NULL);
+}
+
+static int shrink_main(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL, *nm = NULL;
+    spmd_status s, run;
+    shrink_sums r;
+    int P = atoi(getenv("SPMD_NUM_PROCESSES")), leave = getenv("XF_LEAVE") ? atoi(getenv("XF_LEAVE")) : -1;
+    int me, i, j, ok = 1, n = 0, orig[16], kept = 0;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = P;
+    desc.shape[1] = 2;
+    desc.axis_names[0] = "dp";
+    desc.axis_names[1] = "tp";
+    desc.devices_per_process = 2;
+    desc.log_level = SPMD_LOG_ERROR;
+    if ((s = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("mesh_create: %s\n", spmd_status_name(s));
+        return 1;
+    }
+    me = spmd_mesh_process_id(m);
+    run = spmd_run(m, shrink_train, NULL);
+    if (me == leave) { /* gone without a goodbye, before or during the others' agreement */
+        printf("process %d leaves (spmd_run %s)\n", me, spmd_status_name(run));
+        fflush(stdout);
+        _exit(0);
+    }
+    s = spmd_mesh_shrink(m, "dp", NULL, &nm);
+    /* the reference: the replicas of the processes neither lost (the last) nor leaving */
+    for (i = 0; i < P; i++)
+        if (i != P - 1 && i != leave) {
+            kept++;
+            for (j = 0; j < 2; j++) orig[n++] = 2 * i + j;
+        }
+    printf("process %d: spmd_run %s, shrink %s, new mesh %d devices, dp %d\n", me, spmd_status_name(run),
+           spmd_status_name(s), nm ? spmd_mesh_size(nm) : -1, nm ? spmd_mesh_axis_size(nm, "dp") : -1);
+    ok = run == SPMD_ERR_PEER_LOST && s == SPMD_OK && nm && spmd_mesh_size(nm) == n &&
+         spmd_mesh_axis_size(nm, "dp") == kept;
+    for (i = 0; ok && i < n; i++) ok = spmd_device_origin(nm, i) == orig[i] && spmd_device_process(nm, i) == orig[i] / 2;
+    if (ok) {
+        memset(&r, 0, sizeof r);
+        s = spmd_run(nm, shrink_check, &r);
+        ok = s == SPMD_OK;
+        for (i = 0; ok && i < n; i++) {
+            double all = 0, col = 0;
+            if (!spmd_device_is_local(nm, i)) continue;
+            for (j = 0; j < n; j++) {
+                all += orig[j];
+                if (j % 2 == i % 2) col += orig[j];
+            }
+            ok = r.s[i] == SPMD_OK && r.all[i] == all && r.dp[i] == col;
+            if (!ok) printf("device %d: %s, sums %g %g, want %g %g\n", i, spmd_status_name(r.s[i]), r.all[i], r.dp[i], all, col);
+        }
+        printf("process %d: run on the shrunk mesh %s\n", me, spmd_status_name(s));
+    }
+    printf("process %d: %s\n", me, ok ? "as documented" : "NOT as documented");
+    fflush(stdout);
+    if (nm) spmd_mesh_destroy(nm);
+    spmd_mesh_destroy(m);
+    return !ok;
+}
+
 /* Mesh creation's error messages (modes nocoord, wrongkey). */
 static char boot_text[4096];
 static void boot_log(void *user, spmd_log_level level, int device, const char *msg) {
@@ -455,6 +610,8 @@ static int child_main(const char *mode) {
     int i, bad = 0, found = 0;
     double t0 = p_now();
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
+    if (strcmp(mode, "window") == 0) return window_main();
+    if (strcmp(mode, "shrink") == 0) return shrink_main();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
     c.quick = getenv("XF_QUICK") && strcmp(getenv("XF_QUICK"), "1") == 0;
@@ -644,6 +801,92 @@ static void run_kill(const char *algo, int n, int quick) {
     }
 }
 
+/* Mode window over a provider: both processes' lines, round by round. */
+static void run_window(const char *provider) {
+    char coord[64], prov[48], tag[2][48], *out[2];
+    const char *env[2][7];
+    pid_t pid[2];
+    int i, r, rc[2], hits = 0, bad = 0;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(prov, sizeof prov, "SPMD_PROVIDER=%s", provider);
+    for (i = 0; i < 2; i++) {
+        snprintf(tag[i], sizeof tag[i], "xfault-window-%s-p%d", provider, i);
+        env[i][0] = "SPMD_NUM_PROCESSES=2";
+        env[i][1] = i ? "SPMD_PROCESS_ID=1" : "SPMD_PROCESS_ID=0";
+        env[i][2] = coord;
+        env[i][3] = "SPMD_JOB_KEY=xf";
+        env[i][4] = prov;
+        env[i][5] = "SPMD_BOOT_TIMEOUT_MS=30000";
+        env[i][6] = NULL;
+        pid[i] = p_spawn(tag[i], "window", env[i]);
+    }
+    for (i = 0; i < 2; i++) rc[i] = p_exit_code(p_wait(pid[i], 120));
+    for (i = 0; i < 2; i++) out[i] = strdup(p_read(tag[i], "out"));
+    T_CHECK(rc[0] == 0 && rc[1] == 0, "window (%s): exit codes %d and %d", provider, rc[0], rc[1]);
+    for (r = 0; r < WINDOW_ROUNDS && out[0] && out[1]; r++) {
+        char key[32], call[2][64], run[2][64], err[2][600];
+        int ok = 1;
+        snprintf(key, sizeof key, "round %d: ", r);
+        for (i = 0; i < 2; i++) {
+            const char *l = strstr(out[i], key), *e = l ? strstr(l, " error ") : NULL, *nl = e ? strchr(e, '\n') : NULL;
+            if (!l || !e || !nl || sscanf(l + strlen(key), "call %63s run %63s", call[i], run[i]) != 2) {
+                ok = 0;
+                break;
+            }
+            snprintf(err[i], sizeof err[i], "%.*s", (int)(nl - e - 7), e + 7);
+        }
+        if (ok)
+            ok = strcmp(run[0], run[1]) == 0 && (strstr(err[0], err[1]) != NULL || strstr(err[1], err[0]) != NULL);
+        if (ok && strcmp(call[0], "SPMD_OK") == 0 && strcmp(run[0], "SPMD_OK") != 0) hits++;
+        if (!ok) {
+            bad++;
+            fprintf(stderr, "window (%s) round %d: process 0: call %s run %s '%s'; process 1: call %s run %s '%s'\n",
+                    provider, r, call[0], run[0], err[0], call[1], run[1], err[1]);
+        }
+    }
+    T_CHECK(r == WINDOW_ROUNDS && bad == 0, "window (%s): %d of %d rounds read, %d where the runs disagree", provider,
+            r, WINDOW_ROUNDS, bad);
+    printf("window (%s): %d of %d rounds hit the window (process 0's call OK, the run failed)\n", provider, hits,
+           WINDOW_ROUNDS);
+    for (i = 0; i < 2; i++) free(out[i]);
+}
+
+/* Mode shrink: n processes over provider, process `leave` (-1: none) leaving. */
+static void run_shrink(int n, const char *provider, int leave) {
+    char coord[64], prov[48], np[48], lv[32], faults[64], id[4][32], tag[4][48];
+    const char *env[4][9];
+    double t0 = p_now();
+    pid_t pid[4];
+    int i, rc[4];
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(prov, sizeof prov, "SPMD_PROVIDER=%s", provider);
+    snprintf(np, sizeof np, "SPMD_NUM_PROCESSES=%d", n);
+    snprintf(lv, sizeof lv, "XF_LEAVE=%d", leave);
+    snprintf(faults, sizeof faults, "SPMD_FAULTS=device=%d,seq=1,kind=lose", 2 * n - 1);
+    for (i = 0; i < n; i++) {
+        snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
+        snprintf(tag[i], sizeof tag[i], "xfault-shrink-%s-%d-p%d", provider, n, i);
+        env[i][0] = np;
+        env[i][1] = id[i];
+        env[i][2] = coord;
+        env[i][3] = "SPMD_JOB_KEY=xf";
+        env[i][4] = prov;
+        env[i][5] = faults;
+        env[i][6] = "SPMD_BOOT_TIMEOUT_MS=30000";
+        env[i][7] = lv;
+        env[i][8] = NULL;
+        pid[i] = p_spawn(tag[i], "shrink", env[i]);
+    }
+    for (i = 0; i < n; i++) rc[i] = p_exit_code(p_wait(pid[i], 60));
+    for (i = 0; i < n; i++) {
+        int want = i == n - 1 ? 4 : 0; /* the lost process: the fault plan's status */
+        T_CHECK(rc[i] == want, "shrink (%d over %s, leaving %d): process %d exit %d (want %d) after %.1f s: %s", n,
+                provider, leave, i, rc[i], want, p_now() - t0, p_read(tag[i], "out"));
+        if (rc[i] != want) p_show(tag[i], "err");
+    }
+    T_CHECK(p_now() - t0 < 30, "shrink (%d over %s): ended within 30 s (%.1f s)", n, provider, p_now() - t0);
+}
+
 /* What a boot-fault child printed: its status, seconds and messages all
    as documented (want: strings that must all appear, NULL-terminated). */
 static void check_boot_child(const char *what, const char *tag, int rc, double lo, double hi,
@@ -738,6 +981,10 @@ int main(int argc, char **argv) {
     if (want("late")) run_late("late", "shm", "");
     if (want("late")) run_late("late", "tcp", "SPMD_PROGRESS_THREAD=1");
     if (want("latebar")) run_late("latebar", "tcp", "SPMD_QUICK_EXCHANGE=0");
+    if (want("window")) run_window("tcp");
+    if (want("window")) run_window("shm");
+    if (want("shrink")) run_shrink(3, "tcp", -1);
+    if (want("shrink")) run_shrink(4, "shm", 1);
     if (want("boot")) run_boot_faults();
     return t_summary();
 }

@@ -1,0 +1,372 @@
+/* test_faults.c - fault injection on the thread backend (SPMD_FAULTS,
+   desc.faults), under both schedulers: kind=lose (the lost device's call and
+   every later one fail with SPMD_ERR_PEER_LOST; every peer waiting for it
+   gets SPMD_ERR_PEER_LOST naming the device and its call, well before the
+   deadline), for a collective, an async collective and point to point;
+   kind=exit (a child process ends with status 3, stdio flushed); the parse
+   errors of the new kinds. Device threads record what they saw, the
+   main thread checks it against what docs/faults.md says, written out here. */
+#define _GNU_SOURCE 1 /* setenv */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
+#define SPMDCOLL_IMPLEMENTATION
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "testlib.h"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NDEV 4
+#define NCALL 3
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536];
+static size_t log_len;
+static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)device;
+    pthread_mutex_lock(&log_lock);
+    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
+    if (w > 0) log_len += (size_t)w;
+    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
+    pthread_mutex_unlock(&log_lock);
+}
+static void log_clear(void) {
+    pthread_mutex_lock(&log_lock);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_lock);
+}
+
+static spmd_scheduler sched;
+static const char *sched_name(void) { return sched == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads"; }
+
+static spmd_mesh *mesh_n(int n, int64_t timeout_ms, const char *faults, int check, spmd_status *st) {
+    static const char *names[1] = {"i"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = n;
+    desc.axis_names[0] = names[0];
+    desc.timeout_ms = timeout_ms;
+    desc.faults = faults;
+    desc.check = check;
+    desc.scheduler = sched;
+    desc.log_level = SPMD_LOG_WARN;
+    desc.log_fn = log_keep;
+    *st = spmd_mesh_create(&desc, &m);
+    return m;
+}
+
+/* What each device saw, per call: status, last error, a value. */
+static struct {
+    spmd_status s[NDEV][NCALL];
+    char msg[NDEV][NCALL][512];
+    double v[NDEV][NCALL];
+} seen;
+static int survivors_done; /* survivors that recorded the call the loss failed (see lost_holds) */
+
+static void keep(spmd_dev *d, int call, spmd_status s, double v) {
+    int id = spmd_device_id(d);
+    if (id < 0 || id >= NDEV || call < 0 || call >= NCALL) return;
+    seen.s[id][call] = s;
+    seen.v[id][call] = v;
+    snprintf(seen.msg[id][call], sizeof seen.msg[id][call], "%s", s == SPMD_OK ? "" : spmd_last_error(d));
+}
+
+static void clear_seen(void) {
+    memset(&seen, 0, sizeof seen);
+    for (int i = 0; i < NDEV; i++)
+        for (int c = 0; c < NCALL; c++) seen.s[i][c] = (spmd_status)-1;
+}
+
+/* Run fn on a mesh of n devices with the plan; time it. */
+static double run_plan(int n, const char *plan, spmd_fn fn, spmd_status *run_st, spmd_status *mesh_st) {
+    spmd_status st;
+    spmd_mesh *m = mesh_n(n, 30000, plan, 0, &st);
+    double t0;
+    survivors_done = 0;
+    clear_seen();
+    log_clear();
+    T_CHECK(st == SPMD_OK && m, "[%s] mesh with plan '%s': %s", sched_name(), plan, spmd_status_name(st));
+    if (!m) return 0;
+    t0 = now_s();
+    *run_st = spmd_run(m, fn, NULL);
+    t0 = now_s() - t0;
+    *mesh_st = spmd_mesh_status(m);
+    spmd_mesh_destroy(m);
+    return t0;
+}
+
+/* Under OS threads, the lost device stays in its function until the
+   survivors have seen the loss (bounded: 20 s), so that they cannot learn it
+   from its return: the fault plan's mark is what they must see. (A fiber
+   cannot block without stalling its carrier: it returns at once.) */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static void survivor_done(void) {
+    pthread_mutex_lock(&hold_lock);
+    survivors_done++;
+    pthread_cond_broadcast(&hold_cond);
+    pthread_mutex_unlock(&hold_lock);
+}
+static void lost_holds(int survivors) {
+    struct timespec until;
+    if (sched == SPMD_SCHEDULER_FIBERS) return;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&hold_lock);
+    while (survivors_done < survivors)
+        if (pthread_cond_timedwait(&hold_cond, &hold_lock, &until) != 0) break;
+    pthread_mutex_unlock(&hold_lock);
+}
+
+/* ---- kind=lose ----------------------------------------------------------- */
+/* device 2 is lost at its call #1 (the second psum) */
+static void lose_coll(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = (float)(id + 1), y;
+    (void)arg;
+    spmd_status s;
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 0, s, y);
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 1, s, y);
+    if (id != 2) survivor_done();
+    keep(d, 2, spmd_barrier(d, "i", NULL), 0);
+    if (id == 2) lost_holds(NDEV - 1);
+}
+
+static void test_lose_coll(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    double took = run_plan(NDEV, "device=2,seq=1,kind=lose", lose_coll, &rs, &ms);
+    const char *peer_says = "device 2 was lost (SPMD_FAULTS kind=lose at its call #1, psum(f32 x 1) over 'i')";
+    T_CHECK(took < 10.0, "[%s] lose: ended within 10 s (deadline 30 s): %.1f s", sched_name(), took);
+    T_CHECK(rs == SPMD_ERR_PEER_LOST && ms == SPMD_ERR_PEER_LOST, "[%s] lose: spmd_run %s, mesh %s", sched_name(),
+            spmd_status_name(rs), spmd_status_name(ms));
+    for (int i = 0; i < NDEV; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_OK && seen.v[i][0] == 10.0, "[%s] lose: device %d call #0 before the loss: %s %g",
+                sched_name(), i, spmd_status_name(seen.s[i][0]), seen.v[i][0]);
+        /* a peer that waited gets SPMD_ERR_PEER_LOST; one whose call began after
+           another peer broke the mesh, SPMD_ERR_BROKEN: both name the loss */
+        T_CHECK(seen.s[i][1] == SPMD_ERR_PEER_LOST || (i != 2 && seen.s[i][1] == SPMD_ERR_BROKEN),
+                "[%s] lose: device %d call #1: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]),
+                seen.msg[i][1]);
+        /* the lost device's later calls fail fast; its peers', once the mesh broke, with SPMD_ERR_BROKEN */
+        T_CHECK(seen.s[i][2] == (i == 2 ? SPMD_ERR_PEER_LOST : SPMD_ERR_BROKEN), "[%s] lose: device %d call #2: %s (%s)",
+                sched_name(), i, spmd_status_name(seen.s[i][2]), seen.msg[i][2]);
+        if (i == 2) {
+            T_CHECK(strstr(seen.msg[2][1], "psum(f32 x 1) over 'i' (call #1 of this device): this device was lost by "
+                                           "SPMD_FAULTS (kind=lose)") != NULL,
+                    "[%s] lose: the lost device's message: %s", sched_name(), seen.msg[2][1]);
+            T_CHECK(seen.v[2][1] == -1.0, "[%s] lose: the lost device's output untouched: %g", sched_name(), seen.v[2][1]);
+            T_CHECK(strstr(seen.msg[2][2], "this device was lost by SPMD_FAULTS at its call #1 (psum(f32 x 1) over "
+                                           "'i'): every later call fails") != NULL,
+                    "[%s] lose: a later call of the lost device fails fast: %s", sched_name(), seen.msg[2][2]);
+        } else {
+            T_CHECK(strstr(seen.msg[i][1], peer_says) != NULL, "[%s] lose: device %d's call #1 names the loss: %s",
+                    sched_name(), i, seen.msg[i][1]);
+            T_CHECK(strstr(seen.msg[i][2], peer_says) != NULL, "[%s] lose: device %d's call #2 names the loss: %s",
+                    sched_name(), i, seen.msg[i][2]);
+        }
+    }
+}
+
+/* device 1 is lost at its call #0, an async psum; the others wait on theirs */
+static void lose_async(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    int32_t x = id, y = -1;
+    spmd_req *r = NULL;
+    spmd_status s;
+    (void)arg;
+    s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
+    if (s == SPMD_OK) s = spmd_wait(r);
+    keep(d, 0, s, y);
+    if (id != 1) survivor_done();
+    else lost_holds(2);
+}
+
+static void test_lose_async(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    double took = run_plan(3, "device=1,seq=0,kind=lose", lose_async, &rs, &ms);
+    const char *peer_says = "device 1 was lost (SPMD_FAULTS kind=lose at its call #0, psum(i32 x 1) over 'i')";
+    T_CHECK(took < 10.0, "[%s] lose async: ended within 10 s (deadline 30 s): %.1f s", sched_name(), took);
+    T_CHECK(rs == SPMD_ERR_PEER_LOST, "[%s] lose async: spmd_run %s", sched_name(), spmd_status_name(rs));
+    for (int i = 0; i < 3; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_ERR_PEER_LOST || (i != 1 && seen.s[i][0] == SPMD_ERR_BROKEN),
+                "[%s] lose async: device %d: %s (%s)", sched_name(), i,
+                spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
+        T_CHECK(strstr(seen.msg[i][0], i == 1 ? "this device was lost by SPMD_FAULTS (kind=lose)" : peer_says) != NULL,
+                "[%s] lose async: device %d's message: %s", sched_name(), i, seen.msg[i][0]);
+    }
+}
+
+/* point to point: device 0 is lost at its call #1 (a send to 1); device 1's
+   recv from it and device 2's recv from 1 (which 1 never sends) */
+static void lose_p2p(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    int32_t v = 100 + id, got = -1;
+    spmd_status s;
+    (void)arg;
+    keep(d, 0, spmd_barrier(d, "i", NULL), 0);
+    if (id == 0) s = spmd_send(d, &v, 1, SPMD_I32, 1, 5, "i", NULL);
+    else s = spmd_recv(d, &got, 1, SPMD_I32, id - 1, 5, "i", NULL, NULL);
+    keep(d, 1, s, got);
+    if (id == 1 && s == SPMD_OK) keep(d, 2, spmd_send(d, &v, 1, SPMD_I32, 2, 5, "i", NULL), 0);
+    if (id != 0) survivor_done();
+    else lost_holds(2);
+}
+
+static void test_lose_p2p(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    double took = run_plan(3, "device=0,seq=1,kind=lose", lose_p2p, &rs, &ms);
+    T_CHECK(took < 10.0, "[%s] lose p2p: ended within 10 s (deadline 30 s): %.1f s", sched_name(), took);
+    T_CHECK(rs == SPMD_ERR_PEER_LOST, "[%s] lose p2p: spmd_run %s", sched_name(), spmd_status_name(rs));
+    for (int i = 0; i < 3; i++)
+        T_CHECK(seen.s[i][0] == SPMD_OK, "[%s] lose p2p: device %d's barrier before the loss: %s", sched_name(), i,
+                spmd_status_name(seen.s[i][0]));
+    T_CHECK(seen.s[0][1] == SPMD_ERR_PEER_LOST && strstr(seen.msg[0][1], "this device was lost by SPMD_FAULTS"),
+            "[%s] lose p2p: device 0's send: %s (%s)", sched_name(), spmd_status_name(seen.s[0][1]), seen.msg[0][1]);
+    T_CHECK(seen.s[1][1] == SPMD_ERR_PEER_LOST &&
+                strstr(seen.msg[1][1], "recv of i32 x 1 from 0 (tag 5; -1 = any) over 'i' can never complete: "
+                                       "device 0 was lost (SPMD_FAULTS kind=lose at its call #1, send(i32 x 1) over 'i')"),
+            "[%s] lose p2p: device 1's recv from the lost device: %s (%s)", sched_name(),
+            spmd_status_name(seen.s[1][1]), seen.msg[1][1]);
+    T_CHECK((seen.s[2][1] == SPMD_ERR_PEER_LOST || seen.s[2][1] == SPMD_ERR_BROKEN) &&
+                strstr(seen.msg[2][1], "device 1: recv of i32 x 1 from 0") &&
+                strstr(seen.msg[2][1], "device 0 was lost (SPMD_FAULTS kind=lose at its call #1, send(i32 x 1)"),
+            "[%s] lose p2p: device 2 (waiting for device 1) learns of the loss: %s (%s)", sched_name(),
+            spmd_status_name(seen.s[2][1]), seen.msg[2][1]);
+}
+
+/* ---- kind=exit: the whole process ends ----------------------------------- */
+/* In a child process: device 1's call #1 exits the process with status 3,
+   after stdio is flushed (this device's line for call #0 is in the file). */
+static void exit_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = 1, y = 0;
+    (void)arg;
+    spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    printf("device %d: call #0 gave %g\n", id, (double)y);
+    spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    printf("device %d: call #1 returned\n", id);
+}
+
+static char file_text[8192];
+static const char *read_text(const char *path) {
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+    file_text[0] = 0;
+    if (f) {
+        n = fread(file_text, 1, sizeof file_text - 1, f);
+        fclose(f);
+    }
+    file_text[n] = 0;
+    return file_text;
+}
+
+static void test_exit(void) {
+    char out[128], err[128];
+    double t0 = now_s();
+    int st = 0, done = 0;
+    pid_t pid;
+    mkdir("build", 0755);
+    mkdir("build/test-logs", 0755);
+    snprintf(out, sizeof out, "build/test-logs/faults-exit-%s.out", sched_name());
+    snprintf(err, sizeof err, "build/test-logs/faults-exit-%s.err", sched_name());
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        static const char *names[1] = {"i"};
+        spmd_mesh_desc desc;
+        spmd_mesh *m = NULL;
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0) _exit(120);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 1;
+        desc.shape[0] = 3;
+        desc.axis_names[0] = names[0];
+        desc.timeout_ms = 30000;
+        desc.scheduler = sched;
+        desc.faults = "device=1,seq=1,kind=exit";
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) _exit(121);
+        spmd_run(m, exit_dev, NULL);
+        printf("spmd_run returned\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    T_CHECK(pid > 0, "fork");
+    if (pid <= 0) return;
+    while (now_s() - t0 < 20 && !done) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) done = 1;
+        else { /* polling the child's end, not synchronising with it */
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    T_CHECK(done && now_s() - t0 < 20, "[%s] exit: the child ended within 20 s (deadline 30 s)", sched_name());
+    T_CHECK(done && WIFEXITED(st) && WEXITSTATUS(st) == 3, "[%s] exit: status %d (want exit status 3), signal %d",
+            sched_name(), WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    read_text(out);
+    T_CHECK(strstr(file_text, "device 1: call #0 gave 3\n") && !strstr(file_text, "call #1 returned") &&
+                !strstr(file_text, "spmd_run returned"),
+            "[%s] exit: stdout flushed up to the exit, nothing after it: %s", sched_name(), file_text);
+    read_text(err);
+    T_CHECK(strstr(file_text, "[spmd 1/3] error: SPMD_FAULTS: psum(f32 x 1) over 'i' (call #1 of this device): "
+                              "kind=exit: the process exits with status 3") != NULL,
+            "[%s] exit: the log says so: %s", sched_name(), file_text);
+}
+
+/* ---- parse errors of the kinds ------------------------------------------- */
+static void test_parse(void) {
+    static const struct { const char *spec, *token; } bad[] = {
+        {"device=1,seq=2,kind=lose:5", "kind=lose:5"},
+        {"device=1,seq=2,kind=LOSE", "kind=LOSE"},
+        {"device=4,seq=2,kind=lose", "device=4"},
+        {"device=1,seq=-1,kind=lose", "seq=-1"},
+        {"device=0,seq=0,kind=exit:3", "kind=exit:3"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        spmd_status st;
+        spmd_mesh *m;
+        char want[80];
+        log_clear();
+        m = mesh_n(NDEV, 1000, bad[k].spec, 0, &st);
+        T_CHECK(st == SPMD_ERR_INVALID && m == NULL, "'%s': %s", bad[k].spec, spmd_status_name(st));
+        if (m) spmd_mesh_destroy(m);
+        snprintf(want, sizeof want, "desc.faults: bad token '%s'", bad[k].token);
+        pthread_mutex_lock(&log_lock);
+        T_CHECK(strstr(log_text, want) != NULL, "'%s': the message names the token: %s", bad[k].spec, log_text);
+        pthread_mutex_unlock(&log_lock);
+    }
+}
+
+int main(void) {
+    unsetenv("SPMD_FAULTS");
+    unsetenv("SPMD_TRACE");
+    test_parse();
+    for (int k = 0; k < 2; k++) {
+        sched = k ? SPMD_SCHEDULER_FIBERS : SPMD_SCHEDULER_THREADS;
+        test_lose_coll();
+        test_lose_async();
+        test_lose_p2p();
+        test_exit();
+    }
+    return t_summary();
+}

@@ -1,0 +1,255 @@
+/* test_pfaults.c - the fault plan (SPMD_FAULTS) on the libfabric backend:
+   every process parses the same plan, device ids are global, each process
+   applies the faults of its own devices. Jobs started here as copies of this
+   program (--child MODE), over tcp and shm:
+
+     lose    device 2 (3 processes of one device; over shm 2 processes of two
+             devices, device 3) is lost at its call #1: its process ends with
+             status 4, after logging it; every device of the other processes
+             gets SPMD_ERR_PEER_LOST naming that process as lost and the psum
+             (or SPMD_ERR_BROKEN naming them, for a call begun after a sibling
+             broke the mesh) within 10 s; call #0 gave the right sum;
+     exit    the same with kind=exit: status 3;
+     delay   2 processes of two devices, device 3 delayed 300 ms at its call
+             #0: every psum right, device 3's call took >= 300 ms;
+     skip    2 processes of one device, device 1 skips its call #1 (deadline
+             1500 ms): it returns SPMD_OK with its output untouched, device 0
+             gets SPMD_ERR_TIMEOUT naming the psum and device 1 as not heard
+             from, within 6 s (process 1 stays until process 0 is done: it
+             waits for process 0's marker file);
+     bad     a plan naming device 4 of 4, or kind=explode: spmd_mesh_create
+             fails with SPMD_ERR_INVALID in every process, its message naming
+             the token, before any connection (at once).
+
+   Each child checks its own devices and prints one line per device; the
+   parent checks the exit codes, the times and the lines. */
+#define SPMDCOLL_IMPLEMENTATION
+#ifndef SPMDCOLL_LIBFABRIC
+#define SPMDCOLL_LIBFABRIC
+#endif
+#include "../spmdcoll.h"
+#include "harness.h"
+#include "proclib.h"
+#include <sys/stat.h>
+
+#define NV 4 /* floats per psum */
+
+typedef struct child {
+    const char *mode;
+    int proc, nprocs;
+    spmd_status st[4][2];
+    char msg[4][2][512];
+    float y[4][2][NV];
+    double took[4][2];
+} child;
+
+static char log_text[8192];
+static size_t log_len;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)device;
+    pthread_mutex_lock(&log_lock);
+    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
+    if (w > 0) log_len += (size_t)w;
+    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
+    pthread_mutex_unlock(&log_lock);
+    fprintf(stderr, "log: %s\n", msg);
+}
+
+/* until XF_DIR/done.0 exists (at most 30 s): a condition, not a sleep */
+static void wait_marker(void) {
+    const char *dir = getenv("XF_DIR");
+    char path[400];
+    double end = p_now() + 30;
+    snprintf(path, sizeof path, "%s/done.0", dir ? dir : ".");
+    while (access(path, F_OK) != 0 && p_now() < end) usleep(5000);
+}
+
+static void put_marker(void) {
+    const char *dir = getenv("XF_DIR");
+    char path[400];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/done.0", dir ? dir : ".");
+    if ((f = fopen(path, "w")) != NULL) fclose(f);
+}
+
+static void dev_main(spmd_dev *d, void *arg) {
+    child *c = (child *)arg;
+    int id = spmd_device_id(d), k, j;
+    float x[NV];
+    for (j = 0; j < NV; j++) x[j] = (float)(id * 10 + j);
+    for (k = 0; k < 2; k++) {
+        spmd_opts o;
+        double t0 = p_now();
+        memset(&o, 0, sizeof o);
+        o.timeout_ms = strcmp(c->mode, "skip") == 0 ? 1500 : 30000;
+        for (j = 0; j < NV; j++) c->y[id][k][j] = -1;
+        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_F32, "i", &o);
+        c->took[id][k] = p_now() - t0;
+        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s", c->st[id][k] == SPMD_OK ? "" : spmd_last_error(d));
+        if (c->st[id][k] != SPMD_OK) break;
+    }
+    /* process 0's call has ended: process 1 may end its function (spmd_run then waits for process 0's run to
+       end: the agreement at its end), not before, or process 0 would find it lost, not late */
+    if (strcmp(c->mode, "skip") == 0 && c->proc == 0) put_marker();
+    if (strcmp(c->mode, "skip") == 0 && c->proc == 1) wait_marker();
+}
+
+/* The psum's element j over devices 0..n-1, written plainly. */
+static float sum_of(int n, int j) {
+    float s = 0;
+    int i;
+    for (i = 0; i < n; i++) s += (float)(i * 10 + j);
+    return s;
+}
+
+static int child_main(const char *mode) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status s, run;
+    child c;
+    int i, j, bad = 0, n = atoi(getenv("XF_DEVICES") ? getenv("XF_DEVICES") : "0"), victim = n - 1;
+    double t0 = p_now();
+    memset(&desc, 0, sizeof desc);
+    memset(&c, 0, sizeof c);
+    desc.ndim = 1;
+    desc.shape[0] = n;
+    desc.axis_names[0] = "i";
+    desc.log_level = SPMD_LOG_ERROR;
+    desc.log_fn = log_keep;
+    s = spmd_mesh_create(&desc, &m);
+    if (strcmp(mode, "bad") == 0) {
+        printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, log_text);
+        if (m) spmd_mesh_destroy(m);
+        return 0; /* the parent checks what it printed */
+    }
+    if (s != SPMD_OK) {
+        printf("mesh_create: %s: %s\n", spmd_status_name(s), log_text);
+        return 1;
+    }
+    c.mode = mode;
+    c.proc = spmd_mesh_process_id(m);
+    c.nprocs = spmd_mesh_process_count(m);
+    if (spmd_mesh_backend(m) != SPMD_BACKEND_LIBFABRIC || c.nprocs < 2) {
+        printf("not a libfabric mesh of several processes (%d)\n", c.nprocs);
+        return 1;
+    }
+    run = spmd_run(m, dev_main, &c);
+    for (i = 0; i < n; i++) {
+        int ok = 1;
+        if (!spmd_device_is_local(m, i)) continue;
+        printf("device %d: %s, %s after %.2f s: %s\n", i, spmd_status_name(c.st[i][0]), spmd_status_name(c.st[i][1]),
+               c.took[i][1], c.msg[i][1]);
+        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(n, j); /* call #0, before any fault */
+        if (!ok) printf("device %d: call #0 gave %g, want %g\n", i, (double)c.y[i][0][0], (double)sum_of(n, 0));
+        ok = ok && c.st[i][0] == SPMD_OK;
+        if (strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) {
+            char lost[48];
+            snprintf(lost, sizeof lost, "process %d lost", c.nprocs - 1);
+            ok = ok && (c.st[i][1] == SPMD_ERR_PEER_LOST || c.st[i][1] == SPMD_ERR_BROKEN) &&
+                 strstr(c.msg[i][1], lost) && strstr(c.msg[i][1], "psum(f32 x 4") && strstr(c.msg[i][1], "over 'i'") &&
+                 c.took[i][1] < 10.0;
+        } else if (strcmp(mode, "delay") == 0) {
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j);
+            ok = ok && c.st[i][1] == SPMD_OK && (i != victim || c.took[i][0] >= 0.3);
+            if (i == victim) printf("device %d: call #0 took %.3f s\n", i, c.took[i][0]);
+        } else if (strcmp(mode, "skip") == 0) {
+            if (i == victim) {
+                for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
+                ok = ok && c.st[i][1] == SPMD_OK;
+            } else {
+                char who[48];
+                snprintf(who, sizeof who, "devices not heard from: %d (process 1)", victim);
+                ok = ok && c.st[i][1] == SPMD_ERR_TIMEOUT && strstr(c.msg[i][1], "psum(f32 x 4") &&
+                     strstr(c.msg[i][1], "timed out after 1500 ms") && strstr(c.msg[i][1], who) &&
+                     c.took[i][1] < 6.0;
+            }
+        }
+        if (!ok) printf("device %d: NOT as documented\n", i);
+        bad += !ok;
+    }
+    if (strcmp(mode, "skip") == 0 && c.proc == 0) put_marker();
+    printf("spmd_run: %s\n", spmd_status_name(run));
+    spmd_mesh_destroy(m);
+    fflush(stdout);
+    return bad != 0;
+}
+
+/* Start the n processes of a job here (spmdrun would stop the survivors
+   when one ends); each gets env "XF_DEVICES=<devices>" and SPMD_FAULTS. */
+static void run_job(const char *mode, const char *provider, int n, int devices, const char *plan, int victim_rc) {
+    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320];
+    const char *env[4][10];
+    double t0 = p_now();
+    pid_t pid[4];
+    int i, rc[4];
+    snprintf(np, sizeof np, "SPMD_NUM_PROCESSES=%d", n);
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(dv, sizeof dv, "XF_DEVICES=%d", devices);
+    snprintf(pv, sizeof pv, "SPMD_PROVIDER=%s", provider);
+    snprintf(fl, sizeof fl, "SPMD_FAULTS=%s", plan);
+    snprintf(dir, sizeof dir, "%s/pfaults-%s-%s.d", p_logdir, mode, provider);
+    mkdir(dir, 0755);
+    snprintf(xd, sizeof xd, "%s/done.0", dir);
+    unlink(xd);
+    snprintf(xd, sizeof xd, "XF_DIR=%s", dir);
+    for (i = 0; i < n; i++) {
+        snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
+        snprintf(tag[i], sizeof tag[i], "pfaults-%s-%s-p%d", mode, provider, i);
+        env[i][0] = np;
+        env[i][1] = id[i];
+        env[i][2] = coord;
+        env[i][3] = "SPMD_JOB_KEY=pf";
+        env[i][4] = pv;
+        env[i][5] = dv;
+        env[i][6] = fl;
+        env[i][7] = xd;
+        env[i][8] = "SPMD_BOOT_TIMEOUT_MS=30000";
+        env[i][9] = NULL;
+        pid[i] = p_spawn(tag[i], mode, env[i]);
+    }
+    for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
+    for (i = 0; i < n; i++) {
+        int want = i == n - 1 && victim_rc >= 0 ? victim_rc : 0;
+        T_CHECK(rc[i] == want, "%s (%s): process %d ended with %d (want %d) after %.1f s: %s", mode, provider, i, rc[i],
+                want, p_now() - t0, p_read(tag[i], "out"));
+        if (rc[i] != want) p_show(tag[i], "err");
+    }
+    if (victim_rc > 0) { /* the ended process said why, in its log */
+        char want[160];
+        snprintf(want, sizeof want, "SPMD_FAULTS: psum(f32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
+                 "exits with status %d", mode, victim_rc);
+        T_CHECK(strstr(p_read(tag[n - 1], "err"), want) != NULL, "%s (%s): the log of process %d says '%s': %s", mode,
+                provider, n - 1, want, p_read(tag[n - 1], "err"));
+    }
+    if (strcmp(mode, "bad") == 0)
+        for (i = 0; i < n; i++) {
+            const char *out = p_read(tag[i], "out"), *at = strstr(out, " after ");
+            char want[120];
+            snprintf(want, sizeof want, "SPMD_FAULTS: bad token '%s'", strstr(plan, "explode") ? "kind=explode" : "device=4");
+            T_CHECK(strstr(out, "mesh_create: SPMD_ERR_INVALID after ") && strstr(out, want) && at && atof(at + 7) < 5.0,
+                    "bad (%s): process %d: %s", plan, i, out);
+        }
+}
+
+int main(int argc, char **argv) {
+    p_self = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
+    signal(SIGPIPE, SIG_IGN);
+    (void)p_spmdrun; /* (proclib's; these jobs are started here) */
+    mkdir("build", 0755);
+    mkdir(p_logdir, 0755);
+    run_job("lose", "tcp", 3, 3, "device=2,seq=1,kind=lose", 4);
+    run_job("lose", "shm", 2, 4, "device=3,seq=1,kind=lose", 4);
+    run_job("exit", "tcp", 3, 3, "device=2,seq=1,kind=exit", 3);
+    run_job("exit", "shm", 2, 4, "device=3,seq=1,kind=exit", 3);
+    run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
+    run_job("delay", "shm", 2, 4, "device=3,seq=0,kind=delay:300", -1);
+    run_job("skip", "tcp", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("skip", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("bad", "tcp", 2, 4, "device=4,seq=1,kind=lose", -1);
+    run_job("bad", "tcp", 2, 4, "device=1,seq=1,kind=explode", -1);
+    return t_summary();
+}
