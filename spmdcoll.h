@@ -1356,6 +1356,7 @@ struct spmd_req {
     int root;              /* root or source, a group index */
     int *src_of;           /* ppermute: each member's source or -1 */
     void *temp;            /* copy of an input that the output overwrites */
+    void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
     const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
@@ -2442,8 +2443,12 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
    it fails with SPMD_ERR_PEER_LOST naming it and that call
    (spmd__gone_check) and breaks the mesh; lose, libfabric: its process
    ends (_exit, status 4) and the peers find it lost as any dead process;
-   exit: the process ends (_exit, status 3), on either backend. */
-enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
+   exit: the process ends (_exit, status 3), on either backend; corrupt:
+   the call's input as handed over (r->send) becomes a copy with its first
+   byte flipped (r->fault_copy, freed with the request), so every member
+   that reads that contribution, by memory or by message, gets it flipped;
+   the user's buffer is untouched. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_CORRUPT, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
 /* kind=exit ends the process with this status; kind=lose on libfabric (the
    process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
 #define SPMD__FAULT_EXIT_STATUS 3
@@ -2504,6 +2509,10 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                         strncmp(eq + 1, "exit", 4) == 0)) {
                 f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 7 &&
+                       strncmp(eq + 1, "corrupt", 7) == 0) {
+                f.kind = SPMD__FAULT_CORRUPT;
+                have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
                        strncmp(eq + 1, "delay:", 6) == 0 &&
                        spmd__fault_int(eq + 7, (size_t)(tend - eq - 7), 0, 3600000, &v)) {
@@ -2512,7 +2521,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit or delay:MS)", from,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit, corrupt or delay:MS)", from,
                           (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
@@ -2596,6 +2605,23 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
     }
     if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
     f = &d->faults[d->fault_at++];
+    if (f->kind == SPMD__FAULT_CORRUPT) {
+        /* what the device hands over (its send buffer, past ragged's
+           offsets): a copy with its first byte flipped (XOR 0xff); the
+           user's buffer is not touched */
+        size_t len = r->p2p ? (r->sig.kind == SPMD__KIND_SEND ? r->count * r->in_size : 0)
+                            : r->in_bytes - r->meta_bytes;
+        unsigned char *c = len && r->send ? (unsigned char *)spmd__alloc(&m->alloc, len) : NULL;
+        if (c) {
+            memcpy(c, r->send, len);
+            c[0] ^= 0xffu;
+            r->fault_copy = c;
+            r->send = c;
+        }
+        spmd__log(m, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu: %s", (unsigned long long)n,
+                  c ? "its first byte of input flipped" : len ? "out of memory, not corrupted" : "no input to corrupt");
+        return 0;
+    }
     spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
               f->kind == SPMD__FAULT_SKIP ? "skipped" : "delayed");
     if (f->kind == SPMD__FAULT_DELAY && d->fib) { /* a fiber lets the others run meanwhile */
@@ -10442,6 +10468,8 @@ static void spmd__req_release(spmd_req *r) {
     spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->src_of);
     spmd__free(&d->mesh->alloc, r->xscratch);
+    spmd__free(&d->mesh->alloc, r->fault_copy);
+    r->fault_copy = NULL;
     r->xscratch = NULL;
     r->temp = NULL;
     r->src_of = NULL;
@@ -10965,7 +10993,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             r->task_elems = te;
             r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
             r->ntasks = r->units * r->pieces;
-            if (spmd__needs_copy(c->kind) && c->send == c->recv && r->in_bytes && !c->two_phase) {
+            if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
                 r->temp = spmd__alloc(&m->alloc, r->in_bytes);
                 if (!r->temp) {
                     spmd__req_release(r);
@@ -11080,6 +11108,8 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
     spmd__free(&m->alloc, r->xscratch); /* none for inline inputs; as spmd__req_release would */
     r->xscratch = NULL;
+    spmd__free(&m->alloc, r->fault_copy);
+    r->fault_copy = NULL;
     spmd__req_unlink(r);
     return (int)s;
 }

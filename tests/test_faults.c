@@ -333,6 +333,99 @@ static void test_exit(void) {
             "[%s] exit: the log says so: %s", sched_name(), file_text);
 }
 
+/* ---- kind=corrupt: one byte of a contribution flips ---------------------- */
+/* The value device k contributes at element j of call c, and that value with
+   its first byte (in memory) flipped, as the plan does to the contribution
+   of (device, call) = (1, 0), (2, 1), (2, 2), (3, 3) and (0, 4) below. */
+#define BIG 70000 /* int32 elements: past the eager slot (the split path) */
+static int32_t cval(int k, int c, int64_t j) { return (int32_t)(k * 1000 + c * 100 + (j % 97)); }
+static int32_t flip0(int32_t v) {
+    unsigned char b[sizeof v];
+    memcpy(b, &v, sizeof v);
+    b[0] ^= 0xffu;
+    memcpy(&v, b, sizeof v);
+    return v;
+}
+static int corrupted(int k, int c) {
+    return (k == 1 && c == 0) || (k == 2 && (c == 1 || c == 2)) || (k == 3 && c == 3) || (k == 0 && c == 4);
+}
+static int32_t seen_as(int k, int c, int64_t j) { return j == 0 && corrupted(k, c) ? flip0(cval(k, c, j)) : cval(k, c, j); }
+
+static int corrupt_bad[NDEV][6]; /* per device and call: elements wrong (-1: the status) */
+static int corrupt_own[NDEV][6]; /* the device's own input changed by the call */
+
+static void corrupt_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d), c;
+    int64_t j, n;
+    int32_t *x = (int32_t *)malloc(BIG * sizeof(int32_t)), *y = (int32_t *)malloc(BIG * NDEV * sizeof(int32_t));
+    (void)arg;
+    if (!x || !y) { free(x); free(y); return; }
+    for (c = 0; c < 6; c++) {
+        spmd_status s = SPMD_OK;
+        int bad = 0, own = 0;
+        n = c == 1 || c == 2 ? BIG : 5;
+        for (j = 0; j < n; j++) x[j] = cval(id, c, j);
+        if (c == 0 || c == 5) { /* psum; call #5: nothing planned, all right again */
+            s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+            for (j = 0; j < n; j++) {
+                int32_t want = 0;
+                for (int k = 0; k < NDEV; k++) want += seen_as(k, c, j);
+                bad += y[j] != want;
+            }
+        } else if (c == 1) { /* psum, split path */
+            s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+            for (j = 0; j < n; j++) {
+                int32_t want = 0;
+                for (int k = 0; k < NDEV; k++) want += seen_as(k, c, j);
+                bad += y[j] != want;
+            }
+        } else if (c == 2) { /* all_to_all in place, split path: the corrupted copy is what is read */
+            spmd_array a = spmd_array_1d(x, SPMD_I32, n);
+            int64_t C = n / NDEV;
+            s = spmd_all_to_all(d, &a, &a, "i", 0, 0, 1, NULL);
+            for (int k = 0; k < NDEV; k++)
+                for (j = 0; j < C; j++) bad += x[k * C + j] != seen_as(k, c, id * C + j);
+        } else if (c == 3) { /* all_gather of 5 elements: device 3's block */
+            spmd_array a = spmd_array_1d(x, SPMD_I32, n), o = spmd_array_1d(y, SPMD_I32, n * NDEV);
+            s = spmd_all_gather(d, &a, &o, "i", 0, 1, NULL);
+            for (int k = 0; k < NDEV; k++)
+                for (j = 0; j < n; j++) bad += y[k * n + j] != seen_as(k, c, j);
+        } else if (c == 4) { /* send 0 -> 1, 1 -> 2, ...: device 0's message */
+            int to = (id + 1) % NDEV, from = (id + NDEV - 1) % NDEV;
+            s = spmd_sendrecv(d, x, n, to, 3, y, n, from, 3, SPMD_I32, "i", NULL, NULL);
+            for (j = 0; j < n; j++) bad += y[j] != seen_as(from, c, j);
+        }
+        if (c != 2)
+            for (j = 0; j < n; j++) own += x[j] != cval(id, c, j);
+        corrupt_bad[id][c] = s == SPMD_OK ? bad : -1;
+        corrupt_own[id][c] = own;
+    }
+    free(x);
+    free(y);
+}
+
+static void test_corrupt(void) {
+    spmd_status st;
+    spmd_mesh *m = mesh_n(NDEV, 30000,
+                          "device=1,seq=0,kind=corrupt;device=2,seq=1,kind=corrupt;device=2,seq=2,kind=corrupt;"
+                          "device=3,seq=3,kind=corrupt;device=0,seq=4,kind=corrupt",
+                          0, &st);
+    T_CHECK(st == SPMD_OK && m, "[%s] corrupt: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    memset(corrupt_bad, 0x7f, sizeof corrupt_bad);
+    st = spmd_run(m, corrupt_dev, NULL);
+    T_CHECK(st == SPMD_OK, "[%s] corrupt: not detected without check mode: spmd_run %s", sched_name(),
+            spmd_status_name(st));
+    for (int i = 0; i < NDEV; i++)
+        for (int c = 0; c < 6; c++) {
+            T_CHECK(corrupt_bad[i][c] == 0, "[%s] corrupt: device %d call #%d: %d elements differ from the result "
+                    "with the flipped byte (-1: failed)", sched_name(), i, c, corrupt_bad[i][c]);
+            T_CHECK(corrupt_own[i][c] == 0, "[%s] corrupt: device %d call #%d: its own send buffer changed",
+                    sched_name(), i, c);
+        }
+    spmd_mesh_destroy(m);
+}
+
 /* ---- parse errors of the kinds ------------------------------------------- */
 static void test_parse(void) {
     static const struct { const char *spec, *token; } bad[] = {
@@ -341,6 +434,7 @@ static void test_parse(void) {
         {"device=4,seq=2,kind=lose", "device=4"},
         {"device=1,seq=-1,kind=lose", "seq=-1"},
         {"device=0,seq=0,kind=exit:3", "kind=exit:3"},
+        {"device=0,seq=0,kind=corrupt:1", "kind=corrupt:1"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         spmd_status st;
@@ -367,6 +461,7 @@ int main(void) {
         test_lose_async();
         test_lose_p2p();
         test_exit();
+        test_corrupt();
     }
     return t_summary();
 }

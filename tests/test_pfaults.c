@@ -17,6 +17,9 @@
              gets SPMD_ERR_TIMEOUT naming the psum and device 1 as not heard
              from, within 6 s (process 1 stays until process 0 is done: it
              waits for process 0's marker file);
+     corrupt 2 processes of two devices, device 3's call #1 with the first
+             byte of its input flipped (not its buffer): every device's psum
+             is the sum with that byte flipped, SPMD_OK (not detected);
      bad     a plan naming device 4 of 4, or kind=explode: spmd_mesh_create
              fails with SPMD_ERR_INVALID in every process, its message naming
              the token, before any connection (at once).
@@ -39,7 +42,7 @@ typedef struct child {
     int proc, nprocs;
     spmd_status st[4][2];
     char msg[4][2][512];
-    float y[4][2][NV];
+    int32_t y[4][2][NV];
     double took[4][2];
 } child;
 
@@ -78,27 +81,38 @@ static void put_marker(void) {
 static void dev_main(spmd_dev *d, void *arg) {
     child *c = (child *)arg;
     int id = spmd_device_id(d), k, j;
-    float x[NV];
-    for (j = 0; j < NV; j++) x[j] = (float)(id * 10 + j);
+    int32_t x[NV];
+    for (j = 0; j < NV; j++) x[j] = id * 10 + j;
     for (k = 0; k < 2; k++) {
         spmd_opts o;
         double t0 = p_now();
         memset(&o, 0, sizeof o);
         o.timeout_ms = strcmp(c->mode, "skip") == 0 ? 1500 : 30000;
         for (j = 0; j < NV; j++) c->y[id][k][j] = -1;
-        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_F32, "i", &o);
+        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_I32, "i", &o);
+        for (j = 0; j < NV; j++)
+            if (x[j] != id * 10 + j) c->st[id][k] = SPMD_ERR_STATE; /* the input must stay as it was */
         c->took[id][k] = p_now() - t0;
-        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s", c->st[id][k] == SPMD_OK ? "" : spmd_last_error(d));
+        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s",
+                 c->st[id][k] == SPMD_OK ? "" : c->st[id][k] == SPMD_ERR_STATE ? "input changed" : spmd_last_error(d));
         if (c->st[id][k] != SPMD_OK) break;
     }
     if (strcmp(c->mode, "skip") == 0 && c->proc == 1) wait_marker();
 }
 
-/* The psum's element j over devices 0..n-1, written plainly. */
-static float sum_of(int n, int j) {
-    float s = 0;
+/* The psum's element j over devices 0..n-1, written plainly; flip: the
+   device whose first byte of input flipped (kind=corrupt), or -1. */
+static int32_t sum_of(int n, int j, int flip) {
+    int32_t s = 0, v;
     int i;
-    for (i = 0; i < n; i++) s += (float)(i * 10 + j);
+    for (i = 0; i < n; i++) {
+        unsigned char b[sizeof v];
+        v = i * 10 + j;
+        memcpy(b, &v, sizeof v);
+        if (i == flip && j == 0) b[0] ^= 0xffu;
+        memcpy(&v, b, sizeof v);
+        s += v;
+    }
     return s;
 }
 
@@ -139,19 +153,23 @@ static int child_main(const char *mode) {
         if (!spmd_device_is_local(m, i)) continue;
         printf("device %d: %s, %s after %.2f s: %s\n", i, spmd_status_name(c.st[i][0]), spmd_status_name(c.st[i][1]),
                c.took[i][1], c.msg[i][1]);
-        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(n, j); /* call #0, before any fault */
-        if (!ok) printf("device %d: call #0 gave %g, want %g\n", i, (double)c.y[i][0][0], (double)sum_of(n, 0));
+        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(n, j, -1); /* call #0, before any fault */
+        if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(n, 0, -1));
         ok = ok && c.st[i][0] == SPMD_OK;
         if (strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) {
             char lost[48];
             snprintf(lost, sizeof lost, "process %d lost", c.nprocs - 1);
             ok = ok && (c.st[i][1] == SPMD_ERR_PEER_LOST || c.st[i][1] == SPMD_ERR_BROKEN) &&
-                 strstr(c.msg[i][1], lost) && strstr(c.msg[i][1], "psum(f32 x 4") && strstr(c.msg[i][1], "over 'i'") &&
+                 strstr(c.msg[i][1], lost) && strstr(c.msg[i][1], "psum(i32 x 4") && strstr(c.msg[i][1], "over 'i'") &&
                  c.took[i][1] < 10.0;
         } else if (strcmp(mode, "delay") == 0) {
-            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j);
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, -1);
             ok = ok && c.st[i][1] == SPMD_OK && (i != victim || c.took[i][0] >= 0.3);
             if (i == victim) printf("device %d: call #0 took %.3f s\n", i, c.took[i][0]);
+        } else if (strcmp(mode, "corrupt") == 0) { /* every member, the sibling in its process too: not detected */
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, victim);
+            ok = ok && c.st[i][1] == SPMD_OK;
+            printf("device %d: call #1 gave %d (want %d)\n", i, (int)c.y[i][1][0], (int)sum_of(n, 0, victim));
         } else if (strcmp(mode, "skip") == 0) {
             if (i == victim) {
                 for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
@@ -159,7 +177,7 @@ static int child_main(const char *mode) {
             } else {
                 char who[48];
                 snprintf(who, sizeof who, "devices not heard from: %d (process 1)", victim);
-                ok = ok && c.st[i][1] == SPMD_ERR_TIMEOUT && strstr(c.msg[i][1], "psum(f32 x 4") &&
+                ok = ok && c.st[i][1] == SPMD_ERR_TIMEOUT && strstr(c.msg[i][1], "psum(i32 x 4") &&
                      strstr(c.msg[i][1], "timed out after 1500 ms") && strstr(c.msg[i][1], who) &&
                      c.took[i][1] < 6.0;
             }
@@ -216,7 +234,7 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
     }
     if (victim_rc > 0) { /* the ended process said why, in its log */
         char want[160];
-        snprintf(want, sizeof want, "SPMD_FAULTS: psum(f32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
+        snprintf(want, sizeof want, "SPMD_FAULTS: psum(i32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
                  "exits with status %d", mode, victim_rc);
         T_CHECK(strstr(p_read(tag[n - 1], "err"), want) != NULL, "%s (%s): the log of process %d says '%s': %s", mode,
                 provider, n - 1, want, p_read(tag[n - 1], "err"));
@@ -246,6 +264,8 @@ int main(int argc, char **argv) {
     run_job("delay", "shm", 2, 4, "device=3,seq=0,kind=delay:300", -1);
     run_job("skip", "tcp", 2, 2, "device=1,seq=1,kind=skip", -1);
     run_job("skip", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("bad", "tcp", 2, 4, "device=4,seq=1,kind=lose", -1);
     run_job("bad", "tcp", 2, 4, "device=1,seq=1,kind=explode", -1);
     return t_summary();
