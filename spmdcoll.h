@@ -432,8 +432,9 @@ typedef struct spmd_mesh_desc {
                                                contiguous block per process (minor axes stay inside) */
     int trace_depth;                        /* flight recorder: calls kept per device; 0: 64, negative:
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
-    const char *faults;                     /* fault plan for tests (threads): "device=3,seq=17,kind=delay:50;
-                                               device=1,seq=5,kind=skip"; env SPMD_FAULTS wins */
+    const char *faults;                     /* fault plan for tests, both backends: "device=3,seq=17,kind=lose;
+                                               device=1,seq=5,kind=delay:50"; kinds delay:MS, skip, lose,
+                                               exit, corrupt; env SPMD_FAULTS wins (docs/faults.md) */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
     int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
                                                available; at most 1024 (else SPMD_ERR_INVALID) */
