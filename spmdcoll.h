@@ -1334,6 +1334,7 @@ typedef struct spmd__clog {
     uint64_t stamp;        /* global index + 1 */
     uint64_t w[3];         /* the signature */
     uint64_t text[8];      /* axes text, 64 bytes */
+    uint64_t ck[2];        /* the checksum of its input as the caller gave it, and its length (spmd__data_agree) */
 } spmd__clog;
 
 struct spmd_req {
@@ -1358,6 +1359,7 @@ struct spmd_req {
     int *src_of;           /* ppermute: each member's source or -1 */
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
+    uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
     const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
@@ -2362,9 +2364,19 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
 // >>check mode
 static void spmd__sig_words(const spmd__sig *s, uint64_t w[3]) { memcpy(w, s, sizeof *s); }
 
+/* Check mode's checksum of a contribution (64-bit FNV-1a). */
+static uint64_t spmd__data_ck(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 0xcbf29ce484222325u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
+    return h;
+}
+
 static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     spmd__clog *c = &d->clog[r->global % SPMD__CLOG];
-    uint64_t w[3], t[8];
+    uint64_t w[3], t[8], len = (uint64_t)(r->in_bytes - r->meta_bytes);
+    uint64_t ck = r->fault_copy ? r->fault_ck : spmd__data_ck(r->send, (size_t)len);
     int i;
     spmd__sig_words(&r->sig, w);
     memset(t, 0, sizeof t);
@@ -2372,7 +2384,19 @@ static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     SPMD__ST_SC(&c->stamp, (uint64_t)0);
     for (i = 0; i < 3; i++) SPMD__ST_SC(&c->w[i], w[i]);
     for (i = 0; i < 8; i++) SPMD__ST_SC(&c->text[i], t[i]);
+    SPMD__ST_SC(&c->ck[0], ck);
+    SPMD__ST_SC(&c->ck[1], len);
     SPMD__ST_SC(&c->stamp, r->global + 1);
+}
+
+/* Device p's declared checksum and length for global index gi; 1 if there. */
+static int spmd__clog_ck(spmd_dev *p, uint64_t gi, uint64_t ck[2]) {
+    spmd__clog *c = &p->clog[gi % SPMD__CLOG];
+    uint64_t a = SPMD__LD_SC(&c->stamp), b;
+    ck[0] = SPMD__LD_SC(&c->ck[0]);
+    ck[1] = SPMD__LD_SC(&c->ck[1]);
+    b = SPMD__LD_SC(&c->stamp);
+    return a == gi + 1 && b == a;
 }
 
 /* Read device p's log entry for global index gi; 1 if it is there intact. */
@@ -2448,7 +2472,9 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
    the call's input as handed over (r->send) becomes a copy with its first
    byte flipped (r->fault_copy, freed with the request), so every member
    that reads that contribution, by memory or by message, gets it flipped;
-   the user's buffer is untouched. */
+   the user's buffer is untouched. Check mode (spmd__data_agree, thread
+   backend) checks contributions against the checksum of the caller's
+   buffer, so it finds the flip: r->fault_ck keeps that checksum. */
 enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_CORRUPT, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
 /* kind=exit ends the process with this status; kind=lose on libfabric (the
    process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
@@ -2614,6 +2640,7 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
                             : r->in_bytes - r->meta_bytes;
         unsigned char *c = len && r->send ? (unsigned char *)spmd__alloc(&m->alloc, len) : NULL;
         if (c) {
+            if (m->check) r->fault_ck = spmd__data_ck(r->send, len); /* as the caller gave it */
             memcpy(c, r->send, len);
             c[0] ^= 0xffu;
             r->fault_copy = c;
@@ -3285,6 +3312,43 @@ static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const cha
     spmd__finish(r, SPMD_ERR_MISMATCH);
 }
 
+/* Check mode: every member's contribution as the group reads it (eager:
+   the copy in its entry; split: the buffer its entry points to) against the
+   checksum it logged at its post from the buffer its caller gave
+   (spmd__clog_write), so that a contribution changed on the way (kind=
+   corrupt, or memory overwritten) is SPMD_ERR_MISMATCH, not a wrong result.
+   Every member reads the same entries and logs: one verdict. A member whose
+   log of this call is gone (not the same call index) is not checked. 1:
+   they all match; 0: r failed (and the mesh broke). */
+static int spmd__data_agree(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd_mesh *m = r->dev->mesh;
+    int k;
+    for (k = 0; k < g->G; k++) {
+        const unsigned char *data = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+        uint64_t ck[2], got;
+        char a[96];
+        if (!spmd__clog_ck(m->devs[g->members[k]], r->global, ck)) continue;
+        if (r->sig.algo == SPMD__ALG_EAGER) {
+            got = spmd__data_ck(data + r->meta_bytes, (size_t)ck[1]);
+        } else {
+            const void *p;
+            memcpy(&p, data, sizeof p);
+            got = spmd__data_ck(p, (size_t)ck[1]);
+        }
+        if (got == ck[0]) continue;
+        spmd__sig_text(&r->sig, a, sizeof a);
+        spmd__fail(r->dev, SPMD_ERR_MISMATCH,
+                   "device %d's contribution to %s over '%s' (operation #%llu) fails its checksum (check mode): "
+                   "its %llu bytes changed after it was handed over",
+                   g->members[k], a, r->gr->text, (unsigned long long)r->global, (unsigned long long)ck[1]);
+        spmd__break(m, SPMD_ERR_MISMATCH, r->dev->id, r->dev->err);
+        spmd__finish(r, SPMD_ERR_MISMATCH);
+        return 0;
+    }
+    return 1;
+}
+
 /* A member's offsets and sizes (ragged): inline (eager) or by pointer. */
 static const int64_t *spmd__ragged_meta(const spmd_req *r, int k) {
     const unsigned char *data = (const unsigned char *)spmd__entry_at(r->gr->g, r->gseq, k) + SPMD__ENTRY_HDR;
@@ -3348,6 +3412,7 @@ static int spmd__sigs_agree(spmd_req *r) {
         }
     }
     /* split: one member checks under SPMD__S_CHECKING, see the progress */
+    if (m->check && r->sig.algo == SPMD__ALG_EAGER && !spmd__data_agree(r)) return 0;
     if (r->sig.kind == SPMD__KIND_RAGGED && r->sig.algo == SPMD__ALG_EAGER) return spmd__ragged_agree(r);
     return 1;
 }
@@ -3824,11 +3889,14 @@ static void spmd__thread_progress(spmd_req *r) {
             return;
         } else {
             uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-            if (r->sig.kind == SPMD__KIND_RAGGED) {
+            if (r->sig.kind == SPMD__KIND_RAGGED || (r->dev->mesh->check && !r->two_phase)) {
                 /* the peers' offsets live in their requests: one member reads
-                   them while nobody can finish, then publishes the verdict */
+                   them while nobody can finish, then publishes the verdict
+                   (check mode: the contributions' checksums too, before any
+                   output, which may be an input, is written) */
                 if (SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_CHECKING)) {
-                    int ok = spmd__ragged_agree(r);
+                    int ok = (r->sig.kind != SPMD__KIND_RAGGED || spmd__ragged_agree(r)) &&
+                             (!r->dev->mesh->check || spmd__data_agree(r));
                     SPMD__ST_SC(&sh->state, (r->gseq << SPMD__S_SHIFT) | (ok ? SPMD__S_RUNNING : SPMD__S_MISMATCH));
                     spmd__wake_group(r->dev->mesh, g, r->gr->me);
                     if (!ok) return;

@@ -426,6 +426,57 @@ static void test_corrupt(void) {
     spmd_mesh_destroy(m);
 }
 
+/* Check mode: the corrupted contribution fails its checksum on every member.
+   arg: the element count (5: eager; BIG: split); the plan corrupts device
+   1's call #1 (call #0 is a clean psum, in place for the split path: no
+   false alarm while outputs overwrite inputs). */
+static int64_t ck_count;
+static void corrupt_check_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    int64_t j, n = ck_count;
+    int32_t *x = (int32_t *)malloc((size_t)n * sizeof(int32_t)), *y = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    spmd_status s;
+    int bad = 0;
+    (void)arg;
+    if (!x || !y) { free(x); free(y); return; }
+    for (j = 0; j < n; j++) x[j] = cval(id, 0, j);
+    s = spmd_psum(d, x, x, (size_t)n, SPMD_I32, "i", NULL);
+    for (j = 0; j < n; j++) {
+        int32_t want = 0;
+        for (int k = 0; k < NDEV; k++) want += cval(k, 0, j);
+        bad += x[j] != want;
+    }
+    keep(d, 0, s == SPMD_OK && bad ? SPMD_ERR_STATE : s, bad);
+    for (j = 0; j < n; j++) x[j] = cval(id, 1, j);
+    s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+    keep(d, 1, s, 0);
+    free(x);
+    free(y);
+}
+
+static void test_corrupt_check(int64_t n) {
+    spmd_status st, rs;
+    spmd_mesh *m = mesh_n(NDEV, 30000, "device=1,seq=1,kind=corrupt", SPMD_CHECK_ON, &st);
+    char want[160];
+    T_CHECK(st == SPMD_OK && m, "[%s] corrupt, check mode: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    clear_seen();
+    ck_count = n;
+    rs = spmd_run(m, corrupt_check_dev, NULL);
+    T_CHECK(rs == SPMD_ERR_MISMATCH, "[%s] corrupt, check mode, %lld elements: spmd_run %s", sched_name(),
+            (long long)n, spmd_status_name(rs));
+    snprintf(want, sizeof want, "device 1's contribution to psum(i32 x %lld, %s) over 'i' (operation #1) fails its "
+             "checksum (check mode)", (long long)n, n == BIG ? "split" : "eager");
+    for (int i = 0; i < NDEV; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_OK, "[%s] corrupt, check mode, %lld elements: device %d's clean psum in place: %s "
+                "(%s)", sched_name(), (long long)n, i, spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
+        T_CHECK((seen.s[i][1] == SPMD_ERR_MISMATCH || seen.s[i][1] == SPMD_ERR_BROKEN) && strstr(seen.msg[i][1], want),
+                "[%s] corrupt, check mode, %lld elements: device %d: %s (%s)", sched_name(), (long long)n, i,
+                spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+    }
+    spmd_mesh_destroy(m);
+}
+
 /* ---- parse errors of the kinds ------------------------------------------- */
 static void test_parse(void) {
     static const struct { const char *spec, *token; } bad[] = {
@@ -462,6 +513,8 @@ int main(void) {
         test_lose_p2p();
         test_exit();
         test_corrupt();
+        test_corrupt_check(5);
+        test_corrupt_check(BIG);
     }
     return t_summary();
 }

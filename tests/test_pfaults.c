@@ -20,6 +20,8 @@
      corrupt 2 processes of two devices, device 3's call #1 with the first
              byte of its input flipped (not its buffer): every device's psum
              is the sum with that byte flipped, SPMD_OK (not detected);
+             corruptck: the same in check mode (the data of a group that
+             spans processes is not checked: the same outcome);
      bad     a plan naming device 4 of 4, or kind=explode: spmd_mesh_create
              fails with SPMD_ERR_INVALID in every process, its message naming
              the token, before any connection (at once).
@@ -130,6 +132,7 @@ static int child_main(const char *mode) {
     desc.axis_names[0] = "i";
     desc.log_level = SPMD_LOG_ERROR;
     desc.log_fn = log_keep;
+    desc.check = strcmp(mode, "corruptck") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "bad") == 0) {
         printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, log_text);
@@ -166,7 +169,9 @@ static int child_main(const char *mode) {
             for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, -1);
             ok = ok && c.st[i][1] == SPMD_OK && (i != victim || c.took[i][0] >= 0.3);
             if (i == victim) printf("device %d: call #0 took %.3f s\n", i, c.took[i][0]);
-        } else if (strcmp(mode, "corrupt") == 0) { /* every member, the sibling in its process too: not detected */
+        } else if (strcmp(mode, "corrupt") == 0 || strcmp(mode, "corruptck") == 0) {
+            /* every member, the sibling in its process too: not detected (check mode does not check the
+               data of a group that spans processes) */
             for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, victim);
             ok = ok && c.st[i][1] == SPMD_OK;
             printf("device %d: call #1 gave %d (want %d)\n", i, (int)c.y[i][1][0], (int)sum_of(n, 0, victim));
@@ -266,6 +271,7 @@ int main(int argc, char **argv) {
     run_job("skip", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
     run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptck", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("bad", "tcp", 2, 4, "device=4,seq=1,kind=lose", -1);
     run_job("bad", "tcp", 2, 4, "device=1,seq=1,kind=explode", -1);
     return t_summary();
