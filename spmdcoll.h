@@ -11177,8 +11177,10 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
     spmd__free(&m->alloc, r->xscratch); /* none for inline inputs; as spmd__req_release would */
     r->xscratch = NULL;
-    spmd__free(&m->alloc, r->fault_copy);
-    r->fault_copy = NULL;
+    if (r->fault_copy) { /* kind=corrupt */
+        spmd__free(&m->alloc, r->fault_copy);
+        r->fault_copy = NULL;
+    }
     spmd__req_unlink(r);
     return (int)s;
 }

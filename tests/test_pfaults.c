@@ -26,6 +26,8 @@
              fails with SPMD_ERR_INVALID in every process, its message naming
              the token, before any connection (at once).
 
+   lose, delay and corrupt run once more with SPMD_SCHEDULER=fibers.
+
    Each child checks its own devices and prints one line per device; the
    parent checks the exit codes, the times and the lines. */
 #define SPMDCOLL_IMPLEMENTATION
@@ -150,6 +152,11 @@ static int child_main(const char *mode) {
         printf("not a libfabric mesh of several processes (%d)\n", c.nprocs);
         return 1;
     }
+    if (getenv("SPMD_SCHEDULER") && strcmp(getenv("SPMD_SCHEDULER"), "fibers") == 0 &&
+        spmd_mesh_scheduler(m) != SPMD_SCHEDULER_FIBERS) {
+        printf("SPMD_SCHEDULER=fibers but the mesh does not use fibers\n");
+        return 1;
+    }
     run = spmd_run(m, dev_main, &c);
     for (i = 0; i < n; i++) {
         int ok = 1;
@@ -199,9 +206,10 @@ static int child_main(const char *mode) {
 
 /* Start the n processes of a job here (spmdrun would stop the survivors
    when one ends); each gets env "XF_DEVICES=<devices>" and SPMD_FAULTS. */
+static const char *job_sched = ""; /* "fibers": the jobs' devices run as fibers (SPMD_SCHEDULER) */
 static void run_job(const char *mode, const char *provider, int n, int devices, const char *plan, int victim_rc) {
-    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320];
-    const char *env[4][10];
+    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320], sc[48];
+    const char *env[4][11];
     double t0 = p_now();
     pid_t pid[4];
     int i, rc[4];
@@ -210,14 +218,15 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
     snprintf(dv, sizeof dv, "XF_DEVICES=%d", devices);
     snprintf(pv, sizeof pv, "SPMD_PROVIDER=%s", provider);
     snprintf(fl, sizeof fl, "SPMD_FAULTS=%s", plan);
-    snprintf(dir, sizeof dir, "%s/pfaults-%s-%s.d", p_logdir, mode, provider);
+    snprintf(sc, sizeof sc, "SPMD_SCHEDULER=%s", *job_sched ? job_sched : "threads");
+    snprintf(dir, sizeof dir, "%s/pfaults-%s-%s%s.d", p_logdir, mode, provider, job_sched);
     mkdir(dir, 0755);
     snprintf(xd, sizeof xd, "%s/done.0", dir);
     unlink(xd);
     snprintf(xd, sizeof xd, "XF_DIR=%s", dir);
     for (i = 0; i < n; i++) {
         snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
-        snprintf(tag[i], sizeof tag[i], "pfaults-%s-%s-p%d", mode, provider, i);
+        snprintf(tag[i], sizeof tag[i], "pfaults-%s-%s%s-p%d", mode, provider, job_sched, i);
         env[i][0] = np;
         env[i][1] = id[i];
         env[i][2] = coord;
@@ -227,14 +236,15 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
         env[i][6] = fl;
         env[i][7] = xd;
         env[i][8] = "SPMD_BOOT_TIMEOUT_MS=30000";
-        env[i][9] = NULL;
+        env[i][9] = sc;
+        env[i][10] = NULL;
         pid[i] = p_spawn(tag[i], mode, env[i]);
     }
     for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
     for (i = 0; i < n; i++) {
         int want = i == n - 1 && victim_rc >= 0 ? victim_rc : 0;
-        T_CHECK(rc[i] == want, "%s (%s): process %d ended with %d (want %d) after %.1f s: %s", mode, provider, i, rc[i],
-                want, p_now() - t0, p_read(tag[i], "out"));
+        T_CHECK(rc[i] == want, "%s (%s%s): process %d ended with %d (want %d) after %.1f s: %s", mode, provider, job_sched,
+                i, rc[i], want, p_now() - t0, p_read(tag[i], "out"));
         if (rc[i] != want) p_show(tag[i], "err");
     }
     if (victim_rc > 0) { /* the ended process said why, in its log */
@@ -272,6 +282,11 @@ int main(int argc, char **argv) {
     run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corruptck", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    job_sched = "fibers"; /* the devices as fibers: the same outcomes */
+    run_job("lose", "shm", 2, 4, "device=3,seq=1,kind=lose", 4);
+    run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
+    run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    job_sched = "";
     run_job("bad", "tcp", 2, 4, "device=4,seq=1,kind=lose", -1);
     run_job("bad", "tcp", 2, 4, "device=1,seq=1,kind=explode", -1);
     return t_summary();
