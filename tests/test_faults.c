@@ -3,9 +3,14 @@
    every later one fail with SPMD_ERR_PEER_LOST; every peer waiting for it
    gets SPMD_ERR_PEER_LOST naming the device and its call, well before the
    deadline), for a collective, an async collective and point to point;
-   kind=exit (a child process ends with status 3, stdio flushed); the parse
-   errors of the new kinds. Device threads record what they saw, the
-   main thread checks it against what docs/faults.md says, written out here. */
+   delay and skip (the peers' timeout naming the skipper, or under fibers
+   their SPMD_ERR_DEADLOCK once it returned); kind=exit (a child process ends
+   with status 3, stdio flushed); kind=corrupt (every member's result is the
+   reference with that byte flipped, for psum, all_to_all in place, all_gather
+   and send; in check mode SPMD_ERR_MISMATCH naming the device and call on
+   every member); the parse errors of the new kinds. Device threads record
+   what they saw, the main thread checks it against what docs/faults.md says,
+   written out here. */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
@@ -245,6 +250,61 @@ static void test_lose_p2p(void) {
                 strstr(seen.msg[2][1], "device 0 was lost (SPMD_FAULTS kind=lose at its call #1, send(i32 x 1)"),
             "[%s] lose p2p: device 2 (waiting for device 1) learns of the loss: %s (%s)", sched_name(),
             spmd_status_name(seen.s[2][1]), seen.msg[2][1]);
+}
+
+/* ---- delay and skip ------------------------------------------------------- */
+/* 3 devices: device 1's call #0 is held 100 ms, device 2's call #1 skipped.
+   Under OS threads device 2 then stays until the others have their verdict
+   (their deadline, 500 ms, passes: SPMD_ERR_TIMEOUT naming device 2 as not
+   arrived); a fiber returns at once (its peers: SPMD_ERR_DEADLOCK naming it
+   as returned without calling it). */
+static void delay_skip(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = (float)(id + 1), y = -1;
+    spmd_opts o;
+    spmd_status s;
+    double t0 = now_s();
+    (void)arg;
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 500;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 0, s, id == 1 ? now_s() - t0 : y);
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", &o);
+    keep(d, 1, s, y);
+    if (id != 2) survivor_done();
+    else lost_holds(2);
+}
+
+static void test_delay_skip(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    double took = run_plan(3, "device=1,seq=0,kind=delay:100;device=2,seq=1,kind=skip", delay_skip, &rs, &ms);
+    int fib = sched == SPMD_SCHEDULER_FIBERS;
+    T_CHECK(took < 10.0, "[%s] delay/skip: ended within 10 s: %.1f s", sched_name(), took);
+    T_CHECK(rs == (fib ? SPMD_ERR_DEADLOCK : SPMD_ERR_TIMEOUT), "[%s] delay/skip: spmd_run %s", sched_name(),
+            spmd_status_name(rs));
+    for (int i = 0; i < 3; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_OK, "[%s] delay: device %d: %s", sched_name(), i, spmd_status_name(seen.s[i][0]));
+        if (i == 1) T_CHECK(seen.v[1][0] >= 0.1, "[%s] delay: device 1 held %.3f s", sched_name(), seen.v[1][0]);
+        else T_CHECK(seen.v[i][0] == 6.0, "[%s] delay: device %d's sum %g", sched_name(), i, seen.v[i][0]);
+        if (i == 2) {
+            T_CHECK(seen.s[2][1] == SPMD_OK && seen.v[2][1] == -1.0,
+                    "[%s] skip: the skipped call returns SPMD_OK, its output untouched: %s %g", sched_name(),
+                    spmd_status_name(seen.s[2][1]), seen.v[2][1]);
+        } else if (fib) {
+            T_CHECK((seen.s[i][1] == SPMD_ERR_DEADLOCK || seen.s[i][1] == SPMD_ERR_BROKEN) &&
+                        strstr(seen.msg[i][1], "psum(f32 x 1, eager) over 'i' (operation #1 of this device, #1 of its "
+                                               "group) can never complete: device 2 returned from its function without "
+                                               "calling it"),
+                    "[%s] skip: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+        } else {
+            /* timed out itself, or abandoned when the other one's timeout broke the mesh */
+            T_CHECK((seen.s[i][1] == SPMD_ERR_TIMEOUT || seen.s[i][1] == SPMD_ERR_BROKEN) &&
+                        strstr(seen.msg[i][1], "psum(f32 x 1, eager) over 'i' (operation #1 of this device, #1 of its "
+                                               "group) timed out after 500 ms: devices that did not arrive: 2"),
+                    "[%s] skip: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+        }
+    }
 }
 
 /* ---- kind=exit: the whole process ends ----------------------------------- */
@@ -511,6 +571,7 @@ int main(void) {
         test_lose_coll();
         test_lose_async();
         test_lose_p2p();
+        test_delay_skip();
         test_exit();
         test_corrupt();
         test_corrupt_check(5);
