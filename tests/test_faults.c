@@ -195,6 +195,11 @@ static void lose_async(spmd_dev *d, void *arg) {
     s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
     if (s == SPMD_OK) s = spmd_wait(r);
     keep(d, 0, s, y);
+    if (id == 1) { /* a later start fails itself, with no request */
+        r = (spmd_req *)&r;
+        s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
+        keep(d, 1, s, r == NULL);
+    }
     if (id != 1) survivor_done();
     else lost_holds(2);
 }
@@ -211,6 +216,12 @@ static void test_lose_async(void) {
                 spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
         T_CHECK(strstr(seen.msg[i][0], i == 1 ? "this device was lost by SPMD_FAULTS (kind=lose)" : peer_says) != NULL,
                 "[%s] lose async: device %d's message: %s", sched_name(), i, seen.msg[i][0]);
+        if (i == 1)
+            T_CHECK(seen.s[1][1] == SPMD_ERR_PEER_LOST && seen.v[1][1] == 1.0 &&
+                        strstr(seen.msg[1][1], "this device was lost by SPMD_FAULTS at its call #0 (psum(i32 x 1) over "
+                                               "'i'): every later call fails"),
+                    "[%s] lose async: the lost device's next start: %s, request %s (%s)", sched_name(),
+                    spmd_status_name(seen.s[1][1]), seen.v[1][1] == 1.0 ? "NULL" : "set", seen.msg[1][1]);
     }
 }
 
