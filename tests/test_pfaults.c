@@ -22,6 +22,11 @@
              is the sum with that byte flipped, SPMD_OK (not detected);
              corruptck: the same in check mode (the data of a group that
              spans processes is not checked: the same outcome);
+             corruptlocal: check mode, a (2, 2) mesh, the psums over "y"
+             (each process's two devices): devices 2 and 3 get
+             SPMD_ERR_MISMATCH (or BROKEN) naming device 3's contribution and
+             its failed checksum; process 0's psum is right (or BROKEN naming
+             it, begun after the break was announced);
      bad     a plan naming device 4 of 4, or kind=explode: spmd_mesh_create
              fails with SPMD_ERR_INVALID in every process, its message naming
              the token, before any connection (at once).
@@ -43,6 +48,7 @@
 
 typedef struct child {
     const char *mode;
+    const char *ax;           /* the axis of the psums: "i", or "y" (corruptlocal: groups {0,1} and {2,3}) */
     int proc, nprocs;
     spmd_status st[4][2];
     char msg[4][2][512];
@@ -93,7 +99,7 @@ static void dev_main(spmd_dev *d, void *arg) {
         memset(&o, 0, sizeof o);
         o.timeout_ms = strcmp(c->mode, "skip") == 0 ? 1500 : 30000;
         for (j = 0; j < NV; j++) c->y[id][k][j] = -1;
-        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_I32, "i", &o);
+        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_I32, c->ax, &o);
         for (j = 0; j < NV; j++)
             if (x[j] != id * 10 + j) c->st[id][k] = SPMD_ERR_STATE; /* the input must stay as it was */
         c->took[id][k] = p_now() - t0;
@@ -104,12 +110,12 @@ static void dev_main(spmd_dev *d, void *arg) {
     if (strcmp(c->mode, "skip") == 0 && c->proc == 1) wait_marker();
 }
 
-/* The psum's element j over devices 0..n-1, written plainly; flip: the
+/* The psum's element j over devices lo..lo+n-1, written plainly; flip: the
    device whose first byte of input flipped (kind=corrupt), or -1. */
-static int32_t sum_of(int n, int j, int flip) {
+static int32_t sum_of(int lo, int n, int j, int flip) {
     int32_t s = 0, v;
     int i;
-    for (i = 0; i < n; i++) {
+    for (i = lo; i < lo + n; i++) {
         unsigned char b[sizeof v];
         v = i * 10 + j;
         memcpy(b, &v, sizeof v);
@@ -129,12 +135,22 @@ static int child_main(const char *mode) {
     double t0 = p_now();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
+    (void)0;
     desc.ndim = 1;
     desc.shape[0] = n;
     desc.axis_names[0] = "i";
+    c.ax = "i";
+    if (strcmp(mode, "corruptlocal") == 0) { /* a (2, 2) mesh: each process's devices form one "y" group */
+        desc.ndim = 2;
+        desc.shape[0] = 2;
+        desc.shape[1] = n / 2;
+        desc.axis_names[0] = "x";
+        desc.axis_names[1] = "y";
+        c.ax = "y";
+    }
     desc.log_level = SPMD_LOG_ERROR;
     desc.log_fn = log_keep;
-    desc.check = strcmp(mode, "corruptck") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
+    desc.check = strncmp(mode, "corrupt", 7) == 0 && mode[7] ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "bad") == 0) {
         printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, log_text);
@@ -159,12 +175,12 @@ static int child_main(const char *mode) {
     }
     run = spmd_run(m, dev_main, &c);
     for (i = 0; i < n; i++) {
-        int ok = 1;
+        int ok = 1, local = strcmp(mode, "corruptlocal") == 0, gn = local ? 2 : n, lo = local ? i / 2 * 2 : 0;
         if (!spmd_device_is_local(m, i)) continue;
         printf("device %d: %s, %s after %.2f s: %s\n", i, spmd_status_name(c.st[i][0]), spmd_status_name(c.st[i][1]),
                c.took[i][1], c.msg[i][1]);
-        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(n, j, -1); /* call #0, before any fault */
-        if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(n, 0, -1));
+        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(lo, gn, j, -1); /* call #0, before any fault */
+        if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(lo, gn, 0, -1));
         ok = ok && c.st[i][0] == SPMD_OK;
         if (strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) {
             char lost[48];
@@ -173,15 +189,25 @@ static int child_main(const char *mode) {
                  strstr(c.msg[i][1], lost) && strstr(c.msg[i][1], "psum(i32 x 4") && strstr(c.msg[i][1], "over 'i'") &&
                  c.took[i][1] < 10.0;
         } else if (strcmp(mode, "delay") == 0) {
-            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, -1);
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(lo, gn, j, -1);
             ok = ok && c.st[i][1] == SPMD_OK && (i != victim || c.took[i][0] >= 0.3);
             if (i == victim) printf("device %d: call #0 took %.3f s\n", i, c.took[i][0]);
         } else if (strcmp(mode, "corrupt") == 0 || strcmp(mode, "corruptck") == 0) {
             /* every member, the sibling in its process too: not detected (check mode does not check the
                data of a group that spans processes) */
-            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j, victim);
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(lo, gn, j, victim);
             ok = ok && c.st[i][1] == SPMD_OK;
-            printf("device %d: call #1 gave %d (want %d)\n", i, (int)c.y[i][1][0], (int)sum_of(n, 0, victim));
+            printf("device %d: call #1 gave %d (want %d)\n", i, (int)c.y[i][1][0], (int)sum_of(lo, gn, 0, victim));
+        } else if (local) { /* check mode, a group inside process 1: found there; process 0's group is clean */
+            const char *want = "device 3's contribution to psum(i32 x 4, eager) over 'y' (operation #1) fails its "
+                               "checksum (check mode)";
+            if (c.proc == 1) {
+                ok = ok && (c.st[i][1] == SPMD_ERR_MISMATCH || c.st[i][1] == SPMD_ERR_BROKEN) && strstr(c.msg[i][1], want);
+            } else { /* its psum is right, or (its call began after the break was announced) names it */
+                for (j = 0; j < NV && c.st[i][1] == SPMD_OK; j++) ok = ok && c.y[i][1][j] == sum_of(lo, gn, j, -1);
+                ok = ok && (c.st[i][1] == SPMD_OK || (c.st[i][1] == SPMD_ERR_BROKEN && strstr(c.msg[i][1], want)));
+            }
+            ok = ok && c.took[i][1] < 10.0;
         } else if (strcmp(mode, "skip") == 0) {
             if (i == victim) {
                 for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
@@ -282,6 +308,8 @@ int main(int argc, char **argv) {
     run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corruptck", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptlocal", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptlocal", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     job_sched = "fibers"; /* the devices as fibers: the same outcomes */
     run_job("lose", "shm", 2, 4, "device=3,seq=1,kind=lose", 4);
     run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
