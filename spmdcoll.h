@@ -607,8 +607,9 @@ typedef struct spmd_mesh_desc {
                                                contiguous block per process (minor axes stay inside) */
     int trace_depth;                        /* flight recorder: calls kept per device; 0: 64, negative:
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
-    const char *faults;                     /* fault plan for tests (threads): "device=3,seq=17,kind=delay:50;
-                                               device=1,seq=5,kind=skip"; env SPMD_FAULTS wins */
+    const char *faults;                     /* fault plan for tests, both backends: "device=3,seq=17,kind=lose;
+                                               device=1,seq=5,kind=delay:50"; kinds delay:MS, skip, lose,
+                                               exit, corrupt; env SPMD_FAULTS wins (docs/faults.md) */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
     int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
                                                available; at most 1024 (else SPMD_ERR_INVALID) */
@@ -1551,6 +1552,7 @@ typedef struct spmd__clog {
     uint64_t stamp;        /* global index + 1 */
     uint64_t w[3];         /* the signature */
     uint64_t text[8];      /* axes text, 64 bytes */
+    uint64_t ck[2];        /* the checksum of its input as the caller gave it, and its length (spmd__data_agree) */
 } spmd__clog;
 
 struct spmd_req {
@@ -1574,6 +1576,8 @@ struct spmd_req {
     int root;              /* root or source, a group index */
     int *src_of;           /* ppermute: each member's source or -1 */
     void *temp;            /* copy of an input that the output overwrites */
+    void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
+    uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
     const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
@@ -2586,9 +2590,19 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
 // >>check mode
 static void spmd__sig_words(const spmd__sig *s, uint64_t w[3]) { memcpy(w, s, sizeof *s); }
 
+/* Check mode's checksum of a contribution (64-bit FNV-1a). */
+static uint64_t spmd__data_ck(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 0xcbf29ce484222325u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
+    return h;
+}
+
 static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     spmd__clog *c = &d->clog[r->global % SPMD__CLOG];
-    uint64_t w[3], t[8];
+    uint64_t w[3], t[8], len = (uint64_t)(r->in_bytes - r->meta_bytes);
+    uint64_t ck = r->fault_copy ? r->fault_ck : spmd__data_ck(r->send, (size_t)len);
     int i;
     spmd__sig_words(&r->sig, w);
     memset(t, 0, sizeof t);
@@ -2596,7 +2610,19 @@ static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     SPMD__ST_SC(&c->stamp, (uint64_t)0);
     for (i = 0; i < 3; i++) SPMD__ST_SC(&c->w[i], w[i]);
     for (i = 0; i < 8; i++) SPMD__ST_SC(&c->text[i], t[i]);
+    SPMD__ST_SC(&c->ck[0], ck);
+    SPMD__ST_SC(&c->ck[1], len);
     SPMD__ST_SC(&c->stamp, r->global + 1);
+}
+
+/* Device p's declared checksum and length for global index gi; 1 if there. */
+static int spmd__clog_ck(spmd_dev *p, uint64_t gi, uint64_t ck[2]) {
+    spmd__clog *c = &p->clog[gi % SPMD__CLOG];
+    uint64_t a = SPMD__LD_SC(&c->stamp), b;
+    ck[0] = SPMD__LD_SC(&c->ck[0]);
+    ck[1] = SPMD__LD_SC(&c->ck[1]);
+    b = SPMD__LD_SC(&c->stamp);
+    return a == gi + 1 && b == a;
 }
 
 /* Read device p's log entry for global index gi; 1 if it is there intact. */
@@ -2668,8 +2694,14 @@ static int spmd__sig_differs(const spmd__sig *a, const spmd__sig *b, int check) 
    it fails with SPMD_ERR_PEER_LOST naming it and that call
    (spmd__gone_check) and breaks the mesh; lose, libfabric: its process
    ends (_exit, status 4) and the peers find it lost as any dead process;
-   exit: the process ends (_exit, status 3), on either backend. */
-enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
+   exit: the process ends (_exit, status 3), on either backend; corrupt:
+   the call's input as handed over (r->send) becomes a copy with its first
+   byte flipped (r->fault_copy, freed with the request), so every member
+   that reads that contribution, by memory or by message, gets it flipped;
+   the user's buffer is untouched. Check mode (spmd__data_agree, thread
+   backend) checks contributions against the checksum of the caller's
+   buffer, so it finds the flip: r->fault_ck keeps that checksum. */
+enum { SPMD__FAULT_DELAY = 1, SPMD__FAULT_SKIP, SPMD__FAULT_CORRUPT, SPMD__FAULT_LOSE, SPMD__FAULT_EXIT };
 /* kind=exit ends the process with this status; kind=lose on libfabric (the
    process disappears, peers see SPMD_ERR_PEER_LOST) with the next one */
 #define SPMD__FAULT_EXIT_STATUS 3
@@ -2730,6 +2762,10 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                         strncmp(eq + 1, "exit", 4) == 0)) {
                 f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 7 &&
+                       strncmp(eq + 1, "corrupt", 7) == 0) {
+                f.kind = SPMD__FAULT_CORRUPT;
+                have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 > 6 &&
                        strncmp(eq + 1, "delay:", 6) == 0 &&
                        spmd__fault_int(eq + 7, (size_t)(tend - eq - 7), 0, 3600000, &v)) {
@@ -2738,7 +2774,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit or delay:MS)", from,
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit, corrupt or delay:MS)", from,
                           (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
@@ -2822,6 +2858,24 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
     }
     if (d->fault_at >= d->nfaults || d->faults[d->fault_at].seq != n) return 0;
     f = &d->faults[d->fault_at++];
+    if (f->kind == SPMD__FAULT_CORRUPT) {
+        /* what the device hands over (its send buffer, past ragged's
+           offsets): a copy with its first byte flipped (XOR 0xff); the
+           user's buffer is not touched */
+        size_t len = r->p2p ? (r->sig.kind == SPMD__KIND_SEND ? r->count * r->in_size : 0)
+                            : r->in_bytes - r->meta_bytes;
+        unsigned char *c = len && r->send ? (unsigned char *)spmd__alloc(&m->alloc, len) : NULL;
+        if (c) {
+            if (m->check) r->fault_ck = spmd__data_ck(r->send, len); /* as the caller gave it */
+            memcpy(c, r->send, len);
+            c[0] ^= 0xffu;
+            r->fault_copy = c;
+            r->send = c;
+        }
+        spmd__log(m, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu: %s", (unsigned long long)n,
+                  c ? "its first byte of input flipped" : len ? "out of memory, not corrupted" : "no input to corrupt");
+        return 0;
+    }
     spmd__log(d->mesh, SPMD_LOG_INFO, d->id, "SPMD_FAULTS: call #%llu %s", (unsigned long long)n,
               f->kind == SPMD__FAULT_SKIP ? "skipped" : "delayed");
     if (f->kind == SPMD__FAULT_DELAY && d->fib) { /* a fiber lets the others run meanwhile */
@@ -3484,6 +3538,43 @@ static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const cha
     spmd__finish(r, SPMD_ERR_MISMATCH);
 }
 
+/* Check mode: every member's contribution as the group reads it (eager:
+   the copy in its entry; split: the buffer its entry points to) against the
+   checksum it logged at its post from the buffer its caller gave
+   (spmd__clog_write), so that a contribution changed on the way (kind=
+   corrupt, or memory overwritten) is SPMD_ERR_MISMATCH, not a wrong result.
+   Every member reads the same entries and logs: one verdict. A member whose
+   log of this call is gone (not the same call index) is not checked. 1:
+   they all match; 0: r failed (and the mesh broke). */
+static int spmd__data_agree(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd_mesh *m = r->dev->mesh;
+    int k;
+    for (k = 0; k < g->G; k++) {
+        const unsigned char *data = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
+        uint64_t ck[2], got;
+        char a[96];
+        if (!spmd__clog_ck(m->devs[g->members[k]], r->global, ck)) continue;
+        if (r->sig.algo == SPMD__ALG_EAGER) {
+            got = spmd__data_ck(data + r->meta_bytes, (size_t)ck[1]);
+        } else {
+            const void *p;
+            memcpy(&p, data, sizeof p);
+            got = spmd__data_ck(p, (size_t)ck[1]);
+        }
+        if (got == ck[0]) continue;
+        spmd__sig_text(&r->sig, a, sizeof a);
+        spmd__fail(r->dev, SPMD_ERR_MISMATCH,
+                   "device %d's contribution to %s over '%s' (operation #%llu) fails its checksum (check mode): "
+                   "its %llu bytes changed after it was handed over",
+                   g->members[k], a, r->gr->text, (unsigned long long)r->global, (unsigned long long)ck[1]);
+        spmd__break(m, SPMD_ERR_MISMATCH, r->dev->id, r->dev->err);
+        spmd__finish(r, SPMD_ERR_MISMATCH);
+        return 0;
+    }
+    return 1;
+}
+
 /* A member's offsets and sizes (ragged): inline (eager) or by pointer. */
 static const int64_t *spmd__ragged_meta(const spmd_req *r, int k) {
     const unsigned char *data = (const unsigned char *)spmd__entry_at(r->gr->g, r->gseq, k) + SPMD__ENTRY_HDR;
@@ -3547,6 +3638,7 @@ static int spmd__sigs_agree(spmd_req *r) {
         }
     }
     /* split: one member checks under SPMD__S_CHECKING, see the progress */
+    if (m->check && r->sig.algo == SPMD__ALG_EAGER && !spmd__data_agree(r)) return 0;
     if (r->sig.kind == SPMD__KIND_RAGGED && r->sig.algo == SPMD__ALG_EAGER) return spmd__ragged_agree(r);
     return 1;
 }
@@ -4023,11 +4115,14 @@ static void spmd__thread_progress(spmd_req *r) {
             return;
         } else {
             uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-            if (r->sig.kind == SPMD__KIND_RAGGED) {
+            if (r->sig.kind == SPMD__KIND_RAGGED || (r->dev->mesh->check && !r->two_phase)) {
                 /* the peers' offsets live in their requests: one member reads
-                   them while nobody can finish, then publishes the verdict */
+                   them while nobody can finish, then publishes the verdict
+                   (check mode: the contributions' checksums too, before any
+                   output, which may be an input, is written) */
                 if (SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_CHECKING)) {
-                    int ok = spmd__ragged_agree(r);
+                    int ok = (r->sig.kind != SPMD__KIND_RAGGED || spmd__ragged_agree(r)) &&
+                             (!r->dev->mesh->check || spmd__data_agree(r));
                     SPMD__ST_SC(&sh->state, (r->gseq << SPMD__S_SHIFT) | (ok ? SPMD__S_RUNNING : SPMD__S_MISMATCH));
                     spmd__wake_group(r->dev->mesh, g, r->gr->me);
                     if (!ok) return;
@@ -10823,6 +10918,8 @@ static void spmd__req_release(spmd_req *r) {
     spmd_dev *d = r->dev;
     if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
     spmd__free(&d->mesh->alloc, r->xscratch);
+    spmd__free(&d->mesh->alloc, r->fault_copy);
+    r->fault_copy = NULL;
     r->xscratch = NULL;
     r->temp = NULL;
     r->src_of = NULL;
@@ -11352,7 +11449,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             r->task_elems = te;
             r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
             r->ntasks = r->units * r->pieces;
-            if (spmd__needs_copy(c->kind) && c->send == c->recv && r->in_bytes && !c->two_phase) {
+            if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
                 r->temp = spmd__alloc(&m->alloc, r->in_bytes);
                 if (!r->temp) {
                     spmd__req_release(r);
@@ -11467,6 +11564,10 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
     spmd__free(&m->alloc, r->xscratch); /* none for inline inputs; as spmd__req_release would */
     r->xscratch = NULL;
+    if (r->fault_copy) { /* kind=corrupt */
+        spmd__free(&m->alloc, r->fault_copy);
+        r->fault_copy = NULL;
+    }
     spmd__req_unlink(r);
     return (int)s;
 }

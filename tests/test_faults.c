@@ -3,9 +3,14 @@
    every later one fail with SPMD_ERR_PEER_LOST; every peer waiting for it
    gets SPMD_ERR_PEER_LOST naming the device and its call, well before the
    deadline), for a collective, an async collective and point to point;
-   kind=exit (a child process ends with status 3, stdio flushed); the parse
-   errors of the new kinds. Device threads record what they saw, the
-   main thread checks it against what docs/faults.md says, written out here. */
+   delay and skip (the peers' timeout naming the skipper, or under fibers
+   their SPMD_ERR_DEADLOCK once it returned); kind=exit (a child process ends
+   with status 3, stdio flushed); kind=corrupt (every member's result is the
+   reference with that byte flipped, for psum, all_to_all in place, all_gather
+   and send; in check mode SPMD_ERR_MISMATCH naming the device and call on
+   every member); the parse errors of the new kinds. Device threads record
+   what they saw, the main thread checks it against what docs/faults.md says,
+   written out here. */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
@@ -190,6 +195,11 @@ static void lose_async(spmd_dev *d, void *arg) {
     s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
     if (s == SPMD_OK) s = spmd_wait(r);
     keep(d, 0, s, y);
+    if (id == 1) { /* a later start fails itself, with no request */
+        r = (spmd_req *)&r;
+        s = spmd_psum_start(d, &x, &y, 1, SPMD_I32, "i", NULL, &r);
+        keep(d, 1, s, r == NULL);
+    }
     if (id != 1) survivor_done();
     else lost_holds(2);
 }
@@ -206,6 +216,12 @@ static void test_lose_async(void) {
                 spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
         T_CHECK(strstr(seen.msg[i][0], i == 1 ? "this device was lost by SPMD_FAULTS (kind=lose)" : peer_says) != NULL,
                 "[%s] lose async: device %d's message: %s", sched_name(), i, seen.msg[i][0]);
+        if (i == 1)
+            T_CHECK(seen.s[1][1] == SPMD_ERR_PEER_LOST && seen.v[1][1] == 1.0 &&
+                        strstr(seen.msg[1][1], "this device was lost by SPMD_FAULTS at its call #0 (psum(i32 x 1) over "
+                                               "'i'): every later call fails"),
+                    "[%s] lose async: the lost device's next start: %s, request %s (%s)", sched_name(),
+                    spmd_status_name(seen.s[1][1]), seen.v[1][1] == 1.0 ? "NULL" : "set", seen.msg[1][1]);
     }
 }
 
@@ -245,6 +261,61 @@ static void test_lose_p2p(void) {
                 strstr(seen.msg[2][1], "device 0 was lost (SPMD_FAULTS kind=lose at its call #1, send(i32 x 1)"),
             "[%s] lose p2p: device 2 (waiting for device 1) learns of the loss: %s (%s)", sched_name(),
             spmd_status_name(seen.s[2][1]), seen.msg[2][1]);
+}
+
+/* ---- delay and skip ------------------------------------------------------- */
+/* 3 devices: device 1's call #0 is held 100 ms, device 2's call #1 skipped.
+   Under OS threads device 2 then stays until the others have their verdict
+   (their deadline, 500 ms, passes: SPMD_ERR_TIMEOUT naming device 2 as not
+   arrived); a fiber returns at once (its peers: SPMD_ERR_DEADLOCK naming it
+   as returned without calling it). */
+static void delay_skip(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = (float)(id + 1), y = -1;
+    spmd_opts o;
+    spmd_status s;
+    double t0 = now_s();
+    (void)arg;
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 500;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 0, s, id == 1 ? now_s() - t0 : y);
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", &o);
+    keep(d, 1, s, y);
+    if (id != 2) survivor_done();
+    else lost_holds(2);
+}
+
+static void test_delay_skip(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    double took = run_plan(3, "device=1,seq=0,kind=delay:100;device=2,seq=1,kind=skip", delay_skip, &rs, &ms);
+    int fib = sched == SPMD_SCHEDULER_FIBERS;
+    T_CHECK(took < 10.0, "[%s] delay/skip: ended within 10 s: %.1f s", sched_name(), took);
+    T_CHECK(rs == (fib ? SPMD_ERR_DEADLOCK : SPMD_ERR_TIMEOUT), "[%s] delay/skip: spmd_run %s", sched_name(),
+            spmd_status_name(rs));
+    for (int i = 0; i < 3; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_OK, "[%s] delay: device %d: %s", sched_name(), i, spmd_status_name(seen.s[i][0]));
+        if (i == 1) T_CHECK(seen.v[1][0] >= 0.1, "[%s] delay: device 1 held %.3f s", sched_name(), seen.v[1][0]);
+        else T_CHECK(seen.v[i][0] == 6.0, "[%s] delay: device %d's sum %g", sched_name(), i, seen.v[i][0]);
+        if (i == 2) {
+            T_CHECK(seen.s[2][1] == SPMD_OK && seen.v[2][1] == -1.0,
+                    "[%s] skip: the skipped call returns SPMD_OK, its output untouched: %s %g", sched_name(),
+                    spmd_status_name(seen.s[2][1]), seen.v[2][1]);
+        } else if (fib) {
+            T_CHECK((seen.s[i][1] == SPMD_ERR_DEADLOCK || seen.s[i][1] == SPMD_ERR_BROKEN) &&
+                        strstr(seen.msg[i][1], "psum(f32 x 1, eager) over 'i' (operation #1 of this device, #1 of its "
+                                               "group) can never complete: device 2 returned from its function without "
+                                               "calling it"),
+                    "[%s] skip: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+        } else {
+            /* timed out itself, or abandoned when the other one's timeout broke the mesh */
+            T_CHECK((seen.s[i][1] == SPMD_ERR_TIMEOUT || seen.s[i][1] == SPMD_ERR_BROKEN) &&
+                        strstr(seen.msg[i][1], "psum(f32 x 1, eager) over 'i' (operation #1 of this device, #1 of its "
+                                               "group) timed out after 500 ms: devices that did not arrive: 2"),
+                    "[%s] skip: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+        }
+    }
 }
 
 /* ---- kind=exit: the whole process ends ----------------------------------- */
@@ -333,6 +404,150 @@ static void test_exit(void) {
             "[%s] exit: the log says so: %s", sched_name(), file_text);
 }
 
+/* ---- kind=corrupt: one byte of a contribution flips ---------------------- */
+/* The value device k contributes at element j of call c, and that value with
+   its first byte (in memory) flipped, as the plan does to the contribution
+   of (device, call) = (1, 0), (2, 1), (2, 2), (3, 3) and (0, 4) below. */
+#define BIG 70000 /* int32 elements: past the eager slot (the split path) */
+static int32_t cval(int k, int c, int64_t j) { return (int32_t)(k * 1000 + c * 100 + (j % 97)); }
+static int32_t flip0(int32_t v) {
+    unsigned char b[sizeof v];
+    memcpy(b, &v, sizeof v);
+    b[0] ^= 0xffu;
+    memcpy(&v, b, sizeof v);
+    return v;
+}
+static int corrupted(int k, int c) {
+    return (k == 1 && c == 0) || (k == 2 && (c == 1 || c == 2)) || (k == 3 && c == 3) || (k == 0 && c == 4);
+}
+static int32_t seen_as(int k, int c, int64_t j) { return j == 0 && corrupted(k, c) ? flip0(cval(k, c, j)) : cval(k, c, j); }
+
+static int corrupt_bad[NDEV][6]; /* per device and call: elements wrong (-1: the status) */
+static int corrupt_own[NDEV][6]; /* the device's own input changed by the call */
+
+static void corrupt_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d), c;
+    int64_t j, n;
+    int32_t *x = (int32_t *)malloc(BIG * sizeof(int32_t)), *y = (int32_t *)malloc(BIG * NDEV * sizeof(int32_t));
+    (void)arg;
+    if (!x || !y) { free(x); free(y); return; }
+    for (c = 0; c < 6; c++) {
+        spmd_status s = SPMD_OK;
+        int bad = 0, own = 0;
+        n = c == 1 || c == 2 ? BIG : 5;
+        for (j = 0; j < n; j++) x[j] = cval(id, c, j);
+        if (c == 0 || c == 5) { /* psum; call #5: nothing planned, all right again */
+            s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+            for (j = 0; j < n; j++) {
+                int32_t want = 0;
+                for (int k = 0; k < NDEV; k++) want += seen_as(k, c, j);
+                bad += y[j] != want;
+            }
+        } else if (c == 1) { /* psum, split path */
+            s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+            for (j = 0; j < n; j++) {
+                int32_t want = 0;
+                for (int k = 0; k < NDEV; k++) want += seen_as(k, c, j);
+                bad += y[j] != want;
+            }
+        } else if (c == 2) { /* all_to_all in place, split path: the corrupted copy is what is read */
+            spmd_array a = spmd_array_1d(x, SPMD_I32, n);
+            int64_t C = n / NDEV;
+            s = spmd_all_to_all(d, &a, &a, "i", 0, 0, 1, NULL);
+            for (int k = 0; k < NDEV; k++)
+                for (j = 0; j < C; j++) bad += x[k * C + j] != seen_as(k, c, id * C + j);
+        } else if (c == 3) { /* all_gather of 5 elements: device 3's block */
+            spmd_array a = spmd_array_1d(x, SPMD_I32, n), o = spmd_array_1d(y, SPMD_I32, n * NDEV);
+            s = spmd_all_gather(d, &a, &o, "i", 0, 1, NULL);
+            for (int k = 0; k < NDEV; k++)
+                for (j = 0; j < n; j++) bad += y[k * n + j] != seen_as(k, c, j);
+        } else if (c == 4) { /* send 0 -> 1, 1 -> 2, ...: device 0's message */
+            int to = (id + 1) % NDEV, from = (id + NDEV - 1) % NDEV;
+            s = spmd_sendrecv(d, x, n, to, 3, y, n, from, 3, SPMD_I32, "i", NULL, NULL);
+            for (j = 0; j < n; j++) bad += y[j] != seen_as(from, c, j);
+        }
+        if (c != 2)
+            for (j = 0; j < n; j++) own += x[j] != cval(id, c, j);
+        corrupt_bad[id][c] = s == SPMD_OK ? bad : -1;
+        corrupt_own[id][c] = own;
+    }
+    free(x);
+    free(y);
+}
+
+static void test_corrupt(void) {
+    spmd_status st;
+    spmd_mesh *m = mesh_n(NDEV, 30000,
+                          "device=1,seq=0,kind=corrupt;device=2,seq=1,kind=corrupt;device=2,seq=2,kind=corrupt;"
+                          "device=3,seq=3,kind=corrupt;device=0,seq=4,kind=corrupt",
+                          0, &st);
+    T_CHECK(st == SPMD_OK && m, "[%s] corrupt: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    memset(corrupt_bad, 0x7f, sizeof corrupt_bad);
+    st = spmd_run(m, corrupt_dev, NULL);
+    T_CHECK(st == SPMD_OK, "[%s] corrupt: not detected without check mode: spmd_run %s", sched_name(),
+            spmd_status_name(st));
+    for (int i = 0; i < NDEV; i++)
+        for (int c = 0; c < 6; c++) {
+            T_CHECK(corrupt_bad[i][c] == 0, "[%s] corrupt: device %d call #%d: %d elements differ from the result "
+                    "with the flipped byte (-1: failed)", sched_name(), i, c, corrupt_bad[i][c]);
+            T_CHECK(corrupt_own[i][c] == 0, "[%s] corrupt: device %d call #%d: its own send buffer changed",
+                    sched_name(), i, c);
+        }
+    spmd_mesh_destroy(m);
+}
+
+/* Check mode: the corrupted contribution fails its checksum on every member.
+   arg: the element count (5: eager; BIG: split); the plan corrupts device
+   1's call #1 (call #0 is a clean psum, in place for the split path: no
+   false alarm while outputs overwrite inputs). */
+static int64_t ck_count;
+static void corrupt_check_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    int64_t j, n = ck_count;
+    int32_t *x = (int32_t *)malloc((size_t)n * sizeof(int32_t)), *y = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    spmd_status s;
+    int bad = 0;
+    (void)arg;
+    if (!x || !y) { free(x); free(y); return; }
+    for (j = 0; j < n; j++) x[j] = cval(id, 0, j);
+    s = spmd_psum(d, x, x, (size_t)n, SPMD_I32, "i", NULL);
+    for (j = 0; j < n; j++) {
+        int32_t want = 0;
+        for (int k = 0; k < NDEV; k++) want += cval(k, 0, j);
+        bad += x[j] != want;
+    }
+    keep(d, 0, s == SPMD_OK && bad ? SPMD_ERR_STATE : s, bad);
+    for (j = 0; j < n; j++) x[j] = cval(id, 1, j);
+    s = spmd_psum(d, x, y, (size_t)n, SPMD_I32, "i", NULL);
+    keep(d, 1, s, 0);
+    free(x);
+    free(y);
+}
+
+static void test_corrupt_check(int64_t n) {
+    spmd_status st, rs;
+    spmd_mesh *m = mesh_n(NDEV, 30000, "device=1,seq=1,kind=corrupt", SPMD_CHECK_ON, &st);
+    char want[160];
+    T_CHECK(st == SPMD_OK && m, "[%s] corrupt, check mode: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    clear_seen();
+    ck_count = n;
+    rs = spmd_run(m, corrupt_check_dev, NULL);
+    T_CHECK(rs == SPMD_ERR_MISMATCH, "[%s] corrupt, check mode, %lld elements: spmd_run %s", sched_name(),
+            (long long)n, spmd_status_name(rs));
+    snprintf(want, sizeof want, "device 1's contribution to psum(i32 x %lld, %s) over 'i' (operation #1) fails its "
+             "checksum (check mode)", (long long)n, n == BIG ? "split" : "eager");
+    for (int i = 0; i < NDEV; i++) {
+        T_CHECK(seen.s[i][0] == SPMD_OK, "[%s] corrupt, check mode, %lld elements: device %d's clean psum in place: %s "
+                "(%s)", sched_name(), (long long)n, i, spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
+        T_CHECK((seen.s[i][1] == SPMD_ERR_MISMATCH || seen.s[i][1] == SPMD_ERR_BROKEN) && strstr(seen.msg[i][1], want),
+                "[%s] corrupt, check mode, %lld elements: device %d: %s (%s)", sched_name(), (long long)n, i,
+                spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
+    }
+    spmd_mesh_destroy(m);
+}
+
 /* ---- parse errors of the kinds ------------------------------------------- */
 static void test_parse(void) {
     static const struct { const char *spec, *token; } bad[] = {
@@ -341,6 +556,7 @@ static void test_parse(void) {
         {"device=4,seq=2,kind=lose", "device=4"},
         {"device=1,seq=-1,kind=lose", "seq=-1"},
         {"device=0,seq=0,kind=exit:3", "kind=exit:3"},
+        {"device=0,seq=0,kind=corrupt:1", "kind=corrupt:1"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         spmd_status st;
@@ -366,7 +582,11 @@ int main(void) {
         test_lose_coll();
         test_lose_async();
         test_lose_p2p();
+        test_delay_skip();
         test_exit();
+        test_corrupt();
+        test_corrupt_check(5);
+        test_corrupt_check(BIG);
     }
     return t_summary();
 }

@@ -8,7 +8,9 @@
              status 4, after logging it; every device of the other processes
              gets SPMD_ERR_PEER_LOST naming that process as lost and the psum
              (or SPMD_ERR_BROKEN naming them, for a call begun after a sibling
-             broke the mesh) within 10 s; call #0 gave the right sum;
+             broke the mesh) within 10 s, in call #1, or already in call #0
+             when the process vanished before the transport delivered what it
+             sent for it; else call #0 gave the right sum;
      exit    the same with kind=exit: status 3;
      delay   2 processes of two devices, device 3 delayed 300 ms at its call
              #0: every psum right, device 3's call took >= 300 ms;
@@ -17,9 +19,22 @@
              gets SPMD_ERR_TIMEOUT naming the psum and device 1 as not heard
              from, within 6 s (process 1 stays until process 0 is done: it
              waits for process 0's marker file);
+     corrupt 2 processes of two devices, device 3's call #1 with the first
+             byte of its input flipped (not its buffer): every device's psum
+             is the sum with that byte flipped, SPMD_OK (not detected);
+             corruptck: the same in check mode (the data of a group that
+             spans processes is not checked: the same outcome);
+             corruptlocal: check mode, a (2, 2) mesh, the psums over "y"
+             (each process's two devices): devices 2 and 3 get
+             SPMD_ERR_MISMATCH (or BROKEN) naming device 3's contribution and
+             its failed checksum; process 0's psums are right, or, once the
+             break is announced to it, SPMD_ERR_MISMATCH (abandoned) or
+             SPMD_ERR_BROKEN (begun after) naming it;
      bad     a plan naming device 4 of 4, or kind=explode: spmd_mesh_create
              fails with SPMD_ERR_INVALID in every process, its message naming
              the token, before any connection (at once).
+
+   lose, delay and corrupt run once more with SPMD_SCHEDULER=fibers.
 
    Each child checks its own devices and prints one line per device; the
    parent checks the exit codes, the times and the lines. */
@@ -30,16 +45,18 @@
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "proclib.h"
+#include <dirent.h>
 #include <sys/stat.h>
 
 #define NV 4 /* floats per psum */
 
 typedef struct child {
     const char *mode;
+    const char *ax;           /* the axis of the psums: "i", or "y" (corruptlocal: groups {0,1} and {2,3}) */
     int proc, nprocs;
     spmd_status st[4][2];
     char msg[4][2][512];
-    float y[4][2][NV];
+    int32_t y[4][2][NV];
     double took[4][2];
 } child;
 
@@ -78,17 +95,20 @@ static void put_marker(void) {
 static void dev_main(spmd_dev *d, void *arg) {
     child *c = (child *)arg;
     int id = spmd_device_id(d), k, j;
-    float x[NV];
-    for (j = 0; j < NV; j++) x[j] = (float)(id * 10 + j);
+    int32_t x[NV];
+    for (j = 0; j < NV; j++) x[j] = id * 10 + j;
     for (k = 0; k < 2; k++) {
         spmd_opts o;
         double t0 = p_now();
         memset(&o, 0, sizeof o);
         o.timeout_ms = strcmp(c->mode, "skip") == 0 ? 1500 : 30000;
         for (j = 0; j < NV; j++) c->y[id][k][j] = -1;
-        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_F32, "i", &o);
+        c->st[id][k] = spmd_psum(d, x, c->y[id][k], NV, SPMD_I32, c->ax, &o);
+        for (j = 0; j < NV; j++)
+            if (x[j] != id * 10 + j) c->st[id][k] = SPMD_ERR_STATE; /* the input must stay as it was */
         c->took[id][k] = p_now() - t0;
-        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s", c->st[id][k] == SPMD_OK ? "" : spmd_last_error(d));
+        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s",
+                 c->st[id][k] == SPMD_OK ? "" : c->st[id][k] == SPMD_ERR_STATE ? "input changed" : spmd_last_error(d));
         if (c->st[id][k] != SPMD_OK) break;
     }
     /* process 0's call has ended: process 1 may end its function (spmd_run then waits for process 0's run to
@@ -97,11 +117,19 @@ static void dev_main(spmd_dev *d, void *arg) {
     if (strcmp(c->mode, "skip") == 0 && c->proc == 1) wait_marker();
 }
 
-/* The psum's element j over devices 0..n-1, written plainly. */
-static float sum_of(int n, int j) {
-    float s = 0;
+/* The psum's element j over devices lo..lo+n-1, written plainly; flip: the
+   device whose first byte of input flipped (kind=corrupt), or -1. */
+static int32_t sum_of(int lo, int n, int j, int flip) {
+    int32_t s = 0, v;
     int i;
-    for (i = 0; i < n; i++) s += (float)(i * 10 + j);
+    for (i = lo; i < lo + n; i++) {
+        unsigned char b[sizeof v];
+        v = i * 10 + j;
+        memcpy(b, &v, sizeof v);
+        if (i == flip && j == 0) b[0] ^= 0xffu;
+        memcpy(&v, b, sizeof v);
+        s += v;
+    }
     return s;
 }
 
@@ -114,11 +142,22 @@ static int child_main(const char *mode) {
     double t0 = p_now();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
+    (void)0;
     desc.ndim = 1;
     desc.shape[0] = n;
     desc.axis_names[0] = "i";
+    c.ax = "i";
+    if (strcmp(mode, "corruptlocal") == 0) { /* a (2, 2) mesh: each process's devices form one "y" group */
+        desc.ndim = 2;
+        desc.shape[0] = 2;
+        desc.shape[1] = n / 2;
+        desc.axis_names[0] = "x";
+        desc.axis_names[1] = "y";
+        c.ax = "y";
+    }
     desc.log_level = SPMD_LOG_ERROR;
     desc.log_fn = log_keep;
+    desc.check = strncmp(mode, "corrupt", 7) == 0 && mode[7] ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "bad") == 0) {
         printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, log_text);
@@ -136,25 +175,67 @@ static int child_main(const char *mode) {
         printf("not a libfabric mesh of several processes (%d)\n", c.nprocs);
         return 1;
     }
+    if (getenv("SPMD_SCHEDULER") && strcmp(getenv("SPMD_SCHEDULER"), "fibers") == 0 &&
+        spmd_mesh_scheduler(m) != SPMD_SCHEDULER_FIBERS) {
+        printf("SPMD_SCHEDULER=fibers but the mesh does not use fibers\n");
+        return 1;
+    }
     run = spmd_run(m, dev_main, &c);
     for (i = 0; i < n; i++) {
-        int ok = 1;
+        int ok = 1, local = strcmp(mode, "corruptlocal") == 0, gn = local ? 2 : n, lo = local ? i / 2 * 2 : 0;
         if (!spmd_device_is_local(m, i)) continue;
         printf("device %d: %s, %s after %.2f s: %s\n", i, spmd_status_name(c.st[i][0]), spmd_status_name(c.st[i][1]),
                c.took[i][1], c.msg[i][1]);
-        for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(n, j); /* call #0, before any fault */
-        if (!ok) printf("device %d: call #0 gave %g, want %g\n", i, (double)c.y[i][0][0], (double)sum_of(n, 0));
-        ok = ok && c.st[i][0] == SPMD_OK;
+        if ((local && c.proc == 0) || strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) { /* (below) */
+        } else {
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(lo, gn, j, -1); /* call #0, before any fault */
+            if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(lo, gn, 0, -1));
+            ok = ok && c.st[i][0] == SPMD_OK;
+        }
         if (strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) {
+            /* call #1 fails naming the lost process; so may call #0: the process vanished with what it had
+               sent for call #0 but the transport had not delivered yet */
             char lost[48];
+            int k;
             snprintf(lost, sizeof lost, "process %d lost", c.nprocs - 1);
-            ok = ok && (c.st[i][1] == SPMD_ERR_PEER_LOST || c.st[i][1] == SPMD_ERR_BROKEN) &&
-                 strstr(c.msg[i][1], lost) && strstr(c.msg[i][1], "psum(f32 x 4") && strstr(c.msg[i][1], "over 'i'") &&
-                 c.took[i][1] < 10.0;
+            for (k = 0; k < 2; k++) {
+                if (k == 0 && c.st[i][0] == SPMD_OK) {
+                    for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(lo, gn, j, -1);
+                    continue;
+                }
+                ok = ok && (c.st[i][k] == SPMD_ERR_PEER_LOST || c.st[i][k] == SPMD_ERR_BROKEN) &&
+                     strstr(c.msg[i][k], lost) && strstr(c.msg[i][k], "psum(i32 x 4") &&
+                     strstr(c.msg[i][k], "over 'i'") && c.took[i][k] < 10.0;
+                break;
+            }
         } else if (strcmp(mode, "delay") == 0) {
-            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(n, j);
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(lo, gn, j, -1);
             ok = ok && c.st[i][1] == SPMD_OK && (i != victim || c.took[i][0] >= 0.3);
             if (i == victim) printf("device %d: call #0 took %.3f s\n", i, c.took[i][0]);
+        } else if (strcmp(mode, "corrupt") == 0 || strcmp(mode, "corruptck") == 0) {
+            /* every member, the sibling in its process too: not detected (check mode does not check the
+               data of a group that spans processes) */
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == sum_of(lo, gn, j, victim);
+            ok = ok && c.st[i][1] == SPMD_OK;
+            printf("device %d: call #1 gave %d (want %d)\n", i, (int)c.y[i][1][0], (int)sum_of(lo, gn, 0, victim));
+        } else if (local) { /* check mode, a group inside process 1: found there; process 0's group is clean */
+            const char *want = "device 3's contribution to psum(i32 x 4, eager) over 'y' (operation #1) fails its "
+                               "checksum (check mode)";
+            if (c.proc == 1) {
+                ok = ok && (c.st[i][1] == SPMD_ERR_MISMATCH || c.st[i][1] == SPMD_ERR_BROKEN) && strstr(c.msg[i][1], want);
+            } else { /* each psum is right, or (begun after process 1's break was announced) names it */
+                int k;
+                for (k = 0; k < 2; k++) {
+                    if (c.st[i][k] != SPMD_OK) {
+                        /* abandoned with the break's status, or refused as the mesh is broken */
+                        ok = ok && (c.st[i][k] == SPMD_ERR_MISMATCH || c.st[i][k] == SPMD_ERR_BROKEN) &&
+                             strstr(c.msg[i][k], want);
+                        break;
+                    }
+                    for (j = 0; j < NV; j++) ok = ok && c.y[i][k][j] == sum_of(lo, gn, j, -1);
+                }
+            }
+            ok = ok && c.took[i][1] < 10.0;
         } else if (strcmp(mode, "skip") == 0) {
             if (i == victim) {
                 for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
@@ -162,7 +243,7 @@ static int child_main(const char *mode) {
             } else {
                 char who[48];
                 snprintf(who, sizeof who, "devices not heard from: %d (process 1)", victim);
-                ok = ok && c.st[i][1] == SPMD_ERR_TIMEOUT && strstr(c.msg[i][1], "psum(f32 x 4") &&
+                ok = ok && c.st[i][1] == SPMD_ERR_TIMEOUT && strstr(c.msg[i][1], "psum(i32 x 4") &&
                      strstr(c.msg[i][1], "timed out after 1500 ms") && strstr(c.msg[i][1], who) &&
                      c.took[i][1] < 6.0;
             }
@@ -177,11 +258,33 @@ static int child_main(const char *mode) {
     return bad != 0;
 }
 
+/* A process that ended without closing its endpoint (lose, exit) leaves the
+   shm provider's region /dev/shm/<pid>:...: remove those of our ended
+   children, or they pile up and a later process given the same pid cannot
+   open its endpoint (EBUSY). */
+static void shm_cleanup(const pid_t *pid, int n) {
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    char pre[32], path[300];
+    int i;
+    if (!dir) return;
+    while ((e = readdir(dir)) != NULL)
+        for (i = 0; i < n; i++) {
+            snprintf(pre, sizeof pre, "%d:", (int)pid[i]);
+            if (strncmp(e->d_name, pre, strlen(pre)) == 0) {
+                snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+                unlink(path);
+            }
+        }
+    closedir(dir);
+}
+
 /* Start the n processes of a job here (spmdrun would stop the survivors
    when one ends); each gets env "XF_DEVICES=<devices>" and SPMD_FAULTS. */
+static const char *job_sched = ""; /* "fibers": the jobs' devices run as fibers (SPMD_SCHEDULER) */
 static void run_job(const char *mode, const char *provider, int n, int devices, const char *plan, int victim_rc) {
-    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320];
-    const char *env[4][10];
+    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320], sc[48];
+    const char *env[4][11];
     double t0 = p_now();
     pid_t pid[4];
     int i, rc[4];
@@ -190,14 +293,15 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
     snprintf(dv, sizeof dv, "XF_DEVICES=%d", devices);
     snprintf(pv, sizeof pv, "SPMD_PROVIDER=%s", provider);
     snprintf(fl, sizeof fl, "SPMD_FAULTS=%s", plan);
-    snprintf(dir, sizeof dir, "%s/pfaults-%s-%s.d", p_logdir, mode, provider);
+    snprintf(sc, sizeof sc, "SPMD_SCHEDULER=%s", *job_sched ? job_sched : "threads");
+    snprintf(dir, sizeof dir, "%s/pfaults-%s-%s%s.d", p_logdir, mode, provider, job_sched);
     mkdir(dir, 0755);
     snprintf(xd, sizeof xd, "%s/done.0", dir);
     unlink(xd);
     snprintf(xd, sizeof xd, "XF_DIR=%s", dir);
     for (i = 0; i < n; i++) {
         snprintf(id[i], sizeof id[i], "SPMD_PROCESS_ID=%d", i);
-        snprintf(tag[i], sizeof tag[i], "pfaults-%s-%s-p%d", mode, provider, i);
+        snprintf(tag[i], sizeof tag[i], "pfaults-%s-%s%s-p%d", mode, provider, job_sched, i);
         env[i][0] = np;
         env[i][1] = id[i];
         env[i][2] = coord;
@@ -207,19 +311,21 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
         env[i][6] = fl;
         env[i][7] = xd;
         env[i][8] = "SPMD_BOOT_TIMEOUT_MS=30000";
-        env[i][9] = NULL;
+        env[i][9] = sc;
+        env[i][10] = NULL;
         pid[i] = p_spawn(tag[i], mode, env[i]);
     }
     for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
+    if (strcmp(provider, "shm") == 0) shm_cleanup(pid, n);
     for (i = 0; i < n; i++) {
         int want = i == n - 1 && victim_rc >= 0 ? victim_rc : 0;
-        T_CHECK(rc[i] == want, "%s (%s): process %d ended with %d (want %d) after %.1f s: %s", mode, provider, i, rc[i],
-                want, p_now() - t0, p_read(tag[i], "out"));
+        T_CHECK(rc[i] == want, "%s (%s%s): process %d ended with %d (want %d) after %.1f s: %s", mode, provider, job_sched,
+                i, rc[i], want, p_now() - t0, p_read(tag[i], "out"));
         if (rc[i] != want) p_show(tag[i], "err");
     }
     if (victim_rc > 0) { /* the ended process said why, in its log */
         char want[160];
-        snprintf(want, sizeof want, "SPMD_FAULTS: psum(f32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
+        snprintf(want, sizeof want, "SPMD_FAULTS: psum(i32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
                  "exits with status %d", mode, victim_rc);
         T_CHECK(strstr(p_read(tag[n - 1], "err"), want) != NULL, "%s (%s): the log of process %d says '%s': %s", mode,
                 provider, n - 1, want, p_read(tag[n - 1], "err"));
@@ -249,6 +355,16 @@ int main(int argc, char **argv) {
     run_job("delay", "shm", 2, 4, "device=3,seq=0,kind=delay:300", -1);
     run_job("skip", "tcp", 2, 2, "device=1,seq=1,kind=skip", -1);
     run_job("skip", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptck", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptlocal", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    run_job("corruptlocal", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    job_sched = "fibers"; /* the devices as fibers: the same outcomes */
+    run_job("lose", "shm", 2, 4, "device=3,seq=1,kind=lose", 4);
+    run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
+    run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
+    job_sched = "";
     run_job("bad", "tcp", 2, 4, "device=4,seq=1,kind=lose", -1);
     run_job("bad", "tcp", 2, 4, "device=1,seq=1,kind=explode", -1);
     return t_summary();
