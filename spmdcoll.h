@@ -7373,6 +7373,13 @@ typedef struct spmd__xq {
     spmd__fab_op *rop;        /* G: member k's header (this member's unused) */
     spmd__fab_op *sop;        /* nrp: this member's header to each other process */
     unsigned char *hbuf;      /* G * hb: the headers, this member's at [me] */
+    /* one-way calls (a bcast's root, a reduce's members off the root, as
+       spmd__x_needs says): the headers they do not wait for land here
+       after the call returned, in slot gseq mod max_inflight (D slots of G
+       ops and G * hb bytes, made on the first such call); a call that finds
+       its slot still receiving waits: at most max_inflight operations ahead */
+    spmd__fab_op *lop;
+    unsigned char *lbuf;
 } spmd__xq;
 
 /* Transport ops of an exchange record: rop, sop and aop above. */
@@ -8162,6 +8169,9 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
         for (i = 0; i < g->G; i++)
             if (i != me) spmd__fab_cancel(m->fab, &g->xq->rop[i], s, "the operation failed");
         for (i = 0; i < g->nrp; i++) spmd__fab_cancel(m->fab, &g->xq->sop[i], s, "the operation failed");
+        for (i = 0; g->xq->lop && i < g->G; i++) /* its one-way slot */
+            spmd__fab_cancel(m->fab, &g->xq->lop[((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G + (size_t)i], s,
+                             "the operation failed");
     }
     if (x) {
         size_t li = (size_t)g->lidx[me];
@@ -8340,11 +8350,15 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    shared-memory lane (callgrind), most of its latency when cache lines
    move fast. Here the member posts its header receives and sends from the
    group's own ops (the same messages and tags, so each process may take
-   either path), waits on those receives alone (all of them: so not taken
-   where a rooted operation needs fewer, spmd__x_needs, and the general
-   path would not wait) and computes its output from the inline inputs in
-   member order as everywhere (a reduction with one kernel call): 1,915
-   instructions. It is taken only when nothing else of the device or group
+   either path), waits on those receives alone and computes its output
+   from the inline inputs in member order as everywhere (a reduction with
+   one kernel call): 1,915 instructions. A rooted call whose output needs
+   fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
+   gather's members off the root) is one way, as Open MPI's: its other
+   headers are received after it returned, into the group's slot for
+   gseq mod max_inflight (spmd__xq.lop), and a call that finds its slot
+   still receiving waits for it, so a member runs at most max_inflight
+   operations ahead of the others (the general path's bound too). It is taken only when nothing else of the device or group
    is in flight (no other request, no exchange record listed once those
    waiting only for unneeded headers that came are reaped); once posted, a
    failure ends it as the general path's do (spmd__x_fail,
@@ -8357,13 +8371,11 @@ static int spmd__xq_ready(spmd_req *r) {
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
-    int k;
+    int k, oneway = 0;
     if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(m, g->G))
         return 0;
-    for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
-                                  a reduce off the root's process), which the general path lets run ahead */
-        if (k != r->gr->me && !spmd__x_needs(r, k)) return 0;
+    for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
     if (g->xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
         spmd__fab_progress(f);
         pthread_mutex_lock(&m->xlock);
@@ -8384,6 +8396,14 @@ static int spmd__xq_ready(spmd_req *r) {
         spmd__fab_mr_own(f, q->hbuf, (size_t)g->G * hb);
         g->xq = q;
     }
+    if (oneway && !g->xq->lop) { /* the slots of the headers one-way calls do not wait for */
+        size_t nl = (size_t)m->D * (size_t)g->G;
+        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, nl * (sizeof(spmd__fab_op) + g->xq->hb));
+        if (!blk) return 0;
+        g->xq->lop = (spmd__fab_op *)(void *)blk;
+        g->xq->lbuf = blk + nl * sizeof(spmd__fab_op);
+        spmd__fab_mr_own(f, g->xq->lbuf, nl * g->xq->hb);
+    }
     r->dev->xq_calls++;
     return 1;
 }
@@ -8402,9 +8422,16 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
     for (k = 0; k < G; k++) {
+        size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
         if (k == me) continue;
-        st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k),
-                                      q->hbuf + (size_t)k * q->hb, q->hb, UINT64_MAX);
+        if (spmd__x_needs(r, k))
+            st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]],
+                                          SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->hbuf + (size_t)k * q->hb, q->hb,
+                                          UINT64_MAX);
+        else /* one way: received after this call returns (spmd__xq_slot waited for the slot) */
+            st = spmd__fab_post_recv_upto(f, &q->lop[at], m->proc_of[g->members[k]],
+                                          SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->lbuf + at * q->hb, q->hb,
+                                          UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
     }
     for (k = 0; k < g->nrp; k++) {
@@ -8433,6 +8460,10 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
             ins[k] = h + SPMD__X_SHDR; /* the copy in the header: recv may be send */
             continue;
         }
+        if (!spmd__x_needs(r, k)) { /* one way: not read (its header comes later) */
+            ins[k] = NULL;
+            continue;
+        }
         if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
             return spmd__x_bad(r, k, bad, q->rop[k].received);
         if ((st = spmd__x_vet(r, k, &v)) != SPMD_OK) return st;
@@ -8458,6 +8489,27 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
     return SPMD_OK;
 }
 
+/* r's one-way slot (gseq mod max_inflight) free: SPMD_OK, SPMD_ERR_BUSY
+   while a header of the operation max_inflight before it is still to
+   come, or the failure of one that did not (d->err names it). */
+static spmd_status spmd__xq_slot(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__group *g = r->gr->g;
+    spmd__fab_op *ops = g->xq->lop + ((size_t)r->gseq & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
+    char who[64];
+    int k;
+    for (k = 0; k < g->G; k++) {
+        spmd_status st = spmd__fab_peek(d->mesh->fab, &ops[k]);
+        if (st == SPMD_OK || st == SPMD_ERR_STATE) continue; /* came, or never posted */
+        if (st == SPMD_ERR_BUSY) return st;
+        return spmd__fail(d, st, "%s over '%s': receiving %s's header of operation #%llu of the group (after a "
+                          "one-way call): %s", spmd__x_what(r), r->gr->text,
+                          spmd__x_who(d->mesh, g->members[k], who, sizeof who),
+                          (unsigned long long)(r->gseq - (uint64_t)d->mesh->D), spmd__fab_reason(&ops[k]));
+    }
+    return SPMD_OK;
+}
+
 static void spmd__xq_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__fab *f = d->mesh->fab;
@@ -8467,6 +8519,11 @@ static void spmd__xq_progress(spmd_req *r) {
     char who[64];
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
+        if (g->xq->lop && (st = spmd__xq_slot(r)) != SPMD_OK) {
+            if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
+            else spmd__fab_progress(f); /* max_inflight operations ahead: until the slot's headers come */
+            return;
+        }
         if ((st = spmd__xq_post(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
     }
@@ -8474,7 +8531,7 @@ static void spmd__xq_progress(spmd_req *r) {
     if (r->state == SPMD__R_ARRIVE) {
         for (k = 0; k < g->G; k++) {
             spmd__fab_op *op = &g->xq->rop[k];
-            if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+            if (k == me || !spmd__x_needs(r, k) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) return;
             spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
                                        spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
@@ -8628,7 +8685,8 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
                      x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
         for (k = 0; k < g->G; k++) {
             int have = x ? x->have[k]
-                       : k == r->gr->me || SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
+                       : k == r->gr->me || !spmd__x_needs(r, k) ||
+                                 SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
             if (have == 2 || (bruck && g->lidx[k] < 0)) continue;
             missing++;
             if (shown < 8 && at < sizeof who) {
@@ -8640,6 +8698,19 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
         }
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
+    }
+    if (!x && r->xq && g->xq && g->xq->lop && r->state == SPMD__R_POST && expired) { /* a one-way slot still busy */
+        const spmd__fab_op *ops = g->xq->lop + ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G;
+        snprintf(step, sizeof step, ": %d operations ahead (max_inflight), waiting for headers of operation #%llu",
+                 m->D, (unsigned long long)(r->gseq - (uint64_t)m->D));
+        for (k = 0; k < g->G; k++) {
+            int w;
+            if (SPMD__LD_ACQ(&ops[k].state) != SPMD__FOP_ACTIVE || at >= sizeof who) continue;
+            w = snprintf(who + at, sizeof who - at, "%s%d (process %d)", missing ? ", " : "", g->members[k],
+                         m->proc_of[g->members[k]]);
+            if (w > 0) at += (size_t)w;
+            missing++;
+        }
     }
     if ((x || (r->xq && g->xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
@@ -9253,10 +9324,18 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                     if (!spmd__fab_op_idle(&g->xq->rop[i]) &&
                         spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                         held = 1;
+                for (i = 0; g->xq->lop && i < m->D * g->G; i++)
+                    if (!spmd__fab_op_idle(&g->xq->lop[i]) &&
+                        spmd__fab_cancel(m->fab, &g->xq->lop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                        held = 1;
                 spmd__fab_mr_forget(m->fab, g->xq->hbuf, (size_t)g->G * g->xq->hb);
+                if (g->xq->lop) spmd__fab_mr_forget(m->fab, g->xq->lbuf, (size_t)m->D * (size_t)g->G * g->xq->hb);
                 if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                     "operation; they stay allocated");
-                else spmd__free(&m->alloc, g->xq);
+                else {
+                    spmd__free(&m->alloc, g->xq->lop);
+                    spmd__free(&m->alloc, g->xq);
+                }
                 g->xq = NULL;
             }
             if (g->xchan) {
