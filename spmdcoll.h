@@ -7621,6 +7621,38 @@ static size_t spmd__x_inline(const spmd_mesh *m, int G) {
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
 }
 
+/* Rooted calls are one way outside check mode, as Open MPI's: member k's
+   header goes to process p only where p reads it (a bcast's or scatter's
+   root's header to every process, the others' headers to the root's
+   process of a reduce or gather), and on every (max_inflight / 2)-th
+   operation of the group, an acknowledgement: a one-way member whose call
+   s finds the acknowledgements of operation spmd__x_ack_due(s) still to
+   come waits, so it runs at most max_inflight operations ahead. Both ends
+   decide from the call alone (a mismatched call may then wait for a header
+   that does not come: the member that reads the mismatch breaks the mesh,
+   which ends that wait). Every other exchange sends every header. */
+static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; }
+static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
+    const spmd_mesh *m = r->dev->mesh;
+    uint64_t a = spmd__x_ack_every(m);
+    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || r->gseq % a == a - 1) return 1;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return k == r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return m->proc_of[r->gr->g->members[r->root]] == p;
+    default: return 1;
+    }
+}
+/* The acknowledging operation call s must have heard from (the one in
+   [s - D, s - D + a - 1]), or UINT64_MAX for none yet. */
+static uint64_t spmd__x_ack_due(const spmd_mesh *m, uint64_t s) {
+    uint64_t a = spmd__x_ack_every(m), u;
+    if (s + a < (uint64_t)m->D + 1) return UINT64_MAX;
+    u = s + a - 1 - (uint64_t)m->D;
+    return u - (u + 1) % a;
+}
+
 /* Exchanges left by all their local members whose last headers (which
    nobody needed: a rooted call's) came since are spare again. xlock held. */
 static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
@@ -7652,6 +7684,11 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     spmd__x_reap(f, g);
     if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
+    {
+        uint64_t due = spmd__x_ack_due(m, r->gseq);
+        for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
+            if (x->gseq <= due) return SPMD_ERR_BUSY; /* a one-way call's acknowledgement still to come */
+    }
     x = g->xfree;
     if (x) {
         g->xfree = x->next;
@@ -7712,6 +7749,10 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
+        if (!spmd__x_hdr_to(r, k, m->proc)) { /* one way: no header comes */
+            x->have[k] = 2;
+            continue;
+        }
         st = spmd__fab_post_recv_upto(f, &x->rop[3 * k], m->proc_of[g->members[k]],
                                       SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), x->hbuf + (size_t)k * x->hb, x->hb,
                                       UINT64_MAX);
@@ -7902,6 +7943,10 @@ static spmd_status spmd__x_post(spmd_req *r) {
         size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
         spmd__fab_op *op = &x->sop[3 * at];
         uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
+        if (!spmd__x_hdr_to(r, me, p)) { /* one way: p reads neither header nor data */
+            x->dsent[at] = 1;
+            continue;
+        }
         st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
                                  UINT64_MAX);
         if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
@@ -8423,7 +8468,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
     for (k = 0; k < G; k++) {
         size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
-        if (k == me) continue;
+        if (k == me || !spmd__x_hdr_to(r, k, m->proc)) continue;
         if (spmd__x_needs(r, k))
             st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]],
                                           SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->hbuf + (size_t)k * q->hb, q->hb,
@@ -8435,6 +8480,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
     }
     for (k = 0; k < g->nrp; k++) {
+        if (!spmd__x_hdr_to(r, me, g->rprocs[k])) continue;
         st = spmd__fab_post_send(f, &q->sop[k], g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), h,
                                  SPMD__X_SHDR + r->in_bytes, UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
@@ -8495,9 +8541,11 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
 static spmd_status spmd__xq_slot(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__group *g = r->gr->g;
-    spmd__fab_op *ops = g->xq->lop + ((size_t)r->gseq & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
+    uint64_t due = spmd__x_ack_due(d->mesh, r->gseq);
+    spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
     char who[64];
     int k;
+    if (due == UINT64_MAX) return SPMD_OK;
     for (k = 0; k < g->G; k++) {
         spmd_status st = spmd__fab_peek(d->mesh->fab, &ops[k]);
         if (st == SPMD_OK || st == SPMD_ERR_STATE) continue; /* came, or never posted */
@@ -8505,7 +8553,7 @@ static spmd_status spmd__xq_slot(spmd_req *r) {
         return spmd__fail(d, st, "%s over '%s': receiving %s's header of operation #%llu of the group (after a "
                           "one-way call): %s", spmd__x_what(r), r->gr->text,
                           spmd__x_who(d->mesh, g->members[k], who, sizeof who),
-                          (unsigned long long)(r->gseq - (uint64_t)d->mesh->D), spmd__fab_reason(&ops[k]));
+                          (unsigned long long)due, spmd__fab_reason(&ops[k]));
     }
     return SPMD_OK;
 }
@@ -8542,7 +8590,7 @@ static void spmd__xq_progress(spmd_req *r) {
     }
     for (k = 0; k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
         spmd__fab_op *op = &g->xq->sop[k];
-        if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+        if (!spmd__x_hdr_to(r, me, g->rprocs[k]) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                                    g->rprocs[k], spmd__fab_reason(op)));
@@ -8699,10 +8747,12 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
     }
-    if (!x && r->xq && g->xq && g->xq->lop && r->state == SPMD__R_POST && expired) { /* a one-way slot still busy */
-        const spmd__fab_op *ops = g->xq->lop + ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G;
+    if (!x && r->xq && g->xq && g->xq->lop && r->state == SPMD__R_POST && expired &&
+        spmd__x_ack_due(m, r->gseq) != UINT64_MAX) { /* a one-way call's acknowledgement still to come */
+        uint64_t due = spmd__x_ack_due(m, r->gseq);
+        const spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(m->D - 1)) * (size_t)g->G;
         snprintf(step, sizeof step, ": %d operations ahead (max_inflight), waiting for headers of operation #%llu",
-                 m->D, (unsigned long long)(r->gseq - (uint64_t)m->D));
+                 m->D, (unsigned long long)due);
         for (k = 0; k < g->G; k++) {
             int w;
             if (SPMD__LD_ACQ(&ops[k].state) != SPMD__FOP_ACTIVE || at >= sizeof who) continue;
