@@ -7374,10 +7374,11 @@ typedef struct spmd__xq {
     spmd__fab_op *sop;        /* nrp: this member's header to each other process */
     unsigned char *hbuf;      /* G * hb: the headers, this member's at [me] */
     /* one-way calls (a bcast's root, a reduce's members off the root, as
-       spmd__x_needs says): the headers they do not wait for land here
-       after the call returned, in slot gseq mod max_inflight (D slots of G
-       ops and G * hb bytes, made on the first such call); a call that finds
-       its slot still receiving waits: at most max_inflight operations ahead */
+       spmd__x_needs says): the acknowledgements they do not wait for (see
+       spmd__x_hdr_to) land here after the call returned, in slot gseq mod
+       max_inflight (D slots of G ops and G * hb bytes, made on the first
+       such call); a call waits for the slot of the acknowledgement due
+       (spmd__xq_slot): at most max_inflight operations ahead */
     spmd__fab_op *lop;
     unsigned char *lbuf;
 } spmd__xq;
@@ -8399,12 +8400,13 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    from the inline inputs in member order as everywhere (a reduction with
    one kernel call): 1,915 instructions. A rooted call whose output needs
    fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
-   gather's members off the root) is one way, as Open MPI's: its other
-   headers are received after it returned, into the group's slot for
-   gseq mod max_inflight (spmd__xq.lop), and a call that finds its slot
-   still receiving waits for it, so a member runs at most max_inflight
-   operations ahead of the others (the general path's bound too). It is taken only when nothing else of the device or group
-   is in flight (no other request, no exchange record listed once those
+   gather's members off the root) is one way, as Open MPI's: headers go
+   only where they are read, plus acknowledgements (spmd__x_hdr_to), which
+   it receives after it returned into the group's slot for gseq mod
+   max_inflight (spmd__xq.lop); a call waits for the acknowledgement due,
+   so a member runs at most max_inflight operations ahead of the others
+   (the general path's bound too). It is taken only when nothing else of
+   the device or group is in flight (no other request, no exchange record listed once those
    waiting only for unneeded headers that came are reaped); once posted, a
    failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
@@ -8535,9 +8537,9 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
     return SPMD_OK;
 }
 
-/* r's one-way slot (gseq mod max_inflight) free: SPMD_OK, SPMD_ERR_BUSY
-   while a header of the operation max_inflight before it is still to
-   come, or the failure of one that did not (d->err names it). */
+/* The acknowledgement due for r (spmd__x_ack_due) came: SPMD_OK,
+   SPMD_ERR_BUSY while it is still to come, or the failure of one that
+   did not (d->err names it). */
 static spmd_status spmd__xq_slot(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__group *g = r->gr->g;
