@@ -7199,8 +7199,9 @@ fail:
    path: each operation has one exchange record (xrec) per process, shared
    by the process's members of the group. Every member sends a header (its
    signature, group index, the group's hash, the operation's number and the
-   length of its input) to each other process of the group; the input goes
-   inline when it is at most SPMD__X_INLINE bytes, else as a second message
+   length of its input) to each other process of the group (a rooted
+   call outside check mode only where it is read, see spmd__x_hdr_to);
+   the input goes inline when it is at most SPMD__X_INLINE bytes, else as a second message
    straight from the caller's buffer, and only to processes that read it
    (spmd__x_wants). Headers are compared like the thread engine's
    signatures. Once every input is here, each local member's output is
