@@ -7689,7 +7689,8 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     {
         uint64_t due = spmd__x_ack_due(m, r->gseq);
         for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
-            if (x->gseq <= due) return SPMD_ERR_BUSY; /* a one-way call's acknowledgement still to come */
+            if (x->gseq <= due && x->left == g->nloc) /* left, its acknowledgement still to come */
+                return SPMD_ERR_BUSY;
     }
     x = g->xfree;
     if (x) {
