@@ -7621,8 +7621,9 @@ fail:
    path: each operation has one exchange record (xrec) per process, shared
    by the process's members of the group. Every member sends a header (its
    signature, group index, the group's hash, the operation's number and the
-   length of its input) to each other process of the group; the input goes
-   inline when it is at most SPMD__X_INLINE bytes, else as a second message
+   length of its input) to each other process of the group (a rooted
+   call outside check mode only where it is read, see spmd__x_hdr_to);
+   the input goes inline when it is at most SPMD__X_INLINE bytes, else as a second message
    straight from the caller's buffer, and only to processes that read it
    (spmd__x_wants). Headers are compared like the thread engine's
    signatures. Once every input is here, each local member's output is
@@ -7795,6 +7796,14 @@ typedef struct spmd__xq {
     spmd__fab_op *rop;        /* G: member k's header (this member's unused) */
     spmd__fab_op *sop;        /* nrp: this member's header to each other process */
     unsigned char *hbuf;      /* G * hb: the headers, this member's at [me] */
+    /* one-way calls (a bcast's root, a reduce's members off the root, as
+       spmd__x_needs says): the acknowledgements they do not wait for (see
+       spmd__x_hdr_to) land here after the call returned, in slot gseq mod
+       max_inflight (D slots of G ops and G * hb bytes, made on the first
+       such call); a call waits for the slot of the acknowledgement due
+       (spmd__xq_slot): at most max_inflight operations ahead */
+    spmd__fab_op *lop;
+    unsigned char *lbuf;
 } spmd__xq;
 
 /* Transport ops of an exchange record: rop, sop and aop above. */
@@ -8036,6 +8045,38 @@ static size_t spmd__x_inline(const spmd_mesh *m, int G) {
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
 }
 
+/* Rooted calls are one way outside check mode, as Open MPI's: member k's
+   header goes to process p only where p reads it (a bcast's or scatter's
+   root's header to every process, the others' headers to the root's
+   process of a reduce or gather), and on every (max_inflight / 2)-th
+   operation of the group, an acknowledgement: a one-way member whose call
+   s finds the acknowledgements of operation spmd__x_ack_due(s) still to
+   come waits, so it runs at most max_inflight operations ahead. Both ends
+   decide from the call alone (a mismatched call may then wait for a header
+   that does not come: the member that reads the mismatch breaks the mesh,
+   which ends that wait). Every other exchange sends every header. */
+static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; }
+static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
+    const spmd_mesh *m = r->dev->mesh;
+    uint64_t a = spmd__x_ack_every(m);
+    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || r->gseq % a == a - 1) return 1;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return k == r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return m->proc_of[r->gr->g->members[r->root]] == p;
+    default: return 1;
+    }
+}
+/* The acknowledging operation call s must have heard from (the one in
+   [s - D, s - D + a - 1]), or UINT64_MAX for none yet. */
+static uint64_t spmd__x_ack_due(const spmd_mesh *m, uint64_t s) {
+    uint64_t a = spmd__x_ack_every(m), u;
+    if (s + a < (uint64_t)m->D + 1) return UINT64_MAX;
+    u = s + a - 1 - (uint64_t)m->D;
+    return u - (u + 1) % a;
+}
+
 /* Exchanges left by all their local members whose last headers (which
    nobody needed: a rooted call's) came since are spare again. xlock held. */
 static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
@@ -8067,6 +8108,12 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     spmd__x_reap(f, g);
     if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
+    {
+        uint64_t due = spmd__x_ack_due(m, r->gseq);
+        for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
+            if (x->gseq <= due && x->left == g->nloc) /* left, its acknowledgement still to come */
+                return SPMD_ERR_BUSY;
+    }
     x = g->xfree;
     if (x) {
         g->xfree = x->next;
@@ -8127,6 +8174,10 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
+        if (!spmd__x_hdr_to(r, k, m->proc)) { /* one way: no header comes */
+            x->have[k] = 2;
+            continue;
+        }
         st = spmd__fab_post_recv_upto(f, &x->rop[3 * k], m->proc_of[g->members[k]],
                                       SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), x->hbuf + (size_t)k * x->hb, x->hb,
                                       UINT64_MAX);
@@ -8317,6 +8368,10 @@ static spmd_status spmd__x_post(spmd_req *r) {
         size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
         spmd__fab_op *op = &x->sop[3 * at];
         uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
+        if (!spmd__x_hdr_to(r, me, p)) { /* one way: p reads neither header nor data */
+            x->dsent[at] = 1;
+            continue;
+        }
         st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
                                  UINT64_MAX);
         if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
@@ -8584,6 +8639,9 @@ static void spmd__x_fail(spmd_req *r, spmd_status s) {
         for (i = 0; i < g->G; i++)
             if (i != me) spmd__fab_cancel(m->fab, &g->xq->rop[i], s, "the operation failed");
         for (i = 0; i < g->nrp; i++) spmd__fab_cancel(m->fab, &g->xq->sop[i], s, "the operation failed");
+        for (i = 0; g->xq->lop && i < g->G; i++) /* its one-way slot */
+            spmd__fab_cancel(m->fab, &g->xq->lop[((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G + (size_t)i], s,
+                             "the operation failed");
     }
     if (x) {
         size_t li = (size_t)g->lidx[me];
@@ -8762,12 +8820,17 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    shared-memory lane (callgrind), most of its latency when cache lines
    move fast. Here the member posts its header receives and sends from the
    group's own ops (the same messages and tags, so each process may take
-   either path), waits on those receives alone (all of them: so not taken
-   where a rooted operation needs fewer, spmd__x_needs, and the general
-   path would not wait) and computes its output from the inline inputs in
-   member order as everywhere (a reduction with one kernel call): 1,915
-   instructions. It is taken only when nothing else of the device or group
-   is in flight (no other request, no exchange record listed once those
+   either path), waits on those receives alone and computes its output
+   from the inline inputs in member order as everywhere (a reduction with
+   one kernel call): 1,915 instructions. A rooted call whose output needs
+   fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
+   gather's members off the root) is one way, as Open MPI's: headers go
+   only where they are read, plus acknowledgements (spmd__x_hdr_to), which
+   it receives after it returned into the group's slot for gseq mod
+   max_inflight (spmd__xq.lop); a call waits for the acknowledgement due,
+   so a member runs at most max_inflight operations ahead of the others
+   (the general path's bound too). It is taken only when nothing else of
+   the device or group is in flight (no other request, no exchange record listed once those
    waiting only for unneeded headers that came are reaped); once posted, a
    failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
@@ -8779,13 +8842,11 @@ static int spmd__xq_ready(spmd_req *r) {
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
-    int k;
+    int k, oneway = 0;
     if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(m, g->G))
         return 0;
-    for (k = 0; k < g->G; k++) /* it waits for every header: not for a rooted call that needs fewer (a bcast's root,
-                                  a reduce off the root's process), which the general path lets run ahead */
-        if (k != r->gr->me && !spmd__x_needs(r, k)) return 0;
+    for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
     if (g->xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
         spmd__fab_progress(f);
         pthread_mutex_lock(&m->xlock);
@@ -8806,6 +8867,14 @@ static int spmd__xq_ready(spmd_req *r) {
         spmd__fab_mr_own(f, q->hbuf, (size_t)g->G * hb);
         g->xq = q;
     }
+    if (oneway && !g->xq->lop) { /* the slots of the headers one-way calls do not wait for */
+        size_t nl = (size_t)m->D * (size_t)g->G;
+        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, nl * (sizeof(spmd__fab_op) + g->xq->hb));
+        if (!blk) return 0;
+        g->xq->lop = (spmd__fab_op *)(void *)blk;
+        g->xq->lbuf = blk + nl * sizeof(spmd__fab_op);
+        spmd__fab_mr_own(f, g->xq->lbuf, nl * g->xq->hb);
+    }
     r->dev->xq_calls++;
     return 1;
 }
@@ -8824,12 +8893,20 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
     for (k = 0; k < G; k++) {
-        if (k == me) continue;
-        st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]], SPMD__FAB_TAG(g->gid, r->gseq, 2 * k),
-                                      q->hbuf + (size_t)k * q->hb, q->hb, UINT64_MAX);
+        size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
+        if (k == me || !spmd__x_hdr_to(r, k, m->proc)) continue;
+        if (spmd__x_needs(r, k))
+            st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]],
+                                          SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->hbuf + (size_t)k * q->hb, q->hb,
+                                          UINT64_MAX);
+        else /* one way: received after this call returns (spmd__xq_slot waited for the slot) */
+            st = spmd__fab_post_recv_upto(f, &q->lop[at], m->proc_of[g->members[k]],
+                                          SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->lbuf + at * q->hb, q->hb,
+                                          UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
     }
     for (k = 0; k < g->nrp; k++) {
+        if (!spmd__x_hdr_to(r, me, g->rprocs[k])) continue;
         st = spmd__fab_post_send(f, &q->sop[k], g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), h,
                                  SPMD__X_SHDR + r->in_bytes, UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
@@ -8853,6 +8930,10 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
         spmd_status st;
         if (k == me) {
             ins[k] = h + SPMD__X_SHDR; /* the copy in the header: recv may be send */
+            continue;
+        }
+        if (!spmd__x_needs(r, k)) { /* one way: not read (its header comes later) */
+            ins[k] = NULL;
             continue;
         }
         if (!spmd__x_parse(h, q->rop[k].received, k, g->xhash, r->gseq, q->hb - SPMD__X_HDR, &v, &bad))
@@ -8880,6 +8961,29 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
     return SPMD_OK;
 }
 
+/* The acknowledgement due for r (spmd__x_ack_due) came: SPMD_OK,
+   SPMD_ERR_BUSY while it is still to come, or the failure of one that
+   did not (d->err names it). */
+static spmd_status spmd__xq_slot(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__group *g = r->gr->g;
+    uint64_t due = spmd__x_ack_due(d->mesh, r->gseq);
+    spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
+    char who[64];
+    int k;
+    if (due == UINT64_MAX) return SPMD_OK;
+    for (k = 0; k < g->G; k++) {
+        spmd_status st = spmd__fab_peek(d->mesh->fab, &ops[k]);
+        if (st == SPMD_OK || st == SPMD_ERR_STATE) continue; /* came, or never posted */
+        if (st == SPMD_ERR_BUSY) return st;
+        return spmd__fail(d, st, "%s over '%s': receiving %s's header of operation #%llu of the group (after a "
+                          "one-way call): %s", spmd__x_what(r), r->gr->text,
+                          spmd__x_who(d->mesh, g->members[k], who, sizeof who),
+                          (unsigned long long)due, spmd__fab_reason(&ops[k]));
+    }
+    return SPMD_OK;
+}
+
 static void spmd__xq_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__fab *f = d->mesh->fab;
@@ -8889,6 +8993,11 @@ static void spmd__xq_progress(spmd_req *r) {
     char who[64];
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
+        if (g->xq->lop && (st = spmd__xq_slot(r)) != SPMD_OK) {
+            if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
+            else spmd__fab_progress(f); /* max_inflight operations ahead: until the slot's headers come */
+            return;
+        }
         if ((st = spmd__xq_post(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
     }
@@ -8896,7 +9005,7 @@ static void spmd__xq_progress(spmd_req *r) {
     if (r->state == SPMD__R_ARRIVE) {
         for (k = 0; k < g->G; k++) {
             spmd__fab_op *op = &g->xq->rop[k];
-            if (k == me || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+            if (k == me || !spmd__x_needs(r, k) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) return;
             spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
                                        spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
@@ -8907,7 +9016,7 @@ static void spmd__xq_progress(spmd_req *r) {
     }
     for (k = 0; k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
         spmd__fab_op *op = &g->xq->sop[k];
-        if ((st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
+        if (!spmd__x_hdr_to(r, me, g->rprocs[k]) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) return;
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                                    g->rprocs[k], spmd__fab_reason(op)));
@@ -9050,7 +9159,8 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
                      x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
         for (k = 0; k < g->G; k++) {
             int have = x ? x->have[k]
-                       : k == r->gr->me || SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
+                       : k == r->gr->me || !spmd__x_needs(r, k) ||
+                                 SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
             if (have == 2 || (bruck && g->lidx[k] < 0)) continue;
             missing++;
             if (shown < 8 && at < sizeof who) {
@@ -9062,6 +9172,21 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
         }
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
+    }
+    if (!x && r->xq && g->xq && g->xq->lop && r->state == SPMD__R_POST && expired &&
+        spmd__x_ack_due(m, r->gseq) != UINT64_MAX) { /* a one-way call's acknowledgement still to come */
+        uint64_t due = spmd__x_ack_due(m, r->gseq);
+        const spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(m->D - 1)) * (size_t)g->G;
+        snprintf(step, sizeof step, ": %d operations ahead (max_inflight), waiting for headers of operation #%llu",
+                 m->D, (unsigned long long)due);
+        for (k = 0; k < g->G; k++) {
+            int w;
+            if (SPMD__LD_ACQ(&ops[k].state) != SPMD__FOP_ACTIVE || at >= sizeof who) continue;
+            w = snprintf(who + at, sizeof who - at, "%s%d (process %d)", missing ? ", " : "", g->members[k],
+                         m->proc_of[g->members[k]]);
+            if (w > 0) at += (size_t)w;
+            missing++;
+        }
     }
     if ((x || (r->xq && g->xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
@@ -9783,10 +9908,18 @@ static void spmd__fabric_fini(spmd_mesh *m) {
                     if (!spmd__fab_op_idle(&g->xq->rop[i]) &&
                         spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                         held = 1;
+                for (i = 0; g->xq->lop && i < m->D * g->G; i++)
+                    if (!spmd__fab_op_idle(&g->xq->lop[i]) &&
+                        spmd__fab_cancel(m->fab, &g->xq->lop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                        held = 1;
                 spmd__fab_mr_forget(m->fab, g->xq->hbuf, (size_t)g->G * g->xq->hb);
+                if (g->xq->lop) spmd__fab_mr_forget(m->fab, g->xq->lbuf, (size_t)m->D * (size_t)g->G * g->xq->hb);
                 if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                     "operation; they stay allocated");
-                else spmd__free(&m->alloc, g->xq);
+                else {
+                    spmd__free(&m->alloc, g->xq->lop);
+                    spmd__free(&m->alloc, g->xq);
+                }
                 g->xq = NULL;
             }
             if (g->xchan) {

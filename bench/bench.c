@@ -153,7 +153,7 @@ typedef struct config {
     int coll_set;
     spmd_algo algo;
     int algo_set;
-    int kernels, overlap, csv;
+    int kernels, overlap, csv, pin;
     char cmdline[1024];
 } config;
 
@@ -174,6 +174,7 @@ static void usage(FILE *f)
           "  -a ALGO    default, eager, split or bruck (spmd_opts.algo)\n"
           "  --overlap  compute while a collective is in flight (psum, all_gather; see bench.c)\n"
           "  --kernels  time the reduction kernel of every dtype x op (see bench.c)\n"
+          "  --pin      pin device k's thread to CPU k mod CPUs (as mpirun --bind-to core; thread backend)\n"
           "  --csv      comma-separated output\n",
           f);
 }
@@ -265,6 +266,7 @@ static void parse_args(config *cfg, int argc, char **argv)
         if (strcmp(a, "--kernels") == 0) cfg->kernels = 1;
         else if (strcmp(a, "--overlap") == 0) cfg->overlap = 1;
         else if (strcmp(a, "--csv") == 0) cfg->csv = 1;
+        else if (strcmp(a, "--pin") == 0) cfg->pin = 1;
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage(stdout); exit(0); }
         else if (a[0] == '-' && a[1] != '\0' && strchr("cdtobefwnra", a[1]))
             parse_option(cfg, a[1], opt_value(&i, argc, argv));
@@ -1055,9 +1057,9 @@ static void print_overlap_notes(const config *cfg)
     fflush(stdout);
 }
 
-/* Overlap mode pins device k to CPU k mod CPUs: compute and the peers'
-   tasks then run where the scheduler cannot stack them, so the numbers
-   repeat. Returns 0 if the system refused. */
+/* Overlap mode (and --pin) pins device k to CPU k mod CPUs: compute and
+   the peers' tasks then run where the scheduler cannot stack them, so the
+   numbers repeat. Returns 0 if the system refused. */
 static int pin_to_cpu(int id)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1340,6 +1342,8 @@ static void device_main(spmd_dev *dev, void *arg)
     const config *cfg = sh->cfg;
     devctx c = {.dev = dev, .id = spmd_device_id(dev), .ndev = cfg->devices, .sh = sh};
     c.opts.algo = cfg->algo;
+    if (cfg->pin && !cfg->overlap && !all_ok(&c, pin_to_cpu(c.id)) && c.id == 0)
+        printf("# --pin: could not pin the devices to CPUs\n");
     if (all_ok(&c, alloc_buffers(&c, capacity(cfg), needs_bool_sums(cfg)))) {
         if (cfg->kernels) run_coll_kernels(&c);
         else if (cfg->overlap) run_overlap(&c);

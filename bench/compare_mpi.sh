@@ -23,7 +23,8 @@
 #
 # Both sides pin their processes alike when Open MPI's N ranks fit the
 # CPUs: mpirun with --bind-to core, spmdrun with --bind cpu (each process
-# its share of the CPUs); otherwise neither pins (--bind-to none). Unpinned,
+# its share of the CPUs), bench (-t threads) with --pin (device k's thread
+# on CPU k); otherwise neither pins (--bind-to none). Unpinned,
 # two processes on two CPUs take 2x longer for a small operation in some
 # runs (the scheduler moves them about).
 #
@@ -111,6 +112,7 @@ if [ "$mode" = threads ]; then
         make -s -C "$root" build/bench
     fi
     ours=("$bench" -d "$devices" "${args[@]}" --csv)
+    [ "$bind_ours" = cpu ] && ours+=(--pin) # device k's thread on CPU k, as mpirun --bind-to core
     btl=(--mca btl "self,vader")
 else
     provider=${mode#fabric-}

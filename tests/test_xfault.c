@@ -35,6 +35,33 @@
                 so it runs ahead -- by at most max_inflight operations --
                 and every device still gets every value in order (then a
                 psum checks the group is intact);
+     oneway     XF_QUICK=1 (groups of one device per process): bcast and
+                reduce are one way, as Open MPI's -- the root of a bcast and
+                the members off the root of a reduce return without waiting
+                for the others' headers, within max_inflight operations
+                (spmd__xq_slot). Every dtype at odd sizes (1..31 elements),
+                bcast from either root, reduce max and sum to either root, on
+                random data each member recomputes for the others, checked
+                against a plain reference (and the non-root's output of a
+                reduce left alone); then 100 one-way calls in a row
+                (bcasts from member 0, every 5th a reduce to member 1,
+                every 13th an all_gather), 6 times max_inflight (16);
+                then the bound: member 1 starts only once member 0 has
+                returned from 9 bcasts (a marker file: one-way calls run
+                ahead; acknowledgements come every 8th operation), and
+                member 0's 17th call must not return before member 1 has
+                started (a marker it writes first); all calls took the quick exchange
+                (counted: fails where rooted calls go the general way);
+                also without the lane (tcp), and on the general exchange
+                (SPMD_QUICK_EXCHANGE=0: no call quick, the same bound);
+     onewaycheck  check mode, the group {0, 2} alone: device 2 calls a bcast
+                from 0 (XF_OWKIND=bcast) or a reduce to 1 (reduce) of 7
+                elements where device 0 calls it with 5: both get
+                SPMD_ERR_MISMATCH naming both counts (in check mode a one-way
+                call waits for every header; SPMD_ERR_BROKEN naming both
+                where the other's announcement came first); without check
+                mode (onewaynocheck) device 0 returns SPMD_OK (one way: it
+                does not wait) and device 2 gets SPMD_ERR_MISMATCH;
      count, absent and kill once more with SPMD_ALGO=bruck (the Bruck
                 exchange, where each process hears from one process per
                 step): the same statuses; absent names process 1's part of
@@ -136,6 +163,7 @@
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "proclib.h"
+#include "testlib.h"
 #include <sys/stat.h>
 #include <sched.h>
 
@@ -231,19 +259,17 @@ static spmd_status one_call(spmd_dev *d, child *c, int call, int root, int salt)
 }
 
 static spmd_status kinds(spmd_dev *d, child *c) {
-    /* the kinds that need every header first (each takes the quick
-       exchange), then the rooted ones (which take it only where their
-       output needs every header: after one that did not, the group's
-       general exchange may still be listed, and the next call goes that
-       way too) */
+    /* the kinds that need every header first, then the rooted ones (one
+       way where their output needs fewer headers): each takes the quick
+       exchange */
     static const int order[KINDS_CALLS] = {0, 1, 7, 8, 9, 2, 3, 4, 5, 6};
     int id = spmd_device_id(d), me = id / 2, t;
     spmd_status s = SPMD_OK;
     c->may[id] = 0;
     for (t = 0; t < KINDS_CALLS && s == SPMD_OK; t++) {
         int call = order[t], root = call % 2;
-        /* may it take the quick exchange? (bcast 2, 3 and scatter 5 off the root, gather 4 and reduce 6 on it) */
-        c->may[id] += call < 2 || call > 6 || ((call == 4 || call == 6) == (me == root));
+        c->may[id]++; /* each takes the quick exchange, one way where its output needs fewer headers */
+        (void)me;
         s = one_call(d, c, call, root, call);
     }
     return s;
@@ -296,6 +322,131 @@ static spmd_status rooted(spmd_dev *d, child *c) {
                          (int)out[j]);
                 s = SPMD_ERR_STATE;
             }
+    }
+    return s;
+}
+
+/* mode "oneway": see the top. Values of dtype t that every reference
+   below handles exactly (small, no NaN): element j of device dev's input
+   of call `call`, as a double. */
+static double ow_val(spmd_dtype t, int dev, int call, int j) {
+    uint64_t h = (uint64_t)(dev + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(call + 7) * 0xbf58476d1ce4e5b9ull ^
+                 (uint64_t)(j + 3) * 0x94d049bb133111ebull;
+    int64_t v;
+    h ^= h >> 31;
+    h *= 0xd6e9f3b5a2c14e4bull;
+    h ^= h >> 29;
+    v = (int64_t)(h % 101) - 50; /* -50..50 */
+    switch (t) {
+    case SPMD_BOOL: return (double)(h & 1);
+    case SPMD_U8: case SPMD_U16: case SPMD_U32: case SPMD_U64: return (double)(v + 50);
+    case SPMD_F32: case SPMD_F64: return (double)v / 8;
+    default: return (double)v; /* signed integers, f16 and bf16 (exact there) */
+    }
+}
+static void ow_put(spmd_dtype t, unsigned char *p, double v) {
+    switch (t) {
+    case SPMD_BOOL: case SPMD_U8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case SPMD_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+    case SPMD_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
+    case SPMD_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case SPMD_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+    case SPMD_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    case SPMD_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+    case SPMD_U64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+    case SPMD_F16: { uint16_t x = ref_f32_to_f16((float)v); memcpy(p, &x, 2); break; }
+    case SPMD_BF16: { uint16_t x = ref_f32_to_bf16((float)v); memcpy(p, &x, 2); break; }
+    case SPMD_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    default: { double x = v; memcpy(p, &x, 8); break; }
+    }
+}
+static void ow_input(spmd_dtype t, unsigned char *p, int n, int dev, int call) {
+    int j;
+    for (j = 0; j < n; j++) ow_put(t, p + (size_t)j * dsize(t), ow_val(t, dev, call, j));
+}
+
+/* One call of the mode: bcast (what 0), reduce max (1), reduce sum (2) or
+   all_gather (3) of n elements of t from/to member `root` of this device's
+   group {y, 2 + y}, checked against the reference; SPMD_ERR_STATE for a
+   wrong value (c->msg says). */
+static spmd_status ow_call(spmd_dev *d, child *c, int what, spmd_dtype t, int n, int root, int call) {
+    int id = spmd_device_id(d), me = id / 2, k, j, member[2] = {id % 2, id % 2 + 2};
+    size_t es = dsize(t), outn = what == 3 ? 2 * (size_t)n : (size_t)n;
+    unsigned char in[2 * 32 * 8], out[2 * 32 * 8], want[2 * 32 * 8];
+    spmd_status s;
+    ow_input(t, in, n, id, call);
+    memset(out, 0xa5, sizeof out);
+    memset(want, 0xa5, sizeof want);
+    if (what == 0) {
+        s = spmd_bcast(d, in, out, (size_t)n, t, root, c->ax, NULL);
+        ow_input(t, want, n, member[root], call);
+    } else if (what == 3) {
+        s = spmd_allgather(d, in, out, (size_t)n, t, c->ax, NULL);
+        for (k = 0; k < 2; k++) ow_input(t, want + (size_t)k * (size_t)n * es, n, member[k], call);
+    } else {
+        s = spmd_reduce(d, in, out, (size_t)n, t, what == 1 ? SPMD_OP_MAX : SPMD_OP_SUM, root, c->ax, NULL);
+        for (j = 0; j < n && me == root; j++) {
+            double a = ow_val(t, member[0], call, j), b = ow_val(t, member[1], call, j);
+            ow_put(t, want + (size_t)j * es, what == 1 ? (a > b ? a : b) : a + b);
+        }
+    }
+    if (s == SPMD_OK && memcmp(out, want, sizeof out) != 0) {
+        for (j = 0; j < (int)sizeof out && out[j] == want[j]; j++) {}
+        snprintf(c->msg[id], sizeof c->msg[id], "call %d (%s of %d %s, root %d): byte %d of the output is 0x%02x, "
+                 "want 0x%02x%s", call, what == 0 ? "bcast" : what == 3 ? "all_gather" : what == 1 ? "reduce max"
+                 : "reduce sum", n, dnm(t), root, j, out[j], want[j], (size_t)j >= outn * es ? " (past the result)" : "");
+        s = SPMD_ERR_STATE;
+    }
+    return s;
+}
+
+static void ow_mark(const char *name, int y) {
+    char path[400];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.%d", getenv("XF_DIR"), name, y);
+    if ((f = fopen(path, "w")) != NULL) fclose(f);
+}
+static int ow_marked(const char *name, int y) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s.%d", getenv("XF_DIR"), name, y);
+    return access(path, F_OK) == 0;
+}
+
+static spmd_status oneway(spmd_dev *d, child *c) {
+    static const int sizes[] = {1, 3, 7, 13, 31};
+    int id = spmd_device_id(d), me = id / 2, y = id % 2, t, i, call = 0, what, D = 16;
+    spmd_status s = SPMD_OK;
+    c->may[id] = 0;
+    for (t = 0; t < NDT && s == SPMD_OK; t++)
+        for (i = 0; i < 5 && s == SPMD_OK; i++)
+            for (what = 0; what < 3 && s == SPMD_OK; what++) {
+                if (what == 2 && DTYPES[t] == SPMD_BOOL) continue; /* (bool sums: see the README) */
+                s = ow_call(d, c, what, DTYPES[t], sizes[i], (t + i + what) % 2, call++);
+                c->may[id]++;
+            }
+    /* 100 one-way calls on member 0 in a row, mixed */
+    for (i = 0; i < 100 && s == SPMD_OK; i++, c->may[id]++)
+        s = ow_call(d, c, i % 13 == 12 ? 3 : i % 5 == 4 ? 2 : 0, SPMD_I32, 1 + i % 7, i % 5 == 4 ? 1 : 0, call++);
+    /* the bound: member 0 runs at least D / 2 + 1 calls ahead (the acknowledgement due is at most D / 2 - 1
+       operations after member 1's last call: spmd__x_ack_due), never D + 1 */
+    if (s == SPMD_OK && me == 1) {
+        double end = p_now() + 20;
+        while (!ow_marked("ahead", y) && p_now() < end) usleep(1000); /* a condition, polled */
+        if (!ow_marked("ahead", y)) {
+            snprintf(c->msg[id], sizeof c->msg[id], "member 0 did not return from %d one-way calls in 20 s",
+                     D / 2 + 1);
+            s = SPMD_ERR_STATE;
+        }
+        ow_mark("started", y);
+    }
+    for (i = 0; i <= D && s == SPMD_OK; i++, c->may[id]++) {
+        s = ow_call(d, c, 0, SPMD_F32, 2, 0, call++);
+        if (me == 0 && i == D / 2) ow_mark("ahead", y); /* D / 2 + 1 calls: always room for them */
+        if (me == 0 && i == D && s == SPMD_OK && !ow_marked("started", y)) {
+            snprintf(c->msg[id], sizeof c->msg[id], "call %d returned %d calls ahead of member 1 (max_inflight %d)",
+                     call - 1, D + 1, D);
+            s = SPMD_ERR_STATE;
+        }
     }
     return s;
 }
@@ -357,6 +508,13 @@ static void dev_main(spmd_dev *d, void *arg) {
         s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
     } else if (strcmp(c->mode, "kinds") == 0) {
         s = kinds(d, c);
+    } else if (strcmp(c->mode, "oneway") == 0) {
+        s = oneway(d, c);
+    } else if (strcmp(c->mode, "onewaycheck") == 0 || strcmp(c->mode, "onewaynocheck") == 0) {
+        int32_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, w[8];
+        size_t n = c->proc == 0 ? 5 : 7;
+        if (id % 2 == 0 && strcmp(getenv("XF_OWKIND"), "bcast") == 0) s = spmd_bcast(d, v, w, n, SPMD_I32, 0, c->ax, NULL);
+        else if (id % 2 == 0) s = spmd_reduce(d, v, w, n, SPMD_I32, SPMD_OP_SUM, 1, c->ax, NULL);
     } else if (strcmp(c->mode, "rooted") == 0) {
         s = rooted(d, c);
     } else if (strcmp(c->mode, "absent") == 0) {
@@ -622,7 +780,7 @@ static int child_main(const char *mode) {
     desc.shape[1] = 2;
     desc.axis_names[0] = c.quick ? "x" : "i";
     desc.axis_names[1] = "y";
-    desc.check = strcmp(mode, "mismatch") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.check = strcmp(mode, "mismatch") == 0 || strcmp(mode, "onewaycheck") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
     desc.log_level = SPMD_LOG_OFF;
     if (strcmp(mode, "nocoord") == 0 || strcmp(mode, "wrongkey") == 0) { /* the reason is logged: keep it */
         desc.timeout_ms = atoi(getenv("XF_BOOT_MS") ? getenv("XF_BOOT_MS") : "1500");
@@ -683,11 +841,18 @@ static int child_main(const char *mode) {
                                     (strstr(c.msg[i], "abandoned: mesh broken by device") && strstr(c.msg[i], other)));
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
-        else if (strcmp(mode, "rooted") == 0) /* member 0 (process 0): only its last call, the psum, quick */
-            ok = c.st[i] == SPMD_OK && c.took[i] < 2.5 && (c.proc == 1 || m->devs[i]->xq_calls == 1);
-        else if (strcmp(mode, "kinds") == 0) /* the first 5 took the quick exchange, no call that must not */
-            ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->xq_calls >= 5 &&
-                                                                   m->devs[i]->xq_calls <= (uint64_t)c.may[i]
+        else if (strcmp(mode, "rooted") == 0) /* every call quick: the rooted ones one way where they need fewer */
+            ok = c.st[i] == SPMD_OK && c.took[i] < 2.5 && m->devs[i]->xq_calls == 5;
+        else if (strcmp(mode, "oneway") == 0) /* every call took the quick exchange */
+            ok = c.st[i] == SPMD_OK && m->devs[i]->xq_calls == (c.general ? 0 : (uint64_t)c.may[i]) && c.may[i] > 300;
+        else if (strcmp(mode, "onewaycheck") == 0) /* both members, the one-way one too */
+            ok = i % 2 || ((c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "x 5") &&
+                           strstr(c.msg[i], "x 7"));
+        else if (strcmp(mode, "onewaynocheck") == 0) /* device 0 returns at once, device 2 finds the mismatch */
+            ok = i % 2 || (i == 0 ? c.st[i] == SPMD_OK
+                                  : c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], "x 5") && strstr(c.msg[i], "x 7"));
+        else if (strcmp(mode, "kinds") == 0) /* every call took the quick exchange (rooted ones one way) */
+            ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->xq_calls == (uint64_t)c.may[i]
                                                               : m->devs[i]->xq_calls == 0);
         else if (strcmp(mode, "announce") == 0) /* process 1 names process 0's timeout */
             ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 && strstr(c.msg[i], "recv of i32 x 4 from 2 (tag 7") &&
@@ -706,7 +871,7 @@ static int child_main(const char *mode) {
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
-    if (c.quick && !c.general && strcmp(mode, "rooted") != 0) {
+    if (c.quick && !c.general && strcmp(mode, "rooted") != 0 && strcmp(mode, "onewaycheck") != 0) {
         uint64_t taken = 0;
         for (i = 0; i < 4; i++)
             if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
@@ -746,6 +911,19 @@ static void run_pair(const char *mode, const char *envs) {
     rc = p_spmdrun(tag, 2, "--provider tcp", mode, env);
     T_CHECK(rc == 0, "%s: exit %d after %.1f s", mode, rc, p_now() - t0);
     if (rc != 0) p_show(tag, "log");
+}
+
+/* mode oneway: run_pair with a directory for the markers (XF_DIR). */
+static void run_oneway(const char *mode, const char *envs) {
+    char dir[400], env[900], path[480];
+    snprintf(dir, sizeof dir, "%s/xfault-%s%s.d", p_logdir, mode, strstr(envs, "SHM_LANE=0") ? "-nolane" : "");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/ahead.0", dir); unlink(path);
+    snprintf(path, sizeof path, "%s/ahead.1", dir); unlink(path);
+    snprintf(path, sizeof path, "%s/started.0", dir); unlink(path);
+    snprintf(path, sizeof path, "%s/started.1", dir); unlink(path);
+    snprintf(env, sizeof env, "XF_DIR=%s %s", dir, envs);
+    run_pair(mode, env);
 }
 
 /* 3 processes (late_main); each child checks itself. */
@@ -974,6 +1152,13 @@ int main(int argc, char **argv) {
     if (want("kinds")) run_pair("kinds", "XF_QUICK=1 SPMD_SHM_LANE=0");
     if (want("kinds")) run_pair("kinds", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
     if (want("rooted")) run_pair("rooted", "XF_QUICK=1 SPMD_TIMEOUT_MS=3000");
+    if (want("oneway")) run_oneway("oneway", "XF_QUICK=1");
+    if (want("oneway")) run_oneway("oneway", "XF_QUICK=1 SPMD_SHM_LANE=0");
+    if (want("oneway")) run_oneway("oneway", "XF_QUICK=1 SPMD_QUICK_EXCHANGE=0");
+    if (want("onewaycheck")) run_pair("onewaycheck", "XF_QUICK=1 XF_OWKIND=bcast");
+    if (want("onewaycheck")) run_pair("onewaycheck", "XF_QUICK=1 XF_OWKIND=reduce");
+    if (want("onewaycheck")) run_pair("onewaynocheck", "XF_QUICK=1 XF_OWKIND=bcast");
+    if (want("onewaycheck")) run_pair("onewaynocheck", "XF_QUICK=1 XF_OWKIND=reduce");
     if (want("localmix")) run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     if (want("announce")) run_pair("announce", "");
     if (want("runahead")) run_pair("runahead", "");

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# insns.sh - instructions per call of a small collective, by callgrind.
+#
+# Runs the bench twice under valgrind --tool=callgrind, collecting only in
+# the device threads (--toggle-collect=device_main: not the bench's CPU
+# sampler), with -n 5000 and -n 25000 timed calls, and prints the
+# difference divided by 20,000 (so warm-up and setup cancel), per device.
+# A waiting member's spinning is counted too: repeat a run to see the
+# spread (about +-300 over the lane here). With -f FILE the second run's
+# callgrind output is kept there (callgrind_annotate --inclusive=no FILE
+# splits it by function).
+#
+#   -t threads     (default) build/bench -d N in one process; the count is
+#                  the sum over the devices divided by N
+#   -t fabric-shm  build/bench-fabric, 2 processes of one device over the
+#                  shared-memory lane (tools/spmdrun --bind cpu), only
+#                  process -P (default 0) under valgrind
+#
+# usage: bench/insns.sh [-t threads|fabric-shm] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]
+set -euo pipefail
+mode=threads coll=psum devices=2 size=8 proc=0 keep=""
+while getopts "t:c:d:b:P:f:h" opt; do
+    case $opt in
+        t) mode=$OPTARG ;; c) coll=$OPTARG ;; d) devices=$OPTARG ;; b) size=$OPTARG ;; P) proc=$OPTARG ;;
+        f) keep=$OPTARG ;;
+        *) echo "usage: $0 [-t threads|fabric-shm] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]" >&2; exit 2 ;;
+    esac
+done
+command -v valgrind > /dev/null || { echo "$0: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+vg=(valgrind --tool=callgrind --toggle-collect=device_main)
+total() { grep '^totals:' "$1" | awk '{ print $2 }'; }
+counts=()
+for n in 5000 25000; do
+    out=$tmp/cg.$n
+    case $mode in
+        threads)
+            make -s -C "$root" build/bench
+            "${vg[@]}" --callgrind-out-file="$out" "$root/build/bench" -d "$devices" -c "$coll" -b "$size" -e "$size" \
+                -r 1 -n $n --csv > /dev/null 2>&1
+            per=$devices ;;
+        fabric-shm)
+            make -s -C "$root" build/bench-fabric
+            printf '#!/bin/sh\nif [ "$SPMD_PROCESS_ID" = %s ]; then exec %s --callgrind-out-file=%s "$@" 2>/dev/null; fi\nexec "$@"\n' \
+                "$proc" "${vg[*]}" "$out" > "$tmp/wrap"
+            chmod +x "$tmp/wrap"
+            SPMD_SHM_LANE=1 SPMD_TIMEOUT_MS=600000 "$root/tools/spmdrun" -n 2 --provider shm --bind cpu --timeout 600 -q -- \
+                "$tmp/wrap" "$root/build/bench-fabric" -d 2 -c "$coll" -b "$size" -e "$size" -r 1 -n $n --csv > /dev/null 2>&1
+            per=1 ;;
+        *) echo "$0: unknown -t $mode" >&2; exit 2 ;;
+    esac
+    [ -s "$out" ] || { echo "$0: no callgrind output (the run failed)" >&2; exit 1; }
+    counts+=("$(total "$out")")
+done
+[ -z "$keep" ] || cp "$tmp/cg.25000" "$keep"
+echo "$coll $size B, $mode$([ "$mode" = threads ] && echo ", $devices devices" || echo ", process $proc"):" \
+     "$(( (counts[1] - counts[0]) / 20000 / per )) instructions per call"
