@@ -41,6 +41,15 @@ $(BUILD)/bench-fabric: bench/bench.c bench/bench_common.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
+# What the flight recorder costs on a small psum: a mesh with it against one
+# without, alternating in one run (bench/reccost.c; -fabric: under tools/spmdrun).
+$(BUILD)/reccost: bench/reccost.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
+$(BUILD)/reccost-fabric: bench/reccost.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
+
 # The floor under a small collective between two processes: one cache line
 # exchanged through shared memory (bench/cacheline.c).
 $(BUILD)/cacheline: bench/cacheline.c

@@ -2626,23 +2626,22 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
     x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
 }
 
-/* A call starts (checked, about to post): the fault plan, then its record.
-   1: the fault plan skips it (recorded as skipped). */
-static int spmd__rec_begin(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    spmd_mesh *m = d->mesh;
-    spmd__rec *e;
-    uint64_t n = d->ncalls;
+/* r->rec: the call number + 1, and these flags. A blocking call's record
+   is written once, when it blocks (spmd__rec_wait) or, if it never does,
+   when it ends (SPMD__REC_LATE): the 8 B psum on the quick path then costs
+   one clock read and one record write, with no second visit to the record.
+   Such a call is absent from the ring while it runs without waiting (a
+   report sees the device running, its last call the one before). */
+#define SPMD__REC_LATE ((uint64_t)1 << 63)
+#define SPMD__REC_SITE ((uint64_t)1 << 62) /* it has a call site (line in d->site_line) */
+#define SPMD__REC_NUM(v) ((v) & ~(SPMD__REC_LATE | SPMD__REC_SITE))
+
+/* Write device d's record of call n (0-based) whole: generation 0, the
+   words, then the generation with release order. */
+static void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
+    /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
+    spmd__rec *e = &d->ring[n & d->mesh->rmask];
     int64_t aux = -1;
-    uint64_t t0, line = 0;
-    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
-    r->rec = 0;
-    if (!d->ring) {
-        SPMD__ST_REL(&d->ncalls, n + 1);
-        return skip;
-    }
-    e = &d->ring[n & m->rmask];
-    if (m->tracing && n > m->rmask) spmd__trace_keep(d, e);
     switch (r->sig.kind) {
     case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: aux = r->root; break;
     case SPMD__KIND_SEND: case SPMD__KIND_RECV: aux = r->peer; break;
@@ -2654,31 +2653,54 @@ static int spmd__rec_begin(spmd_req *r) {
     default: break;
     }
     SPMD__RST(&e->gen, (uint64_t)0);
-    if (d->site_file) {
-        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
-        line = (uint64_t)(uint32_t)d->site_line;
-        d->site_file = NULL;
-    }
-    t0 = spmd__rec_now(m);
-    SPMD__RST(&e->gseq, r->p2p ? 0 : r->gr->my->next);
+    SPMD__RST(&e->gseq, r->p2p ? 0 : r->gseq);
     SPMD__RST(&e->t0, t0);
-    SPMD__RST(&e->t1, t0);
+    SPMD__RST(&e->t1, t1);
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
+    SPMD__RST(&e->state, state);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
+}
+
+/* A call starts (checked, about to post): the fault plan, then its record
+   (now for a call with a handle, a skipped one and under SPMD_TRACE; later
+   for a blocking call). 1: the fault plan skips it (recorded as skipped). */
+static int spmd__rec_begin(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    uint64_t n = d->ncalls, line = 0, site = 0;
+    int skip = d->nfaults ? spmd__fault_at(d, n) : 0;
+    r->rec = 0;
+    if (!d->ring) {
+        SPMD__ST_REL(&d->ncalls, n + 1);
+        return skip;
+    }
+    if (m->tracing && n > m->rmask) spmd__trace_keep(d, &d->ring[n & m->rmask]);
+    if (d->site_file) {
+        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
+        line = (uint64_t)(uint32_t)d->site_line;
+        site = SPMD__REC_SITE;
+        d->site_file = NULL;
+    }
+    if (!r->p2p) r->gseq = r->gr->my->next;
+    if (!r->user && !skip && !m->tracing) {
+        r->rec = (n + 1) | SPMD__REC_LATE | site;
+    } else {
+        uint64_t t0 = spmd__rec_now(m);
+        spmd__rec_put(d, r, n, (uint64_t)(skip ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32, t0, t0);
+        r->rec = skip ? 0 : n + 1;
+    }
     SPMD__ST_REL(&d->ncalls, n + 1);
-    r->rec = skip ? 0 : n + 1;
     return skip;
 }
 
-/* The record of r, if it is still in the ring (device only). */
+/* The record of r, if it is written and still in the ring (device only). */
 static spmd__rec *spmd__rec_of(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__rec *e;
-    if (!r->rec) return NULL;
+    if (!r->rec || (r->rec & SPMD__REC_LATE)) return NULL;
     e = &d->ring[(r->rec - 1) & d->mesh->rmask];
     return e->gen == r->rec ? e : NULL;
 }
@@ -2689,23 +2711,42 @@ static void spmd__rec_algo_set(spmd__rec *e, const spmd_req *r) {
     if ((w >> 24 & 255u) != r->sig.algo) SPMD__RST(&e->what, (w & ~((uint64_t)255 << 24)) | (uint64_t)r->sig.algo << 24);
 }
 
+/* A blocking call's state, written when it is first needed. */
+static uint64_t spmd__rec_late_state(const spmd_req *r, unsigned st) {
+    return (uint64_t)st | (r->rec & SPMD__REC_SITE ? (uint64_t)(uint32_t)r->dev->site_line << 32 : 0);
+}
+
 static void spmd__rec_wait(spmd_req *r) {
-    spmd__rec *e = spmd__rec_of(r);
+    spmd__rec *e;
     uint64_t st;
+    if (r->rec & SPMD__REC_LATE) { /* a blocking call blocks: its record, waiting since now */
+        uint64_t t0 = spmd__rec_now(r->dev->mesh);
+        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, SPMD__REC_WAITING), t0, t0);
+        r->rec = SPMD__REC_NUM(r->rec);
+        return;
+    }
+    e = spmd__rec_of(r);
     if (!e || ((st = SPMD__RLD(&e->state)) & 255u) != SPMD__REC_STARTED) return;
     spmd__rec_algo_set(e, r);
     SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
 }
 
 static void spmd__rec_end(spmd_req *r, spmd_status s) {
-    spmd__rec *e = spmd__rec_of(r);
+    spmd__rec *e;
     uint64_t st;
+    unsigned how = s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED;
+    if (r->rec & SPMD__REC_LATE) { /* a blocking call that did not wait: its record, whole */
+        uint64_t t = spmd__rec_now(r->dev->mesh);
+        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, how) | (uint64_t)s << 8, t, t);
+        r->rec = SPMD__REC_NUM(r->rec);
+        return;
+    }
+    e = spmd__rec_of(r);
     if (!e) return;
     st = SPMD__RLD(&e->state);
     spmd__rec_algo_set(e, r);
     if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
-    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)(s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
-                                (uint64_t)s << 8);
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)how | (uint64_t)s << 8);
 }
 
 /* A reader's copy of device d's call n (0-based); 0 if it left the ring or
@@ -10243,13 +10284,14 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t moved = 0;
 #endif
     int spinning = 1;
-    spmd__rec_wait(r);
+    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r);
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
            every 64 polls, the slower phases every time */
         if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
+        if (r->rec & SPMD__REC_LATE) spmd__rec_wait(r); /* a blocking call's record: written while it waits */
         if (SPMD__LD_ACQ(&m->nreturned) != gone) {
             gone = SPMD__LD_ACQ(&m->nreturned);
             if (spmd__gone_check(r)) break;
