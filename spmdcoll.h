@@ -3057,6 +3057,119 @@ static void spmd__trace_write(spmd_mesh *m) {
     if (fclose(f) != 0) spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_TRACE: writing %s failed: %s", path, strerror(errno));
 }
 
+/* SPMD_REPORT_SIGNAL=USR1 (USR2, or a signal number): on that signal every
+   mesh of the process logs its report at error level. The handler only
+   writes a byte to a pipe (async-signal-safe); a thread of ours, started by
+   the first mesh that asks, reads the pipe and logs the reports of the
+   meshes registered here (at creation; removed first thing in
+   spmd_mesh_destroy, under the lock the reports are written under). The
+   first mesh's signal is the process's; a signal that already has a
+   handler is left alone (a warning says so). */
+#include <fcntl.h>
+#include <signal.h>
+static pthread_mutex_t spmd__sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd_mesh **spmd__sig_meshes;
+static int spmd__sig_n, spmd__sig_cap, spmd__sig_num; /* spmd__sig_num: the signal taken, 0: none yet */
+static int spmd__sig_pipe[2] = {-1, -1};
+
+static void spmd__sig_handler(int sig) {
+    int e = errno;
+    char c = (char)sig;
+    ssize_t w = write(spmd__sig_pipe[1], &c, 1); /* full pipe (a burst of signals): one report is enough */
+    (void)w;
+    errno = e;
+}
+
+static void *spmd__sig_main(void *arg) {
+    char buf[64];
+    (void)arg;
+    for (;;) {
+        ssize_t n = read(spmd__sig_pipe[0], buf, sizeof buf);
+        int i;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return NULL;
+        pthread_mutex_lock(&spmd__sig_lock);
+        for (i = 0; i < spmd__sig_n; i++) {
+            spmd__log(spmd__sig_meshes[i], SPMD_LOG_ERROR, -1, "report asked for by signal %d (SPMD_REPORT_SIGNAL):",
+                      spmd__sig_num);
+            spmd__report_log(spmd__sig_meshes[i]);
+        }
+        pthread_mutex_unlock(&spmd__sig_lock);
+    }
+}
+
+/* The signal SPMD_REPORT_SIGNAL names, 0 if unset, -1 if not a signal we take. */
+static int spmd__sig_parse(const char *v) {
+    char *end;
+    long x;
+    if (!v || !*v) return 0;
+    if (!strncmp(v, "SIG", 3)) v += 3;
+    if (!strcmp(v, "USR1")) return SIGUSR1;
+    if (!strcmp(v, "USR2")) return SIGUSR2;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || *end || x <= 0 || x >= 65 || x == SIGKILL || x == SIGSTOP || x == SIGSEGV || x == SIGBUS ||
+        x == SIGFPE || x == SIGILL)
+        return -1;
+    return (int)x;
+}
+
+/* At mesh creation: take the signal (once per process) and register m. */
+static void spmd__sig_setup(spmd_mesh *m) {
+    const char *v = getenv("SPMD_REPORT_SIGNAL");
+    int sig = spmd__sig_parse(v);
+    if (!sig) return;
+    if (sig < 0) {
+        spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_REPORT_SIGNAL=%s (expected USR1, USR2 or a signal number)", v);
+        return;
+    }
+    pthread_mutex_lock(&spmd__sig_lock);
+    if (!spmd__sig_num) {
+        struct sigaction sa, old;
+        pthread_t th;
+        int ok = sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
+        if (!ok) {
+            spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: signal %d already has a handler; no report on it", v, sig);
+            spmd__sig_num = -1;
+        } else if (pipe(spmd__sig_pipe) != 0 || fcntl(spmd__sig_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+                   fcntl(spmd__sig_pipe[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(spmd__sig_pipe[1], F_SETFD, FD_CLOEXEC) != 0 ||
+                   pthread_create(&th, NULL, spmd__sig_main, NULL) != 0) {
+            spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: cannot start the report thread: %s", v, strerror(errno));
+            spmd__sig_num = -1;
+        } else {
+            pthread_detach(th);
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = spmd__sig_handler;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESTART;
+            sigaction(sig, &sa, NULL);
+            spmd__sig_num = sig;
+            spmd__log(m, SPMD_LOG_INFO, -1, "SPMD_REPORT_SIGNAL: signal %d logs the report of every mesh", sig);
+        }
+    } else if (spmd__sig_num > 0 && sig != spmd__sig_num) {
+        spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: the process already reports on signal %d (its first mesh's)",
+                  v, spmd__sig_num);
+    }
+    if (spmd__sig_num > 0) {
+        if (spmd__sig_n == spmd__sig_cap) {
+            int cap = spmd__sig_cap ? 2 * spmd__sig_cap : 8;
+            spmd_mesh **t = (spmd_mesh **)realloc(spmd__sig_meshes, (size_t)cap * sizeof *t);
+            if (t) { spmd__sig_meshes = t; spmd__sig_cap = cap; }
+        }
+        if (spmd__sig_n < spmd__sig_cap) spmd__sig_meshes[spmd__sig_n++] = m;
+    }
+    pthread_mutex_unlock(&spmd__sig_lock);
+}
+
+/* spmd_mesh_destroy: m leaves the list (after a report being written now). */
+static void spmd__sig_forget(spmd_mesh *m) {
+    int i;
+    pthread_mutex_lock(&spmd__sig_lock);
+    for (i = 0; i < spmd__sig_n; i++)
+        if (spmd__sig_meshes[i] == m) spmd__sig_meshes[i--] = spmd__sig_meshes[--spmd__sig_n];
+    pthread_mutex_unlock(&spmd__sig_lock);
+}
+
 /* At mesh creation: the ring's size and the trace path. */
 static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     int64_t depth = desc->trace_depth < 0 ? 0 : desc->trace_depth ? desc->trace_depth : SPMD__REC_DEFAULT_DEPTH;
@@ -3082,7 +3195,7 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
         }
         if (m->tracing && !depth) depth = SPMD__REC_DEFAULT_DEPTH; /* the timeline needs the records */
     }
-    if (!depth) return SPMD_OK;
+    if (!depth) { spmd__sig_setup(m); return SPMD_OK; }
     while (n < (uint64_t)depth) n *= 2;
     m->rmask = (uint32_t)(n - 1);
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
@@ -3091,6 +3204,7 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
         if (!m->devs[i]->ring || !m->devs[i]->sites) return SPMD_ERR_NOMEM;
         memset(m->devs[i]->ring, 0, (size_t)n * sizeof(spmd__rec));
     }
+    spmd__sig_setup(m);
     return SPMD_OK;
 }
 
@@ -12955,6 +13069,7 @@ spmd_status spmd_mesh_destroy(spmd_mesh *m) {
                   (unsigned)SPMD__LD_ACQ(&m->nattached));
         return SPMD_ERR_BUSY;
     }
+    spmd__sig_forget(m); /* SPMD_REPORT_SIGNAL: no report of it from now on */
     for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
     if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
     spmd__trace_write(m);
