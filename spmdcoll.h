@@ -9507,8 +9507,9 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)
    is parked, the thread backend can never go on. After one more round in
    which every parked fiber polls again and nothing moves, that is a deadlock
    (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
-   (per device: the call it waits in, or that it returned) goes to the log at
-   error level, and every parked fiber wakes to fail its call. With libfabric
+   (spmd_report's text; with the recorder off, per device the call it waits
+   in, or that it returned) goes to the log at error level, and every parked
+   fiber wakes to fail its call. With libfabric
    the transport completes things by itself, so there is no such verdict.
    The thread that called spmd_run watches the carriers: one that runs the
    same device for 10 s (a tenth of the deadline if less, at least 1 s)
@@ -9934,8 +9935,11 @@ static void spmd__fiber_stuck(spmd__sched *s) {
     if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
     spmd__sunlock(&s->lock);
     spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
+    /* the break logs the report (spmd_report's text, as for every cause);
+       without the flight recorder it has nothing per device: then one line
+       per device or run of devices in one state, from their requests */
     prev[0] = '\0';
-    for (i = 0; i <= s->n; i++) {
+    for (i = s->fibs[0].dev->ring ? s->n + 1 : 0; i <= s->n; i++) {
         spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
         if (!f) line[0] = '\0';
         else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
