@@ -508,7 +508,10 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    short; buf may be NULL with len 0); returns the length of the whole text,
    as snprintf does. From the flight recorder: desc.trace_depth calls per
    device (default 64), env SPMD_TRACE_DEPTH (0: off). Any thread, any time
-   while the mesh exists; logged at error level when the mesh breaks. */
+   while the mesh exists; logged at error level when the mesh breaks, and
+   on the signal env SPMD_REPORT_SIGNAL names (USR1, USR2 or a number; the
+   log function is then called from a thread of the library). Times have
+   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
