@@ -121,7 +121,7 @@ compile-times:
 # Fuzz targets (fuzz/*.c, clang's libFuzzer with ASan and UBSan), one per
 # decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
 # sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
-FUZZ_TARGETS := boot xhdr lane spec env
+FUZZ_TARGETS := boot xhdr lane spec env recs
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c spmdcoll.h

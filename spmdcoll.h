@@ -511,7 +511,10 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    while the mesh exists; logged at error level when the mesh breaks, and
    on the signal env SPMD_REPORT_SIGNAL names (USR1, USR2 or a number; the
    log function is then called from a thread of the library). Times have
-   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. */
+   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. On
+   libfabric, a device of another process shows the line its process sent
+   when the mesh broke (over the bootstrap connection, waited for at most
+   1 s), or "not heard from". */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
@@ -1545,6 +1548,8 @@ static void spmd__wake_dev(spmd_dev *d) {
 
 #if SPMD__HAS_LIBFABRIC
 static void spmd__fab_announce(spmd_mesh *m);
+static char *spmd__fab_recs_text(spmd_mesh *m);
+static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text);
 #endif
 static void spmd__report_log(spmd_mesh *m);
 
@@ -1553,6 +1558,11 @@ static void spmd__report_log(spmd_mesh *m);
    the others are told. */
 static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     int i, first = 0;
+#if SPMD__HAS_LIBFABRIC
+    /* the report across processes: our devices' lines as they are before
+       the break lets our other devices fail and return */
+    char *recs = m->fab && m->nprocs > 1 && !SPMD__LD_ACQ(&m->broken) ? spmd__fab_recs_text(m) : NULL;
+#endif
     pthread_mutex_lock(&m->lock);
     if (!SPMD__LD_ACQ(&m->broken)) {
         m->broken_status = s;
@@ -1563,11 +1573,14 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     }
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
-    if (first) spmd__report_log(m);
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+    /* the report across processes: ours out, theirs in (at most 1 s) */
+    if (first && recs) spmd__fab_recs_exchange(m, recs);
+    if (recs) spmd__free(&m->alloc, recs);
 #endif
+    if (first) spmd__report_log(m);
     for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
@@ -2833,6 +2846,25 @@ static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
     if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
 
+#if SPMD__HAS_LIBFABRIC
+static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap);
+#endif
+/* A device of another process: its line from that process's RECORDS (the
+   report across processes, spmd__fab_recs_exchange), else "not heard from". */
+static void spmd__rep_remote(spmd__text *t, spmd_mesh *m, int dev) {
+    char line[SPMD__LINE * 12];
+#if SPMD__HAS_LIBFABRIC
+    if (spmd__fab_recs_line(m, dev, line, sizeof line)) {
+        spmd__tx(t, "(process %d) %s\n", m->proc_of[dev], line);
+        return;
+    }
+#else
+    (void)line;
+#endif
+    spmd__tx(t, "in process %d, not heard from (processes send their devices' state when the mesh breaks)\n",
+             m->proc_of[dev]);
+}
+
 /* What device d is doing now, one line. */
 static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
     uint64_t n = SPMD__LD_ACQ(&d->ncalls), i, lo;
@@ -2841,7 +2873,7 @@ static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
     memset(&last, 0, sizeof last);
     spmd__tx(t, "  device %d: ", d->id);
     if (d->mesh->proc_of && d->mesh->proc_of[d->id] != d->mesh->proc) {
-        spmd__tx(t, "in process %d (its records are not gathered yet)\n", d->mesh->proc_of[d->id]);
+        spmd__rep_remote(t, d->mesh, d->id);
         return;
     }
     if (!d->ring) { spmd__tx(t, "%s (flight recorder off)\n", SPMD__LD_ACQ(&d->attached) ? "attached" : "not attached"); return; }
@@ -2925,7 +2957,8 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
             spmd__recx e;
             int found = 0;
             if (m->proc_of && m->proc_of[p->id] != m->proc) {
-                spmd__tx(&t, "  device %d: in process %d (its records are not gathered yet)\n", p->id, m->proc_of[p->id]);
+                spmd__tx(&t, "  device %d: ", p->id);
+                spmd__rep_remote(&t, m, p->id);
                 continue;
             }
             for (c = n; c-- > clo && !found;) {
@@ -3990,6 +4023,10 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
        ABORT    u32 status, reason (at most 500 bytes): the coordinator's
                 bootstrap failed (e.g. a process never joined), told to
                 the processes that had joined      (coordinator -> client)
+       RECORDS  u32 mesh id, u32 process, text (at most 3000 bytes of
+                printable ASCII lines "  device K: ..."): what that
+                process's devices were doing when the mesh broke there,
+                for the others' reports      (client -> coordinator -> the others)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -4017,18 +4054,20 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 4u
+#define SPMD__BOOT_VERSION 5u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
 #define SPMD__BOOT_BLOB_MAX 4096u
 #define SPMD__BOOT_REASON_MAX 200u
 #define SPMD__BOOT_BROKEN_MAX 500u /* bytes of the reason a mesh broke (a broken_msg, cut) */
+#define SPMD__BOOT_RECS_MAX 3000u  /* bytes of a process's report lines (RECORDS) */
+#define SPMD__BOOT_RECS_KEEP 16    /* RECORDS kept (the newest per mesh and process wins) */
 #define SPMD__BOOT_MAX_PENDING 64
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_RECORDS, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -4061,6 +4100,11 @@ typedef struct spmd__boot_broken { /* an announcement of a broken mesh */
     char text[SPMD__BOOT_BROKEN_MAX + 1];
 } spmd__boot_broken;
 
+typedef struct spmd__boot_recs { /* a process's report lines about a mesh (RECORDS) */
+    uint32_t mesh_id, proc;
+    char text[SPMD__BOOT_RECS_MAX + 1];
+} spmd__boot_recs;
+
 typedef struct spmd__boot {
     int rank, nprocs;
     spmd_allocator alloc;
@@ -4084,6 +4128,9 @@ typedef struct spmd__boot {
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
+    /* RECORDS heard: the last RECS_KEEP of nrecs (under the transport's lock) */
+    spmd__boot_recs recs[SPMD__BOOT_RECS_KEEP];
+    uint32_t nrecs;
     spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
     char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
@@ -4149,6 +4196,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
     case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
+    case SPMD__BM_RECORDS: return 8 + SPMD__BOOT_RECS_MAX;
     default: return 0;
     }
 }
@@ -4955,7 +5003,72 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     return 0;
 }
 
-/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT) at the head of a connection;
+/* A RECORDS payload (bytes from another process: checked before use):
+   u32 mesh id, u32 process < nprocs, then at most SPMD__BOOT_RECS_MAX bytes
+   of printable ASCII and newlines, copied NUL-terminated into text (cap >=
+   SPMD__BOOT_RECS_MAX + 1). 0: valid; -1: malformed, nothing kept. */
+static int spmd__boot_recs_decode(const unsigned char *p, size_t len, int nprocs, uint32_t *mesh_id, uint32_t *proc,
+                                  char *text, size_t cap) {
+    size_t k, n;
+    if (!p || len < 8 || len - 8 > SPMD__BOOT_RECS_MAX || cap < len - 8 + 1) return -1;
+    n = len - 8;
+    if (spmd__boot_get32(p + 4) >= (uint32_t)nprocs || nprocs <= 0) return -1;
+    for (k = 0; k < n; k++)
+        if ((p[8 + k] < 32 || p[8 + k] > 126) && p[8 + k] != '\n') return -1;
+    *mesh_id = spmd__boot_get32(p);
+    *proc = spmd__boot_get32(p + 4);
+    memcpy(text, p + 8, n);
+    text[n] = '\0';
+    return 0;
+}
+
+/* This process's report lines about a mesh, to the others (best effort). */
+static void spmd__boot_send_recs(spmd__boot *b, uint32_t mesh_id, const char *text) {
+    unsigned char p[8 + SPMD__BOOT_RECS_MAX];
+    size_t n = strlen(text);
+    uint64_t deadline = spmd__now_ns() + 100000000u;
+    int i;
+    if (!b || b->nprocs < 2) return;
+    if (n > SPMD__BOOT_RECS_MAX) n = SPMD__BOOT_RECS_MAX;
+    spmd__boot_put32(p, mesh_id);
+    spmd__boot_put32(p + 4, (uint32_t)b->rank);
+    memcpy(p + 8, text, n);
+    if (b->rank == 0) {
+        for (i = 1; i < b->nprocs; i++)
+            if (b->peers[i].fd >= 0 && !b->lost[i]) spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, p, 8 + n, deadline);
+    } else if (b->coord.fd >= 0 && !b->lost[0]) {
+        spmd__boot_send(b->coord.fd, SPMD__BM_RECORDS, b->rank, p, 8 + n, deadline);
+    }
+}
+
+/* RECORDS came on c: keep them (process 0 passes them on). -1 if malformed. */
+static int spmd__boot_heard_recs(spmd__boot *b, spmd__boot_conn *c, const spmd__boot_msg *m) {
+    spmd__boot_recs *e = &b->recs[b->nrecs % SPMD__BOOT_RECS_KEEP];
+    uint32_t mesh_id, proc;
+    int i;
+    if (spmd__boot_recs_decode(m->payload, m->len, b->nprocs, &mesh_id, &proc, e->text, sizeof e->text) < 0 ||
+        (int)proc == b->rank || (b->rank == 0 && (int)proc != c->rank))
+        return -1;
+    e->mesh_id = mesh_id;
+    e->proc = proc;
+    SPMD__ST_REL(&b->nrecs, b->nrecs + 1);
+    for (i = 1; b->rank == 0 && i < b->nprocs; i++)
+        if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
+    return 0;
+}
+
+/* The newest RECORDS of process proc about mesh_id, or NULL. */
+static const spmd__boot_recs *spmd__boot_recs_of(const spmd__boot *b, uint32_t mesh_id, uint32_t proc) {
+    uint32_t n = b->nrecs, k = n > SPMD__BOOT_RECS_KEEP ? n - SPMD__BOOT_RECS_KEEP : 0;
+    while (n-- > k) {
+        const spmd__boot_recs *e = &b->recs[n % SPMD__BOOT_RECS_KEEP];
+        if (e->mesh_id == mesh_id && e->proc == proc) return e;
+    }
+    return NULL;
+}
+
+/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT, RECORDS) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -4970,6 +5083,12 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
             if (spmd__boot_heard_broken(b, c, &m) < 0) {
                 spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: a malformed "
                                "announcement of a broken mesh", c->rank);
+                return -1;
+            }
+        } else if (m.type == SPMD__BM_RECORDS) {
+            if (spmd__boot_heard_recs(b, c, &m) < 0) {
+                spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: malformed report "
+                               "lines (RECORDS)", c->rank);
                 return -1;
             }
         } else if (m.type == SPMD__BM_BYE) {
@@ -9143,6 +9262,83 @@ static void spmd__fab_announce(spmd_mesh *m) {
     pthread_mutex_lock(&m->fab->lock);
     spmd__boot_announce(m->fab->boot, m->mesh_id, (uint32_t)m->broken_status, m->broken_msg);
     pthread_mutex_unlock(&m->fab->lock);
+}
+
+/* The report across processes (spmd__break, once per mesh and process):
+   this process's devices' lines ("devices now" of spmd_report, taken before
+   the mesh is marked broken: spmd__fab_recs_text) go to the others as RECORDS, then we wait, at most 1 s in all, for every other live
+   process's lines about m, reading the bootstrap connection every ms. A
+   process whose devices are all in their own code reads nothing and sends
+   nothing: its devices are then shown as not heard from. */
+static char *spmd__fab_recs_text(spmd_mesh *m) {
+    char *text = (char *)spmd__alloc(&m->alloc, SPMD__BOOT_RECS_MAX + 1);
+    uint64_t now = spmd__rec_now(m);
+    spmd__text t;
+    int i;
+    if (!text) return NULL;
+    t.buf = text;
+    t.len = SPMD__BOOT_RECS_MAX + 1;
+    t.at = 0;
+    text[0] = '\0';
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        size_t at = t.at;
+        spmd__rep_now(&t, m->devs[i], now);
+        if (t.at > SPMD__BOOT_RECS_MAX) { /* cut at the last whole line */
+            text[at] = '\0';
+            break;
+        }
+    }
+    return text;
+}
+
+static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text) {
+    spmd__fab *f = m->fab;
+    uint64_t deadline = spmd__now_ns() + 1000000000u;
+    int i;
+    pthread_mutex_lock(&f->lock);
+    spmd__boot_send_recs(f->boot, m->mesh_id, text);
+    pthread_mutex_unlock(&f->lock);
+    for (;;) {
+        int p, missing = 0;
+        struct timespec ms = {0, 1000000};
+        pthread_mutex_lock(&f->lock);
+        spmd__boot_poll(f->boot);
+        for (i = 0; i < m->size && !missing; i++) { /* the processes of m's devices */
+            p = m->proc_of ? m->proc_of[i] : 0;
+            if (p != f->boot->rank && p < f->boot->nprocs && !f->boot->lost[p] &&
+                !spmd__boot_recs_of(f->boot, m->mesh_id, (uint32_t)p))
+                missing++;
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (!missing || spmd__now_ns() >= deadline) break;
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* spmd_report: device dev's line from its process's RECORDS, after "  device
+   dev: ", into out; 0 if none came. */
+static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap) {
+    const spmd__boot_recs *e;
+    char key[32];
+    const char *p;
+    size_t n;
+    int found = 0;
+    if (!m->fab || !m->proc_of || cap == 0) return 0;
+    snprintf(key, sizeof key, "  device %d: ", dev);
+    pthread_mutex_lock(&m->fab->lock);
+    e = spmd__boot_recs_of(m->fab->boot, m->mesh_id, (uint32_t)m->proc_of[dev]);
+    for (p = e ? e->text : NULL; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, key, strlen(key)) != 0) continue;
+        p += strlen(key);
+        n = strcspn(p, "\n");
+        if (n >= cap) n = cap - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        found = 1;
+        break;
+    }
+    pthread_mutex_unlock(&m->fab->lock);
+    return found;
 }
 
 /* Announcements came since m last looked: break m if one is about it. */
