@@ -41,6 +41,15 @@ $(BUILD)/bench-fabric: bench/bench.c bench/bench_common.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
+# What the flight recorder costs on a small psum: a mesh with it against one
+# without, alternating in one run (bench/reccost.c; -fabric: under tools/spmdrun).
+$(BUILD)/reccost: bench/reccost.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) $< -o $@ $(LIBS)
+$(BUILD)/reccost-fabric: bench/reccost.c spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
+
 # The floor under a small collective between two processes: one cache line
 # exchanged through shared memory (bench/cacheline.c).
 $(BUILD)/cacheline: bench/cacheline.c
@@ -126,7 +135,7 @@ compile-times:
 # Fuzz targets (fuzz/*.c, clang's libFuzzer with ASan and UBSan), one per
 # decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
 # sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
-FUZZ_TARGETS := boot xhdr lane spec env join seg
+FUZZ_TARGETS := boot xhdr lane spec env join seg recs
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c spmdcoll.h

@@ -360,6 +360,9 @@
                        eager's slot runs split, and messages say so
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
                        desc.trace_depth; 0 here or a negative desc field: off)
+     SPMD_REPORT_SIGNAL  USR1, USR2 or a signal number: on that signal every
+                       mesh of the process logs its report (spmd_report) at
+                       error level (the handler only writes to a pipe)
      SPMD_TRACE        path: at mesh destroy, write every call of this
                        process's devices as Chrome-trace JSON (Perfetto,
                        chrome://tracing; pid = process index, tid = device,
@@ -684,7 +687,13 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    short; buf may be NULL with len 0); returns the length of the whole text,
    as snprintf does. From the flight recorder: desc.trace_depth calls per
    device (default 64), env SPMD_TRACE_DEPTH (0: off). Any thread, any time
-   while the mesh exists; logged at error level when the mesh breaks. */
+   while the mesh exists; logged at error level when the mesh breaks, and
+   on the signal env SPMD_REPORT_SIGNAL names (USR1, USR2 or a number; the
+   log function is then called from a thread of the library). Times have
+   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. On
+   libfabric, a device of another process shows the line its process sent
+   when the mesh broke (over the bootstrap connection, waited for at most
+   1 s), or "not heard from". */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
@@ -1774,6 +1783,8 @@ static void spmd__wake_dev(spmd_dev *d) {
 
 #if SPMD__HAS_LIBFABRIC
 static void spmd__fab_announce(spmd_mesh *m);
+static char *spmd__fab_recs_text(spmd_mesh *m);
+static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text);
 #endif
 static void spmd__report_log(spmd_mesh *m);
 
@@ -1782,6 +1793,11 @@ static void spmd__report_log(spmd_mesh *m);
    the others are told. */
 static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     int i, first = 0;
+#if SPMD__HAS_LIBFABRIC
+    /* the report across processes: our devices' lines as they are before
+       the break lets our other devices fail and return */
+    char *recs = m->fab && m->nprocs > 1 && !SPMD__LD_ACQ(&m->broken) ? spmd__fab_recs_text(m) : NULL;
+#endif
     pthread_mutex_lock(&m->lock);
     if (!SPMD__LD_ACQ(&m->broken)) {
         m->broken_status = s;
@@ -1792,11 +1808,14 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     }
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
-    if (first) spmd__report_log(m);
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+    /* the report across processes: ours out, theirs in (at most 1 s) */
+    if (first && recs) spmd__fab_recs_exchange(m, recs);
+    if (recs) spmd__free(&m->alloc, recs);
 #endif
+    if (first) spmd__report_log(m);
     for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
@@ -2963,24 +2982,22 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
     x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
 }
 
-/* A call starts (checked, about to post): the fault plan, then its record.
-   1: the fault plan skips it (recorded as skipped); 2: the device is lost
-   (kind=lose): the call fails with SPMD_ERR_PEER_LOST, d->err says why. */
-static int spmd__rec_begin(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    spmd_mesh *m = d->mesh;
-    spmd__rec *e;
-    uint64_t n = d->ncalls;
+/* r->rec: the call number + 1, and these flags. A blocking call's record
+   is written once, when it blocks (spmd__rec_wait) or, if it never does,
+   when it ends (SPMD__REC_LATE): the 8 B psum on the quick path then costs
+   one clock read and one record write, with no second visit to the record.
+   Such a call is absent from the ring while it runs without waiting (a
+   report sees the device running, its last call the one before). */
+#define SPMD__REC_LATE ((uint64_t)1 << 63)
+#define SPMD__REC_SITE ((uint64_t)1 << 62) /* it has a call site (line in d->site_line) */
+#define SPMD__REC_NUM(v) ((v) & ~(SPMD__REC_LATE | SPMD__REC_SITE))
+
+/* Write device d's record of call n (0-based) whole: generation 0, the
+   words, then the generation with release order. */
+static void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
+    /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
+    spmd__rec *e = &d->ring[n & d->mesh->rmask];
     int64_t aux = -1;
-    uint64_t t0, line = 0;
-    int skip = d->nfaults ? spmd__fault_at(r, n) : 0;
-    r->rec = 0;
-    if (!d->ring) {
-        SPMD__ST_REL(&d->ncalls, n + 1);
-        return skip;
-    }
-    e = &d->ring[n & m->rmask];
-    if (m->tracing && n > m->rmask) spmd__trace_keep(d, e);
     switch (r->sig.kind) {
     case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: aux = r->root; break;
     case SPMD__KIND_SEND: case SPMD__KIND_RECV: aux = r->peer; break;
@@ -2992,31 +3009,56 @@ static int spmd__rec_begin(spmd_req *r) {
     default: break;
     }
     SPMD__RST(&e->gen, (uint64_t)0);
-    if (d->site_file) {
-        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
-        line = (uint64_t)(uint32_t)d->site_line;
-        d->site_file = NULL;
-    }
-    t0 = spmd__rec_now(m);
-    SPMD__RST(&e->gseq, r->p2p ? 0 : r->gr->my->next);
+    SPMD__RST(&e->gseq, r->p2p ? 0 : r->gseq);
     SPMD__RST(&e->t0, t0);
-    SPMD__RST(&e->t1, t0);
+    SPMD__RST(&e->t1, t1);
     SPMD__RST(&e->count, (uint64_t)r->count);
     SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
                             (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
-    SPMD__RST(&e->state, (uint64_t)(skip == 1 ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32);
+    SPMD__RST(&e->state, state);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
+}
+
+/* A call starts (checked, about to post): the fault plan, then its record
+   (now for a call with a handle, a skipped one and under SPMD_TRACE; later
+   for a blocking call). 1: the fault plan skips it (recorded as skipped);
+   2: the device is lost (kind=lose): the call fails with
+   SPMD_ERR_PEER_LOST, d->err says why. */
+static int spmd__rec_begin(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    uint64_t n = d->ncalls, line = 0, site = 0;
+    int skip = d->nfaults ? spmd__fault_at(r, n) : 0;
+    r->rec = 0;
+    if (!d->ring) {
+        SPMD__ST_REL(&d->ncalls, n + 1);
+        return skip;
+    }
+    if (m->tracing && n > m->rmask) spmd__trace_keep(d, &d->ring[n & m->rmask]);
+    if (d->site_file) {
+        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
+        line = (uint64_t)(uint32_t)d->site_line;
+        site = SPMD__REC_SITE;
+        d->site_file = NULL;
+    }
+    if (!r->p2p) r->gseq = r->gr->my->next;
+    if (!r->user && !skip && !m->tracing) {
+        r->rec = (n + 1) | SPMD__REC_LATE | site;
+    } else {
+        uint64_t t0 = spmd__rec_now(m);
+        spmd__rec_put(d, r, n, (uint64_t)(skip == 1 ? SPMD__REC_SKIPPED : SPMD__REC_STARTED) | line << 32, t0, t0);
+        r->rec = skip == 1 ? 0 : n + 1;
+    }
     SPMD__ST_REL(&d->ncalls, n + 1);
-    r->rec = skip == 1 ? 0 : n + 1;
     return skip;
 }
 
-/* The record of r, if it is still in the ring (device only). */
+/* The record of r, if it is written and still in the ring (device only). */
 static spmd__rec *spmd__rec_of(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__rec *e;
-    if (!r->rec) return NULL;
+    if (!r->rec || (r->rec & SPMD__REC_LATE)) return NULL;
     e = &d->ring[(r->rec - 1) & d->mesh->rmask];
     return e->gen == r->rec ? e : NULL;
 }
@@ -3027,23 +3069,42 @@ static void spmd__rec_algo_set(spmd__rec *e, const spmd_req *r) {
     if ((w >> 24 & 255u) != r->sig.algo) SPMD__RST(&e->what, (w & ~((uint64_t)255 << 24)) | (uint64_t)r->sig.algo << 24);
 }
 
+/* A blocking call's state, written when it is first needed. */
+static uint64_t spmd__rec_late_state(const spmd_req *r, unsigned st) {
+    return (uint64_t)st | (r->rec & SPMD__REC_SITE ? (uint64_t)(uint32_t)r->dev->site_line << 32 : 0);
+}
+
 static void spmd__rec_wait(spmd_req *r) {
-    spmd__rec *e = spmd__rec_of(r);
+    spmd__rec *e;
     uint64_t st;
+    if (r->rec & SPMD__REC_LATE) { /* a blocking call blocks: its record, waiting since now */
+        uint64_t t0 = spmd__rec_now(r->dev->mesh);
+        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, SPMD__REC_WAITING), t0, t0);
+        r->rec = SPMD__REC_NUM(r->rec);
+        return;
+    }
+    e = spmd__rec_of(r);
     if (!e || ((st = SPMD__RLD(&e->state)) & 255u) != SPMD__REC_STARTED) return;
     spmd__rec_algo_set(e, r);
     SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
 }
 
 static void spmd__rec_end(spmd_req *r, spmd_status s) {
-    spmd__rec *e = spmd__rec_of(r);
+    spmd__rec *e;
     uint64_t st;
+    unsigned how = s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED;
+    if (r->rec & SPMD__REC_LATE) { /* a blocking call that did not wait: its record, whole */
+        uint64_t t = spmd__rec_now(r->dev->mesh);
+        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, how) | (uint64_t)s << 8, t, t);
+        r->rec = SPMD__REC_NUM(r->rec);
+        return;
+    }
+    e = spmd__rec_of(r);
     if (!e) return;
     st = SPMD__RLD(&e->state);
     spmd__rec_algo_set(e, r);
     if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
-    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)(s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
-                                (uint64_t)s << 8);
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)how | (uint64_t)s << 8);
 }
 
 /* A reader's copy of device d's call n (0-based); 0 if it left the ring or
@@ -3127,6 +3188,25 @@ static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint64_t now) {
     if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
 
+#if SPMD__HAS_LIBFABRIC
+static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap);
+#endif
+/* A device of another process: its line from that process's RECORDS (the
+   report across processes, spmd__fab_recs_exchange), else "not heard from". */
+static void spmd__rep_remote(spmd__text *t, spmd_mesh *m, int dev) {
+    char line[SPMD__LINE * 12];
+#if SPMD__HAS_LIBFABRIC
+    if (spmd__fab_recs_line(m, dev, line, sizeof line)) {
+        spmd__tx(t, "(process %d) %s\n", m->proc_of[dev], line);
+        return;
+    }
+#else
+    (void)line;
+#endif
+    spmd__tx(t, "in process %d, not heard from (processes send their devices' state when the mesh breaks)\n",
+             m->proc_of[dev]);
+}
+
 /* What device d is doing now, one line. */
 static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
     uint64_t n = SPMD__LD_ACQ(&d->ncalls), i, lo;
@@ -3135,7 +3215,7 @@ static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t now) {
     memset(&last, 0, sizeof last);
     spmd__tx(t, "  device %d: ", d->id);
     if (d->mesh->proc_of && d->mesh->proc_of[d->id] != d->mesh->proc) {
-        spmd__tx(t, "in process %d (its records are not gathered yet)\n", d->mesh->proc_of[d->id]);
+        spmd__rep_remote(t, d->mesh, d->id);
         return;
     }
     if (!d->ring) { spmd__tx(t, "%s (flight recorder off)\n", SPMD__LD_ACQ(&d->attached) ? "attached" : "not attached"); return; }
@@ -3219,7 +3299,8 @@ static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
             spmd__recx e;
             int found = 0;
             if (m->proc_of && m->proc_of[p->id] != m->proc) {
-                spmd__tx(&t, "  device %d: in process %d (its records are not gathered yet)\n", p->id, m->proc_of[p->id]);
+                spmd__tx(&t, "  device %d: ", p->id);
+                spmd__rep_remote(&t, m, p->id);
                 continue;
             }
             for (c = n; c-- > clo && !found;) {
@@ -3354,6 +3435,119 @@ static void spmd__trace_write(spmd_mesh *m) {
     if (fclose(f) != 0) spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_TRACE: writing %s failed: %s", path, strerror(errno));
 }
 
+/* SPMD_REPORT_SIGNAL=USR1 (USR2, or a signal number): on that signal every
+   mesh of the process logs its report at error level. The handler only
+   writes a byte to a pipe (async-signal-safe); a thread of ours, started by
+   the first mesh that asks, reads the pipe and logs the reports of the
+   meshes registered here (at creation; removed first thing in
+   spmd_mesh_destroy, under the lock the reports are written under). The
+   first mesh's signal is the process's; a signal that already has a
+   handler is left alone (a warning says so). */
+#include <fcntl.h>
+#include <signal.h>
+static pthread_mutex_t spmd__sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd_mesh **spmd__sig_meshes;
+static int spmd__sig_n, spmd__sig_cap, spmd__sig_num; /* spmd__sig_num: the signal taken, 0: none yet */
+static int spmd__sig_pipe[2] = {-1, -1};
+
+static void spmd__sig_handler(int sig) {
+    int e = errno;
+    char c = (char)sig;
+    ssize_t w = write(spmd__sig_pipe[1], &c, 1); /* full pipe (a burst of signals): one report is enough */
+    (void)w;
+    errno = e;
+}
+
+static void *spmd__sig_main(void *arg) {
+    char buf[64];
+    (void)arg;
+    for (;;) {
+        ssize_t n = read(spmd__sig_pipe[0], buf, sizeof buf);
+        int i;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return NULL;
+        pthread_mutex_lock(&spmd__sig_lock);
+        for (i = 0; i < spmd__sig_n; i++) {
+            spmd__log(spmd__sig_meshes[i], SPMD_LOG_ERROR, -1, "report asked for by signal %d (SPMD_REPORT_SIGNAL):",
+                      spmd__sig_num);
+            spmd__report_log(spmd__sig_meshes[i]);
+        }
+        pthread_mutex_unlock(&spmd__sig_lock);
+    }
+}
+
+/* The signal SPMD_REPORT_SIGNAL names, 0 if unset, -1 if not a signal we take. */
+static int spmd__sig_parse(const char *v) {
+    char *end;
+    long x;
+    if (!v || !*v) return 0;
+    if (!strncmp(v, "SIG", 3)) v += 3;
+    if (!strcmp(v, "USR1")) return SIGUSR1;
+    if (!strcmp(v, "USR2")) return SIGUSR2;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || *end || x <= 0 || x >= 65 || x == SIGKILL || x == SIGSTOP || x == SIGSEGV || x == SIGBUS ||
+        x == SIGFPE || x == SIGILL)
+        return -1;
+    return (int)x;
+}
+
+/* At mesh creation: take the signal (once per process) and register m. */
+static void spmd__sig_setup(spmd_mesh *m) {
+    const char *v = getenv("SPMD_REPORT_SIGNAL");
+    int sig = spmd__sig_parse(v);
+    if (!sig) return;
+    if (sig < 0) {
+        spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_REPORT_SIGNAL=%s (expected USR1, USR2 or a signal number)", v);
+        return;
+    }
+    pthread_mutex_lock(&spmd__sig_lock);
+    if (!spmd__sig_num) {
+        struct sigaction sa, old;
+        pthread_t th;
+        int ok = sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
+        if (!ok) {
+            spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: signal %d already has a handler; no report on it", v, sig);
+            spmd__sig_num = -1;
+        } else if (pipe(spmd__sig_pipe) != 0 || fcntl(spmd__sig_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+                   fcntl(spmd__sig_pipe[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(spmd__sig_pipe[1], F_SETFD, FD_CLOEXEC) != 0 ||
+                   pthread_create(&th, NULL, spmd__sig_main, NULL) != 0) {
+            spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: cannot start the report thread: %s", v, strerror(errno));
+            spmd__sig_num = -1;
+        } else {
+            pthread_detach(th);
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = spmd__sig_handler;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESTART;
+            sigaction(sig, &sa, NULL);
+            spmd__sig_num = sig;
+            spmd__log(m, SPMD_LOG_INFO, -1, "SPMD_REPORT_SIGNAL: signal %d logs the report of every mesh", sig);
+        }
+    } else if (spmd__sig_num > 0 && sig != spmd__sig_num) {
+        spmd__log(m, SPMD_LOG_WARN, -1, "SPMD_REPORT_SIGNAL=%s: the process already reports on signal %d (its first mesh's)",
+                  v, spmd__sig_num);
+    }
+    if (spmd__sig_num > 0) {
+        if (spmd__sig_n == spmd__sig_cap) {
+            int cap = spmd__sig_cap ? 2 * spmd__sig_cap : 8;
+            spmd_mesh **t = (spmd_mesh **)realloc(spmd__sig_meshes, (size_t)cap * sizeof *t);
+            if (t) { spmd__sig_meshes = t; spmd__sig_cap = cap; }
+        }
+        if (spmd__sig_n < spmd__sig_cap) spmd__sig_meshes[spmd__sig_n++] = m;
+    }
+    pthread_mutex_unlock(&spmd__sig_lock);
+}
+
+/* spmd_mesh_destroy: m leaves the list (after a report being written now). */
+static void spmd__sig_forget(spmd_mesh *m) {
+    int i;
+    pthread_mutex_lock(&spmd__sig_lock);
+    for (i = 0; i < spmd__sig_n; i++)
+        if (spmd__sig_meshes[i] == m) spmd__sig_meshes[i--] = spmd__sig_meshes[--spmd__sig_n];
+    pthread_mutex_unlock(&spmd__sig_lock);
+}
+
 /* At mesh creation: the ring's size and the trace path. */
 static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     int64_t depth = desc->trace_depth < 0 ? 0 : desc->trace_depth ? desc->trace_depth : SPMD__REC_DEFAULT_DEPTH;
@@ -3379,7 +3573,7 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
         }
         if (m->tracing && !depth) depth = SPMD__REC_DEFAULT_DEPTH; /* the timeline needs the records */
     }
-    if (!depth) return SPMD_OK;
+    if (!depth) { spmd__sig_setup(m); return SPMD_OK; }
     while (n < (uint64_t)depth) n *= 2;
     m->rmask = (uint32_t)(n - 1);
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
@@ -3388,6 +3582,7 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
         if (!m->devs[i]->ring || !m->devs[i]->sites) return SPMD_ERR_NOMEM;
         memset(m->devs[i]->ring, 0, (size_t)n * sizeof(spmd__rec));
     }
+    spmd__sig_setup(m);
     return SPMD_OK;
 }
 
@@ -4211,6 +4406,10 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
        ABORT    u32 status, reason (at most 500 bytes): the coordinator's
                 bootstrap failed (e.g. a process never joined), told to
                 the processes that had joined      (coordinator -> client)
+       RECORDS  u32 mesh id, u32 process, text (at most 3000 bytes of
+                printable ASCII lines "  device K: ..."): what that
+                process's devices were doing when the mesh broke there,
+                for the others' reports      (client -> coordinator -> the others)
    The header is checked (magic, version, type, rank, length against the
    type's limit) before the payload is read, and the payload before use.
    A connection that has not sent a valid HELLO within its read deadline is
@@ -4238,18 +4437,20 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 4u
+#define SPMD__BOOT_VERSION 5u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
 #define SPMD__BOOT_BLOB_MAX 4096u
 #define SPMD__BOOT_REASON_MAX 200u
 #define SPMD__BOOT_BROKEN_MAX 500u /* bytes of the reason a mesh broke (a broken_msg, cut) */
+#define SPMD__BOOT_RECS_MAX 3000u  /* bytes of a process's report lines (RECORDS) */
+#define SPMD__BOOT_RECS_KEEP 16    /* RECORDS kept (the newest per mesh and process wins) */
 #define SPMD__BOOT_MAX_PENDING 64
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_RECORDS, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -4282,6 +4483,11 @@ typedef struct spmd__boot_broken { /* an announcement of a broken mesh */
     char text[SPMD__BOOT_BROKEN_MAX + 1];
 } spmd__boot_broken;
 
+typedef struct spmd__boot_recs { /* a process's report lines about a mesh (RECORDS) */
+    uint32_t mesh_id, proc;
+    char text[SPMD__BOOT_RECS_MAX + 1];
+} spmd__boot_recs;
+
 typedef struct spmd__boot {
     int rank, nprocs;
     spmd_allocator alloc;
@@ -4305,6 +4511,9 @@ typedef struct spmd__boot {
        nbroken (written under the transport's lock, counted with release) */
     spmd__boot_broken broken[SPMD__BOOT_BROKEN_KEEP];
     uint32_t nbroken;
+    /* RECORDS heard: the last RECS_KEEP of nrecs (under the transport's lock) */
+    spmd__boot_recs recs[SPMD__BOOT_RECS_KEEP];
+    uint32_t nrecs;
     spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
     char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
@@ -4370,6 +4579,7 @@ static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
     case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
+    case SPMD__BM_RECORDS: return 8 + SPMD__BOOT_RECS_MAX;
     default: return 0;
     }
 }
@@ -5205,7 +5415,72 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
     return 0;
 }
 
-/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT) at the head of a connection;
+/* A RECORDS payload (bytes from another process: checked before use):
+   u32 mesh id, u32 process < nprocs, then at most SPMD__BOOT_RECS_MAX bytes
+   of printable ASCII and newlines, copied NUL-terminated into text (cap >=
+   SPMD__BOOT_RECS_MAX + 1). 0: valid; -1: malformed, nothing kept. */
+static int spmd__boot_recs_decode(const unsigned char *p, size_t len, int nprocs, uint32_t *mesh_id, uint32_t *proc,
+                                  char *text, size_t cap) {
+    size_t k, n;
+    if (!p || len < 8 || len - 8 > SPMD__BOOT_RECS_MAX || cap < len - 8 + 1) return -1;
+    n = len - 8;
+    if (spmd__boot_get32(p + 4) >= (uint32_t)nprocs || nprocs <= 0) return -1;
+    for (k = 0; k < n; k++)
+        if ((p[8 + k] < 32 || p[8 + k] > 126) && p[8 + k] != '\n') return -1;
+    *mesh_id = spmd__boot_get32(p);
+    *proc = spmd__boot_get32(p + 4);
+    memcpy(text, p + 8, n);
+    text[n] = '\0';
+    return 0;
+}
+
+/* This process's report lines about a mesh, to the others (best effort). */
+static void spmd__boot_send_recs(spmd__boot *b, uint32_t mesh_id, const char *text) {
+    unsigned char p[8 + SPMD__BOOT_RECS_MAX];
+    size_t n = strlen(text);
+    uint64_t deadline = spmd__now_ns() + 100000000u;
+    int i;
+    if (!b || b->nprocs < 2) return;
+    if (n > SPMD__BOOT_RECS_MAX) n = SPMD__BOOT_RECS_MAX;
+    spmd__boot_put32(p, mesh_id);
+    spmd__boot_put32(p + 4, (uint32_t)b->rank);
+    memcpy(p + 8, text, n);
+    if (b->rank == 0) {
+        for (i = 1; i < b->nprocs; i++)
+            if (b->peers[i].fd >= 0 && !b->lost[i]) spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, p, 8 + n, deadline);
+    } else if (b->coord.fd >= 0 && !b->lost[0]) {
+        spmd__boot_send(b->coord.fd, SPMD__BM_RECORDS, b->rank, p, 8 + n, deadline);
+    }
+}
+
+/* RECORDS came on c: keep them (process 0 passes them on). -1 if malformed. */
+static int spmd__boot_heard_recs(spmd__boot *b, spmd__boot_conn *c, const spmd__boot_msg *m) {
+    spmd__boot_recs *e = &b->recs[b->nrecs % SPMD__BOOT_RECS_KEEP];
+    uint32_t mesh_id, proc;
+    int i;
+    if (spmd__boot_recs_decode(m->payload, m->len, b->nprocs, &mesh_id, &proc, e->text, sizeof e->text) < 0 ||
+        (int)proc == b->rank || (b->rank == 0 && (int)proc != c->rank))
+        return -1;
+    e->mesh_id = mesh_id;
+    e->proc = proc;
+    SPMD__ST_REL(&b->nrecs, b->nrecs + 1);
+    for (i = 1; b->rank == 0 && i < b->nprocs; i++)
+        if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
+            spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
+    return 0;
+}
+
+/* The newest RECORDS of process proc about mesh_id, or NULL. */
+static const spmd__boot_recs *spmd__boot_recs_of(const spmd__boot *b, uint32_t mesh_id, uint32_t proc) {
+    uint32_t n = b->nrecs, k = n > SPMD__BOOT_RECS_KEEP ? n - SPMD__BOOT_RECS_KEEP : 0;
+    while (n-- > k) {
+        const spmd__boot_recs *e = &b->recs[n % SPMD__BOOT_RECS_KEEP];
+        if (e->mesh_id == mesh_id && e->proc == proc) return e;
+    }
+    return NULL;
+}
+
+/* Handle the out-of-band messages (LOST, BYE, BROKEN, ABORT, RECORDS) at the head of a connection;
    stops at the first other message, which belongs to a collective. On end of
    file, a BYE anywhere in what is left means a clean exit. -1: invalid. */
 static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
@@ -5220,6 +5495,12 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
             if (spmd__boot_heard_broken(b, c, &m) < 0) {
                 spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: a malformed "
                                "announcement of a broken mesh", c->rank);
+                return -1;
+            }
+        } else if (m.type == SPMD__BM_RECORDS) {
+            if (spmd__boot_heard_recs(b, c, &m) < 0) {
+                spmd__boot_log(b, SPMD_LOG_ERROR, "bootstrap: invalid message from process %d: malformed report "
+                               "lines (RECORDS)", c->rank);
                 return -1;
             }
         } else if (m.type == SPMD__BM_BYE) {
@@ -9562,6 +9843,83 @@ static void spmd__fab_announce(spmd_mesh *m) {
     pthread_mutex_unlock(&m->fab->lock);
 }
 
+/* The report across processes (spmd__break, once per mesh and process):
+   this process's devices' lines ("devices now" of spmd_report, taken before
+   the mesh is marked broken: spmd__fab_recs_text) go to the others as RECORDS, then we wait, at most 1 s in all, for every other live
+   process's lines about m, reading the bootstrap connection every ms. A
+   process whose devices are all in their own code reads nothing and sends
+   nothing: its devices are then shown as not heard from. */
+static char *spmd__fab_recs_text(spmd_mesh *m) {
+    char *text = (char *)spmd__alloc(&m->alloc, SPMD__BOOT_RECS_MAX + 1);
+    uint64_t now = spmd__rec_now(m);
+    spmd__text t;
+    int i;
+    if (!text) return NULL;
+    t.buf = text;
+    t.len = SPMD__BOOT_RECS_MAX + 1;
+    t.at = 0;
+    text[0] = '\0';
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        size_t at = t.at;
+        spmd__rep_now(&t, m->devs[i], now);
+        if (t.at > SPMD__BOOT_RECS_MAX) { /* cut at the last whole line */
+            text[at] = '\0';
+            break;
+        }
+    }
+    return text;
+}
+
+static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text) {
+    spmd__fab *f = m->fab;
+    uint64_t deadline = spmd__now_ns() + 1000000000u;
+    int i;
+    pthread_mutex_lock(&f->lock);
+    spmd__boot_send_recs(f->boot, m->mesh_id, text);
+    pthread_mutex_unlock(&f->lock);
+    for (;;) {
+        int p, missing = 0;
+        struct timespec ms = {0, 1000000};
+        pthread_mutex_lock(&f->lock);
+        spmd__boot_poll(f->boot);
+        for (i = 0; i < m->size && !missing; i++) { /* the processes of m's devices */
+            p = m->proc_of ? m->proc_of[i] : 0;
+            if (p != f->boot->rank && p < f->boot->nprocs && !f->boot->lost[p] &&
+                !spmd__boot_recs_of(f->boot, m->mesh_id, (uint32_t)p))
+                missing++;
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (!missing || spmd__now_ns() >= deadline) break;
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* spmd_report: device dev's line from its process's RECORDS, after "  device
+   dev: ", into out; 0 if none came. */
+static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap) {
+    const spmd__boot_recs *e;
+    char key[32];
+    const char *p;
+    size_t n;
+    int found = 0;
+    if (!m->fab || !m->proc_of || cap == 0) return 0;
+    snprintf(key, sizeof key, "  device %d: ", dev);
+    pthread_mutex_lock(&m->fab->lock);
+    e = spmd__boot_recs_of(m->fab->boot, m->mesh_id, (uint32_t)m->proc_of[dev]);
+    for (p = e ? e->text : NULL; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, key, strlen(key)) != 0) continue;
+        p += strlen(key);
+        n = strcspn(p, "\n");
+        if (n >= cap) n = cap - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        found = 1;
+        break;
+    }
+    pthread_mutex_unlock(&m->fab->lock);
+    return found;
+}
+
 /* Announcements came since m last looked: break m if one is about it. */
 static void spmd__fab_heard(spmd_mesh *m) {
     spmd__boot *b = m->fab->boot;
@@ -10020,8 +10378,9 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)
    is parked, the thread backend can never go on. After one more round in
    which every parked fiber polls again and nothing moves, that is a deadlock
    (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
-   (per device: the call it waits in, or that it returned) goes to the log at
-   error level, and every parked fiber wakes to fail its call. With libfabric
+   (spmd_report's text; with the recorder off, per device the call it waits
+   in, or that it returned) goes to the log at error level, and every parked
+   fiber wakes to fail its call. With libfabric
    the transport completes things by itself, so there is no such verdict.
    The thread that called spmd_run watches the carriers: one that runs the
    same device for 10 s (a tenth of the deadline if less, at least 1 s)
@@ -10447,8 +10806,11 @@ static void spmd__fiber_stuck(spmd__sched *s) {
     if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
     spmd__sunlock(&s->lock);
     spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
+    /* the break logs the report (spmd_report's text, as for every cause);
+       without the flight recorder it has nothing per device: then one line
+       per device or run of devices in one state, from their requests */
     prev[0] = '\0';
-    for (i = 0; i <= s->n; i++) {
+    for (i = s->fibs[0].dev->ring ? s->n + 1 : 0; i <= s->n; i++) {
         spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
         if (!f) line[0] = '\0';
         else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
@@ -10939,13 +11301,14 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t moved = 0;
 #endif
     int spinning = 1;
-    spmd__rec_wait(r);
+    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r);
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
            every 64 polls, the slower phases every time */
         if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
+        if (r->rec & SPMD__REC_LATE) spmd__rec_wait(r); /* a blocking call's record: written while it waits */
         if (SPMD__LD_ACQ(&m->nreturned) != gone) {
             gone = SPMD__LD_ACQ(&m->nreturned);
             if (spmd__gone_check(r)) break;
@@ -13928,6 +14291,7 @@ spmd_status spmd_mesh_destroy(spmd_mesh *m) {
                   (unsigned)SPMD__LD_ACQ(&m->nattached));
         return SPMD_ERR_BUSY;
     }
+    spmd__sig_forget(m); /* SPMD_REPORT_SIGNAL: no report of it from now on */
     for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
     if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
     spmd__trace_write(m);

@@ -410,7 +410,7 @@ run_all() {
 # something, or a regression input that fails, is a failure (the input is
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed.
-FUZZ_TARGETS="boot xhdr lane spec env join seg"
+FUZZ_TARGETS="boot xhdr lane spec env join seg recs"
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do

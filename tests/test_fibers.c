@@ -371,10 +371,11 @@ static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t s
     spmd_mesh *m;
     spmd_status run;
     double t0, took;
-    int i, ok = 1;
+    int i, ok = 1, recorder = !getenv("SPMD_TRACE_DEPTH") || strcmp(getenv("SPMD_TRACE_DEPTH"), "0") != 0;
     char label[128];
-    snprintf(label, sizeof label, "%s (%s, %d carriers, seed %llu)", what[kind],
-             sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", carriers, (unsigned long long)seed);
+    snprintf(label, sizeof label, "%s (%s, %d carriers, seed %llu%s)", what[kind],
+             sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", carriers, (unsigned long long)seed,
+             recorder ? "" : ", recorder off");
     a->kind = kind;
     /* a 60 s deadline: anything reported sooner was not the deadline */
     m = fmesh(2, 4, sch, carriers, seed, 60000, dl_log, a);
@@ -404,8 +405,26 @@ static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t s
         }
     }
     T_CHECK(ok, "%s: every device's status and message", label);
-    if (sch == SPMD_SCHEDULER_FIBERS && kind != 2) {
-        /* the report: one line per device or run of devices in one state */
+    if (sch == SPMD_SCHEDULER_FIBERS && kind != 2 && recorder) {
+        /* the report (spmd_report's text): what every device is blocked in */
+        int named = 1;
+        char want[160];
+        for (i = 0; i < 8 && named; i++) {
+            if (kind == 0 && i == 0)
+                snprintf(want, sizeof want, "  device 0: blocked in #0 recv(f32 x 4) from 1 over '*'");
+            else if (kind == 0)
+                snprintf(want, sizeof want, "  device %d: blocked in #0 psum(f32 x 4, eager) over '*'", i);
+            else if (i == 1)
+                snprintf(want, sizeof want, "  device 1: blocked in #0 psum(f32 x 4, eager) over 'a'");
+            else /* the other 'b' row finished its psum and waits in the barrier */
+                snprintf(want, sizeof want, "  device %d: blocked in #%d %s", i, i < 4 ? 0 : 1,
+                         i < 4 ? "psum(f32 x 4, eager) over 'b'" : "barrier over '*'");
+            named = strstr(a->report, want) != NULL;
+        }
+        T_CHECK(named, "%s: the report does not have '%s':\n%s", label, want, a->report);
+        T_CHECK(strstr(a->report, "deadlock report:") == NULL, "%s: one report format:\n%s", label, a->report);
+    } else if (sch == SPMD_SCHEDULER_FIBERS && kind != 2) {
+        /* the recorder off: one line per device or run of devices in one state, from their requests */
         int named = 1;
         if (kind == 0)
             named = strstr(a->report, "device 0: blocked in recv") && strstr(a->report, "devices 1..7: blocked in psum");
@@ -425,6 +444,9 @@ static void test_deadlocks(void) {
         for (s = 0; s < 3; s++) deadlock_case(kind, SPMD_SCHEDULER_FIBERS, 1, seeds[s]);
     for (kind = 0; kind < 3; kind++) deadlock_case(kind, SPMD_SCHEDULER_FIBERS, 2, 0);
     deadlock_case(2, SPMD_SCHEDULER_THREADS, 0, 0); /* threads: the returned device only */
+    setenv("SPMD_TRACE_DEPTH", "0", 1); /* without the recorder: the per-device lines from the requests */
+    for (kind = 0; kind < 2; kind++) deadlock_case(kind, SPMD_SCHEDULER_FIBERS, 1, 0);
+    unsetenv("SPMD_TRACE_DEPTH");
 }
 
 /* ---- bad input ------------------------------------------------------------------- */

@@ -2,7 +2,8 @@
    of a known call sequence (through spmd_report), the report of a deliberate
    timeout, report truncation, the SPMD_TRACE timeline (parsed here) and its
    unwritable-path warning, the recorder turned off, the fault plan (parse
-   errors naming the token, a delayed call, a skipped one). */
+   errors naming the token, a delayed call, a skipped one), the report
+   logged on SPMD_REPORT_SIGNAL. */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
@@ -11,6 +12,7 @@
 #include "harness.h"
 #include "testlib.h"
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -483,6 +485,109 @@ static void test_fault_run(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- the report on a signal (SPMD_REPORT_SIGNAL) ------------------------- */
+static pthread_cond_t log_cond = PTHREAD_COND_INITIALIZER;
+static void log_tell(void *user, spmd_log_level level, int device, const char *msg) {
+    log_keep(user, level, device, msg);
+    pthread_mutex_lock(&log_lock);
+    pthread_cond_broadcast(&log_cond);
+    pthread_mutex_unlock(&log_lock);
+}
+/* Wait (at most 10 s) until the log holds want; 1 if it does. */
+static int log_wait_for(const char *want) {
+    struct timespec dl;
+    int found;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&log_lock);
+    while (!(found = strstr(log_text, want) != NULL))
+        if (pthread_cond_timedwait(&log_cond, &log_lock, &dl) != 0) { found = strstr(log_text, want) != NULL; break; }
+    pthread_mutex_unlock(&log_lock);
+    return found;
+}
+
+static int sig_release; /* device 5 may make its call */
+static void sig_dev(spmd_dev *d, void *arg) {
+    float f = 1, o = 0;
+    (void)arg;
+    T_CHECK(spmd_psum(d, &f, &o, 1, SPMD_F32, "x,y", NULL) == SPMD_OK && o == 6, "first psum: %g", (double)o);
+    if (spmd_device_id(d) == 5) /* runs its own code until the report was written */
+        while (!__atomic_load_n(&sig_release, __ATOMIC_ACQUIRE)) sched_yield();
+    T_CHECK(SPMD_AT(d, spmd_psum(d, &f, &o, 1, SPMD_F32, "x,y", NULL)) == SPMD_OK && o == 6, "second psum: %g",
+            (double)o);
+}
+static void *sig_run(void *m) { return (void *)(intptr_t)spmd_run((spmd_mesh *)m, sig_dev, NULL); }
+
+static spmd_mesh *sig_mesh(spmd_scheduler sch) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = 2;
+    desc.shape[1] = 3;
+    desc.axis_names[0] = "x";
+    desc.axis_names[1] = "y";
+    desc.timeout_ms = 60000; /* the run must not break while device 5 waits for the report */
+    desc.scheduler = sch;
+    desc.log_level = SPMD_LOG_WARN;
+    desc.log_fn = log_tell;
+    T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create 2x3");
+    return m;
+}
+
+static void test_signal_report(void) {
+    spmd_mesh *m;
+    pthread_t th;
+    void *ret;
+    struct sigaction sa;
+    char rep[16384];
+    int i, blocked = 0;
+    /* a value that names no signal: a warning, no handler */
+    log_clear();
+    setenv("SPMD_REPORT_SIGNAL", "USR3", 1);
+    m = sig_mesh(SPMD_SCHEDULER_DEFAULT);
+    if (m) spmd_mesh_destroy(m);
+    T_CHECK(strstr(log_text, "ignoring SPMD_REPORT_SIGNAL=USR3 (expected USR1, USR2 or a signal number)") != NULL,
+            "bad value warned:\n%s", log_text);
+    T_CHECK(sigaction(SIGUSR1, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL, "no handler for a bad value");
+    /* USR1: device 5 runs its own code while the others wait for it in their second psum */
+    log_clear();
+    setenv("SPMD_REPORT_SIGNAL", "USR1", 1);
+    m = sig_mesh(SPMD_SCHEDULER_THREADS); /* device 5 spins in its own code: it needs its own thread */
+    unsetenv("SPMD_REPORT_SIGNAL");
+    if (!m) return;
+    T_CHECK(sigaction(SIGUSR1, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL, "SIGUSR1 has the library's handler");
+    if (spmd_mesh_scheduler(m) != SPMD_SCHEDULER_THREADS || sa.sa_handler == SIG_DFL) { /* SIGUSR1 would end us */
+        if (sa.sa_handler != SIG_DFL)
+            T_SKIPN(4, "the signal report: device 5 spins in its own code, which needs its own thread");
+        spmd_mesh_destroy(m);
+        return;
+    }
+    T_CHECK(pthread_create(&th, NULL, sig_run, m) == 0, "run thread");
+    /* wait (bounded) until devices 0-4 are blocked in their second psum */
+    for (i = 0; i < 2000000 && blocked < 5; i++) {
+        const char *p = rep;
+        spmd_report(m, -1, rep, sizeof rep);
+        for (blocked = 0; (p = strstr(p, ": blocked in #1 psum")) != NULL; p++) blocked++;
+        if (blocked < 5) sched_yield();
+    }
+    T_CHECK(blocked == 5, "devices 0-4 blocked in their second psum (%d):\n%s", blocked, rep);
+    T_CHECK(raise(SIGUSR1) == 0, "raise SIGUSR1");
+    T_CHECK(log_wait_for("  device 5: running its own code for "), "the report logged on the signal:\n%s", log_text);
+    __atomic_store_n(&sig_release, 1, __ATOMIC_RELEASE);
+    T_CHECK(pthread_join(th, &ret) == 0 && (spmd_status)(intptr_t)ret == SPMD_OK, "the run ends well");
+    snprintf(rep, sizeof rep, "report asked for by signal %d (SPMD_REPORT_SIGNAL):\n"
+             "spmd report: mesh of 6 devices (x=2, y=3), not broken\n", SIGUSR1);
+    pthread_mutex_lock(&log_lock);
+    T_CHECK(strstr(log_text, rep) != NULL, "the heading:\n%s", log_text);
+    T_CHECK(strstr(log_text, "  device 0: blocked in #1 psum(f32 x 1, eager) over 'x,y' (op #1 of group [0 1 2 3 4 5], "
+                             "index 0): waiting for ") != NULL &&
+                strstr(log_text, ", at tests/test_trace.c:") != NULL,
+            "device 0 blocked, with its call site:\n%s", log_text);
+    pthread_mutex_unlock(&log_lock);
+    spmd_mesh_destroy(m);
+}
+
 int main(void) {
     unsetenv("SPMD_TRACE");
     unsetenv("SPMD_TRACE_DEPTH");
@@ -493,5 +598,6 @@ int main(void) {
     test_off();
     test_fault_parse();
     test_fault_run();
+    test_signal_report();
     return t_summary();
 }

@@ -500,12 +500,13 @@ static void dev_main(spmd_dev *d, void *arg) {
         free(a);
         free(b);
         return;
-    } else if (strcmp(c->mode, "announce") == 0) {
+    } else if (strcmp(c->mode, "announce") == 0 || strcmp(c->mode, "report") == 0) {
         int32_t y[4];
         spmd_opts o;
         memset(&o, 0, sizeof o);
         o.timeout_ms = c->proc == 0 ? 300 : 20000;
-        s = spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL); /* nobody sends */
+        /* nobody sends; report: the call site goes into the records process 0's report shows */
+        s = SPMD_AT(d, spmd_recv(d, y, 4, SPMD_I32, c->proc == 0 ? 2 : 0, 7, "i", &o, NULL));
     } else if (strcmp(c->mode, "kinds") == 0) {
         s = kinds(d, c);
     } else if (strcmp(c->mode, "oneway") == 0) {
@@ -854,7 +855,7 @@ static int child_main(const char *mode) {
         else if (strcmp(mode, "kinds") == 0) /* every call took the quick exchange (rooted ones one way) */
             ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->xq_calls == (uint64_t)c.may[i]
                                                               : m->devs[i]->xq_calls == 0);
-        else if (strcmp(mode, "announce") == 0) /* process 1 names process 0's timeout */
+        else if (strcmp(mode, "announce") == 0 || strcmp(mode, "report") == 0) /* process 1 names process 0's timeout */
             ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 && strstr(c.msg[i], "recv of i32 x 4 from 2 (tag 7") &&
                  strstr(c.msg[i], "timed out after 300 ms") &&
                  (c.proc == 0 || strstr(c.msg[i], "mesh broken by process 0"));
@@ -879,6 +880,39 @@ static int child_main(const char *mode) {
             printf("no call of this process took the quick exchange\n");
             bad++;
         }
+    }
+    if (strcmp(mode, "report") == 0) {
+        /* the report across processes: each process's report names the other's devices and their recv
+           (from 0 on process 1, from 2 on process 0) with the call site (the line of SPMD_AT above).
+           Process 1's devices are blocked in it when they send their lines (the break reaches them
+           there); of process 0's, the one that broke the mesh is, its sibling may have timed out too
+           and returned by then */
+        static char rep[16384];
+        char want[300], gone[300];
+        int k, blocked = 0;
+        spmd_report(m, -1, rep, sizeof rep);
+        for (k = 0; k < 2; k++) {
+            int dev = c.proc == 0 ? 2 + k : k;
+            snprintf(want, sizeof want, "  device %d: (process %d) blocked in #0 recv(i32 x 4) from %d over 'i' "
+                     "(group [0 1 2 3], index %d): waiting for ", dev, 1 - c.proc, c.proc == 0 ? 0 : 2, dev);
+            snprintf(gone, sizeof gone, "  device %d: (process %d) returned from its function (detached) after 1 calls; "
+                     "last call #0 recv(i32 x 4) from %d over 'i' (group [0 1 2 3], index %d): failed: "
+                     "SPMD_ERR_TIMEOUT, at tests/test_xfault.c:", dev, 1 - c.proc, c.proc == 0 ? 0 : 2, dev);
+            blocked += strstr(rep, want) != NULL;
+            if (!strstr(rep, want) && (c.proc == 0 || !strstr(rep, gone))) {
+                printf("report: no line '%s'%s\n", want, c.proc == 0 ? "" : " (nor that it returned)");
+                bad++;
+            }
+        }
+        if (!blocked) {
+            printf("report: none of process %d's devices blocked\n", 1 - c.proc);
+            bad++;
+        }
+        if (!strstr(rep, "ms, at tests/test_xfault.c:")) {
+            printf("report: no call site of the other process\n");
+            bad++;
+        }
+        printf("---- the report (process %d)\n%s----\n", c.proc, rep);
     }
     if ((strcmp(mode, "mismatch") == 0 || strcmp(mode, "count") == 0) && !found) {
         printf("no device of this process got SPMD_ERR_MISMATCH\n");
@@ -1161,6 +1195,7 @@ int main(int argc, char **argv) {
     if (want("onewaycheck")) run_pair("onewaynocheck", "XF_QUICK=1 XF_OWKIND=reduce");
     if (want("localmix")) run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     if (want("announce")) run_pair("announce", "");
+    if (want("report")) run_pair("report", "");
     if (want("runahead")) run_pair("runahead", "");
     if (want("late")) run_late("late", "tcp", "SPMD_SHM_LANE=0");
     if (want("late")) run_late("late", "shm", "");
