@@ -3171,6 +3171,7 @@ static const char *spmd__rec_dtype(uint64_t what) {
 typedef struct spmd__text {
     char *buf;
     size_t len, at;
+    int brief; /* what devices doing the same thing share: no index in the group, no times */
 } spmd__text;
 static void spmd__tx(spmd__text *t, const char *fmt, ...) {
     va_list ap;
@@ -3201,8 +3202,11 @@ SPMD__SETUP static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint6
     if (kind != SPMD__KIND_SEND && kind != SPMD__KIND_RECV) spmd__tx(t, "op #%llu of ", (unsigned long long)e->gseq);
     spmd__tx(t, "group [");
     for (k = 0; k < gr->g->G && k < 16; k++) spmd__tx(t, "%s%d", k ? " " : "", gr->g->members[k]);
-    spmd__tx(t, "%s], index %d): ", gr->g->G > 16 ? " ..." : "", gr->me);
-    if (st == SPMD__REC_STARTED) spmd__tx(t, "started %.3f ms ago", spmd__ms(e->t0, now));
+    if (t->brief) spmd__tx(t, "%s]): ", gr->g->G > 16 ? " ..." : "");
+    else spmd__tx(t, "%s], index %d): ", gr->g->G > 16 ? " ..." : "", gr->me);
+    if (t->brief && (st == SPMD__REC_STARTED || st == SPMD__REC_WAITING || st == SPMD__REC_DONE))
+        spmd__tx(t, st == SPMD__REC_DONE ? "done" : st == SPMD__REC_WAITING ? "waiting" : "started");
+    else if (st == SPMD__REC_STARTED) spmd__tx(t, "started %.3f ms ago", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_WAITING) spmd__tx(t, "waiting for %.3f ms", spmd__ms(e->t0, now));
     else if (st == SPMD__REC_DONE && e->t1 == e->t0) spmd__tx(t, "done");
     else if (st == SPMD__REC_DONE) spmd__tx(t, "done in %.3f ms", spmd__ms(e->t0, e->t1));
@@ -3236,8 +3240,9 @@ SPMD__SETUP static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t
     spmd__recx e, last;
     int have_last = 0;
     memset(&last, 0, sizeof last);
-    spmd__tx(t, "  device %d: ", d->id);
+    if (!t->brief) spmd__tx(t, "  device %d: ", d->id);
     if (d->mesh->proc_of && d->mesh->proc_of[d->id] != d->mesh->proc) {
+        if (t->brief) { spmd__tx(t, "device %d of another process\n", d->id); return; } /* never in a run */
         spmd__rep_remote(t, d->mesh, d->id);
         return;
     }
@@ -3255,12 +3260,14 @@ SPMD__SETUP static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t
     }
     if (!SPMD__LD_ACQ(&d->attached)) {
         if (!n) { spmd__tx(t, "not attached, no calls\n"); return; }
-        spmd__tx(t, "returned from its function (detached) after %llu calls", (unsigned long long)n);
+        spmd__tx(t, t->brief ? "returned from its function (detached)" : "returned from its function (detached) after %llu calls",
+                 (unsigned long long)n);
     } else if (!n) {
         spmd__tx(t, "running its own code, no calls yet\n");
         return;
     } else if (have_last && (last.state & 255u) >= SPMD__REC_DONE) {
-        spmd__tx(t, "running its own code for %.3f ms", spmd__ms(last.t1, now));
+        if (t->brief) spmd__tx(t, "running its own code");
+        else spmd__tx(t, "running its own code for %.3f ms", spmd__ms(last.t1, now));
     } else {
         spmd__tx(t, "running its own code with calls in flight");
     }
@@ -3271,6 +3278,40 @@ SPMD__SETUP static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t
     spmd__tx(t, "\n");
 }
 
+/* "devices now" of many devices: a run of devices doing the same thing
+   (their brief lines equal) takes one line, "  devices 1..4095: blocked in
+   #0 psum(...) over '*' (...): waiting"; a device alone keeps its line. */
+static void spmd__rep_key(spmd_mesh *m, int i, uint64_t now, char *buf, size_t len) {
+    spmd__text k;
+    k.buf = buf;
+    k.len = len;
+    k.at = 0;
+    k.brief = 1;
+    buf[0] = '\0';
+    spmd__rep_now(&k, m->devs[i], now);
+}
+static void spmd__rep_runs(spmd__text *t, spmd_mesh *m, int lo, int hi, uint64_t now) {
+    char cur[512], next[512];
+    int i = lo, j;
+    while (i < hi) {
+        spmd__rep_key(m, i, now, cur, sizeof cur);
+        for (j = i + 1; j < hi; j++) {
+            spmd__rep_key(m, j, now, next, sizeof next);
+            if (strcmp(cur, next) != 0) break;
+        }
+        if (j - i == 1) spmd__rep_now(t, m->devs[i], now);
+        else spmd__tx(t, "  devices %d..%d: %s", i, j - 1, cur);
+        i = j;
+    }
+}
+
+/* Device ids a..b as ranges, "0..2, 4, 6..9", into r (cut with " ..."). */
+static void spmd__rep_range(spmd__text *r, int *start, int *prev, int id) {
+    if (*start >= 0 && id == *prev + 1) { *prev = id; return; }
+    if (*start >= 0) spmd__tx(r, *start == *prev ? "%s%d" : "%s%d..%d", r->at ? ", " : "", *start, *prev);
+    *start = *prev = id;
+}
+
 SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
     spmd__text t;
     const spmd__group *trouble[8];
@@ -3279,6 +3320,7 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
     t.buf = buf;
     t.len = len;
     t.at = 0;
+    t.brief = 0;
     if (len) buf[0] = '\0';
     if (device >= 0) { lo = device; hi = device + 1; }
     spmd__tx(&t, "spmd report: mesh of %d devices", m->size);
@@ -3302,6 +3344,7 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
             if (!spmd__rec_read(d, k, &e)) continue;
             st = (unsigned)(e.state & 255u);
             gr = (const spmd__gref *)(uintptr_t)e.gref;
+            if ((e.what & 255u) == SPMD__KIND_SEND || (e.what & 255u) == SPMD__KIND_RECV) continue; /* not a group op */
             if (st == SPMD__REC_WAITING || (st == SPMD__REC_FAILED && k == n - 1)) {
                 for (j = 0; j < ntrouble && trouble[j] != gr->g; j++) {}
                 if (j == ntrouble && ntrouble < 8) { trouble[ntrouble] = gr->g; want[ntrouble++] = e.gseq; }
@@ -3312,7 +3355,14 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
     }
     for (j = 0; j < ntrouble; j++) {
         const spmd__group *g = trouble[j];
-        int k, absent = 0;
+        int k, absent = 0, many = g->G > 16, start = -1, prev = -1; /* many: arrived members as ranges */
+        char arrived[256];
+        spmd__text r;
+        r.buf = arrived;
+        r.len = sizeof arrived;
+        r.at = 0;
+        r.brief = 0;
+        arrived[0] = '\0';
         spmd__tx(&t, "group [");
         for (k = 0; k < g->G && k < 16; k++) spmd__tx(&t, "%s%d", k ? " " : "", g->members[k]);
         spmd__tx(&t, "%s] in trouble at its op #%llu:\n", g->G > 16 ? " ..." : "", (unsigned long long)want[j]);
@@ -3328,9 +3378,18 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
             }
             for (c = n; c-- > clo && !found;) {
                 if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
-                    (e.state & 255u) == SPMD__REC_SKIPPED)
+                    (e.state & 255u) == SPMD__REC_SKIPPED || (e.what & 255u) == SPMD__KIND_SEND ||
+                    (e.what & 255u) == SPMD__KIND_RECV)
                     continue;
                 found = 1;
+            }
+            if (many && found && e.gseq >= want[j]) {
+                spmd__rep_range(&r, &start, &prev, p->id);
+                continue;
+            }
+            if (many && absent >= 16) {
+                absent++;
+                continue;
             }
             if (!found) {
                 absent++;
@@ -3345,10 +3404,18 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
                 spmd__tx(&t, "\n");
             }
         }
+        if (many && start >= 0) {
+            spmd__rep_range(&r, &start, &prev, -2); /* flush */
+            spmd__tx(&t, "  arrived: devices %.*s%s\n", (int)(r.at < r.len ? r.at : r.len - 5), arrived,
+                     r.at < r.len ? "" : " ...");
+        }
+        if (many && absent > 16) spmd__tx(&t, "  (the other %d members that did not arrive are not listed)\n", absent - 16);
         spmd__tx(&t, "  %d of %d members did not arrive\n", absent, g->G);
     }
     spmd__tx(&t, "devices now:\n");
-    for (i = lo; i < hi; i++) spmd__rep_now(&t, m->devs[i], now);
+    if (hi - lo > 16) spmd__rep_runs(&t, m, lo, hi, now);
+    else
+        for (i = lo; i < hi; i++) spmd__rep_now(&t, m->devs[i], now);
     if (!ntrouble) {
         /* nothing wrong: every device's last calls (all of the ring for one device) */
         for (i = lo; i < hi; i++) {
@@ -9883,6 +9950,7 @@ static char *spmd__fab_recs_text(spmd_mesh *m) {
     t.buf = text;
     t.len = SPMD__BOOT_RECS_MAX + 1;
     t.at = 0;
+    t.brief = 0;
     text[0] = '\0';
     for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
         size_t at = t.at;

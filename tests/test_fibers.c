@@ -437,6 +437,46 @@ static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t s
     free(a);
 }
 
+/* A deadlock among 1,024 devices: the report stays short. Devices 0 and 500
+   each wait to receive from the other, the rest in a psum over the mesh.
+   The report must name both receivers on lines of their own, the others as
+   runs ("devices 1..499", "devices 501..1023"), and the psum's group with
+   its arrived members as ranges, in a few hundred bytes, not 1,024 lines. */
+static void dl_big_device(spmd_dev *d, void *arg) {
+    float x[4] = {1, 2, 3, 4};
+    int id = spmd_device_id(d);
+    (void)arg;
+    if (id == 0 || id == 500) spmd_recv(d, x, 4, SPMD_F32, id == 0 ? 500 : 0, 7, "*", NULL, NULL);
+    else spmd_psum(d, x, x, 4, SPMD_F32, "*", NULL);
+}
+
+static void test_big_deadlock_report(void) {
+    dl_arg *a = (dl_arg *)calloc(1, sizeof *a);
+    spmd_mesh *m = a ? fmesh(32, 32, SPMD_SCHEDULER_FIBERS, 1, 0, 60000, dl_log, a) : NULL;
+    const char *rep, *at;
+    spmd_status run;
+    if (!m) { free(a); return; }
+    run = spmd_run(m, dl_big_device, NULL);
+    T_CHECK(run == SPMD_ERR_DEADLOCK, "1,024 devices: spmd_run returned %s", stname(run));
+    /* the report the break logged, while every device was blocked */
+    rep = a->report;
+    at = strstr(rep, "spmd report:");
+    T_CHECK(at != NULL && strlen(at) < 2048, "1,024 devices: the report takes %zu bytes:\n%s", at ? strlen(at) : 0, rep);
+    T_CHECK(strstr(rep, "\n  device 0: blocked in #0 recv(f32 x 4) from 500 over '*'") != NULL, "device 0:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  device 500: blocked in #0 recv(f32 x 4) from 0 over '*'") != NULL, "device 500:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  devices 1..499: blocked in #0 psum(f32 x 4, eager) over '*' (op #0 of group [0 1 2 3 4 5 6 "
+                        "7 8 9 10 11 12 13 14 15 ...]): waiting\n") != NULL, "devices 1..499:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  devices 501..1023: blocked in #0 psum(f32 x 4, eager) over '*'") != NULL,
+            "devices 501..1023:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  arrived: devices 1..499, 501..1023\n") != NULL, "arrived ranges:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  device 0: no call on this group") != NULL &&
+                strstr(rep, "\n  device 500: no call on this group") != NULL,
+            "the receivers did not arrive at the psum:\n%s", rep);
+    T_CHECK(strstr(rep, "\n  2 of 1024 members did not arrive\n") != NULL, "two absent:\n%s", rep);
+    spmd_mesh_destroy(m);
+    free(a);
+}
+
 static void test_deadlocks(void) {
     static const uint64_t seeds[3] = {0, 1, 99};
     int kind, s;
@@ -598,6 +638,7 @@ int main(void) {
     test_combining();
     test_seeds();
     test_deadlocks();
+    test_big_deadlock_report();
     test_overflow();
     test_watchdog();
     return t_summary();
