@@ -252,7 +252,7 @@ run_fabric_tsan() {
 FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane tcp:4:nolane shm:2 shm:3 shm:4 shm:2:small tcp:2:strict
     shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
-FABRIC_QUICK=${FABRIC_QUICK:-4}
+FABRIC_QUICK=${FABRIC_QUICK:-6}
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
 
@@ -403,7 +403,7 @@ run_all() {
     fi
 }
 
-# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (15) from
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (10) from
 # a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
 # build/), then once over each input that once crashed it (fuzz/regress/
 # <target>: fixed since, kept as regression tests). A target that finds
@@ -411,7 +411,7 @@ run_all() {
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed.
 FUZZ_TARGETS="boot xhdr lane spec env join seg recs"
-FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
         exe=$B/fuzz/$t
