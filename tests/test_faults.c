@@ -28,25 +28,6 @@
 #define NDEV 4
 #define NCALL 3
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[65536];
-static size_t log_len;
-static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
-    (void)user;
-    (void)level;
-    (void)device;
-    pthread_mutex_lock(&log_lock);
-    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
-    if (w > 0) log_len += (size_t)w;
-    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
-    pthread_mutex_unlock(&log_lock);
-}
-static void log_clear(void) {
-    pthread_mutex_lock(&log_lock);
-    log_len = 0;
-    log_text[0] = '\0';
-    pthread_mutex_unlock(&log_lock);
-}
 
 static spmd_scheduler sched;
 static const char *sched_name(void) { return sched == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads"; }

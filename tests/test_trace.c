@@ -17,26 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Log lines kept for the checks (any thread). */
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[65536];
-static size_t log_len;
-static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
-    (void)user;
-    (void)level;
-    (void)device;
-    pthread_mutex_lock(&log_lock);
-    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
-    if (w > 0) log_len += (size_t)w;
-    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
-    pthread_mutex_unlock(&log_lock);
-}
-static void log_clear(void) {
-    pthread_mutex_lock(&log_lock);
-    log_len = 0;
-    log_text[0] = '\0';
-    pthread_mutex_unlock(&log_lock);
-}
 
 static spmd_scheduler sched23; /* 0: the default (fibers when devices outnumber CPUs) */
 static spmd_mesh *mesh23(int64_t timeout_ms, int trace_depth) {

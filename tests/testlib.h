@@ -324,6 +324,29 @@ static void tl_log_keep(void *user, spmd_log_level level, int device, const char
     snprintf(tl_log_last, sizeof tl_log_last, "device %d: %s", device, msg);
     pthread_mutex_unlock(&tl_log_lock);
 }
+/* Every log line, kept for a test's checks (any thread): desc.log_fn =
+   log_keep; log_clear empties it. */
+static pthread_mutex_t log_lock TL_UNUSED = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536] TL_UNUSED;
+static size_t log_len TL_UNUSED;
+static void log_keep(void *user, spmd_log_level level, int device, const char *msg) TL_UNUSED;
+static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)device;
+    pthread_mutex_lock(&log_lock);
+    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
+    if (w > 0) log_len += (size_t)w;
+    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
+    pthread_mutex_unlock(&log_lock);
+}
+static void log_clear(void) TL_UNUSED;
+static void log_clear(void) {
+    pthread_mutex_lock(&log_lock);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_lock);
+}
 static inline const char *tl_last_error(void) { /* from the main thread */
     static char copy[sizeof tl_log_last];
     pthread_mutex_lock(&tl_log_lock);
