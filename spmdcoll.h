@@ -3344,7 +3344,6 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
             if (!spmd__rec_read(d, k, &e)) continue;
             st = (unsigned)(e.state & 255u);
             gr = (const spmd__gref *)(uintptr_t)e.gref;
-            if ((e.what & 255u) == SPMD__KIND_SEND || (e.what & 255u) == SPMD__KIND_RECV) continue; /* not a group op */
             if (st == SPMD__REC_WAITING || (st == SPMD__REC_FAILED && k == n - 1)) {
                 for (j = 0; j < ntrouble && trouble[j] != gr->g; j++) {}
                 if (j == ntrouble && ntrouble < 8) { trouble[ntrouble] = gr->g; want[ntrouble++] = e.gseq; }
