@@ -614,11 +614,11 @@ typedef struct spmd_mesh_desc {
                                                device=1,seq=5,kind=delay:50"; kinds delay:MS, skip, lose,
                                                exit, corrupt; env SPMD_FAULTS wins (docs/faults.md) */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
-    int carriers;                           /* fibers: carrier threads; 0: env SPMD_CARRIERS, else the CPUs
-                                               available; at most 1024 (else SPMD_ERR_INVALID) */
-    uint64_t sched_seed;                    /* fibers: 0: env SPMD_SCHED_SEED, else ready devices run in
-                                               FIFO order; else the next one is drawn by a generator
-                                               seeded with it (one carrier: a reproducible run) */
+    int carriers;                           /* fibers: carrier threads; 0: the CPUs available; at most
+                                               1024 (else SPMD_ERR_INVALID); env SPMD_CARRIERS wins */
+    uint64_t sched_seed;                    /* fibers: 0: ready devices run in FIFO order; else the next
+                                               one is drawn by a generator seeded with it (one carrier:
+                                               a reproducible run); env SPMD_SCHED_SEED wins */
 } spmd_mesh_desc;
 
 /* Per-call options; NULL means all defaults. */
@@ -4480,7 +4480,7 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
      address on another one); the address chosen is logged at info level
      either way.
 
-   Wire (version 2): every message is a 16-byte header, little-endian
+   Wire (version SPMD__BOOT_VERSION): every message is a 16-byte header, little-endian
        u32 magic "SPMD" (0x444d5053), u16 version, u16 type, u32 rank, u32 length
    then `length` payload bytes. Types and payloads:
        HELLO    u32 nprocs, u32 keylen, key        (client -> coordinator)
@@ -14336,7 +14336,7 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
     m->vt = &spmd__thread_vt;
 #endif
     /* the default: fibers on the thread backend when devices outnumber CPUs
-       (faster at every size measured, README "Fibers") */
+       (faster at every size measured, docs/fibers.md) */
     m->sched = desc->scheduler ? desc->scheduler
                : m->backend == SPMD_BACKEND_THREADS && size > m->ncpu ? SPMD_SCHEDULER_FIBERS
                                                                        : SPMD_SCHEDULER_THREADS;
