@@ -138,7 +138,7 @@ compile-times:
 FUZZ_TARGETS := boot xhdr lane spec env join seg recs
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-$(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c spmdcoll.h
+$(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c fuzz/exact_alloc.h spmdcoll.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS) $(FABRIC_LIBS)
 fuzz:

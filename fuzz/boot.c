@@ -15,15 +15,7 @@
 #include "../spmdcoll.h"
 #include <assert.h>
 
-static void *exact_alloc(size_t size, size_t align, void *user) {
-    void *p = NULL;
-    (void)user;
-    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) == 0 ? p : NULL;
-}
-static void exact_free(void *p, void *user) {
-    (void)user;
-    free(p);
-}
+#include "exact_alloc.h"
 
 static int other_end[SPMD__BOOT_MAX_PROCS > 8 ? 8 : SPMD__BOOT_MAX_PROCS];
 

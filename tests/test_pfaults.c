@@ -45,6 +45,7 @@
 #include "../spmdcoll.h"
 #include "harness.h"
 #include "proclib.h"
+#include "testlib.h"
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -60,18 +61,9 @@ typedef struct child {
     double took[4][2];
 } child;
 
-static char log_text[8192];
-static size_t log_len;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
-    (void)user;
-    (void)level;
-    (void)device;
-    pthread_mutex_lock(&log_lock);
-    int w = snprintf(log_text + log_len, sizeof log_text - log_len, "%s\n", msg);
-    if (w > 0) log_len += (size_t)w;
-    if (log_len >= sizeof log_text) log_len = sizeof log_text - 1;
-    pthread_mutex_unlock(&log_lock);
+/* testlib.h's log keeper, each line also on stderr (the job's log) */
+static void log_echo(void *user, spmd_log_level level, int device, const char *msg) {
+    log_keep(user, level, device, msg);
     fprintf(stderr, "log: %s\n", msg);
 }
 
@@ -156,7 +148,7 @@ static int child_main(const char *mode) {
         c.ax = "y";
     }
     desc.log_level = SPMD_LOG_ERROR;
-    desc.log_fn = log_keep;
+    desc.log_fn = log_echo;
     desc.check = strncmp(mode, "corrupt", 7) == 0 && mode[7] ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "bad") == 0) {
