@@ -42,19 +42,12 @@ static void conn_with(spmd__boot *b, spmd__boot_conn *c, int rank, const uint8_t
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     spmd__boot *b;
-    spmd_allocator a;
     int i, path;
     size_t at, lens[8];
     static unsigned char all[8 * 64];
     unsigned char mine[64];
     if (size < 3) return 0;
-    memset(&a, 0, sizeof a);
-    a.alloc = exact_alloc;
-    a.free = exact_free;
-    b = (spmd__boot *)spmd__alloc(&a, sizeof *b);
-    b->alloc = a;
-    b->log_level = SPMD_LOG_OFF;
-    b->listen_fd = -1;
+    b = fuzz_boot();
     b->coord.fd = -1;
     b->nprocs = 2 + data[0] % 4;
     b->rank = data[1] % b->nprocs;
