@@ -1482,7 +1482,7 @@ typedef struct spmd__blk {
 
 /* What a device says it is calling; peers compare it before touching data. */
 typedef struct spmd__sig {
-    uint8_t kind, op, dtype, algo;
+    uint8_t kind, dtype, op, algo; /* (in this order: a flight record's what, spmd__rec_what) */
     uint32_t axes_hash;
     uint64_t count;
     uint64_t aux;
@@ -2974,17 +2974,18 @@ enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILE
 #define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define SPMD__RLD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-static uint64_t spmd__rec_now(const spmd_mesh *m) {
+static inline uint64_t spmd__rec_coarse(void) {
 #ifdef CLOCK_MONOTONIC_COARSE
-    if (!m->tracing) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 #else
-    (void)m;
-#endif
     return spmd__now_ns();
+#endif
+}
+
+static uint64_t spmd__rec_now(const spmd_mesh *m) {
+    return m->tracing ? spmd__now_ns() : spmd__rec_coarse();
 }
 
 /* SPMD_TRACE: keep a record that is about to leave the ring (device only). */
@@ -3013,13 +3014,11 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
    report sees the device running, its last call the one before). */
 #define SPMD__REC_LATE ((uint64_t)1 << 63)
 #define SPMD__REC_SITE ((uint64_t)1 << 62) /* it has a call site (line in d->site_line) */
-#define SPMD__REC_NUM(v) ((v) & ~(SPMD__REC_LATE | SPMD__REC_SITE))
+#define SPMD__REC_POSTED ((uint64_t)1 << 61) /* written as started by spmd__rec_posted, not changed since */
+#define SPMD__REC_NUM(v) ((v) & ~(SPMD__REC_LATE | SPMD__REC_SITE | SPMD__REC_POSTED))
 
-/* Write device d's record of call n (0-based) whole: generation 0, the
-   words, then the generation with release order. */
-static void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
-    /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
-    spmd__rec *e = &d->ring[n & d->mesh->rmask];
+/* A record's aux + 1 (see spmd__rec.what): rooted kinds, ppermute, send and recv. */
+static uint32_t spmd__rec_aux(const spmd_req *r) {
     int64_t aux = -1;
     switch (r->sig.kind) {
     case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: aux = r->root; break;
@@ -3031,13 +3030,32 @@ static void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t s
     }
     default: break;
     }
+    return (uint32_t)(aux + 1);
+}
+
+/* The low 32 bits of a record's what: kind | dtype << 8 | op << 16 | algo << 24. */
+static inline uint32_t spmd__rec_what(const spmd__sig *s) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t w;
+    memcpy(&w, s, 4); /* the four bytes in that order: one load */
+    return w;
+#else
+    return (uint32_t)s->kind | (uint32_t)s->dtype << 8 | (uint32_t)s->op << 16 | (uint32_t)s->algo << 24;
+#endif
+}
+
+/* Write device d's record of call n (0-based) whole: generation 0, the
+   words, then the generation with release order. */
+static inline void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
+    /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
+    spmd__rec *e = &d->ring[n & d->mesh->rmask];
+    uint64_t aux = r->sig.kind > SPMD__KIND_BARRIER ? spmd__rec_aux(r) : 0; /* (psum, barrier: none) */
     SPMD__RST(&e->gen, (uint64_t)0);
     SPMD__RST(&e->gseq, r->p2p ? 0 : r->gseq);
     SPMD__RST(&e->t0, t0);
     SPMD__RST(&e->t1, t1);
     SPMD__RST(&e->count, (uint64_t)r->count);
-    SPMD__RST(&e->what, (uint64_t)r->sig.kind | (uint64_t)r->sig.dtype << 8 | (uint64_t)r->sig.op << 16 |
-                            (uint64_t)r->sig.algo << 24 | (uint64_t)(uint32_t)(aux + 1) << 32);
+    SPMD__RST(&e->what, (uint64_t)spmd__rec_what(&r->sig) | aux << 32);
     SPMD__RST(&e->state, state);
     SPMD__RST(&e->gref, (uint64_t)(uintptr_t)r->gr);
     SPMD__ST_REL(&e->gen, n + 1);
@@ -3047,8 +3065,10 @@ static void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t s
    (now for a call with a handle, a skipped one and under SPMD_TRACE; later
    for a blocking call). 1: the fault plan skips it (recorded as skipped);
    2: the device is lost (kind=lose): the call fails with
-   SPMD_ERR_PEER_LOST, d->err says why. */
-static int spmd__rec_begin(spmd_req *r) {
+   SPMD_ERR_PEER_LOST, d->err says why. spmd__rec_begin below is the
+   common case, inline: a blocking call, no fault plan, no call site, no
+   timeline (the record is only numbered), or the recorder off. */
+static int spmd__rec_begin_full(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     uint64_t n = d->ncalls, line = 0, site = 0;
@@ -3077,13 +3097,22 @@ static int spmd__rec_begin(spmd_req *r) {
     return skip;
 }
 
+static inline int spmd__rec_begin(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    uint64_t n = d->ncalls;
+    if (d->nfaults || d->site_file || (d->ring && (r->user || d->mesh->tracing))) return spmd__rec_begin_full(r);
+    r->rec = d->ring ? (n + 1) | SPMD__REC_LATE : 0; /* (its gseq is set by then: spmd__rec_put) */
+    SPMD__ST_REL(&d->ncalls, n + 1);
+    return 0;
+}
+
 /* The record of r, if it is written and still in the ring (device only). */
 static spmd__rec *spmd__rec_of(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__rec *e;
     if (!r->rec || (r->rec & SPMD__REC_LATE)) return NULL;
-    e = &d->ring[(r->rec - 1) & d->mesh->rmask];
-    return e->gen == r->rec ? e : NULL;
+    e = &d->ring[(SPMD__REC_NUM(r->rec) - 1) & d->mesh->rmask];
+    return e->gen == SPMD__REC_NUM(r->rec) ? e : NULL;
 }
 
 /* The algorithm is chosen after the record is begun (spmd__coll_start). */
@@ -3097,37 +3126,64 @@ static uint64_t spmd__rec_late_state(const spmd_req *r, unsigned st) {
     return (uint64_t)st | (r->rec & SPMD__REC_SITE ? (uint64_t)(uint32_t)r->dev->site_line << 32 : 0);
 }
 
-static void spmd__rec_wait(spmd_req *r) {
+/* A blocking call posted and its peers are not all here yet: write its
+   record now, while the lines move (off the critical path, which the end
+   of a call is on), as started; if it then ends without a long wait, its
+   end only marks it done (t1 = t0: within the coarse clock's tick). */
+static void spmd__rec_posted(spmd_req *r) {
+    uint64_t t = spmd__rec_coarse(); /* (never under SPMD_TRACE: that is not a late record) */
+    spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, SPMD__REC_STARTED), t, t);
+    r->rec = SPMD__REC_NUM(r->rec) | SPMD__REC_POSTED;
+}
+
+/* r waits (since about `now`, 0: read the clock). */
+static void spmd__rec_wait(spmd_req *r, uint64_t now) {
     spmd__rec *e;
     uint64_t st;
     if (r->rec & SPMD__REC_LATE) { /* a blocking call blocks: its record, waiting since now */
-        uint64_t t0 = spmd__rec_now(r->dev->mesh);
+        uint64_t t0 = now ? now : spmd__rec_now(r->dev->mesh);
         spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, SPMD__REC_WAITING), t0, t0);
         r->rec = SPMD__REC_NUM(r->rec);
         return;
     }
+    r->rec = SPMD__REC_NUM(r->rec); /* (no longer as spmd__rec_posted left it) */
     e = spmd__rec_of(r);
     if (!e || ((st = SPMD__RLD(&e->state)) & 255u) != SPMD__REC_STARTED) return;
     spmd__rec_algo_set(e, r);
     SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
 }
 
-static void spmd__rec_end(spmd_req *r, spmd_status s) {
-    spmd__rec *e;
+static void spmd__rec_end_full(spmd_req *r, spmd_status s) {
+    spmd__rec *e = spmd__rec_of(r);
     uint64_t st;
     unsigned how = s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED;
-    if (r->rec & SPMD__REC_LATE) { /* a blocking call that did not wait: its record, whole */
-        uint64_t t = spmd__rec_now(r->dev->mesh);
-        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1, spmd__rec_late_state(r, how) | (uint64_t)s << 8, t, t);
-        r->rec = SPMD__REC_NUM(r->rec);
-        return;
-    }
-    e = spmd__rec_of(r);
     if (!e) return;
     st = SPMD__RLD(&e->state);
     spmd__rec_algo_set(e, r);
-    if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) SPMD__RST(&e->t1, spmd__rec_now(r->dev->mesh));
+    if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) { /* (the coarse clock may lag the wait's start) */
+        uint64_t t = spmd__rec_now(r->dev->mesh), t0 = SPMD__RLD(&e->t0);
+        SPMD__RST(&e->t1, t > t0 ? t : t0);
+    }
     SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)how | (uint64_t)s << 8);
+}
+
+/* r ends with status s. Inline: a blocking call that did not wait writes
+   its record here, whole (never under SPMD_TRACE: the coarse clock). */
+static inline void spmd__rec_end(spmd_req *r, spmd_status s) {
+    if (r->rec & SPMD__REC_LATE) { /* (never under SPMD_TRACE) */
+        uint64_t t = spmd__rec_coarse();
+        spmd__rec_put(r->dev, r, SPMD__REC_NUM(r->rec) - 1,
+                      spmd__rec_late_state(r, s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) | (uint64_t)s << 8, t, t);
+        r->rec = SPMD__REC_NUM(r->rec);
+    } else if (r->rec & SPMD__REC_POSTED) { /* written while it waited a moment: only its state changes */
+        spmd__rec *e = &r->dev->ring[(SPMD__REC_NUM(r->rec) - 1) & r->dev->mesh->rmask];
+        uint64_t st = SPMD__RLD(&e->state);
+        SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
+                                    (uint64_t)s << 8);
+        r->rec = SPMD__REC_NUM(r->rec);
+    } else if (r->rec) {
+        spmd__rec_end_full(r, s);
+    }
 }
 
 /* A reader's copy of device d's call n (0-based); 0 if it left the ring or
@@ -11393,14 +11449,19 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t moved = 0;
 #endif
     int spinning = 1;
-    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r);
+    int parked = 0;
+    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
            every 64 polls, the slower phases every time */
         if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
-        if (r->rec & SPMD__REC_LATE) spmd__rec_wait(r); /* a blocking call's record: written while it waits */
+        /* a blocking call's record, once the wait is more than a moment:
+           when the clock is first read (64 polls), for a fiber once it comes
+           back from a park (the deadlock verdict's recheck round is one);
+           a shorter wait ends in one record, written whole at the end */
+        if ((r->rec & SPMD__REC_LATE) && now && (parked || !d->fib)) spmd__rec_wait(r, now);
         if (SPMD__LD_ACQ(&m->nreturned) != gone) {
             gone = SPMD__LD_ACQ(&m->nreturned);
             if (spmd__gone_check(r)) break;
@@ -11408,6 +11469,7 @@ static spmd_status spmd__block(spmd_req *r) {
         if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
             uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
             spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap);
+            parked = 1;
             continue;
         }
         if (!now) { spmd__pause(); continue; }
@@ -11458,6 +11520,7 @@ static void spmd__watch(spmd_req *r) {
         if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
             r->nseen++;
         } else {
+            if (r->rec & SPMD__REC_LATE) spmd__rec_posted(r); /* a moment with nothing else to do */
             spmd__pause();
             spins++;
         }
@@ -11992,6 +12055,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     algo = o && o->algo ? o->algo : m->forced_algo;
+    r->gseq = gr->my->next; /* (a call with a group takes it below; a local one's record shows it) */
     if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
         r->sig.algo = SPMD__ALG_LOCAL;
         spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
