@@ -1630,6 +1630,7 @@ struct spmd_req {
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
+    uint32_t xpolls;       /* libfabric: the quick exchange's polls (the transport's own progress every 16th) */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
@@ -5894,6 +5895,8 @@ SPMD__SETUP_END
      spmd__fab_post_send(f, op, peer, tag, buf, len, deadline_ns)
      spmd__fab_post_recv(f, op, peer, tag, buf, len, deadline_ns)
      spmd__fab_post_recv_upto(f, op, ...)       the same, of at most len bytes (op->received)
+     spmd__fab_post_lazy(f, op, ...)            a receive of at most len bytes that its waiter takes
+                                                (spmd__fab_take), a send into the lane's ring at once
      spmd__fab_progress(f)                      read the lane and the CQ, post what waits, notice lost peers
      spmd__fab_peek(f, op)                      spmd__fab_test without progressing
      spmd__fab_test(f, op)                      SPMD_ERR_BUSY while running, else the op's status
@@ -6025,7 +6028,8 @@ typedef struct spmd__fab_op {
     spmd__lane_node lnode;    /* lane: in f->lpost (receive) or its lane's wait list (send) */
     int lane;                 /* 0: libfabric; 1: the lane; 2: the lane, queued on lnode; 3: a large
                                  send announced, waiting for its clear-to-send; 4: a large message
-                                 moving through the bulk ring (xfer) */
+                                 moving through the bulk ring (xfer); 5: a lazy receive, posted
+                                 nowhere (spmd__fab_take) */
     int state, kind, peer;
     uint64_t sid;             /* lane 3: the large send's number on its lane */
     struct spmd__lane_xfer *xfer; /* lane 4 */
@@ -6033,6 +6037,7 @@ typedef struct spmd__fab_op {
     unsigned char *buf;
     size_t len, received;
     int upto;                 /* a receive that may carry fewer bytes */
+    int lazy;                 /* posted lazy and not yet taken or posted (its owner's word, no lock) */
     uint32_t nseg, posted, done, inflight;
     spmd__fab_mr *mr;
     uint64_t deadline_ns;
@@ -6670,7 +6675,7 @@ static void spmd__lane_complete(spmd__fab *f, spmd__fab_op *op, size_t len) {
 static void spmd__lane_forget(spmd__fab *f, spmd__fab_op *op) {
     spmd__lane *l = f->lane_of && f->lane_of[op->peer] >= 0 ? &f->lanes[f->lane_of[op->peer]] : NULL;
     int was = op->lane;
-    if (was < 2 || !l) return;
+    if (was < 2 || was == 5 || !l) return;
     op->lane = 1;
     if (was == 3) {
         spmd__lane_ctl_send(f, l, SPMD__LANE_REVOKE, op->tag, op->len, op->sid, 0);
@@ -7445,10 +7450,10 @@ static void spmd__lane_close(spmd__fab *f) {
     spmd__free(&f->alloc, f->lane_of);
 }
 
-static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
-                                  size_t len, uint64_t deadline_ns, int upto) {
+/* Check a post and fill the op in (not yet active). */
+static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
+                                     size_t len, uint64_t deadline_ns, int upto) {
     size_t nseg;
-    spmd_status st;
     if (!f || !op || (len && !buf)) return SPMD_ERR_NULL;
     if (op->state == SPMD__FOP_ACTIVE || (op->state == SPMD__FOP_DONE && op->inflight))
         return spmd__fab_fail(f, SPMD_ERR_STATE, "post: the op is still in flight");
@@ -7482,31 +7487,39 @@ static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int 
     op->len = len;
     op->nseg = (uint32_t)nseg;
     op->upto = upto && nseg == 1;
+    op->lazy = 0;
     op->deadline_ns = deadline_ns ? deadline_ns : spmd__now_ns() + (uint64_t)f->boot->timeout_ms * 1000000u;
-    pthread_mutex_lock(&f->lock);
-    if (spmd__boot_lost(f->boot, peer)) {
-        pthread_mutex_unlock(&f->lock);
+    return SPMD_OK;
+}
+
+/* Post an initialised op (lock held). */
+static spmd_status spmd__fab_post_locked(spmd__fab *f, spmd__fab_op *op) {
+    spmd_status st;
+    int peer = op->peer;
+    if (spmd__boot_lost(f->boot, peer))
         return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "process %d lost (it died or its host is unreachable): no %s it",
-                              peer, kind == SPMD__FOP_SEND ? "send to" : "receive from");
-    }
+                              peer, op->kind == SPMD__FOP_SEND ? "send to" : "receive from");
     if (f->nlanes && f->lane_of[peer] >= 0 &&
-        (len <= f->lane_max || f->bulk_cap || (op->upto && kind == SPMD__FOP_RECV))) {
-        st = spmd__lane_post(f, op);
-        pthread_mutex_unlock(&f->lock);
-        return st;
-    }
-    st = spmd__fab_mr_get(f, buf, len, &op->mr);
-    if (st != SPMD_OK) {
-        pthread_mutex_unlock(&f->lock);
-        return st;
-    }
+        (op->len <= f->lane_max || f->bulk_cap || (op->upto && op->kind == SPMD__FOP_RECV)))
+        return spmd__lane_post(f, op);
+    st = spmd__fab_mr_get(f, op->buf, op->len, &op->mr);
+    if (st != SPMD_OK) return st;
     SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
     op->next = f->head;
     if (f->head) f->head->prev = op;
     f->head = op;
     spmd__fab_post_more(f, op);
-    pthread_mutex_unlock(&f->lock);
     return SPMD_OK;
+}
+
+static spmd_status spmd__fab_post(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
+                                  size_t len, uint64_t deadline_ns, int upto) {
+    spmd_status st = spmd__fab_op_init(f, op, kind, peer, tag, buf, len, deadline_ns, upto);
+    if (st != SPMD_OK) return st;
+    pthread_mutex_lock(&f->lock);
+    st = spmd__fab_post_locked(f, op);
+    pthread_mutex_unlock(&f->lock);
+    return st;
 }
 
 static SPMD__UNUSED spmd_status spmd__fab_post_send(spmd__fab *f, spmd__fab_op *op, int peer, uint64_t tag,
@@ -7695,6 +7708,90 @@ static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
                                        : SPMD_ERR_BUSY;
     pthread_mutex_unlock(&f->lock);
     return st;
+}
+
+/* ---- lazy posts (the quick exchange) ----
+   To a peer on the lane, a small message skips the matching: a send goes
+   into the ring at once when no send waits before it (else it is posted
+   as usual and waits in order), and a receive of at most len bytes is
+   posted nowhere (op->lane 5: no table, not listed for deadlines and lost
+   peers; its waiter watches those) until its waiter calls spmd__fab_take,
+   which takes the message straight from the head of the ring when it is
+   the next one there and nothing is unexpected, and otherwise posts the
+   receive the usual way (it then matches what came before, in order).
+   The same records and tags: the other end cannot tell. Elsewhere (no
+   lane, a large message) both are ordinary posts. */
+static spmd_status spmd__fab_post_lazy(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
+                                       size_t len) {
+    spmd_status st = spmd__fab_op_init(f, op, kind, peer, tag, buf, len, UINT64_MAX, kind == SPMD__FOP_RECV);
+    spmd__lane *l;
+    if (st != SPMD_OK) return st;
+    if (!f->nlanes || f->lane_of[peer] < 0 || len > f->lane_max) {
+        pthread_mutex_lock(&f->lock);
+        st = spmd__fab_post_locked(f, op);
+        pthread_mutex_unlock(&f->lock);
+        return st;
+    }
+    l = &f->lanes[f->lane_of[peer]];
+    if (kind == SPMD__FOP_RECV) {
+        op->lane = 5;
+        op->lazy = 1;
+        SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
+        return SPMD_OK;
+    }
+    pthread_mutex_lock(&f->lock);
+    if (!l->broken && !l->wait && !spmd__boot_lost(f->boot, peer) && spmd__lane_push(f, l, SPMD__LANE_REC, tag, buf, len)) {
+        op->lane = 1;
+        op->posted = op->done = 1;
+        SPMD__ST_REL(&op->state, SPMD__FOP_DONE); /* like fi_tinject */
+    } else {
+        st = spmd__fab_post_locked(f, op);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return st;
+}
+
+/* A lazy receive's waiter looks for its message: SPMD_OK once it came,
+   SPMD_ERR_BUSY while not, or the op's failure. An op that is no longer
+   lazy is peeked (the caller progresses the transport for those). */
+static spmd_status spmd__fab_take(spmd__fab *f, spmd__fab_op *op) {
+    spmd__lane *l;
+    spmd__lane_rec *r;
+    uint64_t t;
+    if (SPMD__LD_ACQ(&op->state) != SPMD__FOP_ACTIVE || !op->lazy) return spmd__fab_peek(f, op);
+    l = &f->lanes[f->lane_of[op->peer]];
+    pthread_mutex_lock(&f->lock);
+    if (op->state != SPMD__FOP_ACTIVE || op->lane != 5) { /* cancelled meanwhile */
+        op->lazy = 0;
+        pthread_mutex_unlock(&f->lock);
+        return spmd__fab_peek(f, op);
+    }
+    t = l->in_tail;
+    r = (spmd__lane_rec *)(void *)(l->in_data + (t & (f->lane_cap - 1)));
+    if (l->broken || f->lunex.n || SPMD__LD_ACQ(&r->stamp) == (t ^ l->in_nonce)) {
+        uint32_t len = r->len; /* read once: the bytes are the peer's */
+        uint64_t need = (sizeof *r + (uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
+        spmd_status st;
+        if (!l->broken && !f->lunex.n && r->magic == SPMD__LANE_REC && r->tag == op->tag && len <= op->len &&
+            need <= f->lane_cap - (t & (f->lane_cap - 1))) { /* the next record is ours, and sound */
+            op->lazy = 0;
+            spmd__lane_deliver(f, op, r + 1, len);
+            l->in_tail = t + need;
+            SPMD__ST_REL(&l->in->tail, l->in_tail);
+            SPMD__ST_REL(&f->moved, f->moved + 1);
+        } else { /* something else first, or the lane broke: posted the usual way (listed from now on) */
+            op->lane = 0;
+            op->lazy = 0;
+            if ((st = spmd__fab_post_locked(f, op)) != SPMD_OK) spmd__fab_op_fail(f, op, st, "%s", f->err);
+        }
+    } else if (spmd__boot_lost(f->boot, op->peer)) { /* nothing came: as the listed ops' check (progress) */
+        char what[160];
+        spmd__fab_describe(op, what, sizeof what);
+        spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)", what,
+                          op->peer);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return spmd__fab_peek(f, op);
 }
 
 /* SPMD_ERR_BUSY while the op runs; its status once it ended or failed. */
@@ -8486,15 +8583,15 @@ static size_t spmd__x_inline(const spmd_mesh *m, int G) {
 static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; }
 static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     const spmd_mesh *m = r->dev->mesh;
-    uint64_t a = spmd__x_ack_every(m);
-    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || r->gseq % a == a - 1) return 1;
+    uint64_t a;
     switch (r->sig.kind) {
-    case SPMD__KIND_BCAST:
-    case SPMD__KIND_SCATTER: return k == r->root;
-    case SPMD__KIND_REDUCE:
-    case SPMD__KIND_GATHER: return m->proc_of[r->gr->g->members[r->root]] == p;
+    case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: break;
     default: return 1;
     }
+    a = spmd__x_ack_every(m);
+    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || r->gseq % a == a - 1) return 1;
+    if (r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) return k == r->root;
+    return m->proc_of[r->gr->g->members[r->root]] == p;
 }
 /* The acknowledging operation call s must have heard from (the one in
    [s - D, s - D + a - 1]), or UINT64_MAX for none yet. */
@@ -9320,25 +9417,26 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     h = q->hbuf + (size_t)me * q->hb;
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
+    /* the sends first: a peer may be waiting for them (the receives are
+       lazy, posted nowhere, or take what came meanwhile in order) */
+    for (k = 0; k < g->nrp; k++) {
+        if (!spmd__x_hdr_to(r, me, g->rprocs[k])) continue;
+        st = spmd__fab_post_lazy(f, &q->sop[k], SPMD__FOP_SEND, g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me),
+                                 h, SPMD__X_SHDR + r->in_bytes);
+        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
+                                             r->gr->text, g->rprocs[k], f->err);
+    }
     for (k = 0; k < G; k++) {
         size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
         if (k == me || !spmd__x_hdr_to(r, k, m->proc)) continue;
         if (spmd__x_needs(r, k))
-            st = spmd__fab_post_recv_upto(f, &q->rop[k], m->proc_of[g->members[k]],
-                                          SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->hbuf + (size_t)k * q->hb, q->hb,
-                                          UINT64_MAX);
+            st = spmd__fab_post_lazy(f, &q->rop[k], SPMD__FOP_RECV, m->proc_of[g->members[k]],
+                                     SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->hbuf + (size_t)k * q->hb, q->hb);
         else /* one way: received after this call returns (spmd__xq_slot waited for the slot) */
             st = spmd__fab_post_recv_upto(f, &q->lop[at], m->proc_of[g->members[k]],
                                           SPMD__FAB_TAG(g->gid, r->gseq, 2 * k), q->lbuf + at * q->hb, q->hb,
                                           UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
-    }
-    for (k = 0; k < g->nrp; k++) {
-        if (!spmd__x_hdr_to(r, me, g->rprocs[k])) continue;
-        st = spmd__fab_post_send(f, &q->sop[k], g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), h,
-                                 SPMD__X_SHDR + r->in_bytes, UINT64_MAX);
-        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
-                                             r->gr->text, g->rprocs[k], f->err);
     }
     return SPMD_OK;
 }
@@ -9428,13 +9526,19 @@ static void spmd__xq_progress(spmd_req *r) {
         }
         if ((st = spmd__xq_post(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
+        r->xpolls = 0;
     }
-    spmd__fab_progress(f);
     if (r->state == SPMD__R_ARRIVE) {
         for (k = 0; k < g->G; k++) {
             spmd__fab_op *op = &g->xq->rop[k];
-            if (k == me || !spmd__x_needs(r, k) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
-            if (st == SPMD_ERR_BUSY) return;
+            if (k == me || !spmd__x_needs(r, k) || (st = spmd__fab_take(f, op)) == SPMD_OK) continue;
+            if (st == SPMD_ERR_BUSY) {
+                /* lazy receives take their message themselves: the transport's
+                   own progress (the libfabric provider, what other ops wait
+                   for, lost peers) every 16th poll; every poll otherwise */
+                if (!op->lazy || (++r->xpolls & 15u) == 0) spmd__fab_progress(f);
+                return;
+            }
             spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
                                        spmd__x_who(d->mesh, g->members[k], who, sizeof who), spmd__fab_reason(op)));
             return;
@@ -9445,7 +9549,10 @@ static void spmd__xq_progress(spmd_req *r) {
     for (k = 0; k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
         spmd__fab_op *op = &g->xq->sop[k];
         if (!spmd__x_hdr_to(r, me, g->rprocs[k]) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
-        if (st == SPMD_ERR_BUSY) return;
+        if (st == SPMD_ERR_BUSY) {
+            spmd__fab_progress(f);
+            return;
+        }
         spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                                    g->rprocs[k], spmd__fab_reason(op)));
         return;
@@ -9525,6 +9632,10 @@ static void spmd__x_progress(spmd_req *r) {
         for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
         mine_done = x->cst[me] == SPMD__XC_DONE;
         pthread_mutex_unlock(&m->xlock);
+        for (j = 0; j < n; j++) { /* the members computed for may sleep (nothing else wakes them on libfabric) */
+            spmd_dev *p = m->devs[g->members[list[j]]];
+            if (list[j] != me && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+        }
         if (!mine_done) return;
         r->state = SPMD__R_DRAIN;
     }
