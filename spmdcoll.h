@@ -2942,7 +2942,8 @@ SPMD__SETUP_END
    the ring is NULL). Data flow: spmd__rec_begin fills a record where a call
    has been checked and is about to post (spmd__coll_start, spmd__quick,
    spmd__p2p_start) and links it to the request (r->rec); spmd__block marks it
-   waiting; spmd__finish marks it done or failed with its status. Only the
+   waiting; spmd__finish marks it done or failed with its status (a
+   blocking call's record is written once, later: see SPMD__REC_LATE). Only the
    device writes its ring, with relaxed stores (plain moves on x86-64 and
    arm64) and the record's generation word (call number + 1, 0 while being
    rewritten) stored last with release order; readers (spmd_report, the break
@@ -3008,10 +3009,13 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
 }
 
 /* r->rec: the call number + 1, and these flags. A blocking call's record
-   is written once, when it blocks (spmd__rec_wait) or, if it never does,
-   when it ends (SPMD__REC_LATE): the 8 B psum on the quick path then costs
+   is written once (SPMD__REC_LATE until then): on threads while it waits
+   for its peers' first line (spmd__rec_posted, from spmd__watch: off the
+   critical path; its end then only stores the state), once its wait is
+   long (spmd__rec_wait: the clock read after 64 polls, a fiber back from
+   a park), or else when it ends: the 8 B psum on the quick path then costs
    one clock read and one record write, with no second visit to the record.
-   Such a call is absent from the ring while it runs without waiting (a
+   Such a call is absent from the ring while it runs without waiting long (a
    report sees the device running, its last call the one before). */
 #define SPMD__REC_LATE ((uint64_t)1 << 63)
 #define SPMD__REC_SITE ((uint64_t)1 << 62) /* it has a call site (line in d->site_line) */
@@ -9343,11 +9347,14 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    transport's once per post and poll, and computes through the general
    loop: 3,230 instructions for an 8-byte psum of two processes over the
    shared-memory lane (callgrind), most of its latency when cache lines
-   move fast. Here the member posts its header receives and sends from the
-   group's own ops (the same messages and tags, so each process may take
-   either path), waits on those receives alone and computes its output
-   from the inline inputs in member order as everywhere (a reduction with
-   one kernel call): 1,915 instructions. A rooted call whose output needs
+   move fast. Here the member posts its header sends, then its receives,
+   from the group's own ops, lazily (spmd__fab_post_lazy: into the peer's
+   ring at once; a receive takes its message from the head of our ring),
+   with the same messages and tags, so each process may take either path;
+   it waits on those receives alone (the transport's own progress every
+   16th poll while only lazy ones wait) and computes its output from the
+   inline inputs in member order as everywhere (a reduction with one
+   kernel call): 1,830 instructions. A rooted call whose output needs
    fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
    gather's members off the root) is one way, as Open MPI's: headers go
    only where they are read, plus acknowledgements (spmd__x_hdr_to), which

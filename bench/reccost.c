@@ -12,7 +12,12 @@
    paired ratios on/off - 1 (the cost), and the 10th percentile of each
    (on a loaded machine other programs only add time: the fastest rounds
    show the cost itself). SPMD_TRACE_DEPTH and SPMD_TRACE must
-   be unset (they would set both meshes' depth).
+   be unset (they would set both meshes' depth). Then the floor of a
+   recorder that keeps one timed record per call, measured here in a loop
+   of 20 M: a read of CLOCK_MONOTONIC_COARSE plus a 64-byte record written
+   as the recorder writes one (generation 0, seven words, the generation
+   with release), and the record alone; in percent of the median "off"
+   time (one call per device per operation).
 
    usage: build/reccost [-d DEVICES] [-s BYTES] [-n ITERS] [-w WARM] [-k ROUNDS]
           tools/spmdrun -n 2 --provider shm --bind cpu -- build/reccost-fabric -d 2 */
@@ -52,6 +57,31 @@ static void device_main(spmd_dev *d, void *p) {
         if (spmd_psum(d, in, out, a->count, SPMD_F32, "i", NULL) != SPMD_OK) a->failed = 1;
     if (spmd_barrier(d, "i", NULL) != SPMD_OK) a->failed = 1;
     if (spmd_device_id(d) == 0) a->sec = now_s() - t0;
+}
+
+/* ns per timed record written as the recorder does (clock: with a coarse clock read) */
+static double record_floor(int clock) {
+    static uint64_t ring[64][8];
+    const uint64_t n = 20000000;
+    uint64_t i;
+    double t0 = now_s();
+    for (i = 0; i < n; i++) {
+        uint64_t *e = ring[i & 63], t = i;
+        int k;
+        if (clock) {
+            struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+            clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+#else
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+            t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
+        __atomic_store_n(&e[0], (uint64_t)0, __ATOMIC_RELAXED);
+        for (k = 1; k < 8; k++) __atomic_store_n(&e[k], t + (uint64_t)k, __ATOMIC_RELAXED);
+        __atomic_store_n(&e[0], i + 1, __ATOMIC_RELEASE);
+    }
+    return (now_s() - t0) / (double)n * 1e9;
 }
 
 static int cmp_d(const void *x, const void *y) {
@@ -128,6 +158,11 @@ int main(int argc, char **argv) {
         printf("psum %zu B, %d devices, %d rounds of %d ops: median on %.3f us, off %.3f us, paired cost %+.1f%%; "
                "10th percentile on %.3f us, off %.3f us, cost %+.1f%%\n", bytes, devices, rounds, iters, on, off,
                cost * 100, on10, off10, (on10 / off10 - 1) * 100);
+        {
+            double fc = record_floor(1), fr = record_floor(0);
+            printf("floor: a record with a coarse clock read %.2f ns (%.1f%% of off), the record alone %.2f ns "
+                   "(%.1f%%)\n", fc, fc / (off * 1e3) * 100, fr, fr / (off * 1e3) * 100);
+        }
     }
     for (w = 0; w < 2; w++) spmd_mesh_destroy(mesh[w]);
     free(t[0]);
