@@ -21,7 +21,10 @@
    truncated receive posted early, which tcp;ofi_rxm mishandles); a process
    killed while its peer's sends wait for room in its ring: the survivor's
    receive and waiting sends end SPMD_ERR_PEER_LOST naming it, and no
-   segment is left in /dev/shm.
+   segment is left in /dev/shm. Lazy posts (the quick exchange's): a lazy
+   receive that finds another message first at the head of its ring, one
+   whose message waits as unexpected, and ones that take theirs straight
+   off the ring (lazy_round).
    Tag group fields (test_gids): groups that run in lockstep never share one.
    Check mode is refused where its headers exceed the provider's inject size
    under clear-to-send (net under SPMD_FABRIC_STRICT=1).
@@ -223,6 +226,63 @@ static size_t lane_rlen(int i, int *upto, spmd_status *want) {
 }
 
 /* Post the receive of lane message i as lane_rlen says; 0 (said) on failure. */
+/* Wait for a lazy receive as the quick exchange does: take, and progress
+   the transport once it is posted the usual way. */
+static spmd_status lazy_wait(spmd__fab *f, spmd__fab_op *op, uint64_t dl) {
+    for (;;) {
+        spmd_status st = spmd__fab_take(f, op);
+        if (st != SPMD_ERR_BUSY) return st;
+        if (spmd__now_ns() > dl) return SPMD_ERR_TIMEOUT;
+        spmd__fab_progress(f);
+    }
+}
+
+/* Lazy posts (spmd__fab_post_lazy, as the quick exchange posts): process 0
+   sends tags 0..3 of group 6 lazily while process 1 waits; process 1's
+   lazy receive of tag 1 finds tag 0 at the head of its ring (it is then
+   posted the usual way and tag 0 is kept as unexpected), its lazy receive
+   of tag 0 takes it from there, and tags 2 and 3, sent after a barrier,
+   come straight off the ring (sizes 1, 48, 40 and 1000: one and several
+   lines). 1 if all came whole and in place. */
+static int lazy_round(spmd__fab *f, uint64_t dl) {
+    static const size_t len[4] = {1, 48, 40, 1000};
+    unsigned char buf[4][1000], want[1000];
+    spmd__fab_op ops[4];
+    int k, bad = 0;
+    memset(ops, 0, sizeof ops);
+    for (k = 0; k < 4 && !bad; k++) {
+        spmd_status st = SPMD_OK;
+        if (k == 2 && spmd__boot_barrier(f->boot, dl) != SPMD_OK) return 0;
+        if (f->rank == 0) {
+            fill(buf[k], len[k], 0, 1, 6, 1, k);
+            st = spmd__fab_post_lazy(f, &ops[k], SPMD__FOP_SEND, 1, SPMD__FAB_TAG(6, 1, k), buf[k], len[k]);
+            if (st == SPMD_OK) st = spmd__fab_wait(f, &ops[k]);
+        } else if (k == 1) { /* tag 1 first, then tag 0 */
+            spmd__fab_op *a = &ops[1], *b = &ops[0];
+            st = spmd__fab_post_lazy(f, a, SPMD__FOP_RECV, 0, SPMD__FAB_TAG(6, 1, 1), buf[1], sizeof buf[1]);
+            if (st == SPMD_OK) st = lazy_wait(f, a, dl);
+            if (st == SPMD_OK) st = spmd__fab_post_lazy(f, b, SPMD__FOP_RECV, 0, SPMD__FAB_TAG(6, 1, 0), buf[0], sizeof buf[0]);
+            if (st == SPMD_OK) st = lazy_wait(f, b, dl);
+        } else if (k >= 2) {
+            st = spmd__fab_post_lazy(f, &ops[k], SPMD__FOP_RECV, 0, SPMD__FAB_TAG(6, 1, k), buf[k], sizeof buf[k]);
+            if (st == SPMD_OK) st = lazy_wait(f, &ops[k], dl);
+        }
+        if (st != SPMD_OK) {
+            printf("lazy tag %d: %s %s %s\n", k, spmd_status_name(st), f->err, ops[k].err);
+            bad = 1;
+        }
+    }
+    for (k = 0; k < 4 && !bad && f->rank == 1; k++) {
+        fill(want, len[k], 0, 1, 6, 1, k);
+        if (ops[k].received != len[k] || memcmp(want, buf[k], len[k]) != 0) {
+            printf("lazy tag %d: %zu bytes of %zu, %s\n", k, ops[k].received, len[k],
+                   ops[k].received == len[k] ? "wrong data" : "wrong length");
+            bad = 1;
+        }
+    }
+    return !bad;
+}
+
 static int lane_post_recv(spmd__fab *f, spmd__fab_op *op, unsigned char *buf, int i, uint64_t dl) {
     int upto;
     spmd_status want, st;
@@ -315,6 +375,7 @@ static int child_lane(void) {
         }
     }
     if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) { printf("barrier: %s\n", f->boot->err); bad = 1; }
+    if (!bad && !lazy_round(f, dl)) bad = 1;
     printf("%s: lane test with %d lane%s on %s, limit %zu, %d sends waited for room\n", bad ? "FAILED" : "ok",
            f->nlanes, f->nlanes == 1 ? "" : "s", f->prov, lim, queued);
     spmd__fab_close(f);
