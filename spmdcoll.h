@@ -8068,7 +8068,18 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
             goto fail;
         }
     }
-    if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)) != 0 || (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) != 0 ||
+    if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)) == 0 && strncmp(f->prov, "shm", 3) == 0) {
+        /* shm names its region in /dev/shm <pid>:<domain>:<endpoint> by
+           default, so a process killed earlier that had our pid (pids are
+           reused) left a file that makes this endpoint fail (EBUSY): a
+           number of ours in the middle instead (the same form, which
+           tools/spmdrun's cleanup after a kill knows) */
+        char name[64];
+        snprintf(name, sizeof name, "fi_shm://%ld:%u:0", (long)getpid(),
+                 (unsigned)((spmd__now_ns() ^ (uint64_t)(uintptr_t)f) * 0x9e3779b97f4a7c15u >> 33));
+        rc = fi_setname(&f->ep->fid, name, strlen(name) + 1);
+    }
+    if (rc != 0 || (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) != 0 ||
         (rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(f->ep)) != 0) {
         st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "endpoint (%s): %s", f->prov, fi_strerror(-rc));
         goto fail;
