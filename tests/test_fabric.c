@@ -34,7 +34,9 @@
    registration (mode mrreuse).
    A job over the shm provider whose processes die by SIGKILL leaves nothing
    of its own in /dev/shm after spmdrun returns, and what is not the job's
-   stays (test_shmkill). */
+   stays (test_shmkill). A stale region under libfabric's default name for
+   a process's own pid does not stop its transport from opening (mode
+   stale). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -382,6 +384,46 @@ static int child_lane(void) {
     for (i = 0; i < 2 * LANE_MSGS; i++) free(bufs[i]);
     free(bufs);
     free(ops);
+    return bad;
+}
+
+/* mode "stale" (shm provider, no lane, 2 processes): each process first
+   leaves a file where libfabric's shm provider names its region by default,
+   /dev/shm/<pid>:0:0, as a killed process that had this pid would have (pids
+   are reused); the transport must still open and carry a message each way
+   (it names its region otherwise). The file is removed after. */
+static int child_stale(void) {
+    char path[64];
+    spmd__fab *f;
+    spmd__fab_op rop, sop;
+    unsigned char sb[100], rb[100], want[100];
+    int fd, rc, bad = 0, other;
+    uint64_t dl = spmd__now_ns() + 30000000000ull;
+    snprintf(path, sizeof path, "/dev/shm/%ld:0:0", (long)getpid());
+    fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) { printf("stale: cannot create %s\n", path); return 1; }
+    close(fd);
+    rc = open_fab(&f);
+    if (rc) {
+        unlink(path);
+        return rc;
+    }
+    other = 1 - f->rank;
+    memset(&rop, 0, sizeof rop);
+    memset(&sop, 0, sizeof sop);
+    fill(sb, sizeof sb, f->rank, other, 7, 1, 0);
+    if (spmd__fab_post_recv(f, &rop, other, SPMD__FAB_TAG(7, 1, 0), rb, sizeof rb, dl) != SPMD_OK ||
+        spmd__fab_post_send(f, &sop, other, SPMD__FAB_TAG(7, 1, 0), sb, sizeof sb, dl) != SPMD_OK ||
+        spmd__fab_wait(f, &rop) != SPMD_OK || spmd__fab_wait(f, &sop) != SPMD_OK) {
+        printf("stale: exchange: %s %s %s\n", f->err, rop.err, sop.err);
+        bad = 1;
+    }
+    fill(want, sizeof want, other, f->rank, 7, 1, 0);
+    if (!bad && memcmp(want, rb, sizeof rb) != 0) { printf("stale: wrong data\n"); bad = 1; }
+    printf("%s: the shm provider opened beside a stale %s (%s)\n", bad ? "FAILED" : "ok", path, f->prov);
+    if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) bad = 1;
+    spmd__fab_close(f);
+    unlink(path);
     return bad;
 }
 
@@ -1161,6 +1203,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "lane") == 0) return child_lane();
         if (strcmp(argv[2], "lanekill") == 0) return child_lanekill();
         if (strcmp(argv[2], "bulk") == 0) return child_bulk();
+        if (strcmp(argv[2], "stale") == 0) return child_stale();
         if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
         if (strcmp(argv[2], "mrreuse") == 0) return child_mrreuse();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
@@ -1188,6 +1231,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-lane-strict-2", 2, "--provider tcp", "lane", "SPMD_FABRIC_STRICT=1");
     run_mode("fabric-small-shm-2", 2, "--provider shm", "lane", "SPMD_SHM_LANE=small");
     run_mode("fabric-bulk-shm-2", 2, "--provider shm", "bulk", "");
+    run_mode("fabric-stale-shm-2", 2, "--provider shm", "stale", "SPMD_SHM_LANE=0");
     run_mode("fabric-bulk-tcp-2", 2, "--provider tcp", "bulk", "");
     run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-mrreuse-strict-2", 2, "--provider tcp", "mrreuse", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
