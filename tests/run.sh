@@ -243,7 +243,9 @@ run_fabric_tsan() {
 # processes cover "two processes of two devices". SPMD_TEST_QUICK=$FABRIC_QUICK:K
 # keeps one sweep case in $FABRIC_QUICK (every collective crosses processes),
 # configuration number c taking K = c mod $FABRIC_QUICK: over the matrix's
-# configurations every case crosses processes at least once. A
+# configurations every case crosses processes at least once. Cases that only
+# wait out a deadline run where K = 0 (tcp:2:nolane, shm:5:bruck,
+# net:3:nolane; tests/testlib.h tl_slow_cases). A
 # run has FABRIC_RUN_TIMEOUT seconds (spmdrun --timeout) and the matrix
 # FABRIC_MATRIX_BUDGET in all: a run not started within it is a failure. A
 # provider fi_info does not offer is skipped. One line per run: the closing

@@ -64,6 +64,12 @@ static inline int env_thin_offset(void) {
     return c ? atoi(c + 1) : 0;
 }
 
+/* Cases that only wait out a deadline (the same in every configuration of
+   the fabric matrix): run them where the sweeps keep their first case
+   (offset 0 of SPMD_TEST_QUICK=N:K), i.e. in one configuration in N there,
+   and everywhere else. */
+static inline int tl_slow_cases(void) { return env_thin_offset() % env_thin() == 0; }
+
 /* Keeps one unit in `every` of the n cases of `elem` bytes at a, in order
    (those at env_thin_offset() modulo every), where a unit is the case and
    the unit_len(case) - 1 cases after it (an async cluster counts as one);
