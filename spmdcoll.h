@@ -11563,6 +11563,14 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     return 0;
 }
 
+/* A device returned: 1 if r ended of it. One that broke the mesh before
+   it returned (a failure it did not handle) is told by the break, which
+   says why: it may have come after the caller's poll looked at the mesh. */
+static int spmd__gone_or_broken(spmd_req *r) {
+    if (SPMD__LD_ACQ(&r->dev->mesh->broken) && spmd__on_broken(r)) return 1;
+    return spmd__gone_check(r);
+}
+
 /* Spin briefly, then yield, then sleep on the device's futex word. With more
    devices than CPUs a spinning thread only delays the peers it waits for
    (they need its CPU), so it yields at once. */
@@ -11593,7 +11601,7 @@ static spmd_status spmd__block(spmd_req *r) {
         if ((r->rec & SPMD__REC_LATE) && now && (parked || !d->fib)) spmd__rec_wait(r, now);
         if (SPMD__LD_ACQ(&m->nreturned) != gone) {
             gone = SPMD__LD_ACQ(&m->nreturned);
-            if (spmd__gone_check(r)) break;
+            if (spmd__gone_or_broken(r)) break;
         }
         if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
             uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
@@ -15329,7 +15337,7 @@ spmd_status spmd_test(spmd_req *r, int *done) {
     if (s != SPMD_OK) return s;
     if (!done) return SPMD_ERR_NULL;
     if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
-        spmd__gone_check(r);
+        spmd__gone_or_broken(r);
     if (r->state != SPMD__R_DONE) {
         if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
         return SPMD_OK;
