@@ -3,7 +3,7 @@
 #   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake and fuzz, all's second lane; fuzz: each fuzz target
+# side: faults, cmake, the schedulers and fuzz, all's second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code)
 # Each test program prints its own closing line; this sums them. A program
@@ -387,19 +387,19 @@ run_alloc() {
 }
 
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
-# conformance tests as 2 processes under ThreadSanitizer, the cmake test and
-# the short fuzz runs run in a second lane (mode side) beside the others;
-# their lines and counts join at the end.
+# conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
+# scheduler runs (fibers) and the short fuzz runs run in a second lane (mode
+# side) beside the others; their lines and counts join at the end.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_fibers; run_alloc; run_compile
+    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_alloc; run_compile
     run_fabric_matrix; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
     if [ $# -lt 2 ]; then
-        echo "  second lane (fault suites, cmake, fuzz): no closing line: FAILED"; F=$((F + 1))
+        echo "  second lane (fault suites, cmake, schedulers, fuzz): no closing line: FAILED"; F=$((F + 1))
     else
         P=$((P + $1)); F=$((F + $2)); S=$((S + ${3:-0}))
         cat $LOG/skipped-side >>$LOG/skipped-all
@@ -449,7 +449,7 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) run_fabric; run_fabric_tsan; run_cmake; run_fuzz ;;
+    side) run_fabric; run_fabric_tsan; run_cmake; run_fibers; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
