@@ -3,7 +3,8 @@
 #   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
 # (faults: the libfabric fault suites; matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, the schedulers and fuzz, all's second lane; fuzz: each fuzz target
+# side: faults, cmake, the schedulers, the matrix's last configurations and fuzz, all's
+# second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code)
 # Each test program prints its own closing line; this sums them. A program
@@ -255,6 +256,7 @@ FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4 shm:2:small tcp:2:strict
     shm:5:bruck tcp:3:nolane+bruck tcp:3:strict+bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
 FABRIC_QUICK=${FABRIC_QUICK:-6}
+FABRIC_MAIN=${FABRIC_MAIN:-10} # make test: the first 10 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
 
@@ -285,9 +287,14 @@ add_procs() { # $1 = spmdrun's stdout, $2 = exit status, $3 = processes, $4 = na
     fi
 }
 
+# run_fabric_matrix [FIRST LAST]: configurations FIRST..LAST (1-based; all by
+# default), numbered as in the whole matrix (so K stays the same).
 run_fabric_matrix() {
-    nruns=0
-    for cfg in $FABRIC_MATRIX; do for t in $FABRIC_CONF; do nruns=$((nruns + 1)); done; done
+    first=${1:-1} last=${2:-999} nruns=0 c=0
+    for cfg in $FABRIC_MATRIX; do
+        c=$((c + 1)); [ $c -ge $first ] && [ $c -le $last ] || continue
+        for t in $FABRIC_CONF; do nruns=$((nruns + 1)); done
+    done
     if ! have_fabric; then
         echo "  fabric matrix ($nruns runs): libfabric missing: skipped"; skip $nruns "fabric matrix: libfabric missing"; return
     fi
@@ -295,6 +302,7 @@ run_fabric_matrix() {
     c=0
     for cfg in $FABRIC_MATRIX; do
         thin=$FABRIC_QUICK:$((c % FABRIC_QUICK)); c=$((c + 1))
+        [ $c -ge $first ] && [ $c -le $last ] || continue
         prov=${cfg%%:*} rest=${cfg#*:}
         np=${rest%%:*} mode=""
         [ "$rest" != "$np" ] && mode=${rest#*:}
@@ -388,13 +396,14 @@ run_alloc() {
 
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
 # conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
-# scheduler runs (fibers) and the short fuzz runs run in a second lane (mode
-# side) beside the others; their lines and counts join at the end.
+# scheduler runs (fibers), the fabric matrix's configurations after the
+# first $FABRIC_MAIN and the short fuzz runs run in a second lane (mode side)
+# beside the others; their lines and counts join at the end.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
     run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_alloc; run_compile
-    run_fabric_matrix; run_examples
+    run_fabric_matrix 1 $FABRIC_MAIN; run_examples
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
@@ -449,7 +458,7 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) run_fabric; run_fabric_tsan; run_cmake; run_fibers; run_fuzz ;;
+    side) run_fabric; run_fabric_tsan; run_cmake; run_fibers; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
