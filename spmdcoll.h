@@ -3158,18 +3158,22 @@ static void spmd__rec_wait(spmd_req *r, uint64_t now) {
     SPMD__ST_REL(&e->state, (st & ~(uint64_t)255) | SPMD__REC_WAITING);
 }
 
+/* A written record's last state: done or failed with s (its line kept). */
+static inline void spmd__rec_close(spmd__rec *e, spmd_status s) {
+    uint64_t st = SPMD__RLD(&e->state);
+    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
+                                (uint64_t)s << 8);
+}
+
 static void spmd__rec_end_full(spmd_req *r, spmd_status s) {
     spmd__rec *e = spmd__rec_of(r);
-    uint64_t st;
-    unsigned how = s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED;
     if (!e) return;
-    st = SPMD__RLD(&e->state);
     spmd__rec_algo_set(e, r);
-    if ((st & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) { /* (the coarse clock may lag the wait's start) */
-        uint64_t t = spmd__rec_now(r->dev->mesh), t0 = SPMD__RLD(&e->t0);
+    if ((SPMD__RLD(&e->state) & 255u) == SPMD__REC_WAITING || r->dev->mesh->tracing) {
+        uint64_t t = spmd__rec_now(r->dev->mesh), t0 = SPMD__RLD(&e->t0); /* (the coarse clock may lag the wait's start) */
         SPMD__RST(&e->t1, t > t0 ? t : t0);
     }
-    SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (uint64_t)how | (uint64_t)s << 8);
+    spmd__rec_close(e, s);
 }
 
 /* r ends with status s. Inline: a blocking call that did not wait writes
@@ -3181,10 +3185,7 @@ static inline void spmd__rec_end(spmd_req *r, spmd_status s) {
                       spmd__rec_late_state(r, s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) | (uint64_t)s << 8, t, t);
         r->rec = SPMD__REC_NUM(r->rec);
     } else if (r->rec & SPMD__REC_POSTED) { /* written while it waited a moment: only its state changes */
-        spmd__rec *e = &r->dev->ring[(SPMD__REC_NUM(r->rec) - 1) & r->dev->mesh->rmask];
-        uint64_t st = SPMD__RLD(&e->state);
-        SPMD__ST_REL(&e->state, (st & ~(uint64_t)0xffffffffu) | (s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) |
-                                    (uint64_t)s << 8);
+        spmd__rec_close(&r->dev->ring[(SPMD__REC_NUM(r->rec) - 1) & r->dev->mesh->rmask], s);
         r->rec = SPMD__REC_NUM(r->rec);
     } else if (r->rec) {
         spmd__rec_end_full(r, s);
@@ -6279,6 +6280,13 @@ SPMD__SETUP static void spmd__fab_op_fail(spmd__fab *f, spmd__fab_op *op, spmd_s
 static const char *spmd__fab_kind(const spmd__fab_op *op) { return op->kind == SPMD__FOP_SEND ? "send to" : "receive from"; }
 
 static void spmd__fab_describe(const spmd__fab_op *op, char *s, size_t n);
+/* The op's peer process died (the bootstrap says so): fail it (lock held). */
+static void spmd__fab_op_lost(spmd__fab *f, spmd__fab_op *op) {
+    char what[160];
+    spmd__fab_describe(op, what, sizeof what);
+    spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)", what,
+                      op->peer);
+}
 /* A failed op's reason without the transport's description of the op
    (its peer, bytes, tag fields and segment, which op->err starts with and
    the debug log keeps): what messages for users quote. */
@@ -7656,10 +7664,7 @@ checks:
     for (op = f->head; op; op = nx) {
         nx = op->next;
         if (op->status == SPMD_OK && spmd__boot_lost(f->boot, op->peer)) {
-            char what[160];
-            spmd__fab_describe(op, what, sizeof what);
-            spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)",
-                              what, op->peer);
+            spmd__fab_op_lost(f, op);
         } else if (op->status == SPMD_OK && op->deadline_ns && now >= op->deadline_ns) {
             char what[160];
             spmd__fab_describe(op, what, sizeof what);
@@ -7789,10 +7794,7 @@ static spmd_status spmd__fab_take(spmd__fab *f, spmd__fab_op *op) {
             if ((st = spmd__fab_post_locked(f, op)) != SPMD_OK) spmd__fab_op_fail(f, op, st, "%s", f->err);
         }
     } else if (spmd__boot_lost(f->boot, op->peer)) { /* nothing came: as the listed ops' check (progress) */
-        char what[160];
-        spmd__fab_describe(op, what, sizeof what);
-        spmd__fab_op_fail(f, op, SPMD_ERR_PEER_LOST, "%s: process %d lost (it died or its host is unreachable)", what,
-                          op->peer);
+        spmd__fab_op_lost(f, op);
     }
     pthread_mutex_unlock(&f->lock);
     return spmd__fab_peek(f, op);
@@ -9650,10 +9652,8 @@ static void spmd__x_progress(spmd_req *r) {
         for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
         mine_done = x->cst[me] == SPMD__XC_DONE;
         pthread_mutex_unlock(&m->xlock);
-        for (j = 0; j < n; j++) { /* the members computed for may sleep (nothing else wakes them on libfabric) */
-            spmd_dev *p = m->devs[g->members[list[j]]];
-            if (list[j] != me && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
-        }
+        /* the members computed for may sleep (on libfabric nothing else wakes them) */
+        if (n > 1 || (n == 1 && list[0] != me)) spmd__wake_group(m, g, me);
         if (!mine_done) return;
         r->state = SPMD__R_DRAIN;
     }
