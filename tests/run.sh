@@ -21,6 +21,10 @@ mkdir -p $LOG
 : >$LOG/skipped-$mode
 T0=${SPMD_TEST_T0:-$(date +%s)} # make test passes the time its builds started
 
+mark() { # $1 = the section starting: a line with the time since T0 (where a run's time goes)
+    el=$(($(date +%s) - T0)); echo "  -- $1 from $((el / 60))m$((el % 60))s"
+}
+
 skip() { # $1 = checks skipped, $2 = where and why
     S=$((S + $1))
     printf '%s (%s)\n' "$2" "$1" >>$LOG/skipped-$mode
@@ -407,8 +411,9 @@ run_alloc() {
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
-    run_docs; run_suite plain; run_suite nodispatch; run_suite asan; run_suite tsan; run_alloc; run_compile
-    run_fabric_matrix 1 $FABRIC_MAIN; run_examples
+    mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
+    mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc; mark compile; run_compile
+    mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples; mark "waiting for the second lane"
     wait $lane
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
@@ -463,7 +468,8 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) run_fabric; run_fabric_tsan; run_cmake; run_fibers; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; run_fuzz ;;
+    side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark fibers; run_fibers
+          mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
