@@ -132,15 +132,19 @@ $(BUILD)/fabric-tsan/%: tests/%.c $(BUILD)/fabric-tsan/impl.o $(TEST_DEPS) tests
 compile-times:
 	@bash bench/compile_times.sh
 
-# Fuzz targets (fuzz/*.c, clang's libFuzzer with ASan and UBSan), one per
+# Fuzz targets (fuzz/<target>.c, clang's libFuzzer with ASan and UBSan), one per
 # decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
 # sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
 FUZZ_TARGETS := boot xhdr lane spec env join seg recs
 FUZZ_CC ?= clang
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-$(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/%.c fuzz/exact_alloc.h spmdcoll.h
+FUZZ_SAN := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# the library and every target compiled once (fuzz/all.c), each target's
+# binary an entry point (fuzz/one.c) linked to it
+$(BUILD)/fuzz/all.o: fuzz/all.c $(FUZZ_TARGETS:%=fuzz/%.c) fuzz/exact_alloc.h spmdcoll.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS) $(FABRIC_LIBS)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(BASE) $(WARN) -c $< -o $@
+$(FUZZ_TARGETS:%=$(BUILD)/fuzz/%): $(BUILD)/fuzz/%: fuzz/one.c $(BUILD)/fuzz/all.o
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $(BASE) $(WARN) -DFUZZ_TARGET=spmd_fuzz_$* $< $(BUILD)/fuzz/all.o -o $@ $(LIBS) $(FABRIC_LIBS)
 fuzz:
 	@if [ "$(HAVE_FABRIC)" = 1 ] && command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%); \
 	else echo "the fuzz targets need $(FUZZ_CC) and the libfabric headers (make deps)"; fi

@@ -1,6 +1,8 @@
 /* What the bootstrap fuzz targets share: an allocator that gives every
    block exactly its size (ASan then catches a read one byte past a
    message), and a bootstrap state made with it, logging off, no sockets. */
+#ifndef FUZZ_EXACT_ALLOC_H
+#define FUZZ_EXACT_ALLOC_H
 static void *exact_alloc(size_t size, size_t align, void *user) {
     void *p = NULL;
     (void)user;
@@ -22,3 +24,4 @@ static spmd__boot *fuzz_boot(void) {
     b->listen_fd = -1;
     return b;
 }
+#endif
