@@ -8597,7 +8597,7 @@ static size_t spmd__x_inline(const spmd_mesh *m, int G) {
    decide from the call alone (a mismatched call may then wait for a header
    that does not come: the member that reads the mismatch breaks the mesh,
    which ends that wait). Every other exchange sends every header. */
-static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; }
+static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; } /* a power of two */
 static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     const spmd_mesh *m = r->dev->mesh;
     uint64_t a;
@@ -8606,7 +8606,7 @@ static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     default: return 1;
     }
     a = spmd__x_ack_every(m);
-    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || r->gseq % a == a - 1) return 1;
+    if (m->check || r->sig.algo == SPMD__ALG_BRUCK || (r->gseq & (a - 1)) == a - 1) return 1; /* (a mask: no division per call) */
     if (r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) return k == r->root;
     return m->proc_of[r->gr->g->members[r->root]] == p;
 }
@@ -8616,7 +8616,7 @@ static uint64_t spmd__x_ack_due(const spmd_mesh *m, uint64_t s) {
     uint64_t a = spmd__x_ack_every(m), u;
     if (s + a < (uint64_t)m->D + 1) return UINT64_MAX;
     u = s + a - 1 - (uint64_t)m->D;
-    return u - (u + 1) % a;
+    return u - ((u + 1) & (a - 1));
 }
 
 /* Exchanges left by all their local members whose last headers (which
@@ -12263,16 +12263,17 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     return s;
 }
 
-/* The common case made cheap: a blocking reduction or barrier without
-   axis_index_groups, over the same axes text as the device's previous call, with a
-   group of two or more, small enough for the eager path (across processes:
-   for the header's inline bytes; 8 processes and more may then take the
-   Bruck exchange, as they would from spmd__coll_start), check mode off.
-   It sets up the device's own quick request with what spmd__coll_start
-   would have set, and blocks on it the same way. Anything else, errors
-   included, returns -1 and goes the general way (which reports them). */
+/* The common case made cheap: a blocking psum (allreduce), barrier, bcast
+   or reduce without axis_index_groups, over the same axes text as the
+   device's previous call, with a group of two or more, small enough for the
+   eager path (across processes: for the header's inline bytes; 8 processes
+   and more may then take the Bruck exchange, as they would from
+   spmd__coll_start), check mode off. It sets up the device's own quick
+   request with what spmd__coll_start would have set, and blocks on it the
+   same way. Anything else, errors included, returns -1 and goes the general
+   way (which reports them). */
 static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size_t count, spmd_dtype dt,
-                       spmd_op op, const char *axes, const spmd_opts *o) {
+                       spmd_op op, int root, const char *axes, const spmd_opts *o) {
     spmd__gref *gr;
     spmd_mesh *m;
     spmd_req *r;
@@ -12291,20 +12292,27 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return -1;
     if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
-    if (kind == SPMD__KIND_ALLREDUCE) {
+    if (kind != SPMD__KIND_BARRIER) {
+        /* as spmd__setup: bcast's send is read on the root only, reduce's
+           recv written there only; in place when the sizes agree */
         const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
         size_t out_bytes;
-        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
-            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN || !spmd__kernel_in(m->ktab, dt, op) ||
-            count > most)
+        int me = gr->me;
+        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || count > most || root < 0 || root >= gr->g->G)
+            return -1;
+        if (kind != SPMD__KIND_BCAST && ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX ||
+                                         op == SPMD_OP_ARGMIN || !spmd__kernel_in(m->ktab, dt, op)))
             return -1;
         in_size = spmd__dtype_sizes[dt];
-        out_size = spmd__out_size(dt, op);
+        out_size = kind == SPMD__KIND_BCAST ? in_size : spmd__out_size(dt, op);
         in_bytes = count * in_size;
         out_bytes = count * out_size;
         if (in_bytes > most) return -1;
-        if (in_bytes && (!a || !b)) return -1;
-        if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
+        if (kind == SPMD__KIND_BCAST && me != root) in_bytes = 0;
+        if (kind == SPMD__KIND_REDUCE && me != root) out_bytes = 0;
+        if ((in_bytes && !a) || (out_bytes && !b)) return -1;
+        if (in_bytes && out_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_bytes == out_bytes))
+            return -1;
     }
     r = &d->quick;
     r->xq = 0;
@@ -12325,14 +12333,15 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->in_size = in_size;
     r->out_size = out_size;
     r->in_bytes = in_bytes;
-    r->kern = kind == SPMD__KIND_ALLREDUCE ? spmd__kernel_in(m->ktab, dt, op) : NULL;
+    r->kern = kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE ? spmd__kernel_in(m->ktab, dt, op) : NULL;
+    r->root = root;
     r->sig.kind = (uint8_t)kind;
     r->sig.op = (uint8_t)op;
     r->sig.dtype = (uint8_t)dt;
     r->sig.algo = SPMD__ALG_EAGER;
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = count;
-    r->sig.aux = SPMD__AUX_ROOT0;
+    r->sig.aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
@@ -12366,7 +12375,7 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
                                       int one_axis, spmd_req **out) {
     spmd__call c;
     if (!out && !one_axis) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, axes, o);
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o);
         if (q >= 0) return (spmd_status)q;
     }
     memset(&c, 0, sizeof c);
@@ -14957,6 +14966,10 @@ static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, cons
                                    size_t count, spmd_dtype dt, spmd_op op, int root, const char *axes,
                                    const spmd_opts *o, spmd_req **req) {
     spmd__call c;
+    if (!req && (kind == SPMD__KIND_BCAST || kind == SPMD__KIND_REDUCE)) {
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, root, axes, o);
+        if (q >= 0) return (spmd_status)q;
+    }
     memset(&c, 0, sizeof c);
     c.kind = kind;
     c.name = name;
