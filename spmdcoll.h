@@ -1651,6 +1651,21 @@ struct spmd_req {
                               kept with the request when it is reused, as src_buf is */
 };
 
+/* A device's last blocking all_gather, psum_scatter or all_to_all of
+   arrays that spmd__coll_start checked and found small: what names the
+   call, and what spmd__setup computed from it. spmd__quick repeats such a
+   call without the checks when everything that names it is the same. */
+typedef struct spmd__plan {
+    spmd__gref *gr;        /* NULL: none yet */
+    int kind, dim1, dim2, tiled, xrank, orank;
+    spmd_dtype dt;
+    int64_t xshape[SPMD_MAX_RANK], oshape[SPMD_MAX_RANK];
+    size_t count, in_bytes, out_bytes, out_size, outer, inner;
+    int64_t src_step, dst_step;
+    uint64_t aux, shape_hash;
+    spmd__blk blk;
+} spmd__plan;
+
 struct spmd_dev {
     uint32_t bell;         /* futex word, bumped by peers to wake us */
     uint32_t sleeping;
@@ -1671,6 +1686,7 @@ struct spmd_dev {
     pthread_mutex_t mbox;  /* sends addressed to this device, in order */
     spmd_req *mhead, *mtail;
     spmd_req quick;        /* the request of a blocking call on the quick path */
+    spmd__plan plan;       /* the last array call it may repeat */
     uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
@@ -4292,6 +4308,13 @@ static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins
         if (me != r->root) break;
         /* fallthrough */
     case SPMD__KIND_ALLGATHER:
+        if (r->outer == 1) { /* the inputs one after the other (spmd__work's case with one row, in one copy each) */
+            size_t n = len * r->in_size;
+            for (k = 0; k < G; k++)
+                if (k != done && (unsigned char *)outs[me] + (size_t)k * n != ins[k])
+                    memcpy((unsigned char *)outs[me] + (size_t)k * n, ins[k], n);
+            break;
+        }
         for (k = 0; k < G; k++)
             if (k != done) spmd__work(r, G, (uint32_t)k, 0, len, ins, outs, me, cur);
         break;
@@ -12081,6 +12104,32 @@ static int spmd__in_place_ok(int kind) {
            kind != SPMD__KIND_SCATTER && kind != SPMD__KIND_RAGGED;
 }
 
+/* Keep a checked array call as the device's plan (spmd__plan). */
+static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r, size_t out_bytes) {
+    spmd__plan *p = &d->plan;
+    p->gr = r->gr;
+    p->kind = c->kind;
+    p->dim1 = c->dim1;
+    p->dim2 = c->dim2;
+    p->tiled = c->tiled;
+    p->dt = c->x->dtype;
+    p->xrank = c->x->rank;
+    p->orank = c->out->rank;
+    memcpy(p->xshape, c->x->shape, sizeof p->xshape);
+    memcpy(p->oshape, c->out->shape, sizeof p->oshape);
+    p->count = c->count;
+    p->in_bytes = r->in_bytes;
+    p->out_bytes = out_bytes;
+    p->out_size = r->out_size;
+    p->outer = r->outer;
+    p->inner = r->inner;
+    p->src_step = r->src_step;
+    p->dst_step = r->dst_step;
+    p->aux = r->sig.aux;
+    p->shape_hash = r->shape_hash;
+    p->blk = r->blk;
+}
+
 /* Everything about a call is checked here, before a sequence number is
    taken or a byte moves; then the request is made and posted. */
 static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
@@ -12191,6 +12240,9 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = c->count;
     r->sig.aux = aux;
+    if (!out && c->x && gr == d->last_gr && plain && !c->two_phase &&
+        (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL))
+        spmd__plan_keep(d, c, r, out_bytes);
     algo = o && o->algo ? o->algo : m->forced_algo;
     r->gseq = gr->my->next; /* (a call with a group takes it below; a local one's record shows it) */
     if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
@@ -12273,7 +12325,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
    same way. Anything else, errors included, returns -1 and goes the general
    way (which reports them). */
 static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size_t count, spmd_dtype dt,
-                       spmd_op op, int root, const char *axes, const spmd_opts *o) {
+                       spmd_op op, int root, const char *axes, const spmd_opts *o, const spmd__call *arr) {
     spmd__gref *gr;
     spmd_mesh *m;
     spmd_req *r;
@@ -12292,7 +12344,29 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return -1;
     if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
-    if (kind != SPMD__KIND_BARRIER) {
+    if (arr) { /* an array form: the device's plan, when this call is the same (spmd__plan) */
+        const spmd__plan *p = &d->plan;
+        const spmd_array *x = arr->x, *out = arr->out;
+        const unsigned char *a, *b;
+        if (p->gr != gr || p->kind != kind || x->dtype != p->dt || out->dtype != p->dt || x->rank != p->xrank ||
+            out->rank != p->orank || arr->dim1 != p->dim1 || arr->dim2 != p->dim2 || arr->tiled != p->tiled ||
+            memcmp(x->shape, p->xshape, (size_t)p->xrank * sizeof(int64_t)) != 0 ||
+            memcmp(out->shape, p->oshape, (size_t)p->orank * sizeof(int64_t)) != 0 || p->in_bytes > most)
+            return -1;
+        send = x->data;
+        recv = out->data;
+        a = (const unsigned char *)send;
+        b = (const unsigned char *)recv;
+        if ((p->in_bytes && !a) || (p->out_bytes && !b)) return -1;
+        if (p->in_bytes && p->out_bytes && a < b + p->out_bytes && b < a + p->in_bytes &&
+            !(a == b && p->in_bytes == p->out_bytes && spmd__in_place_ok(kind)))
+            return -1;
+        dt = p->dt;
+        count = p->count;
+        in_size = spmd__dtype_sizes[dt];
+        out_size = p->out_size;
+        in_bytes = p->in_bytes;
+    } else if (kind != SPMD__KIND_BARRIER) {
         /* as spmd__setup: bcast's send is read on the root only, reduce's
            recv written there only; in place when the sizes agree */
         const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
@@ -12333,7 +12407,9 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->in_size = in_size;
     r->out_size = out_size;
     r->in_bytes = in_bytes;
-    r->kern = kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE ? spmd__kernel_in(m->ktab, dt, op) : NULL;
+    r->kern = kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE ? spmd__kernel_in(m->ktab, dt, op)
+              : kind == SPMD__KIND_PSUM_SCATTER                        ? spmd__kernel_in(m->ktab, dt, SPMD_OP_SUM)
+                                                                       : NULL;
     r->root = root;
     r->sig.kind = (uint8_t)kind;
     r->sig.op = (uint8_t)op;
@@ -12342,6 +12418,18 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = count;
     r->sig.aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
+    if (arr) {
+        const spmd__plan *p = &d->plan;
+        r->sig.aux = p->aux;
+        r->shape_hash = p->shape_hash;
+        r->outer = p->outer;
+        r->inner = p->inner;
+        if (kind == SPMD__KIND_ALLTOALL) {
+            r->src_step = p->src_step;
+            r->dst_step = p->dst_step;
+            r->blk = p->blk;
+        }
+    }
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
     if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
@@ -12375,7 +12463,7 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
                                       int one_axis, spmd_req **out) {
     spmd__call c;
     if (!out && !one_axis) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o);
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o, NULL);
         if (q >= 0) return (spmd_status)q;
     }
     memset(&c, 0, sizeof c);
@@ -14958,6 +15046,10 @@ static spmd_status spmd__array_op(spmd_dev *d, int kind, const char *name, const
     c.op = SPMD_OP_SUM;
     if (!d) return SPMD_ERR_NULL;
     if (!x || !out) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, x ? "out" : "x");
+    if (!req && d->plan.gr) {
+        int q = spmd__quick(d, kind, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_SUM, 0, axes, o, &c);
+        if (q >= 0) return (spmd_status)q;
+    }
     return spmd__coll_start(d, &c, axes, o, req);
 }
 
@@ -14967,7 +15059,7 @@ static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, cons
                                    const spmd_opts *o, spmd_req **req) {
     spmd__call c;
     if (!req && (kind == SPMD__KIND_BCAST || kind == SPMD__KIND_REDUCE)) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, root, axes, o);
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, root, axes, o, NULL);
         if (q >= 0) return (spmd_status)q;
     }
     memset(&c, 0, sizeof c);

@@ -33,7 +33,7 @@ typedef struct bad_case {
     spmd_status want;
 } bad_case;
 
-#define NBAD 26
+#define NBAD 32
 static const bad_case bad_cases[NBAD] = {
     {"NULL send", SPMD_ERR_NULL},
     {"NULL recv", SPMD_ERR_NULL},
@@ -61,6 +61,14 @@ static const bad_case bad_cases[NBAD] = {
     {"start with NULL req", SPMD_ERR_NULL},
     {"barrier unknown axis", SPMD_ERR_AXIS},
     {"axis_index unknown axis", SPMD_ERR_AXIS},
+    /* a blocking call that repeats the previous one's shapes (spmd__quick: bcast, reduce, the device's
+       plan of an array call) but is wrong in what the repetition does not check again */
+    {"all_gather in place after the same all_gather", SPMD_ERR_OVERLAP},
+    {"all_gather with NULL x.data after the same all_gather", SPMD_ERR_NULL},
+    {"psum_scatter with another out shape after the same psum_scatter", SPMD_ERR_SHAPE},
+    {"all_to_all partly overlapping after the same all_to_all", SPMD_ERR_OVERLAP},
+    {"bcast from root 4 of 4 after a bcast", SPMD_ERR_ROOT},
+    {"reduce with NULL send after a reduce", SPMD_ERR_NULL},
 };
 
 typedef struct bad_result {
@@ -109,6 +117,39 @@ static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
         (void)r;
         return v < 0 ? (spmd_status)-v : SPMD_OK;
     }
+    }
+    if (c >= 26) { /* first the same call, right, on buffers of its own (groups of 4 over "x") */
+        float px[8] = {1, 2, 3, 4, 5, 6, 7, 8}, po[8];
+        int64_t s2[1] = {2}, s8[1] = {8}, s1[1] = {1}, s4[1] = {4};
+        spmd_array x = spmd_array_nd(px, SPMD_F32, 1, s2), o = spmd_array_nd(po, SPMD_F32, 1, s8);
+        spmd_status st;
+        switch (c) {
+        case 26: case 27:
+            if ((st = spmd_all_gather(d, &x, &o, "x", 0, 1, NULL)) != SPMD_OK) return st;
+            x.data = c == 26 ? buf : NULL;
+            o.data = buf;
+            return spmd_all_gather(d, &x, &o, "x", 0, 1, NULL);
+        case 28:
+            x = spmd_array_nd(px, SPMD_F32, 1, s8);
+            o = spmd_array_nd(po, SPMD_F32, 1, s2);
+            if ((st = spmd_psum_scatter(d, &x, &o, "x", 0, 1, NULL)) != SPMD_OK) return st;
+            x.data = buf;
+            o = spmd_array_nd(out, SPMD_F32, 1, s1);
+            return spmd_psum_scatter(d, &x, &o, "x", 0, 1, NULL);
+        case 29:
+            x = spmd_array_nd(px, SPMD_F32, 1, s4);
+            o = spmd_array_nd(po, SPMD_F32, 1, s4);
+            if ((st = spmd_all_to_all(d, &x, &o, "x", 0, 0, 1, NULL)) != SPMD_OK) return st;
+            x.data = buf;
+            o.data = buf + 1;
+            return spmd_all_to_all(d, &x, &o, "x", 0, 0, 1, NULL);
+        case 30:
+            if ((st = spmd_bcast(d, px, po, 2, SPMD_F32, 1, "x", NULL)) != SPMD_OK) return st;
+            return spmd_bcast(d, buf, out, 2, SPMD_F32, 4, "x", NULL);
+        case 31:
+            if ((st = spmd_reduce(d, px, po, 2, SPMD_F32, SPMD_OP_SUM, 2, "x", NULL)) != SPMD_OK) return st;
+            return spmd_reduce(d, NULL, out, 2, SPMD_F32, SPMD_OP_SUM, 2, "x", NULL);
+        }
     }
     return SPMD_OK;
 }

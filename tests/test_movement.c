@@ -93,6 +93,7 @@ typedef struct {
     spmd_algo algo;
     int null_opts;
     int async, cluster, wstyle;
+    int repeats;                 /* the first of a run of this many equal calls (kept whole by thinning) */
     int late;                    /* 1 + the device that calls ~30 ms after the others, 0: none */
     unsigned char order[MAXDEV][MAXCL];
     uint32_t accept;             /* 0: must succeed; else bit s set = status s accepted */
@@ -693,6 +694,13 @@ static void verify(const meshctx *mc, mcase *c) {
     T_CHECK(ok, "%s: %s", desc, why);
 }
 
+/* A case's unit for tl_thin and the batches: an async cluster counts as one,
+   so does a run of repeated calls. */
+static int case_unit(const void *p) {
+    const mcase *c = (const mcase *)p;
+    return c->async && c->cluster > 0 ? c->cluster : c->repeats > 0 ? c->repeats : 1;
+}
+
 /* The input passed as x must not change: keep a checksum of each input. */
 static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
     for (int k = 0; k < n;) {
@@ -700,7 +708,7 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
         size_t used = 0;
         int end = k;
         while (end < n) {
-            int m = cs[end].async && cs[end].cluster > 0 ? cs[end].cluster : 1;
+            int m = case_unit(&cs[end]);
             size_t need = 0;
             for (int q = end; q < end + m; q++) {
                 mcase *c = &cs[q];
@@ -750,11 +758,6 @@ static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
 }
 
 /* ---- building cases ------------------------------------------------------------------- */
-/* A case's unit for tl_thin: an async cluster counts as one. */
-static int case_unit(const void *p) {
-    const mcase *c = (const mcase *)p;
-    return c->async && c->cluster > 0 ? c->cluster : 1;
-}
 
 typedef struct {
     mcase *a;
@@ -894,6 +897,32 @@ static void build_sweep(caselist *L, const meshctx *mc, rng_t *r) {
         for (int di = 0; di < NDT; di++)
             for (int xr = 0; xr <= 4; xr++)
                 if (rb(r, 3) < 2 || xr == 0) mk(L, mc, r, k, DTYPES[di], xr, 0, 0, 0);
+    /* the same call three times in a row, blocking, on other buffers and
+       data (all_to_all in place or not): the device's plan repeats the
+       checked call (spmd__quick); then a fourth with another shape */
+    for (int q = 0; q < 12; q++) {
+        int k = q % 3 == 0 ? K_AG : q % 3 == 1 ? K_PSS : K_A2A, tiled = (q / 3) & 1, xr = 1 + rb(r, 3);
+        int n = k == K_AG && !tiled ? xr + 1 : xr, first = L->n;
+        spmd_dtype dt = NEXT_DT();
+        if (k == K_PSS && dt == SPMD_BOOL) dt = SPMD_I32;
+        mcase *c = mk(L, mc, r, k, dt, xr, rb(r, 2 * n) - n, rb(r, 2 * n) - n, tiled);
+        c->algo = SPMD_ALGO_DEFAULT;
+        c->repeats = 4;
+        for (int j = 1; j < 3; j++) {
+            mcase *e = new_case(L);
+            *e = L->a[first];
+            e->repeats = 0;
+            if (k == K_A2A && L->a[first].inplace) e->inplace = j == 1 ? 0 : 1;
+        }
+        c = new_case(L);
+        *c = L->a[first];
+        c->repeats = 0;
+        int split = k == K_AG ? -1 : norm_axis(c->a1, c->xr), d = split == 0 ? 1 : 0;
+        if (d < c->xr) c->xs[d] += 1; /* another shape: a dimension the group does not constrain */
+        else if (c->tiled) c->xs[split] += vG(&mc->var[c->var]);
+        else c->dt = c->dt == SPMD_I32 ? SPMD_F32 : SPMD_I32; /* (rank 1, untiled: the shape is fixed) */
+        finish_shape(c, mc);
+    }
     /* pbroadcast from every source on a few variants */
     for (int q = 0; q < 3; q++) {
         int v = pick_var(mc, r);
