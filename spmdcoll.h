@@ -1651,10 +1651,12 @@ struct spmd_req {
                               kept with the request when it is reused, as src_buf is */
 };
 
-/* A device's last blocking all_gather, psum_scatter or all_to_all of
-   arrays that spmd__coll_start checked and found small: what names the
-   call, and what spmd__setup computed from it. spmd__quick repeats such a
-   call without the checks when everything that names it is the same. */
+/* A device's last blocking all_gather, psum_scatter, all_to_all or
+   ppermute (pshuffle; groups of at most SPMD__PLAN_G) of arrays that
+   spmd__coll_start checked: what names the call, and what spmd__setup
+   computed from it. spmd__quick repeats such a call without the checks
+   when everything that names it is the same. */
+#define SPMD__PLAN_G 16
 typedef struct spmd__plan {
     spmd__gref *gr;        /* NULL: none yet */
     int kind, dim1, dim2, tiled, xrank, orank;
@@ -1664,6 +1666,8 @@ typedef struct spmd__plan {
     int64_t src_step, dst_step;
     uint64_t aux, shape_hash;
     spmd__blk blk;
+    int npairs, nperm;     /* ppermute: the pairs (npairs -1: a pshuffle's permutation), their ints */
+    int perm[2 * SPMD__PLAN_G], src_of[SPMD__PLAN_G];
 } spmd__plan;
 
 struct spmd_dev {
@@ -7497,7 +7501,7 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     if (tag & SPMD__FAB_TAG_SEG_MASK)
         return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits",
                               (unsigned long long)tag);
-    nseg = len ? (len - 1) / f->seg + 1 : 1;
+    nseg = len <= f->seg ? 1 : (len - 1) / f->seg + 1; /* (no division for the common small message) */
     if (nseg > SPMD__FAB_MAX_SEGS >> f->hi15)
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
                               "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS >> f->hi15);
@@ -12128,6 +12132,13 @@ static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r,
     p->aux = r->sig.aux;
     p->shape_hash = r->shape_hash;
     p->blk = r->blk;
+    if (c->kind == SPMD__KIND_PPERMUTE) {
+        int G = r->gr->g->G;
+        p->npairs = c->npairs;
+        p->nperm = c->npairs < 0 ? G : 2 * c->npairs;
+        if (p->nperm) memcpy(p->perm, c->perm, (size_t)p->nperm * sizeof(int));
+        memcpy(p->src_of, r->src_of, (size_t)G * sizeof(int));
+    }
 }
 
 /* Everything about a call is checked here, before a sequence number is
@@ -12241,7 +12252,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.count = c->count;
     r->sig.aux = aux;
     if (!out && c->x && gr == d->last_gr && plain && !c->two_phase &&
-        (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL))
+        (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL ||
+         (c->kind == SPMD__KIND_PPERMUTE && G <= SPMD__PLAN_G)))
         spmd__plan_keep(d, c, r, out_bytes);
     algo = o && o->algo ? o->algo : m->forced_algo;
     r->gseq = gr->my->next; /* (a call with a group takes it below; a local one's record shows it) */
@@ -12353,6 +12365,10 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
             memcmp(x->shape, p->xshape, (size_t)p->xrank * sizeof(int64_t)) != 0 ||
             memcmp(out->shape, p->oshape, (size_t)p->orank * sizeof(int64_t)) != 0 || p->in_bytes > most)
             return -1;
+        if (kind == SPMD__KIND_PPERMUTE &&
+            (arr->npairs != p->npairs ||
+             (p->nperm && (!arr->perm || memcmp(arr->perm, p->perm, (size_t)p->nperm * sizeof(int)) != 0))))
+            return -1;
         send = x->data;
         recv = out->data;
         a = (const unsigned char *)send;
@@ -12429,6 +12445,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
             r->dst_step = p->dst_step;
             r->blk = p->blk;
         }
+        if (kind == SPMD__KIND_PPERMUTE) r->src_of = d->plan.src_of; /* (read only while the call runs) */
     }
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */

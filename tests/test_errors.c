@@ -33,7 +33,7 @@ typedef struct bad_case {
     spmd_status want;
 } bad_case;
 
-#define NBAD 32
+#define NBAD 34
 static const bad_case bad_cases[NBAD] = {
     {"NULL send", SPMD_ERR_NULL},
     {"NULL recv", SPMD_ERR_NULL},
@@ -69,6 +69,8 @@ static const bad_case bad_cases[NBAD] = {
     {"all_to_all partly overlapping after the same all_to_all", SPMD_ERR_OVERLAP},
     {"bcast from root 4 of 4 after a bcast", SPMD_ERR_ROOT},
     {"reduce with NULL send after a reduce", SPMD_ERR_NULL},
+    {"ppermute with NULL pairs after the same ppermute", SPMD_ERR_NULL},
+    {"ppermute with a source twice after a ppermute of the same shapes", SPMD_ERR_PERM},
 };
 
 typedef struct bad_result {
@@ -149,6 +151,14 @@ static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
         case 31:
             if ((st = spmd_reduce(d, px, po, 2, SPMD_F32, SPMD_OP_SUM, 2, "x", NULL)) != SPMD_OK) return st;
             return spmd_reduce(d, NULL, out, 2, SPMD_F32, SPMD_OP_SUM, 2, "x", NULL);
+        case 32: case 33: {
+            static const int ring[8] = {0, 1, 1, 2, 2, 3, 3, 0}, twice[8] = {0, 1, 0, 2, 2, 3, 3, 0};
+            o = spmd_array_nd(po, SPMD_F32, 1, s2);
+            if ((st = spmd_ppermute(d, &x, &o, "x", ring, 4, NULL)) != SPMD_OK) return st;
+            x.data = buf;
+            o.data = out;
+            return spmd_ppermute(d, &x, &o, "x", c == 32 ? NULL : twice, 4, NULL);
+        }
         }
     }
     return SPMD_OK;

@@ -900,19 +900,27 @@ static void build_sweep(caselist *L, const meshctx *mc, rng_t *r) {
     /* the same call three times in a row, blocking, on other buffers and
        data (all_to_all in place or not): the device's plan repeats the
        checked call (spmd__quick); then a fourth with another shape */
-    for (int q = 0; q < 12; q++) {
-        int k = q % 3 == 0 ? K_AG : q % 3 == 1 ? K_PSS : K_A2A, tiled = (q / 3) & 1, xr = 1 + rb(r, 3);
+    for (int q = 0; q < 20; q++) {
+        int k = q % 5 == 0 ? K_AG : q % 5 == 1 ? K_PSS : q % 5 == 2 ? K_A2A : q % 5 == 3 ? K_PPERM : K_PSHUF;
+        int tiled = k == K_PPERM || k == K_PSHUF ? 0 : (q / 5) & 1, xr = 1 + rb(r, 3);
         int n = k == K_AG && !tiled ? xr + 1 : xr, first = L->n;
         spmd_dtype dt = NEXT_DT();
         if (k == K_PSS && dt == SPMD_BOOL) dt = SPMD_I32;
         mcase *c = mk(L, mc, r, k, dt, xr, rb(r, 2 * n) - n, rb(r, 2 * n) - n, tiled);
         c->algo = SPMD_ALGO_DEFAULT;
-        c->repeats = 4;
+        c->repeats = 4; /* (5 with the ppermute below) */
         for (int j = 1; j < 3; j++) {
             mcase *e = new_case(L);
             *e = L->a[first];
             e->repeats = 0;
-            if (k == K_A2A && L->a[first].inplace) e->inplace = j == 1 ? 0 : 1;
+            if (L->a[first].inplace) e->inplace = j == 1 ? 0 : 1;
+        }
+        if (k == K_PPERM || k == K_PSHUF) { /* the same shapes, other pairs (or permutation): not the plan's */
+            c = new_case(L);
+            *c = L->a[first];
+            c->repeats = 0;
+            make_perm(c, vG(&mc->var[c->var]), r);
+            L->a[first].repeats = 5;
         }
         c = new_case(L);
         *c = L->a[first];
