@@ -12342,6 +12342,8 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_mesh *m;
     spmd_req *r;
     size_t in_size = 1, out_size = 1, in_bytes = 0, most;
+    spmd__kernel kern = NULL;
+    uint64_t aux = SPMD__AUX_ROOT0;
     spmd_status s;
     int span, k;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
@@ -12356,7 +12358,21 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return -1;
     if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
-    if (arr) { /* an array form: the device's plan, when this call is the same (spmd__plan) */
+    if (kind == SPMD__KIND_ALLREDUCE) { /* (apart from the rooted kinds below: psum is the common case) */
+        const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
+        size_t out_bytes;
+        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
+            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN ||
+            !(kern = spmd__kernel_in(m->ktab, dt, op)) || count > most)
+            return -1;
+        in_size = spmd__dtype_sizes[dt];
+        out_size = spmd__out_size(dt, op);
+        in_bytes = count * in_size;
+        out_bytes = count * out_size;
+        if (in_bytes > most) return -1;
+        if (in_bytes && (!a || !b)) return -1;
+        if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
+    } else if (arr) { /* an array form: the device's plan, when this call is the same (spmd__plan) */
         const spmd__plan *p = &d->plan;
         const spmd_array *x = arr->x, *out = arr->out;
         const unsigned char *a, *b;
@@ -12382,16 +12398,18 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         in_size = spmd__dtype_sizes[dt];
         out_size = p->out_size;
         in_bytes = p->in_bytes;
+        aux = p->aux;
+        if (kind == SPMD__KIND_PSUM_SCATTER) kern = spmd__kernel_in(m->ktab, dt, SPMD_OP_SUM);
     } else if (kind != SPMD__KIND_BARRIER) {
-        /* as spmd__setup: bcast's send is read on the root only, reduce's
-           recv written there only; in place when the sizes agree */
+        /* bcast, reduce, as spmd__setup: bcast's send is read on the root
+           only, reduce's recv written there only; in place when the sizes agree */
         const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
         size_t out_bytes;
         int me = gr->me;
         if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || count > most || root < 0 || root >= gr->g->G)
             return -1;
         if (kind != SPMD__KIND_BCAST && ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX ||
-                                         op == SPMD_OP_ARGMIN || !spmd__kernel_in(m->ktab, dt, op)))
+                                         op == SPMD_OP_ARGMIN || !(kern = spmd__kernel_in(m->ktab, dt, op))))
             return -1;
         in_size = spmd__dtype_sizes[dt];
         out_size = kind == SPMD__KIND_BCAST ? in_size : spmd__out_size(dt, op);
@@ -12403,6 +12421,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         if ((in_bytes && !a) || (out_bytes && !b)) return -1;
         if (in_bytes && out_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_bytes == out_bytes))
             return -1;
+        aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
     }
     r = &d->quick;
     r->xq = 0;
@@ -12423,9 +12442,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->in_size = in_size;
     r->out_size = out_size;
     r->in_bytes = in_bytes;
-    r->kern = kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE ? spmd__kernel_in(m->ktab, dt, op)
-              : kind == SPMD__KIND_PSUM_SCATTER                        ? spmd__kernel_in(m->ktab, dt, SPMD_OP_SUM)
-                                                                       : NULL;
+    r->kern = kern;
     r->root = root;
     r->sig.kind = (uint8_t)kind;
     r->sig.op = (uint8_t)op;
@@ -12433,10 +12450,9 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->sig.algo = SPMD__ALG_EAGER;
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = count;
-    r->sig.aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
+    r->sig.aux = aux;
     if (arr) {
         const spmd__plan *p = &d->plan;
-        r->sig.aux = p->aux;
         r->shape_hash = p->shape_hash;
         r->outer = p->outer;
         r->inner = p->inner;
