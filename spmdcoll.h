@@ -1443,6 +1443,11 @@ enum {
     SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_RAGGED, SPMD__KIND_SEND, SPMD__KIND_RECV,
     SPMD__KIND_COUNT
 };
+/* The kinds with a root (a group index): bcast, scatter, reduce, gather. */
+static int spmd__rooted(int kind) {
+    return kind == SPMD__KIND_REDUCE || kind == SPMD__KIND_GATHER || kind == SPMD__KIND_BCAST ||
+           kind == SPMD__KIND_SCATTER;
+}
 enum { SPMD__M_POSTED = 1, SPMD__M_CLAIMED, SPMD__M_COPIED, SPMD__M_FAILED };
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
@@ -8628,10 +8633,7 @@ static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint6
 static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     const spmd_mesh *m = r->dev->mesh;
     uint64_t a;
-    switch (r->sig.kind) {
-    case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: break;
-    default: return 1;
-    }
+    if (!spmd__rooted(r->sig.kind)) return 1;
     a = spmd__x_ack_every(m);
     if (m->check || r->sig.algo == SPMD__ALG_BRUCK || (r->gseq & (a - 1)) == a - 1) return 1; /* (a mask: no division per call) */
     if (r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) return k == r->root;
@@ -9418,7 +9420,8 @@ static int spmd__xq_ready(spmd_req *r) {
     if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(m, g->G))
         return 0;
-    for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
+    if ((!g->xq || !g->xq->lop) && spmd__rooted(r->sig.kind)) /* (one way: rooted kinds only; once their slots are there, no need to ask) */
+        for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
     if (g->xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
         spmd__fab_progress(f);
         pthread_mutex_lock(&m->xlock);
@@ -11963,8 +11966,7 @@ static spmd_status spmd__setup_array(spmd_dev *d, spmd__call *c, int G, spmd_req
 static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_req *r, size_t *max_in,
                                size_t *out_bytes, uint64_t *aux) {
     size_t es = r->in_size, n = c->count;
-    int rooted = c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_GATHER || c->kind == SPMD__KIND_BCAST ||
-                 c->kind == SPMD__KIND_SCATTER;
+    int rooted = spmd__rooted(c->kind);
     spmd_status s;
     *aux = (uint64_t)(c->root + 1) * SPMD__AUX_ROOT0;
     if (rooted && (c->root < 0 || c->root >= G))
