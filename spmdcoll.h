@@ -9408,6 +9408,12 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    waiting only for unneeded headers that came are reaped); once posted, a
    failure ends it as the general path's do (spmd__x_fail,
    spmd__x_give_up). */
+/* spmd__x_inline for g's quick exchange: once its header buffers exist,
+   their size says it (no arithmetic per call). */
+static size_t spmd__xq_inline(const spmd_mesh *m, const spmd__group *g) {
+    return g->xq ? g->xq->hb - SPMD__X_HDR : spmd__x_inline(m, g->G);
+}
+
 /* Does r's call (blocking, across processes) fit the quick exchange? It
    must be the device's only request. The group's ops and headers are made
    on its first call; without memory for them the call goes the general way. */
@@ -9418,7 +9424,7 @@ static int spmd__xq_ready(spmd_req *r) {
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
     int k, oneway = 0;
     if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
-        r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__x_inline(m, g->G))
+        r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__xq_inline(m, g))
         return 0;
     if ((!g->xq || !g->xq->lop) && spmd__rooted(r->sig.kind)) /* (one way: rooted kinds only; once their slots are there, no need to ask) */
         for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
@@ -12353,7 +12359,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
     span = gr->g->span;
 #if SPMD__HAS_LIBFABRIC
-    most = span ? spmd__x_inline(m, gr->g->G) : gr->g->eager;
+    most = span ? spmd__xq_inline(m, gr->g) : gr->g->eager;
 #else
     most = gr->g->eager;
 #endif
