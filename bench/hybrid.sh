@@ -5,6 +5,8 @@
 #
 # usage: bench/hybrid.sh [-c COLL] [-d N] [-p P] [-b SIZE] [-k ROUNDS]
 #   defaults: psum, 8 devices, 2 processes, 8 bytes, 5 rounds
+# The processes are pinned as spmdrun does by default (--bind auto: each its
+# share of the CPUs when they fit); the threads are not (bench without --pin).
 # Prints each round's times, the medians and the load average (this machine
 # is shared: quote the load with the figures).
 set -euo pipefail
