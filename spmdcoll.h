@@ -12336,7 +12336,8 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
 }
 
 /* The common case made cheap: a blocking psum (allreduce), barrier, bcast
-   or reduce without axis_index_groups, over the same axes text as the
+   or reduce -- or an array call (arr) that repeats the device's plan
+   (spmd__plan) -- without axis_index_groups, over the same axes text as the
    device's previous call, with a group of two or more, small enough for the
    eager path (across processes: for the header's inline bytes; 8 processes
    and more may then take the Bruck exchange, as they would from
