@@ -387,7 +387,9 @@ static int parse_cpus(const char *s, cpu_set_t *set) {
 /* --bind cpu: with N <= CPUs process i runs on CPUs i*C/N .. (i+1)*C/N - 1
    of the C that spmdrun may use (read here with sched_getaffinity); with
    more processes than CPUs (C + 1 of them) none is pinned and a note says
-   so; a bad value is refused with 2. Skipped without taskset. */
+   so. --bind auto and no --bind (the default): the same, without the note;
+   --bind none: never pinned. A bad value is refused with 2. Skipped
+   without taskset. */
 static void test_spmdrun_bind(const char *run) {
     cpu_set_t mine, got;
     int allowed[CPU_SETSIZE], C = 0, c, n, i, q, rc, counts[6], nc = 0;
@@ -403,43 +405,51 @@ static void test_spmdrun_bind(const char *run) {
         if (CPU_ISSET(c, &mine)) allowed[C++] = c;
     for (n = 1; n <= C && n <= 4; n++) counts[nc++] = n; /* then one more process than CPUs */
     if (C < 64) counts[nc++] = C + 1;
-    for (q = 0; q < nc; q++) {
-        char ns[16], tag[32];
-        const char *argv[] = {run, "-n", ns, "--bind", "cpu", "--timeout", "20", "--", "/bin/sh", "-c",
+    for (q = 0; q < 4 * nc; q++) {
+        static const char *const modes[4] = {"cpu", "auto", "none", NULL}; /* NULL: no --bind */
+        const char *mode = modes[q / nc], *shown = mode ? mode : "(default)";
+        char ns[16], tag[40];
+        const char *argv[] = {run, "-n", ns, "--bind", mode, "--timeout", "20", "--", "/bin/sh", "-c",
+                              "sed -n 's/^Cpus_allowed_list:[[:space:]]*/cpus /p' /proc/self/status", NULL};
+        const char *dflt[] = {run, "-n", ns, "--timeout", "20", "--", "/bin/sh", "-c",
                               "sed -n 's/^Cpus_allowed_list:[[:space:]]*/cpus /p' /proc/self/status", NULL};
         char out[4096], err[4096]; /* (p_read's buffer is shared) */
-        n = counts[q];
+        int pins;
+        n = counts[q % nc];
+        pins = n <= C && (!mode || strcmp(mode, "none") != 0);
         snprintf(ns, sizeof ns, "%d", n);
-        snprintf(tag, sizeof tag, "spmdrun-bind%d", n);
-        rc = p_exit_code(p_wait(run_argv(tag, argv), 30));
+        snprintf(tag, sizeof tag, "spmdrun-bind-%s%d", mode ? mode : "default", n);
+        rc = p_exit_code(p_wait(run_argv(tag, mode ? argv : dflt), 30));
         snprintf(out, sizeof out, "%s", p_read(tag, "out"));
         snprintf(err, sizeof err, "%s", p_read(tag, "err"));
-        T_CHECK(rc == 0, "spmdrun --bind cpu -n %d: exit %d: %s", n, rc, err);
+        T_CHECK(rc == 0, "spmdrun --bind %s -n %d: exit %d: %s", shown, n, rc, err);
         for (i = 0; i < n; i++) {
             char key[32];
             const char *at;
             cpu_set_t want;
             snprintf(key, sizeof key, "[%d] cpus ", i);
             at = strstr(out, key);
-            T_CHECK(at && parse_cpus(at + strlen(key), &got), "spmdrun --bind cpu -n %d: no CPU list of process "
-                    "%d in:\n%s", n, i, out);
+            T_CHECK(at && parse_cpus(at + strlen(key), &got), "spmdrun --bind %s -n %d: no CPU list of process "
+                    "%d in:\n%s", shown, n, i, out);
             if (!at) continue;
-            if (n > C) {
+            if (!pins) {
                 want = mine;
             } else {
                 CPU_ZERO(&want);
                 for (c = i * C / n; c < (i + 1) * C / n; c++) CPU_SET(allowed[c], &want);
             }
-            T_CHECK(CPU_EQUAL(&got, &want), "spmdrun --bind cpu -n %d: process %d runs on %s, want %d CPUs from "
-                    "index %d of the allowed ones", n, i, at + strlen(key), n > C ? C : C / n, n > C ? 0 : i * C / n);
+            T_CHECK(CPU_EQUAL(&got, &want), "spmdrun --bind %s -n %d: process %d runs on %s, want %d CPUs from "
+                    "index %d of the allowed ones", shown, n, i, at + strlen(key), pins ? C / n : C,
+                    pins ? i * C / n : 0);
         }
-        T_CHECK((n > C) == (strstr(err, "not pinned") != NULL), "spmdrun --bind cpu -n %d on %d CPUs: note %s",
-                n, C, strstr(err, "not pinned") ? "given" : "missing");
+        T_CHECK((n > C && mode && strcmp(mode, "cpu") == 0) == (strstr(err, "not pinned") != NULL),
+                "spmdrun --bind %s -n %d on %d CPUs: note %s", shown, n, C,
+                strstr(err, "not pinned") ? "given" : "missing");
     }
     {
         const char *argv[] = {run, "-n", "1", "--bind", "socket", "--", "/bin/true", NULL};
         rc = p_exit_code(p_wait(run_argv("spmdrun-bindbad", argv), 20));
-        T_CHECK(rc == 2 && strstr(p_read("spmdrun-bindbad", "err"), "--bind takes cpu or none"),
+        T_CHECK(rc == 2 && strstr(p_read("spmdrun-bindbad", "err"), "--bind takes auto, cpu or none"),
                 "spmdrun --bind socket: exit %d (want 2): %s", rc, p_read("spmdrun-bindbad", "err"));
     }
 }
