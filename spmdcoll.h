@@ -12115,6 +12115,13 @@ static int spmd__in_place_ok(int kind) {
     return kind != SPMD__KIND_PSUM_SCATTER && kind != SPMD__KIND_ALLGATHER && kind != SPMD__KIND_GATHER &&
            kind != SPMD__KIND_SCATTER && kind != SPMD__KIND_RAGGED;
 }
+/* Do the in bytes read from send and the out bytes written to recv
+   overlap in a way the call cannot take? Anything but the same buffer of
+   the same size, for a kind that may run in place, is refused. */
+static int spmd__overlap_refused(int kind, const void *send, size_t in, const void *recv, size_t out) {
+    const char *a = (const char *)send, *b = (const char *)recv;
+    return a && b && in && out && a < b + out && b < a + in && !(a == b && in == out && spmd__in_place_ok(kind));
+}
 
 /* Keep a checked array call as the device's plan (spmd__plan). */
 static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r, size_t out_bytes) {
@@ -12240,13 +12247,10 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
            significant here (bcast's and scatter's send off the root,
            gather's and reduce's recv) is neither checked nor touched, as
            in MPI (its size is 0 here) */
-        const char *a = (const char *)c->send, *b = (const char *)c->recv;
-        size_t in_data = r->in_bytes - r->meta_bytes, out_nom = out_bytes;
-        int overlap = a && b && in_data && out_nom && a < b + out_nom && b < a + in_data;
-        if (overlap && !(a == b && in_data == out_nom && spmd__in_place_ok(c->kind))) {
+        if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, out_bytes)) {
             spmd__req_release(r);
             return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
-                              a == b ? " (the result has another size, so it cannot be in place)" : "");
+                              c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
         }
     }
     r->send = c->send;
@@ -12380,7 +12384,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         out_bytes = count * out_size;
         if (in_bytes > most) return -1;
         if (in_bytes && (!a || !b)) return -1;
-        if (in_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_size == out_size)) return -1;
+        if (spmd__overlap_refused(kind, a, in_bytes, b, out_bytes)) return -1;
     } else if (arr) { /* an array form: the device's plan, when this call is the same (spmd__plan) */
         const spmd__plan *p = &d->plan;
         const spmd_array *x = arr->x, *out = arr->out;
@@ -12398,9 +12402,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         recv = out->data;
         a = (const unsigned char *)send;
         b = (const unsigned char *)recv;
-        if ((p->in_bytes && !a) || (p->out_bytes && !b)) return -1;
-        if (p->in_bytes && p->out_bytes && a < b + p->out_bytes && b < a + p->in_bytes &&
-            !(a == b && p->in_bytes == p->out_bytes && spmd__in_place_ok(kind)))
+        if ((p->in_bytes && !a) || (p->out_bytes && !b) || spmd__overlap_refused(kind, a, p->in_bytes, b, p->out_bytes))
             return -1;
         dt = p->dt;
         count = p->count;
@@ -12427,8 +12429,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         if (in_bytes > most) return -1;
         if (kind == SPMD__KIND_BCAST && me != root) in_bytes = 0;
         if (kind == SPMD__KIND_REDUCE && me != root) out_bytes = 0;
-        if ((in_bytes && !a) || (out_bytes && !b)) return -1;
-        if (in_bytes && out_bytes && a < b + out_bytes && b < a + in_bytes && !(a == b && in_bytes == out_bytes))
+        if ((in_bytes && !a) || (out_bytes && !b) || spmd__overlap_refused(kind, a, in_bytes, b, out_bytes))
             return -1;
         aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
     }

@@ -416,9 +416,7 @@ run_alloc() {
 # fabric matrix's configurations after the first $FABRIC_MAIN and the short
 # fuzz runs run in a second lane (mode side) beside the others; their lines
 # and counts join at the end. The lines "-- X from T" say when each section
-# began (the two lanes should end together: 2026-11-26, slow VM, builds
-# 174 s, the main lane's sections took 5m12s and the side lane's 7m00s
-# before the scheduler runs, 51 s, moved to the main lane).
+# began: balance the lanes by them, so that both end together.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     lane=$!
