@@ -1636,6 +1636,7 @@ struct spmd_req {
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
     uint32_t xpolls;       /* libfabric: the quick exchange's polls (the transport's own progress every 16th) */
+    int xq_going;          /* libfabric: a quick exchange's send not done at once (a full ring, the provider's) */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
     void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
@@ -7739,6 +7740,7 @@ static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
     spmd_status st;
     int state = SPMD__LD_ACQ(&op->state);
     if (state == SPMD__FOP_DONE) return op->status; /* final: no lock needed */
+    if (state == SPMD__FOP_IDLE) return SPMD_ERR_STATE; /* never posted: only its owner posts it */
     /* running and not failed (a failure stores its status before the op
        ends): no lock either, this is what a waiter sees most */
     if (state == SPMD__FOP_ACTIVE && SPMD__LD_ACQ(&op->status) == SPMD_OK) return SPMD_ERR_BUSY;
@@ -9021,11 +9023,11 @@ static spmd_status spmd__x_bad(spmd_req *r, int k, const char *bad, size_t recei
 }
 
 /* Member k's header h against r's signature: SPMD_OK, or the mismatch
-   (d->err names both calls). */
-static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
+   (d->err names both calls; spmd__x_mismatch writes it, apart, so that the
+   common case fills no message buffers). */
+static spmd_status spmd__x_mismatch(spmd_req *r, int k, const spmd__xview *h) {
     spmd_dev *d = r->dev;
     char a[96], b[96], that[48] = "", who[64];
-    if (!spmd__sig_differs(&h->sig, &r->sig, d->mesh->check)) return SPMD_OK;
     spmd__sig_text(&r->sig, a, sizeof a);
     spmd__sig_text(&h->sig, b, sizeof b);
     if (h->axes) snprintf(that, sizeof that, ", #%llu of that one", (unsigned long long)h->global);
@@ -9035,6 +9037,9 @@ static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
                       h->axes ? h->axes : h->sig.axes_hash == r->sig.axes_hash ? r->gr->text
                                                                              : "? (SPMD_CHECK=1 names them)",
                       (unsigned long long)r->global, that);
+}
+static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
+    return spmd__sig_differs(&h->sig, &r->sig, r->dev->mesh->check) ? spmd__x_mismatch(r, k, h) : SPMD_OK;
 }
 
 /* Read what arrived for the exchange. SPMD_OK once every input this
@@ -9471,6 +9476,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
     unsigned char *h;
     spmd_status st;
     h = q->hbuf + (size_t)me * q->hb;
+    r->xq_going = 0;
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
     /* the sends first: a peer may be waiting for them (the receives are
@@ -9481,6 +9487,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
                                  h, SPMD__X_SHDR + r->in_bytes);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
                                              r->gr->text, g->rprocs[k], f->err);
+        r->xq_going |= spmd__fab_peek(f, &q->sop[k]) != SPMD_OK;
     }
     for (k = 0; k < G; k++) {
         size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
@@ -9531,9 +9538,12 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
                               (long long)spmd__x_expect(r, k));
         ins[k] = v.data;
     }
-    if (r->sig.kind == SPMD__KIND_ALLREDUCE) {
+    /* (inline inputs are small: psum, reduce and bcast in one kernel call or copy, not spmd__work's chunks) */
+    if (r->sig.kind == SPMD__KIND_ALLREDUCE || (r->sig.kind == SPMD__KIND_REDUCE && me == r->root)) {
         if (r->count) spmd__reduce(r->kern, r->recv, ins, g->G, r->count);
-    } else if (r->sig.kind != SPMD__KIND_BARRIER) {
+    } else if (r->sig.kind == SPMD__KIND_BCAST) {
+        if (r->recv != ins[r->root]) memcpy(r->recv, ins[r->root], r->count * r->in_size);
+    } else if (r->sig.kind != SPMD__KIND_BARRIER && r->sig.kind != SPMD__KIND_REDUCE) {
         const void **cur = ins + 2 * g->G;
         void **outs = (void **)(ins + g->G);
         for (k = 0; k < g->G; k++) cur[k] = NULL; /* (no ragged offsets here) */
@@ -9602,7 +9612,7 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_DRAIN;
     }
-    for (k = 0; k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
+    for (k = 0; r->xq_going && k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
         spmd__fab_op *op = &g->xq->sop[k];
         if (!spmd__x_hdr_to(r, me, g->rprocs[k]) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) {
