@@ -8380,6 +8380,8 @@ typedef struct spmd__xq {
        (spmd__xq_slot): at most max_inflight operations ahead */
     spmd__fab_op *lop;
     unsigned char *lbuf;
+    uint64_t due_seen;        /* the last acknowledgement found come: not peeked again (calls that
+                                 share it check it before the slot is posted anew) */
 } spmd__xq;
 
 /* Transport ops of an exchange record: rop, sop and aop above. */
@@ -8632,7 +8634,7 @@ static size_t spmd__x_inline(const spmd_mesh *m, int G) {
    that does not come: the member that reads the mismatch breaks the mesh,
    which ends that wait). Every other exchange sends every header. */
 static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint64_t)m->D / 2 : 1; } /* a power of two */
-static int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
+static inline int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     const spmd_mesh *m = r->dev->mesh;
     uint64_t a;
     if (!spmd__rooted(r->sig.kind)) return 1;
@@ -9000,7 +9002,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
    root's, a reduce on a process without the root for nothing), as on
    threads; check mode waits for all, to compare them. The other headers
    are read when they come, and the exchange is reused only after. */
-static int spmd__x_needs(const spmd_req *r, int k) {
+static inline int spmd__x_needs(const spmd_req *r, int k) {
     const spmd__group *g = r->gr->g;
     const spmd_mesh *m = r->dev->mesh;
     if (m->check) return 1;
@@ -9447,6 +9449,7 @@ static int spmd__xq_ready(spmd_req *r) {
         spmd__xq *q = (spmd__xq *)(void *)blk;
         if (!blk) return 0;
         q->hb = hb;
+        q->due_seen = UINT64_MAX;
         q->rop = (spmd__fab_op *)(void *)(blk + at);
         q->sop = q->rop + g->G;
         q->hbuf = (unsigned char *)(q->sop + g->nrp);
@@ -9563,7 +9566,7 @@ static spmd_status spmd__xq_slot(spmd_req *r) {
     spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
     char who[64];
     int k;
-    if (due == UINT64_MAX) return SPMD_OK;
+    if (due == UINT64_MAX || due == g->xq->due_seen) return SPMD_OK;
     for (k = 0; k < g->G; k++) {
         spmd_status st = spmd__fab_peek(d->mesh->fab, &ops[k]);
         if (st == SPMD_OK || st == SPMD_ERR_STATE) continue; /* came, or never posted */
@@ -9573,6 +9576,7 @@ static spmd_status spmd__xq_slot(spmd_req *r) {
                           spmd__x_who(d->mesh, g->members[k], who, sizeof who),
                           (unsigned long long)due, spmd__fab_reason(&ops[k]));
     }
+    g->xq->due_seen = due;
     return SPMD_OK;
 }
 
@@ -12497,12 +12501,14 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     r->gseq = gr->my->next++;
     r->global = d->global++;
     m->vt->progress(r);
-    spmd__watch(r);
+    if (!span) spmd__watch(r); /* (threads only) */
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     /* own the line of the next post before it is written (off the critical path) */
     if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
-    spmd__free(&m->alloc, r->xscratch); /* none for inline inputs; as spmd__req_release would */
-    r->xscratch = NULL;
+    if (r->xscratch) { /* none for inline inputs; as spmd__req_release would */
+        spmd__free(&m->alloc, r->xscratch);
+        r->xscratch = NULL;
+    }
     if (r->fault_copy) { /* kind=corrupt */
         spmd__free(&m->alloc, r->fault_copy);
         r->fault_copy = NULL;
