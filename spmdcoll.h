@@ -9403,7 +9403,7 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    it waits on those receives alone (the transport's own progress every
    16th poll while only lazy ones wait) and computes its output from the
    inline inputs in member order as everywhere (a reduction with one
-   kernel call): 1,830 instructions. A rooted call whose output needs
+   kernel call, a bcast with one copy): 1,700 instructions. A rooted call whose output needs
    fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
    gather's members off the root) is one way, as Open MPI's: headers go
    only where they are read, plus acknowledgements (spmd__x_hdr_to), which
