@@ -4334,8 +4334,10 @@ static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins
         else
             spmd__work(r, G, (uint32_t)me, 0, len, ins, outs, me, cur);
         break;
+    case SPMD__KIND_BCAST: /* one copy (spmd__work's case for one output) */
+        if (outs[me] != ins[r->root]) memcpy(outs[me], ins[r->root], len * r->in_size);
+        break;
     case SPMD__KIND_ALLREDUCE:
-    case SPMD__KIND_BCAST:
         spmd__work(r, G, 0, 0, len, ins, outs, me, cur);
         break;
     default: /* receiver-oriented: scan, psum_scatter, scatter, ppermute */
@@ -9541,15 +9543,12 @@ static spmd_status spmd__xq_compute(spmd_req *r) {
                               (long long)spmd__x_expect(r, k));
         ins[k] = v.data;
     }
-    /* (inline inputs are small: psum, reduce and bcast in one kernel call or copy, not spmd__work's chunks) */
+    /* (inline inputs are small: a reduction in one kernel call, not spmd__work's chunks) */
     if (r->sig.kind == SPMD__KIND_ALLREDUCE || (r->sig.kind == SPMD__KIND_REDUCE && me == r->root)) {
         if (r->count) spmd__reduce(r->kern, r->recv, ins, g->G, r->count);
-    } else if (r->sig.kind == SPMD__KIND_BCAST) {
-        if (r->recv != ins[r->root]) memcpy(r->recv, ins[r->root], r->count * r->in_size);
-    } else if (r->sig.kind != SPMD__KIND_BARRIER && r->sig.kind != SPMD__KIND_REDUCE) {
-        const void **cur = ins + 2 * g->G;
+    } else if (r->sig.kind != SPMD__KIND_BARRIER && r->sig.kind != SPMD__KIND_REDUCE) { /* (a reduce off the root: no output) */
+        const void **cur = ins + 2 * g->G; /* (scratch: only ragged reads offsets there, never quick) */
         void **outs = (void **)(ins + g->G);
-        for (k = 0; k < g->G; k++) cur[k] = NULL; /* (no ragged offsets here) */
         outs[me] = r->recv;
         spmd__compute_own(r, g->G, me, ins, outs, cur, -1);
     }
