@@ -6522,9 +6522,11 @@ typedef struct spmd__lane_msg {       /* an unexpected message; its bytes follow
 } spmd__lane_msg;
 
 /* An unexpected message of at most this many bytes gets a block kept
-   from one taken before (at most SPMD__LANE_NSPARE are kept): a small
-   operation whose peer is ahead meets one every time, and malloc and free
-   cost as much as the rest of its receive. */
+   from one taken before (at most SPMD__LANE_NSPARE are kept, all made
+   with the lane): a small operation whose peer is ahead meets one every
+   time, and malloc and free cost as much as the rest of its receive. Made
+   up front, so that how far ahead peers ran before (a warm-up) does not
+   decide whether a later call allocates. */
 #define SPMD__LANE_SPARE 256u
 #define SPMD__LANE_NSPARE 64
 
@@ -7433,6 +7435,12 @@ SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t 
         f->lunex.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lunex.b);
         f->lpost.mask = f->lunex.mask = 255;
         if (!f->lpost.b || !f->lunex.b) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+        while (f->nlspare < SPMD__LANE_NSPARE) { /* (without memory for them, spmd__lane_msg_get makes them later) */
+            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + SPMD__LANE_SPARE);
+            if (!m) break;
+            m->spare = 1;
+            spmd__lane_msg_put(f, m);
+        }
         if (bulk)
             spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
                            "KiB for messages up to %zu bytes, bulk rings of %zu KiB for larger ones)", f->nlanes,
