@@ -7776,30 +7776,47 @@ static SPMD__UNUSED spmd_status spmd__fab_peek(spmd__fab *f, spmd__fab_op *op) {
    lane, a large message) both are ordinary posts. */
 static spmd_status spmd__fab_post_lazy(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
                                        size_t len) {
-    spmd_status st = spmd__fab_op_init(f, op, kind, peer, tag, buf, len, UINT64_MAX, kind == SPMD__FOP_RECV);
-    spmd__lane *l;
-    if (st != SPMD_OK) return st;
-    if (!f->nlanes || f->lane_of[peer] < 0 || len > f->lane_max) {
+    spmd_status st;
+    /* the common case sets only the fields these two paths read (an op at
+       rest, a small message to a peer on the lane); the rest goes the
+       usual way, through spmd__fab_op_init's checks */
+    if (peer >= 0 && peer < f->nprocs && f->nlanes && f->lane_of[peer] >= 0 && len <= f->lane_max && (buf || !len) &&
+        !(tag & SPMD__FAB_TAG_SEG_MASK) && SPMD__LD_ACQ(&op->state) != SPMD__FOP_ACTIVE && !op->inflight) {
+        spmd__lane *l = &f->lanes[f->lane_of[peer]];
+        op->prev = op->next = NULL;
+        op->kind = kind;
+        op->peer = peer;
+        op->tag = tag;
+        op->buf = (unsigned char *)buf;
+        op->len = len;
+        op->received = 0;
+        op->upto = kind == SPMD__FOP_RECV;
+        op->nseg = 1;
+        op->posted = op->done = 0;
+        op->mr = NULL;
+        op->status = SPMD_OK;
+        if (kind == SPMD__FOP_RECV) {
+            op->lane = 5;
+            op->lazy = 1;
+            SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
+            return SPMD_OK;
+        }
+        op->lazy = 0;
         pthread_mutex_lock(&f->lock);
-        st = spmd__fab_post_locked(f, op);
-        pthread_mutex_unlock(&f->lock);
+        if (!l->broken && !l->wait && !spmd__boot_lost(f->boot, peer) &&
+            spmd__lane_push(f, l, SPMD__LANE_REC, tag, buf, len)) {
+            op->lane = 1;
+            op->posted = op->done = 1;
+            SPMD__ST_REL(&op->state, SPMD__FOP_DONE); /* like fi_tinject */
+            pthread_mutex_unlock(&f->lock);
+            return SPMD_OK;
+        }
+        pthread_mutex_unlock(&f->lock); /* (the ring is full, or behind others: posted as usual) */
+    }
+    if ((st = spmd__fab_op_init(f, op, kind, peer, tag, buf, len, UINT64_MAX, kind == SPMD__FOP_RECV)) != SPMD_OK)
         return st;
-    }
-    l = &f->lanes[f->lane_of[peer]];
-    if (kind == SPMD__FOP_RECV) {
-        op->lane = 5;
-        op->lazy = 1;
-        SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
-        return SPMD_OK;
-    }
     pthread_mutex_lock(&f->lock);
-    if (!l->broken && !l->wait && !spmd__boot_lost(f->boot, peer) && spmd__lane_push(f, l, SPMD__LANE_REC, tag, buf, len)) {
-        op->lane = 1;
-        op->posted = op->done = 1;
-        SPMD__ST_REL(&op->state, SPMD__FOP_DONE); /* like fi_tinject */
-    } else {
-        st = spmd__fab_post_locked(f, op);
-    }
+    st = spmd__fab_post_locked(f, op);
     pthread_mutex_unlock(&f->lock);
     return st;
 }
@@ -7826,16 +7843,26 @@ static spmd_status spmd__fab_take(spmd__fab *f, spmd__fab_op *op) {
         uint64_t need = (sizeof *r + (uint64_t)len + SPMD__LINE - 1) & ~(uint64_t)(SPMD__LINE - 1);
         spmd_status st;
         if (!l->broken && !f->lunex.n && r->magic == SPMD__LANE_REC && r->tag == op->tag && len <= op->len &&
-            need <= f->lane_cap - (t & (f->lane_cap - 1))) { /* the next record is ours, and sound */
+            need <= f->lane_cap - (t & (f->lane_cap - 1))) { /* the next record is ours, and sound: as
+                                                                  spmd__lane_deliver, for an op listed nowhere */
+            if (len) memcpy(op->buf, r + 1, len);
             op->lazy = 0;
-            spmd__lane_deliver(f, op, r + 1, len);
+            op->lane = 1;
+            op->received = len;
+            op->posted = op->done = 1;
+            SPMD__ST_REL(&op->state, SPMD__FOP_DONE);
             l->in_tail = t + need;
             SPMD__ST_REL(&l->in->tail, l->in_tail);
             SPMD__ST_REL(&f->moved, f->moved + 1);
-        } else { /* something else first, or the lane broke: posted the usual way (listed from now on) */
-            op->lane = 0;
-            op->lazy = 0;
-            if ((st = spmd__fab_post_locked(f, op)) != SPMD_OK) spmd__fab_op_fail(f, op, st, "%s", f->err);
+            pthread_mutex_unlock(&f->lock);
+            return SPMD_OK;
+        }
+        /* something else first, or the lane broke: posted the usual way (listed from now on) */
+        SPMD__ST_REL(&op->state, SPMD__FOP_IDLE);
+        if ((st = spmd__fab_op_init(f, op, op->kind, op->peer, op->tag, op->buf, op->len, UINT64_MAX, 1)) != SPMD_OK ||
+            (st = spmd__fab_post_locked(f, op)) != SPMD_OK) {
+            SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE); /* (failed: it ends now) */
+            spmd__fab_op_fail(f, op, st, "%s", f->err);
         }
     } else if (spmd__boot_lost(f->boot, op->peer)) { /* nothing came: as the listed ops' check (progress) */
         spmd__fab_op_lost(f, op);
