@@ -9,7 +9,17 @@
    from run to run on the same day, which is why the 8 B latencies in the
    README are quoted with Open MPI's from the same minutes, never alone.
 
-   usage: build/cacheline [-n EXCHANGES] [-r RUNS] [-c CPU0,CPU1] */
+   With -s LINES, one way instead: the floor under a stream of small
+   messages (a bcast's root and its receiver): one process writes records
+   of LINES cache lines each into a ring of 64 KiB (the first word of a
+   record is its stamp, written last), the other waits for each stamp,
+   copies the record out and publishes how far it read; the writer reads
+   that only when the ring looks full. Prints the time per record. A small
+   message of the shared-memory lane is 2 lines (its record's 24 bytes,
+   the exchange's 48-byte header, 8 bytes of data: 80 bytes); Open MPI's
+   fast box carries 8 bytes in one.
+
+   usage: build/cacheline [-n EXCHANGES] [-r RUNS] [-c CPU0,CPU1] [-s LINES] */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -62,20 +72,55 @@ static void exchange(line *out, line *in, uint64_t base, long n) {
     }
 }
 
+/* The stream: the ring's records, and the reader's count in its own line. */
+#define RING_LINES 1024
+typedef struct stream {
+    line rec[RING_LINES];
+    line tail;
+} stream;
+
+static void stream_write(stream *s, int lines, uint64_t base, long n) {
+    uint64_t seen = base; /* the reader has read every record before this run's */
+    for (long i = 1; i <= n; i++) {
+        uint64_t k = base + (uint64_t)i, at = (k * (uint64_t)lines) % RING_LINES;
+        while ((k - seen) * (uint64_t)lines > RING_LINES - (uint64_t)lines) { /* full, as last seen */
+            seen = __atomic_load_n(&s->tail.count, __ATOMIC_ACQUIRE);
+            if ((k - seen) * (uint64_t)lines > RING_LINES - (uint64_t)lines) relax();
+        }
+        for (int j = 1; j < lines; j++) s->rec[at + (uint64_t)j].count = k; /* the body */
+        s->rec[at].pad[0] = (char)k;
+        __atomic_store_n(&s->rec[at].count, k, __ATOMIC_RELEASE);
+    }
+}
+
+static uint64_t stream_read(stream *s, int lines, uint64_t base, long n) {
+    uint64_t sum = 0;
+    line copy[RING_LINES];
+    for (long i = 1; i <= n; i++) {
+        uint64_t k = base + (uint64_t)i, at = (k * (uint64_t)lines) % RING_LINES;
+        while (__atomic_load_n(&s->rec[at].count, __ATOMIC_ACQUIRE) != k) relax();
+        memcpy(copy, (const void *)&s->rec[at], (size_t)lines * sizeof(line));
+        sum += copy[lines - 1].count;
+        __atomic_store_n(&s->tail.count, k, __ATOMIC_RELEASE);
+    }
+    return sum;
+}
+
 int main(int argc, char **argv) {
     long n = 1000000;
-    int runs = 5, cpu[2] = {0, 1};
+    int runs = 5, cpu[2] = {0, 1}, lines = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atol(argv[++i]);
         else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc && sscanf(argv[++i], "%d,%d", &cpu[0], &cpu[1]) == 2) {}
+        else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) lines = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [-n EXCHANGES] [-r RUNS] [-c CPU0,CPU1]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n EXCHANGES] [-r RUNS] [-c CPU0,CPU1] [-s LINES]\n", argv[0]);
             return 2;
         }
     }
-    if (n < 1 || runs < 1 || cpu[0] == cpu[1]) {
-        fprintf(stderr, "cacheline: need n >= 1, runs >= 1 and two different CPUs (both spin)\n");
+    if (n < 1 || runs < 1 || cpu[0] == cpu[1] || lines < 0 || lines > 16) {
+        fprintf(stderr, "cacheline: need n >= 1, runs >= 1, two different CPUs (both spin) and 0..16 lines\n");
         return 2;
     }
     cpu_set_t allowed;
@@ -84,8 +129,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cacheline: CPUs %d and %d are not both allowed here (-c picks two)\n", cpu[0], cpu[1]);
         return 2;
     }
-        /* lines 0 and 32 of a shared page: never one line, nor neighbours */
-    line *box = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    /* lines 0 and 32 of a shared page: never one line, nor neighbours; the stream's ring after it */
+    line *box = mmap(NULL, 4096 + sizeof(stream), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (box == MAP_FAILED) {
         perror("cacheline: mmap");
         return 1;
@@ -99,14 +144,24 @@ int main(int argc, char **argv) {
     if (me) prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left spinning if the parent dies */
     pin(cpu[me]);
     line *out = &box[me ? 32 : 0], *in = &box[me ? 0 : 32];
-    if (!me) printf("# cacheline: %ld exchanges of one cache line per run, CPUs %d and %d\n", n, cpu[0], cpu[1]);
+    stream *ring = (stream *)(void *)&box[4096 / sizeof(line)];
+    if (!me && lines)
+        printf("# cacheline: %ld records of %d cache line%s one way per run, CPUs %d and %d\n", n, lines,
+               lines > 1 ? "s" : "", cpu[0], cpu[1]);
+    else if (!me)
+        printf("# cacheline: %ld exchanges of one cache line per run, CPUs %d and %d\n", n, cpu[0], cpu[1]);
     exchange(out, in, 0, 1000); /* warm-up, both sides */
     for (int r = 0; r < runs; r++) {
-        uint64_t base = 1000 + (uint64_t)r * (uint64_t)n;
-        double t0 = now_s();
-        exchange(out, in, base, n);
-        double t = now_s() - t0;
-        if (!me) printf("run %d: %.1f ns per exchange\n", r + 1, t / (double)n * 1e9);
+        uint64_t base = 1000 + (uint64_t)r * ((uint64_t)n + 2); /* (the exchanges count n + 2 per run) */
+        double t0, t;
+        exchange(out, in, base, 1); /* both start together */
+        t0 = now_s();
+        if (!lines) exchange(out, in, base + 1, n);
+        else if (me) stream_read(ring, lines, base, n);
+        else stream_write(ring, lines, base, n);
+        exchange(out, in, base + 1 + (uint64_t)n, 1); /* the writer's time includes the reader's last */
+        t = now_s() - t0;
+        if (!me) printf("run %d: %.1f ns per %s\n", r + 1, t / (double)n * 1e9, lines ? "record" : "exchange");
     }
     if (me) _exit(0);
     int st = 0;
