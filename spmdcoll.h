@@ -11689,6 +11689,12 @@ static spmd_status spmd__block(spmd_req *r) {
         }
         if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
             uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
+            /* on libfabric nothing rings a fiber when a message comes: for
+               the spin time it polls again once the others had their turn */
+            if (m->fab && (t0 ? now - t0 : (t0 = now, 0)) < m->spin_ns) {
+                spmd__fiber_yield(d);
+                continue;
+            }
             spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap);
             parked = 1;
             continue;
