@@ -282,9 +282,9 @@
      allocator for everything the mesh owns; SPMD_MALLOC/SPMD_FREE replace
      it for the whole library.
 
-   FIBERS (thread backend; the default when a mesh has more devices than the
-   CPUs available; desc.scheduler = SPMD_SCHEDULER_FIBERS/_THREADS or env
-   SPMD_SCHEDULER=fibers/threads choose)
+   FIBERS (the default when a process has more devices than CPUs available:
+   the mesh's on the thread backend, its own on libfabric; desc.scheduler =
+   SPMD_SCHEDULER_FIBERS/_THREADS or env SPMD_SCHEDULER=fibers/threads choose)
      spmd_run runs the devices as fibers on desc.carriers OS threads
      (SPMD_CARRIERS; default one per CPU), each on its own stack of
      desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
@@ -346,10 +346,11 @@
      SPMD_LOG_LEVEL    off, error, warn (default), info, debug
      SPMD_SPIN_US      how long a wait spins (yielding briefly every 20 us)
                        before it yields for good (default 1000; 0 when there
-                       are more devices than CPUs)
+                       are more devices than CPUs); a fiber on libfabric polls
+                       that long between the others' turns before it parks
      SPMD_YIELD_US     how long it then yields before sleeping (default 200)
      SPMD_SCHEDULER    threads or fibers: who runs spmd_run's devices (see FIBERS;
-                       default: fibers when devices outnumber CPUs, threads backend)
+                       default: fibers when a process's devices outnumber its CPUs)
      SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
      SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
      SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
@@ -561,11 +562,11 @@ typedef enum spmd_algo {
     SPMD_ALGO_COUNT
 } spmd_algo;
 
-/* Who runs the devices of spmd_run on the thread backend (desc.scheduler,
-   env SPMD_SCHEDULER=threads|fibers). */
+/* Who runs the devices of spmd_run in a process (desc.scheduler, env
+   SPMD_SCHEDULER=threads|fibers). */
 typedef enum spmd_scheduler {
-    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else fibers on the thread backend when
-                                   devices outnumber the CPUs available, else threads */
+    SPMD_SCHEDULER_DEFAULT = 0, /* env SPMD_SCHEDULER, else fibers when the process's devices
+                                   outnumber the CPUs available to it, else threads */
     SPMD_SCHEDULER_THREADS,     /* one OS thread per device */
     SPMD_SCHEDULER_FIBERS,      /* devices as fibers on a few carrier threads */
     SPMD_SCHEDULER_COUNT
@@ -10721,7 +10722,7 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)
 #endif /* SPMD__HAS_LIBFABRIC */
 
 // >>fibers
-/* The fiber scheduler of the thread backend (desc.scheduler, SPMD_SCHEDULER=fibers).
+/* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
    It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
    context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
    with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
@@ -14732,17 +14733,6 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
 #else
     m->vt = &spmd__thread_vt;
 #endif
-    /* the default: fibers on the thread backend when devices outnumber CPUs
-       (faster at every size measured, docs/fibers.md) */
-    m->sched = desc->scheduler ? desc->scheduler
-               : m->backend == SPMD_BACKEND_THREADS && size > m->ncpu ? SPMD_SCHEDULER_FIBERS
-                                                                       : SPMD_SCHEDULER_THREADS;
-    {
-        const char *a = getenv("SPMD_SCHEDULER");
-        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
-        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
-        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
-    }
     m->gbuckets = 1024;
     m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
     m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
@@ -14766,6 +14756,16 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     m->shrink_procs = NULL;
+    /* the default: fibers when the process's devices outnumber its CPUs
+       (faster at every size measured, docs/fibers.md; known once the
+       backend placed the devices) */
+    m->sched = desc->scheduler ? desc->scheduler : m->nlocal > m->ncpu ? SPMD_SCHEDULER_FIBERS : SPMD_SCHEDULER_THREADS;
+    {
+        const char *a = getenv("SPMD_SCHEDULER");
+        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
+        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
+        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
+    }
     if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
     spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
               m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");

@@ -965,6 +965,69 @@ static int child_checkinject(void) {
     return bad;
 }
 
+/* mode "sched" (under spmdrun, SPMD_SCHEDULER unset): the default
+   scheduler follows the process's own devices against its CPUs (the
+   affinity mask): more devices than CPUs run as fibers, and a psum over
+   all of them is exact; one device per process runs on OS threads; the
+   desc's choice wins. */
+typedef struct {
+    int n, bad;
+} sched_arg;
+static void sched_device(spmd_dev *d, void *p) {
+    sched_arg *a = (sched_arg *)p;
+    int32_t in[3], out[3], k;
+    int64_t want = (int64_t)a->n * (a->n + 1) / 2; /* devices 0..n-1 contribute id + 1 */
+    for (k = 0; k < 3; k++) in[k] = (int32_t)(spmd_device_id(d) + 1) * (k + 1);
+    for (k = 0; k < 20; k++) {
+        int j;
+        if (spmd_psum(d, in, out, 3, SPMD_I32, "x", NULL) != SPMD_OK) {
+            __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        for (j = 0; j < 3; j++)
+            if (out[j] != (int32_t)(want * (j + 1))) __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
+    }
+}
+static int sched_mesh(int n, spmd_scheduler want_desc, spmd_scheduler expect, const char *what) {
+    static const char *const names[1] = {"x"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    sched_arg a;
+    spmd_status st;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = n;
+    desc.axis_names[0] = names[0];
+    desc.timeout_ms = 20000;
+    desc.scheduler = want_desc;
+    if ((st = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("FAILED: %s: mesh_create %s\n", what, spmd_status_name(st));
+        return 1;
+    }
+    memset(&a, 0, sizeof a);
+    a.n = n;
+    st = spmd_run(m, sched_device, &a);
+    if (spmd_mesh_scheduler(m) != expect || st != SPMD_OK || a.bad) {
+        printf("FAILED: %s: scheduler %s (want %s), run %s, results %s\n", what,
+               spmd_mesh_scheduler(m) == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads",
+               expect == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", spmd_status_name(st), a.bad ? "wrong" : "exact");
+        spmd_mesh_destroy(m);
+        return 1;
+    }
+    spmd_mesh_destroy(m);
+    printf("ok: %s\n", what);
+    return 0;
+}
+static int child_sched(void) {
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), cpus = 1, bad = 0;
+    cpu_set_t cs;
+    if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) > 0) cpus = CPU_COUNT(&cs);
+    bad |= sched_mesh(P * (cpus + 1), SPMD_SCHEDULER_DEFAULT, SPMD_SCHEDULER_FIBERS, "more devices than CPUs: fibers");
+    bad |= sched_mesh(P, SPMD_SCHEDULER_DEFAULT, SPMD_SCHEDULER_THREADS, "one device per process: threads");
+    bad |= sched_mesh(P * (cpus + 1), SPMD_SCHEDULER_THREADS, SPMD_SCHEDULER_THREADS, "the desc's threads win");
+    return bad;
+}
+
 /* mode "shmkill" (shm provider, under spmdrun): every process says its pid,
    then, once all have opened the transport (so libfabric's shm provider
    has made its region in /dev/shm), dies by SIGKILL, which runs no
@@ -1207,6 +1270,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "mrfull") == 0) return child_mrfull();
         if (strcmp(argv[2], "mrreuse") == 0) return child_mrreuse();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
+        if (strcmp(argv[2], "sched") == 0) return child_sched();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
@@ -1236,6 +1300,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-mrfull-strict-2", 2, "--provider tcp", "mrfull", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-mrreuse-strict-2", 2, "--provider tcp", "mrreuse", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
+    run_mode("fabric-sched-shm-2", 2, "--provider shm", "sched", "unset SPMD_SCHEDULER;");
     test_lanekill();
     test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
