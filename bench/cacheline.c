@@ -79,13 +79,16 @@ typedef struct stream {
     line tail;
 } stream;
 
+/* Record k's place: RING_LINES / lines slots of `lines` lines each. */
+static uint64_t slot_of(uint64_t k, int lines) { return k % (RING_LINES / (uint64_t)lines) * (uint64_t)lines; }
+
 static void stream_write(stream *s, int lines, uint64_t base, long n) {
-    uint64_t seen = base; /* the reader has read every record before this run's */
+    uint64_t seen = base, slots = RING_LINES / (uint64_t)lines; /* the reader read every record before this run's */
     for (long i = 1; i <= n; i++) {
-        uint64_t k = base + (uint64_t)i, at = (k * (uint64_t)lines) % RING_LINES;
-        while ((k - seen) * (uint64_t)lines > RING_LINES - (uint64_t)lines) { /* full, as last seen */
+        uint64_t k = base + (uint64_t)i, at = slot_of(k, lines);
+        while (k - seen >= slots) { /* full, as last seen */
             seen = __atomic_load_n(&s->tail.count, __ATOMIC_ACQUIRE);
-            if ((k - seen) * (uint64_t)lines > RING_LINES - (uint64_t)lines) relax();
+            if (k - seen >= slots) relax();
         }
         for (int j = 1; j < lines; j++) s->rec[at + (uint64_t)j].count = k; /* the body */
         s->rec[at].pad[0] = (char)k;
@@ -97,7 +100,7 @@ static uint64_t stream_read(stream *s, int lines, uint64_t base, long n) {
     uint64_t sum = 0;
     line copy[RING_LINES];
     for (long i = 1; i <= n; i++) {
-        uint64_t k = base + (uint64_t)i, at = (k * (uint64_t)lines) % RING_LINES;
+        uint64_t k = base + (uint64_t)i, at = slot_of(k, lines);
         while (__atomic_load_n(&s->rec[at].count, __ATOMIC_ACQUIRE) != k) relax();
         memcpy(copy, (const void *)&s->rec[at], (size_t)lines * sizeof(line));
         sum += copy[lines - 1].count;
