@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f->boot->lost = (unsigned char *)calloc(2, 1);
     f->nprocs = 2;
     f->seg = (size_t)1 << 20;
-    pthread_mutex_init(&f->lock, NULL);
+    f->lock = 0;
     f->lane_cap = CAP;
     f->bulk_cap = BULK;
     f->lane_max = 1024;
@@ -99,22 +99,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (k = 0; k < 3; k++) {
         for (i = 0; i < nops; i++)
             if (ops[i].kind == SPMD__FOP_RECV) spmd__fab_take(f, &ops[i]);
-        pthread_mutex_lock(&f->lock);
+        spmd__slock(&f->lock);
         spmd__lane_progress(f);
-        pthread_mutex_unlock(&f->lock);
+        spmd__sunlock(&f->lock);
     }
-    pthread_mutex_lock(&f->lock);
+    spmd__slock(&f->lock);
     while (f->head) spmd__fab_op_fail(f, f->head, SPMD_ERR_STATE, "fuzz: closing");
     for (i = 0; i < nops; i++) /* lazy receives still waiting are listed nowhere */
         if (ops[i].state == SPMD__FOP_ACTIVE) spmd__fab_op_fail(f, &ops[i], SPMD_ERR_STATE, "fuzz: closing");
-    pthread_mutex_unlock(&f->lock);
+    spmd__sunlock(&f->lock);
     for (i = 0; i < nops; i++) {
         if (ops[i].kind == SPMD__FOP_RECV && ops[i].state == SPMD__FOP_DONE && ops[i].status == SPMD_OK)
             assert(ops[i].received <= ops[i].len && (ops[i].upto || ops[i].received == ops[i].len));
         free(bufs[i]);
     }
     spmd__lane_close(f);
-    pthread_mutex_destroy(&f->lock);
     free(ops);
     free(in); free(out); free(bin); free(bout);
     free(f->boot->lost);
