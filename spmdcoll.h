@@ -1409,10 +1409,11 @@ static void spmd__futex_wake(uint32_t *addr) {
 /* A lock for short holds (the fiber scheduler's, the transport's): taken
    free with one compare-and-swap, given back with a store. A pthread mutex
    costs ~70 instructions more per pair in its checks, and the transport's
-   is taken for every lane send and lazy receive: bcast and reduce over the
-   lane, 8 B, ran 13-17% faster without them. A waiter spins, then yields;
-   past ~1,000 yields (a holder in a provider call, or draining a cancel
-   for up to 100 ms) it sleeps 20 us between looks, since nothing wakes it. */
+   is taken for every lane send and lazy receive: 8 B calls over the lane
+   run 6-11% faster without them (docs/performance.md). A waiter spins,
+   then yields; past ~1,000 yields (a holder in a provider call, or
+   draining a cancel for up to 100 ms) it sleeps 20 us between looks,
+   since nothing wakes it. */
 static void spmd__slock(uint32_t *l) {
     unsigned n = 0;
     for (;;) {
@@ -9464,7 +9465,7 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
    it waits on those receives alone (the transport's own progress every
    16th poll while only lazy ones wait) and computes its output from the
    inline inputs in member order as everywhere (a reduction with one
-   kernel call, a bcast with one copy): 1,700 instructions. A rooted call whose output needs
+   kernel call, a bcast with one copy): 1,470 instructions. A rooted call whose output needs
    fewer headers (spmd__x_needs: a bcast's or scatter's root, a reduce's or
    gather's members off the root) is one way, as Open MPI's: headers go
    only where they are read, plus acknowledgements (spmd__x_hdr_to), which
