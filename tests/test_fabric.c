@@ -934,17 +934,21 @@ static void ci_log(void *user, spmd_log_level level, int device, const char *msg
     (void)user, (void)level, (void)device;
     if (!ci_msg[0]) snprintf(ci_msg, sizeof ci_msg, "%s", msg);
 }
-static int child_checkinject(void) {
+/* A 1-D mesh of n devices, axis "x", a 20 s deadline. */
+static void desc_1d(spmd_mesh_desc *desc, int n) {
     static const char *const names[1] = {"x"};
+    memset(desc, 0, sizeof *desc);
+    desc->ndim = 1;
+    desc->shape[0] = n;
+    desc->axis_names[0] = names[0];
+    desc->timeout_ms = 20000;
+}
+static int child_checkinject(void) {
     spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
     spmd_status st;
     int bad = 0, P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1");
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = P;
-    desc.axis_names[0] = names[0];
-    desc.timeout_ms = 20000;
+    desc_1d(&desc, P);
     desc.check = SPMD_CHECK_ON;
     desc.log_level = SPMD_LOG_ERROR;
     desc.log_fn = ci_log;
@@ -989,16 +993,11 @@ static void sched_device(spmd_dev *d, void *p) {
     }
 }
 static int sched_mesh(int n, spmd_scheduler want_desc, spmd_scheduler expect, const char *what) {
-    static const char *const names[1] = {"x"};
     spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
     sched_arg a;
     spmd_status st;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = n;
-    desc.axis_names[0] = names[0];
-    desc.timeout_ms = 20000;
+    desc_1d(&desc, n);
     desc.scheduler = want_desc;
     if ((st = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
         printf("FAILED: %s: mesh_create %s\n", what, spmd_status_name(st));
