@@ -7531,6 +7531,22 @@ static void spmd__lane_close(spmd__fab *f) {
     spmd__free(&f->alloc, f->lane_of);
 }
 
+/* The fields of an op that every post sets, a lazy one's too (spmd__fab_post_lazy). */
+static void spmd__fab_op_set(spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf, size_t len, int upto) {
+    op->prev = op->next = NULL;
+    op->kind = kind;
+    op->peer = peer;
+    op->tag = tag;
+    op->buf = (unsigned char *)buf;
+    op->len = len;
+    op->received = 0;
+    op->upto = upto;
+    op->nseg = 1;
+    op->posted = op->done = 0;
+    op->mr = NULL;
+    op->status = SPMD_OK;
+}
+
 /* Check a post and fill the op in (not yet active). */
 static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
                                      size_t len, uint64_t deadline_ns, int upto) {
@@ -7550,24 +7566,15 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     /* every field but the segment slots, which an idle op holds none of
        (busy moves with inflight, zero here; the rest is set per segment):
        clearing the whole op would write ~1 KiB per small message */
-    op->prev = op->next = NULL;
+    spmd__fab_op_set(op, kind, peer, tag, buf, len, upto && nseg == 1);
     memset(&op->lnode, 0, sizeof op->lnode);
     op->lane = 0;
     op->state = SPMD__FOP_IDLE;
     op->sid = 0;
     op->xfer = NULL;
-    op->received = 0;
-    op->posted = op->done = op->inflight = 0;
-    op->mr = NULL;
-    op->status = SPMD_OK;
+    op->inflight = 0;
     op->err[0] = '\0';
-    op->kind = kind;
-    op->peer = peer;
-    op->tag = tag;
-    op->buf = (unsigned char *)buf;
-    op->len = len;
     op->nseg = (uint32_t)nseg;
-    op->upto = upto && nseg == 1;
     op->lazy = 0;
     op->deadline_ns = deadline_ns ? deadline_ns : spmd__now_ns() + (uint64_t)f->boot->timeout_ms * 1000000u;
     return SPMD_OK;
@@ -7809,18 +7816,7 @@ static spmd_status spmd__fab_post_lazy(spmd__fab *f, spmd__fab_op *op, int kind,
     if (peer >= 0 && peer < f->nprocs && f->nlanes && f->lane_of[peer] >= 0 && len <= f->lane_max && (buf || !len) &&
         !(tag & SPMD__FAB_TAG_SEG_MASK) && SPMD__LD_ACQ(&op->state) != SPMD__FOP_ACTIVE && !op->inflight) {
         spmd__lane *l = &f->lanes[f->lane_of[peer]];
-        op->prev = op->next = NULL;
-        op->kind = kind;
-        op->peer = peer;
-        op->tag = tag;
-        op->buf = (unsigned char *)buf;
-        op->len = len;
-        op->received = 0;
-        op->upto = kind == SPMD__FOP_RECV;
-        op->nseg = 1;
-        op->posted = op->done = 0;
-        op->mr = NULL;
-        op->status = SPMD_OK;
+        spmd__fab_op_set(op, kind, peer, tag, buf, len, kind == SPMD__FOP_RECV);
         if (kind == SPMD__FOP_RECV) {
             op->lane = 5;
             op->lazy = 1;
@@ -11706,7 +11702,8 @@ static spmd_status spmd__block(spmd_req *r) {
             uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
             /* on libfabric nothing rings a fiber when a message comes: for
                the spin time it polls again once the others had their turn */
-            if (m->fab && (t0 ? now - t0 : (t0 = now, 0)) < m->spin_ns) {
+            if (!t0) t0 = now;
+            if (m->fab && now - t0 < m->spin_ns) {
                 spmd__fiber_yield(d);
                 continue;
             }
