@@ -82,10 +82,12 @@ $(BUILD)/asan/%: tests/%.c $(BUILD)/asan/impl.o $(TEST_DEPS)
 	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/asan/impl.o -o $@ $(LIBS)
 
 # The baseline reduction kernels (no AVX2/F16C copies) where the CPU would
-# pick the AVX2 ones: the implementation in the test's own file.
+# pick the AVX2 ones, at -O0: the kernels' unoptimised form, without their
+# SPMD__FAST paths (the optimised builds run those, in the AVX2 copies). The
+# implementation in the test's own file.
 $(BUILD)/nodispatch/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMD_NO_DISPATCH $< -o $@ $(LIBS)
+	$(CC) -O0 -g $(BASE) $(WARN) -DSPMD_NO_DISPATCH $< -o $@ $(LIBS)
 
 $(BUILD)/tsan/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)

@@ -1946,8 +1946,9 @@ static inline uint16_t spmd__f2b(float f) {
    that index was read.
    The hot loops (comb, and the f16/bf16 conversions) are written with
    explicit vectors (GCC's vector extension, which clang shares), so they
-   are fast at any -O level without the auto-vectoriser, 4 vectors at a
-   time, a last partial block through zero-padded vectors. On x86-64 they
+   are fast at any -O level without the auto-vectoriser: 4 vectors at a
+   time when optimised (SPMD__FAST), 1 at -O0, a last partial block
+   through zero-padded vectors. On x86-64 they
    are also built for AVX2 (and F16C for f16) and a mesh picks that table
    at creation. The cold loops (widening loads, integer means, argeq) are
    plain loops the compiler vectorises at the user's level, or not.
@@ -2005,17 +2006,26 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
         va = SPMD__V_##OP(va, vx, VT, MT);                                               \
         memcpy(d + i + (OFF), &va, sizeof va);                                           \
     }
+/* Code only for an optimised build (the unrolled and whole-block fast
+   paths of the loops here): at -O0 every vector goes through memory
+   anyway, and their copies of a loop's body only cost compile time (a
+   third of the kernels' code); the general loop after them does the rest. */
+#ifdef __OPTIMIZE__
+#define SPMD__FAST(...) __VA_ARGS__
+#else
+#define SPMD__FAST(...)
+#endif
 #define SPMD__COMB(ATTR, NAME, T, VT, MT, OP)                                             \
     ATTR static void NAME(void *d_, const void *a_, const void *x_, size_t m) {          \
         unsigned char *d = (unsigned char *)d_;                                          \
         const unsigned char *a = (const unsigned char *)a_, *x = (const unsigned char *)x_; \
         size_t i = 0, n = m * sizeof(T);                                                 \
-        for (; i + 4 * sizeof(VT) <= n; i += 4 * sizeof(VT)) {                           \
+        SPMD__FAST(for (; i + 4 * sizeof(VT) <= n; i += 4 * sizeof(VT)) {                \
             SPMD__COMB1(OP, VT, MT, 0)                                                   \
             SPMD__COMB1(OP, VT, MT, sizeof(VT))                                          \
             SPMD__COMB1(OP, VT, MT, 2 * sizeof(VT))                                      \
             SPMD__COMB1(OP, VT, MT, 3 * sizeof(VT))                                      \
-        }                                                                                \
+        })                                                                               \
         for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(OP, VT, MT, 0)          \
         for (; i < n; i += sizeof(T)) { /* the rest one at a time */                     \
             T sa, sx;                                                                    \
@@ -2061,14 +2071,15 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
         spmd__vu32x8 w, o;                                                               \
         size_t i = 0;                                                                    \
         (void)w;                                                                         \
-        for (; i + 8 <= m; i += 8) {                                                     \
+        SPMD__FAST(for (; i + 8 <= m; i += 8) {                                          \
             memcpy(&h, x + 2 * i, sizeof h);                                             \
             BODY memcpy(d + 4 * i, &o, sizeof o);                                        \
-        }                                                                                \
-        if (i < m) {                                                                     \
+        })                                                                               \
+        for (; i < m; i += 8) { /* (a last partial block; at -O0 every block) */         \
+            size_t k = m - i < 8 ? m - i : 8;                                            \
             memset(&h, 0, sizeof h);                                                     \
-            memcpy(&h, x + 2 * i, 2 * (m - i));                                          \
-            BODY memcpy(d + 4 * i, &o, 4 * (m - i));                                     \
+            memcpy(&h, x + 2 * i, 2 * k);                                                \
+            BODY memcpy(d + 4 * i, &o, 4 * k);                                           \
         }                                                                                \
     }
 #define SPMD__HFIN(ATTR, NAME, PRE, BODY)                                                 \
@@ -2081,14 +2092,15 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
         (void)G;                                                                         \
         (void)o;                                                                         \
         (void)s;                                                                         \
-        for (; i + 8 <= m; i += 8) {                                                     \
+        SPMD__FAST(for (; i + 8 <= m; i += 8) {                                          \
             memcpy(&w, a + 4 * i, sizeof w);                                             \
             PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, sizeof h);                       \
-        }                                                                                \
-        if (i < m) {                                                                     \
+        })                                                                               \
+        for (; i < m; i += 8) { /* (a last partial block; at -O0 every block) */         \
+            size_t k = m - i < 8 ? m - i : 8;                                            \
             memset(&w, 0, sizeof w);                                                     \
-            memcpy(&w, a + 4 * i, 4 * (m - i));                                          \
-            PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, 2 * (m - i));                    \
+            memcpy(&w, a + 4 * i, 4 * k);                                                \
+            PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, 2 * k);                          \
         }                                                                                \
     }
 

@@ -60,7 +60,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
     tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
     tests="$tests test_faults" # fault injection on the thread backend (i20f)
     tests="$tests test_shrink" # spmd_mesh_shrink on the thread backend (agree)
-    [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels (make builds these two)
+    [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels at -O0 (make builds these two)
     for t in $tests; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
