@@ -1661,7 +1661,7 @@ struct spmd_req {
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
-    uint32_t xpolls;       /* libfabric: the quick exchange's polls (the transport's own progress every 16th) */
+    uint32_t xpolls;       /* libfabric: polls (every 16th: the quick exchange progresses the transport, the general one scans) */
     int xq_going;          /* libfabric: a quick exchange's send not done at once (a full ring, the provider's) */
     struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
     const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
@@ -8404,6 +8404,12 @@ typedef struct spmd__xrec {
     size_t reset;             /* bytes from `in` on that a new operation clears */
     uint64_t gseq;
     int left;                 /* local members finished with it */
+    int all_in;               /* every header and input came (spmd__x_scan): later members skip the scan */
+    int taken;                /* local members whose output one of them computes or computed */
+    int joins;                /* local members joined */
+    int scan0;                /* members before it all came (spmd__x_scan starts there) */
+    int seen_joins;           /* ... and the transport's moved count, as the last scan that found */
+    uint64_t seen_moved;      /*     inputs missing saw them (nothing new since: no rescan) */
     size_t hb, inl;           /* bytes per header buffer, and of inline data */
     spmd__fab_op *rop;        /* 3G: per remote member its header and data receives, our clear-to-send */
     spmd__fab_op *sop;        /* 3 nloc nrp: per local member and remote process the header and data
@@ -8799,7 +8805,8 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
         x->reset = (size_t)(x->asent + g->nrp - (uint8_t *)(void *)x->in);
     }
     x->gseq = r->gseq;
-    x->left = 0;
+    x->left = x->all_in = x->taken = x->joins = x->seen_joins = x->scan0 = 0;
+    x->seen_moved = UINT64_MAX;
     x->lead = r->gr->me;
     x->red = 0;
     x->hold = r->sig.algo == SPMD__ALG_SPLIT;
@@ -8997,6 +9004,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     x->out[me] = r->recv;
     x->cst[me] = r->two_phase && !r->recv_ready ? SPMD__XC_NORECV : SPMD__XC_JOINED;
     x->have[me] = 2;
+    x->joins++;
     r->xr = x;
     if (ragged) r->xmeta = x->meta;
     if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
@@ -9123,15 +9131,18 @@ static spmd_status spmd__x_scan(spmd_req *r) {
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->xr;
-    int k, ready = 1, ragged = r->sig.kind == SPMD__KIND_RAGGED;
+    int k, ready = 1, all = 1, ragged = r->sig.kind == SPMD__KIND_RAGGED;
     char who[64];
 #define WHO spmd__x_who(m, g->members[k], who, sizeof who)
-    for (k = 0; k < g->G; k++) {
+    for (k = x->scan0; k < g->G; all &= x->have[k] == 2, k++) {
         spmd__fab_op *op = &x->rop[3 * k];
         spmd__xview h;
         const char *bad;
         spmd_status st;
-        if (x->have[k] == 2) continue;
+        if (x->have[k] == 2) {
+            if (all) x->scan0 = k + 1; /* (a prefix of members all here: not read again) */
+            continue;
+        }
         if (g->lidx[k] >= 0) { ready = 0; continue; } /* a local member yet to come */
         if (x->have[k] == 1) {
             st = spmd__fab_peek(f, op + 1);
@@ -9171,6 +9182,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             spmd__x_range(r, m->proc, (size_t)h.data_len, &off, &len);
             st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]],
                                      SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k] + off, len, UINT64_MAX);
+            x->seen_moved = UINT64_MAX; /* (it may have ended at once: the next poll scans) */
             if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
@@ -9184,6 +9196,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         x->have[k] = 1;
         ready = 0;
     }
+    x->all_in = all;
     if (ready && x->gone != SPMD_OK) /* a local member's input is the caller's again */
         return spmd__x_gone(r, x->gone);
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
@@ -9704,6 +9717,7 @@ static void spmd__x_progress(spmd_req *r) {
     int G = g->G, me = r->gr->me, k, n = 0;
     spmd__xrec *x;
     spmd_status st;
+    uint64_t moved;
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
@@ -9732,7 +9746,25 @@ static void spmd__x_progress(spmd_req *r) {
             x->out[me] = r->recv;
             x->cst[me] = SPMD__XC_JOINED;
         }
-        st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r);
+        /* a scan reads every member's state: skipped once all came; while
+           local members are still to join if every input comes inline (it
+           would only read headers early: no data receive to post); and
+           while nothing moved and nobody joined since one found some
+           missing (their needs are the same for all local members:
+           spmd__x_needs), but for every 16th poll (a failure moves nothing) */
+        moved = SPMD__LD_ACQ(&m->fab->moved);
+        if (x->all_in)
+            st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
+        else if ((++r->xpolls & 15u) &&
+                 ((x->joins < g->nloc && r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
+                   (uint64_t)spmd__x_expect(r, r->root) <= x->inl) ||
+                  (moved == x->seen_moved && x->joins == x->seen_joins)))
+            st = SPMD_ERR_BUSY;
+        else {
+            x->seen_moved = moved; /* (a receive the scan posts may end at once: it clears this) */
+            x->seen_joins = x->joins;
+            st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r);
+        }
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&m->xlock);
             if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
@@ -9740,13 +9772,15 @@ static void spmd__x_progress(spmd_req *r) {
             return;
         }
         /* every input is here: compute the outputs of the local members
-           that came and that nobody computes yet (64 at a time) */
-        for (k = 0; k < G && n < 64; k++)
+           that came and that nobody computes yet (64 at a time; with many
+           local members most find every one taken) */
+        for (k = 0; k < G && n < 64 && x->taken < g->nloc; k++)
             if (x->cst[k] == SPMD__XC_JOINED) {
                 x->cst[k] = SPMD__XC_COMPUTING;
+                x->taken++;
                 list[n++] = k;
             }
-        for (k = 0; k < G; k++) { /* under the lock: headers nobody needs may still come in */
+        for (k = 0; k < G && n; k++) { /* under the lock: headers nobody needs may still come in */
             ins[k] = x->in[k];
             cur[k] = x->meta[k];
         }
@@ -9761,6 +9795,9 @@ static void spmd__x_progress(spmd_req *r) {
                         !(k == me && r->xearly == SPMD__XE_COPIED))
                         spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
                                        (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
+            } else if (j && r->sig.kind == SPMD__KIND_ALLREDUCE) { /* every member's output is the same: reduced once */
+                if (r->count && outs[list[j]] != outs[list[0]])
+                    memcpy(outs[list[j]], outs[list[0]], r->count * r->out_size);
             } else {
                 spmd__compute_own(r, G, list[j], ins, outs, cur, r->xearly == SPMD__XE_COPIED ? me : -1);
             }
