@@ -1027,6 +1027,101 @@ static int child_sched(void) {
     return bad;
 }
 
+/* mode "many" (under spmdrun): more local devices than one batch of the
+   exchange computes for (64), so the general exchange's shared work is
+   split: each process hosts MANY_LOCAL devices of a 1-D mesh. Every device
+   calls the same rounds of psum (i32, and f32 of small integers: exact in
+   any order), pmax (f64), bcast and reduce from a rotating root, and a
+   barrier, with counts from 1 to past the header's inline bytes, on
+   values every device can work out for every other (many_val); each
+   output is checked against the sum, maximum or root's values computed
+   here element by element. */
+#define MANY_LOCAL 72
+#define MANY_MAX 5000
+typedef struct {
+    int n, bad;
+} many_arg;
+static uint64_t many_val(int dev, int round, size_t j) { /* a splitmix64 step of the three */
+    uint64_t z = (uint64_t)dev * 0x9e3779b97f4a7c15u ^ (uint64_t)round << 40 ^ (uint64_t)j;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+static void many_device(spmd_dev *d, void *p) {
+    static const size_t counts[] = {1, 3, 17, 250, MANY_MAX};
+    many_arg *a = (many_arg *)p;
+    int me = spmd_device_id(d), n = a->n, round, bad = 0, wrong = 0; /* (wrong: every call still made) */
+    int32_t *ii = (int32_t *)malloc(MANY_MAX * sizeof *ii), *io = (int32_t *)malloc(MANY_MAX * sizeof *io);
+    float *fi = (float *)malloc(MANY_MAX * sizeof *fi), *fo = (float *)malloc(MANY_MAX * sizeof *fo);
+    double *di = (double *)malloc(MANY_MAX * sizeof *di), *dout = (double *)malloc(MANY_MAX * sizeof *dout);
+    if (!ii || !io || !fi || !fo || !di || !dout) bad = 1;
+    for (round = 0; round < 10 && !bad; round++) {
+        size_t c = counts[round % 5], j;
+        int root = (round * 37 + 5) % n, k;
+        for (j = 0; j < c; j++) {
+            uint64_t v = many_val(me, round, j);
+            ii[j] = (int32_t)(v % 2001) - 1000;
+            fi[j] = (float)((int)((v >> 20) % 201) - 100);
+            di[j] = (double)(v >> 11) / 9007199254740992.0 - 0.5;
+        }
+        if (spmd_psum(d, ii, io, c, SPMD_I32, "x", NULL) != SPMD_OK ||
+            spmd_psum(d, fi, fo, c, SPMD_F32, "x", NULL) != SPMD_OK ||
+            spmd_pmax(d, di, dout, c, SPMD_F64, "x", NULL) != SPMD_OK) {
+            bad = 1;
+            break;
+        }
+        for (j = 0; j < c; j++) {
+            int64_t si = 0, sf = 0;
+            double mx = -1.0;
+            for (k = 0; k < n; k++) {
+                uint64_t v = many_val(k, round, j);
+                double dv = (double)(v >> 11) / 9007199254740992.0 - 0.5;
+                si += (int32_t)(v % 2001) - 1000;
+                sf += (int)((v >> 20) % 201) - 100;
+                if (dv > mx) mx = dv;
+            }
+            if (io[j] != (int32_t)si || fo[j] != (float)sf || dout[j] != mx) wrong = 1;
+        }
+        if (spmd_bcast(d, ii, io, c, SPMD_I32, root, "x", NULL) != SPMD_OK) {
+            bad = 1;
+            break;
+        }
+        for (j = 0; j < c; j++)
+            if (io[j] != (int32_t)(many_val(root, round, j) % 2001) - 1000) wrong = 1;
+        if (spmd_reduce(d, ii, io, c, SPMD_I32, SPMD_OP_SUM, root, "x", NULL) != SPMD_OK ||
+            spmd_barrier(d, "x", NULL) != SPMD_OK) {
+            bad = 1;
+            break;
+        }
+        for (j = 0; me == root && j < c; j++) {
+            int64_t si = 0;
+            for (k = 0; k < n; k++) si += (int32_t)(many_val(k, round, j) % 2001) - 1000;
+            if (io[j] != (int32_t)si) wrong = 1;
+        }
+    }
+    if (bad || wrong) __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
+    free(ii), free(io), free(fi), free(fo), free(di), free(dout);
+}
+static int child_many(void) {
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1");
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    many_arg a;
+    spmd_status st;
+    desc_1d(&desc, P * MANY_LOCAL);
+    if ((st = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("FAILED: many: mesh_create %s\n", spmd_status_name(st));
+        return 1;
+    }
+    memset(&a, 0, sizeof a);
+    a.n = P * MANY_LOCAL;
+    st = spmd_run(m, many_device, &a);
+    printf("%s: %d devices, %d per process: run %s, results %s\n", st != SPMD_OK || a.bad ? "FAILED" : "ok", a.n,
+           MANY_LOCAL, spmd_status_name(st), a.bad ? "wrong" : "exact");
+    spmd_mesh_destroy(m);
+    return st != SPMD_OK || a.bad;
+}
+
 /* mode "shmkill" (shm provider, under spmdrun): every process says its pid,
    then, once all have opened the transport (so libfabric's shm provider
    has made its region in /dev/shm), dies by SIGKILL, which runs no
@@ -1270,6 +1365,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "mrreuse") == 0) return child_mrreuse();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
         if (strcmp(argv[2], "sched") == 0) return child_sched();
+        if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
@@ -1300,6 +1396,8 @@ int main(int argc, char **argv) {
     run_mode("fabric-mrreuse-strict-2", 2, "--provider tcp", "mrreuse", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-sched-shm-2", 2, "--provider shm", "sched", "unset SPMD_SCHEDULER;");
+    run_mode("fabric-many-shm-2", 2, "--provider shm", "many", "");
+    run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
     test_lanekill();
     test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
