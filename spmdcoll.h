@@ -3834,7 +3834,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
         my->left++;
     }
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
-    if (gr->g->span && gr->g->nloc == 1) return; /* the only member in this process: nobody here to wake */
+    if (gr->g->span) return; /* across processes only the exchange's last member wakes (spmd__x_progress) */
     SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
     /* a combining member's finish lets on only those waiting for a slot (its
        peers wait for the combiner, not for it) */
@@ -9124,8 +9124,9 @@ static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
 
 /* Read what arrived for the exchange. SPMD_OK once every input this
    process needs is here, SPMD_ERR_BUSY while some are missing, else the
-   failure (d->err says). xlock held. */
-static spmd_status spmd__x_scan(spmd_req *r) {
+   failure (d->err says). Not full: stops at the first input needed and
+   not here (the next scan goes on from there). xlock held. */
+static spmd_status spmd__x_scan(spmd_req *r, int full) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__fab *f = m->fab;
@@ -9143,7 +9144,11 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             if (all) x->scan0 = k + 1; /* (a prefix of members all here: not read again) */
             continue;
         }
-        if (g->lidx[k] >= 0) { ready = 0; continue; } /* a local member yet to come */
+        if (g->lidx[k] >= 0) { /* a local member yet to come */
+            ready = 0;
+            if (!full) break;
+            continue;
+        }
         if (x->have[k] == 1) {
             st = spmd__fab_peek(f, op + 1);
             if (st == SPMD_ERR_BUSY) { ready = 0; continue; }
@@ -9154,7 +9159,11 @@ static spmd_status spmd__x_scan(spmd_req *r) {
             continue;
         }
         st = spmd__fab_peek(f, op);
-        if (st == SPMD_ERR_BUSY) { ready &= !spmd__x_needs(r, k); continue; }
+        if (st == SPMD_ERR_BUSY) {
+            ready &= !spmd__x_needs(r, k);
+            if (!ready && !full) break;
+            continue;
+        }
         if (st != SPMD_OK)
             return spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text, WHO,
                               spmd__fab_reason(op));
@@ -9196,7 +9205,7 @@ static spmd_status spmd__x_scan(spmd_req *r) {
         x->have[k] = 1;
         ready = 0;
     }
-    x->all_in = all;
+    x->all_in = all && k == g->G; /* (not when it stopped early) */
     if (ready && x->gone != SPMD_OK) /* a local member's input is the caller's again */
         return spmd__x_gone(r, x->gone);
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
@@ -9343,7 +9352,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
     unsigned char *sum;
     spmd_status st = SPMD_OK;
     pthread_mutex_lock(&m->xlock);
-    if (x->red == 0 && (st = spmd__x_scan(r)) == SPMD_OK) {
+    if (x->red == 0 && (st = spmd__x_scan(r, 1)) == SPMD_OK) {
         const void **ins = d->ptrs, **cur = ins + 2 * G;
         void **outs = (void **)(ins + G);
         x->red = 1;
@@ -9396,6 +9405,10 @@ static spmd_status spmd__x_split(spmd_req *r) {
     }
     if (st == SPMD_OK) x->cst[me] = SPMD__XC_DONE;
     pthread_mutex_unlock(&m->xlock);
+    if (st == SPMD_OK && g->nloc > 1) { /* the leader waits for every member's copy */
+        SPMD__FENCE(&d->fence_word);
+        spmd__wake_group(m, g, me);
+    }
     return st;
 }
 
@@ -9718,6 +9731,7 @@ static void spmd__x_progress(spmd_req *r) {
     spmd__xrec *x;
     spmd_status st;
     uint64_t moved;
+    int look, inl, last;
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
@@ -9747,23 +9761,24 @@ static void spmd__x_progress(spmd_req *r) {
             x->cst[me] = SPMD__XC_JOINED;
         }
         /* a scan reads every member's state: skipped once all came; while
-           local members are still to join if every input comes inline (it
-           would only read headers early: no data receive to post); and
-           while nothing moved and nobody joined since one found some
-           missing (their needs are the same for all local members:
-           spmd__x_needs), but for every 16th poll (a failure moves nothing) */
+           nothing moved and nobody joined since one found some missing
+           (their needs are the same for all local members: spmd__x_needs);
+           and, when every input comes inline (a scan would only read
+           headers early: no data receive to post), while local members
+           are still to join, else it stops at the first input missing.
+           Every 16th poll scans whole (a failure moves nothing). */
         moved = SPMD__LD_ACQ(&m->fab->moved);
+        look = (++r->xpolls & 15u) == 0;
+        inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
+              (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
         if (x->all_in)
             st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
-        else if ((++r->xpolls & 15u) &&
-                 ((x->joins < g->nloc && r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
-                   (uint64_t)spmd__x_expect(r, r->root) <= x->inl) ||
-                  (moved == x->seen_moved && x->joins == x->seen_joins)))
+        else if (!look && ((inl && x->joins < g->nloc) || (moved == x->seen_moved && x->joins == x->seen_joins)))
             st = SPMD_ERR_BUSY;
         else {
             x->seen_moved = moved; /* (a receive the scan posts may end at once: it clears this) */
             x->seen_joins = x->joins;
-            st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r);
+            st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r, look || !inl);
         }
         if (st != SPMD_OK) {
             pthread_mutex_unlock(&m->xlock);
@@ -9806,8 +9821,12 @@ static void spmd__x_progress(spmd_req *r) {
         for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
         mine_done = x->cst[me] == SPMD__XC_DONE;
         pthread_mutex_unlock(&m->xlock);
-        /* the members computed for may sleep (on libfabric nothing else wakes them) */
-        if (n > 1 || (n == 1 && list[0] != me)) spmd__wake_group(m, g, me);
+        /* the members computed for may sleep (on libfabric nothing else
+           wakes them), and so may those that wait for every output */
+        if (n && g->nloc > 1) {
+            SPMD__FENCE(&d->fence_word);
+            spmd__wake_group(m, g, me);
+        }
         if (!mine_done) return;
         r->state = SPMD__R_DRAIN;
     }
@@ -9832,7 +9851,8 @@ static void spmd__x_progress(spmd_req *r) {
                     pthread_mutex_unlock(&m->xlock);
                     return;
                 }
-        if (++x->left == g->nloc) { /* the last local member: the exchange is spare again, */
+        last = ++x->left == g->nloc;
+        if (last) { /* the last local member: the exchange is spare again, */
             SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
             if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
                 spmd__xrec **pp = &g->xlive;
@@ -9847,6 +9867,10 @@ static void spmd__x_progress(spmd_req *r) {
         r->xr = NULL;
         if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
         spmd__finish(r, SPMD_OK);
+        if (last && g->nloc > 1) { /* members may wait for a spare one */
+            SPMD__FENCE(&d->fence_word);
+            spmd__wake_group(m, g, me);
+        }
     }
 }
 
