@@ -9768,8 +9768,9 @@ static void spmd__x_progress(spmd_req *r) {
            are still to join, else it stops at the first input missing.
            Every 16th poll scans whole (a failure moves nothing). The
            Bruck exchange's scan, which reads the records once, always
-           runs (gated, 8 processes of 8 devices took 2x longer; why was
-           not found) */
+           runs: gated, 8 processes of 8 devices on 2 CPUs took 2x longer
+           (no forced scan found anything new: the cheaper polls spun
+           more, taking CPU from the other processes) */
         moved = SPMD__LD_ACQ(&m->fab->moved);
         look = (++r->xpolls & 15u) == 0;
         inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
