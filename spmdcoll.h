@@ -6144,6 +6144,7 @@ typedef struct spmd__fab {
     uint64_t mr_clock, mr_key;
     spmd__fab_op *head;
     uint64_t next_poll_ns;
+    uint64_t next_walk_ns;    /* when the listed ops are walked next (deadlines) */
     uint32_t polls;           /* progress calls, for the checks every 32nd */
     int backlog;              /* an op waits for room to post more */
     int cts;                  /* large messages wait for the receiver's clear-to-send */
@@ -7684,7 +7685,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     spmd__fab_op *op, *nx;
     uint64_t now;
     uint32_t poll = ++f->polls;
-    int round, i;
+    int round, i, backlog;
     if (f->nlanes) {
         spmd__lane_progress(f);
         /* with nothing of ours at the provider, its CQ is read every 16th
@@ -7743,12 +7744,17 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
        refused for lack of room */
 checks:
     if ((poll & 31u) != 0 && !f->backlog) return st;
+    backlog = f->backlog;
     f->backlog = 0;
     now = spmd__now_ns();
     if (now >= f->next_poll_ns) { /* lost peers: a syscall or two, so every 2 ms at most */
         SPMD__ST_REL(&f->next_poll_ns, now + 2000000u); /* (spmd__fab_news reads it without the lock) */
         spmd__boot_poll(f->boot);
     }
+    /* the listed ops (thousands with many devices per process): every
+       100 us for deadlines, at once while a peer is lost or a post waits */
+    if (!backlog && now < f->next_walk_ns && !(f->boot && SPMD__LD_ACQ(&f->boot->nlost))) return st;
+    f->next_walk_ns = now + 100000u;
     for (op = f->head; op; op = nx) {
         nx = op->next;
         if (op->status == SPMD_OK && spmd__boot_lost(f->boot, op->peer)) {
