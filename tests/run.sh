@@ -248,7 +248,8 @@ run_fabric_tsan() {
 # the large ones, which the lane's bulk rings take otherwise; bruck
 # SPMD_ALGO=bruck: every collective but ppermute and ragged_all_to_all
 # through the Bruck exchange, which small operations take by default from
-# 8 processes on; mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
+# 8 processes on, and unrooted ones with two or more devices per process;
+# eager SPMD_ALGO=eager: the direct exchange for those; mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
 # their small blocking collectives take the general exchange while the even
 # ones take the quick one, and the two must agree; fibers each process's
 # devices as fibers on one carrier (SPMD_SCHEDULER=fibers SPMD_CARRIERS=1);
@@ -270,7 +271,7 @@ run_fabric_tsan() {
 # lines of all its processes summed; a process without one, or a non-zero
 # exit with no failure counted, is one failure more.
 FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
-FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4 tcp:2:strict tcp:3:strict+bruck
+FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
     shm:5:bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
 FABRIC_QUICK=${FABRIC_QUICK:-6}
 FABRIC_MAIN=${FABRIC_MAIN:-8} # make test: the first 8 configurations in the main lane, the rest beside it
@@ -328,6 +329,7 @@ run_fabric_matrix() {
         case "+$mode+" in *+nolane+*) lane=0 ;; esac
         case "+$mode+" in *+small+*) lane=small ;; esac
         case "+$mode+" in *+bruck+*) algo=bruck ;; esac
+        case "+$mode+" in *+eager+*) algo=eager ;; esac
         case "+$mode+" in *+mixq+*) mixq=1 ;; esac
         fib=""; case "+$mode+" in *+fibers+*) fib=1 ;; esac
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then

@@ -1397,6 +1397,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-sched-shm-2", 2, "--provider shm", "sched", "unset SPMD_SCHEDULER;");
     run_mode("fabric-many-shm-2", 2, "--provider shm", "many", "");
+    run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
     test_lanekill();
     test_shmkill();
