@@ -321,8 +321,9 @@
      with the same kernels, so results are bit-identical to the thread
      backend. Inputs up to 4 KiB travel with the signature; larger ones
      follow in a second message, only to the processes that read them. Small
-     operations on 8 processes and more take the Bruck exchange (ceil(log2
-     P) messages per process), a large psum reduce-scatter + all-gather; in
+     operations on 8 processes and more, and unrooted ones with two or more
+     devices per process, take the Bruck exchange (ceil(log2 P) messages per
+     process), a large psum reduce-scatter + all-gather; in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
      one host pass messages through shared-memory rings (SPMD_SHM_LANE).
@@ -357,7 +358,8 @@
                        processes eager = direct exchange, split = reduce-scatter +
                        all-gather, bruck = every input to every process in
                        ceil(log2 processes) steps (default for small operations
-                       from 8 processes on); on threads an input larger than
+                       from 8 processes on, or unrooted with 2+ devices per
+                       process); on threads an input larger than
                        eager's slot runs split, and messages say so
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
                        desc.trace_depth; 0 here or a negative desc field: off)
