@@ -3836,7 +3836,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
         my->left++;
     }
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
-    if (gr->g->span) return; /* across processes only the exchange's last member wakes (spmd__x_progress) */
+    if (gr->g->span) return; /* across processes the exchange wakes whom it lets on (spmd__x_progress) */
     SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
     /* a combining member's finish lets on only those waiting for a slot (its
        peers wait for the combiner, not for it) */
@@ -10811,7 +10811,7 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
     const spmd__fab *f = r->dev->mesh->fab;
     size_t total = 0;
-    int k;
+    int k, lanes;
     if (r->sig.kind == SPMD__KIND_ALLREDUCE && want != SPMD_ALGO_EAGER && want != SPMD_ALGO_BRUCK &&
         r->in_bytes > SPMD__X_INLINE && r->count >= (size_t)g->nrp + 1 &&
         (want == SPMD_ALGO_SPLIT || r->in_bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN))
@@ -10831,11 +10831,9 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     /* with clear-to-send every message must fit the inject size (see
        SPMD__X_CTS), unless the lane carries them all (its large messages
        go through the bulk ring, announced: later ones do not stall) */
-    if (f->cts && total > f->inject && f->bulk_cap)
-        for (k = 0; k < g->nrp && f->lane_of[g->rprocs[k]] >= 0; k++) {}
-    else
-        k = 0;
-    if ((f->cts && total > f->inject && k < g->nrp) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
+    lanes = f->bulk_cap != 0;
+    for (k = 0; lanes && k < g->nrp; k++) lanes = f->lane_of[g->rprocs[k]] >= 0;
+    if ((f->cts && total > f->inject && !lanes) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
         return SPMD__ALG_EAGER;
     return SPMD__ALG_BRUCK;
 }
