@@ -9909,7 +9909,13 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
             int have = x ? x->have[k]
                        : k == r->gr->me || !spmd__x_needs(r, k) ||
                                  SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
-            if (have == 2 || (bruck && g->lidx[k] < 0)) continue;
+            if (bruck && g->lidx[k] < 0) { /* its process's block comes in step s, 2^s <= t < 2^(s + 1) */
+                int P = g->nrp + 1, t = (g->pos_of[m->proc_of[g->members[k]]] - g->ppos + P) % P, s = 0;
+                while ((2 << s) <= t) s++;
+                if (s < x->brecv) continue;
+            } else if (have == 2) {
+                continue;
+            }
             missing++;
             if (shown < 8 && at < sizeof who) {
                 int w = snprintf(who + at, sizeof who - at, "%s%d (process %d%s)", shown ? ", " : "",

@@ -64,8 +64,10 @@
                 does not wait) and device 2 gets SPMD_ERR_MISMATCH;
      count, absent and kill once more with SPMD_ALGO=bruck (the Bruck
                 exchange, where each process hears from one process per
-                step): the same statuses; absent names process 1's part of
-                the step not received; kill runs 4 processes of one device,
+                step; 2 devices per process take it by default for a psum):
+                the same statuses; absent names process 1's part of the
+                step not received, and its devices; absent once more with
+                SPMD_ALGO=eager (the direct exchange); kill runs 4 processes of one device,
                 psums of 64 KiB, and the last process dies: process 0,
                 which hears only from processes 1 and 2, still gets
                 SPMD_ERR_PEER_LOST naming process 3;
@@ -766,7 +768,7 @@ static int child_main(const char *mode) {
     spmd_mesh *m = NULL;
     spmd_status s, run;
     child c;
-    int i, bad = 0, found = 0;
+    int i, bad = 0, found = 0, bruck16;
     double t0 = p_now();
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     if (strcmp(mode, "window") == 0) return window_main();
@@ -807,6 +809,9 @@ static int child_main(const char *mode) {
         return 1;
     }
     run = spmd_run(m, dev_main, &c);
+    /* the 16-element psum takes the Bruck exchange when asked, and by default on the 2 x 2 mesh
+       (two devices per process; the quick mesh's axis has one per process) */
+    bruck16 = c.bruck || (!getenv("SPMD_ALGO") && !c.quick);
     for (i = 0; i < 4; i++) {
         int ok = 1;
         char over[32], partner[32], other[32], sig16[64];
@@ -814,7 +819,7 @@ static int child_main(const char *mode) {
         snprintf(over, sizeof over, "over '%s' but", c.ax);
         snprintf(partner, sizeof partner, "%d (process 1", c.quick ? i + 2 : 2); /* the first not heard from */
         snprintf(other, sizeof other, "%d (process 1)", (i ^ 1) + 2); /* (quick) the sibling's partner */
-        snprintf(sig16, sizeof sig16, "psum(f32 x 16, %s) over '%s'", c.bruck ? "bruck" : "eager", c.ax);
+        snprintf(sig16, sizeof sig16, "psum(f32 x 16, %s) over '%s'", bruck16 ? "bruck" : "eager", c.ax);
         printf("device %d: %s after %.2f s (%llu quick): %s\n", i, spmd_status_name(c.st[i]), c.took[i],
                (unsigned long long)m->devs[i]->xq_calls, c.msg[i]);
         if (strcmp(mode, "kill") == 0) { /* found here, or (BROKEN) by the sibling first: naming the op and the dead */
@@ -835,7 +840,7 @@ static int child_main(const char *mode) {
             ok = c.proc == 1 ? c.st[i] == SPMD_OK
                              : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 6.0 && strstr(c.msg[i], sig16) &&
                                    strstr(c.msg[i], "timed out after 1500 ms: ") &&
-                                   strstr(c.msg[i], c.bruck   ? "process 1's part of step 1 of 1 not received"
+                                   strstr(c.msg[i], bruck16   ? "process 1's part of step 1 of 1 not received"
                                                     : c.quick ? "devices not heard from: "
                                                               : "devices not heard from: 2 (process 1), 3 (process 1)") &&
                                    (!c.quick || strstr(c.msg[i], partner) ||
@@ -936,7 +941,8 @@ static void run_pair(const char *mode, const char *envs) {
     char tag[64], env[600];
     double t0 = p_now();
     int rc;
-    snprintf(tag, sizeof tag, "xfault-%s%s%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
+    snprintf(tag, sizeof tag, "xfault-%s%s%s%s%s%s", mode, strstr(envs, "bruck") ? "-bruck" : "",
+             strstr(envs, "ALGO=eager") ? "-eager" : "",
              strstr(envs, "XF_QUICK") ? "-quick" : "", strstr(envs, "SHM_LANE=0") ? "-nolane" : "",
              strstr(envs, "QUICK_EXCHANGE=0") ? "-general" : "");
     /* SPMD_TIMEOUT_MS would bound the bootstrap too: under a sanitizer on a busy machine the processes may take
@@ -1178,6 +1184,7 @@ int main(int argc, char **argv) {
     if (want("count")) run_pair("count", "SPMD_ALGO=bruck");
     if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500");
     if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=eager");
     if (want("count")) run_pair("count", "XF_QUICK=1");
     if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 XF_QUICK=1");
     if (want("count")) run_pair("count", "XF_QUICK=1 SPMD_SHM_LANE=0");
