@@ -7687,7 +7687,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     spmd__fab_op *op, *nx;
     uint64_t now;
     uint32_t poll = ++f->polls;
-    int round, i, backlog;
+    int round, i, backlog, got = 0;
     if (f->nlanes) {
         spmd__lane_progress(f);
         /* with nothing of ours at the provider, its CQ is read every 16th
@@ -7699,7 +7699,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
     for (round = 0; round < 64; round++) {
         ssize_t n = fi_cq_read(f->cq, ent, 16);
         if (n > 0) {
-            if (round == 0) SPMD__ST_REL(&f->moved, f->moved + 1);
+            got = 1;
             for (i = 0; i < (int)n; i++) {
                 spmd__fab_seg *sg = spmd__fab_ctx(f, ent[i].op_context);
                 if (sg) spmd__fab_seg_done(f, sg, ent[i].len, SPMD_OK, NULL);
@@ -7713,6 +7713,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             spmd__fab_seg *sg;
             memset(&e, 0, sizeof e);
             if (fi_cq_readerr(f->cq, &e, 0) < 1) break;
+            got = 1;
             sg = spmd__fab_ctx(f, e.op_context);
             if (!sg) continue;
             if (e.err < 0) e.err = -e.err; /* shm (1.17) reports some errors negated, e.g. -FI_ETRUNC */
@@ -7741,6 +7742,7 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
         if (n != -FI_EAGAIN) st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_read: %s", fi_strerror((int)-n));
         break;
     }
+    if (got) SPMD__ST_REL(&f->moved, f->moved + 1); /* after the ops it ended (spmd__x_progress rescans on it) */
     /* the clock, lost peers and deadlines every 32nd call (a clock read
        costs as much as the rest of a small operation), or when a post was
        refused for lack of room */
@@ -8416,8 +8418,8 @@ typedef struct spmd__xrec {
     int taken;                /* local members whose output one of them computes or computed */
     int joins;                /* local members joined */
     int scan0;                /* members before it all came (spmd__x_scan starts there) */
-    int seen_joins;           /* ... and the transport's moved count, as the last scan that found */
-    uint64_t seen_moved;      /*     inputs missing saw them (nothing new since: no rescan) */
+    int seen_joins;           /* ... and the transport's moved count, as the last scan saw them */
+    uint64_t seen_moved;      /*     (nothing new since one found inputs missing: no rescan) */
     size_t hb, inl;           /* bytes per header buffer, and of inline data */
     spmd__fab_op *rop;        /* 3G: per remote member its header and data receives, our clear-to-send */
     spmd__fab_op *sop;        /* 3 nloc nrp: per local member and remote process the header and data
@@ -9199,7 +9201,6 @@ static spmd_status spmd__x_scan(spmd_req *r, int full) {
             spmd__x_range(r, m->proc, (size_t)h.data_len, &off, &len);
             st = spmd__fab_post_recv(f, op + 1, m->proc_of[g->members[k]],
                                      SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1), x->stage[k] + off, len, UINT64_MAX);
-            x->seen_moved = UINT64_MAX; /* (it may have ended at once: the next poll scans) */
             if (st == SPMD_OK) st = spmd__x_clear(r, x, k);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': receiving the input of %s: %s", spmd__x_what(r),
@@ -9211,6 +9212,7 @@ static spmd_status spmd__x_scan(spmd_req *r, int full) {
             x->in[k] = ragged ? buf + r->meta_bytes : buf;
         }
         x->have[k] = 1;
+        x->seen_moved = UINT64_MAX; /* (its data may be here already, or come at once: the next poll scans) */
         ready = 0;
     }
     x->all_in = all && k == g->G; /* (not when it stopped early) */
@@ -9783,7 +9785,7 @@ static void spmd__x_progress(spmd_req *r) {
         look = (++r->xpolls & 15u) == 0;
         inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
               (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
-        if (x->all_in)
+        if (x->all_in || x->cst[me] == SPMD__XC_DONE) /* (its output computed: every input it needs came) */
             st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
         else if (!look && r->sig.algo != SPMD__ALG_BRUCK &&
                  ((inl && x->joins < g->nloc) || (moved == x->seen_moved && x->joins == x->seen_joins)))
@@ -9909,10 +9911,10 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
             int have = x ? x->have[k]
                        : k == r->gr->me || !spmd__x_needs(r, k) ||
                                  SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
-            if (bruck && g->lidx[k] < 0) { /* its process's block comes in step s, 2^s <= t < 2^(s + 1) */
-                int P = g->nrp + 1, t = (g->pos_of[m->proc_of[g->members[k]]] - g->ppos + P) % P, s = 0;
-                while ((2 << s) <= t) s++;
-                if (s < x->brecv) continue;
+            if (bruck && g->lidx[k] < 0) { /* its process's block comes in step j, 2^j <= t < 2^(j + 1) */
+                int P = g->nrp + 1, t = (g->pos_of[m->proc_of[g->members[k]]] - g->ppos + P) % P, j = 0;
+                while ((2 << j) <= t) j++;
+                if (j < x->brecv) continue;
             } else if (have == 2) {
                 continue;
             }
@@ -10798,8 +10800,13 @@ static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init,
    operation takes it too when the group has on average two members or
    more per process: then each process sends one block per step, not one
    header per member (2 processes, 8 B psum: 4 devices each 3.5 -> 2.5 us,
-   512 each 1.44 -> 0.77 ms); rooted ones stay direct there, one way. */
+   512 each 1.44 -> 0.77 ms); rooted ones stay direct there, one way. A
+   block of more than SPMD__X_BRUCK_SMALL bytes (the lane's small message)
+   goes announced, a round trip: there only with 16 members per process or
+   more (2 processes of 2 devices, all_gather of 16 KiB: direct 4.8 us,
+   Bruck 6.6). */
 #define SPMD__X_BRUCK_PROCS 8
+#define SPMD__X_BRUCK_SMALL 8192u
 #define SPMD__X_BRUCK_MAX 262144u
 
 /* The exchange path's algorithm for r: split for a psum whose input times
@@ -10840,6 +10847,11 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     lanes = f->bulk_cap != 0;
     for (k = 0; lanes && k < g->nrp; k++) lanes = f->lane_of[g->rprocs[k]] >= 0;
     if ((f->cts && total > f->inject && !lanes) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
+        return SPMD__ALG_EAGER;
+    /* on few processes, a block larger than a small message pays for it
+       only where it spares many messages (see SPMD__X_BRUCK_PROCS) */
+    if (want != SPMD_ALGO_BRUCK && g->nrp + 1 < SPMD__X_BRUCK_PROCS && total > SPMD__X_BRUCK_SMALL &&
+        g->G < 16 * (g->nrp + 1))
         return SPMD__ALG_EAGER;
     return SPMD__ALG_BRUCK;
 }
