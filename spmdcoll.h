@@ -1580,6 +1580,7 @@ typedef struct spmd__group {
     int span;              /* in more than one process: the exchange path */
     int nloc;              /* members in this process */
     int *lidx;             /* G: index among this process's members, or -1 */
+    int *locs;             /* nloc: this process's members (after lidx, in its block) */
     int nrp;               /* other processes with members, */
     int *rprocs;           /* in member order */
     int *procs;            /* nrp + 1: every process with members, in member
@@ -2539,11 +2540,12 @@ static uint32_t spmd__group_gid(const int *members, int G, uint32_t mesh_id) {
 /* libfabric: which members live here and which processes hold the others. */
 static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
     int k, np = 0;
-    g->lidx = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
+    g->lidx = (int *)spmd__alloc(&m->alloc, 2 * (size_t)g->G * sizeof(int)); /* and locs */
     g->rprocs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
     g->procs = (int *)spmd__alloc(&m->alloc, (size_t)g->G * sizeof(int));
     g->pos_of = (int *)spmd__alloc(&m->alloc, (size_t)m->nprocs * sizeof(int));
     if (!g->lidx || !g->rprocs || !g->procs || !g->pos_of) return SPMD_ERR_NOMEM;
+    g->locs = g->lidx + g->G;
     for (k = 0; k < m->nprocs; k++) g->pos_of[k] = -1;
     for (k = 0; k < g->G; k++) {
         int p = m->proc_of[g->members[k]];
@@ -2551,6 +2553,7 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
             g->pos_of[p] = np;
             g->procs[np++] = p;
         }
+        if (p == m->proc) g->locs[g->nloc] = k;
         g->lidx[k] = p == m->proc ? g->nloc++ : -1;
     }
     for (k = 0; k < np; k++) /* the others, in the same order */
@@ -3815,9 +3818,10 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
    recv buffer; the operation is done when every task is. */
 
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
-    int k;
+    int i, n = g->span ? g->nloc : g->G; /* (across processes only this one's members sleep here) */
     if (SPMD__LD_SC(&g->nsleep) == 0) return;
-    for (k = 0; k < g->G; k++) {
+    for (i = 0; i < n; i++) {
+        int k = g->span ? g->locs[i] : i;
         spmd_dev *p = m->devs[g->members[k]];
         if (k != self && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
     }
