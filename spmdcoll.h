@@ -8420,7 +8420,7 @@ typedef struct spmd__xrec {
     int left;                 /* local members finished with it */
     int all_in;               /* every header and input came (spmd__x_scan): later members skip the scan */
     int taken;                /* local members whose output one of them computes or computed */
-    int joins;                /* local members joined */
+    int joins;                /* local members joined (their records are in) */
     int scan0;                /* members before it all came (spmd__x_scan starts there) */
     int seen_joins;           /* ... and the transport's moved count, as the last scan saw them */
     uint64_t seen_moved;      /*     (nothing new since one found inputs missing: no rescan) */
@@ -8434,7 +8434,7 @@ typedef struct spmd__xrec {
     int red;                  /* split psum: this process's slice 0 not reduced, 1 being reduced, 2 done */
     int hold;                 /* data lands in the leader's output: it leaves after the others */
     int bsteps, bsent, brecv; /* Bruck: steps, sends posted, receives ended (aop: 2s receive, 2s + 1 send) */
-    int bjoined, bparsed;     /* Bruck: local members whose record is in, remote records read */
+    int bparsed;              /* Bruck: the remote records read (local ones are in once joins == nloc) */
     spmd__sig sig;            /* the signature of the member that made it (Bruck: the layout's) */
     unsigned char *bbuf;      /* Bruck: every process's block of records, this one's first */
     size_t bcap;
@@ -8825,7 +8825,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->red = 0;
     x->hold = r->sig.algo == SPMD__ALG_SPLIT;
     x->gone = SPMD_OK;
-    x->bsteps = x->bsent = x->brecv = x->bjoined = x->bparsed = 0;
+    x->bsteps = x->bsent = x->brecv = x->bparsed = 0;
     x->sig = r->sig;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
     x->next = g->xlive;
@@ -9023,7 +9023,6 @@ static spmd_status spmd__x_post(spmd_req *r) {
     if (ragged) r->xmeta = x->meta;
     if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
         memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp);
-        x->bjoined++;
     }
     pthread_mutex_unlock(&m->xlock);
     r->xdata = data;
@@ -9248,7 +9247,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
                               "collectives or sizes; SPMD_CHECK=1 names them)" : "");
         x->brecv++;
     }
-    while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->bjoined == g->nloc) {
+    while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->joins == g->nloc) {
         int dd = 1 << x->bsent, n = dd < P - dd ? dd : P - dd, to = g->procs[(g->ppos - dd + P) % P];
         st = spmd__fab_post_send(f, &x->aop[2 * x->bsent + 1], to,
                                  SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(x->bsent)), x->bbuf, x->boff[n],
@@ -9269,7 +9268,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
                               "unreachable): its input cannot reach this process", spmd__x_what(r), r->gr->text, lost);
         return SPMD_ERR_BUSY;
     }
-    if (x->bjoined < g->nloc) return SPMD_ERR_BUSY;
+    if (x->joins < g->nloc) return SPMD_ERR_BUSY;
     for (k = 0; k < g->G && !x->bparsed; k++) {
         unsigned char *rec = x->bbuf + x->bat[k];
         size_t e = (size_t)spmd__x_expect(r, k);
@@ -9349,6 +9348,14 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
     spmd__finish(r, s);
 }
 
+/* Wake r's fellow local members of its exchange (across processes a
+   finish wakes nobody: the exchange says whom a state it sets lets on). */
+static void spmd__x_wake(spmd_req *r) {
+    if (r->gr->g->nloc < 2) return;
+    SPMD__FENCE(&r->dev->fence_word); /* the states set before the sleepers are read */
+    spmd__wake_group(r->dev->mesh, r->gr->g, r->gr->me);
+}
+
 /* Split psum, once the headers are read: when every input's slice for
    this process is here, one local member reduces it into the leader's
    output; the slice goes to every other process (after its clear-to-send,
@@ -9419,10 +9426,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
     }
     if (st == SPMD_OK) x->cst[me] = SPMD__XC_DONE;
     pthread_mutex_unlock(&m->xlock);
-    if (st == SPMD_OK && g->nloc > 1) { /* the leader waits for every member's copy */
-        SPMD__FENCE(&d->fence_word);
-        spmd__wake_group(m, g, me);
-    }
+    if (st == SPMD_OK) spmd__x_wake(r); /* the leader waits for every member's copy */
     return st;
 }
 
@@ -9842,10 +9846,7 @@ static void spmd__x_progress(spmd_req *r) {
         pthread_mutex_unlock(&m->xlock);
         /* the members computed for may sleep (on libfabric nothing else
            wakes them), and so may those that wait for every output */
-        if (n && g->nloc > 1) {
-            SPMD__FENCE(&d->fence_word);
-            spmd__wake_group(m, g, me);
-        }
+        if (n) spmd__x_wake(r);
         if (!mine_done) return;
         r->state = SPMD__R_DRAIN;
     }
@@ -9886,10 +9887,7 @@ static void spmd__x_progress(spmd_req *r) {
         r->xr = NULL;
         if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
         spmd__finish(r, SPMD_OK);
-        if (last && g->nloc > 1) { /* members may wait for a spare one */
-            SPMD__FENCE(&d->fence_word);
-            spmd__wake_group(m, g, me);
-        }
+        if (last) spmd__x_wake(r); /* members may wait for a spare one */
     }
 }
 
