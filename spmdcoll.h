@@ -1341,7 +1341,8 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__DEFAULT_INFLIGHT 16
 #define SPMD__MAX_INFLIGHT 1024
 #define SPMD__EAGER_MAX 4096            /* inline bytes per device and slot, at most */
-#define SPMD__COMBINE_MIN 16            /* group size from which psum and barrier combine */
+#define SPMD__COMBINE_MIN 16            /* group size from which psum, barrier and small all_gathers combine */
+#define SPMD__GATHER_COMBINE 64         /* bytes per member up to which an all_gather combines */
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
@@ -1576,6 +1577,8 @@ typedef struct spmd__group {
     uint8_t *fin;          /* G lines of D flags */
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
+    unsigned char *board;  /* D * G * gboard: combined all_gathers' outputs (G >= SPMD__COMBINE_MIN, one process) */
+    size_t gboard;         /* bytes per member there: an all_gather of at most this much input combines */
     /* libfabric: where the members live */
     int span;              /* in more than one process: the exchange path */
     int nloc;              /* members in this process */
@@ -1636,7 +1639,8 @@ struct spmd_req {
     size_t in_bytes;       /* this member's input */
     size_t outer, inner;   /* layout in elements: rows and row length (gather, scatter) */
     int root;              /* root or source, a group index */
-    int *src_of;           /* ppermute: each member's source or -1 */
+    int *src_of;           /* ppermute: each member's source or -1, */
+    int pairs, dst;        /* the pairs, and the member reading this one's input (-1: none; -2: not kept) */
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
     uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
@@ -2515,6 +2519,7 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g->fin);
     spmd__free(&m->alloc, g->shared);
     spmd__free(&m->alloc, g->slots);
+    spmd__free(&m->alloc, g->board);
     spmd__free(&m->alloc, g->lidx);
     spmd__free(&m->alloc, g->rprocs);
     spmd__free(&m->alloc, g->procs);
@@ -2598,10 +2603,15 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
                 spmd__group_free(m, g);
                 g = NULL;
             } else {
-                int k;
+                int k, placed;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
                 for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * fstride;
-                if (m->proc_of && spmd__group_place(m, g, h) != SPMD_OK) {
+                placed = !m->proc_of || spmd__group_place(m, g, h) == SPMD_OK;
+                if (placed && G >= SPMD__COMBINE_MIN && !g->span) { /* (spmd__combines) */
+                    g->gboard = g->eager < SPMD__GATHER_COMBINE ? g->eager : SPMD__GATHER_COMBINE;
+                    g->board = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * g->gboard);
+                }
+                if (!placed || (g->gboard && !g->board)) {
                     spmd__group_free(m, g);
                     g = NULL;
                 } else {
@@ -3097,11 +3107,7 @@ static uint32_t spmd__rec_aux(const spmd_req *r) {
     switch (r->sig.kind) {
     case SPMD__KIND_REDUCE: case SPMD__KIND_GATHER: case SPMD__KIND_BCAST: case SPMD__KIND_SCATTER: aux = r->root; break;
     case SPMD__KIND_SEND: case SPMD__KIND_RECV: aux = r->peer; break;
-    case SPMD__KIND_PPERMUTE: {
-        int k;
-        for (k = 0, aux = 0; r->src_of && k < r->gr->g->G; k++) aux += r->src_of[k] >= 0;
-        break;
-    }
+    case SPMD__KIND_PPERMUTE: aux = r->src_of ? r->pairs : 0; break;
     default: break;
     }
     return (uint32_t)(aux + 1);
@@ -3817,6 +3823,45 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
    from all members' send buffers and writes the result into every member's
    recv buffer; the operation is done when every task is. */
 
+/* Whose entry an eager member reads: every member (-2), nobody (-1), or one
+   member. A bcast or scatter reads the root's; the root, and the members of
+   a reduce or gather other than the root, read nobody's, and a ppermute
+   reads its source's. Such a member finishes without waiting for the rest,
+   as MPI lets a bcast root return at once; the slot ring still keeps it
+   from overrunning the slowest member by more than D operations. Check
+   mode waits for everyone, so that every member sees a mismatch. */
+#define SPMD__NEED_ALL (-2)
+static int spmd__eager_needs(const spmd_req *r) {
+    int me = r->gr->me;
+    if (r->sig.algo != SPMD__ALG_EAGER || r->two_phase || r->dev->mesh->check) return SPMD__NEED_ALL;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return me == r->root ? -1 : r->root;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return me == r->root ? SPMD__NEED_ALL : -1;
+    case SPMD__KIND_PPERMUTE: return r->src_of[me];
+    default: return SPMD__NEED_ALL;
+    }
+}
+
+/* Whom an eager member's finish lets on, besides the members waiting for a
+   slot: the one member that reads its entry, nobody (-1), or anyone
+   (SPMD__NEED_ALL), as spmd__eager_needs seen from the other side. In a
+   group of more than SPMD__PLAN_G members a finish then wakes one device
+   instead of scanning all G (a ppermute of 4,096 devices was O(G^2)). */
+static int spmd__readers(const spmd_req *r) {
+    int me = r->gr->me;
+    if (r->gr->g->G <= SPMD__PLAN_G || spmd__eager_needs(r) == SPMD__NEED_ALL) return SPMD__NEED_ALL;
+    switch (r->sig.kind) {
+    case SPMD__KIND_BCAST:
+    case SPMD__KIND_SCATTER: return me == r->root ? SPMD__NEED_ALL : -1;
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_GATHER: return me == r->root ? -1 : r->root;
+    case SPMD__KIND_PPERMUTE: return r->dst;
+    default: return SPMD__NEED_ALL;
+    }
+}
+
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
     int i, n = g->span ? g->nloc : g->G; /* (across processes only this one's members sleep here) */
     if (SPMD__LD_SC(&g->nsleep) == 0) return;
@@ -3830,6 +3875,7 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
 static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
     spmd__mine *my = gr->my;
+    int k;
     spmd__rec_end(r, s);
     r->status = s;
     r->state = SPMD__R_DONE;
@@ -3845,6 +3891,11 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     /* a combining member's finish lets on only those waiting for a slot (its
        peers wait for the combiner, not for it) */
     if (r->comb == 1 && !SPMD__LD_SC(&gr->g->nslotwait)) return;
+    if (!r->comb && !SPMD__LD_SC(&gr->g->nslotwait) && (k = spmd__readers(r)) != SPMD__NEED_ALL) {
+        spmd_dev *p = k >= 0 ? r->dev->mesh->devs[gr->g->members[k]] : NULL;
+        if (p && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+        return;
+    }
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
 }
 
@@ -4059,23 +4110,38 @@ static int spmd__sigs_agree(spmd_req *r) {
     return 1;
 }
 
-/* Combining (thread backend, large groups): a small psum or a barrier of G
-   >= SPMD__COMBINE_MIN members would cost every member O(G) (checking every
-   entry, reducing every input): O(G^2) in all, which dominates a simulated
-   mesh of thousands of devices. Instead each member posts its entry and
-   counts itself in the slot's `arrived` word; the member whose count
-   completes the group (the combiner) checks every signature, reduces every
-   input into its output, copies the result into its own entry and
-   publishes its index in `done`; the others copy the result from there. The
-   same arithmetic in the same order as every member doing it, O(G) in all.
-   Decided from the call alone, so every member of a group agrees (one that
-   disagrees is a mismatch, which the combiner or its own check reports). */
+/* Combining (thread backend, large groups): a small psum, all_gather or a
+   barrier of G >= SPMD__COMBINE_MIN members would cost every member O(G)
+   (checking every entry, reducing or copying every input): O(G^2) in all,
+   which dominates a simulated mesh of thousands of devices. Instead each
+   member posts its entry and counts itself in the slot's `arrived` word;
+   the member whose count completes the group (the combiner) checks every
+   signature, computes its output, copies it where the others read it (a
+   psum's into its own entry, an all_gather's G inputs into the slot's part
+   of the group's board, which the slot ring keeps until every member is
+   done with it) and publishes its index in `done`; the others copy the
+   result from there. The same arithmetic in the same order as every member
+   doing it, O(G) in all. Decided from the call alone, so every member of a
+   group agrees (one that disagrees is a mismatch, which the combiner or its
+   own check reports). */
 static int spmd__combines(const spmd_req *r) {
     const spmd__group *g = r->gr->g;
     return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
            r->sig.algo == SPMD__ALG_EAGER &&
            (r->sig.kind == SPMD__KIND_BARRIER ||
-            (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager));
+            (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager) ||
+            (r->sig.kind == SPMD__KIND_ALLGATHER && r->in_bytes <= g->gboard));
+}
+
+/* Where the combiner of r's operation leaves the output the others copy, and its bytes. */
+static unsigned char *spmd__combined(const spmd_req *r, int combiner, size_t *bytes) {
+    const spmd__group *g = r->gr->g;
+    if (r->sig.kind == SPMD__KIND_ALLGATHER) {
+        *bytes = (size_t)g->G * r->in_bytes;
+        return g->board + (size_t)SPMD__SLOT(g, r->gseq) * (size_t)g->G * g->gboard;
+    }
+    *bytes = r->count * r->out_size;
+    return (unsigned char *)spmd__entry_at(g, r->gseq, combiner) + SPMD__ENTRY_HDR;
 }
 
 static void spmd__eager(spmd_req *r, int local);
@@ -4084,46 +4150,25 @@ static void spmd__eager(spmd_req *r, int local);
 static int spmd__combine(spmd_req *r) {
     spmd__group *g = r->gr->g;
     spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
-    size_t out_bytes = r->count * r->out_size;
+    size_t out_bytes;
+    unsigned char *at;
     uint64_t dn;
     if (r->comb == 2) {
-        unsigned char *mine = (unsigned char *)spmd__entry_at(g, r->gseq, r->gr->me) + SPMD__ENTRY_HDR;
         r->nseen = g->G; /* every entry is there: the count says so */
         if (!spmd__sigs_agree(r)) return 1;
         spmd__eager(r, 0);
-        if (out_bytes) memcpy(mine, r->recv, out_bytes); /* nobody else reads our input */
+        at = spmd__combined(r, r->gr->me, &out_bytes);
+        if (out_bytes) memcpy(at, r->recv, out_bytes); /* (a psum's: into our entry, nobody else reads our input) */
         SPMD__ST_SC(&sh->done, (r->gseq << 24) | (uint64_t)(r->gr->me + 1));
         spmd__finish(r, SPMD_OK); /* wakes the members waiting for it */
         return 1;
     }
     dn = SPMD__LD_ACQ(&sh->done);
     if ((dn >> 24) != r->gseq || !(dn & 0xffffffu)) return 0;
-    if (out_bytes)
-        memcpy(r->recv, (const unsigned char *)spmd__entry_at(g, r->gseq, (int)(dn & 0xffffffu) - 1) + SPMD__ENTRY_HDR,
-               out_bytes);
+    at = spmd__combined(r, (int)(dn & 0xffffffu) - 1, &out_bytes);
+    if (out_bytes) memcpy(r->recv, at, out_bytes);
     spmd__finish(r, SPMD_OK);
     return 1;
-}
-
-/* Whose entry an eager member reads: every member (-2), nobody (-1), or one
-   member. A bcast or scatter reads the root's; the root, and the members of
-   a reduce or gather other than the root, read nobody's, and a ppermute
-   reads its source's. Such a member finishes without waiting for the rest,
-   as MPI lets a bcast root return at once; the slot ring still keeps it
-   from overrunning the slowest member by more than D operations. Check
-   mode waits for everyone, so that every member sees a mismatch. */
-#define SPMD__NEED_ALL (-2)
-static int spmd__eager_needs(const spmd_req *r) {
-    int me = r->gr->me;
-    if (r->sig.algo != SPMD__ALG_EAGER || r->two_phase || r->dev->mesh->check) return SPMD__NEED_ALL;
-    switch (r->sig.kind) {
-    case SPMD__KIND_BCAST:
-    case SPMD__KIND_SCATTER: return me == r->root ? -1 : r->root;
-    case SPMD__KIND_REDUCE:
-    case SPMD__KIND_GATHER: return me == r->root ? SPMD__NEED_ALL : -1;
-    case SPMD__KIND_PPERMUTE: return r->src_of[me];
-    default: return SPMD__NEED_ALL;
-    }
 }
 
 /* The entries this member reads have arrived and agree with it. */
@@ -4332,6 +4377,8 @@ static void spmd__eager(spmd_req *r, int local) {
         for (k = 0; k < G; k++) ins[k] = e + (size_t)k * g->stride;
         spmd__reduce(r->kern, r->recv, ins, G, r->count);
         return;
+    } else if (r->need >= 0 && r->sig.kind != SPMD__KIND_RAGGED) { /* one member's entry: a ppermute's source, the root of a bcast */
+        ins[r->need] = (const unsigned char *)spmd__entry_at(g, r->gseq, r->need) + SPMD__ENTRY_HDR;
     } else {
         for (k = 0; k < G; k++) {
             ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
@@ -12282,6 +12329,8 @@ static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_r
             dst_seen[src] = dst;
             *aux = (*aux ^ (uint64_t)(src * 4099 + dst)) * 1099511628211u;
         }
+        r->pairs = np;
+        r->dst = dst_seen[me];
         break;
     }
     default: break;
@@ -12657,7 +12706,11 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
             r->dst_step = p->dst_step;
             r->blk = p->blk;
         }
-        if (kind == SPMD__KIND_PPERMUTE) r->src_of = d->plan.src_of; /* (read only while the call runs) */
+        if (kind == SPMD__KIND_PPERMUTE) { /* (read only while the call runs) */
+            r->src_of = d->plan.src_of;
+            r->pairs = p->npairs < 0 ? gr->g->G : p->npairs;
+            r->dst = SPMD__NEED_ALL; /* (a group of at most SPMD__PLAN_G: not kept) */
+        }
     }
     r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
     r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */

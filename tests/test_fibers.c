@@ -8,7 +8,9 @@
    one member reduces for all): psum over groups of 16, 17 and 33 under both
    schedulers, several dtypes and ops on random inputs against a reference
    computed here in device order, async calls waited in reverse, barriers,
-   and a count mismatch that every member reports. */
+   and a count mismatch that every member reports; all_gather (combining
+   up to 64 bytes per member), bcast, reduce and ppermute in groups of 5 to
+   64 on random inputs, buffers and arrays, blocking and async. */
 #define _GNU_SOURCE 1 /* sigaltstack, siginfo_t */
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -250,6 +252,146 @@ static void test_combining(void) {
                 T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
                             now_s() - t0 < 10.0,
                         "combining mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
+                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
+            spmd_mesh_destroy(m);
+        }
+}
+
+/* ---- all_gather and the one-way kinds in large groups ------------------------ */
+
+/* all_gather combines up to 64 bytes per member (SPMD__GATHER_COMBINE: the
+   combiner copies every input into the group's board, the others copy the
+   board); bcast, reduce and ppermute members wake only the member reading
+   their input. Random bytes per (case, device, round), expected outputs
+   assembled here from the inputs, more rounds than slots (16). */
+typedef struct ag_case { spmd_dtype dt; int count; } ag_case;
+static const ag_case ag_cases[] = {{SPMD_U8, 1}, {SPMD_I16, 3}, {SPMD_F32, 8}, {SPMD_F64, 8}, {SPMD_I32, 17},
+                                   {SPMD_BF16, 5}};
+#define AG_NC ((int)(sizeof ag_cases / sizeof ag_cases[0]))
+#define AG_ROUNDS 20
+
+static void ag_input(int c, int id, int round, unsigned char *buf, size_t bytes) {
+    size_t i;
+    for (i = 0; i < bytes; i++) buf[i] = (unsigned char)comb_bits(100 + c * AG_ROUNDS + round, id, (int)i);
+}
+
+static void move_device(spmd_dev *d, void *p) {
+    comb_arg *a = (comb_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), base = id - me;
+    int c, j, k, round, wrong = 0;
+    static const size_t es[] = {[SPMD_U8] = 1, [SPMD_I16] = 2, [SPMD_F32] = 4, [SPMD_F64] = 8, [SPMD_I32] = 4, [SPMD_BF16] = 2};
+    unsigned char in[AG_NC][136], out[AG_NC][64 * 136], want[136];
+    spmd_req *rq[AG_NC];
+    spmd_status s;
+    if (a->mismatch) { /* the last member of every group gathers one element more */
+        ag_input(0, id, 0, in[0], 8);
+        s = spmd_allgather(d, in[0], out[0], 4 + (me == G - 1), SPMD_U8, "b", NULL);
+        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
+        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
+        return;
+    }
+    for (round = 0; round < AG_ROUNDS; round++) { /* (the same calls on every device, right or wrong) */
+        int root = (round * 7) % G, shift = 1 + round % 3;
+        float x[6], y[64 * 6], bx[5], by[5];
+        int32_t rx[4], ry[4], pairs[2 * 64], np = 0;
+        spmd_array X = {x, SPMD_F32, 2, {2, 3}}, Yu = {y, SPMD_F32, 3, {2, 0, 3}}, Yt = {y, SPMD_F32, 2, {0, 3}};
+        spmd_array P = {x, SPMD_F32, 1, {6}}, Q = {y, SPMD_F32, 1, {6}};
+        /* blocking all_gather of buffers, every case */
+        for (c = 0; c < AG_NC; c++) {
+            size_t n = (size_t)ag_cases[c].count * es[ag_cases[c].dt];
+            ag_input(c, id, round, in[c], n);
+            if ((s = spmd_allgather(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL)) != SPMD_OK) {
+                a->st = s;
+                return;
+            }
+            for (j = 0; j < G; j++) {
+                ag_input(c, base + j, round, want, n);
+                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
+            }
+        }
+        /* async, waited in reverse */
+        memset(out, 0, sizeof out);
+        for (c = 0; c < AG_NC; c++)
+            if ((s = spmd_allgather_start(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL,
+                                          &rq[c])) != SPMD_OK) { a->st = s; return; }
+        for (c = AG_NC - 1; c >= 0; c--) {
+            size_t n = (size_t)ag_cases[c].count * es[ag_cases[c].dt];
+            if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
+            for (j = 0; j < G; j++) {
+                ag_input(c, base + j, round, want, n);
+                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
+            }
+        }
+        /* arrays: untiled along axis 1 (rows interleave the members), tiled along axis 0 */
+        for (k = 0; k < 6; k++) x[k] = (float)(id * 10 + k + round);
+        Yu.shape[1] = G;
+        Yt.shape[0] = 2 * (int64_t)G;
+        if ((s = spmd_all_gather(d, &X, &Yu, "b", 1, 0, NULL)) != SPMD_OK) { a->st = s; return; }
+        for (k = 0; k < 2; k++)
+            for (j = 0; j < G; j++)
+                for (c = 0; c < 3; c++)
+                    if (y[(k * G + j) * 3 + c] != (float)((base + j) * 10 + k * 3 + c + round)) wrong = 1;
+        if ((s = spmd_all_gather(d, &X, &Yt, "b", 0, 1, NULL)) != SPMD_OK) { a->st = s; return; }
+        for (j = 0; j < G; j++)
+            for (k = 0; k < 6; k++)
+                if (y[j * 6 + k] != (float)((base + j) * 10 + k + round)) wrong = 1;
+        /* bcast from a moving root */
+        for (k = 0; k < 5; k++) bx[k] = (float)(id * 5 + k - round);
+        if ((s = spmd_bcast(d, bx, by, 5, SPMD_F32, root, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+        for (k = 0; k < 5; k++)
+            if (by[k] != (float)((base + root) * 5 + k - round)) wrong = 1;
+        /* reduce to it: the others' buffers untouched */
+        for (k = 0; k < 4; k++) {
+            rx[k] = (int32_t)(comb_bits(7, id, k + 4 * round) & 0xffff);
+            ry[k] = -7;
+        }
+        if ((s = spmd_reduce(d, rx, ry, 4, SPMD_I32, SPMD_OP_SUM, root, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+        for (k = 0; k < 4; k++) {
+            int32_t sum = 0;
+            for (j = 0; j < G; j++) sum += (int32_t)(comb_bits(7, base + j, k + 4 * round) & 0xffff);
+            if (ry[k] != (me == root ? sum : -7)) wrong = 1;
+        }
+        /* ppermute by shift, one pair left out on odd rounds (its destination gets zeros) */
+        for (j = 0; j < G; j++)
+            if (!(round & 1) || j != G - 1) {
+                pairs[2 * np] = j;
+                pairs[2 * np + 1] = (j + shift) % G;
+                np++;
+            }
+        if ((s = spmd_ppermute(d, &P, &Q, "b", pairs, np, NULL)) != SPMD_OK) { a->st = s; return; }
+        {
+            int src = (me - shift + G) % G, has = !(round & 1) || src != G - 1;
+            for (k = 0; k < 6; k++)
+                if (y[k] != (has ? (float)((base + src) * 10 + k + round) : 0.0f)) wrong = 1;
+        }
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_large_groups(void) {
+    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
+        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
+        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 2}, {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
+    int i, mis;
+    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
+        for (mis = 0; mis < 2; mis++) {
+            spmd_mesh *m = fmesh(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 9, mis ? 20000 : 0, NULL, NULL);
+            comb_arg a;
+            spmd_status run;
+            double t0 = now_s();
+            if (!m) continue;
+            memset(&a, 0, sizeof a);
+            a.mismatch = mis;
+            run = spmd_run(m, move_device, &a);
+            if (!mis)
+                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                        "all_gather, bcast, reduce, ppermute over (%d, %d) %s: run %s, a call %s, %ld devices with "
+                        "wrong results", cs[i].rows, cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads",
+                        stname(run), stname(a.st), a.bad);
+            else
+                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
+                            now_s() - t0 < 10.0,
+                        "all_gather mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
                         cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
             spmd_mesh_destroy(m);
         }
@@ -636,6 +778,7 @@ int main(void) {
     test_bad_desc();
     test_big();
     test_combining();
+    test_large_groups();
     test_seeds();
     test_deadlocks();
     test_big_deadlock_report();
