@@ -1531,10 +1531,13 @@ typedef struct spmd__entry {
 #define SPMD__ENTRY_HDR 32
 
 /* Per member of a group: how many of the group's operations it has
-   finished (a prefix), so a slot is reused only when everyone is done. */
+   finished (a prefix), so a slot is reused only when everyone is done, and
+   how many members wait for it to finish one to reuse theirs (its finish
+   wakes them). */
 typedef struct spmd__member {
     uint64_t left;
-    char pad[SPMD__LINE - 8];
+    uint32_t waiters;
+    char pad[SPMD__LINE - 12];
 } spmd__member;
 
 /* Shared words of one operation of the split algorithm, tagged with the
@@ -1564,9 +1567,8 @@ typedef struct spmd__mine {
 /* A communicator: an ordered list of devices, shared by its members. */
 typedef struct spmd__group {
     uint32_t nsleep; /* members asleep on this group (first line: written often) */
-    uint32_t nslotwait; /* members waiting for a free slot (spmd__finish wakes them) */
-    char pad0[SPMD__LINE - 8];
-    uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_free) */
+    char pad0[SPMD__LINE - 4];
+    uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_behind) */
     struct spmd__group *next;
     uint64_t hash;
     int G, D;
@@ -1662,7 +1664,7 @@ struct spmd_req {
     spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
     int comb;              /* combining (spmd__combines): 1 member, 2 the combiner */
-    int slotwait;          /* counted in its group's nslotwait */
+    int slotwait;          /* waiting for a slot: 1 + the member behind it watches (counted in its waiters) */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered in its group's sleeper count */
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
@@ -3887,11 +3889,13 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     }
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
     if (gr->g->span) return; /* across processes the exchange wakes whom it lets on (spmd__x_progress) */
-    SPMD__FENCE(&r->dev->fence_word); /* the post and the store above before the sleepers are read */
-    /* a combining member's finish lets on only those waiting for a slot (its
-       peers wait for the combiner, not for it) */
-    if (r->comb == 1 && !SPMD__LD_SC(&gr->g->nslotwait)) return;
-    if (!r->comb && !SPMD__LD_SC(&gr->g->nslotwait) && (k = spmd__readers(r)) != SPMD__NEED_ALL) {
+    SPMD__FENCE(&r->dev->fence_word); /* the post and the stores above before the sleepers are read */
+    if (SPMD__LD_SC(&gr->g->mem[gr->me].waiters)) { /* members waiting for a slot, this one behind */
+        spmd__wake_group(r->dev->mesh, gr->g, gr->me);
+        return;
+    }
+    if (r->comb == 1) return; /* its peers wait for the combiner, not for it */
+    if (!r->comb && (k = spmd__readers(r)) != SPMD__NEED_ALL) {
         spmd_dev *p = k >= 0 ? r->dev->mesh->devs[gr->g->members[k]] : NULL;
         if (p && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
         return;
@@ -3907,29 +3911,43 @@ static void spmd__retag(uint64_t *w, uint64_t gseq, int shift) {
     }
 }
 
-static int spmd__slot_free(spmd_req *r) {
+/* r's slot is free once every member finished the group's operation D
+   back: -1, or a member still behind. */
+static int spmd__slot_behind(spmd_req *r) {
     spmd__mine *my = r->gr->my;
     spmd__group *g = r->gr->g;
     uint64_t need, lo = UINT64_MAX;
-    int k;
-    if (r->gseq < (uint64_t)g->D) return 1;
+    int i, k;
+    if (r->gseq < (uint64_t)g->D) return -1;
     need = r->gseq - (uint64_t)g->D + 1;
-    if (my->minleft >= need) return 1;
+    if (my->minleft >= need) return -1;
     /* another member's last scan may do (left only grows: any scan's
        minimum is a lower bound), so that a large group scans once, not
        once per member */
     if ((lo = SPMD__LD_ACQ(&g->minleft)) >= need) {
         my->minleft = lo;
-        return 1;
+        return -1;
     }
     lo = UINT64_MAX;
-    for (k = 0; k < g->G; k++) {
+    /* from the member this one watches: a look again mostly ends there */
+    for (i = 0, k = r->slotwait ? r->slotwait - 1 : 0; i < g->G; i++, k = k + 1 < g->G ? k + 1 : 0) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
+        if (v < need) return k;
         if (v < lo) lo = v;
     }
     my->minleft = lo;
     if (lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* a race may store a lower one: still a bound */
-    return lo >= need;
+    return -1;
+}
+
+/* Watch member k (-1: none) for r's slot: counted in its waiters, so that
+   its next finish wakes r (a full barrier before r looks again: see
+   spmd__finish). */
+static void spmd__slot_watch(spmd_req *r, int k) {
+    spmd__member *mem = r->gr->g->mem;
+    if (r->slotwait) SPMD__FADD(&mem[r->slotwait - 1].waiters, (uint32_t)-1);
+    if (k >= 0) SPMD__FADD(&mem[k].waiters, 1u);
+    r->slotwait = k + 1;
 }
 
 /* psend/precv: the recv pointer and its own sequence word, after the send,
@@ -4552,16 +4570,14 @@ static void spmd__thread_progress(spmd_req *r) {
     g = r->gr->g;
     sh = &g->shared[SPMD__SLOT(g, r->gseq)];
     if (r->state == SPMD__R_POST) {
-        if (!spmd__slot_free(r)) {
-            if (r->slotwait) return;
-            r->slotwait = 1; /* counted before the second look (see spmd__finish) */
-            SPMD__FADD(&g->nslotwait, 1u);
-            if (!spmd__slot_free(r)) return;
+        int k;
+        /* the slot is still in use: watch a member behind and look again,
+           until it is free or the member watched is still behind */
+        while ((k = spmd__slot_behind(r)) >= 0) {
+            if (r->slotwait == k + 1) return;
+            spmd__slot_watch(r, k);
         }
-        if (r->slotwait) {
-            r->slotwait = 0;
-            SPMD__FADD(&g->nslotwait, (uint32_t)-1);
-        }
+        if (r->slotwait) spmd__slot_watch(r, -1);
         r->comb = spmd__combines(r);
         if (r->comb) {
             spmd__retag(&sh->arrived, r->gseq, 24);
@@ -11948,10 +11964,7 @@ static void spmd__req_link(spmd_dev *d, spmd_req *r) {
 }
 static void spmd__req_unlink(spmd_req *r) {
     spmd_dev *d = r->dev;
-    if (r->slotwait) { /* abandoned while waiting for a slot */
-        r->slotwait = 0;
-        SPMD__FADD(&r->gr->g->nslotwait, (uint32_t)-1);
-    }
+    if (r->slotwait) spmd__slot_watch(r, -1); /* abandoned while waiting for a slot */
     if (r->prev) r->prev->next = r->next; else d->head = r->next;
     if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
     d->inflight--;
