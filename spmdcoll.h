@@ -4395,8 +4395,9 @@ static void spmd__eager(spmd_req *r, int local) {
         for (k = 0; k < G; k++) ins[k] = e + (size_t)k * g->stride;
         spmd__reduce(r->kern, r->recv, ins, G, r->count);
         return;
-    } else if (r->need >= 0 && r->sig.kind != SPMD__KIND_RAGGED) { /* one member's entry: a ppermute's source, the root of a bcast */
-        ins[r->need] = (const unsigned char *)spmd__entry_at(g, r->gseq, r->need) + SPMD__ENTRY_HDR;
+    } else if (r->need != SPMD__NEED_ALL && r->sig.kind != SPMD__KIND_RAGGED) {
+        k = r->need >= 0 ? r->need : me; /* one entry: a ppermute's source, a bcast's root; or its own */
+        ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;
     } else {
         for (k = 0; k < G; k++) {
             ins[k] = (const unsigned char *)spmd__entry_at(g, r->gseq, k) + SPMD__ENTRY_HDR;

@@ -1428,7 +1428,8 @@ static int *ring_perm(int g)
    Time per call against the number of devices, on a 2-axis mesh (N/8, 8)
    named ("a", "b"), under both schedulers of the thread backend: psum of 8
    floats over "*", all_gather of 1 float over "*", ppermute of 8 floats
-   around the ring of every device, barrier over "*". Every device makes the
+   around the ring of every device, barrier over "*", bcast of 8 floats from
+   device 0 and their reduce (sum) to it over "*". Every device makes the
    same calls; device 0 times them (wall clock, between two barriers).
      build/bench --scale [--max N] [--threads-max N] [--carriers K]
    N: 8, 16, ... up to --max (default 4096); OS threads only up to
@@ -1457,6 +1458,8 @@ static void scale_device(spmd_dev *d, void *p)
         case 0: s = spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL); break;
         case 1: s = spmd_allgather(d, x, g, 1, SPMD_F32, "*", NULL); break;
         case 2: s = spmd_ppermute(d, &X, &Y, "*", a->perm, n, NULL); break;
+        case 4: s = spmd_bcast(d, x, y, 8, SPMD_F32, 0, "*", NULL); break;
+        case 5: s = spmd_reduce(d, x, y, 8, SPMD_F32, SPMD_OP_SUM, 0, "*", NULL); break;
         default: s = spmd_barrier(d, "*", NULL); break;
         }
     }
@@ -1468,7 +1471,8 @@ static void scale_device(spmd_dev *d, void *p)
 
 static int scale_main(int argc, char **argv)
 {
-    static const char *const ops[4] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier"};
+    static const char *const ops[6] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
+                                       "reduce 8xf32"};
     int max = 4096, tmax = 256, carriers = 0, i, n, op, sch;
     for (i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = atoi(argv[++i]);
@@ -1479,12 +1483,13 @@ static int scale_main(int argc, char **argv)
     if (max > 4096 || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most 4096, --threads-max and --carriers >= 0");
     printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
            carriers);
-    printf("%-8s %-8s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3]);
+    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3], ops[4],
+           ops[5]);
     for (n = 8; n <= max; n *= 2) {
         for (sch = SPMD_SCHEDULER_THREADS; sch <= SPMD_SCHEDULER_FIBERS; sch++) {
             spmd_mesh_desc desc;
             spmd_mesh *m;
-            double t[4];
+            double t[6];
             int *perm;
             if (sch == SPMD_SCHEDULER_THREADS && n > tmax) continue;
             memset(&desc, 0, sizeof desc);
@@ -1501,7 +1506,7 @@ static int scale_main(int argc, char **argv)
                 perm[2 * i] = i;
                 perm[2 * i + 1] = (i + 1) % n;
             }
-            for (op = 0; op < 4; op++) {
+            for (op = 0; op < 6; op++) {
                 scale_arg a = {op, 0, perm, 0, SPMD_OK};
                 /* enough calls for ~0.3 s at the cost of the curve */
                 a.calls = n <= 64 ? 2000 : n <= 256 ? 200 : n <= 1024 ? 50 : 20;
@@ -1510,8 +1515,8 @@ static int scale_main(int argc, char **argv)
                     die("--scale: %s failed", ops[op]);
                 t[op] = a.per_call * 1e6;
             }
-            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f\n", n, sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers",
-                   t[0], t[1], t[2], t[3]);
+            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", n,
+                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5]);
             fflush(stdout);
             free(perm);
             spmd_mesh_destroy(m);
