@@ -1369,6 +1369,8 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__PREFETCH_W(p) __builtin_prefetch((p), 1)
 #define SPMD__ST_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__FADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+#define SPMD__FOR(p, v) __atomic_fetch_or((p), (v), __ATOMIC_SEQ_CST)
+#define SPMD__FAND(p, v) __atomic_fetch_and((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__CAS(p, expp, v) \
     __atomic_compare_exchange_n((p), (expp), (v), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
 
@@ -1566,8 +1568,7 @@ typedef struct spmd__mine {
 
 /* A communicator: an ordered list of devices, shared by its members. */
 typedef struct spmd__group {
-    uint32_t nsleep; /* members asleep on this group (first line: written often) */
-    char pad0[SPMD__LINE - 4];
+    uint64_t *sleepers; /* (G + 63) / 64 words: a bit per member asleep on this group (spmd__sleep) */
     uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_behind) */
     struct spmd__group *next;
     uint64_t hash;
@@ -1666,7 +1667,7 @@ struct spmd_req {
     int comb;              /* combining (spmd__combines): 1 member, 2 the combiner */
     int slotwait;          /* waiting for a slot: 1 + the member behind it watches (counted in its waiters) */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
-    int asleep;            /* registered in its group's sleeper count */
+    int asleep;            /* registered asleep on its group (its bit in sleepers) */
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
     int x;                 /* libfabric: the group spans processes (the exchange path) */
     int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
@@ -2521,6 +2522,7 @@ static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
     spmd__free(&m->alloc, g->fin);
     spmd__free(&m->alloc, g->shared);
     spmd__free(&m->alloc, g->slots);
+    spmd__free(&m->alloc, g->sleepers);
     spmd__free(&m->alloc, g->board);
     spmd__free(&m->alloc, g->lidx);
     spmd__free(&m->alloc, g->rprocs);
@@ -2601,7 +2603,8 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
             g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
             g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
-            if (!g->members || !g->mem || !g->mine || !g->fin || !g->shared || !g->slots) {
+            g->sleepers = (uint64_t *)spmd__alloc(&m->alloc, ((size_t)G + 63) / 64 * sizeof(uint64_t));
+            if (!g->members || !g->mem || !g->mine || !g->fin || !g->shared || !g->slots || !g->sleepers) {
                 spmd__group_free(m, g);
                 g = NULL;
             } else {
@@ -3864,13 +3867,18 @@ static int spmd__readers(const spmd_req *r) {
     }
 }
 
+/* Wake the members asleep on g (their bits: a word per 64 members, not a
+   line per member; across processes only this one's members sleep here). */
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
-    int i, n = g->span ? g->nloc : g->G; /* (across processes only this one's members sleep here) */
-    if (SPMD__LD_SC(&g->nsleep) == 0) return;
-    for (i = 0; i < n; i++) {
-        int k = g->span ? g->locs[i] : i;
-        spmd_dev *p = m->devs[g->members[k]];
-        if (k != self && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+    int w, nw = (g->G + 63) / 64;
+    for (w = 0; w < nw; w++) {
+        uint64_t bits = SPMD__LD_SC(&g->sleepers[w]);
+        while (bits) {
+            int k = w * 64 + __builtin_ctzll(bits);
+            spmd_dev *p = m->devs[g->members[k]];
+            bits &= bits - 1;
+            if (k != self && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+        }
     }
 }
 
@@ -11798,7 +11806,7 @@ static void spmd__sleep_end(spmd_dev *d) {
     for (q = d->head; q; q = q->next)
         if (q->asleep) {
             q->asleep = 0;
-            SPMD__FADD(&q->gr->g->nsleep, (uint32_t)-1);
+            SPMD__FAND(&q->gr->g->sleepers[q->gr->me >> 6], ~((uint64_t)1 << (q->gr->me & 63)));
         }
 }
 
@@ -11809,7 +11817,7 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
        task or a member leaving any of them may be what lets r go on */
     for (q = d->head; q; q = q->next) {
         q->asleep = q->state != SPMD__R_DONE && q->sig.algo != SPMD__ALG_LOCAL;
-        if (q->asleep) SPMD__FADD(&q->gr->g->nsleep, 1u);
+        if (q->asleep) SPMD__FOR(&q->gr->g->sleepers[q->gr->me >> 6], (uint64_t)1 << (q->gr->me & 63));
     }
     SPMD__ST_SC(&d->sleeping, 1u);
     SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
