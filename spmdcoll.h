@@ -15090,14 +15090,19 @@ spmd_status spmd_detach(spmd_dev *d) {
 }
 
 /* A device's function returned: peers that wait for it can stop waiting
-   (spmd__gone_check); wake those asleep. */
+   (spmd__gone_check); wake those asleep. A sleeper is asleep on the group
+   of every call it waits in: their bits, not every device's flag (that
+   was O(devices) per return, O(devices^2) per spmd_run). */
 static void spmd__run_returned(spmd_dev *d) {
     spmd_mesh *m = d->mesh;
-    int i;
+    spmd__group *g;
+    size_t b;
     SPMD__ST_SC(&d->returned, 1u);
     SPMD__FADD(&m->nreturned, 1u);
-    for (i = 0; i < m->size; i++)
-        if (SPMD__LD_SC(&m->devs[i]->sleeping)) spmd__wake_dev(m->devs[i]);
+    pthread_mutex_lock(&m->lock);
+    for (b = 0; b < m->gbuckets; b++)
+        for (g = m->gtab[b]; g; g = g->next) spmd__wake_group(m, g, -1);
+    pthread_mutex_unlock(&m->lock);
 }
 
 typedef struct spmd__run_ctx {
