@@ -11118,7 +11118,8 @@ typedef struct spmd__sched {
     int nlive, nrunning, nidle;
     uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
     uint64_t rng;              /* 0: FIFO; else the generator's state */
-    uint64_t moves, mark;      /* rings and ended waits, and their count when a recheck round began */
+    uint64_t moves, mark;      /* rings and ended waits (atomic: an ended wait counts without the
+                                  lock), and their count when a recheck round began */
     int recheck;               /* a recheck round is under way */
     int judging;               /* a carrier is writing the deadlock report */
 } spmd__sched;
@@ -11212,7 +11213,7 @@ static void spmd__fiber_entry(spmd__carrier *c) {
     spmd__slock(&s->lock);
     f->state = SPMD__F_DONE;
     s->nlive--;
-    s->moves++;
+    SPMD__FADD(&s->moves, (uint64_t)1);
     spmd__to_carrier(f);
     SPMD_ASSERT(!"a finished fiber was resumed");
 }
@@ -11282,7 +11283,7 @@ static void spmd__fiber_ring(spmd_dev *d) {
     spmd__fiber *f = d->fib;
     spmd__sched *s = f->s;
     spmd__slock(&s->lock);
-    s->moves++;
+    SPMD__FADD(&s->moves, (uint64_t)1);
     if (f->state == SPMD__F_PARKED) {
         spmd__sleep_end(d); /* it polls again when it runs: the next finisher need not ring it */
         spmd__ready_push(s, f);
@@ -11327,12 +11328,11 @@ static void spmd__fiber_yield(spmd_dev *d) {
     spmd__sunlock(&s->lock);
 }
 
-/* A wait ended: a move that a recheck round looks for. */
+/* A wait ended: a move that a recheck round looks for. Without the lock:
+   no round is judged while a fiber runs (nrunning), and the lock orders
+   what a fiber did before it parks or ends. */
 static void spmd__fiber_moved(spmd_dev *d) {
-    spmd__sched *s = d->fib->s;
-    spmd__slock(&s->lock);
-    s->moves++;
-    spmd__sunlock(&s->lock);
+    SPMD__FADD(&d->fib->s->moves, (uint64_t)1);
 }
 
 static void spmd__wait_text(spmd_req *r, char *buf, size_t len);
@@ -11345,9 +11345,9 @@ static void spmd__fiber_stuck(spmd__sched *s) {
     char sum[400], line[400], prev[400];
     size_t at = 0;
     int i, nb = 0, nr = 0, run0 = -1;
-    if (!s->recheck || s->moves != s->mark) {
+    if (!s->recheck || SPMD__LD_ACQ(&s->moves) != s->mark) {
         s->recheck = 1;
-        s->mark = s->moves;
+        s->mark = SPMD__LD_ACQ(&s->moves);
         for (i = 0; i < s->n; i++)
             if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
         return;
