@@ -1855,12 +1855,12 @@ static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) 
     return s;
 }
 
-static void spmd__fiber_ring(spmd_dev *d);
+static void spmd__fiber_ring(spmd_dev **ds, int n);
 
 /* Ring a device's bell: a sleeping thread wakes, a parked fiber becomes ready. */
 static void spmd__wake_dev(spmd_dev *d) {
     SPMD__FADD(&d->bell, 1u);
-    if (d->fib) spmd__fiber_ring(d);
+    if (d->fib) spmd__fiber_ring(&d, 1);
     else spmd__futex_wake(&d->bell);
 }
 
@@ -3868,17 +3868,27 @@ static int spmd__readers(const spmd_req *r) {
 }
 
 /* Wake the members asleep on g (their bits: a word per 64 members, not a
-   line per member; across processes only this one's members sleep here). */
+   line per member; across processes only this one's members sleep here),
+   the fibers of a word under one taking of the scheduler's lock. */
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
     int w, nw = (g->G + 63) / 64;
     for (w = 0; w < nw; w++) {
         uint64_t bits = SPMD__LD_SC(&g->sleepers[w]);
+        spmd_dev *ring[64];
+        int n = 0;
         while (bits) {
             int k = w * 64 + __builtin_ctzll(bits);
             spmd_dev *p = m->devs[g->members[k]];
             bits &= bits - 1;
-            if (k != self && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+            if (k == self || !SPMD__LD_SC(&p->sleeping)) continue;
+            if (!p->fib) {
+                spmd__wake_dev(p);
+                continue;
+            }
+            SPMD__FADD(&p->bell, 1u); /* (as spmd__wake_dev) */
+            ring[n++] = p;
         }
+        if (n) spmd__fiber_ring(ring, n);
     }
 }
 
@@ -10945,7 +10955,8 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)
    A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
    (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
    takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
-   a parked fiber ready again (spmd__fiber_ring). A park may carry a time
+   a parked fiber ready again (spmd__fiber_ring; a group's wake rings up to 64
+   under one taking of the lock). A park may carry a time
    limit (its deadline; libfabric: the poll interval): a carrier with nothing
    ready sleeps until the earliest one or a ring.
    When nothing is ready, no carrier runs a fiber and every unfinished fiber
@@ -11278,16 +11289,17 @@ static void spmd__fiber_unmake(spmd__fiber *f) {
 
 static void spmd__sleep_end(spmd_dev *d);
 
-/* The device's bell rang (see spmd__wake_dev): a parked fiber is ready. */
-static void spmd__fiber_ring(spmd_dev *d) {
-    spmd__fiber *f = d->fib;
-    spmd__sched *s = f->s;
+/* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their parked fibers are ready. */
+static void spmd__fiber_ring(spmd_dev **ds, int n) {
+    spmd__sched *s = ds[0]->fib->s;
+    int i;
     spmd__slock(&s->lock);
-    SPMD__FADD(&s->moves, (uint64_t)1);
-    if (f->state == SPMD__F_PARKED) {
-        spmd__sleep_end(d); /* it polls again when it runs: the next finisher need not ring it */
-        spmd__ready_push(s, f);
-    }
+    SPMD__FADD(&s->moves, (uint64_t)n);
+    for (i = 0; i < n; i++)
+        if (ds[i]->fib->state == SPMD__F_PARKED) {
+            spmd__sleep_end(ds[i]); /* it polls again when it runs: the next finisher need not ring it */
+            spmd__ready_push(s, ds[i]->fib);
+        }
     spmd__sunlock(&s->lock);
 }
 
