@@ -1346,6 +1346,7 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
+#define SPMD__CHUNK_TASK 4096           /* bytes: an all_to_all chunk from which each chunk is a task of its own */
 
 // >>atomics and time
 #define SPMD__LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -12568,8 +12569,10 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             size_t len, tb, te;
             switch (c->kind) {
             case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
-            case SPMD__KIND_ALLTOALL:
-                r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS ? (uint32_t)(G * G) : (uint32_t)G;
+            case SPMD__KIND_ALLTOALL: /* a task per chunk when chunks are large, else per receiver (a task
+                                         costs a look at every member's pointers: O(G)) */
+                r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
+                               ? (uint32_t)(G * G) : (uint32_t)G;
                 break;
             default: r->units = (uint32_t)G; break;
             }
