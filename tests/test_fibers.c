@@ -228,10 +228,13 @@ static void comb_device(spmd_dev *d, void *p) {
     if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
 }
 
-static void test_combining(void) {
+/* Every member of groups of 5 to 64, under both schedulers, makes fn's calls
+   (comb_arg: right, or a mismatch every member must report). */
+static void run_groups(const char *what, spmd_fn fn) {
     static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
         {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
-        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1}};
+        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1},  {1, 64, SPMD_SCHEDULER_FIBERS, 2},
+        {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
     int i, mis;
     for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
         for (mis = 0; mis < 2; mis++) {
@@ -242,20 +245,22 @@ static void test_combining(void) {
             if (!m) continue;
             memset(&a, 0, sizeof a);
             a.mismatch = mis;
-            run = spmd_run(m, comb_device, &a);
+            run = spmd_run(m, fn, &a);
             if (!mis)
                 T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
-                        "combining (%d, %d) %s: run %s, a call %s, %ld devices with wrong results", cs[i].rows,
-                        cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", stname(run), stname(a.st),
-                        a.bad);
+                        "%s over (%d, %d) %s, %d carriers: run %s, a call %s, %ld devices with wrong results", what,
+                        cs[i].rows, cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", cs[i].carriers,
+                        stname(run), stname(a.st), a.bad);
             else /* every member of every group reports it, long before the 20 s deadline */
                 T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
                             now_s() - t0 < 10.0,
-                        "combining mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
+                        "%s mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s", what,
                         cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
             spmd_mesh_destroy(m);
         }
 }
+
+static void test_combining(void) { run_groups("psum (combining)", comb_device); }
 
 /* ---- all_gather and the one-way kinds in large groups ------------------------ */
 
@@ -368,34 +373,7 @@ static void move_device(spmd_dev *d, void *p) {
     if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
 }
 
-static void test_large_groups(void) {
-    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
-        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
-        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 2}, {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
-    int i, mis;
-    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
-        for (mis = 0; mis < 2; mis++) {
-            spmd_mesh *m = fmesh(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 9, mis ? 20000 : 0, NULL, NULL);
-            comb_arg a;
-            spmd_status run;
-            double t0 = now_s();
-            if (!m) continue;
-            memset(&a, 0, sizeof a);
-            a.mismatch = mis;
-            run = spmd_run(m, move_device, &a);
-            if (!mis)
-                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
-                        "all_gather, bcast, reduce, ppermute over (%d, %d) %s: run %s, a call %s, %ld devices with "
-                        "wrong results", cs[i].rows, cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads",
-                        stname(run), stname(a.st), a.bad);
-            else
-                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
-                            now_s() - t0 < 10.0,
-                        "all_gather mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s",
-                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
-            spmd_mesh_destroy(m);
-        }
-}
+static void test_large_groups(void) { run_groups("all_gather, bcast, reduce, ppermute", move_device); }
 
 /* ---- seeded interleavings ----------------------------------------------------- */
 
