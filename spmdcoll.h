@@ -3893,6 +3893,12 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
     }
 }
 
+/* Wake member k of r's group if it sleeps (after the caller's fence). */
+static void spmd__wake_member(const spmd_req *r, int k) {
+    spmd_dev *p = r->dev->mesh->devs[r->gr->g->members[k]];
+    if (SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+}
+
 static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
     spmd__mine *my = gr->my;
@@ -3915,8 +3921,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     }
     if (r->comb == 1) return; /* its peers wait for the combiner, not for it */
     if (!r->comb && (k = spmd__readers(r)) != SPMD__NEED_ALL) {
-        spmd_dev *p = k >= 0 ? r->dev->mesh->devs[gr->g->members[k]] : NULL;
-        if (p && SPMD__LD_SC(&p->sleeping)) spmd__wake_dev(p);
+        if (k >= 0) spmd__wake_member(r, k);
         return;
     }
     spmd__wake_group(r->dev->mesh, gr->g, gr->me);
@@ -4011,8 +4016,16 @@ static void spmd__post(spmd_req *r) {
         /* No wake-up here: a sleeper waits for the whole group, so the last
            member to post is the one that matters, and it finds everyone
            arrived and finishes at once; spmd__finish wakes the sleepers.
-           Without a fence here, the post costs no round trip. */
+           Without a fence here, the post costs no round trip. But a
+           ppermute's reader, which its finish alone wakes in a large group
+           (spmd__readers), may sleep already while this member waits for
+           its own source: woken now. */
+        int k;
         SPMD__ST_REL(&e->seq, r->gseq + 1);
+        if (r->sig.kind == SPMD__KIND_PPERMUTE && (k = spmd__readers(r)) >= 0) {
+            SPMD__FENCE(&r->dev->fence_word);
+            spmd__wake_member(r, k);
+        }
         return;
     }
     SPMD__ST_SC(&e->seq, r->gseq + 1);
@@ -11829,7 +11842,8 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
     /* register in the group of every unfinished request: a post, a finished
        task or a member leaving any of them may be what lets r go on */
     for (q = d->head; q; q = q->next) {
-        q->asleep = q->state != SPMD__R_DONE && q->sig.algo != SPMD__ALG_LOCAL;
+        q->asleep = q->state != SPMD__R_DONE && (q->sig.algo != SPMD__ALG_LOCAL || q->p2p); /* (send, recv: the
+                                                       group of their axes, where a returning peer looks) */
         if (q->asleep) SPMD__FOR(&q->gr->g->sleepers[q->gr->me >> 6], (uint64_t)1 << (q->gr->me & 63));
     }
     SPMD__ST_SC(&d->sleeping, 1u);

@@ -10,7 +10,9 @@
    computed here in device order, async calls waited in reverse, barriers,
    and a count mismatch that every member reports; all_gather (combining
    up to 64 bytes per member), bcast, reduce and ppermute in groups of 5 to
-   64 on random inputs, buffers and arrays, blocking and async. */
+   64 on random inputs, buffers and arrays, blocking and async; wakes that
+   must come at once under fibers (a ppermute's post, a returned peer of a
+   recv), told by flags, not the clock. */
 #define _GNU_SOURCE 1 /* sigaltstack, siginfo_t */
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -374,6 +376,111 @@ static void move_device(spmd_dev *d, void *p) {
 }
 
 static void test_large_groups(void) { run_groups("all_gather, bcast, reduce, ppermute", move_device); }
+
+/* ---- wakes that must come at once (fibers, 2 carriers) ------------------------ */
+
+/* Each waits on flags the devices set, never on the clock: a wake that does
+   not come leaves a device parked until the others give up (10 s). */
+typedef struct wake_arg {
+    int posted1, posted0, done1, done0; /* flags, atomic */
+    long loops;                         /* the loopers' rounds */
+    spmd_status st0, st;
+    long bad;
+} wake_arg;
+
+static int flag_get(int *f) { return __atomic_load_n(f, __ATOMIC_ACQUIRE); }
+static void flag_set(int *f) { __atomic_store_n(f, 1, __ATOMIC_RELEASE); }
+static int spin_until(int *f, double s) { /* 1 if the flag came */
+    double t0 = now_s();
+    while (!flag_get(f))
+        if (now_s() - t0 > s) return 0;
+    return 1;
+}
+
+/* A ring pshuffle over 32 devices: device 1 waits (parked) for device 0's
+   input; device 0 starts its call, which cannot end (its source, 31,
+   comes later), and computes until device 1 is done. Only device 0's post
+   can wake device 1 then. */
+static void post_wake_device(spmd_dev *d, void *p) {
+    wake_arg *a = (wake_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), perm[64], k;
+    float x = (float)id, y = -1;
+    spmd_array X = {&x, SPMD_F32, 0, {0}}, Y = {&y, SPMD_F32, 0, {0}};
+    spmd_status s;
+    for (k = 0; k < G; k++) perm[k] = (k + G - 1) % G; /* out on k comes from k - 1 */
+    if (id == 0) {
+        spmd_req *r;
+        spin_until(&a->posted1, 10.0);
+        { double t0 = now_s(); while (now_s() - t0 < 0.05) {} } /* device 1 parks meanwhile (likely) */
+        s = spmd_pshuffle_start(d, &X, &Y, "b", perm, NULL, &r);
+        flag_set(&a->posted0);
+        if (s == SPMD_OK && !spin_until(&a->done1, 10.0)) a->st0 = SPMD_ERR_TIMEOUT; /* device 1 never woke */
+        if (s == SPMD_OK) s = spmd_wait(r);
+    } else {
+        if (id == 1) flag_set(&a->posted1);
+        if (id == G - 1) spin_until(&a->posted0, 10.0); /* device 0's source: later */
+        s = spmd_pshuffle(d, &X, &Y, "b", perm, NULL);
+        if (id == 1) flag_set(&a->done1);
+    }
+    if (s != SPMD_OK) a->st = s;
+    if (y != (float)((id + G - 1) % G)) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+    if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) a->st = s;
+}
+
+/* Device 0 receives from device 1, which returns without sending, while
+   devices 2 and 3 keep the carriers busy with psums until device 0 is told. */
+static void return_wake_device(spmd_dev *d, void *p) {
+    wake_arg *a = (wake_arg *)p;
+    int id = spmd_device_id(d);
+    if (id == 0) {
+        float x[4];
+        flag_set(&a->posted0);
+        a->st0 = spmd_recv(d, x, 4, SPMD_F32, 1, 0, "b", NULL, NULL);
+        flag_set(&a->done0);
+    } else if (id == 1) {
+        spin_until(&a->posted0, 10.0);
+        { double t0 = now_s(); while (now_s() - t0 < 0.02) {} } /* device 0 parks meanwhile (likely) */
+    } else {
+        long n;
+        for (n = 0; n < 5000000; n++) { /* both stop at the same round: they add up what they saw */
+            int32_t seen = flag_get(&a->done0), any = 0;
+            spmd_status s = spmd_psum(d, &seen, &any, 1, SPMD_I32, "b", NULL);
+            if (s != SPMD_OK) { a->st = s; break; }
+            if (any) break;
+        }
+        if (id == 2) a->loops = n;
+    }
+}
+
+static void test_wakes(void) {
+    int carriers;
+    for (carriers = 1; carriers <= 2; carriers++) {
+        spmd_mesh *m = fmesh(2, 2, SPMD_SCHEDULER_FIBERS, carriers, 0, 0, NULL, NULL);
+        wake_arg a;
+        spmd_status run;
+        if (!m) continue;
+        memset(&a, 0, sizeof a);
+        run = spmd_run(m, return_wake_device, &a);
+        /* the others fail with it (the break) or stop when told, long before 5,000,000 rounds */
+        T_CHECK((a.st0 == SPMD_ERR_DEADLOCK || a.st0 == SPMD_ERR_BROKEN) && a.loops < 5000000 && run == a.st0,
+                "recv from a device that returned, %d carrier(s), others busy: recv %s (want DEADLOCK or BROKEN), "
+                "others %s after %ld rounds, run %s", carriers, stname(a.st0), stname(a.st), a.loops, stname(run));
+        spmd_mesh_destroy(m);
+    }
+    {
+        spmd_mesh *m = fmesh(1, 32, SPMD_SCHEDULER_FIBERS, 2, 0, 0, NULL, NULL);
+        wake_arg a;
+        spmd_status run;
+        if (m) {
+            memset(&a, 0, sizeof a);
+            run = spmd_run(m, post_wake_device, &a);
+            T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.st0 == SPMD_OK && a.bad == 0,
+                    "pshuffle over 32: device 1 %s while device 0 computed; run %s, a call %s, %ld wrong",
+                    a.st0 == SPMD_OK ? "finished" : "was not woken", stname(run), stname(a.st), a.bad);
+            spmd_mesh_destroy(m);
+        }
+    }
+}
 
 /* ---- seeded interleavings ----------------------------------------------------- */
 
@@ -757,6 +864,7 @@ int main(void) {
     test_big();
     test_combining();
     test_large_groups();
+    test_wakes();
     test_seeds();
     test_deadlocks();
     test_big_deadlock_report();
