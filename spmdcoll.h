@@ -11836,21 +11836,24 @@ static void spmd__sleep_end(spmd_dev *d) {
         }
 }
 
-static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns) {
+/* Sleep until rung (at most ns), unless r is done, the mesh broke or a
+   device returned since the caller saw `gone` of them (spmd__run_returned:
+   its count, then the sleepers' bits; here the bits, then the count). */
+static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns, uint32_t gone) {
     spmd_req *q;
     uint32_t bell;
-    /* register in the group of every unfinished request: a post, a finished
-       task or a member leaving any of them may be what lets r go on */
+    /* register in the group of every unfinished request (send and recv: the
+       group of their axes): a post, a finished task or a member leaving any
+       of them may be what lets r go on */
     for (q = d->head; q; q = q->next) {
-        q->asleep = q->state != SPMD__R_DONE && (q->sig.algo != SPMD__ALG_LOCAL || q->p2p); /* (send, recv: the
-                                                       group of their axes, where a returning peer looks) */
+        q->asleep = q->state != SPMD__R_DONE && (q->sig.algo != SPMD__ALG_LOCAL || q->p2p);
         if (q->asleep) SPMD__FOR(&q->gr->g->sleepers[q->gr->me >> 6], (uint64_t)1 << (q->gr->me & 63));
     }
     SPMD__ST_SC(&d->sleeping, 1u);
     SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
     bell = SPMD__LD_SC(&d->bell);
     spmd__progress_all(d);
-    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken)) {
+    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken) && SPMD__LD_SC(&d->mesh->nreturned) == gone) {
         if (d->fib) spmd__fiber_park(d, r, bell, ns);
         else spmd__futex_wait(&d->bell, bell, ns);
     }
@@ -11926,7 +11929,7 @@ static spmd_status spmd__block(spmd_req *r) {
                 spmd__fiber_yield(d);
                 continue;
             }
-            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap);
+            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap, gone);
             parked = 1;
             continue;
         }
@@ -11957,7 +11960,7 @@ static spmd_status spmd__block(spmd_req *r) {
         } else {
             uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : 50000000u;
             /* on libfabric nothing wakes a sleeper when a message comes: poll */
-            spmd__sleep(d, r, left < cap ? left + 1000 : cap);
+            spmd__sleep(d, r, left < cap ? left + 1000 : cap, gone);
         }
     }
     if (d->fib) spmd__fiber_moved(d);
