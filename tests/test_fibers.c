@@ -277,6 +277,9 @@ static const ag_case ag_cases[] = {{SPMD_U8, 1}, {SPMD_I16, 3}, {SPMD_F32, 8}, {
 #define AG_NC ((int)(sizeof ag_cases / sizeof ag_cases[0]))
 #define AG_ROUNDS 20
 
+/* A failure seen by any device (several may store one at once). */
+static void st_set(spmd_status *p, spmd_status s) { __atomic_store_n(p, s, __ATOMIC_RELAXED); }
+
 static void ag_input(int c, int id, int round, unsigned char *buf, size_t bytes) {
     size_t i;
     for (i = 0; i < bytes; i++) buf[i] = (unsigned char)comb_bits(100 + c * AG_ROUNDS + round, id, (int)i);
@@ -286,7 +289,6 @@ static void move_device(spmd_dev *d, void *p) {
     comb_arg *a = (comb_arg *)p;
     int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), base = id - me;
     int c, j, k, round, wrong = 0;
-    static const size_t es[] = {[SPMD_U8] = 1, [SPMD_I16] = 2, [SPMD_F32] = 4, [SPMD_F64] = 8, [SPMD_I32] = 4, [SPMD_BF16] = 2};
     unsigned char in[AG_NC][136], out[AG_NC][64 * 136], want[136];
     spmd_req *rq[AG_NC];
     spmd_status s;
@@ -294,7 +296,7 @@ static void move_device(spmd_dev *d, void *p) {
         ag_input(0, id, 0, in[0], 8);
         s = spmd_allgather(d, in[0], out[0], 4 + (me == G - 1), SPMD_U8, "b", NULL);
         if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
-        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
+        else st_set(&a->st, s == SPMD_OK ? SPMD_ERR_INVALID : s);
         return;
     }
     for (round = 0; round < AG_ROUNDS; round++) { /* (the same calls on every device, right or wrong) */
@@ -305,10 +307,11 @@ static void move_device(spmd_dev *d, void *p) {
         spmd_array P = {x, SPMD_F32, 1, {6}}, Q = {y, SPMD_F32, 1, {6}};
         /* blocking all_gather of buffers, every case */
         for (c = 0; c < AG_NC; c++) {
-            size_t n = (size_t)ag_cases[c].count * es[ag_cases[c].dt];
+            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
             ag_input(c, id, round, in[c], n);
-            if ((s = spmd_allgather(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL)) != SPMD_OK) {
-                a->st = s;
+            s = spmd_allgather(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL);
+            if (s != SPMD_OK) {
+                st_set(&a->st, s);
                 return;
             }
             for (j = 0; j < G; j++) {
@@ -320,10 +323,10 @@ static void move_device(spmd_dev *d, void *p) {
         memset(out, 0, sizeof out);
         for (c = 0; c < AG_NC; c++)
             if ((s = spmd_allgather_start(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL,
-                                          &rq[c])) != SPMD_OK) { a->st = s; return; }
+                                          &rq[c])) != SPMD_OK) { st_set(&a->st, s); return; }
         for (c = AG_NC - 1; c >= 0; c--) {
-            size_t n = (size_t)ag_cases[c].count * es[ag_cases[c].dt];
-            if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
+            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
+            if ((s = spmd_wait(rq[c])) != SPMD_OK) { st_set(&a->st, s); return; }
             for (j = 0; j < G; j++) {
                 ag_input(c, base + j, round, want, n);
                 if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
@@ -333,18 +336,18 @@ static void move_device(spmd_dev *d, void *p) {
         for (k = 0; k < 6; k++) x[k] = (float)(id * 10 + k + round);
         Yu.shape[1] = G;
         Yt.shape[0] = 2 * (int64_t)G;
-        if ((s = spmd_all_gather(d, &X, &Yu, "b", 1, 0, NULL)) != SPMD_OK) { a->st = s; return; }
+        if ((s = spmd_all_gather(d, &X, &Yu, "b", 1, 0, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
         for (k = 0; k < 2; k++)
             for (j = 0; j < G; j++)
                 for (c = 0; c < 3; c++)
                     if (y[(k * G + j) * 3 + c] != (float)((base + j) * 10 + k * 3 + c + round)) wrong = 1;
-        if ((s = spmd_all_gather(d, &X, &Yt, "b", 0, 1, NULL)) != SPMD_OK) { a->st = s; return; }
+        if ((s = spmd_all_gather(d, &X, &Yt, "b", 0, 1, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
         for (j = 0; j < G; j++)
             for (k = 0; k < 6; k++)
                 if (y[j * 6 + k] != (float)((base + j) * 10 + k + round)) wrong = 1;
         /* bcast from a moving root */
         for (k = 0; k < 5; k++) bx[k] = (float)(id * 5 + k - round);
-        if ((s = spmd_bcast(d, bx, by, 5, SPMD_F32, root, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+        if ((s = spmd_bcast(d, bx, by, 5, SPMD_F32, root, "b", NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
         for (k = 0; k < 5; k++)
             if (by[k] != (float)((base + root) * 5 + k - round)) wrong = 1;
         /* reduce to it: the others' buffers untouched */
@@ -352,7 +355,10 @@ static void move_device(spmd_dev *d, void *p) {
             rx[k] = (int32_t)(comb_bits(7, id, k + 4 * round) & 0xffff);
             ry[k] = -7;
         }
-        if ((s = spmd_reduce(d, rx, ry, 4, SPMD_I32, SPMD_OP_SUM, root, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+        if ((s = spmd_reduce(d, rx, ry, 4, SPMD_I32, SPMD_OP_SUM, root, "b", NULL)) != SPMD_OK) {
+            st_set(&a->st, s);
+            return;
+        }
         for (k = 0; k < 4; k++) {
             int32_t sum = 0;
             for (j = 0; j < G; j++) sum += (int32_t)(comb_bits(7, base + j, k + 4 * round) & 0xffff);
@@ -365,7 +371,7 @@ static void move_device(spmd_dev *d, void *p) {
                 pairs[2 * np + 1] = (j + shift) % G;
                 np++;
             }
-        if ((s = spmd_ppermute(d, &P, &Q, "b", pairs, np, NULL)) != SPMD_OK) { a->st = s; return; }
+        if ((s = spmd_ppermute(d, &P, &Q, "b", pairs, np, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
         {
             int src = (me - shift + G) % G, has = !(round & 1) || src != G - 1;
             for (k = 0; k < 6; k++)
@@ -422,9 +428,9 @@ static void post_wake_device(spmd_dev *d, void *p) {
         s = spmd_pshuffle(d, &X, &Y, "b", perm, NULL);
         if (id == 1) flag_set(&a->done1);
     }
-    if (s != SPMD_OK) a->st = s;
+    if (s != SPMD_OK) st_set(&a->st, s);
     if (y != (float)((id + G - 1) % G)) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
-    if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) a->st = s;
+    if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) st_set(&a->st, s);
 }
 
 /* Device 0 receives from device 1, which returns without sending, while
@@ -445,7 +451,7 @@ static void return_wake_device(spmd_dev *d, void *p) {
         for (n = 0; n < 5000000; n++) { /* both stop at the same round: they add up what they saw */
             int32_t seen = flag_get(&a->done0), any = 0;
             spmd_status s = spmd_psum(d, &seen, &any, 1, SPMD_I32, "b", NULL);
-            if (s != SPMD_OK) { a->st = s; break; }
+            if (s != SPMD_OK) { st_set(&a->st, s); break; }
             if (any) break;
         }
         if (id == 2) a->loops = n;
