@@ -1729,7 +1729,10 @@ struct spmd_dev {
     int inflight;
     uint64_t global;       /* collectives started (check mode) */
     spmd__clog *clog;
-    const void **ptrs;     /* 3 * mesh size scratch pointers */
+    const void **ptrs;     /* 3 * mesh size scratch pointers: ptrs_own on an OS thread, under fibers
+                              the carrier's (a device's computation never spans a switch) */
+    const void **ptrs_own; /* made when an OS thread attaches it (not per device under fibers: 4,096
+                              devices' would take 400 MB) */
     pthread_mutex_t mbox;  /* sends addressed to this device, in order */
     spmd_req *mhead, *mtail;
     spmd_req quick;        /* the request of a blocking call on the quick path */
@@ -11126,6 +11129,7 @@ typedef struct spmd__carrier {
     const void *lo;            /* ASan: its own stack */
     size_t len;
     void *fake, *tsan;
+    const void **ptrs;         /* the scratch pointers of the device it runs (spmd_dev.ptrs) */
 } spmd__carrier;
 
 typedef struct spmd__sched {
@@ -11485,6 +11489,7 @@ static void *spmd__carrier_main(void *p) {
         }
 #endif
         f->started = 1;
+        f->dev->ptrs = c->ptrs;
         spmd__to_fiber(c, f);
         s->nrunning--;
         SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
@@ -11536,8 +11541,10 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         for (i = 0; i < K; i++) {
             memset(&s.cars[i], 0, sizeof s.cars[i]);
             s.cars[i].s = &s;
+            s.cars[i].ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *));
+            if (!s.cars[i].ptrs) st = SPMD_ERR_NOMEM;
         }
-        for (i = 0; i < K; i++) {
+        for (i = 0; i < K && st == SPMD_OK; i++) {
             pthread_attr_t attr;
             int e;
             pthread_attr_init(&attr);
@@ -11547,7 +11554,9 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             if (e != 0) break;
             started++;
         }
-        if (!started) {
+        if (st != SPMD_OK) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the carriers' scratch pointers");
+        } else if (!started) {
             spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
             st = SPMD_ERR_SYSTEM;
         } else {
@@ -11578,9 +11587,13 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         }
     }
     for (i = 0; s.fibs && i < s.n; i++) {
-        if (s.fibs[i].dev) s.fibs[i].dev->fib = NULL;
+        if (s.fibs[i].dev) {
+            s.fibs[i].dev->fib = NULL;
+            s.fibs[i].dev->ptrs = s.fibs[i].dev->ptrs_own; /* (the carriers' go) */
+        }
         spmd__fiber_unmake(&s.fibs[i]);
     }
+    for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
     for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
         if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
     spmd__free(&m->alloc, s.fibs);
@@ -14843,7 +14856,7 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
             spmd__free(&a, d->ring);
             spmd__free(&a, d->sites);
             spmd__free(&a, d->tlog);
-            spmd__free(&a, (void *)d->ptrs);
+            spmd__free(&a, (void *)d->ptrs_own);
             pthread_mutex_destroy(&d->mbox);
             spmd__free(&a, d);
         }
@@ -14988,8 +15001,7 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
         }
         pthread_mutex_init(&d->mbox, NULL);
         d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
-        d->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)size * sizeof(void *));
-        if (!d->clog || !d->ptrs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+        if (!d->clog) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
     }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
@@ -15082,7 +15094,9 @@ int spmd_device_is_local(const spmd_mesh *m, int device) {
     return p < 0 ? p : p == m->proc;
 }
 
-spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) {
+/* Attach device; with `thread` set it runs on this OS thread (its own
+   scratch pointers, made now), else spmd_run's fibers give it theirs. */
+static spmd_status spmd__attach(spmd_mesh *m, int device, spmd_dev **out, int thread) {
     uint32_t expect = 0;
     spmd_dev *d;
     if (out) *out = NULL;
@@ -15101,11 +15115,20 @@ spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) {
         spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d is already attached", device);
         return SPMD_ERR_BUSY;
     }
+    if (thread && !d->ptrs_own &&
+        !(d->ptrs_own = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *)))) {
+        SPMD__ST_SC(&d->attached, 0u);
+        spmd__log(m, SPMD_LOG_ERROR, -1, "attach: no memory for device %d's %d scratch pointers", device, 3 * m->size);
+        return SPMD_ERR_NOMEM;
+    }
+    if (thread) d->ptrs = d->ptrs_own;
     SPMD__FADD(&m->nattached, 1u);
     d->err[0] = '\0';
     *out = d;
     return SPMD_OK;
 }
+
+spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) { return spmd__attach(m, device, out, 1); }
 
 spmd_status spmd_detach(spmd_dev *d) {
     spmd_status s = SPMD_OK;
@@ -15214,7 +15237,7 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
        can take one in between */
     for (i = 0; i < n; i++) {
         spmd_dev *dummy;
-        if (spmd_attach(m, lo + i, &dummy) != SPMD_OK) {
+        if (spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS) != SPMD_OK) {
             while (i-- > 0) spmd_detach(m->devs[lo + i]);
             spmd__free(&m->alloc, args);
             spmd__free(&m->alloc, th);
