@@ -15237,13 +15237,13 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
        can take one in between */
     for (i = 0; i < n; i++) {
         spmd_dev *dummy;
-        if (spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS) != SPMD_OK) {
+        if ((s = spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS)) != SPMD_OK) {
             while (i-- > 0) spmd_detach(m->devs[lo + i]);
             spmd__free(&m->alloc, args);
             spmd__free(&m->alloc, th);
             SPMD__ST_SC(&m->running, 0u);
-            spmd__log(m, SPMD_LOG_DEBUG, -1, "spmd_run: a device is attached by another thread");
-            return SPMD_ERR_BUSY;
+            if (s == SPMD_ERR_BUSY) spmd__log(m, SPMD_LOG_DEBUG, -1, "spmd_run: a device is attached by another thread");
+            return s; /* (BUSY, or NOMEM: attach said why) */
         }
     }
     for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
