@@ -737,8 +737,10 @@ SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
    until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
    Each device is attached by at most one thread at a time
-   (SPMD_ERR_BUSY otherwise). spmd_detach may be called from another thread
-   once the device's thread is done with it. */
+   (SPMD_ERR_BUSY otherwise). The first attach of a device on a thread makes
+   its scratch (3 pointers per mesh device; SPMD_ERR_NOMEM without it).
+   spmd_detach may be called from another thread once the device's thread is
+   done with it. */
 SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
 SPMD_API spmd_status spmd_detach(spmd_dev *d);
 
