@@ -3857,12 +3857,14 @@ static int spmd__eager_needs(const spmd_req *r) {
 
 /* Whom an eager member's finish lets on, besides the members waiting for a
    slot: the one member that reads its entry, nobody (-1), or anyone
-   (SPMD__NEED_ALL), as spmd__eager_needs seen from the other side. In a
-   group of more than SPMD__PLAN_G members a finish then wakes one device
-   instead of scanning all G (a ppermute of 4,096 devices was O(G^2)). */
+   (SPMD__NEED_ALL), as its need (spmd__eager_needs, set before the post)
+   seen from the other side. In a group of more than SPMD__PLAN_G members
+   (smaller ones may run a quick ppermute, which keeps no dst) a finish then
+   wakes one device instead of scanning all G (a ppermute of 4,096 devices
+   was O(G^2)). */
 static int spmd__readers(const spmd_req *r) {
     int me = r->gr->me;
-    if (r->gr->g->G <= SPMD__PLAN_G || spmd__eager_needs(r) == SPMD__NEED_ALL) return SPMD__NEED_ALL;
+    if (r->gr->g->G <= SPMD__PLAN_G || r->need == SPMD__NEED_ALL) return SPMD__NEED_ALL;
     switch (r->sig.kind) {
     case SPMD__KIND_BCAST:
     case SPMD__KIND_SCATTER: return me == r->root ? SPMD__NEED_ALL : -1;
@@ -4621,8 +4623,8 @@ static void spmd__thread_progress(spmd_req *r) {
             spmd__retag(&sh->arrived, r->gseq, 24);
             spmd__retag(&sh->done, r->gseq, 24);
         }
+        r->need = spmd__eager_needs(r); /* (before the post: spmd__readers reads it) */
         spmd__post(r);
-        r->need = spmd__eager_needs(r);
         r->state = SPMD__R_ARRIVE;
         if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
     }
