@@ -144,8 +144,15 @@
 
    ERRORS: THE STATUSES AND WHAT TO DO
      Every call returns an spmd_status (0 = SPMD_OK). Bad input is refused
-     before anything moves and leaves the mesh usable: fix the argument that
-     spmd_last_error names.
+     before anything moves: fix the argument that spmd_last_error names. A
+     collective refused on one device still takes its place in its group's
+     sequence: the peers that read that device's part fail the same call
+     with SPMD_ERR_REFUSED (naming it and its reason), the others finish it
+     (their result is right), and every device's next call pairs with the
+     next call. The mesh stays usable, except (the mesh breaks, its reason
+     naming the refusal) when the device cannot name its group (axes or
+     axis_index_groups wrong: it cannot tell its peers), or when the group
+     spans processes.
        SPMD_ERR_INVALID     invalid argument (desc field, option, fault plan
                             token, offset)
        SPMD_ERR_NULL        NULL where a value is required
@@ -162,6 +169,9 @@
                             (the message names both)
        SPMD_ERR_PERM        invalid permutation (duplicate source/destination)
        SPMD_ERR_ROOT        root, source or destination outside the group
+       SPMD_ERR_REFUSED     a peer refused its own arguments to this call:
+                            the call is void on every member, the mesh
+                            usable; its message names the device and why
      These break the mesh (every later call: SPMD_ERR_BROKEN; spmd_run
      returns): destroy it and make a new one (or see docs/recovery.md).
        SPMD_ERR_TIMEOUT     a peer did not arrive in time; the message names it
@@ -506,7 +516,8 @@ extern "C" {
     X(SPMD_ERR_STATE, "call not valid in this state")                                \
     X(SPMD_ERR_SYSTEM, "system call failed")                                         \
     X(SPMD_ERR_PEER_LOST, "a peer process was lost (exited, killed or unreachable)")      \
-    X(SPMD_ERR_DEADLOCK, "deadlock: the devices waited for can never arrive")
+    X(SPMD_ERR_DEADLOCK, "deadlock: the devices waited for can never arrive")            \
+    X(SPMD_ERR_REFUSED, "a peer refused its arguments: the call is void on every member")
 
 typedef enum spmd_status {
 #define SPMD__STATUS_ENUM(name, text) name,
@@ -1475,6 +1486,7 @@ enum {
     SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER, SPMD__KIND_REDUCE, SPMD__KIND_SCAN,
     SPMD__KIND_PSUM_SCATTER, SPMD__KIND_ALLGATHER, SPMD__KIND_GATHER, SPMD__KIND_BCAST, SPMD__KIND_SCATTER,
     SPMD__KIND_PPERMUTE, SPMD__KIND_ALLTOALL, SPMD__KIND_RAGGED, SPMD__KIND_SEND, SPMD__KIND_RECV,
+    SPMD__KIND_REFUSED, /* a call its device refused: it keeps its place (spmd__refuse) */
     SPMD__KIND_COUNT
 };
 /* The kinds with a root (a group index): bcast, scatter, reduce, gather. */
@@ -1485,7 +1497,7 @@ static int spmd__rooted(int kind) {
 enum { SPMD__M_POSTED = 1, SPMD__M_CLAIMED, SPMD__M_COPIED, SPMD__M_FAILED };
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
-    "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv"};
+    "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv", "refused"};
 enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT, SPMD__ALG_BRUCK };
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
 enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3, SPMD__S_CHECKING = 4 };
@@ -2792,6 +2804,8 @@ static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
                                                        : "?";
     if (s->kind == SPMD__KIND_BARRIER)
         snprintf(buf, len, "barrier");
+    else if (s->kind == SPMD__KIND_REFUSED)
+        snprintf(buf, len, "%s (refused)", s->op < SPMD__KIND_COUNT ? spmd__kind_names[s->op] : "?");
     else
         snprintf(buf, len, "%s(%s x %llu%s)", name,
                  s->dtype < SPMD_DTYPE_COUNT ? spmd__dtype_names[s->dtype] : "?",
@@ -4139,6 +4153,46 @@ static int spmd__ragged_agree(spmd_req *r) {
     return 1;
 }
 
+/* A combining slot whose operation failed (a refusal): its done word's
+   member part, where a combiner's index + 1 goes otherwise. */
+#define SPMD__COMB_FAILED 0xffffffu
+
+/* Member k refused this operation (spmd__refuse): it fails here too,
+   naming k and its reason (the text in its entry); the mesh stays usable. */
+static void spmd__refused(spmd_req *r, int k) {
+    spmd__group *g = r->gr->g;
+    const spmd__entry *e = spmd__entry_at(g, r->gseq, k);
+    const char *why = (const char *)e + SPMD__ENTRY_HDR;
+    spmd_status s = e->sig.count < SPMD_STATUS_COUNT ? (spmd_status)e->sig.count : SPMD_ERR_INVALID;
+    char a[96];
+    spmd__sig_text(&r->sig, a, sizeof a);
+    spmd__fail(r->dev, SPMD_ERR_REFUSED,
+               "%s over '%s' (operation #%llu of its group) is void: device %d refused it with %s (%.*s)", a,
+               r->gr->text, (unsigned long long)r->gseq, g->members[k], spmd_status_name(s), (int)g->eager, why);
+    if (r->comb == 2)
+        SPMD__ST_SC(&g->shared[SPMD__SLOT(g, r->gseq)].done, (r->gseq << 24) | (uint64_t)SPMD__COMB_FAILED);
+    spmd__finish(r, SPMD_ERR_REFUSED);
+}
+
+/* A refusal's post: its entry (the refused status in its signature, the
+   reason's text inline), its count in a combining slot's arrivals (a
+   refusal completing them marks the slot failed, so the members waiting
+   for a combiner look), then done with the device's own status; every
+   member reading its entry fails the call (spmd__refused). */
+static void spmd__refusal_post(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
+    spmd__retag(&sh->arrived, r->gseq, 24);
+    spmd__retag(&sh->done, r->gseq, 24);
+    r->need = -1;
+    spmd__post(r);
+    if ((SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) {
+        SPMD__ST_SC(&sh->done, (r->gseq << 24) | (uint64_t)SPMD__COMB_FAILED);
+        r->comb = 2; /* (its finish wakes the group) */
+    }
+    spmd__finish(r, (spmd_status)r->sig.count);
+}
+
 /* Every member posted: compare signatures (all members see the same set,
    so they all reach the same verdict). */
 static int spmd__sigs_agree(spmd_req *r) {
@@ -4147,6 +4201,15 @@ static int spmd__sigs_agree(spmd_req *r) {
     int k;
     for (k = 0; k < g->G; k++) {
         const spmd__sig *s = &spmd__entry_at(g, r->gseq, k)->sig;
+        if (k != r->gr->me && s->kind == SPMD__KIND_REFUSED) {
+            if (r->sig.algo == SPMD__ALG_SPLIT) {
+                uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+                SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
+                          (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH);
+            }
+            spmd__refused(r, k);
+            return 0;
+        }
         if (k != r->gr->me && spmd__sig_differs(s, &r->sig, m->check)) {
             char text[64];
             spmd__sig other;
@@ -4222,6 +4285,15 @@ static int spmd__combine(spmd_req *r) {
     }
     dn = SPMD__LD_ACQ(&sh->done);
     if ((dn >> 24) != r->gseq || !(dn & 0xffffffu)) return 0;
+    if ((dn & 0xffffffu) == SPMD__COMB_FAILED) { /* a member refused: every entry is there, find it */
+        r->nseen = g->G;
+        if (spmd__sigs_agree(r)) {
+            spmd__fail(r->dev, SPMD_ERR_REFUSED, "operation #%llu over '%s' failed in its combiner",
+                       (unsigned long long)r->gseq, r->gr->text);
+            spmd__finish(r, SPMD_ERR_REFUSED);
+        }
+        return 1;
+    }
     at = spmd__combined(r, (int)(dn & 0xffffffu) - 1, &out_bytes);
     if (out_bytes) memcpy(r->recv, at, out_bytes);
     spmd__finish(r, SPMD_OK);
@@ -4235,6 +4307,10 @@ static int spmd__needed_arrived(spmd_req *r) {
     if (k >= 0) {
         const spmd__entry *e = spmd__entry_at(r->gr->g, r->gseq, k);
         if (SPMD__LD_ACQ(&e->seq) != r->gseq + 1) return 0;
+        if (e->sig.kind == SPMD__KIND_REFUSED) {
+            spmd__refused(r, k);
+            return 0;
+        }
         if (spmd__sig_differs(&e->sig, &r->sig, 0)) {
             spmd__mismatch(r, r->gr->g->members[k], &e->sig, e->sig.axes_hash == r->sig.axes_hash ? r->gr->text : "?");
             return 0;
@@ -4618,6 +4694,10 @@ static void spmd__thread_progress(spmd_req *r) {
             spmd__slot_watch(r, k);
         }
         if (r->slotwait) spmd__slot_watch(r, -1);
+        if (r->sig.kind == SPMD__KIND_REFUSED) {
+            spmd__refusal_post(r);
+            return;
+        }
         r->comb = spmd__combines(r);
         if (r->comb) {
             spmd__retag(&sh->arrived, r->gseq, 24);
@@ -12056,7 +12136,6 @@ static void spmd__req_release(spmd_req *r) {
 
 static spmd_status spmd__check_dev(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
-    d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
     if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
 #if SPMD__HAS_LIBFABRIC
     if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
@@ -12460,25 +12539,52 @@ static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r,
     }
 }
 
-/* Everything about a call is checked here, before a sequence number is
-   taken or a byte moves; then the request is made and posted. */
-static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
-                                    spmd_req **out) {
-    spmd_mesh *m;
-    spmd_status s;
-    int ax[SPMD_MAX_AXES], nax = 0, A, G, plain, k;
-    size_t numel = 0, max_in = 0, out_bytes = 0;
-    uint64_t aux = 0;
+/* The group a call names (the same axes text as the device's last call
+   names the same group). A device that cannot name its group cannot tell
+   its peers that it refuses the call, and its next call would pair with
+   their current one: the mesh breaks, naming the refusal. */
+static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *axes, const spmd_opts *o,
+                                    spmd__gref **out) {
+    int ax[SPMD_MAX_AXES], nax = 0, plain = !o || (!o->groups && !o->group_size);
     char why[200];
-    spmd__gref *gr = NULL;
+    spmd_status s;
+    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
+        *out = d->last_gr;
+        return SPMD_OK;
+    }
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK) {
+        spmd__fail(d, s, "%s: %s", name, why);
+    } else if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK) {
+        spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
+    } else if ((s = spmd__gref_get(d, ax, nax, o, axes, out)) == SPMD_OK) {
+        if (plain && strlen(axes) < sizeof d->last_axes) {
+            d->last_gr = *out;
+            strcpy(d->last_axes, axes);
+        }
+        return SPMD_OK;
+    }
+    {
+        char msg[sizeof d->err + 128];
+        snprintf(msg, sizeof msg, "device %d refused a call without a group it could name, so its peers could "
+                 "not be told (its next call would pair with theirs): %s", d->id, d->err);
+        spmd__break(d->mesh, s, d->id, msg);
+    }
+    return s;
+}
+
+/* A call's arguments, checked against its group, and its request made
+   (*rp): nothing is posted yet. On failure nothing is left behind. */
+static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, const spmd_opts *o, spmd_req **out,
+                                   spmd_req **rp, size_t *max_in, size_t *out_bytes) {
+    spmd_mesh *m = d->mesh;
+    spmd_status s;
+    size_t numel = 0;
+    uint64_t aux = 0;
     spmd_req *r;
-    spmd_algo algo;
     const char *name = c->name;
     int reduces = c->kind == SPMD__KIND_ALLREDUCE || c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_SCAN ||
                   c->kind == SPMD__KIND_PSUM_SCATTER;
-    if (out) *out = NULL;
-    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
-    m = d->mesh;
+    int plain = !o || (!o->groups && !o->group_size);
     if (c->x || c->out) {
         size_t on = 0;
         if ((s = spmd__check_array(d, name, "x", c->x, &numel)) != SPMD_OK) return s;
@@ -12503,33 +12609,14 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
                                                    "convert first)"
                                                  : "");
     }
-    plain = !o || (!o->groups && !o->group_size);
-    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
-        gr = d->last_gr; /* the same text as last time names the same group */
-        nax = gr->naxes;
-    } else {
-        if ((s = spmd__parse_axes(m, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
-            return spmd__fail(d, s, "%s: %s", name, why);
-        A = spmd__axes_size(m, ax, nax);
-        if ((s = spmd__check_groups(o, A, why, sizeof why)) != SPMD_OK)
-            return spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
-    }
-    if (c->one_axis && (nax != 1 || !plain))
-        return spmd__fail(d, nax != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
-                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name, axes,
-                          nax == 1 ? " with groups" : "");
+    if (c->one_axis && (gr->naxes != 1 || !plain))
+        return spmd__fail(d, gr->naxes != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
+                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name,
+                          gr->text, gr->naxes == 1 ? " with groups" : "");
     if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
     if (o && o->timeout_ms < 0)
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
-    if (!gr) {
-        if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
-        if (plain && strlen(axes) < sizeof d->last_axes) {
-            d->last_gr = gr;
-            strcpy(d->last_axes, axes);
-        }
-    }
-    G = gr->g->G;
     r = spmd__req_new(d);
     if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
     r->gr = gr;
@@ -12538,24 +12625,22 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
     r->kern = reduces ? spmd__kernel_in(m->ktab, c->dt, c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op) : NULL;
     r->sig.kind = (uint8_t)c->kind;
-    if ((s = spmd__setup(d, c, G, gr->me, r, &max_in, &out_bytes, &aux)) != SPMD_OK) {
+    if ((s = spmd__setup(d, c, gr->g->G, gr->me, r, max_in, out_bytes, &aux)) != SPMD_OK) {
         spmd__req_release(r);
         return s;
     }
-    if ((r->in_bytes > r->meta_bytes && !c->send) || (out_bytes && !c->recv)) {
+    if ((r->in_bytes > r->meta_bytes && !c->send) || (*out_bytes && !c->recv)) {
         spmd__req_release(r);
         return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
     }
-    {
-        /* only what this device reads and writes: a buffer that is not
-           significant here (bcast's and scatter's send off the root,
-           gather's and reduce's recv) is neither checked nor touched, as
-           in MPI (its size is 0 here) */
-        if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, out_bytes)) {
-            spmd__req_release(r);
-            return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
-                              c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
-        }
+    /* only what this device reads and writes: a buffer that is not
+       significant here (bcast's and scatter's send off the root, gather's
+       and reduce's recv) is neither checked nor touched, as in MPI (its
+       size is 0 here) */
+    if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, *out_bytes)) {
+        spmd__req_release(r);
+        return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
+                          c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
     }
     r->send = c->send;
     r->recv = c->two_phase ? NULL : c->recv;
@@ -12567,12 +12652,155 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     r->sig.axes_hash = gr->axes_hash;
     r->sig.count = c->count;
     r->sig.aux = aux;
-    if (!out && c->x && gr == d->last_gr && plain && !c->two_phase &&
+    *rp = r;
+    return SPMD_OK;
+}
+
+/* The thread engine's split layout of r: units, tasks, and the copy of an
+   in-place input that other members read after it is overwritten. */
+static spmd_status spmd__split_plan(spmd_req *r, const spmd__call *c, size_t max_in) {
+    int G = r->gr->g->G;
+    size_t len, tb, te;
+    switch (c->kind) {
+    case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
+    case SPMD__KIND_ALLTOALL: /* a task per chunk when chunks are large, else per receiver (a task
+                                 costs a look at every member's pointers: O(G)) */
+        r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
+                       ? (uint32_t)(G * G) : (uint32_t)G;
+        break;
+    default: r->units = (uint32_t)G; break;
+    }
+    len = spmd__unit_len(r);
+    tb = max_in / (4u * (size_t)G);
+    if (tb < 16384) tb = 16384;
+    if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
+    te = (tb / r->in_size + 63) / 64 * 64;
+    if (c->kind == SPMD__KIND_ALLTOALL || c->kind == SPMD__KIND_RAGGED) te = 1;
+    while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
+    r->task_elems = te;
+    r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
+    r->ntasks = r->units * r->pieces;
+    if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
+        r->temp = spmd__alloc(&r->dev->mesh->alloc, r->in_bytes);
+        if (!r->temp) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for an in-place copy", c->name);
+        memcpy(r->temp, c->send, r->in_bytes);
+        r->send = r->temp;
+    }
+    return SPMD_OK;
+}
+
+/* A call refused after its group is known keeps its place in the group's
+   sequence, so that its peers fail it too (SPMD_ERR_REFUSED, naming this
+   device and its reason: spmd__refused) and every member's next call
+   pairs with the next one. The refusal is a request of its own kind,
+   posted like any other once its slot is free, carrying the status and
+   the reason's text, and finished at once (>>thread backend:
+   spmd__refusal_post). Across processes a refusal breaks the mesh, naming
+   it. Returns s, the device's own status (or why the refusal could not be
+   posted). */
+static spmd_status spmd__refuse(spmd_dev *d, const spmd__call *c, spmd__gref *gr, const spmd_opts *o,
+                                spmd_status s) {
+    spmd_mesh *m = d->mesh;
+    spmd_req *r;
+    spmd_status ps;
+    if (gr->g->G == 1) return s; /* nobody to tell */
+    if (gr->g->span || !(r = spmd__req_new(d))) {
+        char msg[sizeof d->err + 256];
+        snprintf(msg, sizeof msg, "device %d refused %s over '%.64s' (operation #%llu of its group)%s: %s", d->id,
+                 c->name, gr->text, (unsigned long long)gr->my->next,
+                 gr->g->span ? "" : ", and had no memory to tell its peers", d->err);
+        spmd__break(m, s, d->id, msg);
+        return s;
+    }
+    r->gr = gr;
+    r->sig.kind = SPMD__KIND_REFUSED;
+    r->sig.op = (uint8_t)c->kind;
+    r->sig.algo = SPMD__ALG_EAGER;
+    r->sig.axes_hash = gr->axes_hash;
+    r->sig.count = (uint64_t)s;
+    r->in_size = r->out_size = 1;
+    r->send = d->err; /* its text, as much as the entry holds */
+    r->in_bytes = strlen(d->err) + 1 < gr->g->eager ? strlen(d->err) + 1 : gr->g->eager;
+    r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : m->timeout_ms;
+    r->gseq = gr->my->next;
+    if (spmd__rec_begin(r) != 0) { /* skipped or lost by the fault plan: nothing joined */
+        r->sig.algo = SPMD__ALG_LOCAL;
+        spmd__finish(r, s);
+    } else {
+        r->gseq = gr->my->next++;
+        r->global = d->global++;
+        r->state = SPMD__R_POST;
+        m->vt->progress(r);
+        if (r->state != SPMD__R_DONE) spmd__watch(r);
+    }
+    ps = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    spmd__req_release(r);
+    return ps == s ? s : ps; /* (a deadline or a break while it waited for its slot) */
+}
+
+/* A refusal found before the call is described (a NULL request pointer
+   or array, a negative pair count): refused in its group all the same. */
+static spmd_status spmd__refuse_early(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o,
+                                      spmd_status s, const char *what) {
+    spmd__call c;
+    spmd__gref *gr;
+    spmd_status t;
+    if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    if ((t = spmd__coll_group(d, name, axes, o, &gr)) != SPMD_OK) return t;
+    spmd__fail(d, s, "%s: %s", name, what);
+    return d->lost || SPMD__LD_ACQ(&d->mesh->broken) ? s : spmd__refuse(d, &c, gr, o, s);
+}
+static spmd_status spmd__refuse_start(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o) {
+    return spmd__refuse_early(d, kind, name, axes, o, SPMD_ERR_NULL, "req is NULL");
+}
+
+/* Everything about a call is checked before a sequence number is taken or
+   a byte moves: its group first, then its arguments; a call refused once
+   its group is known still takes its place (spmd__refuse). Then the
+   request is posted. */
+static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
+                                    spmd_req **out) {
+    spmd_mesh *m;
+    spmd_status s;
+    int G, k;
+    size_t max_in = 0, out_bytes = 0;
+    spmd__gref *gr = NULL;
+    spmd_req *r = NULL;
+    spmd_algo algo;
+    if (out) *out = NULL;
+    if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK; /* (as spmd__check_dev: an axes error is reported before the mesh's state) */
+    if ((s = spmd__coll_group(d, c->name, axes, o, &gr)) != SPMD_OK) return s;
+    m = d->mesh;
+    /* the arguments before the mesh's state, so that every device making
+       the same bad call gets the same status */
+    if ((s = spmd__coll_args(d, c, gr, o, out, &r, &max_in, &out_bytes)) != SPMD_OK)
+        return d->lost || SPMD__LD_ACQ(&m->broken) ? s : spmd__refuse(d, c, gr, o, s);
+    if ((s = spmd__check_dev(d)) != SPMD_OK) {
+        spmd__req_release(r);
+        return s;
+    }
+    G = gr->g->G;
+    if (!out && c->x && gr == d->last_gr && (!o || (!o->groups && !o->group_size)) && !c->two_phase &&
         (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL ||
          (c->kind == SPMD__KIND_PPERMUTE && G <= SPMD__PLAN_G)))
         spmd__plan_keep(d, c, r, out_bytes);
     algo = o && o->algo ? o->algo : m->forced_algo;
     r->gseq = gr->my->next; /* (a call with a group takes it below; a local one's record shows it) */
+    if (G > 1 && !gr->g->span) {
+        /* eager when the largest input fits the slot, unless split is asked for */
+        int fits = max_in <= gr->g->eager;
+        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
+        if (r->sig.algo == SPMD__ALG_SPLIT && (s = spmd__split_plan(r, c, max_in)) != SPMD_OK) {
+            spmd__req_release(r);
+            return spmd__refuse(d, c, gr, o, s);
+        }
+    }
     if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
         r->sig.algo = SPMD__ALG_LOCAL;
         spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
@@ -12583,52 +12811,13 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         r->sig.algo = SPMD__ALG_LOCAL;
         spmd__eager(r, 1);
         spmd__finish(r, SPMD_OK); /* done at once (returns before the group's counters) */
-    } else if (gr->g->span) {
-        /* members in other processes: the exchange path (libfabric) */
-        r->x = 1;
-        r->sig.algo = spmd__x_algo(r, algo);
-#if SPMD__HAS_LIBFABRIC
-        r->xq = !out && spmd__xq_ready(r); /* blocking, small: the quick exchange */
-#endif
-        r->gseq = gr->my->next++;
-        r->global = d->global++;
-        r->state = SPMD__R_POST;
-        m->vt->progress(r);
     } else {
-        /* eager when the largest input fits the slot, unless split is asked for */
-        int fits = max_in <= gr->g->eager;
-        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
-        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
-        if (r->sig.algo == SPMD__ALG_SPLIT) {
-            size_t len, tb, te;
-            switch (c->kind) {
-            case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
-            case SPMD__KIND_ALLTOALL: /* a task per chunk when chunks are large, else per receiver (a task
-                                         costs a look at every member's pointers: O(G)) */
-                r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
-                               ? (uint32_t)(G * G) : (uint32_t)G;
-                break;
-            default: r->units = (uint32_t)G; break;
-            }
-            len = spmd__unit_len(r);
-            tb = max_in / (4u * (size_t)G);
-            if (tb < 16384) tb = 16384;
-            if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
-            te = (tb / r->in_size + 63) / 64 * 64;
-            if (c->kind == SPMD__KIND_ALLTOALL || c->kind == SPMD__KIND_RAGGED) te = 1;
-            while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
-            r->task_elems = te;
-            r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
-            r->ntasks = r->units * r->pieces;
-            if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
-                r->temp = spmd__alloc(&m->alloc, r->in_bytes);
-                if (!r->temp) {
-                    spmd__req_release(r);
-                    return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for an in-place copy", name);
-                }
-                memcpy(r->temp, c->send, r->in_bytes);
-                r->send = r->temp;
-            }
+        if (gr->g->span) { /* members in other processes: the exchange path (libfabric) */
+            r->x = 1;
+            r->sig.algo = spmd__x_algo(r, algo);
+#if SPMD__HAS_LIBFABRIC
+            r->xq = !out && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+#endif
         }
         r->gseq = gr->my->next++;
         r->global = d->global++;
@@ -12739,6 +12928,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
             return -1;
         aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
     }
+    d->unhandled = SPMD_OK; /* another call (as spmd__check_dev) */
     r = &d->quick;
     r->xq = 0;
     spmd__req_link(d, r);
@@ -14357,6 +14547,7 @@ spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *
     char w[400];
     int i, k, overlap;
     spmd_status s;
+    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
     if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
     if ((s = spmd__check_array(d, "reshard", "block", block, &nx)) != SPMD_OK) return s;
     if ((s = spmd__check_array(d, "reshard", "out", out, &no)) != SPMD_OK) return s;
@@ -15358,7 +15549,11 @@ spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
 spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                  spmd_op op, const char *axes, const spmd_opts *opts, spmd_req **req) {
     int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
-    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "allreduce_start: req is NULL") : SPMD_ERR_NULL;
+    if (!req) {
+        char name[40];
+        snprintf(name, sizeof name, "%s_start", (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce");
+        return spmd__refuse_start(d, SPMD__KIND_ALLREDUCE, name, axes, opts);
+    }
     return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, req);
 }
 spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
@@ -15366,7 +15561,7 @@ spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t co
     return spmd_allreduce_start(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts, req);
 }
 spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
-    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "barrier_start: req is NULL") : SPMD_ERR_NULL;
+    if (!req) return spmd__refuse_start(d, SPMD__KIND_BARRIER, "barrier_start", axes, opts);
     return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
                               opts, 0, req);
 }
@@ -15414,8 +15609,7 @@ static spmd_status spmd__array_op(spmd_dev *d, int kind, const char *name, const
     c.root = root;
     c.op = SPMD_OP_SUM;
     if (!d) return SPMD_ERR_NULL;
-    if (!x || !out) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, x ? "out" : "x");
-    if (!req && d->plan.gr) {
+    if (!req && d->plan.gr && x && out) {
         int q = spmd__quick(d, kind, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_SUM, 0, axes, o, &c);
         if (q >= 0) return (spmd_status)q;
     }
@@ -15443,10 +15637,12 @@ static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, cons
     return spmd__coll_start(d, &c, axes, o, req);
 }
 
-#define SPMD__START_REQ(d, req, name)                                                                     \
-    do {                                                                                                  \
-        if (!(req)) return (d) ? spmd__fail((d), SPMD_ERR_NULL, "%s: req is NULL", (name)) : SPMD_ERR_NULL; \
-        *(req) = NULL;                                                                                    \
+/* A _start form's request pointer: NULL is a refusal like any other
+   (spmd__refuse_start), which keeps the call's place in its group. */
+#define SPMD__START_REQ(d, req, kind, name, axes, o)                          \
+    do {                                                                      \
+        if (!(req)) return spmd__refuse_start((d), (kind), (name), (axes), (o)); \
+        *(req) = NULL;                                                        \
     } while (0)
 
 spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
@@ -15455,7 +15651,7 @@ spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *
 }
 spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int axis, int tiled, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "all_gather_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, req);
 }
 spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
@@ -15466,7 +15662,7 @@ spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const sp
 spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                             const char *axes, int axis, int tiled, const spmd_opts *o,
                                             spmd_req **req) {
-    SPMD__START_REQ(d, req, "all_gather_invariant_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_invariant_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
                           0, o, req);
 }
@@ -15477,7 +15673,7 @@ spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array
 }
 spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                     int scatter_dimension, int tiled, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "psum_scatter_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_PSUM_SCATTER, "psum_scatter_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
                           NULL, 0, 0, o, req);
 }
@@ -15489,7 +15685,7 @@ spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *
 spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int split_axis, int concat_axis, int tiled, const spmd_opts *o,
                                   spmd_req **req) {
-    SPMD__START_REQ(d, req, "all_to_all_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "all_to_all_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
                           0, 0, o, req);
 }
@@ -15499,29 +15695,29 @@ spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *o
 }
 spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                  int axis, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "pswapaxes_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "pswapaxes_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, req);
 }
 spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                           const int *perm, int npairs, const spmd_opts *o) {
-    if (npairs < 0) return d ? spmd__fail(d, SPMD_ERR_PERM, "ppermute: negative npairs %d", npairs) : SPMD_ERR_NULL;
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, NULL);
 }
 spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                 const int *perm, int npairs, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "ppermute_start");
-    if (npairs < 0) return spmd__fail(d, SPMD_ERR_PERM, "ppermute: negative npairs %d", npairs);
+    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "ppermute_start", axes, o);
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, req);
 }
 spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                           const int *perm, const spmd_opts *o) {
-    if (!perm) return d ? spmd__fail(d, SPMD_ERR_NULL, "pshuffle: perm is NULL") : SPMD_ERR_NULL;
+    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, NULL);
 }
 spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                 const int *perm, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "pshuffle_start");
-    if (!perm) return spmd__fail(d, SPMD_ERR_NULL, "pshuffle: perm is NULL");
+    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "pshuffle_start", axes, o);
+    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, req);
 }
 spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
@@ -15530,7 +15726,7 @@ spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *
 }
 spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int source, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "pbroadcast_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "pbroadcast_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, req);
 }
 
@@ -15540,7 +15736,7 @@ spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t cou
 }
 spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                  const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "allgather_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "allgather_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
 }
 spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
@@ -15549,7 +15745,7 @@ spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t coun
 }
 spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                 const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "alltoall_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "alltoall_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
 }
 spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
@@ -15558,7 +15754,7 @@ spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, 
 }
 spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                              const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "bcast_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "bcast_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
 spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
@@ -15567,7 +15763,7 @@ spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count,
 }
 spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                               const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "gather_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_GATHER, "gather_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
 spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
@@ -15576,7 +15772,7 @@ spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count
 }
 spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                                const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "scatter_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_SCATTER, "scatter_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
 spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
@@ -15585,7 +15781,7 @@ spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count,
 }
 spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
                               int root, const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "reduce_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_REDUCE, "reduce_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, req);
 }
 spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
@@ -15594,16 +15790,16 @@ spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, s
 }
 spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
                             const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "scan_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_SCAN, "scan_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
 }
 
 spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm, int npairs,
                        const spmd_opts *o, spmd_req **token) {
     spmd__call c;
-    SPMD__START_REQ(d, token, "psend");
-    if (!x) return spmd__fail(d, SPMD_ERR_NULL, "psend: x is NULL");
-    if (npairs < 0) return spmd__fail(d, SPMD_ERR_PERM, "psend: negative npairs %d", npairs);
+    SPMD__START_REQ(d, token, SPMD__KIND_PPERMUTE, "psend", axes, o);
+    if (!x) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_NULL, "x is NULL");
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_PERM, "npairs is negative");
     memset(&c, 0, sizeof c);
     c.kind = SPMD__KIND_PPERMUTE;
     c.name = "psend";
@@ -15669,7 +15865,9 @@ static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const sp
                                 const char *axes, const spmd_opts *o, spmd_req **req) {
     spmd__call c;
     if (!d) return SPMD_ERR_NULL;
-    if (!operand || !output) return spmd__fail(d, SPMD_ERR_NULL, "ragged_all_to_all: operand or output is NULL");
+    if (!operand || !output)
+        return spmd__refuse_early(d, SPMD__KIND_RAGGED, "ragged_all_to_all", axes, o, SPMD_ERR_NULL,
+                                  operand ? "output is NULL" : "operand is NULL");
     memset(&c, 0, sizeof c);
     c.kind = SPMD__KIND_RAGGED;
     c.name = "ragged_all_to_all";
@@ -15692,7 +15890,7 @@ spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand,
                                          const int64_t *input_offsets, const int64_t *send_sizes,
                                          const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
                                          const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "ragged_all_to_all_start");
+    SPMD__START_REQ(d, req, SPMD__KIND_RAGGED, "ragged_all_to_all_start", axes, o);
     return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
 }
 
@@ -15706,6 +15904,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     spmd_req *r;
     spmd_status s;
     if (out) *out = NULL;
+    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
     if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
     if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
@@ -15761,7 +15960,7 @@ spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt,
 }
 spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
                             const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__START_REQ(d, req, "send_start");
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "send_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
     return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, req);
 }
 spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag, const char *axes,
@@ -15770,7 +15969,7 @@ spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int s
 }
 spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
                             const char *axes, const spmd_opts *o, spmd_recv_info *info, spmd_req **req) {
-    SPMD__START_REQ(d, req, "recv_start");
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "recv_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
     return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, req);
 }
 spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag, void *recvbuf,

@@ -379,6 +379,7 @@ typedef struct tcase {
     int order[MAXDEV][MAXCLUSTER]; /* async: per-device completion order */
     int special;    /* floats: NaN, +-inf, +-0 sprinkled in */
     int narrow;     /* values from a small set (ties) */
+    int named;      /* async: the op's own _start form (spmd_pmean_start ...), not spmd_allreduce_start */
     int bool_p;     /* bool: probability of true, in 1/256 */
     int bool_wide;  /* bool: use nonzero bytes other than 1 */
     spmd_status expect;
@@ -521,6 +522,18 @@ static spmd_status call_start(spmd_dev *d, tcase *c, const axv *v, int me, spmd_
     spmd_opts o;
     const spmd_opts *op;
     fill_opts(c, v, &o, &op);
+    if (c->named) {
+        switch (c->op) {
+        case SPMD_OP_SUM: return spmd_psum_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_MEAN: return spmd_pmean_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_MAX: return spmd_pmax_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_MIN: return spmd_pmin_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_PROD: return spmd_pprod_start(d, send, recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_ARGMAX: return spmd_pargmax_start(d, send, (int32_t *)recv, c->n, c->dt, v->axes, op, req);
+        case SPMD_OP_ARGMIN: return spmd_pargmin_start(d, send, (int32_t *)recv, c->n, c->dt, v->axes, op, req);
+        default: return SPMD_ERR_INVALID;
+        }
+    }
     if (c->op == SPMD_OP_SUM && c->null_opts)
         return spmd_psum_start(d, send, recv, c->n, c->dt, v->axes, op, req);
     return spmd_allreduce_start(d, send, recv, c->n, c->dt, c->op, v->axes, op, req);
@@ -659,8 +672,13 @@ static void describe(const meshctx *mc, const tcase *c, char *buf, size_t cap) {
     mesh_str(&mc->md, ms, sizeof ms);
     const axv *v = &mc->var[c->var];
     groups_str(v, gs, sizeof gs);
+    char api[64];
+    if (c->api == API_ASYNC && c->named)
+        snprintf(api, sizeof api, "spmd_p%s_start+%s", oname(c->op), api_name(c) + 6);
+    else
+        snprintf(api, sizeof api, "%s", api_name(c));
     snprintf(buf, cap, "mesh %s axes \"%s\" groups %s dtype %s op %s n %zu inplace %d algo %s api %s%s%s",
-             ms, v->axes, gs, dname(c->dt), oname(c->op), c->n, c->inplace, aname(c->algo), api_name(c),
+             ms, v->axes, gs, dname(c->dt), oname(c->op), c->n, c->inplace, aname(c->algo), api,
              c->special ? " special" : "", c->narrow ? " narrow" : "");
 }
 
@@ -937,6 +955,79 @@ static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, in
     }
 }
 
+/* A variant whose groups lie inside one process (0, groups of one, if none
+   is drawn): across processes a refused call breaks the mesh. */
+static int pick_in_process(meshctx *mc, rng_t *r, int need_single) {
+    for (int t = 0; t < 200; t++) {
+        int v = pick_var(mc, r, need_single);
+        if (tl_var_in_process(mc, v)) return v;
+    }
+    return need_single ? -1 : 0;
+}
+
+/* The ops' own _start forms (spmd_psum_start, spmd_pmean_start,
+   spmd_pmax_start, spmd_pmin_start, spmd_pprod_start, spmd_pargmax_start,
+   spmd_pargmin_start): every op with every dtype it takes (not pmean of
+   bool: refused), in clusters of 2..6 requests in flight that every device
+   finishes in its own order, never the order they were started (spmd_wait,
+   spmd_done or spmd_test), mostly on variants of odd group size > 1 where
+   the mesh has them (pargmax/pargmin: one axis, no groups). Checked against
+   the same reference as the blocking forms. Quick mode off the full
+   meshes: one pair in three. */
+static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int full) {
+    static const size_t lens[] = {1, 7, 1000, 30011};
+    static const spmd_algo algos[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
+    int odd[64], nodd = 0, odd1[64], nodd1 = 0, pairs[NOPS * NDTYPES], np = 0, rot = 0;
+    for (int v = 0; v < mc->nvar; v++) {
+        int G = vG(&mc->var[v]);
+        if (G < 3 || G % 2 == 0) continue;
+        odd[nodd++] = v;
+        if (single_axis(&mc->var[v])) odd1[nodd1++] = v;
+    }
+    for (int oi = 0; oi < NOPS; oi++)
+        for (int di = 0; di < NDTYPES; di++) {
+            if (ALL_DTYPES[di] == SPMD_BOOL && ALL_OPS[oi] == SPMD_OP_MEAN) continue;
+            if (full || rot++ % 3 == 0) pairs[np++] = oi * NDTYPES + di;
+        }
+    for (int k = np - 1; k > 0; k--) { /* clusters mix ops and dtypes */
+        int j = (int)rbelow(r, (unsigned)k + 1), t = pairs[k];
+        pairs[k] = pairs[j];
+        pairs[j] = t;
+    }
+    for (int k = 0; k < np;) {
+        int m = 2 + (int)rbelow(r, 5), first = *n;
+        if (m > np - k) m = np - k;
+        if (np - k - m == 1) m++; /* no cluster of one at the end */
+        for (int j = 0; j < m; j++) {
+            spmd_op op = ALL_OPS[pairs[k + j] / NDTYPES];
+            tcase *c = new_case(arr, n, cap);
+            init_case(c, mc, r, ALL_DTYPES[pairs[k + j] % NDTYPES], op, lens[rbelow(r, 4)], (int)rbelow(r, 2),
+                      algos[rbelow(r, 3)]);
+            if (is_arg(op) ? nodd1 > 0 : nodd > 0 && rbelow(r, 4) != 0)
+                c->var = is_arg(op) ? odd1[rbelow(r, (unsigned)nodd1)] : odd[rbelow(r, (unsigned)nodd)];
+            c->api = API_ASYNC;
+            c->named = 1;
+        }
+        tcase *c0 = &(*arr)[first];
+        c0->cluster = m;
+        c0->waitstyle = (int)rbelow(r, 3); /* WAIT_WAIT, WAIT_DONE, WAIT_TEST: in c0->order */
+        for (int j = 0; j < m; j++) (*arr)[first + j].waitstyle = c0->waitstyle;
+        for (int d = 0; d < MAXDEV; d++) {
+            int same = 1;
+            for (int j = 0; j < m; j++) c0->order[d][j] = j;
+            for (int j = m - 1; j > 0; j--) {
+                int s = (int)rbelow(r, (unsigned)j + 1), t = c0->order[d][j];
+                c0->order[d][j] = c0->order[d][s];
+                c0->order[d][s] = t;
+            }
+            for (int j = 0; j < m; j++) same &= c0->order[d][j] == j;
+            if (same) /* never the order started */
+                for (int j = 0; j < m; j++) c0->order[d][j] = m - 1 - j;
+        }
+        k += m;
+    }
+}
+
 /* Calls that must be refused, on every device alike; afterwards the mesh
    must still work. */
 static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
@@ -945,13 +1036,13 @@ static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
         init_case(c, mc, r, SPMD_BOOL, SPMD_OP_MEAN, q < 2 ? 7 : 1000, q & 1, (spmd_algo)(q % 3));
         c->inplace = q & 1;
         c->api = q < 2 ? API_NAMED : API_ALLREDUCE;
-        c->var = pick_var(mc, r, 0);
+        c->var = pick_in_process(mc, r, 0);
         c->expect = SPMD_ERR_DTYPE;
     }
     /* pargmax/pargmin with two axes or with axis_index_groups: refused */
     for (int v = 0; v < mc->nvar; v++) {
         const axv *av = &mc->var[v];
-        if (!(av->nn == 2 || (av->nn == 1 && av->gsize))) continue;
+        if (!(av->nn == 2 || (av->nn == 1 && av->gsize)) || !tl_var_in_process(mc, v)) continue;
         tcase *c = new_case(arr, n, cap);
         init_case(c, mc, r, SPMD_F32, rbelow(r, 2) ? SPMD_OP_ARGMAX : SPMD_OP_ARGMIN, 7, 0, SPMD_ALGO_DEFAULT);
         c->var = v;
@@ -961,9 +1052,12 @@ static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
     static const struct { spmd_dtype dt; spmd_op op; } bad_ip[] = {
         {SPMD_BOOL, SPMD_OP_SUM}, {SPMD_F64, SPMD_OP_ARGMAX}, {SPMD_I16, SPMD_OP_ARGMIN}, {SPMD_U8, SPMD_OP_ARGMAX}};
     for (int q = 0; q < 4; q++) {
+        int v = pick_in_process(mc, r, bad_ip[q].op == SPMD_OP_ARGMAX || bad_ip[q].op == SPMD_OP_ARGMIN);
+        if (v < 0) continue; /* no single axis inside a process */
         tcase *c = new_case(arr, n, cap);
         init_case(c, mc, r, bad_ip[q].dt, bad_ip[q].op, 7, 0, SPMD_ALGO_DEFAULT);
         c->inplace = 1;
+        c->var = v;
         c->expect = SPMD_ERR_OVERLAP;
     }
     /* a valid call afterwards: the mesh must still be usable */
@@ -1107,6 +1201,15 @@ int main(void) {
         n = tl_thin(cases, sizeof *cases, n, env_thin(), case_unit);
         run_cases(&mc, cases, n, &r, budget, 600);
         int nsweep = n;
+        /* the named _start forms: a stream of their own (the sweep's cases stay as they were) */
+        rng_t r2 = {seed * 1000003u + (uint64_t)mi + 0x5157A27u};
+        double t2 = now_s();
+        n = 0;
+        build_named_starts(&mc, &r2, &cases, &n, &cap, full);
+        n = tl_thin(cases, sizeof *cases, n, env_thin(), case_unit);
+        run_cases(&mc, cases, n, &r2, budget, 600);
+        int nstart = n;
+        double t3 = now_s();
         n = 0;
         build_errors(&mc, &r, &cases, &n, &cap);
         run_errors(&mc, cases, n, &r);
@@ -1119,8 +1222,8 @@ int main(void) {
         free(cases);
         char ms[32];
         mesh_str(&mc.md, ms, sizeof ms);
-        printf("  mesh %-9s %5d sweep cases, %2d long cases, %d axis variants, %.2f s\n", ms, nsweep, nlong,
-               mc.nvar, now_s() - t1);
+        printf("  mesh %-9s %5d sweep cases, %2d named _start (%.2f s), %2d long cases, %d axis variants, %.2f s\n", ms,
+               nsweep, nstart, t3 - t2, nlong, mc.nvar, now_s() - t1);
         fflush(stdout);
         close_mesh(&mc);
     }

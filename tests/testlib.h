@@ -462,6 +462,20 @@ static inline int group_of(const meshdef *md, const axv *v, int dev, int *mem, i
     return G;
 }
 
+/* Does every group of variant v lie inside one process? A refused call
+   whose group spans processes breaks the mesh (docs/semantics.md), so the
+   sweeps' refused calls keep to such variants; test_xfault covers the
+   break. The same answer in every process. */
+static inline int tl_var_in_process(const meshctx *mc, int v) {
+    int mem[MAXDEV], me;
+    for (int d = 0; d < mc->ndev; d++) {
+        int G = group_of(&mc->md, &mc->var[v], d, mem, &me);
+        for (int k = 0; k < G; k++)
+            if (spmd_device_process(mc->m, mem[k]) != spmd_device_process(mc->m, d)) return 0;
+    }
+    return 1;
+}
+
 /* Appends the variant naming dims[0..nn-1] ("*" when star); returns its
    index, or -1 when mc->var is full. */
 static inline int add_axv(meshctx *mc, const int *dims, int nn, int star) {
