@@ -1907,7 +1907,7 @@ static void rg_dev(spmd_dev *d, void *arg) {
 
 /* One check per case over this process's devices. */
 static void rg_verify(const meshctx *mc, rgcase *c) {
-    char desc[400], why[400] = "";
+    char desc[400], why[700] = "";
     int ok = 1;
     if (!tl_nlocal(mc->m, 0, mc->ndev)) return;
     rg_describe(mc, c, desc, sizeof desc);
