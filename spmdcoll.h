@@ -152,7 +152,8 @@
      next call. The mesh stays usable, except (the mesh breaks, its reason
      naming the refusal) when the device cannot name its group (axes or
      axis_index_groups wrong: it cannot tell its peers), or when the group
-     spans processes.
+     spans processes and the refusal is not of its buffers (NULL,
+     overlapping: those run on stand-ins; docs/semantics.md has the table).
        SPMD_ERR_INVALID     invalid argument (desc field, option, fault plan
                             token, offset)
        SPMD_ERR_NULL        NULL where a value is required
@@ -1698,6 +1699,9 @@ struct spmd_req {
     size_t xeoff;          /* how much of it is there */
     size_t task_elems;
     uint32_t ntasks;
+    spmd_status refusing;  /* libfabric: a refused call run on stand-in buffers (spmd__stand_in) */
+    int xrefused;          /* libfabric quick exchange: member + 1 whose header said it refused */
+    spmd_status xrefused_st; /* ... and its status */
     uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
@@ -8624,6 +8628,8 @@ typedef struct spmd__xrec {
     size_t *bat;              /* G: Bruck: where member k's record starts in bbuf */
     size_t *boff;             /* 2P + 1: where block t (of process procs[(ppos + t) % P]) starts; cursors */
     spmd_status gone;         /* a local member failed: the others stop using the exchange */
+    int refused;              /* member + 1 that refused the call (spmd__stand_in): every local member fails */
+    spmd_status refused_st;   /* ... with that member's status */
     uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
     uint8_t *asent;           /* nrp: split psum: our slice's send to that process is posted */
     unsigned char *hbuf;      /* G * hb: headers in (remote members) and out (local ones) */
@@ -9008,6 +9014,8 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->red = 0;
     x->hold = r->sig.algo == SPMD__ALG_SPLIT;
     x->gone = SPMD_OK;
+    x->refused = 0;
+    x->refused_st = SPMD_OK;
     x->bsteps = x->bsent = x->brecv = x->bparsed = 0;
     x->sig = r->sig;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
@@ -9094,6 +9102,27 @@ static const char *spmd__x_who(const spmd_mesh *m, int dev, char *buf, size_t le
 }
 
 /* r's member's short header at h (SPMD__X_SHDR bytes), for len bytes of data. */
+/* The signature r's header carries: a refused call's (spmd__stand_in) is
+   its own with the refusal and its status in the aux word, which its peers
+   read as that refusal (spmd__sig_refused), not as a mismatch. */
+#define SPMD__AUX_REFUSED 0x5245465553454400ull /* "REFUSED", the status in the low byte */
+static spmd__sig spmd__x_sig_out(const spmd_req *r) {
+    spmd__sig s = r->sig;
+    if (r->refusing) s.aux ^= SPMD__AUX_REFUSED | (uint64_t)r->refusing;
+    return s;
+}
+/* A header's signature h against r's own: the status of the refusal it
+   says (the same call, refused), or SPMD_OK. */
+static spmd_status spmd__sig_refused(const spmd__sig *h, const spmd__sig *mine) {
+    uint64_t x = h->aux ^ mine->aux;
+    spmd__sig t = *h;
+    t.aux = mine->aux;
+    if ((x & ~(uint64_t)0xff) != SPMD__AUX_REFUSED || !(x & 0xff) || (x & 0xff) >= SPMD_STATUS_COUNT ||
+        spmd__sig_differs(&t, mine, 1))
+        return SPMD_OK;
+    return (spmd_status)(x & 0xff);
+}
+
 static void spmd__x_short(void *h, const spmd_req *r, int inl, size_t len) {
     spmd__xshort *sh = (spmd__xshort *)h;
     memset(sh, 0, SPMD__X_SHDR);
@@ -9103,7 +9132,7 @@ static void spmd__x_short(void *h, const spmd_req *r, int inl, size_t len) {
     sh->ghash = (uint32_t)r->gr->g->xhash;
     sh->gseq = (uint32_t)r->gseq;
     sh->data_len = (uint32_t)len;
-    sh->sig = r->sig;
+    sh->sig = spmd__x_sig_out(r);
 }
 
 /* A member of this process failed in the exchange r takes part in: fail r
@@ -9186,7 +9215,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         h->gseq = r->gseq;
         h->global = r->global;
         h->data_len = len;
-        h->sig = r->sig;
+        h->sig = spmd__x_sig_out(r);
         h->has_inline = (uint32_t)inl;
         memcpy(h->axes, r->gr->text, sizeof h->axes); /* the receiver ends it at its last byte */
         hsize = SPMD__X_HDR;
@@ -9202,6 +9231,10 @@ static spmd_status spmd__x_post(spmd_req *r) {
     x->cst[me] = r->two_phase && !r->recv_ready ? SPMD__XC_NORECV : SPMD__XC_JOINED;
     x->have[me] = 2;
     x->joins++;
+    if (r->refusing) { /* its local peers read no header of it */
+        x->refused = me + 1;
+        x->refused_st = r->refusing;
+    }
     r->xr = x;
     if (ragged) r->xmeta = x->meta;
     if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
@@ -9314,8 +9347,33 @@ static spmd_status spmd__x_mismatch(spmd_req *r, int k, const spmd__xview *h) {
                                                                              : "? (SPMD_CHECK=1 names them)",
                       (unsigned long long)r->global, that);
 }
+/* A header that says its member refused the call is noted (its
+   exchange's, or the quick request's) and read on: the exchange runs whole,
+   and every local member then fails the call (spmd__x_outcome). */
 static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
-    return spmd__sig_differs(&h->sig, &r->sig, r->dev->mesh->check) ? spmd__x_mismatch(r, k, h) : SPMD_OK;
+    spmd_status s;
+    if (!spmd__sig_differs(&h->sig, &r->sig, r->dev->mesh->check)) return SPMD_OK;
+    if ((s = spmd__sig_refused(&h->sig, &r->sig)) == SPMD_OK) return spmd__x_mismatch(r, k, h);
+    if (r->xr) {
+        r->xr->refused = k + 1;
+        r->xr->refused_st = s;
+    } else {
+        r->xrefused = k + 1;
+        r->xrefused_st = s;
+    }
+    return SPMD_OK;
+}
+
+/* How an exchange ends for r: a refused call's own status; SPMD_ERR_REFUSED
+   when member by - 1 refused it; else SPMD_OK. */
+static spmd_status spmd__x_outcome(spmd_req *r, int by, spmd_status st) {
+    char who[64];
+    if (r->refusing) return r->refusing; /* (its message is the refusal's) */
+    if (!by) return SPMD_OK;
+    return spmd__fail(r->dev, SPMD_ERR_REFUSED,
+                      "%s over '%s' (operation #%llu of its group) is void: %s refused it with %s (its "
+                      "spmd_last_error says why)", spmd__x_what(r), r->gr->text, (unsigned long long)r->gseq,
+                      spmd__x_who(r->dev->mesh, r->gr->g->members[by - 1], who, sizeof who), spmd_status_name(st));
 }
 
 /* Read what arrived for the exchange. SPMD_OK once every input this
@@ -9921,7 +9979,7 @@ static void spmd__xq_progress(spmd_req *r) {
                                    g->rprocs[k], spmd__fab_reason(op)));
         return;
     }
-    spmd__finish(r, SPMD_OK);
+    spmd__finish(r, spmd__x_outcome(r, r->xrefused, r->xrefused_st));
 }
 
 static void spmd__x_progress(spmd_req *r) {
@@ -9932,7 +9990,8 @@ static void spmd__x_progress(spmd_req *r) {
     spmd__xrec *x;
     spmd_status st;
     uint64_t moved;
-    int look, inl, last;
+    int look, inl, last, by;
+    spmd_status bst;
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
@@ -10055,6 +10114,8 @@ static void spmd__x_progress(spmd_req *r) {
                     return;
                 }
         last = ++x->left == g->nloc;
+        by = x->refused;
+        bst = x->refused_st;
         if (last) { /* the last local member: the exchange is spare again, */
             SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
             if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
@@ -10069,7 +10130,7 @@ static void spmd__x_progress(spmd_req *r) {
         pthread_mutex_unlock(&m->xlock);
         r->xr = NULL;
         if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
-        spmd__finish(r, SPMD_OK);
+        spmd__finish(r, spmd__x_outcome(r, by, bst));
         if (last) spmd__x_wake(r); /* members may wait for a spare one */
     }
 }
@@ -12184,8 +12245,11 @@ static void spmd__strides(const int64_t *sh, int rank, int64_t es, int64_t *st) 
     }
 }
 
-static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
-                                     size_t *numel) {
+/* An array view's rank, dtype and shape (its elements in *numel); its data
+   too unless data_later (a collective checks it with its buffers, after its
+   sizes are known: spmd__coll_args). */
+static spmd_status spmd__check_view(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
+                                    size_t *numel, int data_later) {
     int i;
     size_t n = 1;
     if (!a) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, which);
@@ -12202,9 +12266,13 @@ static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *
             return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", name, which);
         n *= (size_t)a->shape[i];
     }
-    if (n && !a->data) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s.data is NULL", name, which);
+    if (n && !a->data && !data_later) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s.data is NULL", name, which);
     *numel = n;
     return SPMD_OK;
+}
+static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
+                                     size_t *numel) {
+    return spmd__check_view(d, name, which, a, numel, 0);
 }
 
 /* Canonicalise a dimension index against rank (negative: from the end). */
@@ -12572,6 +12640,26 @@ static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *a
     return s;
 }
 
+/* A call refused for its buffers (NULL, overlapping) in a group across
+   processes runs all the same, on zeroed stand-in buffers of its sizes:
+   every exchange (direct, quick, split, Bruck) then moves what it always
+   moves, its headers say the refusal (spmd__x_sig_out), and its peers fail
+   the call (spmd__x_outcome) where they would have read its part. 1 if r
+   stands in now (c's buffers are the stand-ins), 0 if it cannot. */
+static int spmd__stand_in(spmd__call *c, spmd_req *r, size_t out_bytes, spmd_status s) {
+    size_t in = r->in_bytes - r->meta_bytes;
+    unsigned char *b;
+    if (!r->gr->g->span || c->two_phase || in > SIZE_MAX - out_bytes - 1) return 0;
+    b = (unsigned char *)spmd__alloc(&r->dev->mesh->alloc, in + out_bytes + 1);
+    if (!b) return 0;
+    memset(b, 0, in + out_bytes + 1);
+    r->temp = b; /* (freed with the request) */
+    c->send = b;
+    c->recv = b + in;
+    r->refusing = s;
+    return 1;
+}
+
 /* A call's arguments, checked against its group, and its request made
    (*rp): nothing is posted yet. On failure nothing is left behind. */
 static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, const spmd_opts *o, spmd_req **out,
@@ -12587,8 +12675,8 @@ static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, c
     int plain = !o || (!o->groups && !o->group_size);
     if (c->x || c->out) {
         size_t on = 0;
-        if ((s = spmd__check_array(d, name, "x", c->x, &numel)) != SPMD_OK) return s;
-        if ((s = spmd__check_array(d, name, "out", c->out, &on)) != SPMD_OK) return s;
+        if ((s = spmd__check_view(d, name, "x", c->x, &numel, 1)) != SPMD_OK) return s;
+        if ((s = spmd__check_view(d, name, "out", c->out, &on, 1)) != SPMD_OK) return s;
         c->send = c->x->data;
         c->recv = c->out->data;
         c->count = numel;
@@ -12629,24 +12717,25 @@ static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, c
         spmd__req_release(r);
         return s;
     }
-    if ((r->in_bytes > r->meta_bytes && !c->send) || (*out_bytes && !c->recv)) {
-        spmd__req_release(r);
-        return spmd__fail(d, SPMD_ERR_NULL, "%s: %s buffer is NULL", name, !c->send ? "send" : "recv");
-    }
+    if ((r->in_bytes > r->meta_bytes && !c->send) || (*out_bytes && !c->recv))
+        s = spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name,
+                       c->x ? (!c->send ? "x.data" : "out.data") : !c->send ? "send buffer" : "recv buffer");
     /* only what this device reads and writes: a buffer that is not
        significant here (bcast's and scatter's send off the root, gather's
        and reduce's recv) is neither checked nor touched, as in MPI (its
        size is 0 here) */
-    if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, *out_bytes)) {
+    else if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, *out_bytes))
+        s = spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
+                       c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
+    if (s != SPMD_OK && !spmd__stand_in(c, r, *out_bytes, s)) {
         spmd__req_release(r);
-        return spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
-                          c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
+        return s;
     }
     r->send = c->send;
     r->recv = c->two_phase ? NULL : c->recv;
     r->two_phase = c->two_phase;
     r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
-    r->user = out != NULL;
+    r->user = out != NULL && !r->refusing;
     r->sig.op = (uint8_t)c->op;
     r->sig.dtype = (uint8_t)c->dt;
     r->sig.axes_hash = gr->axes_hash;
@@ -12785,7 +12874,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         return s;
     }
     G = gr->g->G;
-    if (!out && c->x && gr == d->last_gr && (!o || (!o->groups && !o->group_size)) && !c->two_phase &&
+    if (!out && c->x && gr == d->last_gr && (!o || (!o->groups && !o->group_size)) && !c->two_phase && !r->refusing &&
         (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL ||
          (c->kind == SPMD__KIND_PPERMUTE && G <= SPMD__PLAN_G)))
         spmd__plan_keep(d, c, r, out_bytes);
@@ -12816,7 +12905,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
             r->x = 1;
             r->sig.algo = spmd__x_algo(r, algo);
 #if SPMD__HAS_LIBFABRIC
-            r->xq = !out && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+            r->xq = (!out || r->refusing) && spmd__xq_ready(r); /* blocking, small: the quick exchange */
 #endif
         }
         r->gseq = gr->my->next++;
@@ -12824,11 +12913,11 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         r->state = SPMD__R_POST;
         m->vt->progress(r);
     }
-    if (out) {
+    if (out && !r->refusing) {
         *out = r;
         return SPMD_OK;
     }
-    if (r->state != SPMD__R_DONE) spmd__watch(r);
+    if (r->state != SPMD__R_DONE) spmd__watch(r); /* (a stand-in: blocking, whatever the form) */
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     spmd__req_release(r);
     return s;
@@ -12931,6 +13020,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     d->unhandled = SPMD_OK; /* another call (as spmd__check_dev) */
     r = &d->quick;
     r->xq = 0;
+    r->xrefused = 0;
     spmd__req_link(d, r);
     r->gr = gr;
     r->state = SPMD__R_POST;

@@ -587,31 +587,35 @@ static void section_async(spmd_mesh *grid, spmd_mesh *line4) {
     EXPECT("scan_start(x, SUM)", q.prefix, VEC(1), 0, 1, 3, 6);
 }
 
-/* ---- 11. an error on purpose: an axis the mesh does not have -------------- */
+/* ---- 11. an error on purpose: one device passes no recv buffer ------------ */
 
-typedef struct { spmd_status status[ND]; char message[640]; } error_view;
+typedef struct { spmd_status status[ND]; char message[2][640]; } error_view;
 
 static void error_demo(spmd_dev *d, void *arg) {
     error_view *r = arg;
     int id = spmd_device_id(d);
     float x = 1, y;
-    r->status[id] = spmd_psum(d, &x, &y, 1, SPMD_F32, "rows", NULL); /* typo: "rows" */
-    if (id == 0) snprintf(r->message, sizeof r->message, "%s", spmd_last_error(d));
+    r->status[id] = spmd_psum(d, &x, id == 0 ? NULL : &y, 1, SPMD_F32, "row", NULL); /* device 0: no recv */
+    if (id < 2) snprintf(r->message[id], sizeof r->message[id], "%s", spmd_last_error(d));
 }
 
 static void section_error(spmd_mesh *m) {
     static error_view r;
     spmd_status run_status = spmd_run(m, error_demo, &r);
-    printf("\n11. An error on purpose: psum over \"rows\" on a mesh with \"row\" and \"col\"\n");
-    printf("  device 0 got %s (%s)\n", spmd_status_name(r.status[0]), spmd_status_string(r.status[0]));
-    printf("  spmd_last_error: %s\n", r.message);
+    printf("\n11. An error on purpose: device 0 calls psum over \"row\" with recv = NULL\n");
+    printf("  device 0 got %s: %s\n", spmd_status_name(r.status[0]), r.message[0]);
+    printf("  its group's other members fail the same call (it keeps its place), e.g. device 2 got %s\n",
+           spmd_status_name(r.status[2]));
+    printf("  device 1, in another group, got %s: %s\n", spmd_status_name(r.status[1]),
+           r.status[1] ? r.message[1] : "its psum is done");
     printf("  spmd_run returned %s; ", spmd_status_name(run_status));
     static barrier_view again;
     spmd_status after = spmd_run(m, barrier_demo, &again);
     printf("the mesh is still usable: a barrier afterwards returns %s\n", spmd_status_name(after));
-    if (r.status[0] != SPMD_ERR_AXIS || run_status != SPMD_ERR_AXIS || after != SPMD_OK) {
+    if (r.status[0] != SPMD_ERR_NULL || r.status[2] != SPMD_ERR_REFUSED || r.status[1] != SPMD_OK ||
+        run_status == SPMD_OK || after != SPMD_OK) {
         mismatches++;
-        printf("  <- MISMATCH, expected SPMD_ERR_AXIS, then SPMD_OK\n");
+        printf("  <- MISMATCH, expected SPMD_ERR_NULL, SPMD_ERR_REFUSED, SPMD_OK, then SPMD_OK\n");
     }
 }
 

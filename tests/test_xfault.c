@@ -24,6 +24,11 @@
                 devices get SPMD_ERR_TIMEOUT within 6 s naming the psum, the
                 1500 ms and the devices not heard from (2, 3), or for the
                 second device abandoned by the first's timeout, naming it;
+     refuse     one device refuses each of ten calls for its buffers (NULL,
+                overlapping; device 0 then the last): it gets its own
+                status, its peers SPMD_ERR_REFUSED naming it (or the right
+                result, where they read nothing of it), every next psum is
+                right and the mesh stays usable (4 devices, 2, eager, no lane);
      announce   process 0's devices wait 0.3 s for a message nobody sends
                 (a timeout, which breaks the mesh), process 1's 20 s for
                 another: process 0 announces the break, so process 1's
@@ -671,6 +676,132 @@ static int window_main(void) {
     return 0;
 }
 
+/* mode "refuse": a call one device refuses for its buffers (NULL, or
+   overlapping) across processes runs on stand-ins, so that it keeps its
+   place: the refuser gets its own status, a peer that reads its part
+   SPMD_ERR_REFUSED naming it (or, reading nothing of it, the right result),
+   and every next call is right; the mesh stays usable. Every kind the
+   stand-in takes, small (quick, Bruck, direct) and large (split, data apart
+   from the header), the refuser device 0 (a root) or the last. XF_DEVS
+   devices on two processes; each process checks its own. */
+enum { RX_PSUM, RX_PSUM_BIG, RX_PSUM_START, RX_ALLGATHER, RX_ALLTOALL, RX_BCAST, RX_REDUCE, RX_SCAN, RX_PPERMUTE,
+       RX_OVERLAP, RX_N };
+static const char *const rx_names[RX_N] = {"psum", "psum", "psum", "allgather", "alltoall", "bcast", "reduce", "scan",
+                                           "ppermute", "allgather"};
+#define RX_MAXD 4
+#define RX_BIG 300000
+typedef struct refuse_run {
+    int G, bad;
+    spmd_status st[RX_N][2][RX_MAXD], next[RX_N][2][RX_MAXD];
+    int ok[RX_N][2][RX_MAXD];
+} refuse_run;
+
+/* Call A of kind k on device me (x: G * n inputs, y: G * n outputs). */
+static spmd_status rx_call(spmd_dev *d, int k, int bad, float *x, float *y, int n, int G) {
+    float *ry = bad ? NULL : y, *rx = bad && k == RX_REDUCE ? NULL : x;
+    int pairs[2 * RX_MAXD], i;
+    spmd_req *r = NULL;
+    spmd_status s;
+    for (i = 0; i < G; i++) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % G;
+    switch (k) {
+    case RX_PSUM: case RX_PSUM_BIG: return spmd_psum(d, x, ry, (size_t)n, SPMD_F32, "i", NULL);
+    case RX_PSUM_START:
+        s = spmd_psum_start(d, x, ry, (size_t)n, SPMD_F32, "i", NULL, &r);
+        return s == SPMD_OK ? spmd_wait(r) : s;
+    case RX_ALLGATHER: return spmd_allgather(d, x, ry, (size_t)n, SPMD_F32, "i", NULL);
+    case RX_ALLTOALL: return spmd_alltoall(d, x, ry, (size_t)n, SPMD_F32, "i", NULL);
+    case RX_BCAST: return spmd_bcast(d, x, ry, (size_t)n, SPMD_F32, 0, "i", NULL);
+    case RX_REDUCE: return spmd_reduce(d, rx, y, (size_t)n, SPMD_F32, SPMD_OP_SUM, 0, "i", NULL);
+    case RX_SCAN: return spmd_scan(d, x, ry, (size_t)n, SPMD_F32, SPMD_OP_SUM, "i", NULL);
+    case RX_PPERMUTE: {
+        spmd_array ax = spmd_array_1d(x, SPMD_F32, n), ay = spmd_array_1d(ry, SPMD_F32, n);
+        return spmd_ppermute(d, &ax, &ay, "i", pairs, G, NULL);
+    }
+    default: return spmd_allgather(d, x, bad ? x + 1 : y, (size_t)n, SPMD_F32, "i", NULL); /* overlap */
+    }
+}
+
+/* A peer's result that read nothing of the refuser: the root's input
+   (bcast), the source's (ppermute), nothing written (reduce off the root). */
+static int rx_right(int k, int me, int G, const float *y, int n) {
+    int e, src = k == RX_BCAST ? 0 : (me + G - 1) % G;
+    if (k == RX_REDUCE) {
+        if (me == 0) return 0;
+        for (e = 0; e < n; e++)
+            if (y[e] != -1.0f) return 0;
+        return 1;
+    }
+    if (k != RX_BCAST && k != RX_PPERMUTE) return 0;
+    for (e = 0; e < n; e++)
+        if (y[e] != (float)(1000 + 64 * src + e % 64)) return 0;
+    return 1;
+}
+
+static void refuse_dev(spmd_dev *d, void *arg) {
+    refuse_run *w = (refuse_run *)arg;
+    int me = spmd_device_id(d), G = w->G, k, b;
+    float *x = (float *)malloc((size_t)G * RX_BIG * sizeof(float)), *y = (float *)malloc((size_t)G * RX_BIG * sizeof(float));
+    for (b = 0; b < 2 && x && y; b++)
+        for (k = 0; k < RX_N; k++) {
+            int bad = (b ? G - 1 : 0), n = k == RX_PSUM_BIG ? RX_BIG : 5, i, named;
+            float one = (float)(me + 1), sum = 0;
+            char want[40];
+            for (i = 0; i < G * n; i++) {
+                x[i] = (float)(1000 + 64 * me + i % 64);
+                y[i] = -1.0f;
+            }
+            w->st[k][b][me] = rx_call(d, k, me == bad, x, y, n, G);
+            snprintf(want, sizeof want, "device %d (process", bad);
+            named = strstr(spmd_last_error(d), want) && strstr(spmd_last_error(d), "refused it with SPMD_ERR_");
+            if (me == bad)
+                w->ok[k][b][me] = w->st[k][b][me] == (k == RX_OVERLAP ? SPMD_ERR_OVERLAP : SPMD_ERR_NULL);
+            else
+                w->ok[k][b][me] = w->st[k][b][me] == SPMD_ERR_REFUSED ? named
+                                  : w->st[k][b][me] == SPMD_OK && rx_right(k, me, G, y, n);
+            w->next[k][b][me] = spmd_psum(d, &one, &sum, 1, SPMD_F32, "i", NULL);
+            if (w->next[k][b][me] == SPMD_OK && sum != (float)(G * (G + 1) / 2)) w->next[k][b][me] = SPMD_ERR_MISMATCH;
+        }
+    free(x);
+    free(y);
+}
+
+static int refuse_main(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m;
+    refuse_run *w = (refuse_run *)calloc(1, sizeof *w);
+    int bad = 0, k, b, i;
+    spmd_status s;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = atoi(getenv("XF_DEVS") ? getenv("XF_DEVS") : "4");
+    desc.axis_names[0] = "i";
+    desc.log_level = SPMD_LOG_OFF;
+    desc.timeout_ms = 20000;
+    if (!w || desc.shape[0] > RX_MAXD || (s = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("refuse: no mesh\n");
+        return 1;
+    }
+    w->G = desc.shape[0];
+    s = spmd_run(m, refuse_dev, w);
+    for (k = 0; k < RX_N; k++)
+        for (b = 0; b < 2; b++)
+            for (i = 0; i < w->G; i++) {
+                if (!spmd_device_is_local(m, i)) continue;
+                if (!w->ok[k][b][i] || w->next[k][b][i] != SPMD_OK) {
+                    printf("refuse: %s (case %d) refused by device %d: device %d got %s, next psum %s\n", rx_names[k],
+                           k, b ? w->G - 1 : 0, i, spmd_status_name(w->st[k][b][i]),
+                           spmd_status_name(w->next[k][b][i]));
+                    bad++;
+                }
+            }
+    printf("refuse: run %s, mesh %s, %d wrong\n", spmd_status_name(s), spmd_status_name(spmd_mesh_status(m)), bad);
+    bad += spmd_mesh_status(m) != SPMD_OK;
+    spmd_mesh_destroy(m);
+    free(w);
+    fflush(stdout);
+    return bad != 0;
+}
+
 /* mode "shrink": see the top comment. */
 static void shrink_train(spmd_dev *d, void *arg) {
     double x = 1, y;
@@ -772,6 +903,7 @@ static int child_main(const char *mode) {
     double t0 = p_now();
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     if (strcmp(mode, "window") == 0) return window_main();
+    if (strcmp(mode, "refuse") == 0) return refuse_main();
     if (strcmp(mode, "shrink") == 0) return shrink_main();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
@@ -1201,6 +1333,10 @@ int main(int argc, char **argv) {
     if (want("onewaycheck")) run_pair("onewaynocheck", "XF_QUICK=1 XF_OWKIND=bcast");
     if (want("onewaycheck")) run_pair("onewaynocheck", "XF_QUICK=1 XF_OWKIND=reduce");
     if (want("localmix")) run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
+    if (want("refuse")) run_pair("refuse", "XF_DEVS=4");
+    if (want("refuse")) run_pair("refuse", "XF_DEVS=2");
+    if (want("refuse")) run_pair("refuse", "XF_DEVS=4 SPMD_ALGO=eager");
+    if (want("refuse")) run_pair("refuse", "XF_DEVS=2 SPMD_SHM_LANE=0");
     if (want("announce")) run_pair("announce", "");
     if (want("report")) run_pair("report", "");
     if (want("runahead")) run_pair("runahead", "");
