@@ -10,7 +10,10 @@ TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement
 FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults test_alloc
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
-FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_f16 test_vectors
+FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_vectors
+# built in the fabric flavour too but making no mesh (nothing would cross
+# processes): run.sh runs each once, as one process
+FABRIC_ONCE  := test_f16
 FABRIC_LIBS  := -lfabric
 # conformance tests that also run as two processes under ThreadSanitizer (the
 # exchange path's threads of one process racing the transport); test_xfault too
@@ -113,7 +116,7 @@ $(BUILD)/alloc-tsan/test_alloc: tests/test_alloc.c $(TEST_DEPS)
 $(BUILD)/fabric/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC -c $< -o $@
-$(FABRIC_CONF:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(BUILD)/fabric/impl.o $(TEST_DEPS) tests/proclib.h
+$(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_ONCE:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(BUILD)/fabric/impl.o $(TEST_DEPS) tests/proclib.h
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $(LINKED) $< $(BUILD)/fabric/impl.o -o $@ $(LIBS) $(FABRIC_LIBS)
 $(FABRIC_TESTS:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(TEST_DEPS) tests/proclib.h
 	@mkdir -p $(@D)
@@ -162,7 +165,16 @@ test: deps
 	@t0=$$(date +%s); $(MAKE) --no-print-directory -j$(JOBS) test-build && \
 	  echo "builds: $$(($$(date +%s) - t0)) s" && SPMD_TEST_T0=$$t0 sh tests/run.sh all
 NODISPATCH := test_f16 test_reduce
-test-build: $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%) $(ALLOC_BUILDS)
+# Every program make test builds (TEST_PROGRAMS; FABRIC_PROGRAMS with
+# libfabric): tests/run.sh reads these lists and the ones above (make
+# print-VAR) and fails a run of all that left one of them unrun.
+TEST_PROGRAMS := $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) \
+                 $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%) $(ALLOC_BUILDS)
+FABRIC_PROGRAMS := $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%) \
+                   $(FABRIC_ONCE:%=$(BUILD)/fabric/%) $(FABRIC_TSAN:%=$(BUILD)/fabric-tsan/%) $(BUILD)/fabric-tsan/test_xfault
+print-%:
+	@echo $($*)
+test-build: $(TEST_PROGRAMS)
 	@$(MAKE) --no-print-directory fabric fuzz
 
 test-plain: $(TESTS:%=$(BUILD)/plain/%)
@@ -180,7 +192,7 @@ test-docs:
 # Builds the fabric flavour (the fabric tests and the conformance tests) when
 # libfabric is installed; else says how to get it.
 fabric:
-	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_TSAN:%=$(BUILD)/fabric-tsan/%) $(BUILD)/fabric-tsan/test_xfault; \
+	@if [ "$(HAVE_FABRIC)" = 1 ]; then $(MAKE) --no-print-directory $(FABRIC_PROGRAMS); \
 	else echo "libfabric headers missing: the fabric tests will be skipped (make deps, or apt-get install libfabric-dev libfabric-bin)"; fi
 test-fabric: fabric
 	@sh tests/run.sh fabric

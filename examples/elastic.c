@@ -143,10 +143,13 @@ static void train_single(double loss[STEPS], double w[FEATURES]) {
 }
 
 static double absd(double x) { return x < 0 ? -x : x; }
+/* NaN when a or b is NaN */
 static double rel_diff(double a, double b) {
     double scale = absd(a) > absd(b) ? absd(a) : absd(b);
-    return scale > 0 ? absd(a - b) / scale : 0.0;
+    return a == b ? 0.0 : absd(a - b) / scale;
 }
+/* the larger of m and x; a NaN, once seen, stays (and fails "<= TOLERANCE") */
+static double max_nan(double m, double x) { return m != m || x <= m ? m : x; }
 
 int main(void) {
     static run_state a, b, c; /* before the loss; after, on the shrunk mesh; the fresh mesh's */
@@ -211,8 +214,8 @@ int main(void) {
     printf("\n%6s  %-22s  %-22s\n", "step", "loss, 1 device", "loss, elastic");
     double max_rel = 0;
     for (int t = 0; t < STEPS; t++) {
-        double l = t < T ? a.loss[t] : b.loss[t], rel = rel_diff(loss1[t], l);
-        if (rel > max_rel) max_rel = rel;
+        double l = t < T ? a.loss[t] : b.loss[t];
+        max_rel = max_nan(max_rel, rel_diff(loss1[t], l));
         if (t % 5 == 0 || t == T || t == STEPS - 1)
             printf("%6d  %-22.15e  %-22.15e%s\n", t, loss1[t], l, t == T ? "  <- first step on 3 x 2" : "");
     }
@@ -222,10 +225,7 @@ int main(void) {
     double max_w = 0;
     for (int i = 0; i < nsize; i++) {
         done &= b.committed[origin[i]] == STEPS;
-        for (int f = 0; f < HALF; f++) {
-            double rel = rel_diff(w1[(i % TP) * HALF + f], b.ckpt[origin[i]][f]);
-            if (rel > max_w) max_w = rel;
-        }
+        for (int f = 0; f < HALF; f++) max_w = max_nan(max_w, rel_diff(w1[(i % TP) * HALF + f], b.ckpt[origin[i]][f]));
     }
     printf("\nshrunk-mesh run bit-identical to a fresh %d x %d mesh from the same checkpoint: %s\n", ndp, TP,
            bitwise ? "yes" : "NO");

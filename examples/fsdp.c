@@ -14,7 +14,8 @@
    The local gradients are divided by the total row count, so the sum over
    devices is the full-batch mean: both runs do the same arithmetic up to the
    order of the additions. The program prints both loss curves and fails
-   (exit 1) if they differ by more than 1e-9 relative.
+   (exit 1) if they differ by more than 1e-9 relative (a NaN fails too); it
+   ends with "OK: ..." when they agree.
 
    Build: gcc -O2 -std=c11 -Wall -Wextra -pthread -I. examples/fsdp.c -o build/fsdp -lm */
 #ifndef SPMD_TEST_LINKED_IMPL /* make test links one shared copy (tests/impl.c) */
@@ -144,10 +145,11 @@ static void train_device(spmd_dev *d, void *arg) {
 
 /* ---- comparison and report ---------------------------------------------- */
 
-static double rel_diff(double a, double b) {
-    double scale = fmax(fabs(a), fabs(b));
-    return scale > 0 ? fabs(a - b) / scale : fabs(a - b);
-}
+/* NaN when a or b is NaN */
+static double rel_diff(double a, double b) { return a == b ? 0.0 : fabs(a - b) / fmax(fabs(a), fabs(b)); }
+
+/* the larger of m and x; a NaN, once seen, stays (and fails "<= TOLERANCE") */
+static double max_nan(double m, double x) { return m != m || x <= m ? m : x; }
 
 static void param_name(int q, char *buf, size_t n) {
     if (q < OUT * IN) snprintf(buf, n, "W%d%d", q / IN, q % IN);
@@ -203,7 +205,7 @@ int main(void) {
     int same_everywhere = 1;
     for (int t = 0; t < STEPS; t++) {
         double rel = rel_diff(loss1[t], r.loss[0][t]);
-        if (!(rel <= max_rel)) max_rel = rel;                /* NaN counts */
+        max_rel = max_nan(max_rel, rel);
         for (int k = 1; k < DEVICES; k++) same_everywhere &= r.loss[k][t] == r.loss[0][t];
         if (t % EVERY == 0 || t == STEPS - 1)
             printf("%6d  %-22.15e  %-22.15e  %.1e\n", t, loss1[t], r.loss[0][t], rel);
@@ -214,8 +216,7 @@ int main(void) {
     for (int k = 0; k < DEVICES; k++) {
         printf("  device %d  learned", k);
         for (int j = 0; j < SHARD; j++) {
-            double rel = rel_diff(p1[k * SHARD + j], r.shard[k][j]);
-            if (!(rel <= max_p_rel)) max_p_rel = rel;
+            max_p_rel = max_nan(max_p_rel, rel_diff(p1[k * SHARD + j], r.shard[k][j]));
             printf(" %7.3f", r.shard[k][j]);
         }
         printf("\n            true   ");

@@ -89,6 +89,6 @@ int main(void) {
         }
     }
     spmd_mesh_destroy(m);
-    printf("%s\n", ok ? "every transition checked" : "SOME TRANSITIONS FAILED");
+    printf("%s\n", ok ? "OK: every transition checked" : "FAIL: some transitions failed");
     return !ok;
 }

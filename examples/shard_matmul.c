@@ -190,6 +190,6 @@ int main(void) {
     }
     spmd_mesh_destroy(m1);
     spmd_mesh_destroy(mesh);
-    printf("\n%s\n", ok ? "all results as the tutorial prints them" : "MISMATCH with the tutorial");
+    printf("\n%s\n", ok ? "OK: all results as the tutorial prints them" : "FAIL: results differ from the tutorial's");
     return !ok;
 }

@@ -1,25 +1,45 @@
 #!/bin/sh
 # Runs the test suite and prints one closing line "N passed, N failed[, N skipped]".
-#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]
-# (faults: the libfabric fault suites; matrix: the fabric matrix of the
+#   sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs|examples]
+# (faults: the libfabric fault suites, the other fabric-only tests and
+# FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
 # side: faults, cmake, the matrix's last configurations and fuzz, all's
 # second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
-# against the code)
+# against the code; examples: each example, which must end with "OK: ...")
 # Each test program prints its own closing line; this sums them. A program
 # that crashes, exits non-zero (sanitizer reports do) or prints no closing
 # line counts as one failure. Every skip is listed with its reason at the
 # end; with CI=true (.ci/run installs every dependency) a skip is lost
 # coverage and fails the run. A suite whose checks were all skipped is never
-# reported as passed.
+# reported as passed. Which programs run comes from the Makefile (below), and
+# all fails when a program make test built was not run.
 mode=${1:-all}
 B=build
 P=0 F=0 S=0
 LOG=$B/test-logs
 mkdir -p $LOG
 : >$LOG/skipped-$mode
+: >$LOG/ran-$mode # every program started, one path a line (checked by all)
 T0=${SPMD_TEST_T0:-$(date +%s)} # make test passes the time its builds started
+
+# The lists of programs, as the Makefile builds them (make print-VAR): TESTS
+# (plain, asan, tsan), NODISPATCH, EXAMPLES, FABRIC_TESTS (the fabric-only
+# tests; test_alloc runs in run_alloc), FABRIC_CONF (the fabric matrix),
+# FABRIC_ONCE (fabric flavour, one process), FABRIC_TSAN, FUZZ_TARGETS, and
+# TEST_PROGRAMS and FABRIC_PROGRAMS: every program make test builds. make
+# failing, or TESTS, EXAMPLES or TEST_PROGRAMS empty (renamed?), fails.
+for v in TESTS NODISPATCH EXAMPLES FABRIC_TESTS FABRIC_CONF FABRIC_ONCE FABRIC_TSAN FUZZ_TARGETS TEST_PROGRAMS \
+         FABRIC_PROGRAMS; do
+    if ! val=$(MAKEFLAGS='' make -s --no-print-directory BUILD=$B print-$v 2>$LOG/print-$mode.err) ||
+       { [ -z "$val" ] && case $v in TESTS | EXAMPLES | TEST_PROGRAMS) true ;; *) false ;; esac; }; then
+        echo "tests/run.sh: no list $v from the Makefile (make print-$v): $(cat $LOG/print-$mode.err)"
+        echo "0 passed, 1 failed"; exit 1
+    fi
+    eval "$v=\$val"
+done
+ran() { echo "$1" >>$LOG/ran-$mode; } # $1 = the program about to run
 
 mark() { # $1 = the section starting: a line with the time since T0 (where a run's time goes)
     el=$(($(date +%s) - T0)); echo "  -- $1 from $((el / 60))m$((el % 60))s"
@@ -57,13 +77,12 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 # case in two (SPMD_TEST_QUICK=2: the plain and ASan runs take them all).
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
-    tests="test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers"
-    tests="$tests test_faults" # fault injection on the thread backend (i20f)
-    tests="$tests test_shrink" # spmd_mesh_shrink on the thread backend (agree)
-    [ "$kind" = nodispatch ] && tests="test_f16 test_reduce" # the baseline kernels at -O0 (make builds these two)
+    tests=$TESTS
+    [ "$kind" = nodispatch ] && tests=$NODISPATCH # the baseline kernels at -O0
     for t in $tests; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
+        ran "$exe"
         start=$(date +%s)
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
@@ -179,13 +198,18 @@ fault_line() { # $1 = test, $2 = its logs' stem (.out, .err, .rc: exit status an
     if [ $3 != 0 ] || grep -q '^FAIL' $2.err; then sed -n '1,40p' $2.err | sed 's/^/      /'; fi
 }
 
-# The libfabric fault suites (built by make fabric); each starts its own jobs
-# through tools/spmdrun (the faults also under ThreadSanitizer: a broken
-# mesh's announcement and the devices' threads race). Not built (libfabric
-# missing): skipped.
+# The libfabric fault suites and the other fabric-only tests (FABRIC_TESTS,
+# built by make fabric; test_alloc is run_alloc's); each starts its own jobs
+# through tools/spmdrun (test_xfault also under ThreadSanitizer: a broken
+# mesh's announcement and the devices' threads race). Then FABRIC_ONCE, as
+# one process each. Not built (libfabric missing): skipped.
 run_fabric() {
-    bg=""
-    for t in fabric/test_xfault fabric/test_boot fabric/test_fabric fabric-tsan/test_xfault fabric/test_pfaults; do
+    bg="" list=fabric/test_xfault
+    for t in $FABRIC_TESTS; do
+        case $t in test_xfault | test_alloc) ;; *) list="$list fabric/$t" ;; esac
+    done
+    for t in $FABRIC_ONCE; do list="$list fabric/$t"; done
+    for t in $list fabric-tsan/test_xfault; do
         exe=$B/$t
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then
@@ -193,6 +217,7 @@ run_fabric() {
             else echo "  $t: libfabric missing: skipped"; skip 1 "$t: libfabric missing"; fi
             continue
         fi
+        ran "$exe"
         # fabric/test_xfault mostly waits out deadlines (15 s of CPU in 64): it runs beside the others
         ( start=$(date +%s)
           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 timeout 300 "$exe" >$log.out 2>$log.err
@@ -203,6 +228,7 @@ run_fabric() {
     # Two hosts: network namespaces joined by a veth pair, test_fabric's
     # transfers between them (needs root and ip netns, else skipped).
     if [ -x $B/fabric/test_fabric ]; then
+        ran $B/fabric/test_fabric; ran $B/fabric/test_reduce
         start=$(date +%s)
         timeout 400 sh tests/twohost.sh $B/fabric/test_fabric $B/fabric/test_reduce >$LOG/fabric-twohost.out 2>$LOG/fabric-twohost.err; rc=$?
         end=$(date +%s)
@@ -217,7 +243,7 @@ run_fabric() {
 # A few conformance tests as two processes (two devices each on the larger
 # meshes) under ThreadSanitizer, shm provider with the shared-memory lane:
 # the exchange path's local members and the transport's progress race there.
-FABRIC_TSAN="test_reduce test_movement test_mpi test_shard test_p2p"
+# (FABRIC_TSAN, from the Makefile)
 run_fabric_tsan() {
     for t in $FABRIC_TSAN; do
         exe=$B/fabric-tsan/$t
@@ -226,6 +252,7 @@ run_fabric_tsan() {
             else echo "  fabric-tsan/$t: libfabric missing: skipped"; skip 1 "fabric-tsan/$t: libfabric missing"; fi
             continue
         fi
+        ran "$exe"
         log=$LOG/fabric-tsan-$t
         start=$(date +%s)
         SPMD_TEST_QUICK=8 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -269,8 +296,8 @@ run_fabric_tsan() {
 # FABRIC_MATRIX_BUDGET in all: a run not started within it is a failure. A
 # provider fi_info does not offer is skipped. One line per run: the closing
 # lines of all its processes summed; a process without one, or a non-zero
-# exit with no failure counted, is one failure more.
-FABRIC_CONF="test_reduce test_movement test_mpi test_shard test_p2p test_vectors"
+# exit with no failure counted, is one failure more. The tests: FABRIC_CONF
+# (from the Makefile).
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
     shm:5:bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
 FABRIC_QUICK=${FABRIC_QUICK:-6}
@@ -322,29 +349,30 @@ run_fabric_matrix() {
         thin=$FABRIC_QUICK:$((c % FABRIC_QUICK)); c=$((c + 1))
         [ $c -ge $first ] && [ $c -le $last ] || continue
         prov=${cfg%%:*} rest=${cfg#*:}
-        np=${rest%%:*} mode=""
-        [ "$rest" != "$np" ] && mode=${rest#*:}
+        np=${rest%%:*} modes=""
+        [ "$rest" != "$np" ] && modes=${rest#*:}
         strict="" lane="" algo="" mixq=""
-        case "+$mode+" in *+strict+*) strict=1 ;; esac
-        case "+$mode+" in *+nolane+*) lane=0 ;; esac
-        case "+$mode+" in *+small+*) lane=small ;; esac
-        case "+$mode+" in *+bruck+*) algo=bruck ;; esac
-        case "+$mode+" in *+eager+*) algo=eager ;; esac
-        case "+$mode+" in *+mixq+*) mixq=1 ;; esac
-        fib=""; case "+$mode+" in *+fibers+*) fib=1 ;; esac
+        case "+$modes+" in *+strict+*) strict=1 ;; esac
+        case "+$modes+" in *+nolane+*) lane=0 ;; esac
+        case "+$modes+" in *+small+*) lane=small ;; esac
+        case "+$modes+" in *+bruck+*) algo=bruck ;; esac
+        case "+$modes+" in *+eager+*) algo=eager ;; esac
+        case "+$modes+" in *+mixq+*) mixq=1 ;; esac
+        fib=""; case "+$modes+" in *+fibers+*) fib=1 ;; esac
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
             n=0; for t in $FABRIC_CONF; do n=$((n + 1)); done
-            echo "  fabric $prov -n $np${mode:+ $mode}: provider $prov not offered here (fi_info): $n runs skipped"
+            echo "  fabric $prov -n $np${modes:+ $modes}: provider $prov not offered here (fi_info): $n runs skipped"
             skip $n "fabric matrix $prov -n $np: provider $prov not offered here (fi_info)"; continue
         fi
         for t in $FABRIC_CONF; do
             exe=$B/fabric/$t
-            name="fabric/$t $prov -n $np${mode:+ $mode}"
+            name="fabric/$t $prov -n $np${modes:+ $modes}"
             if [ ! -x "$exe" ]; then echo "  $name: not built: FAILED"; F=$((F + 1)); continue; fi
             if [ "$(date +%s)" -ge $deadline ]; then
                 echo "  $name: not started, the matrix's $FABRIC_MATRIX_BUDGET s are spent: FAILED"; F=$((F + 1)); continue
             fi
-            log=$LOG/fabric-$t-$prov-$np${mode:+-$mode}
+            log=$LOG/fabric-$t-$prov-$np${modes:+-$modes}
+            ran "$exe"
             start=$(date +%s)
             set -- "$exe"
             [ -n "$mixq" ] && set -- sh -c '[ $((SPMD_PROCESS_ID % 2)) = 1 ] && export SPMD_QUICK_EXCHANGE=0; exec "$0"' "$exe"
@@ -373,13 +401,36 @@ run_docs() {
     if [ $rc != 0 ]; then sed -n '1,30p' $LOG/docs.err | sed 's/^/      /'; fi
 }
 
+# The examples (EXAMPLES, from the Makefile): each checks its own results
+# and ends, when they are right, with a line "OK: ..." on its standard
+# output. Anything else (another last line, a non-zero exit, a timeout) fails.
 run_examples() {
-    for ex in tour train pipeline moe transpose fsdp shard_matmul shard_mlp reshard elastic; do
-        if timeout 120 $B/ex/$ex >$LOG/example-$ex.out 2>&1; then P=$((P + 1)); echo "  example $ex: ok"
-        else
-            rc=$? why="exit $rc"; F=$((F + 1))
-            [ $rc = 124 ] && why="timed out after 120 s"
-            echo "  example $ex: FAILED ($why)"; tail -n 20 $LOG/example-$ex.out | sed 's/^/      /'
+    for ex in $EXAMPLES; do
+        exe=$B/ex/$ex log=$LOG/example-$ex
+        if [ ! -x "$exe" ]; then echo "  example $ex: not built: FAILED"; F=$((F + 1)); continue; fi
+        ran "$exe"
+        timeout 120 "$exe" >$log.out 2>$log.err; rc=$?
+        last=$(tail -n 1 $log.out)
+        case $rc:$last in
+            0:OK:*) P=$((P + 1)); echo "  example $ex: $last" ;;
+            124:*) F=$((F + 1)); echo "  example $ex: FAILED (timed out after 120 s)" ;;
+            0:*) F=$((F + 1)); echo "  example $ex: FAILED (exit 0, but its last line is not \"OK: ...\")" ;;
+            *) F=$((F + 1)); echo "  example $ex: FAILED (exit $rc)" ;;
+        esac
+        case $rc:$last in 0:OK:*) ;; *) tail -n 20 $log.out $log.err | sed 's/^/      /' ;; esac
+    done
+}
+
+# all: every program make test built (TEST_PROGRAMS, FABRIC_PROGRAMS) must
+# have run in one lane or the other; one that did not counts as a failure (a
+# list of the Makefile that this script does not run, or a test left out by a
+# case above). One not built is the failure of the section that runs it.
+check_ran() {
+    progs=$TEST_PROGRAMS
+    have_fabric && progs="$progs $FABRIC_PROGRAMS" # (else those sections skip)
+    for exe in $progs; do
+        if [ -x "$exe" ] && ! grep -qxF "$exe" $LOG/ran-all $LOG/ran-side 2>/dev/null; then
+            echo "  $exe: built by make test but never run: FAILED"; F=$((F + 1))
         fi
     done
 }
@@ -397,6 +448,7 @@ run_alloc() {
             else echo "  $name: libfabric missing: skipped"; skip 1 "$name: libfabric missing"; fi
             continue
         fi
+        ran "$exe"
         start=$(date +%s)
         if [ $1 = fabric ]; then
             lane=1; [ $2 = tcp ] && lane=0
@@ -421,12 +473,12 @@ run_alloc() {
 # began: balance the lanes by them, so that both end together.
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
-    lane=$!
+    side_pid=$! # (not "lane": run_fabric_matrix and run_alloc set that)
     mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
     mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc; mark compile; run_compile
     mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples
     mark fibers; run_fibers; mark "waiting for the second lane"
-    wait $lane
+    wait $side_pid
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
     if [ $# -lt 2 ]; then
@@ -435,6 +487,7 @@ run_all() {
         P=$((P + $1)); F=$((F + $2)); S=$((S + ${3:-0}))
         cat $LOG/skipped-side >>$LOG/skipped-all
     fi
+    check_ran
 }
 
 # The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (10) from
@@ -443,8 +496,7 @@ run_all() {
 # <target>: fixed since, kept as regression tests). A target that finds
 # something, or a regression input that fails, is a failure (the input is
 # left in build/test-logs). Not built: skipped without clang or libfabric,
-# else failed.
-FUZZ_TARGETS="boot xhdr lane spec env join seg recs"
+# else failed. The targets: FUZZ_TARGETS (from the Makefile).
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
@@ -488,12 +540,13 @@ case $mode in
     alloc) run_alloc ;;
     fuzz) run_fuzz ;;
     docs) run_docs ;;
+    examples) run_examples ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs|examples]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode
-    if [ "${CI:-}" = true ] && [ $mode != side ]; then
+    if [ "${CI:-}" = true ] && [ "$mode" != side ]; then
         echo "CI: $S checks skipped where every dependency is installed (.ci/run): coverage lost, the run fails"
         F=$((F + 1))
     fi

@@ -36,8 +36,11 @@
 
    lose, delay and corrupt run once more with SPMD_SCHEDULER=fibers.
 
-   Each child checks its own devices and prints one line per device; the
-   parent checks the exit codes, the times and the lines. */
+   Each child checks its own devices and prints one line per device, then
+   checks spmd_run's status (the same in every process: SPMD_ERR_PEER_LOST
+   for lose and exit, SPMD_ERR_TIMEOUT for skip, SPMD_ERR_MISMATCH for
+   corruptlocal, else SPMD_OK); the parent checks the exit codes, the
+   times and the lines. */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -244,7 +247,15 @@ static int child_main(const char *mode) {
         bad += !ok;
     }
     if (strcmp(mode, "skip") == 0 && c.proc == 0) put_marker();
-    printf("spmd_run: %s\n", spmd_status_name(run));
+    { /* every process's spmd_run agrees on how the run ended (docs/recovery.md): the loss, or the break */
+        spmd_status want = strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0 ? SPMD_ERR_PEER_LOST
+                           : strcmp(mode, "skip") == 0                           ? SPMD_ERR_TIMEOUT
+                           : strcmp(mode, "corruptlocal") == 0                   ? SPMD_ERR_MISMATCH
+                                                                                 : SPMD_OK;
+        printf("spmd_run: %s (want %s)%s\n", spmd_status_name(run), spmd_status_name(want),
+               run == want ? "" : ": NOT as documented");
+        bad += run != want;
+    }
     spmd_mesh_destroy(m);
     fflush(stdout);
     return bad != 0;

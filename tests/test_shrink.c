@@ -60,18 +60,74 @@ static spmd_mesh *mesh_2d(int dp, int tp, const char *faults) {
     return m;
 }
 
-/* NCALL psums over the axes arg (NULL: "dp,tp", the whole mesh), stopping
-   at the first failure. Over "" (each device a group of one) no device
-   waits for another, so every planned loss happens, whatever the timing:
-   a call begun on a mesh already broken by a peer that noticed a loss
-   fails with SPMD_ERR_BROKEN before the fault plan is read, so a second
-   loss planned at the same call as the first could otherwise not happen. */
+/* NCALL psums over tr.axes (NULL: "dp,tp", the whole mesh), stopping at
+   the first failure; each device keeps how many calls succeeded, the
+   status of the one that failed (SPMD_OK: none) and its message. Over ""
+   (each device a group of one) no device waits for another, so every
+   planned loss happens, whatever the timing: a call begun on a mesh
+   already broken by a peer that noticed a loss fails with SPMD_ERR_BROKEN
+   before the fault plan is read, so a second loss planned at the same
+   call as the first could otherwise not happen. */
+static struct {
+    const char *axes;
+    int done[MAXD];
+    spmd_status s[MAXD];
+    char msg[MAXD][600];
+} tr;
 static void train_dev(spmd_dev *d, void *arg) {
-    const char *axes = arg ? (const char *)arg : "dp,tp";
+    int id = spmd_device_id(d), i;
     double x = 1, y;
-    int i;
-    for (i = 0; i < NCALL; i++)
-        if (spmd_psum(d, &x, &y, 1, SPMD_F64, axes, NULL) != SPMD_OK) return;
+    (void)arg;
+    for (i = 0; i < NCALL; i++) {
+        spmd_status s = spmd_psum(d, &x, &y, 1, SPMD_F64, tr.axes ? tr.axes : "dp,tp", NULL);
+        if (s != SPMD_OK) {
+            tr.s[id] = s;
+            snprintf(tr.msg[id], sizeof tr.msg[id], "%s", spmd_last_error(d));
+            return;
+        }
+        tr.done[id]++;
+    }
+}
+static spmd_status train(spmd_mesh *m, const char *axes) {
+    memset(&tr, 0, sizeof tr);
+    tr.axes = axes;
+    return spmd_run(m, train_dev, NULL);
+}
+
+/* What every device of the last train() (n devices) must have seen when the
+   fault plan lost device lost[k] at its call at[k]: a lost device did
+   at[k] calls, and the next failed with SPMD_ERR_PEER_LOST saying it was
+   lost. Over the whole mesh (axes NULL) every other device's call at the
+   first loss fails too, naming a device lost at that call: with
+   SPMD_ERR_PEER_LOST (it waited for it, or was abandoned when a peer that
+   did broke the mesh) or SPMD_ERR_BROKEN (it began the call after the
+   break). Otherwise (no loss, or groups of one) it did all NCALL calls. */
+static void check_devices(const char *what, int n, const int *lost, const int *at, int nlost, const char *axes) {
+    int id, k, first = NCALL;
+    for (k = 0; k < nlost; k++)
+        if (at[k] < first) first = at[k];
+    for (id = 0; id < n; id++) {
+        int ok, mine = -1;
+        for (k = 0; k < nlost; k++)
+            if (lost[k] == id) mine = k;
+        if (mine >= 0) {
+            ok = tr.done[id] == at[mine] && tr.s[id] == SPMD_ERR_PEER_LOST &&
+                 strstr(tr.msg[id], "this device was lost by SPMD_FAULTS (kind=lose)") != NULL;
+        } else if (axes == NULL && nlost > 0) {
+            char want[96];
+            ok = 0;
+            for (k = 0; k < nlost && !ok; k++) {
+                snprintf(want, sizeof want, "device %d was lost (SPMD_FAULTS kind=lose at its call #%d,", lost[k],
+                         at[k]);
+                ok = at[k] == first && strstr(tr.msg[id], want) != NULL;
+            }
+            ok = ok && tr.done[id] == first && (tr.s[id] == SPMD_ERR_PEER_LOST || tr.s[id] == SPMD_ERR_BROKEN);
+        } else {
+            ok = tr.done[id] == NCALL && tr.s[id] == SPMD_OK;
+        }
+        T_CHECK(ok, "%s (%s): device %d did %d calls, then %s: %s", what, sname(), id, tr.done[id],
+                spmd_status_name(tr.s[id]), tr.msg[id]);
+    }
 }
 
 /* On a shrunk mesh: psum of the old ids over "dp,tp" and over "dp". */
@@ -119,19 +175,16 @@ static void check_shrunk(const char *what, spmd_mesh *nm, int dp, int tp, int ax
     memset(&r, 0, sizeof r);
     s = spmd_run(nm, sums_dev, &r);
     T_CHECK(s == SPMD_OK, "%s (%s): run on the shrunk mesh: %s", what, sname(), spmd_status_name(s));
-    ok = s == SPMD_OK;
-    for (i = 0; i < n && ok; i++) {
+    for (i = 0; i < n && i < spmd_mesh_size(nm); i++) {
         double all = 0, col = 0;
         for (j = 0; j < n; j++) {
             all += orig[j];
             if (j % ntp == i % ntp) col += orig[j];
         }
-        ok = r.s[i] == SPMD_OK && r.all[i] == all && r.dp[i] == col;
-        if (!ok)
-            fprintf(stderr, "%s: device %d: %s, sums %g %g, want %g %g\n", what, i, spmd_status_name(r.s[i]), r.all[i],
-                    r.dp[i], all, col);
+        T_CHECK(r.s[i] == SPMD_OK && r.all[i] == all && r.dp[i] == col,
+                "%s (%s): device %d of the shrunk mesh: %s, psums of the old ids %g %g, want %g %g", what, sname(), i,
+                spmd_status_name(r.s[i]), r.all[i], r.dp[i], all, col);
     }
-    T_CHECK(ok, "%s (%s): psums of the old ids on the shrunk mesh", what, sname());
 }
 
 /* Lose `lost` (at calls `at`) in a dp x tp mesh during psums over axes
@@ -147,9 +200,10 @@ static void lose_and_shrink(const char *what, int dp, int tp, int axis, const in
     for (i = 0; i < nlost; i++)
         n += (size_t)snprintf(plan + n, sizeof plan - n, "%sdevice=%d,seq=%d,kind=lose", i ? ";" : "", lost[i], at[i]);
     if (!(m = mesh_2d(dp, tp, plan))) return;
-    s = spmd_run(m, train_dev, (void *)axes);
+    s = train(m, axes);
     T_CHECK(s == SPMD_ERR_PEER_LOST, "%s (%s): spmd_run %s, want SPMD_ERR_PEER_LOST", what, sname(),
             spmd_status_name(s));
+    check_devices(what, dp * tp, lost, at, nlost, axes);
     ng = spmd_mesh_lost(m, got, MAXD);
     {
         int ok = ng == nlost, want[MAXD], k;
@@ -199,11 +253,13 @@ static void cases(void) {
        3x2 of old ids 0 1 4 5 6 7; its device 3 (old 5, slice 1 of the new
        mesh) is lost: 2x2 of new ids 0 1 4 5, i.e. first-mesh ids 0 1 6 7 */
     if ((m = mesh_2d(4, 2, "device=2,seq=1,kind=lose"))) {
+        static const int lost2[] = {2}, at1[] = {1}, lost3[] = {3}, at2[] = {2};
         spmd_shrink_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.faults = "device=3,seq=2,kind=lose";
-        s = spmd_run(m, train_dev, NULL);
+        s = train(m, NULL);
         T_CHECK(s == SPMD_ERR_PEER_LOST, "second loss (%s): first run %s", sname(), spmd_status_name(s));
+        check_devices("second loss, first run", 8, lost2, at1, 1, NULL);
         nm = NULL;
         s = spmd_mesh_shrink(m, "dp", &sd, &nm);
         T_CHECK(s == SPMD_OK && nm && spmd_mesh_size(nm) == 6, "second loss (%s): first shrink %s", sname(),
@@ -211,9 +267,10 @@ static void cases(void) {
         if (nm) {
             static const int first[] = {0, 1, 6, 7}, second[] = {0, 1, 4, 5};
             int i, ok = 1;
-            s = spmd_run(nm, train_dev, NULL);
+            s = train(nm, NULL);
             T_CHECK(s == SPMD_ERR_PEER_LOST && spmd_mesh_lost(nm, NULL, 0) == 1, "second loss (%s): second run %s",
                     sname(), spmd_status_name(s));
+            check_devices("second loss, second run", 6, lost3, at2, 1, NULL);
             nm2 = NULL;
             s = spmd_mesh_shrink(nm, "dp", NULL, &nm2);
             T_CHECK(s == SPMD_OK && nm2 && spmd_mesh_size(nm2) == 4 && spmd_mesh_axis_size(nm2, "dp") == 2,
@@ -223,9 +280,10 @@ static void cases(void) {
                      spmd_device_origin(nm, spmd_device_origin(nm2, i)) == first[i];
             T_CHECK(nm2 && ok, "second loss (%s): origins through both shrinks", sname());
             if (nm2) {
-                s = spmd_run(nm2, train_dev, NULL);
+                s = train(nm2, NULL);
                 T_CHECK(s == SPMD_OK, "second loss (%s): run on the twice-shrunk mesh: %s", sname(),
                         spmd_status_name(s));
+                check_devices("second loss, twice-shrunk run", 4, NULL, NULL, 0, NULL);
                 spmd_mesh_destroy(nm2);
             }
             spmd_mesh_destroy(nm);
@@ -236,10 +294,11 @@ static void cases(void) {
     /* nothing lost: a fresh mesh of the same shape, ids unchanged */
     if ((m = mesh_2d(3, 2, NULL))) {
         static const int none[1] = {0};
-        s = spmd_run(m, train_dev, NULL);
+        s = train(m, NULL);
         nm = NULL;
         T_CHECK(s == SPMD_OK && spmd_mesh_lost(m, NULL, 0) == 0, "nothing lost (%s): run %s", sname(),
                 spmd_status_name(s));
+        check_devices("nothing lost", 6, NULL, NULL, 0, NULL);
         s = spmd_mesh_shrink(m, "dp", NULL, &nm);
         T_CHECK(s == SPMD_OK, "nothing lost (%s): shrink %s", sname(), spmd_status_name(s));
         if (nm) check_shrunk("nothing lost", nm, 3, 2, 0, none, 0);
@@ -249,10 +308,12 @@ static void cases(void) {
 
     /* every dp slice lost a device: a clear error, no mesh */
     if ((m = mesh_2d(2, 2, "device=0,seq=1,kind=lose;device=3,seq=1,kind=lose"))) {
+        static const int l03[] = {0, 3}, at11[] = {1, 1};
         log_text[0] = 0;
-        s = spmd_run(m, train_dev, (void *)"");
+        s = train(m, "");
         T_CHECK(s == SPMD_ERR_PEER_LOST && spmd_mesh_lost(m, NULL, 0) == 2, "whole axis (%s): run %s", sname(),
                 spmd_status_name(s));
+        check_devices("whole axis", 4, l03, at11, 2, "");
         nm = (spmd_mesh *)1;
         s = spmd_mesh_shrink(m, "dp", NULL, &nm);
         T_CHECK(s == SPMD_ERR_PEER_LOST && nm == NULL, "whole axis (%s): %s", sname(), spmd_status_name(s));
@@ -289,16 +350,19 @@ static void cases(void) {
        shrunk mesh: there, device 0 is a survivor */
     setenv("SPMD_FAULTS", "device=0,seq=1,kind=lose", 1);
     if ((m = mesh_2d(2, 2, NULL))) {
-        s = spmd_run(m, train_dev, NULL);
+        static const int l0[] = {0}, at1e[] = {1};
+        s = train(m, NULL);
         T_CHECK(s == SPMD_ERR_PEER_LOST, "SPMD_FAULTS (%s): first run %s", sname(), spmd_status_name(s));
+        check_devices("SPMD_FAULTS, first run", 4, l0, at1e, 1, NULL);
         nm = NULL;
         s = spmd_mesh_shrink(m, "dp", NULL, &nm);
         T_CHECK(s == SPMD_OK && nm && spmd_mesh_size(nm) == 2 && spmd_device_origin(nm, 0) == 2,
                 "SPMD_FAULTS (%s): shrink %s", sname(), spmd_status_name(s));
         if (nm) {
-            s = spmd_run(nm, train_dev, NULL);
+            s = train(nm, NULL);
             T_CHECK(s == SPMD_OK, "SPMD_FAULTS (%s): the shrunk mesh lost a device again: %s", sname(),
                     spmd_status_name(s));
+            check_devices("SPMD_FAULTS, shrunk run", 2, NULL, NULL, 0, NULL);
             spmd_mesh_destroy(nm);
         }
         spmd_mesh_destroy(m);
