@@ -707,8 +707,8 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    log function is then called from a thread of the library). Times have
    the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. On
    libfabric, a device of another process shows the line its process sent
-   when the mesh broke (over the bootstrap connection, waited for at most
-   1 s), or "not heard from". */
+   when the mesh broke (over the bootstrap connection, waited for a
+   twentieth of the mesh's deadline: 50 ms to 1 s), or "not heard from". */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
@@ -1916,7 +1916,7 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
-    /* the report across processes: ours out, theirs in (at most 1 s) */
+    /* the report across processes: ours out, theirs in (a twentieth of the deadline, 50 ms to 1 s) */
     if (first && recs) spmd__fab_recs_exchange(m, recs);
     if (recs) spmd__free(&m->alloc, recs);
 #endif
@@ -10136,6 +10136,35 @@ static void spmd__x_progress(spmd_req *r) {
 }
 
 static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why);
+static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *why);
+static int spmd__gone(spmd_dev *p);
+
+/* A member of this process returned from its function (or was lost)
+   without joining r's exchange: r can never complete, and ends now, as on
+   threads (spmd__gone_check); the break tells the other processes. 1 if r
+   ended of it. */
+static int spmd__x_gone_check(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    char why[200];
+    int k, gone = -1;
+    uint64_t lost;
+    if (!x || r->p2p || r->state != SPMD__R_ARRIVE) return 0;
+    pthread_mutex_lock(&m->xlock);
+    for (k = 0; k < g->G && gone < 0; k++) /* returned first, then its join read (it joins under this lock) */
+        if (g->lidx[k] >= 0 && k != r->gr->me && spmd__gone(m->devs[g->members[k]]) && x->have[k] != 2)
+            gone = g->members[k];
+    pthread_mutex_unlock(&m->xlock);
+    if (gone < 0) return 0;
+    if ((lost = SPMD__LD_ACQ(&m->devs[gone]->lost)) != 0) {
+        snprintf(why, sizeof why, "can never complete: device %d was lost (SPMD_FAULTS kind=lose at its call #%llu)",
+                 gone, (unsigned long long)(lost - 1));
+        return spmd__x_give_up(r, SPMD_ERR_PEER_LOST, 0, why);
+    }
+    snprintf(why, sizeof why, "can never complete: device %d returned from its function without calling it", gone);
+    return spmd__x_give_up(r, SPMD_ERR_DEADLOCK, 0, why);
+}
 
 /* The deadline passed (expired: r's own), or the mesh broke: name who is missing. */
 SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *why) {
@@ -10566,10 +10595,14 @@ static void spmd__fab_announce(spmd_mesh *m) {
 
 /* The report across processes (spmd__break, once per mesh and process):
    this process's devices' lines ("devices now" of spmd_report, taken before
-   the mesh is marked broken: spmd__fab_recs_text) go to the others as RECORDS, then we wait, at most 1 s in all, for every other live
-   process's lines about m, reading the bootstrap connection every ms. A
-   process whose devices are all in their own code reads nothing and sends
-   nothing: its devices are then shown as not heard from. */
+   the mesh is marked broken: spmd__fab_recs_text) go to the others as
+   RECORDS, then we wait for every other live process's lines about m,
+   reading the bootstrap connection every ms, at most a twentieth of the
+   mesh's deadline (at least 50 ms, at most 1 s): the failing call waits
+   here, so this is what it may return after its deadline. A process whose
+   devices are all in their own code reads nothing and sends nothing: its
+   devices are then shown as not heard from (lines that come later are in
+   spmd_report's text). */
 static char *spmd__fab_recs_text(spmd_mesh *m) {
     char *text = (char *)spmd__alloc(&m->alloc, SPMD__BOOT_RECS_MAX + 1);
     uint64_t now = spmd__rec_now(m);
@@ -10594,7 +10627,8 @@ static char *spmd__fab_recs_text(spmd_mesh *m) {
 
 static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text) {
     spmd__fab *f = m->fab;
-    uint64_t deadline = spmd__now_ns() + 1000000000u;
+    uint64_t wait = (uint64_t)m->timeout_ms * 50000u; /* (a twentieth of the deadline, in ns) */
+    uint64_t deadline = spmd__now_ns() + (wait < 50000000u ? 50000000u : wait > 1000000000u ? 1000000000u : wait);
     int i;
     spmd__slock(&f->lock);
     spmd__boot_send_recs(f->boot, m->mesh_id, text);
@@ -11829,7 +11863,10 @@ static int spmd__gone_check(spmd_req *r) {
     int k, gone = -1;
     uint64_t lost;
     spmd_status s;
-    if (r->x || r->state == SPMD__R_DONE) return 0;
+    if (r->state == SPMD__R_DONE) return 0;
+#if SPMD__HAS_LIBFABRIC
+    if (r->x) return spmd__x_gone_check(r);
+#endif
     if (r->p2p) {
         for (k = 0; k < g->G && gone < 0; k++) {
             spmd_dev *p = m->devs[g->members[k]];
