@@ -10166,6 +10166,40 @@ static int spmd__x_gone_check(spmd_req *r) {
     return spmd__x_give_up(r, SPMD_ERR_DEADLOCK, 0, why);
 }
 
+/* Check mode: a member of this process not yet in r's exchange that
+   logged another call at r's index (spmd__clog_write: another operation,
+   or the same over other axes, whose group may lie inside the process) is
+   a mismatch, found now and not at the deadline (spmd__check_missing on
+   threads; the break tells the other processes). 1 if r ended of it. */
+static int spmd__x_check_missing(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int k, have;
+    if (!x || r->p2p || r->state != SPMD__R_ARRIVE) return 0;
+    for (k = 0; k < g->G; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        spmd__sig other;
+        char text[64], a[96], b[96];
+        if (g->lidx[k] < 0 || k == r->gr->me) continue;
+        pthread_mutex_lock(&m->xlock);
+        have = x->have[k];
+        pthread_mutex_unlock(&m->xlock);
+        if (have == 2 || !spmd__clog_read(p, r->global, &other, text) ||
+            (!spmd__sig_differs(&other, &r->sig, 1) && strcmp(text, r->gr->text) == 0))
+            continue;
+        spmd__sig_text(&r->sig, a, sizeof a);
+        spmd__sig_text(&other, b, sizeof b);
+        spmd__fail(d, SPMD_ERR_MISMATCH,
+                   "device %d called %s over '%s' but device %d called %s over '%s' (operation #%llu of this "
+                   "device; check mode)", d->id, a, r->gr->text, p->id, b, text, (unsigned long long)r->global);
+        spmd__x_fail(r, SPMD_ERR_MISMATCH);
+        return 1;
+    }
+    return 0;
+}
+
 /* The deadline passed (expired: r's own), or the mesh broke: name who is missing. */
 SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *why) {
     spmd_dev *d = r->dev;
@@ -11998,6 +12032,9 @@ static int spmd__check_missing(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
     int k;
+#if SPMD__HAS_LIBFABRIC
+    if (r->x) return spmd__x_check_missing(r);
+#endif
     if (r->state != SPMD__R_ARRIVE || r->p2p || r->x) return 0;
     for (k = r->nseen; k < g->G; k++) {
         spmd__sig other;
@@ -12948,6 +12985,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
         r->gseq = gr->my->next++;
         r->global = d->global++;
         r->state = SPMD__R_POST;
+        if (r->x && m->check) spmd__clog_write(d, r); /* (the thread engine's post writes its own) */
         m->vt->progress(r);
     }
     if (out && !r->refusing) {

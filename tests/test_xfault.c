@@ -24,6 +24,10 @@
                 devices get SPMD_ERR_TIMEOUT within 2.2 s naming the psum, the
                 1500 ms and the devices not heard from (2, 3), or for the
                 second device abandoned by the first's timeout, naming it;
+     axesmix    check mode, XF_QUICK's 2 x 2 mesh: device 3 calls pmax over
+                "y" (its group {2, 3} inside process 1), the others psum over
+                "x,y": all four get SPMD_ERR_MISMATCH (or SPMD_ERR_BROKEN)
+                naming both within 5 s, not at the 20 s deadline;
      returned   device 1 returns at once without calling the psum the
                 others call (deadline 20 s): its process knows, so device 0
                 gets SPMD_ERR_DEADLOCK naming it at once, and process 1's
@@ -529,6 +533,9 @@ static void dev_main(spmd_dev *d, void *arg) {
         else if (id % 2 == 0) s = spmd_reduce(d, v, w, n, SPMD_I32, SPMD_OP_SUM, 1, c->ax, NULL);
     } else if (strcmp(c->mode, "rooted") == 0) {
         s = rooted(d, c);
+    } else if (strcmp(c->mode, "axesmix") == 0) { /* device 3's group {2, 3} lies inside process 1 */
+        if (id == 3) s = spmd_pmax(d, a, b, 4, SPMD_F32, "y", NULL);
+        else s = spmd_psum(d, a, b, 4, SPMD_F32, "x,y", NULL);
     } else if (strcmp(c->mode, "returned") == 0) {
         if (id == 1) { /* returns without calling: its process knows */
             free(a);
@@ -936,7 +943,8 @@ static int child_main(const char *mode) {
     desc.shape[1] = 2;
     desc.axis_names[0] = c.quick ? "x" : "i";
     desc.axis_names[1] = "y";
-    desc.check = strcmp(mode, "mismatch") == 0 || strcmp(mode, "onewaycheck") == 0 ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.check = strcmp(mode, "mismatch") == 0 || strcmp(mode, "onewaycheck") == 0 || strcmp(mode, "axesmix") == 0
+                     ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
     desc.log_level = SPMD_LOG_OFF;
     if (strcmp(mode, "nocoord") == 0 || strcmp(mode, "wrongkey") == 0) { /* the reason is logged: keep it */
         desc.timeout_ms = atoi(getenv("XF_BOOT_MS") ? getenv("XF_BOOT_MS") : "1500");
@@ -1000,6 +1008,9 @@ static int child_main(const char *mode) {
                                     (strstr(c.msg[i], "abandoned: mesh broken by device") && strstr(c.msg[i], other)));
         else if (strcmp(mode, "runahead") == 0)
             ok = c.st[i] == SPMD_OK;
+        else if (strcmp(mode, "axesmix") == 0) /* found by a member of process 1, not at the 20 s deadline */
+            ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && c.took[i] < 5.0 &&
+                 strstr(c.msg[i], "pmax") && strstr(c.msg[i], "psum");
         else if (strcmp(mode, "returned") == 0) /* at once (the deadline is 20 s), here or announced */
             ok = i == 1 || ((c.st[i] == SPMD_ERR_DEADLOCK || c.st[i] == SPMD_ERR_BROKEN) && c.took[i] < 5.0 &&
                             strstr(c.msg[i], "device 1 returned from its function without calling it"));
@@ -1033,7 +1044,8 @@ static int child_main(const char *mode) {
         found += c.st[i] == SPMD_ERR_MISMATCH;
         bad += !ok;
     }
-    if (c.quick && !c.general && strcmp(mode, "rooted") != 0 && strcmp(mode, "onewaycheck") != 0) {
+    if (c.quick && !c.general && strcmp(mode, "rooted") != 0 && strcmp(mode, "onewaycheck") != 0 &&
+        strcmp(mode, "axesmix") != 0) { /* (check mode never takes it) */
         uint64_t taken = 0;
         for (i = 0; i < 4; i++)
             if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
@@ -1361,6 +1373,8 @@ int main(int argc, char **argv) {
     if (want("refuse")) run_pair("refuse", "XF_DEVS=2");
     if (want("refuse")) run_pair("refuse", "XF_DEVS=4 SPMD_ALGO=eager");
     if (want("refuse")) run_pair("refuse", "XF_DEVS=2 SPMD_SHM_LANE=0");
+    if (want("axesmix")) run_pair("axesmix", "XF_QUICK=1 SPMD_TIMEOUT_MS=20000");
+    if (want("axesmix")) run_pair("axesmix", "XF_QUICK=1 SPMD_TIMEOUT_MS=20000 SPMD_SHM_LANE=0");
     if (want("returned")) run_pair("returned", "SPMD_TIMEOUT_MS=20000");
     if (want("returned")) run_pair("returned", "SPMD_TIMEOUT_MS=20000 SPMD_ALGO=eager");
     if (want("announce")) run_pair("announce", "");
