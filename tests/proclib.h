@@ -15,6 +15,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <dirent.h>
 
 static const char *p_self;      /* argv[0] */
 static char p_logdir[256] = "build/test-logs";
@@ -79,16 +81,39 @@ static pid_t p_spawn(const char *tag, const char *mode, const char *const *env) 
 }
 
 /* Wait up to `secs`; kill it if still running. Returns the wait status, or -1. */
+/* What the process pid, ended and waited for, left in /dev/shm: libfabric's
+   shm provider names its region <pid>:<n>:<n> and unlinks it only when the
+   endpoint is closed (a kill, or the fault plan's _exit, leaves it: 16 MiB
+   of RAM each). Only names of exactly that form, regular files. */
+static void p_clean_shm(pid_t pid) {
+    char pre[32], path[300];
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    size_t n = (size_t)snprintf(pre, sizeof pre, "%d:", (int)pid);
+    while (dir && (e = readdir(dir)) != NULL) {
+        const char *q = e->d_name + n;
+        struct stat sb;
+        if (strncmp(e->d_name, pre, n) != 0 || !*q || strspn(q, "0123456789:") != strlen(q)) continue;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+    }
+    if (dir) closedir(dir);
+}
+
 static int p_wait(pid_t pid, double secs) {
     double end = p_now() + secs;
     int st = 0;
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return st;
+        if (r == pid) {
+            p_clean_shm(pid);
+            return st;
+        }
         if (r < 0) return -1;
         if (p_now() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
+            p_clean_shm(pid);
             return -1;
         }
         usleep(10000);
