@@ -739,10 +739,10 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    device checked for on purpose, is handled); else SPMD_OK. SPMD_ERR_BUSY (nothing run) while
    another run is in progress or any device is attached. Across processes
    (libfabric) it ends with an agreement: it returns once every process's
-   run ended (bounded by the longer of the bootstrap's and the mesh's
-   deadline), and if any process's mesh broke, every process returns the
-   break of the lowest-numbered such process, with its reason in
-   spmd_mesh_error, even one whose own calls all succeeded (a call can
+   run ended (bounded by the bootstrap's deadline plus the mesh's), and if
+   any process's mesh broke, every process returns the break of the
+   lowest-numbered such process, with the same reason in spmd_mesh_error
+   everywhere, even one whose own calls all succeeded (a call can
    complete from messages its peers sent just before they gave up on it:
    docs/recovery.md). */
 SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
@@ -10766,10 +10766,11 @@ static void spmd__fab_news(spmd_mesh *m) {
 /* The end of spmd_run across processes: every process agrees on how the
    run ended. Each contributes its mesh's state (0, or the status that
    broke it and why) to an allgather through the bootstrap, which returns
-   once every process's run has ended (bounded like mesh creation: the
-   bootstrap's or the mesh's deadline, the longer) or fails when a process
-   is lost; then each takes the break of the lowest-numbered process whose
-   mesh broke. So every process's spmd_run returns the same status and
+   once every process's run has ended (bounded by the bootstrap's deadline
+   plus the mesh's: the others' calls end at their deadline) or fails when
+   a process is lost; then each takes the break of the lowest-numbered
+   process whose mesh broke, as the same text in every process. So every
+   process's spmd_run returns the same status and
    spmd_mesh_error the same reason, even a process that completed its last
    call from messages its peers sent before they gave up on it (a call
    that ends within the window before the announcement arrives; see
@@ -10781,7 +10782,10 @@ SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
     unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
     size_t *lens, n = 4, cap = sizeof mine, i;
     uint32_t broken = SPMD__LD_ACQ(&m->broken), got;
-    int64_t ms = f->boot->timeout_ms > m->timeout_ms ? f->boot->timeout_ms : m->timeout_ms;
+    /* a process whose devices all returned waits for the others, whose
+       calls end at their deadline at the latest: the mesh's deadline and
+       the bootstrap's, in all */
+    int64_t ms = f->boot->timeout_ms + m->timeout_ms;
     int p, P = m->nprocs;
     spmd_status st;
     char why[SPMD__BOOT_BROKEN_MAX + 64];
@@ -10812,12 +10816,15 @@ SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
     } else {
         for (p = 0; p < P && (lens[p] < 4 || spmd__boot_get32(all + (size_t)p * cap) == 0u); p++) {}
         got = p < P ? spmd__boot_get32(all + (size_t)p * cap) : 0u;
-        if (p < P && p != m->proc && got < SPMD_STATUS_COUNT) {
+        if (p < P && got < SPMD_STATUS_COUNT) { /* the same text in every process, that one too */
             char *t = (char *)all + (size_t)p * cap + 4;
             size_t l = lens[p] - 4;
             for (i = 0; i < l; i++) /* shown to users: printable ASCII only */
                 if ((unsigned char)t[i] < 32 || (unsigned char)t[i] > 126) t[i] = '?';
-            snprintf(why, sizeof why, "process %d: %.*s", p, (int)l, t);
+            if (l >= 8 && memcmp(t, "process ", 8) == 0) /* a break it heard of names its origin already */
+                snprintf(why, sizeof why, "%.*s", (int)l, t);
+            else
+                snprintf(why, sizeof why, "process %d: %.*s", p, (int)l, t);
             pthread_mutex_lock(&m->lock);
             m->broken_status = (spmd_status)got;
             l = strlen(why) < sizeof m->broken_msg ? strlen(why) : sizeof m->broken_msg - 1;

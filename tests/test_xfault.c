@@ -28,6 +28,10 @@
                 "y" (its group {2, 3} inside process 1), the others psum over
                 "x,y": all four get SPMD_ERR_MISMATCH (or SPMD_ERR_BROKEN)
                 naming both within 5 s, not at the 20 s deadline;
+     agree      3 processes of one device: device 1 returns at once, the
+                others time out in a psum (deadline 2 s, the bootstrap's
+                1 s): spmd_run's status and spmd_mesh_error are the same
+                text in all three (process 0's timeout);
      returned   device 1 returns at once without calling the psum the
                 others call (deadline 20 s): its process knows, so device 0
                 gets SPMD_ERR_DEADLOCK naming it at once, and process 1's
@@ -820,6 +824,48 @@ static int refuse_main(void) {
     return bad != 0;
 }
 
+/* mode "agree": 3 processes of one device; device 1 returns at once, the
+   others psum (deadline 2 s, the bootstrap's 1 s) and time out. Each prints
+   spmd_run's status and spmd_mesh_error; the parent compares the three. */
+static void agree_dev(spmd_dev *d, void *arg) {
+    float a = 1, r;
+    (void)arg;
+    if (spmd_device_id(d) != 1) (void)spmd_psum(d, &a, &r, 1, SPMD_F32, "i", NULL);
+}
+static int agree_main(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m;
+    spmd_status s;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 1;
+    desc.shape[0] = 3;
+    desc.axis_names[0] = "i";
+    desc.timeout_ms = 2000;
+    desc.log_level = SPMD_LOG_OFF;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
+        printf("agree: no mesh\n");
+        return 1;
+    }
+    s = spmd_run(m, agree_dev, NULL);
+    printf("agree: %s: %s\n", spmd_status_name(s), spmd_mesh_error(m));
+    spmd_mesh_destroy(m);
+    fflush(stdout);
+    return 0;
+}
+static void run_agree(void) {
+    const char *t, *at;
+    char line[3][800];
+    int i, n = 0, same = 1, rc = p_spmdrun("xfault-agree", 3, "--provider tcp", "agree", "SPMD_BOOT_TIMEOUT_MS=1000");
+    t = p_read("xfault-agree", "log");
+    for (at = t; n < 3 && (at = strstr(at, "] agree: ")) != NULL; at += 9, n++) {
+        size_t l = strcspn(at + 9, "\n");
+        snprintf(line[n], sizeof line[n], "%.*s", (int)(l < 799 ? l : 799), at + 9);
+    }
+    for (i = 1; i < n; i++) same &= strcmp(line[i], line[0]) == 0;
+    T_CHECK(rc == 0 && n == 3 && same && strstr(line[0], "SPMD_ERR_TIMEOUT: process 0: ") == line[0],
+            "agree: every process's spmd_run and spmd_mesh_error the same (exit %d, %d lines): %s", rc, n, t);
+}
+
 /* mode "shrink": see the top comment. */
 static void shrink_train(spmd_dev *d, void *arg) {
     double x = 1, y;
@@ -932,6 +978,7 @@ static int child_main(const char *mode) {
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     if (strcmp(mode, "window") == 0) return window_main();
     if (strcmp(mode, "refuse") == 0) return refuse_main();
+    if (strcmp(mode, "agree") == 0) return agree_main();
     if (strcmp(mode, "shrink") == 0) return shrink_main();
     memset(&desc, 0, sizeof desc);
     memset(&c, 0, sizeof c);
@@ -1375,6 +1422,7 @@ int main(int argc, char **argv) {
     if (want("refuse")) run_pair("refuse", "XF_DEVS=2 SPMD_SHM_LANE=0");
     if (want("axesmix")) run_pair("axesmix", "XF_QUICK=1 SPMD_TIMEOUT_MS=20000");
     if (want("axesmix")) run_pair("axesmix", "XF_QUICK=1 SPMD_TIMEOUT_MS=20000 SPMD_SHM_LANE=0");
+    if (want("agree")) run_agree();
     if (want("returned")) run_pair("returned", "SPMD_TIMEOUT_MS=20000");
     if (want("returned")) run_pair("returned", "SPMD_TIMEOUT_MS=20000 SPMD_ALGO=eager");
     if (want("announce")) run_pair("announce", "");
