@@ -390,10 +390,11 @@
                        process applying its own devices' faults), e.g.
                        "device=3,seq=17,kind=delay:50;device=1,seq=5,
                        kind=skip": device 3's call #17 (the call numbers of
-                       spmd_report; calls refused as bad input do not count)
-                       is held 50 ms, device 1's call #5 returns SPMD_OK
-                       without joining (its peers time out or see it return:
-                       SPMD_ERR_DEADLOCK); kind=lose: the device is lost
+                       spmd_report, refused calls included) is held 50 ms,
+                       device 1's call #5 returns SPMD_OK without joining,
+                       as a forgotten call: its next call over the group
+                       pairs with its peers' current one (docs/faults.md:
+                       a mismatch, or out-of-step data); kind=lose: the device is lost
                        (threads: its calls and its peers' fail with
                        SPMD_ERR_PEER_LOST; libfabric: its process ends with
                        status 4); kind=exit: the process ends with status 3;

@@ -299,6 +299,65 @@ static void test_delay_skip(void) {
     }
 }
 
+/* ---- kind=skip: a forgotten call ------------------------------------------
+   Device 1 skips its call #1 (docs/faults.md, "skip: a forgotten call").
+   In a loop of the same psum (x = 100 * call + 1 on every device), its call
+   #2 pairs with its peers' #1: they return SPMD_OK with device 1's value of
+   call #2 in place of call #1's -- what a forgotten collective gives, and
+   nothing in the arguments can tell. When its next call is another one (a
+   pmax where the peers' current call is a psum), the peers get
+   SPMD_ERR_MISMATCH naming both. */
+static void skip_loop(spmd_dev *d, void *arg) {
+    int c;
+    (void)arg;
+    for (c = 0; c < 3; c++) {
+        float x = (float)(100 * c + 1), y = -1;
+        spmd_status s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+        keep(d, c, s, y);
+        if (s != SPMD_OK) return;
+    }
+}
+static void skip_other(spmd_dev *d, void *arg) {
+    float x = 1, y = -1;
+    spmd_status s;
+    (void)arg;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* call #0 */
+    keep(d, 0, s, y);
+    if (s == SPMD_OK) {
+        s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* call #1: skipped on device 1 */
+        keep(d, 1, s, y);
+    }
+    if (s == SPMD_OK && spmd_device_id(d) == 1) {
+        s = spmd_pmax(d, &x, &y, 1, SPMD_F32, "i", NULL); /* meets its peers' call #1 */
+        keep(d, 2, s, y);
+    }
+}
+static void test_skip_pairs(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    int i;
+    (void)run_plan(3, "device=1,seq=1,kind=skip", skip_loop, &rs, &ms);
+    for (i = 0; i < 3; i++) {
+        if (i == 1) {
+            T_CHECK(seen.s[1][1] == SPMD_OK && seen.v[1][1] == -1.0f && seen.s[1][2] == SPMD_OK,
+                    "[%s] skip in a loop: device 1's call #1 skipped (output untouched), #2 ran: %s %g, %s",
+                    sched_name(), spmd_status_name(seen.s[1][1]), seen.v[1][1], spmd_status_name(seen.s[1][2]));
+            continue;
+        }
+        /* call #1: 101 + 101 from the others and device 1's 201 (its call #2) */
+        T_CHECK(seen.s[i][0] == SPMD_OK && seen.v[i][0] == 3.0f && seen.s[i][1] == SPMD_OK && seen.v[i][1] == 403.0f,
+                "[%s] skip in a loop: device %d's call #1 pairs with device 1's #2 and returns SPMD_OK with its data "
+                "(403, not 303): %s %g", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.v[i][1]);
+    }
+    (void)run_plan(3, "device=1,seq=1,kind=skip", skip_other, &rs, &ms);
+    for (i = 0; i < 3; i++) {
+        spmd_status s = seen.s[i][i == 1 ? 2 : 1];
+        const char *msg = seen.msg[i][i == 1 ? 2 : 1];
+        T_CHECK((s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) && strstr(msg, "psum") && strstr(msg, "pmax"),
+                "[%s] skip, then another call: device %d: %s (%s)", sched_name(), i, spmd_status_name(s), msg);
+    }
+    T_CHECK(ms == SPMD_ERR_MISMATCH, "[%s] skip, then another call: the mesh %s", sched_name(), spmd_status_name(ms));
+}
+
 /* ---- kind=exit: the whole process ends ----------------------------------- */
 /* In a child process: device 1's call #1 exits the process with status 3,
    after stdio is flushed (this device's line for call #0 is in the file). */
@@ -564,6 +623,7 @@ int main(void) {
         test_lose_async();
         test_lose_p2p();
         test_delay_skip();
+        test_skip_pairs();
         test_exit();
         test_corrupt();
         test_corrupt_check(5);
