@@ -1046,7 +1046,10 @@ SPMD_API spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count,
 SPMD_API spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source,
                                      int tag, const char *axes, const spmd_opts *opts,
                                      spmd_recv_info *info, spmd_req **req);
-/* Block until the request finishes; returns its status and frees it. */
+/* Block until the request finishes; returns its status and frees it.
+   spmd_wait(NULL) returns SPMD_ERR_NULL and, having no device, writes no
+   message: a _start that failed left *req NULL, and spmd_last_error of its
+   device still says why that _start failed. */
 SPMD_API spmd_status spmd_wait(spmd_req *req);
 /* Same as spmd_wait (JAX's name for the second half of an async pair). */
 SPMD_API spmd_status spmd_done(spmd_req *req);
