@@ -4133,8 +4133,8 @@ static const int64_t *spmd__ragged_meta(const spmd_req *r, int k) {
 
 /* Ragged: every receiver's recv_sizes must equal what its senders send.
    Checked by every member over the whole group, so all reach one verdict
-   before anything is copied. */
-static int spmd__ragged_agree(spmd_req *r) {
+   before anything is copied: 1 and why if they differ. */
+static int spmd__ragged_bad(const spmd_req *r, char *why, size_t len) {
     const spmd__group *g = r->gr->g;
     int G = g->G, snd, rcv;
     int64_t S = r->k / G, t;
@@ -4144,21 +4144,25 @@ static int spmd__ragged_agree(spmd_req *r) {
             const int64_t *ms = spmd__ragged_meta(r, snd);
             for (t = 0; t < S; t++) {
                 int64_t sent = ms[r->k + rcv * S + t], want = mr[3 * r->k + snd * S + t];
-                if (sent != want) {
-                    spmd_dev *d = r->dev;
-                    spmd__fail(d, SPMD_ERR_MISMATCH,
-                               "ragged_all_to_all over '%s': device %d sends %lld rows as slice %lld to device %d, "
-                               "whose recv_sizes[%lld] says %lld",
-                               r->gr->text, g->members[snd], (long long)sent, (long long)t, g->members[rcv],
-                               (long long)(snd * S + t), (long long)want);
-                    spmd__break(d->mesh, SPMD_ERR_MISMATCH, d->id, d->err);
-                    spmd__finish(r, SPMD_ERR_MISMATCH);
-                    return 0;
-                }
+                if (sent == want) continue;
+                snprintf(why, len,
+                         "ragged_all_to_all over '%s': device %d sends %lld rows as slice %lld to device %d, whose "
+                         "recv_sizes[%lld] says %lld", r->gr->text, g->members[snd], (long long)sent, (long long)t,
+                         g->members[rcv], (long long)(snd * S + t), (long long)want);
+                return 1;
             }
         }
     }
-    return 1;
+    return 0;
+}
+static int spmd__ragged_agree(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    char why[256];
+    if (!spmd__ragged_bad(r, why, sizeof why)) return 1;
+    spmd__fail(d, SPMD_ERR_MISMATCH, "%s", why);
+    spmd__break(d->mesh, SPMD_ERR_MISMATCH, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_MISMATCH);
+    return 0;
 }
 
 /* A combining slot whose operation failed (a refusal): its done word's
@@ -10054,6 +10058,14 @@ static void spmd__x_progress(spmd_req *r) {
             if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
             else spmd__x_early(r, x, 0);
             return;
+        }
+        if (r->sig.kind == SPMD__KIND_RAGGED) { /* every member's offsets and sizes are here: one verdict */
+            char why[256];
+            if (spmd__ragged_bad(r, why, sizeof why)) {
+                pthread_mutex_unlock(&m->xlock);
+                spmd__x_fail(r, spmd__fail(d, SPMD_ERR_MISMATCH, "%s", why));
+                return;
+            }
         }
         /* every input is here: compute the outputs of the local members
            that came and that nobody computes yet (64 at a time; with many
