@@ -140,7 +140,7 @@ compile-times:
 # Fuzz targets (fuzz/<target>.c, clang's libFuzzer with ASan and UBSan), one per
 # decoder of bytes from outside the process; make fuzz builds build/fuzz/*,
 # sh tests/run.sh fuzz runs each briefly; fuzz/README says how to run longer.
-FUZZ_TARGETS := boot xhdr lane spec env join seg recs
+FUZZ_TARGETS := boot xhdr lane spec env join seg recs shrink agree endpoint hostid
 FUZZ_CC ?= clang
 FUZZ_SAN := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # the library and every target compiled once (fuzz/all.c), each target's

@@ -7513,6 +7513,24 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
     return p;
 }
 
+/* The processes of this host, from spmd__lane_open's first allgather:
+   process i's blob is blobs + i * cap, lens[i] bytes (another process's:
+   "1" and its host's identity, or "0"); ours is mine, n bytes ("1" and
+   ours: the bootstrap put it in our own place as it is). A process is
+   local when its blob is ours byte for byte (same identity, and it wants
+   the lane too). Their ids, increasing, into loc (nprocs of room), our
+   place among them into *me; returns how many. */
+static size_t spmd__lane_locals(const unsigned char *blobs, size_t cap, const size_t *lens, int nprocs, int rank,
+                                const unsigned char *mine, size_t n, int *loc, size_t *me) {
+    size_t i, nloc = 0;
+    for (i = 0; i < (size_t)nprocs; i++)
+        if (lens[i] == n && memcmp(blobs + i * cap, mine, n) == 0) {
+            if (i == (size_t)rank) *me = nloc;
+            loc[nloc++] = (int)i;
+        }
+    return nloc;
+}
+
 /* Set the lane up with the processes of this host (collective: every
    process calls it, with or without the lane, so the bootstrap stays in
    step). want: 0 none, 1 with bulk rings, 2 small messages only (a pair
@@ -7546,11 +7564,7 @@ SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t 
     if (idlen) mine[0] = '1';
     st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
     if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
-    for (i = 0; idlen && i < (size_t)f->nprocs; i++)
-        if (lens[i] == 1 + idlen && memcmp(blobs + i * cap, mine, 1 + idlen) == 0) {
-            if (i == (size_t)f->rank) me = nloc;
-            loc[nloc++] = (int)i;
-        }
+    if (idlen) nloc = spmd__lane_locals(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, loc, &me);
     for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
     /* rings of 64 KiB, less when the host has many processes (2 MiB per
        process at most), never less than 4 of the largest records */
@@ -8257,8 +8271,25 @@ static int spmd__fab_getinfo(spmd__fab *f, const char *prov, struct fi_info **ou
     return rc;
 }
 
-/* The blob each process publishes: u32 segment size, u32 name length, the
-   endpoint name, then the provider name (NUL-terminated). */
+/* A process's endpoint entry as spmd__fab_open publishes it (another
+   process's bytes, len of them): its largest segment (4 bytes, nonzero),
+   its address's length nl (4 bytes), the address (nl bytes, for
+   fi_av_insert), then the provider's name, printable ASCII (a mismatch
+   shows it to users), whose NUL is the entry's last byte. 1 with *seg,
+   *addr and *prov set when it is that; else 0. */
+static int spmd__fab_entry(const unsigned char *p, size_t len, uint32_t *seg, const unsigned char **addr,
+                           const char **prov) {
+    uint32_t nl;
+    size_t k;
+    if (len < 9 || (nl = spmd__boot_get32(p + 4)) > len - 9 || p[len - 1] != 0 || (*seg = spmd__boot_get32(p)) == 0)
+        return 0;
+    for (k = 8 + (size_t)nl; k < len - 1; k++)
+        if (p[k] < 32 || p[k] > 126) return 0;
+    *addr = p + 8;
+    *prov = (const char *)p + 8 + nl;
+    return 1;
+}
+
 static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fab **out, char *err, size_t errlen) {
     spmd__fab *f;
     spmd_allocator none;
@@ -8415,20 +8446,20 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     if (!f->addrs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto fail; }
     f->seg = seg;
     for (i = 0; i < f->nprocs; i++) {
-        const unsigned char *p = blobs + (size_t)i * SPMD__BOOT_BLOB_MAX;
-        uint32_t s, nl;
-        if (lens[i] < 9 || (nl = spmd__boot_get32(p + 4)) > lens[i] - 9 || p[lens[i] - 1] != 0 ||
-            (s = spmd__boot_get32(p)) == 0) {
+        const unsigned char *addr;
+        const char *pn;
+        uint32_t s;
+        if (!spmd__fab_entry(blobs + (size_t)i * SPMD__BOOT_BLOB_MAX, lens[i], &s, &addr, &pn)) {
             st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fabric: malformed endpoint entry of process %d", i);
             goto fail;
         }
-        if (strcmp((const char *)p + 8 + nl, f->prov) != 0) {
+        if (strcmp(pn, f->prov) != 0) {
             st = spmd__fab_fail(f, SPMD_ERR_MISMATCH, "fabric: process %d uses provider %s, this process %s (set "
-                                "SPMD_PROVIDER alike everywhere)", i, (const char *)p + 8 + nl, f->prov);
+                                "SPMD_PROVIDER alike everywhere)", i, pn, f->prov);
             goto fail;
         }
         if (s < f->seg) f->seg = s;
-        rc = fi_av_insert(f->av, p + 8, 1, &f->addrs[i], 0, NULL);
+        rc = fi_av_insert(f->av, addr, 1, &f->addrs[i], 0, NULL);
         if (rc != 1) {
             st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_insert of process %d: %s", i,
                                 rc < 0 ? fi_strerror(-rc) : "not inserted");
@@ -10779,6 +10810,34 @@ static void spmd__fab_news(spmd_mesh *m) {
     if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
 }
 
+/* What the end-of-run agreement heard (spmd__fab_agree): process p's
+   entry, another process's bytes, is all + p * cap, lens[p] bytes (at most
+   cap: the bootstrap checked): the status that broke its mesh (4 bytes, 0:
+   none) and the reason's text. The break taken is the lowest-numbered
+   process's whose status is nonzero (an entry shorter than 4 bytes counts
+   as 0). Returns that process when its status is one this process knows
+   (*got), with its reason in why (n > 0 bytes, cut to fit): as it is when
+   it begins "process " (a break it heard of, naming its origin), else
+   after "process p: "; printable ASCII, '?' for any other byte. Else -1
+   (no process's mesh broke, or the status is unknown: nothing taken). */
+static int spmd__fab_agree_pick(const unsigned char *all, size_t cap, const size_t *lens, int P, uint32_t *got,
+                                char *why, size_t n) {
+    const unsigned char *t;
+    size_t i, l, at;
+    int p, w = 0;
+    for (p = 0; p < P && (lens[p] < 4 || spmd__boot_get32(all + (size_t)p * cap) == 0u); p++) {}
+    if (p == P || spmd__boot_get32(all + (size_t)p * cap) >= SPMD_STATUS_COUNT) return -1;
+    *got = spmd__boot_get32(all + (size_t)p * cap);
+    t = all + (size_t)p * cap + 4;
+    l = lens[p] - 4;
+    if (!(l >= 8 && memcmp(t, "process ", 8) == 0)) w = snprintf(why, n, "process %d: ", p);
+    at = w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+    for (i = 0; i < l && at + 1 < n; i++) /* shown to users: printable ASCII only */
+        why[at++] = t[i] < 32 || t[i] > 126 ? '?' : (char)t[i];
+    why[at] = '\0';
+    return p;
+}
+
 /* The end of spmd_run across processes: every process agrees on how the
    run ended. Each contributes its mesh's state (0, or the status that
    broke it and why) to an allgather through the bootstrap, which returns
@@ -10830,17 +10889,9 @@ SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
     if (st != SPMD_OK) { /* a lost process, most likely: that is what every survivor's mesh heard of */
         if (!broken) spmd__break(m, st, -1, why);
     } else {
-        for (p = 0; p < P && (lens[p] < 4 || spmd__boot_get32(all + (size_t)p * cap) == 0u); p++) {}
-        got = p < P ? spmd__boot_get32(all + (size_t)p * cap) : 0u;
-        if (p < P && got < SPMD_STATUS_COUNT) { /* the same text in every process, that one too */
-            char *t = (char *)all + (size_t)p * cap + 4;
-            size_t l = lens[p] - 4;
-            for (i = 0; i < l; i++) /* shown to users: printable ASCII only */
-                if ((unsigned char)t[i] < 32 || (unsigned char)t[i] > 126) t[i] = '?';
-            if (l >= 8 && memcmp(t, "process ", 8) == 0) /* a break it heard of names its origin already */
-                snprintf(why, sizeof why, "%.*s", (int)l, t);
-            else
-                snprintf(why, sizeof why, "process %d: %.*s", p, (int)l, t);
+        p = spmd__fab_agree_pick(all, cap, lens, P, &got, why, sizeof why);
+        if (p >= 0) { /* the same text in every process, that one too */
+            size_t l;
             pthread_mutex_lock(&m->lock);
             m->broken_status = (spmd_status)got;
             l = strlen(why) < sizeof m->broken_msg ? strlen(why) : sizeof m->broken_msg - 1;
@@ -14857,12 +14908,33 @@ SPMD__SETUP_BEGIN
 static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs);
 
 #if SPMD__HAS_LIBFABRIC
+/* One message of the survivors' agreement, another process's bytes: its
+   type and its payload (len bytes): the agreement's round (4 bytes), then
+   one byte per process, P of them (nonzero: lost). 1: a message of type
+   `want` (GATHER at the coordinator, GATHERED at a survivor) of this round
+   and exactly 4 + P bytes: its bytes are or'ed into gone (or_in: the
+   coordinator's union, as 0/1) or copied there (the decision); 0: of type
+   `want` and an earlier round (an agreement that failed before): skip it;
+   -1: anything else (out of step). gone is written only when 1. */
+static int spmd__shrink_take(unsigned type, const unsigned char *payload, size_t len, unsigned want, uint32_t round,
+                             int P, int or_in, unsigned char *gone) {
+    uint32_t r = len >= 4 ? spmd__boot_get32(payload) : 0;
+    int k;
+    if (type != want || r > round) return -1;
+    if (r < round) return 0;
+    if (len != 4 + (size_t)P) return -1;
+    if (!or_in) memcpy(gone, payload + 4, (size_t)P);
+    else
+        for (k = 0; k < P; k++) gone[k] |= payload[4 + k] != 0;
+    return 1;
+}
+
 /* The survivors' agreement on the processes lost: gone[p] in: what this
    process knows (nonzero: lost), out: the coordinator's decision. why gets
    the reason on failure. The bootstrap's lock (f->lock) is held. */
 static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
     spmd__boot *b = m->fab->boot;
-    int P = b->nprocs, i, k;
+    int P = b->nprocs, i;
     uint64_t deadline = spmd__now_ns() + (uint64_t)(b->timeout_ms > m->timeout_ms ? b->timeout_ms : m->timeout_ms) *
                                              1000000u + (b->rank ? 1000000000u : 0u); /* (hear the verdict) */
     unsigned char msg[4 + SPMD_MAX_DEVICES];
@@ -14894,13 +14966,10 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
             }
             if (rc == 1) {
                 uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
-                if (bm.type == SPMD__BM_GATHERED && r == round && bm.len == 4 + (uint32_t)P) {
-                    memcpy(gone, bm.payload + 4, (size_t)P);
-                    spmd__boot_consume(&b->coord, bm.total);
-                    return SPMD_OK;
-                }
+                int t = spmd__shrink_take(bm.type, bm.payload, bm.len, SPMD__BM_GATHERED, round, P, 0, gone);
                 spmd__boot_consume(&b->coord, bm.total);
-                if (bm.type == SPMD__BM_GATHERED && r < round) continue; /* of an exchange that failed before */
+                if (t == 1) return SPMD_OK;
+                if (t == 0) continue; /* of an exchange that failed before */
                 snprintf(why, wlen, "the coordinator answered exchange #%u (type %u), this process is at #%u", r,
                          bm.type, round);
                 return SPMD_ERR_MISMATCH;
@@ -14929,16 +14998,10 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
             rc = spmd__boot_parse(b, c, 0, &bm, perr, sizeof perr);
             if (rc < 0) { gone[i] = 1; break; }
             if (rc == 1) {
-                uint32_t r = bm.len >= 4 ? spmd__boot_get32(bm.payload) : 0;
-                if (bm.type == SPMD__BM_GATHER && r < round) { /* of an exchange that failed before */
-                    spmd__boot_consume(c, bm.total);
-                    continue;
-                }
-                if (bm.type == SPMD__BM_GATHER && r == round && bm.len == 4 + (uint32_t)P)
-                    for (k = 0; k < P; k++) gone[k] |= bm.payload[4 + k] != 0;
-                else
-                    gone[i] = 1; /* out of step: not in the new mesh */
+                int t = spmd__shrink_take(bm.type, bm.payload, bm.len, SPMD__BM_GATHER, round, P, 1, gone);
                 spmd__boot_consume(c, bm.total);
+                if (t == 0) continue; /* of an exchange that failed before */
+                if (t < 0) gone[i] = 1; /* out of step: not in the new mesh */
                 break;
             }
             if (c->eof || c->bye) { /* lost during the agreement */

@@ -35,3 +35,16 @@
 #define LLVMFuzzerTestOneInput spmd_fuzz_recs
 #include "recs.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput spmd_fuzz_shrink
+#include "shrink.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput spmd_fuzz_agree
+#include "agree.c"
+#undef LLVMFuzzerTestOneInput
+#undef AGREE_CAP
+#define LLVMFuzzerTestOneInput spmd_fuzz_endpoint
+#include "endpoint.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput spmd_fuzz_hostid
+#include "hostid.c"
+#undef LLVMFuzzerTestOneInput

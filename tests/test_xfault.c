@@ -29,8 +29,8 @@
                 "x,y": all four get SPMD_ERR_MISMATCH (or SPMD_ERR_BROKEN)
                 naming both within 5 s, not at the 20 s deadline;
      agree      3 processes of one device: device 1 returns at once, the
-                others time out in a psum (deadline 2 s, the bootstrap's
-                1 s): spmd_run's status and spmd_mesh_error are the same
+                others time out in a psum (deadline 4 s, the bootstrap's
+                2 s): spmd_run's status and spmd_mesh_error are the same
                 text in all three (process 0's timeout);
      returned   device 1 returns at once without calling the psum the
                 others call (deadline 20 s): its process knows, so device 0
@@ -825,7 +825,7 @@ static int refuse_main(void) {
 }
 
 /* mode "agree": 3 processes of one device; device 1 returns at once, the
-   others psum (deadline 2 s, the bootstrap's 1 s) and time out. Each prints
+   others psum (deadline 4 s, the bootstrap's 2 s) and time out. Each prints
    spmd_run's status and spmd_mesh_error; the parent compares the three. */
 static void agree_dev(spmd_dev *d, void *arg) {
     float a = 1, r;
@@ -840,7 +840,7 @@ static int agree_main(void) {
     desc.ndim = 1;
     desc.shape[0] = 3;
     desc.axis_names[0] = "i";
-    desc.timeout_ms = 2000;
+    desc.timeout_ms = 4000;
     desc.log_level = SPMD_LOG_OFF;
     if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
         printf("agree: no mesh\n");
@@ -855,7 +855,7 @@ static int agree_main(void) {
 static void run_agree(void) {
     const char *t, *at;
     char line[3][800];
-    int i, n = 0, same = 1, rc = p_spmdrun("xfault-agree", 3, "--provider tcp", "agree", "SPMD_BOOT_TIMEOUT_MS=1000");
+    int i, n = 0, same = 1, rc = p_spmdrun("xfault-agree", 3, "--provider tcp", "agree", "SPMD_BOOT_TIMEOUT_MS=2000");
     t = p_read("xfault-agree", "log");
     for (at = t; n < 3 && (at = strstr(at, "] agree: ")) != NULL; at += 9, n++) {
         size_t l = strcspn(at + 9, "\n");
