@@ -10090,7 +10090,10 @@ static void spmd__x_progress(spmd_req *r) {
             else spmd__x_early(r, x, 0);
             return;
         }
-        if (r->sig.kind == SPMD__KIND_RAGGED) { /* every member's offsets and sizes are here: one verdict */
+        /* every member's offsets and sizes are here: one verdict, by each
+           member that computes (one whose output another computed relies on
+           that one's: the remote inputs may be gone by now) */
+        if (r->sig.kind == SPMD__KIND_RAGGED && x->cst[me] != SPMD__XC_DONE) {
             char why[256];
             if (spmd__ragged_bad(r, why, sizeof why)) {
                 pthread_mutex_unlock(&m->xlock);
