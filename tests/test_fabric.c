@@ -285,6 +285,26 @@ static int lazy_round(spmd__fab *f, uint64_t dl) {
     return !bad;
 }
 
+/* How many lane messages from peer on tag wait as unexpected (came before
+   their receive): the transport's own table, f->lunex. */
+static int lane_unexpected(spmd__fab *f, int peer, uint64_t tag) {
+    spmd__lane_node *c;
+    int n = 0;
+    if (!f->lunex.b) return 0;
+    for (c = f->lunex.b[spmd__lane_hash(peer, tag) & f->lunex.mask].head; c; c = c->next) n += c->peer == peer && c->tag == tag;
+    return n;
+}
+
+/* Progress until `want` messages (or announcements) from peer on tag wait
+   as unexpected; 0 (said) if they do not within 10 s. */
+static int lane_until_unexpected(spmd__fab *f, int peer, uint64_t tag, int want, const char *what) {
+    double t0 = p_now();
+    while (lane_unexpected(f, peer, tag) < want && p_now() - t0 < 10) spmd__fab_progress(f);
+    if (lane_unexpected(f, peer, tag) >= want) return 1;
+    printf("%s: %d of %d messages came before their receive within 10 s\n", what, lane_unexpected(f, peer, tag), want);
+    return 0;
+}
+
 static int lane_post_recv(spmd__fab *f, spmd__fab_op *op, unsigned char *buf, int i, uint64_t dl) {
     int upto;
     spmd_status want, st;
@@ -300,7 +320,7 @@ static int child_lane(void) {
     size_t lim, sizes[3];
     spmd__fab_op *ops;
     unsigned char **bufs;
-    int rc = open_fab(&f), bad = 0, i, k, queued = 0, other;
+    int rc = open_fab(&f), bad = 0, i, k, queued = 0, other, early = 0;
     uint64_t dl;
     if (rc) return rc;
     other = 1 - f->rank;
@@ -349,15 +369,39 @@ static int child_lane(void) {
         for (i = 0; i < 8 && !bad; i++) bad = !lane_post_recv(f, &ops[i], bufs[i], i, dl); /* before they come */
     }
     if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) { printf("barrier: %s\n", f->boot->err); bad = 1; }
+    /* Once its 200 sends are done, process 0 sends one more message, on a
+       tag of its own; when process 1 has it, the 200 came before it (a
+       pair's messages keep their order on each path: the lane's ring, the
+       provider's connection or queue), and the 192 without a receive wait
+       as unexpected (on the lane: counted in its table) */
     if (f->rank == 0) {
+        spmd__fab_op mop;
+        uint64_t mark = 200;
         if (f->nlanes && !queued) { printf("lane: no send waited for room in a full ring\n"); bad = 1; }
         for (i = 0; i < LANE_MSGS && !bad; i++) {
             spmd_status st = spmd__fab_wait(f, &ops[i]);
             if (st != SPMD_OK) { printf("send %d: %s %s\n", i, spmd_status_name(st), ops[i].err); bad = 1; }
         }
+        memset(&mop, 0, sizeof mop);
+        if (!bad && (spmd__fab_post_send(f, &mop, 1, SPMD__FAB_TAG(3, 9, 2), &mark, sizeof mark, dl) != SPMD_OK ||
+                     spmd__fab_wait(f, &mop) != SPMD_OK)) {
+            printf("the last message: %s %s\n", f->err, mop.err);
+            bad = 1;
+        }
     } else if (!bad) {
-        double t0 = p_now();
-        while (p_now() - t0 < 0.02) spmd__fab_progress(f); /* most become unexpected */
+        spmd__fab_op mop;
+        uint64_t mark = 0;
+        memset(&mop, 0, sizeof mop);
+        if (spmd__fab_post_recv(f, &mop, 0, SPMD__FAB_TAG(3, 9, 2), &mark, sizeof mark, dl) != SPMD_OK ||
+            spmd__fab_wait(f, &mop) != SPMD_OK || mark != 200) {
+            printf("the last message: %s %s (%llu)\n", f->err, mop.err, (unsigned long long)mark);
+            bad = 1;
+        }
+        for (i = 0; i < 4; i++) early += lane_unexpected(f, 0, SPMD__FAB_TAG(3, i, 1));
+        if (!bad && f->nlanes && early != LANE_MSGS - 8) {
+            printf("lane: %d messages waited as unexpected, not %d\n", early, LANE_MSGS - 8);
+            bad = 1;
+        }
         for (i = 8; i < LANE_MSGS && !bad; i++) bad = !lane_post_recv(f, &ops[i], bufs[i], i, dl);
         for (i = 0; i < LANE_MSGS && !bad; i++) {
             int upto;
@@ -378,8 +422,9 @@ static int child_lane(void) {
     }
     if (!bad && spmd__boot_barrier(f->boot, dl) != SPMD_OK) { printf("barrier: %s\n", f->boot->err); bad = 1; }
     if (!bad && !lazy_round(f, dl)) bad = 1;
-    printf("%s: lane test with %d lane%s on %s, limit %zu, %d sends waited for room\n", bad ? "FAILED" : "ok",
-           f->nlanes, f->nlanes == 1 ? "" : "s", f->prov, lim, queued);
+    printf("%s: lane test with %d lane%s on %s, limit %zu, %d sends waited for room, %d messages came before their "
+           "receive%s\n", bad ? "FAILED" : "ok", f->nlanes, f->nlanes == 1 ? "" : "s", f->prov, lim, queued, early,
+           f->nlanes ? "" : " (not counted off the lane)");
     spmd__fab_close(f);
     for (i = 0; i < 2 * LANE_MSGS; i++) free(bufs[i]);
     free(bufs);
@@ -447,9 +492,8 @@ static int bulk_pair(spmd__fab *f, size_t n, int s, int k, int recv_first, uint6
     fill(want, n, other, f->rank, 5, s, k);
     if (recv_first) st = spmd__fab_post_recv(f, &rop, other, SPMD__FAB_TAG(5, s, k), rb, n, dl);
     if (st == SPMD_OK) st = spmd__fab_post_send(f, &sop, other, SPMD__FAB_TAG(5, s, k), sb, n, dl);
-    if (st == SPMD_OK && !recv_first) {
-        double t0 = p_now();
-        while (p_now() - t0 < 0.01) spmd__fab_progress(f); /* the announcement comes first */
+    if (st == SPMD_OK && !recv_first) { /* the announcement comes first */
+        if (!lane_until_unexpected(f, other, SPMD__FAB_TAG(5, s, k), 1, "bulk: the announcement")) bad = 1;
         st = spmd__fab_post_recv(f, &rop, other, SPMD__FAB_TAG(5, s, k), rb, n, dl);
     }
     if (st != SPMD_OK) {
@@ -562,8 +606,8 @@ static int child_bulk(void) {
             }
             for (k = 0; k < 4 && !bad; k++) bad = bulk_expect(f, &ops[k], SPMD_OK, "send on one tag");
         } else if (!bad) {
-            t0 = p_now();
-            while (p_now() - t0 < 0.02) spmd__fab_progress(f);
+            /* the last two (an announcement and a message) wait as unexpected first */
+            if (!lane_until_unexpected(f, 0, SPMD__FAB_TAG(5, 5, 0), 2, "bulk: one tag")) bad = 1;
             for (k = 2; k < 4 && !bad; k++)
                 BULK_POST(spmd__fab_post_recv(f, &ops[k], 0, SPMD__FAB_TAG(5, 5, 0), b[k], len[k], dl));
             for (k = 0; k < 4 && !bad; k++) {

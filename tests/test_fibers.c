@@ -386,9 +386,17 @@ static void test_large_groups(void) { run_groups("all_gather, bcast, reduce, ppe
 /* ---- wakes that must come at once (fibers, 2 carriers) ------------------------ */
 
 /* Each waits on flags the devices set, never on the clock: a wake that does
-   not come leaves a device parked until the others give up (10 s). */
+   not come leaves a device parked until the others give up (10 s). The
+   device that must be parked is seen parked before it is to be woken (a
+   device that has not parked yet needs no wake, and the test would pass
+   without the path it is for). A fiber is seen parked by another fiber
+   that runs while a third computes on the only other carrier and finds it
+   inside its blocking call: it is on no carrier, so parked there. `parked`
+   says it was seen; the check fails without it. */
 typedef struct wake_arg {
-    int posted1, posted0, done1, done0; /* flags, atomic */
+    int posted0, done1, done0;          /* flags, atomic */
+    int started0, in1, seen;            /* device 0 computes; device 1 is in its call; the parked one seen */
+    int carriers, parked;
     long loops;                         /* the loopers' rounds */
     spmd_status st0, st;
     long bad;
@@ -403,38 +411,65 @@ static int spin_until(int *f, double s) { /* 1 if the flag came */
     return 1;
 }
 
-/* A ring pshuffle over 32 devices: device 1 waits (parked) for device 0's
-   input; device 0 starts its call, which cannot end (its source, 31,
-   comes later), and computes until device 1 is done. Only device 0's post
-   can wake device 1 then. */
+/* A ring pshuffle over 32 devices on 2 carriers: device 1 waits (parked)
+   for device 0's input; device 0 starts its call, which cannot end (its
+   source, 31, comes later), and computes until device 1 is done. Only
+   device 0's post can wake device 1 then. Device 0 computes from the start,
+   holding one carrier; device 31 polls a receive of its own with spmd_test
+   (which lets the other fibers run) until it finds device 1 inside its
+   pshuffle while device 0 computes: device 1 then has no carrier (31 has
+   the other one), so it is parked, with nothing to wake it but device 0's
+   post (in a group this large a ppermute's finish and post wake only its
+   reader, and the others' barrier posts wake nobody). Then device 0 posts;
+   device 31 posts after it. Device 30's message to 31 comes once all is
+   over. */
 static void post_wake_device(spmd_dev *d, void *p) {
     wake_arg *a = (wake_arg *)p;
-    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), perm[64], k;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), perm[64], k, done = 0;
     float x = (float)id, y = -1;
+    int32_t token = 7;
     spmd_array X = {&x, SPMD_F32, 0, {0}}, Y = {&y, SPMD_F32, 0, {0}};
+    spmd_req *rr = NULL;
     spmd_status s;
     for (k = 0; k < G; k++) perm[k] = (k + G - 1) % G; /* out on k comes from k - 1 */
     if (id == 0) {
         spmd_req *r;
-        spin_until(&a->posted1, 10.0);
-        { double t0 = now_s(); while (now_s() - t0 < 0.05) {} } /* device 1 parks meanwhile (likely) */
+        flag_set(&a->started0);
+        spin_until(&a->seen, 10.0); /* device 1 parked (or 31 gave up: a->parked says) */
         s = spmd_pshuffle_start(d, &X, &Y, "b", perm, NULL, &r);
         flag_set(&a->posted0);
         if (s == SPMD_OK && !spin_until(&a->done1, 10.0)) a->st0 = SPMD_ERR_TIMEOUT; /* device 1 never woke */
         if (s == SPMD_OK) s = spmd_wait(r);
+    } else if (id == G - 1) {
+        double t0 = now_s();
+        s = spmd_recv_start(d, &token, 1, SPMD_I32, G - 2, 5, "b", NULL, NULL, &rr);
+        while (s == SPMD_OK && !done && now_s() - t0 < 10 &&
+               !(flag_get(&a->started0) && flag_get(&a->in1) && !flag_get(&a->done1)))
+            s = spmd_test(rr, &done);
+        if (s == SPMD_OK && !done && flag_get(&a->started0) && flag_get(&a->in1) && !flag_get(&a->done1)) a->parked = 1;
+        flag_set(&a->seen);
+        while (s == SPMD_OK && !done && now_s() - t0 < 20 && !flag_get(&a->posted0)) s = spmd_test(rr, &done);
+        if (s == SPMD_OK) s = spmd_pshuffle(d, &X, &Y, "b", perm, NULL); /* device 0's source: after its post */
     } else {
-        if (id == 1) flag_set(&a->posted1);
-        if (id == G - 1) spin_until(&a->posted0, 10.0); /* device 0's source: later */
+        if (id == 1) flag_set(&a->in1);
         s = spmd_pshuffle(d, &X, &Y, "b", perm, NULL);
         if (id == 1) flag_set(&a->done1);
     }
     if (s != SPMD_OK) st_set(&a->st, s);
     if (y != (float)((id + G - 1) % G)) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
     if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) st_set(&a->st, s);
+    if (id == G - 2 && (s = spmd_send(d, &token, 1, SPMD_I32, G - 1, 5, "b", NULL)) != SPMD_OK) st_set(&a->st, s);
+    if (rr && !done && (s = spmd_wait(rr)) != SPMD_OK) st_set(&a->st, s);
 }
 
 /* Device 0 receives from device 1, which returns without sending, while
-   devices 2 and 3 keep the carriers busy with psums until device 0 is told. */
+   devices 2 and 3 keep the carriers busy with psums until device 0 is told.
+   Device 1 returns once device 0 is seen parked in its recv: device 3 finds
+   device 0 past its flag (so inside the recv) while device 0 can have no
+   carrier -- on one carrier device 3 has it; on two, device 1 computes on
+   the other meanwhile -- and nothing but device 1's return wakes it. Device
+   3 tells device 1 by a flag (two carriers), or by a message over "a",
+   which device 1 waits for parked (one). */
 static void return_wake_device(spmd_dev *d, void *p) {
     wake_arg *a = (wake_arg *)p;
     int id = spmd_device_id(d);
@@ -444,16 +479,34 @@ static void return_wake_device(spmd_dev *d, void *p) {
         a->st0 = spmd_recv(d, x, 4, SPMD_F32, 1, 0, "b", NULL, NULL);
         flag_set(&a->done0);
     } else if (id == 1) {
-        spin_until(&a->posted0, 10.0);
-        { double t0 = now_s(); while (now_s() - t0 < 0.02) {} } /* device 0 parks meanwhile (likely) */
+        int32_t t = 0;
+        if (a->carriers == 1) { /* device 3 is index 1 over "a" */
+            spmd_status s = spmd_recv(d, &t, 1, SPMD_I32, 1, 3, "a", NULL, NULL);
+            if (s != SPMD_OK) st_set(&a->st, s);
+            a->parked = s == SPMD_OK && t == 3;
+        } else {
+            flag_set(&a->in1);
+            a->parked = spin_until(&a->seen, 10.0);
+        }
     } else {
         long n;
+        int32_t three = 3;
+        spmd_req *told = NULL;
+        spmd_status s;
         for (n = 0; n < 5000000; n++) { /* both stop at the same round: they add up what they saw */
             int32_t seen = flag_get(&a->done0), any = 0;
-            spmd_status s = spmd_psum(d, &seen, &any, 1, SPMD_I32, "b", NULL);
+            if (id == 3 && !flag_get(&a->seen) && flag_get(&a->posted0) && (a->carriers == 1 || flag_get(&a->in1))) {
+                flag_set(&a->seen); /* device 0 is parked in its recv */
+                if (a->carriers == 1 && (s = spmd_send_start(d, &three, 1, SPMD_I32, 0, 3, "a", NULL, &told)) != SPMD_OK) {
+                    st_set(&a->st, s);
+                    break;
+                }
+            }
+            s = spmd_psum(d, &seen, &any, 1, SPMD_I32, "b", NULL);
             if (s != SPMD_OK) { st_set(&a->st, s); break; }
             if (any) break;
         }
+        if (told && (s = spmd_wait(told)) != SPMD_OK) st_set(&a->st, s);
         if (id == 2) a->loops = n;
     }
 }
@@ -466,11 +519,13 @@ static void test_wakes(void) {
         spmd_status run;
         if (!m) continue;
         memset(&a, 0, sizeof a);
+        a.carriers = carriers;
         run = spmd_run(m, return_wake_device, &a);
         /* the others fail with it (the break) or stop when told, long before 5,000,000 rounds */
-        T_CHECK((a.st0 == SPMD_ERR_DEADLOCK || a.st0 == SPMD_ERR_BROKEN) && a.loops < 5000000 && run == a.st0,
+        T_CHECK((a.st0 == SPMD_ERR_DEADLOCK || a.st0 == SPMD_ERR_BROKEN) && a.loops < 5000000 && run == a.st0 && a.parked,
                 "recv from a device that returned, %d carrier(s), others busy: recv %s (want DEADLOCK or BROKEN), "
-                "others %s after %ld rounds, run %s", carriers, stname(a.st0), stname(a.st), a.loops, stname(run));
+                "others %s after %ld rounds, run %s; the receiver %s parked when its peer returned", carriers,
+                stname(a.st0), stname(a.st), a.loops, stname(run), a.parked ? "was" : "was NOT seen");
         spmd_mesh_destroy(m);
     }
     {
@@ -480,9 +535,10 @@ static void test_wakes(void) {
         if (m) {
             memset(&a, 0, sizeof a);
             run = spmd_run(m, post_wake_device, &a);
-            T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.st0 == SPMD_OK && a.bad == 0,
-                    "pshuffle over 32: device 1 %s while device 0 computed; run %s, a call %s, %ld wrong",
-                    a.st0 == SPMD_OK ? "finished" : "was not woken", stname(run), stname(a.st), a.bad);
+            T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.st0 == SPMD_OK && a.bad == 0 && a.parked,
+                    "pshuffle over 32: device 1 %s while device 0 computed; run %s, a call %s, %ld wrong; device 1 %s "
+                    "parked when device 0 posted", a.st0 == SPMD_OK ? "finished" : "was not woken", stname(run),
+                    stname(a.st), a.bad, a.parked ? "was" : "was NOT seen");
             spmd_mesh_destroy(m);
         }
     }

@@ -8,7 +8,9 @@
    spmd_run() in which each device performs the whole batch of cases in
    order, and then computes the reference for every group (a loop over the
    group members' inputs in group order 0..G-1) and compares each device's
-   output bit for bit (NaN equals NaN). One T_CHECK per case.
+   output bit for bit (NaN equals NaN). One T_CHECK per case. The async
+   cases call spmd_allreduce_start and each op's own _start form
+   (spmd_pmean_start ... spmd_pargmin_start: build_named_starts).
 
    Env: SPMD_TEST_SEED overrides the seed (printed); SPMD_TEST_QUICK=1 caps
    the long length at 1<<16 and runs fewer repetitions (sanitizer builds);
@@ -972,10 +974,11 @@ static int pick_in_process(meshctx *mc, rng_t *r, int need_single) {
    finishes in its own order, never the order they were started (spmd_wait,
    spmd_done or spmd_test), mostly on variants of odd group size > 1 where
    the mesh has them (pargmax/pargmin: one axis, no groups). Checked against
-   the same reference as the blocking forms. Quick mode off the full
-   meshes: one pair in three. */
-static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int full) {
-    static const size_t lens[] = {1, 7, 1000, 30011};
+   the same reference as the blocking forms. part >= 0 (quick mode): only
+   the pairs numbered part modulo 3, each mesh another third, and no length
+   beyond 4099. */
+static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int part) {
+    static const size_t lens[] = {1, 7, 1000, 30011}, qlens[] = {1, 7, 1000, 4099};
     static const spmd_algo algos[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
     int odd[64], nodd = 0, odd1[64], nodd1 = 0, pairs[NOPS * NDTYPES], np = 0, rot = 0;
     for (int v = 0; v < mc->nvar; v++) {
@@ -987,7 +990,7 @@ static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *
     for (int oi = 0; oi < NOPS; oi++)
         for (int di = 0; di < NDTYPES; di++) {
             if (ALL_DTYPES[di] == SPMD_BOOL && ALL_OPS[oi] == SPMD_OP_MEAN) continue;
-            if (full || rot++ % 3 == 0) pairs[np++] = oi * NDTYPES + di;
+            if (part < 0 || rot++ % 3 == part) pairs[np++] = oi * NDTYPES + di;
         }
     for (int k = np - 1; k > 0; k--) { /* clusters mix ops and dtypes */
         int j = (int)rbelow(r, (unsigned)k + 1), t = pairs[k];
@@ -1001,8 +1004,8 @@ static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *
         for (int j = 0; j < m; j++) {
             spmd_op op = ALL_OPS[pairs[k + j] / NDTYPES];
             tcase *c = new_case(arr, n, cap);
-            init_case(c, mc, r, ALL_DTYPES[pairs[k + j] % NDTYPES], op, lens[rbelow(r, 4)], (int)rbelow(r, 2),
-                      algos[rbelow(r, 3)]);
+            init_case(c, mc, r, ALL_DTYPES[pairs[k + j] % NDTYPES], op, (part < 0 ? lens : qlens)[rbelow(r, 4)],
+                      (int)rbelow(r, 2), algos[rbelow(r, 3)]);
             if (is_arg(op) ? nodd1 > 0 : nodd > 0 && rbelow(r, 4) != 0)
                 c->var = is_arg(op) ? odd1[rbelow(r, (unsigned)nodd1)] : odd[rbelow(r, (unsigned)nodd)];
             c->api = API_ASYNC;
@@ -1205,7 +1208,7 @@ int main(void) {
         rng_t r2 = {seed * 1000003u + (uint64_t)mi + 0x5157A27u};
         double t2 = now_s();
         n = 0;
-        build_named_starts(&mc, &r2, &cases, &n, &cap, full);
+        build_named_starts(&mc, &r2, &cases, &n, &cap, g_quick ? mi % 3 : -1);
         n = tl_thin(cases, sizeof *cases, n, env_thin(), case_unit);
         run_cases(&mc, cases, n, &r2, budget, 600);
         int nstart = n;
