@@ -759,16 +759,7 @@ typedef struct {
     mcase *a;
     int n, cap;
 } caselist;
-static mcase *new_case(caselist *L) {
-    if (L->n == L->cap) {
-        L->cap = L->cap ? 2 * L->cap : 512;
-        L->a = (mcase *)realloc(L->a, (size_t)L->cap * sizeof *L->a);
-        if (!L->a) { fprintf(stderr, "out of memory\n"); exit(2); }
-    }
-    mcase *c = &L->a[L->n++];
-    memset(c, 0, sizeof *c);
-    return c;
-}
+static mcase *new_case(caselist *L) { return TL_PUSH(L, 512); }
 
 static int g_quick;
 static int64_t rdim(rng_t *r) { return rb(r, 10) == 0 ? 0 : 1 + rb(r, 5); } /* 0..5, zero now and then */
@@ -1712,16 +1703,7 @@ typedef struct {
     int n, cap;
 } rglist;
 
-static rgcase *rg_new(rglist *L) {
-    if (L->n == L->cap) {
-        L->cap = L->cap ? 2 * L->cap : 64;
-        L->a = (rgcase *)realloc(L->a, (size_t)L->cap * sizeof *L->a);
-        if (!L->a) { fprintf(stderr, "out of memory\n"); exit(2); }
-    }
-    rgcase *c = &L->a[L->n++];
-    memset(c, 0, sizeof *c);
-    return c;
-}
+static rgcase *rg_new(rglist *L) { return TL_PUSH(L, 64); }
 
 static size_t rg_row(const rgcase *c) {
     return dsize(c->dt) * (size_t)(c->rank >= 2 ? c->a : 1) * (size_t)(c->rank >= 3 ? c->b : 1);

@@ -751,16 +751,7 @@ typedef struct {
     mcase *a;
     int n, cap;
 } caselist;
-static mcase *new_case(caselist *L) {
-    if (L->n == L->cap) {
-        L->cap = L->cap ? 2 * L->cap : 512;
-        L->a = (mcase *)realloc(L->a, (size_t)L->cap * sizeof *L->a);
-        if (!L->a) { fprintf(stderr, "out of memory\n"); exit(2); }
-    }
-    mcase *c = &L->a[L->n++];
-    memset(c, 0, sizeof *c);
-    return c;
-}
+static mcase *new_case(caselist *L) { return TL_PUSH(L, 512); }
 static int g_quick;
 
 static int pick_var(const meshctx *mc, rng_t *r, int single) {

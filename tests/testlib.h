@@ -462,6 +462,22 @@ static inline int group_of(const meshdef *md, const axv *v, int dev, int *mem, i
     return G;
 }
 
+/* A growing array of cases: a (n of cap used, elem bytes each) with room
+   for one more (doubling from first), zeroed and counted; returns the array
+   (moved or not); exits when out of memory. TL_PUSH(L, first): the new
+   element of a list {a, n, cap}. */
+static inline void *tl_grow(void *a, int *n, int *cap, size_t elem, int first) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : first;
+        a = realloc(a, (size_t)*cap * elem);
+        if (!a) { fprintf(stderr, "out of memory\n"); exit(2); }
+    }
+    memset((unsigned char *)a + (size_t)(*n)++ * elem, 0, elem);
+    return a;
+}
+#define TL_PUSH(L, first) \
+    ((L)->a = tl_grow((L)->a, &(L)->n, &(L)->cap, sizeof *(L)->a, (first)), &(L)->a[(L)->n - 1])
+
 /* Does every group of variant v lie inside one process? A refused call
    whose group spans processes breaks the mesh (docs/semantics.md), so the
    sweeps' refused calls keep to such variants; test_xfault covers the
