@@ -74,7 +74,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 }
 
 # The thread-backend suites; asan and tsan at quick sizes, tsan's sweeps one
-# case in two (SPMD_TEST_QUICK=2: the plain and ASan runs take them all).
+# case in three (SPMD_TEST_QUICK=3: the plain and ASan runs take them all).
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests=$TESTS
@@ -87,7 +87,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         else
-            SPMD_TEST_QUICK=$([ "$kind" = tsan ] && echo 2 || echo 1) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+            SPMD_TEST_QUICK=$([ "$kind" = tsan ] && echo 3 || echo 1) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         fi
@@ -300,7 +300,7 @@ run_fabric_tsan() {
 # (from the Makefile).
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
     shm:5:bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
-FABRIC_QUICK=${FABRIC_QUICK:-6}
+FABRIC_QUICK=${FABRIC_QUICK:-8} # (13 configurations: every offset 0..7 runs, most twice)
 FABRIC_MAIN=${FABRIC_MAIN:-8} # make test: the first 8 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
@@ -490,14 +490,14 @@ run_all() {
     check_ran
 }
 
-# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (7: twelve targets in the time eight took at 10) from
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (5; longer runs: fuzz/README) from
 # a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
 # build/), then once over each input that once crashed it (fuzz/regress/
 # <target>: fixed since, kept as regression tests). A target that finds
 # something, or a regression input that fails, is a failure (the input is
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed. The targets: FUZZ_TARGETS (from the Makefile).
-FUZZ_SECONDS=${FUZZ_SECONDS:-7}
+FUZZ_SECONDS=${FUZZ_SECONDS:-5}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
         exe=$B/fuzz/$t
