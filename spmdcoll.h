@@ -269,7 +269,14 @@
      both sides (always checked); check mode (desc.check = SPMD_CHECK_ON or
      SPMD_CHECK=1) also compares the axes and finds a peer that called the
      same collective over other axes by reading that peer's log of recent
-     calls. A timeout, a mismatch, a deadlock, a lost process or a request
+     calls; SPMD_CHECK_SITES (SPMD_CHECK=2) also compares call sites, so a
+     forgotten or extra call between two places in the program is
+     SPMD_ERR_MISMATCH naming both ("call sites: device 0 at prog+0x1a2b,
+     device 1 at prog+0x1b40": addr2line -e prog 0x1a2b; or file:line from
+     spmd_set_site/SPMD_AT). Devices that reach one collective from two
+     places (a root's branch) name one site on both (spmd_set_site(d,
+     "config bcast", 0)); a call skipped inside a loop meets the next
+     iteration's at the same site: nothing can tell (docs/faults.md). A timeout, a mismatch, a deadlock, a lost process or a request
      left in flight breaks the mesh: calls in progress return that status,
      later calls SPMD_ERR_BROKEN until it is destroyed. A wait that can never
      end is SPMD_ERR_DEADLOCK at once (a device waited for returned from its
@@ -354,7 +361,7 @@
    ENVIRONMENT (a variable overrides the matching desc field; for
    SPMD_DEVICES_PER_PROCESS and SPMD_BACKEND a field that is set wins)
      SPMD_TIMEOUT_MS   deadline of every wait, ms (default 60000)
-     SPMD_CHECK        1: check mode on (see DEADLINES), 0: off
+     SPMD_CHECK        1: check mode on, 2: and call sites (see DEADLINES), 0: off
      SPMD_LOG_LEVEL    off, error, warn (default), info, debug
      SPMD_SPIN_US      how long a wait spins (yielding briefly every 20 us)
                        before it yields for good (default 1000; 0 when there
@@ -563,6 +570,7 @@ typedef enum spmd_log_level {
 typedef enum spmd_check {
     SPMD_CHECK_DEFAULT = 0,    /* SPMD_CHECK from the environment, else off */
     SPMD_CHECK_OFF, SPMD_CHECK_ON,
+    SPMD_CHECK_SITES,          /* ON, and every member's call site must be the same (>>check mode) */
     SPMD_CHECK_COUNT
 } spmd_check;
 
@@ -714,7 +722,8 @@ SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
    for one call: SPMD_AT(d, spmd_psum(d, x, x, n, SPMD_F32, "i", NULL)). Only
-   the device's own thread. */
+   the device's own thread. Under SPMD_CHECK_SITES the members' sites must
+   agree: this one, else the caller's return address. */
 SPMD_API void spmd_set_site(spmd_dev *d, const char *file, int line);
 #define SPMD_AT(d, call) (spmd_set_site((d), __FILE__, __LINE__), (call))
 /* Processes (libfabric backend): how many take part, which one this is, and
@@ -1276,6 +1285,9 @@ SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const sp
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#if defined(__linux__)
+#include <link.h> /* dl_iterate_phdr: a call site's module (>>check mode) */
+#endif
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1641,6 +1653,7 @@ typedef struct spmd__clog {
     uint64_t w[3];         /* the signature */
     uint64_t text[8];      /* axes text, 64 bytes */
     uint64_t ck[2];        /* the checksum of its input as the caller gave it, and its length (spmd__data_agree) */
+    uint64_t site[2];      /* SPMD_CHECK_SITES: its call site (spmd__site_text) */
 } spmd__clog;
 
 struct spmd_req {
@@ -1667,6 +1680,8 @@ struct spmd_req {
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
     uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
+    uint64_t site[2];      /* SPMD_CHECK_SITES: its call site, spmd_set_site's file and line or 0 and the caller's
+                              return address (spmd__site_take) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
     uint32_t units, pieces;/* split: tasks = units x pieces */
     const int64_t *meta;   /* ragged: this member's input_offsets, send_sizes, output_offsets (3k) */
@@ -1766,6 +1781,10 @@ struct spmd_dev {
     uint64_t *sites;       /* their call sites' files (a record's line says if it has one) */
     uint64_t ncalls;       /* calls recorded so far */
     const char *site_file; /* spmd_set_site: the next call's call site */
+    uintptr_t site_ra;     /* SPMD_CHECK_SITES: the return address of the public call (SPMD__CALLER) */
+    uintptr_t site_lo, site_hi, site_base; /* its module's code (a cache, spmd__site_take) */
+    const char *site_mod;  /* and that module's name */
+    int check_sites;       /* SPMD_CHECK_SITES (a copy of the mesh's, read on every call) */
     struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
     int nfaults, fault_at;
     uint64_t lost;         /* kind=lose: its call number + 1 (peers read it), 0: not lost */
@@ -2739,6 +2758,129 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
 }
 
 // >>check mode
+/* Check mode (desc.check, SPMD_CHECK) makes every member of a call log what
+   it posted (spmd__clog: signature, axes, a checksum of its input) so that a
+   peer can name what differs. SPMD_CHECK_SITES (SPMD_CHECK=2) adds the call
+   site to what must agree: spmd_set_site's file and line when given, else
+   the return address of the public function (SPMD__CALLER notes it),
+   relative to its module, so that processes running one program agree. The
+   site's hash is folded into the signature's axes hash
+   (spmd__site_take), so every path that compares signatures compares sites;
+   the messages name both sites (spmd__site_text). */
+#if defined(__GNUC__)
+#define SPMD__NOINLINE __attribute__((noinline)) /* a public collective: its return address is its call site */
+#define SPMD__CALLER(d)                                                                                               \
+    do {                                                                                                              \
+        if ((d) && (d)->check_sites && !(d)->site_ra) (d)->site_ra = (uintptr_t)__builtin_return_address(0);         \
+    } while (0)
+#else
+#define SPMD__NOINLINE
+#define SPMD__CALLER(d) ((void)0)
+#endif
+
+typedef struct spmd__modfind {
+    uintptr_t addr, lo, hi, base;
+    const char *name;
+} spmd__modfind;
+
+#if defined(__linux__)
+static int spmd__modfind_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+    spmd__modfind *f = (spmd__modfind *)arg;
+    int i;
+    (void)size;
+    for (i = 0; i < info->dlpi_phnum; i++) {
+        uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)info->dlpi_phdr[i].p_vaddr;
+        if (info->dlpi_phdr[i].p_type != PT_LOAD || f->addr < lo || f->addr >= lo + info->dlpi_phdr[i].p_memsz)
+            continue;
+        f->lo = lo;
+        f->hi = lo + info->dlpi_phdr[i].p_memsz;
+        f->base = (uintptr_t)info->dlpi_addr;
+        f->name = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+#endif
+
+/* The module (executable or shared library) that holds code address a:
+   its loaded segment [lo, hi), its base, its name ("" for the program). */
+static void spmd__modfind_of(spmd__modfind *f, uintptr_t a) {
+    memset(f, 0, sizeof *f);
+    f->addr = a;
+    f->name = "";
+#if defined(__linux__)
+    if (dl_iterate_phdr(spmd__modfind_cb, f)) return;
+#endif
+    f->lo = f->hi = f->base = 0;
+}
+
+static const char *spmd__base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+static const char *spmd__prog_name(void) {
+#if defined(__GLIBC__)
+    return program_invocation_short_name;
+#else
+    return "the program";
+#endif
+}
+
+/* Take the device's call site for r (SPMD_CHECK_SITES): what is kept
+   (r->site) and, for a collective, its hash folded into the signature. */
+static void spmd__site_take(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    uint64_t h = 0xcbf29ce484222325u;
+    const char *name = "", *c;
+    if (d->site_file) {
+        r->site[0] = (uint64_t)(uintptr_t)d->site_file;
+        r->site[1] = (uint64_t)(uint32_t)d->site_line;
+        name = d->site_file;
+    } else {
+        uintptr_t a = d->site_ra;
+        if (a && (a < d->site_lo || a >= d->site_hi)) {
+            spmd__modfind f;
+            spmd__modfind_of(&f, a);
+            d->site_lo = f.lo, d->site_hi = f.hi, d->site_base = f.base, d->site_mod = f.name;
+        }
+        r->site[0] = 0;
+        r->site[1] = a ? (uint64_t)(a - 1 - d->site_base) : 0; /* (in the call instruction: its line) */
+        if (a && d->site_mod) name = spmd__base_name(d->site_mod);
+    }
+    d->site_ra = 0;
+    if (r->p2p) return;
+    for (c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3u;
+    h = (h ^ r->site[1]) * 0x100000001b3u;
+    r->sig.axes_hash ^= (uint32_t)(h ^ h >> 32);
+}
+
+/* A call site as text: "train.c:42" (spmd_set_site), "prog+0x1a2b" (a
+   call in module prog: addr2line -e prog 0x1a2b names its line)
+   or "an unknown site". at_mod: the module that holds the device's code
+   (this process's: any device's site_mod will do once it has one). */
+static void spmd__site_text(const uint64_t site[2], const char *at_mod, char *buf, size_t len) {
+    if (site[0])
+        snprintf(buf, len, "%s:%d", spmd__base_name((const char *)(uintptr_t)site[0]), (int)(uint32_t)site[1]);
+    else if (site[1])
+        snprintf(buf, len, "%s+0x%llx", at_mod && *at_mod ? spmd__base_name(at_mod) : spmd__prog_name(),
+                 (unsigned long long)site[1]);
+    else
+        snprintf(buf, len, "an unknown site");
+}
+
+/* "; call sites: device 1 at a.c:10, device 0 at a.c:20" for a mismatch
+   message in SPMD_CHECK_SITES, or "" (other: device k's site, as text;
+   buf: SPMD__SITES_LEN). */
+#define SPMD__SITES_LEN 256
+static const char *spmd__site_clause(const spmd_req *r, int k, const char *other, char *buf, size_t len) {
+    char mine[64];
+    if (!r->dev->check_sites) return "";
+    spmd__site_text(r->site, r->dev->site_mod, mine, sizeof mine);
+    snprintf(buf, len, "; call sites: device %d at %s, device %d at %s", r->dev->id, mine, k, other);
+    return buf;
+}
+
 static void spmd__sig_words(const spmd__sig *s, uint64_t w[3]) { memcpy(w, s, sizeof *s); }
 
 /* Check mode's checksum of a contribution (64-bit FNV-1a). */
@@ -2763,6 +2905,8 @@ static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     for (i = 0; i < 8; i++) SPMD__ST_SC(&c->text[i], t[i]);
     SPMD__ST_SC(&c->ck[0], ck);
     SPMD__ST_SC(&c->ck[1], len);
+    SPMD__ST_SC(&c->site[0], r->site[0]);
+    SPMD__ST_SC(&c->site[1], r->site[1]);
     SPMD__ST_SC(&c->stamp, r->global + 1);
 }
 
@@ -2776,19 +2920,22 @@ static int spmd__clog_ck(spmd_dev *p, uint64_t gi, uint64_t ck[2]) {
     return a == gi + 1 && b == a;
 }
 
-/* Read device p's log entry for global index gi; 1 if it is there intact. */
-static int spmd__clog_read(spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[64]) {
+/* Read device p's log entry for global index gi; 1 if it is there intact.
+   site: its call site as text (spmd__site_text; the reader's module). */
+static int spmd__clog_read(spmd_dev *me, spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[64], char site[64]) {
     spmd__clog *c = &p->clog[gi % SPMD__CLOG];
-    uint64_t w[3], t[8], a, b;
+    uint64_t w[3], t[8], at[2], a, b;
     int i;
     a = SPMD__LD_SC(&c->stamp);
     for (i = 0; i < 3; i++) w[i] = SPMD__LD_SC(&c->w[i]);
     for (i = 0; i < 8; i++) t[i] = SPMD__LD_SC(&c->text[i]);
+    for (i = 0; i < 2; i++) at[i] = SPMD__LD_SC(&c->site[i]);
     b = SPMD__LD_SC(&c->stamp);
     if (a != gi + 1 || b != a) return 0;
     memcpy(sig, w, sizeof *sig);
     memcpy(text, t, 64);
     text[63] = '\0';
+    spmd__site_text(at, me->site_mod, site, 64);
     return 1;
 }
 
@@ -3187,7 +3334,9 @@ static int spmd__rec_begin_full(spmd_req *r) {
     uint64_t n = d->ncalls, line = 0, site = 0;
     int skip = d->nfaults ? spmd__fault_at(r, n) : 0;
     r->rec = 0;
+    if (d->check_sites) spmd__site_take(r);
     if (!d->ring) {
+        d->site_file = NULL;
         SPMD__ST_REL(&d->ncalls, n + 1);
         return skip;
     }
@@ -3213,7 +3362,8 @@ static int spmd__rec_begin_full(spmd_req *r) {
 static inline int spmd__rec_begin(spmd_req *r) {
     spmd_dev *d = r->dev;
     uint64_t n = d->ncalls;
-    if (d->nfaults || d->site_file || (d->ring && (r->user || d->mesh->tracing))) return spmd__rec_begin_full(r);
+    if (d->nfaults || d->site_file || d->check_sites || (d->ring && (r->user || d->mesh->tracing)))
+        return spmd__rec_begin_full(r);
     r->rec = d->ring ? (n + 1) | SPMD__REC_LATE : 0; /* (its gseq is set by then: spmd__rec_put) */
     SPMD__ST_REL(&d->ncalls, n + 1);
     return 0;
@@ -4071,15 +4221,17 @@ static int spmd__all_arrived(spmd_req *r) {
     return 1;
 }
 
-static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const char *other_axes) {
+static void spmd__mismatch(spmd_req *r, int k, const spmd__sig *other, const char *other_axes,
+                           const char *other_site) {
     spmd_dev *d = r->dev;
-    char a[96], b[96];
+    char a[96], b[96], sites[SPMD__SITES_LEN];
     spmd__sig_text(&r->sig, a, sizeof a);
     spmd__sig_text(other, b, sizeof b);
     spmd__fail(d, SPMD_ERR_MISMATCH,
                "device %d called %s over '%s' but device %d called %s over '%s' "
-               "(operation #%llu of this device)",
-               d->id, a, r->gr->text, k, b, other_axes, (unsigned long long)r->global);
+               "(operation #%llu of this device%s)",
+               d->id, a, r->gr->text, k, b, other_axes, (unsigned long long)r->global,
+               spmd__site_clause(r, k, other_site, sites, sizeof sites));
     spmd__break(d->mesh, SPMD_ERR_MISMATCH, d->id, d->err);
     spmd__finish(r, SPMD_ERR_MISMATCH);
 }
@@ -4223,16 +4375,16 @@ static int spmd__sigs_agree(spmd_req *r) {
             return 0;
         }
         if (k != r->gr->me && spmd__sig_differs(s, &r->sig, m->check)) {
-            char text[64];
+            char text[64], site[64] = "an unknown site";
             spmd__sig other;
-            if (!m->check || !spmd__clog_read(m->devs[g->members[k]], r->global, &other, text))
+            if (!m->check || !spmd__clog_read(r->dev, m->devs[g->members[k]], r->global, &other, text, site))
                 snprintf(text, sizeof text, "%s", s->axes_hash == r->sig.axes_hash ? r->gr->text : "?");
             if (r->sig.algo == SPMD__ALG_SPLIT) {
                 uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
                 SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
                           (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH);
             }
-            spmd__mismatch(r, g->members[k], s, text);
+            spmd__mismatch(r, g->members[k], s, text, site);
             return 0;
         }
     }
@@ -4324,7 +4476,8 @@ static int spmd__needed_arrived(spmd_req *r) {
             return 0;
         }
         if (spmd__sig_differs(&e->sig, &r->sig, 0)) {
-            spmd__mismatch(r, r->gr->g->members[k], &e->sig, e->sig.axes_hash == r->sig.axes_hash ? r->gr->text : "?");
+            spmd__mismatch(r, r->gr->g->members[k], &e->sig, e->sig.axes_hash == r->sig.axes_hash ? r->gr->text : "?",
+                           "an unknown site");
             return 0;
         }
     }
@@ -8554,7 +8707,8 @@ fail:
 #define SPMD__X_SPLIT_MIN 524288u
 
 /* A member's header, long form: check mode (the axes' text, for the
-   message that names a mismatch, its first 55 characters), inputs of 4 GiB
+   message that names a mismatch, its first 31 characters, and the call
+   site's first 23), inputs of 4 GiB
    and more, groups of 65536 members and more. 128 bytes: net's inject size
    (with clear-to-send a header must fit it, see spmd__x_inline). */
 typedef struct spmd__xhdr {
@@ -8562,7 +8716,8 @@ typedef struct spmd__xhdr {
     uint64_t ghash, gseq, global, data_len;
     spmd__sig sig;
     uint32_t has_inline, pad;
-    char axes[56];
+    char axes[32];
+    char site[24]; /* SPMD_CHECK_SITES: its call site (spmd__site_text) */
 } spmd__xhdr;
 #define SPMD__X_HDR ((sizeof(spmd__xhdr) + 63) / 64 * 64)
 
@@ -8588,7 +8743,7 @@ typedef char spmd__xhdr_is_128[SPMD__X_HDR == 128 ? 1 : -1];
 typedef struct spmd__xview {
     uint64_t data_len;
     spmd__sig sig;
-    const char *axes;         /* NULL: the short form has none */
+    const char *axes, *site;  /* NULL: the short form has none */
     uint64_t global;          /* the sender's operation number (long form) */
     int has_inline, is_short;
     const unsigned char *data; /* inline data */
@@ -8622,7 +8777,9 @@ static int spmd__x_parse(unsigned char *h, size_t received, int k, uint64_t ghas
         v->data_len = l->data_len;
         v->sig = l->sig;
         l->axes[sizeof l->axes - 1] = '\0';
+        l->site[sizeof l->site - 1] = '\0';
         v->axes = l->axes;
+        v->site = l->site;
         v->global = l->global;
         v->data = h + SPMD__X_HDR;
         if (v->has_inline && (received != SPMD__X_HDR + v->data_len || v->data_len > inl)) return 0;
@@ -9257,6 +9414,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         h->sig = spmd__x_sig_out(r);
         h->has_inline = (uint32_t)inl;
         memcpy(h->axes, r->gr->text, sizeof h->axes); /* the receiver ends it at its last byte */
+        if (d->check_sites) spmd__site_text(r->site, d->site_mod, h->site, sizeof h->site);
         hsize = SPMD__X_HDR;
     }
     if (inl) {
@@ -9375,10 +9533,12 @@ static spmd_status spmd__x_bad(spmd_req *r, int k, const char *bad, size_t recei
    common case fills no message buffers). */
 static spmd_status spmd__x_mismatch(spmd_req *r, int k, const spmd__xview *h) {
     spmd_dev *d = r->dev;
-    char a[96], b[96], that[48] = "", who[64];
+    char a[96], b[96], that[SPMD__SITES_LEN + 32] = "", who[64], sites[SPMD__SITES_LEN];
     spmd__sig_text(&r->sig, a, sizeof a);
     spmd__sig_text(&h->sig, b, sizeof b);
-    if (h->axes) snprintf(that, sizeof that, ", #%llu of that one", (unsigned long long)h->global);
+    if (h->axes)
+        snprintf(that, sizeof that, ", #%llu of that one%s", (unsigned long long)h->global,
+                 spmd__site_clause(r, r->gr->g->members[k], h->site, sites, sizeof sites));
     return spmd__fail(d, SPMD_ERR_MISMATCH,
                       "device %d called %s over '%s' but %s called %s over '%s' (operation #%llu of this device%s)",
                       d->id, a, r->gr->text, spmd__x_who(d->mesh, r->gr->g->members[k], who, sizeof who), b,
@@ -10231,19 +10391,20 @@ static int spmd__x_check_missing(spmd_req *r) {
     for (k = 0; k < g->G; k++) {
         spmd_dev *p = m->devs[g->members[k]];
         spmd__sig other;
-        char text[64], a[96], b[96];
+        char text[64], site[64], sites[SPMD__SITES_LEN], a[96], b[96];
         if (g->lidx[k] < 0 || k == r->gr->me) continue;
         pthread_mutex_lock(&m->xlock);
         have = x->have[k];
         pthread_mutex_unlock(&m->xlock);
-        if (have == 2 || !spmd__clog_read(p, r->global, &other, text) ||
+        if (have == 2 || !spmd__clog_read(d, p, r->global, &other, text, site) ||
             (!spmd__sig_differs(&other, &r->sig, 1) && strcmp(text, r->gr->text) == 0))
             continue;
         spmd__sig_text(&r->sig, a, sizeof a);
         spmd__sig_text(&other, b, sizeof b);
         spmd__fail(d, SPMD_ERR_MISMATCH,
                    "device %d called %s over '%s' but device %d called %s over '%s' (operation #%llu of this "
-                   "device; check mode)", d->id, a, r->gr->text, p->id, b, text, (unsigned long long)r->global);
+                   "device; check mode%s)", d->id, a, r->gr->text, p->id, b, text, (unsigned long long)r->global,
+                   spmd__site_clause(r, p->id, site, sites, sizeof sites));
         spmd__x_fail(r, SPMD_ERR_MISMATCH);
         return 1;
     }
@@ -11064,7 +11225,7 @@ SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
     mine[0] = m->mesh_id;
     mine[1] = (uint32_t)m->ndim;
     mine[2] = (uint32_t)L;
-    mine[3] = (uint32_t)(m->check != 0) | (uint32_t)m->forced_algo << 1; /* they choose the algorithms */
+    mine[3] = (uint32_t)m->check | (uint32_t)m->forced_algo << 2; /* they choose the algorithms */
     for (i = 0; i < m->ndim; i++) mine[4 + i] = (uint32_t)m->shape[i];
     spmd__slock(&f->lock);
     /* the bootstrap's deadline, not the mesh's: processes may reach this
@@ -12115,10 +12276,10 @@ static int spmd__check_missing(spmd_req *r) {
     if (r->state != SPMD__R_ARRIVE || r->p2p || r->x) return 0;
     for (k = r->nseen; k < g->G; k++) {
         spmd__sig other;
-        char text[64];
+        char text[64], site[64];
         spmd_dev *p = m->devs[g->members[k]];
         if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) == r->gseq + 1) continue;
-        if (spmd__clog_read(p, r->global, &other, text) &&
+        if (spmd__clog_read(r->dev, p, r->global, &other, text, site) &&
             (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
             if (r->sig.algo == SPMD__ALG_SPLIT) {
                 uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
@@ -12126,7 +12287,7 @@ static int spmd__check_missing(spmd_req *r) {
                                (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH))
                     return 0;
             }
-            spmd__mismatch(r, p->id, &other, text);
+            spmd__mismatch(r, p->id, &other, text, site);
             return 1;
         }
     }
@@ -15127,7 +15288,7 @@ spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_d
     }
     desc.backend = m->backend;
     desc.timeout_ms = m->timeout_ms;
-    desc.check = m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.check = m->check == 2 ? SPMD_CHECK_SITES : m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
     desc.log_level = m->log_level;
     desc.log_fn = m->log_fn;
     desc.log_user = m->log_user;
@@ -15404,7 +15565,8 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
     m->log_level = spmd__env_level(desc->log_level ? desc->log_level : SPMD_LOG_WARN);
     m->timeout_ms = spmd__env_int("SPMD_TIMEOUT_MS", 1, INT64_MAX / 1000000,
                                   desc->timeout_ms ? desc->timeout_ms : SPMD__DEFAULT_TIMEOUT_MS, NULL);
-    m->check = (int)spmd__env_int("SPMD_CHECK", 0, 1, desc->check == SPMD_CHECK_ON, NULL);
+    m->check = (int)spmd__env_int("SPMD_CHECK", 0, 2, desc->check == SPMD_CHECK_SITES ? 2 : desc->check == SPMD_CHECK_ON,
+                                  NULL);
     m->ncpu = spmd__ncpu();
     m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
     m->spin_os_ns = set ? m->spin_ns : 0u;
@@ -15451,6 +15613,7 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
         pthread_mutex_init(&d->mbox, NULL);
         d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
         if (!d->clog) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+        d->check_sites = m->check == 2;
     }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
@@ -15762,46 +15925,56 @@ static int spmd__axis_query(spmd_dev *d, const char *axes, int want_index) {
 int spmd_axis_index(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 1); }
 int spmd_axis_size(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 0); }
 
-spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                            spmd_op op, const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
     return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, NULL);
 }
-spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                       const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts);
 }
-spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                        const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MEAN, axes, opts);
 }
-spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                       const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MAX, axes, opts);
 }
-spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                       const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MIN, axes, opts);
 }
-spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                        const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_PROD, axes, opts);
 }
-spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
                          const char *axis, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMAX, axis, opts);
 }
-spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
                          const char *axis, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMIN, axis, opts);
 }
-spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
+SPMD__NOINLINE spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
     return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
                               opts, 0, NULL);
 }
 
-spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                  spmd_op op, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
     int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
     if (!req) {
         char name[40];
@@ -15810,11 +15983,13 @@ spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size
     }
     return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, req);
 }
-spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                             const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
     return spmd_allreduce_start(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts, req);
 }
-spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
+SPMD__NOINLINE spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
     if (!req) return spmd__refuse_start(d, SPMD__KIND_BARRIER, "barrier_start", axes, opts);
     return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
                               opts, 0, req);
@@ -15899,151 +16074,181 @@ static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, cons
         *(req) = NULL;                                                        \
     } while (0)
 
-spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+SPMD__NOINLINE spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
                             int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, NULL);
 }
-spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int axis, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, req);
 }
-spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                       int axis, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
                           0, o, NULL);
 }
-spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD__NOINLINE spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                             const char *axes, int axis, int tiled, const spmd_opts *o,
                                             spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_invariant_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
                           0, o, req);
 }
-spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                               int scatter_dimension, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
                           NULL, 0, 0, o, NULL);
 }
-spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                     int scatter_dimension, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_PSUM_SCATTER, "psum_scatter_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
                           NULL, 0, 0, o, req);
 }
-spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                             int split_axis, int concat_axis, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
                           0, 0, o, NULL);
 }
-spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int split_axis, int concat_axis, int tiled, const spmd_opts *o,
                                   spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "all_to_all_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
                           0, 0, o, req);
 }
-spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+SPMD__NOINLINE spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
                            const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, NULL);
 }
-spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                  int axis, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "pswapaxes_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, req);
 }
-spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                           const int *perm, int npairs, const spmd_opts *o) {
+    SPMD__CALLER(d);
     if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, NULL);
 }
-spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                 const int *perm, int npairs, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "ppermute_start", axes, o);
     if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, req);
 }
-spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                           const int *perm, const spmd_opts *o) {
+    SPMD__CALLER(d);
     if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, NULL);
 }
-spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                 const int *perm, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "pshuffle_start", axes, o);
     if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
     return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, req);
 }
-spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
+SPMD__NOINLINE spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
                             const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, NULL);
 }
-spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+SPMD__NOINLINE spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
                                   int source, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "pbroadcast_start", axes, o);
     return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, req);
 }
 
-spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+SPMD__NOINLINE spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
                            const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
 }
-spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                  const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "allgather_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
 }
-spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+SPMD__NOINLINE spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
                           const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
 }
-spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+SPMD__NOINLINE spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
                                 const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "alltoall_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
 }
-spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                        const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
 }
-spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                              const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "bcast_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
-spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                         const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
 }
-spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                               const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_GATHER, "gather_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
-spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                          const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
 }
-spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+SPMD__NOINLINE spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
                                const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_SCATTER, "scatter_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
 }
-spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
+SPMD__NOINLINE spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
                         const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, NULL);
 }
-spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+SPMD__NOINLINE spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
                               int root, const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_REDUCE, "reduce_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, req);
 }
-spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+SPMD__NOINLINE spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
                       const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, NULL);
 }
-spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+SPMD__NOINLINE spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
                             const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_SCAN, "scan_start", axes, o);
     return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
 }
@@ -16134,16 +16339,18 @@ static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const sp
     c.k = k;
     return spmd__coll_start(d, &c, axes, o, req);
 }
-spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+SPMD__NOINLINE spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
                                    const int64_t *input_offsets, const int64_t *send_sizes,
                                    const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
                                    const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
     return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, NULL);
 }
-spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+SPMD__NOINLINE spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
                                          const int64_t *input_offsets, const int64_t *send_sizes,
                                          const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
                                          const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
     SPMD__START_REQ(d, req, SPMD__KIND_RAGGED, "ragged_all_to_all_start", axes, o);
     return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
 }
@@ -16238,8 +16445,9 @@ spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, in
 }
 
 #define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
-    spmd_status NAME(spmd_dev *d, const void *send, RECV_T *recv, size_t count, spmd_dtype dt, const char *axes, \
+    SPMD__NOINLINE spmd_status NAME(spmd_dev *d, const void *send, RECV_T *recv, size_t count, spmd_dtype dt, const char *axes, \
                      const spmd_opts *o, spmd_req **req) {                                                   \
+        SPMD__CALLER(d);                                                                                     \
         return spmd_allreduce_start(d, send, recv, count, dt, OP, axes, o, req);                             \
     }
 SPMD__REDUCE_START(spmd_pmean_start, SPMD_OP_MEAN, void)

@@ -73,9 +73,10 @@ static void clear_seen(void) {
 }
 
 /* Run fn on a mesh of n devices with the plan; time it. */
+static int plan_check; /* run_plan's desc.check */
 static double run_plan(int n, const char *plan, spmd_fn fn, spmd_status *run_st, spmd_status *mesh_st) {
     spmd_status st;
-    spmd_mesh *m = mesh_n(n, 30000, plan, 0, &st);
+    spmd_mesh *m = mesh_n(n, 30000, plan, plan_check, &st);
     double t0;
     survivors_done = 0;
     clear_seen();
@@ -358,6 +359,102 @@ static void test_skip_pairs(void) {
     T_CHECK(ms == SPMD_ERR_MISMATCH, "[%s] skip, then another call: the mesh %s", sched_name(), spmd_status_name(ms));
 }
 
+/* ---- SPMD_CHECK_SITES: a skip between two call sites is a mismatch --------
+   Three psums at three places; device 1 skips the second, so its third
+   meets its peers' second: the same signature, another call site. With
+   sites from the caller's return address every device fails with
+   SPMD_ERR_MISMATCH (or BROKEN once another broke the mesh) naming both
+   sites; with SPMD_AT the sites are file:line. In a loop (one site) no
+   check can tell: the peers get SPMD_OK with the next call's data. A
+   program whose devices reach one collective from two places (root and
+   others) is a mismatch there too, unless both name one site. */
+static int at_lines[3], use_at;
+static void sites_three(spmd_dev *d, void *arg) {
+    float x = 1, y = -1;
+    spmd_status s;
+    (void)arg;
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[0] = __LINE__);
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 0, s, y);
+    if (s != SPMD_OK) return;
+    y = -1;
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[1] = __LINE__);
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* skipped on device 1 */
+    keep(d, 1, s, y);
+    if (s != SPMD_OK) return;
+    y = -1;
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[2] = __LINE__);
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
+    keep(d, 2, s, y);
+}
+/* the root's call and the others' at two places (functions kept apart) */
+static __attribute__((noinline)) spmd_status bcast_root(spmd_dev *d, float *x, float *y) {
+    *y = -1;
+    return spmd_bcast(d, x, y, 1, SPMD_F32, 0, "i", NULL);
+}
+static __attribute__((noinline)) spmd_status bcast_other(spmd_dev *d, float *y) {
+    float unused = 0;
+    *y = -1;
+    return spmd_bcast(d, &unused, y, 1, SPMD_F32, 0, "i", NULL);
+}
+static void sites_branch(spmd_dev *d, void *arg) {
+    float x = (float)(spmd_device_id(d) + 7), y = -1;
+    spmd_status s;
+    if (arg) spmd_set_site(d, "the config bcast", 1);
+    s = spmd_device_id(d) == 0 ? bcast_root(d, &x, &y) : bcast_other(d, &y);
+    keep(d, 0, s, y);
+}
+/* msg names two distinct sites "<prog>+0x..." (not the same one twice). */
+static int names_two_sites(const char *msg) {
+    char x[64] = "", y[64] = "";
+    const char *a = strstr(msg, "call sites: device ");
+    if (!a || sscanf(a, "call sites: device %*d at %63[^,], device %*d at %63[^)]", x, y) != 2) return 0;
+    return strstr(x, "+0x") && strstr(y, "+0x") && strcmp(x, y) != 0;
+}
+static void test_skip_sites(void) {
+    spmd_status rs = SPMD_OK, ms = SPMD_OK;
+    char want[2][96];
+    int i, pass;
+    plan_check = SPMD_CHECK_SITES;
+    for (pass = 0; pass < 2; pass++) {
+        use_at = pass;
+        (void)run_plan(3, "device=1,seq=1,kind=skip", sites_three, &rs, &ms);
+        snprintf(want[0], sizeof want[0], "test_faults.c:%d", at_lines[1]);
+        snprintf(want[1], sizeof want[1], "test_faults.c:%d", at_lines[2]);
+        for (i = 0; i < 3; i++) {
+            int c = i == 1 ? 2 : 1;
+            const char *msg = seen.msg[i][c];
+            T_CHECK((seen.s[i][c] == SPMD_ERR_MISMATCH || seen.s[i][c] == SPMD_ERR_BROKEN) && seen.v[i][c] == -1.0f &&
+                        (pass ? strstr(msg, want[0]) && strstr(msg, want[1]) : names_two_sites(msg)),
+                    "[%s] sites (%s): a skip between two sites: device %d's call #%d: %s (%s)", sched_name(),
+                    pass ? "SPMD_AT" : "return addresses", i, c, spmd_status_name(seen.s[i][c]), msg);
+        }
+        T_CHECK(rs == SPMD_ERR_MISMATCH && ms == SPMD_ERR_MISMATCH, "[%s] sites: the run %s, the mesh %s",
+                sched_name(), spmd_status_name(rs), spmd_status_name(ms));
+    }
+    (void)run_plan(3, "device=1,seq=1,kind=skip", skip_loop, &rs, &ms);
+    T_CHECK(seen.s[0][1] == SPMD_OK && seen.v[0][1] == 403.0f,
+            "[%s] sites: a skip inside a loop (one site) is not caught: device 0's call #1 %s %g (403: device 1's "
+            "call #2)", sched_name(), spmd_status_name(seen.s[0][1]), seen.v[0][1]);
+    (void)run_plan(3, "", sites_branch, &rs, &ms);
+    for (i = 0; i < 3; i++)
+        T_CHECK((seen.s[i][0] == SPMD_ERR_MISMATCH || seen.s[i][0] == SPMD_ERR_BROKEN) && seen.v[i][0] == -1.0f,
+                "[%s] sites: one bcast reached from two places: device %d %s (%s)", sched_name(), i,
+                spmd_status_name(seen.s[i][0]), seen.msg[i][0]);
+    for (pass = 0; pass < 2; pass++) { /* one site named on both paths; or check mode without sites */
+        spmd_mesh *m = mesh_n(3, 30000, "", pass ? SPMD_CHECK_ON : SPMD_CHECK_SITES, &rs);
+        clear_seen();
+        rs = m ? spmd_run(m, sites_branch, pass ? NULL : (void *)1) : rs;
+        if (m) spmd_mesh_destroy(m);
+        for (i = 0; i < 3; i++)
+            T_CHECK(seen.s[i][0] == SPMD_OK && seen.v[i][0] == 7.0f, "[%s] sites: the bcast from two places %s: "
+                    "device %d %s %g", sched_name(), pass ? "in check mode without sites" : "named as one site", i,
+                    spmd_status_name(seen.s[i][0]), seen.v[i][0]);
+        T_CHECK(rs == SPMD_OK, "[%s] sites: its run %s", sched_name(), spmd_status_name(rs));
+    }
+    plan_check = 0;
+}
+
 /* ---- kind=exit: the whole process ends ----------------------------------- */
 /* In a child process: device 1's call #1 exits the process with status 3,
    after stdio is flushed (this device's line for call #0 is in the file). */
@@ -624,6 +721,7 @@ int main(void) {
         test_lose_p2p();
         test_delay_skip();
         test_skip_pairs();
+        test_skip_sites();
         test_exit();
         test_corrupt();
         test_corrupt_check(5);

@@ -19,6 +19,9 @@
              gets SPMD_ERR_TIMEOUT naming the psum and device 1 as not heard
              from, within 6 s (process 1 stays until process 0 is done: it
              waits for process 0's marker file);
+     skipsites  the same in check mode with sites (SPMD_CHECK_SITES), the
+             three psums at three places: device 1's third meets device 0's
+             second: SPMD_ERR_MISMATCH on both, naming both call sites;
      corrupt 2 processes of two devices, device 3's call #1 with the first
              byte of its input flipped (not its buffer): every device's psum
              is the sum with that byte flipped, SPMD_OK (not detected);
@@ -112,6 +115,27 @@ static void dev_main(spmd_dev *d, void *arg) {
     if (strcmp(c->mode, "skip") == 0 && c->proc == 1) wait_marker();
 }
 
+/* skipsites: three psums at three places, in a row; device 1 skips the
+   second (the fault plan), so its third meets device 0's second: slot 1
+   holds that call on both. */
+static void dev_sites(spmd_dev *d, void *arg) {
+    child *c = (child *)arg;
+    int id = spmd_device_id(d), j, k;
+    int32_t x[NV], y[3][NV];
+    spmd_status st[3];
+    for (j = 0; j < NV; j++) x[j] = id * 10 + j, y[0][j] = y[1][j] = y[2][j] = -1;
+    st[0] = spmd_psum(d, x, y[0], NV, SPMD_I32, c->ax, NULL);
+    st[1] = st[0] ? st[0] : spmd_psum(d, x, y[1], NV, SPMD_I32, c->ax, NULL);
+    st[2] = st[1] ? st[1] : spmd_psum(d, x, y[2], NV, SPMD_I32, c->ax, NULL);
+    for (k = 0; k < 2; k++) { /* slot 1: device 0's second call, device 1's third */
+        int from = k == 1 && id == 1 ? 2 : k;
+        c->st[id][k] = st[from];
+        memcpy(c->y[id][k], y[from], sizeof y[from]);
+        snprintf(c->msg[id][k], sizeof c->msg[id][k], "%s", st[from] ? spmd_last_error(d) : "");
+    }
+    if (id == 1 && (st[1] != SPMD_OK || y[1][0] != -1)) c->st[1][0] = SPMD_ERR_STATE; /* the skipped call */
+}
+
 /* The psum's element j over devices lo..lo+n-1, written plainly; flip: the
    device whose first byte of input flipped (kind=corrupt), or -1. */
 static int32_t sum_of(int lo, int n, int j, int flip) {
@@ -152,7 +176,9 @@ static int child_main(const char *mode) {
     }
     desc.log_level = SPMD_LOG_ERROR;
     desc.log_fn = log_echo;
-    desc.check = strncmp(mode, "corrupt", 7) == 0 && mode[7] ? SPMD_CHECK_ON : SPMD_CHECK_DEFAULT;
+    desc.check = strncmp(mode, "corrupt", 7) == 0 && mode[7]   ? SPMD_CHECK_ON
+                 : strcmp(mode, "skipsites") == 0 ? SPMD_CHECK_SITES
+                                                  : SPMD_CHECK_DEFAULT;
     s = spmd_mesh_create(&desc, &m);
     if (strcmp(mode, "bad") == 0) {
         printf("mesh_create: %s after %.2f s: %s\n", spmd_status_name(s), p_now() - t0, log_text);
@@ -175,7 +201,7 @@ static int child_main(const char *mode) {
         printf("SPMD_SCHEDULER=fibers but the mesh does not use fibers\n");
         return 1;
     }
-    run = spmd_run(m, dev_main, &c);
+    run = spmd_run(m, strcmp(mode, "skipsites") == 0 ? dev_sites : dev_main, &c);
     for (i = 0; i < n; i++) {
         int ok = 1, local = strcmp(mode, "corruptlocal") == 0, gn = local ? 2 : n, lo = local ? i / 2 * 2 : 0;
         if (!spmd_device_is_local(m, i)) continue;
@@ -231,6 +257,13 @@ static int child_main(const char *mode) {
                 }
             }
             ok = ok && c.took[i][1] < 10.0;
+        } else if (strcmp(mode, "skipsites") == 0) { /* both sides name both sites */
+            char x[64] = "", y[64] = "";
+            const char *a = strstr(c.msg[i][1], "call sites: device ");
+            int got = a ? sscanf(a, "call sites: device %*d at %63[^,], device %*d at %63[^)]", x, y) : 0;
+            for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
+            ok = ok && c.st[i][1] == SPMD_ERR_MISMATCH && strstr(c.msg[i][1], "psum(i32 x 4") && got == 2 &&
+                 strstr(x, "test_pfaults+0x") && strstr(y, "test_pfaults+0x") && strcmp(x, y) != 0;
         } else if (strcmp(mode, "skip") == 0) {
             if (i == victim) {
                 for (j = 0; j < NV; j++) ok = ok && c.y[i][1][j] == -1;
@@ -250,7 +283,8 @@ static int child_main(const char *mode) {
     { /* every process's spmd_run agrees on how the run ended (docs/recovery.md): the loss, or the break */
         spmd_status want = strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0 ? SPMD_ERR_PEER_LOST
                            : strcmp(mode, "skip") == 0                           ? SPMD_ERR_TIMEOUT
-                           : strcmp(mode, "corruptlocal") == 0                   ? SPMD_ERR_MISMATCH
+                           : strcmp(mode, "corruptlocal") == 0 ||
+                                     strcmp(mode, "skipsites") == 0                  ? SPMD_ERR_MISMATCH
                                                                                  : SPMD_OK;
         printf("spmd_run: %s (want %s)%s\n", spmd_status_name(run), spmd_status_name(want),
                run == want ? "" : ": NOT as documented");
@@ -358,6 +392,8 @@ int main(int argc, char **argv) {
     run_job("delay", "shm", 2, 4, "device=3,seq=0,kind=delay:300", -1);
     run_job("skip", "tcp", 2, 2, "device=1,seq=1,kind=skip", -1);
     run_job("skip", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("skipsites", "tcp", 2, 2, "device=1,seq=1,kind=skip", -1);
+    run_job("skipsites", "shm", 2, 2, "device=1,seq=1,kind=skip", -1);
     run_job("corrupt", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corrupt", "shm", 2, 4, "device=3,seq=1,kind=corrupt", -1);
     run_job("corruptck", "tcp", 2, 4, "device=3,seq=1,kind=corrupt", -1);
