@@ -53,6 +53,12 @@ $(BUILD)/reccost-fabric: bench/reccost.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) -O3 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
+# How survivors learn of a killed process (bench/killsoak.c): 4 processes,
+# SIGKILL at random times; run build/killsoak [runs] [tcp|shm|both].
+$(BUILD)/killsoak: bench/killsoak.c tests/proclib.h spmdcoll.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(BASE) $(WARN) -Wno-format-truncation $< -o $@ $(LIBS) $(FABRIC_LIBS)
+
 # The floor under a small collective between two processes: one cache line
 # exchanged through shared memory (bench/cacheline.c).
 $(BUILD)/cacheline: bench/cacheline.c

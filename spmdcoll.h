@@ -711,13 +711,16 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    short; buf may be NULL with len 0); returns the length of the whole text,
    as snprintf does. From the flight recorder: desc.trace_depth calls per
    device (default 64), env SPMD_TRACE_DEPTH (0: off). Any thread, any time
-   while the mesh exists; logged at error level when the mesh breaks, and
-   on the signal env SPMD_REPORT_SIGNAL names (USR1, USR2 or a number; the
-   log function is then called from a thread of the library). Times have
-   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. On
-   libfabric, a device of another process shows the line its process sent
-   when the mesh broke (over the bootstrap connection, waited for a
-   twentieth of the mesh's deadline: 50 ms to 1 s), or "not heard from". */
+   while the mesh exists; logged at error level when the mesh breaks (on
+   libfabric with several processes: when spmd_run ends, or at
+   spmd_mesh_destroy), and on the signal env SPMD_REPORT_SIGNAL names (USR1,
+   USR2 or a number; the log function is then called from a thread of the
+   library). Times have the coarse clock's resolution (a few ms) unless
+   SPMD_TRACE is set. On libfabric, a device of another process shows the
+   line its process sent when the mesh broke (over the bootstrap
+   connection, waited for until a twentieth of the mesh's deadline after
+   the break: 50 ms to 1 s; the failing call does not wait), or "not heard
+   from". */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
@@ -1680,6 +1683,7 @@ struct spmd_req {
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
     uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
+    int fault_die;         /* kind=lose:posted (1) or :done (2) across processes: where the process ends */
     uint64_t site[2];      /* SPMD_CHECK_SITES: its call site, spmd_set_site's file and line or 0 and the caller's
                               return address (spmd__site_take) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
@@ -1847,6 +1851,9 @@ struct spmd_mesh {
     uint32_t mesh_id;      /* libfabric: meshes this process made before; equal on every process */
     struct spmd__fab *fab; /* libfabric: the process's transport (shared by its meshes) */
     uint32_t heard;        /* libfabric: the announcements of broken meshes looked at */
+    int lost_heard;        /* libfabric: the processes known lost when m last looked (spmd__fab_lost_heard) */
+    uint64_t report_until; /* libfabric: the break's report waits for the other processes' lines until then, and
+                              is logged by spmd__report_settle (0: none due) */
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
     uint32_t rmask;        /* flight recorder: ring entries - 1 (a power of two) */
@@ -1912,7 +1919,8 @@ static void spmd__wake_dev(spmd_dev *d) {
 #if SPMD__HAS_LIBFABRIC
 static void spmd__fab_announce(spmd_mesh *m);
 static char *spmd__fab_recs_text(spmd_mesh *m);
-static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text);
+static void spmd__fab_recs_send(spmd_mesh *m, const char *text);
+static void spmd__fab_recs_wait(spmd_mesh *m, uint64_t until);
 #endif
 static void spmd__report_log(spmd_mesh *m);
 
@@ -1935,16 +1943,21 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
         first = 1;
     }
     pthread_mutex_unlock(&m->lock);
+    for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
-    /* the report across processes: ours out, theirs in (a twentieth of the deadline, 50 ms to 1 s) */
-    if (first && recs) spmd__fab_recs_exchange(m, recs);
+    /* the report across processes: ours out now; theirs are waited for
+       when spmd_run ends (spmd__report_settle), not by this call */
+    if (first && recs) {
+        spmd__fab_recs_send(m, recs);
+        spmd__free(&m->alloc, recs);
+        return;
+    }
     if (recs) spmd__free(&m->alloc, recs);
 #endif
     if (first) spmd__report_log(m);
-    for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
 SPMD__SETUP_END
@@ -3063,6 +3076,13 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                         strncmp(eq + 1, "exit", 4) == 0)) {
                 f.kind = eq[1] == 's' ? SPMD__FAULT_SKIP : eq[1] == 'l' ? SPMD__FAULT_LOSE : SPMD__FAULT_EXIT;
                 have |= 4;
+            } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 &&
+                       ((tend - eq - 1 == 11 && strncmp(eq + 1, "lose:posted", 11) == 0) ||
+                        (tend - eq - 1 == 9 && strncmp(eq + 1, "lose:done", 9) == 0)) &&
+                       m->backend != SPMD_BACKEND_THREADS) {
+                f.kind = SPMD__FAULT_LOSE;
+                f.ms = eq[6] == 'p' ? 1 : 2; /* the phase: spmd__fault_die */
+                have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 7 &&
                        strncmp(eq + 1, "corrupt", 7) == 0) {
                 f.kind = SPMD__FAULT_CORRUPT;
@@ -3075,8 +3095,8 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
-                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit, corrupt or delay:MS)", from,
-                          (int)tl, q, m->size - 1);
+                          "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit, corrupt or delay:MS; "
+                          "across processes also lose:posted or lose:done)", from, (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
             q = comma ? comma + 1 : stop;
@@ -3137,6 +3157,10 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
         if (r->p2p) sg.count = r->count;
         spmd__sig_text(&sg, what, sizeof what);
         f = &d->faults[d->fault_at++];
+        if (f->kind == SPMD__FAULT_LOSE && f->ms) { /* later in the call: spmd__fault_die */
+            r->fault_die = (int)f->ms;
+            return 0;
+        }
         if (f->kind == SPMD__FAULT_EXIT || m->backend != SPMD_BACKEND_THREADS) {
             /* the process ends at once: no goodbye to the job, no atexit
                handlers (other devices' threads still run); stdio flushed */
@@ -3192,6 +3216,21 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
         return 0;
     }
     return 1;
+}
+
+/* kind=lose:posted or :done across processes: the process ends at that
+   point of r (posted: it waits for the first time, everything it sends is
+   posted; done: it completed here; a call that completes before it waits
+   ends there too), as kind=lose does at a call's start. */
+static void spmd__fault_die(spmd_req *r, int phase) {
+    char what[160];
+    if (r->fault_die != phase && !(phase == 2 && r->fault_die)) return;
+    spmd__req_what(r, what, sizeof what);
+    spmd__log(r->dev->mesh, SPMD_LOG_ERROR, r->dev->id, "SPMD_FAULTS: %s over '%s' (operation #%llu of this device): "
+              "kind=lose:%s: the process exits with status %d", what, r->gr->text, (unsigned long long)r->global,
+              r->fault_die == 1 ? "posted" : "done", SPMD__FAULT_LOST_STATUS);
+    fflush(NULL);
+    _exit(SPMD__FAULT_LOST_STATUS);
 }
 
 SPMD__SETUP_END
@@ -3771,6 +3810,19 @@ static void spmd__report_log(spmd_mesh *m) {
     spmd__free(&m->alloc, buf);
 }
 
+/* A break's report that waits for the other processes' lines (libfabric):
+   wait for them (until m->report_until), then log it. Called when spmd_run
+   ends and by spmd_mesh_destroy, so that the call that broke the mesh and
+   its siblings return at once. */
+static void spmd__report_settle(spmd_mesh *m) {
+    uint64_t until = SPMD__LD_ACQ(&m->report_until);
+    if (!until || !SPMD__CAS(&m->report_until, &until, (uint64_t)0)) return;
+#if SPMD__HAS_LIBFABRIC
+    if (m->fab) spmd__fab_recs_wait(m, until);
+#endif
+    spmd__report_log(m);
+}
+
 /* JSON string contents: quotes, backslashes and control characters escaped. */
 static void spmd__json_str(FILE *f, const char *s) {
     for (; *s; s++) {
@@ -4082,6 +4134,7 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     spmd__gref *gr = r->gr;
     spmd__mine *my = gr->my;
     int k;
+    if (r->fault_die) spmd__fault_die(r, 2); /* >>faults: kind=lose:done */
     spmd__rec_end(r, s);
     r->status = s;
     r->state = SPMD__R_DONE;
@@ -10841,13 +10894,14 @@ static void spmd__fab_announce(spmd_mesh *m) {
 /* The report across processes (spmd__break, once per mesh and process):
    this process's devices' lines ("devices now" of spmd_report, taken before
    the mesh is marked broken: spmd__fab_recs_text) go to the others as
-   RECORDS, then we wait for every other live process's lines about m,
-   reading the bootstrap connection every ms, at most a twentieth of the
-   mesh's deadline (at least 50 ms, at most 1 s): the failing call waits
-   here, so this is what it may return after its deadline. A process whose
-   devices are all in their own code reads nothing and sends nothing: its
-   devices are then shown as not heard from (lines that come later are in
-   spmd_report's text). */
+   RECORDS (spmd__fab_recs_send); when spmd_run ends (or the mesh is
+   destroyed), spmd__report_settle waits for every other live process's
+   lines about m, reading the bootstrap connection every ms, until a
+   twentieth of the mesh's deadline (at least 50 ms, at most 1 s) after the
+   break, then logs the report. The failing call does not wait. A process
+   whose devices are all in their own code reads nothing and sends nothing:
+   its devices are then shown as not heard from (lines that come later are
+   in spmd_report's text). */
 static char *spmd__fab_recs_text(spmd_mesh *m) {
     char *text = (char *)spmd__alloc(&m->alloc, SPMD__BOOT_RECS_MAX + 1);
     uint64_t now = spmd__rec_now(m);
@@ -10870,14 +10924,21 @@ static char *spmd__fab_recs_text(spmd_mesh *m) {
     return text;
 }
 
-static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text) {
+static void spmd__fab_recs_send(spmd_mesh *m, const char *text) {
     spmd__fab *f = m->fab;
     uint64_t wait = (uint64_t)m->timeout_ms * 50000u; /* (a twentieth of the deadline, in ns) */
-    uint64_t deadline = spmd__now_ns() + (wait < 50000000u ? 50000000u : wait > 1000000000u ? 1000000000u : wait);
-    int i;
     spmd__slock(&f->lock);
     spmd__boot_send_recs(f->boot, m->mesh_id, text);
     spmd__sunlock(&f->lock);
+    SPMD__ST_REL(&m->report_until,
+                 spmd__now_ns() + (wait < 50000000u ? 50000000u : wait > 1000000000u ? 1000000000u : wait));
+}
+
+/* Wait until every other live process's lines about m came, or until.
+   Through process 0 (they are passed on there): once it is lost, none can. */
+static void spmd__fab_recs_wait(spmd_mesh *m, uint64_t until) {
+    spmd__fab *f = m->fab;
+    int i;
     for (;;) {
         int p, missing = 0;
         struct timespec ms = {0, 1000000};
@@ -10889,8 +10950,9 @@ static void spmd__fab_recs_exchange(spmd_mesh *m, const char *text) {
                 !spmd__boot_recs_of(f->boot, m->mesh_id, (uint32_t)p))
                 missing++;
         }
+        if (f->boot->rank != 0 && f->boot->lost[0]) missing = 0;
         spmd__sunlock(&f->lock);
-        if (!missing || spmd__now_ns() >= deadline) break;
+        if (!missing || spmd__now_ns() >= until) break;
         nanosleep(&ms, NULL);
     }
 }
@@ -10941,6 +11003,27 @@ static void spmd__fab_heard(spmd_mesh *m) {
     if (s != SPMD_OK) spmd__break(m, s, -1, why);
 }
 
+/* A process that hosts some of m's devices is known lost (the bootstrap
+   saw its connection close, or process 0 said so): m breaks with
+   SPMD_ERR_PEER_LOST at once, so that every call on it ends now, not only
+   those waiting on the lost process (a call waiting on a live process that
+   broke on the loss itself would otherwise wait out its deadline). */
+static void spmd__fab_lost_heard(spmd_mesh *m) {
+    spmd__boot *b = m->fab->boot;
+    int n = SPMD__LD_ACQ(&b->nlost), i, p = -1;
+    char why[128];
+    spmd__slock(&m->fab->lock);
+    for (i = 0; i < m->size && p < 0; i++) {
+        int q = m->proc_of ? m->proc_of[i] : 0;
+        if (q != b->rank && q < b->nprocs && b->lost[q] == 1) p = q;
+    }
+    spmd__sunlock(&m->fab->lock);
+    SPMD__ST_REL(&m->lost_heard, n);
+    if (p < 0 || SPMD__LD_ACQ(&m->broken)) return;
+    snprintf(why, sizeof why, "process %d lost (it died or its host is unreachable)", p);
+    spmd__break(m, SPMD_ERR_PEER_LOST, -1, why);
+}
+
 /* What other processes said since the bootstrap was last read: read it
    unless that was within ~2 ms (a coarse clock costs a memory read), then
    take in the announcements. Every call starts here (spmd__check_dev), so
@@ -10972,6 +11055,7 @@ static void spmd__fab_news(spmd_mesh *m) {
         spmd__sunlock(&f->lock);
     }
     if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+    if (SPMD__LD_ACQ(&f->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
 }
 
 /* What the end-of-run agreement heard (spmd__fab_agree): process p's
@@ -12337,6 +12421,7 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     if (r->state == SPMD__R_DONE) return 1;
 #if SPMD__HAS_LIBFABRIC
     if (m->fab && SPMD__LD_ACQ(&m->fab->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+    if (m->fab && SPMD__LD_ACQ(&m->fab->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
 #endif
     if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
     if (now) {
@@ -12374,6 +12459,7 @@ static spmd_status spmd__block(spmd_req *r) {
 #endif
     int spinning = 1;
     int parked = 0;
+    if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
     if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
     for (;;) {
         uint64_t now = 0, waited;
@@ -15647,6 +15733,7 @@ spmd_status spmd_mesh_destroy(spmd_mesh *m) {
         return SPMD_ERR_BUSY;
     }
     spmd__sig_forget(m); /* SPMD_REPORT_SIGNAL: no report of it from now on */
+    spmd__report_settle(m);
     for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
     if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
     spmd__trace_write(m);
@@ -15866,6 +15953,7 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         spmd__free(&m->alloc, th);
         s = spmd__fibers_run(m, fn, arg);
         if (s == SPMD_OK) s = spmd__run_result(m);
+        spmd__report_settle(m);
         SPMD__ST_SC(&m->running, 0u);
         return s;
     }
@@ -15900,6 +15988,7 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     } else {
         s = spmd__run_result(m);
     }
+    spmd__report_settle(m);
     SPMD__ST_SC(&m->running, 0u);
     return s;
 }

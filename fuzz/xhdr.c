@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t hdr = v.is_short ? SPMD__X_SHDR : SPMD__X_HDR;
         assert(n >= hdr && v.data == h + hdr);
         if (v.has_inline) assert(v.data_len <= inl && v.data_len == n - hdr);
-        if (v.axes) assert(strlen(v.axes) < 56);
+        if (v.axes) assert(strlen(v.axes) < 32 && v.site && strlen(v.site) < 24);
     } else {
         assert(why && *why);
     }

@@ -207,13 +207,13 @@ static int child_main(const char *mode) {
         if (!spmd_device_is_local(m, i)) continue;
         printf("device %d: %s, %s after %.2f s: %s\n", i, spmd_status_name(c.st[i][0]), spmd_status_name(c.st[i][1]),
                c.took[i][1], c.msg[i][1]);
-        if ((local && c.proc == 0) || strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) { /* (below) */
+        if ((local && c.proc == 0) || strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0) { /* (below) */
         } else {
             for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(lo, gn, j, -1); /* call #0, before any fault */
             if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(lo, gn, 0, -1));
             ok = ok && c.st[i][0] == SPMD_OK;
         }
-        if (strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0) {
+        if (strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0) {
             /* call #1 fails naming the lost process; so may call #0: the process vanished with what it had
                sent for call #0 but the transport had not delivered yet */
             char lost[48];
@@ -281,7 +281,7 @@ static int child_main(const char *mode) {
     }
     if (strcmp(mode, "skip") == 0 && c.proc == 0) put_marker();
     { /* every process's spmd_run agrees on how the run ended (docs/recovery.md): the loss, or the break */
-        spmd_status want = strcmp(mode, "lose") == 0 || strcmp(mode, "exit") == 0 ? SPMD_ERR_PEER_LOST
+        spmd_status want = strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0 ? SPMD_ERR_PEER_LOST
                            : strcmp(mode, "skip") == 0                           ? SPMD_ERR_TIMEOUT
                            : strcmp(mode, "corruptlocal") == 0 ||
                                      strcmp(mode, "skipsites") == 0                  ? SPMD_ERR_MISMATCH
@@ -362,8 +362,12 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
     }
     if (victim_rc > 0) { /* the ended process said why, in its log */
         char want[160];
-        snprintf(want, sizeof want, "SPMD_FAULTS: psum(i32 x 4) over 'i' (call #1 of this device): kind=%s: the process "
-                 "exits with status %d", mode, victim_rc);
+        if (strncmp(mode, "lose", 4) == 0 && mode[4]) /* a phase of the call (kind=lose:posted, lose:done) */
+            snprintf(want, sizeof want, "over 'i' (operation #0 of this device): kind=lose:%s: the process exits with "
+                     "status %d", mode + 4, victim_rc);
+        else
+            snprintf(want, sizeof want, "SPMD_FAULTS: psum(i32 x 4) over 'i' (call #1 of this device): kind=%s: the "
+                     "process exits with status %d", mode, victim_rc);
         T_CHECK(strstr(p_read(tag[n - 1], "err"), want) != NULL, "%s (%s): the log of process %d says '%s': %s", mode,
                 provider, n - 1, want, p_read(tag[n - 1], "err"));
     }
@@ -386,6 +390,12 @@ int main(int argc, char **argv) {
     mkdir(p_logdir, 0755);
     run_job("lose", "tcp", 3, 3, "device=2,seq=1,kind=lose", 4);
     run_job("lose", "shm", 2, 4, "device=3,seq=1,kind=lose", 4);
+    /* the kill at each phase of a call: before it posts (lose, above), once it posted what it sends, once it
+       completed there; the survivors' call #0 is right or fails naming the loss, their call #1 fails so */
+    run_job("loseposted", "tcp", 3, 3, "device=2,seq=0,kind=lose:posted", 4);
+    run_job("loseposted", "shm", 2, 4, "device=3,seq=0,kind=lose:posted", 4);
+    run_job("losedone", "tcp", 3, 3, "device=2,seq=0,kind=lose:done", 4);
+    run_job("losedone", "shm", 2, 4, "device=3,seq=0,kind=lose:done", 4);
     run_job("exit", "tcp", 3, 3, "device=2,seq=1,kind=exit", 3);
     run_job("exit", "shm", 2, 4, "device=3,seq=1,kind=exit", 3);
     run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
