@@ -11,6 +11,13 @@
              broke the mesh) within 10 s, in call #1, or already in call #0
              when the process vanished before the transport delivered what it
              sent for it; else call #0 gave the right sum;
+     loseposted, losedone  the same with the kill later in call #0
+             (kind=lose:posted, lose:done): call #0 right or failing so,
+             call #1 failing so;
+     loseaside  4 processes of one device, psums over the groups {0, 1}
+             and {2, 3}, device 3 lost at its call #0: devices 0 and 1,
+             which never wait on it, still fail a psum naming the loss
+             (their mesh breaks once they know of it);
      exit    the same with kind=exit: status 3;
      delay   2 processes of two devices, device 3 delayed 300 ms at its call
              #0: every psum right, device 3's call took >= 300 ms;
@@ -136,6 +143,35 @@ static void dev_sites(spmd_dev *d, void *arg) {
     if (id == 1 && (st[1] != SPMD_OK || y[1][0] != -1)) c->st[1][0] = SPMD_ERR_STATE; /* the skipped call */
 }
 
+/* loseaside: 4 processes of one device, groups {0, 1} and {2, 3}; device 3
+   is lost at its call #0. Each survivor repeats its psum over its group
+   until one fails (at most 20 s): 0 and 1 never wait on the lost process,
+   yet their mesh breaks once they know of the loss, so a call fails naming
+   it. Slot 0: the last psum that succeeded (or -1), slot 1: the failure. */
+static void dev_aside(spmd_dev *d, void *arg) {
+    child *c = (child *)arg;
+    static const int groups[4] = {0, 1, 2, 3};
+    int id = spmd_device_id(d), j;
+    int32_t x[NV], y[NV];
+    spmd_opts o;
+    double t0 = p_now();
+    spmd_status s = SPMD_OK;
+    memset(&o, 0, sizeof o);
+    o.groups = groups;
+    o.group_size = 2;
+    for (j = 0; j < NV; j++) x[j] = id * 10 + j, c->y[id][0][j] = -1;
+    c->st[id][0] = (spmd_status)-1;
+    while (s == SPMD_OK && p_now() - t0 < 20.0) {
+        if ((s = spmd_psum(d, x, y, NV, SPMD_I32, "i", &o)) == SPMD_OK) {
+            c->st[id][0] = SPMD_OK;
+            memcpy(c->y[id][0], y, sizeof y);
+        }
+    }
+    c->st[id][1] = s;
+    c->took[id][1] = p_now() - t0;
+    snprintf(c->msg[id][1], sizeof c->msg[id][1], "%s", s == SPMD_OK ? "no call failed in 20 s" : spmd_last_error(d));
+}
+
 /* The psum's element j over devices lo..lo+n-1, written plainly; flip: the
    device whose first byte of input flipped (kind=corrupt), or -1. */
 static int32_t sum_of(int lo, int n, int j, int flip) {
@@ -201,7 +237,8 @@ static int child_main(const char *mode) {
         printf("SPMD_SCHEDULER=fibers but the mesh does not use fibers\n");
         return 1;
     }
-    run = spmd_run(m, strcmp(mode, "skipsites") == 0 ? dev_sites : dev_main, &c);
+    run = spmd_run(m, strcmp(mode, "skipsites") == 0 ? dev_sites : strcmp(mode, "loseaside") == 0 ? dev_aside : dev_main,
+                   &c);
     for (i = 0; i < n; i++) {
         int ok = 1, local = strcmp(mode, "corruptlocal") == 0, gn = local ? 2 : n, lo = local ? i / 2 * 2 : 0;
         if (!spmd_device_is_local(m, i)) continue;
@@ -213,7 +250,12 @@ static int child_main(const char *mode) {
             if (!ok) printf("device %d: call #0 gave %d, want %d\n", i, (int)c.y[i][0][0], (int)sum_of(lo, gn, 0, -1));
             ok = ok && c.st[i][0] == SPMD_OK;
         }
-        if (strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0) {
+        if (strcmp(mode, "loseaside") == 0) { /* the last psum right (if any), then a failure naming the loss */
+            if (c.st[i][0] == SPMD_OK)
+                for (j = 0; j < NV; j++) ok = ok && c.y[i][0][j] == sum_of(i / 2 * 2, 2, j, -1);
+            ok = ok && (c.st[i][1] == SPMD_ERR_PEER_LOST || c.st[i][1] == SPMD_ERR_BROKEN) &&
+                 strstr(c.msg[i][1], "process 3 lost") != NULL;
+        } else if (strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0) {
             /* call #1 fails naming the lost process; so may call #0: the process vanished with what it had
                sent for call #0 but the transport had not delivered yet */
             char lost[48];
@@ -362,9 +404,12 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
     }
     if (victim_rc > 0) { /* the ended process said why, in its log */
         char want[160];
-        if (strncmp(mode, "lose", 4) == 0 && mode[4]) /* a phase of the call (kind=lose:posted, lose:done) */
+        if (strcmp(mode, "loseposted") == 0 || strcmp(mode, "losedone") == 0) /* kind=lose:posted, lose:done */
             snprintf(want, sizeof want, "over 'i' (operation #0 of this device): kind=lose:%s: the process exits with "
                      "status %d", mode + 4, victim_rc);
+        else if (strcmp(mode, "loseaside") == 0)
+            snprintf(want, sizeof want, "over 'i' (call #0 of this device): kind=lose: the process exits with status %d",
+                     victim_rc);
         else
             snprintf(want, sizeof want, "SPMD_FAULTS: psum(i32 x 4) over 'i' (call #1 of this device): kind=%s: the "
                      "process exits with status %d", mode, victim_rc);
@@ -396,6 +441,7 @@ int main(int argc, char **argv) {
     run_job("loseposted", "shm", 2, 4, "device=3,seq=0,kind=lose:posted", 4);
     run_job("losedone", "tcp", 3, 3, "device=2,seq=0,kind=lose:done", 4);
     run_job("losedone", "shm", 2, 4, "device=3,seq=0,kind=lose:done", 4);
+    run_job("loseaside", "tcp", 4, 4, "device=3,seq=0,kind=lose", 4);
     run_job("exit", "tcp", 3, 3, "device=2,seq=1,kind=exit", 3);
     run_job("exit", "shm", 2, 4, "device=3,seq=1,kind=exit", 3);
     run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
