@@ -1269,6 +1269,11 @@ SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const sp
 #define SPMDCOLL_IMPLEMENTATION_DONE
 
 // >>configuration
+/* What the implementation needs from the platform and the build: system
+   headers, SPMD_MALLOC/SPMD_FREE/SPMD_ASSERT, the compile-time switches
+   (SPMD__HAS_FUTEX, _X86, _ARM64, _INT128, _LIBFABRIC, _LANE), the
+   SPMD__SETUP marks (set-up code compiled at -O1, to keep -O2 builds fast)
+   and the limits (SPMD__*_MAX, slot and log sizes). Nothing here runs. */
 #if !defined(__GNUC__)
 #error "spmdcoll.h: the implementation needs GCC or Clang (it uses the __atomic builtins)"
 #endif
@@ -1382,6 +1387,12 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__CHUNK_TASK 4096           /* bytes: an all_to_all chunk from which each chunk is a task of its own */
 
 // >>atomics and time
+/* The memory-order vocabulary every other section uses (SPMD__LD_ACQ,
+   SPMD__ST_REL, SPMD__CAS, SPMD__FENCE ...; the seq-cst forms where a store
+   must be seen before a later load, e.g. a sleeper's flag), the clocks
+   (spmd__now_ns; the coarse clock is the recorder's), the futex wait and
+   wake that sleepers use, and a spin lock (spmd__slock) for short sections
+   no thread sleeps in. Calls nothing of the library. */
 #define SPMD__LD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define SPMD__LD_SC(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define SPMD__ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -1471,6 +1482,10 @@ static void spmd__slock(uint32_t *l) {
 static void spmd__sunlock(uint32_t *l) { SPMD__ST_REL(l, 0u); }
 
 // >>memory
+/* Every block the mesh owns goes through its allocator (desc.allocator,
+   else SPMD_MALLOC/SPMD_FREE): 64-byte aligned and zeroed, so that a new
+   struct's zero fields are its defaults and no two hot words share a line
+   by accident. Tests count these calls (test_alloc). */
 /* Every block the library owns is 64-byte aligned and zeroed. */
 static void *spmd__alloc(const spmd_allocator *a, size_t size) {
     void *p;
@@ -1502,6 +1517,14 @@ static void spmd__free(const spmd_allocator *a, void *p) {
 }
 
 // >>types
+/* The internal types, in the order a call meets them: the kinds of
+   operation and their names, a call's signature (spmd__sig: what members
+   compare), a member's entry in a slot, a group (spmd__group: its members,
+   its ring of slots, its shared words) and a device's reference to it
+   (spmd__gref), the check-mode log, the request (spmd_req: one call in
+   flight), the device, the backend table (spmd__backend_vt) and the mesh.
+   Types of one backend's own (the exchange's, the fibers') live in its
+   section. */
 enum {
     SPMD__KIND_NONE = 0, SPMD__KIND_ALLREDUCE, SPMD__KIND_BARRIER, SPMD__KIND_REDUCE, SPMD__KIND_SCAN,
     SPMD__KIND_PSUM_SCATTER, SPMD__KIND_ALLGATHER, SPMD__KIND_GATHER, SPMD__KIND_BCAST, SPMD__KIND_SCATTER,
@@ -1867,6 +1890,13 @@ struct spmd_mesh {
 };
 
 // >>logging and errors
+/* How failures reach the user: spmd__log (the mesh's log function, or
+   stderr with "[spmd 3/8]"), spmd__fail (a device's status and message,
+   what spmd_last_error returns) and spmd__break (the mesh is broken: the
+   status and reason are kept, every device is woken, across processes the
+   others are told and this process's report lines sent; the report is
+   logged here, or when spmd_run ends if it waits for other processes'
+   lines). Every section may call these. */
 SPMD__SETUP_BEGIN
 static const char *spmd__level_names[] = {"default", "off", "error", "warn", "info", "debug"};
 
@@ -1962,6 +1992,9 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
 
 SPMD__SETUP_END
 // >>half precision
+/* float16 and bfloat16 to and from float32, exact and branch-free (round to
+   nearest even, NaN kept quiet); the reduce kernels and the public
+   spmd_f32_to_f16 ... use them. */
 static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -2455,6 +2488,12 @@ static size_t spmd__out_size(spmd_dtype dt, spmd_op op) {
 }
 
 // >>axes and groups
+/* From a call's axes (and axis_index_groups) to its group: spmd__parse_axes
+   checks the names, spmd__gref_get finds or makes the device's reference
+   to the group (members in order, its slots, a hash that names it across
+   processes), cached by the axes' text so a repeated call does no parsing.
+   spmd__entry_at is where a member's posting for an operation lives. Calls
+   memory and logging only. */
 /* FNV-1a over v[i] - base (base 0: the values themselves). */
 static uint64_t spmd__hash_rel(const int *v, int n, int base, uint64_t h) {
     int i;
@@ -12138,6 +12177,14 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
 }
 
 // >>waiting
+/* How a call that has started waits for its end: spmd__block spins,
+   yields, then sleeps on the device's futex word (a fiber parks), and
+   every round polls (spmd__poll): the backend's progress, the mesh's
+   break, a peer's loss or break announced by another process, the
+   deadline (spmd__expire: SPMD_ERR_TIMEOUT naming who did not come), a
+   member that returned (SPMD_ERR_DEADLOCK) and, in check mode, a member
+   that called something else (spmd__check_missing). Requests (below) call
+   it; it calls the backend through m->vt and the libfabric hooks. */
 static void spmd__progress_all(spmd_dev *d) {
     spmd_req *q;
     for (q = d->head; q; q = q->next)
@@ -12546,6 +12593,16 @@ static void spmd__watch(spmd_req *r) {
 }
 
 // >>requests
+/* Where every collective starts (the public functions call in here):
+   spmd__coll_start checks the arguments before the mesh's state
+   (spmd__coll_args; a refused call keeps its place: spmd__refuse), finds
+   the group, fills the request (spmd__setup: sizes, kernel, signature),
+   chooses the algorithm (eager, split; across processes the exchange),
+   begins its flight record and posts it; spmd__quick is the same for a
+   repeated small blocking call, skipping what the last call proved. A
+   blocking call then waits (>>waiting); a _start returns the request,
+   spmd_wait/spmd_test finish it. Calls the sections above and the
+   backends. */
 #define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
 /* Requests in flight are linked in start order (progress walks the list). */
 static void spmd__req_link(spmd_dev *d, spmd_req *r) {
@@ -15433,6 +15490,10 @@ int spmd_device_origin(const spmd_mesh *m, int device) {
 
 SPMD__SETUP_END
 // >>public
+/* The API: thin wrappers over the sections above (argument order as in
+   JAX and mpi4jax), the mesh's life (create, run, destroy) and the
+   utilities that need no mesh. A public collective notes its caller's
+   return address first (SPMD__CALLER, for SPMD_CHECK_SITES). */
 const char *spmd_version(void) { return SPMD_VERSION_STRING; }
 
 static const char *spmd__status_strings[] = {
