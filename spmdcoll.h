@@ -5623,16 +5623,15 @@ static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, cha
     return 1;
 }
 
-/* Process 0: listen, then admit every other process. */
-static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
+#define SPMD__BOOT_REFUSED 256 /* the last handshake refused, for the message of a timeout */
+
+/* spmd__boot_serve's phases. The listening socket: on SPMD_SOCKET_IFNAME's
+   address, else on every address, at the coordinator's port. */
+static spmd_status spmd__boot_listen(spmd__boot *b) {
     struct addrinfo hints, *res = NULL, *ai;
     struct sockaddr_storage ss;
     socklen_t sl = 0;
-    spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
-    struct pollfd *pf;
-    char refused[256] = ""; /* the last handshake refused, for the message of a timeout */
-    int npend = 0, joined = 1, one = 1, i, rc;
-    spmd_status st = SPMD_OK;
+    int one = 1, rc;
     if (b->ifname[0]) {
         if (!spmd__boot_if_addr(b->ifname, &ss, &sl))
             return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no "
@@ -5676,23 +5675,109 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: coordinator listening on %s port %s (interface %s), %d processes, "
                    "layout from %s", b->addr, b->coord_port, b->ifname[0] ? b->ifname : "any", b->nprocs,
                    b->layout_from);
+    return SPMD_OK;
+}
+
+/* The deadline passed: who is missing, and the last handshake refused. */
+static spmd_status spmd__boot_missing(spmd__boot *b, int joined, const char *refused) {
+    char miss[256] = "";
+    size_t o = 0;
+    int i, shown = 0;
+    for (i = 1; i < b->nprocs && o + 16 < sizeof miss; i++)
+        if (b->peers[i].fd < 0) {
+            o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
+        }
+    return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
+                           "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
+                           miss, refused[0] ? "; " : "", refused);
+}
+
+/* Read the pending connections poll found readable: a valid HELLO joins
+   (WELCOME, it becomes b->peers[rank]); anything else is rejected. */
+static void spmd__boot_admit(spmd__boot *b, spmd__boot_conn *pend, int *npend, const struct pollfd *pf,
+                             char *refused, int *joined, uint64_t deadline_ns) {
+    int i;
+    for (i = (*npend) - 1; i >= 0; i--) {
+        spmd__boot_conn *c = &pend[i];
+        spmd__boot_msg m;
+        char why[160];
+        int bad, eof, hello = 0; /* hello: a well-formed HELLO (m.rank is its claim) */
+        if (!pf[i + 1].revents) continue;
+        eof = spmd__boot_fill(b, c) < 0;
+        bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
+        if (bad == 1 && m.type != SPMD__BM_HELLO) {
+            snprintf(why, sizeof why, "message type %u before the handshake", m.type);
+            bad = -1;
+        } else if (bad == 1) {
+            hello = 1;
+            bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
+        }
+        if (bad == 0 && !eof && c->len < c->cap) continue;
+        if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
+        if (bad != 1) {
+            spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
+            if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
+                snprintf(refused, SPMD__BOOT_REFUSED, "a handshake as process %u was refused: %s", (unsigned)m.rank,
+                         why);
+            if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
+            spmd__boot_conn_close(b, c);
+            pend[i] = pend[--(*npend)];
+            continue;
+        }
+        spmd__boot_consume(c, m.total);
+        if (spmd__boot_send(c->fd, SPMD__BM_WELCOME, 0, NULL, 0, deadline_ns) != 0) {
+            spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: process %u at %s vanished during its handshake",
+                           (unsigned)m.rank, c->peer);
+            spmd__boot_conn_close(b, c);
+            pend[i] = pend[--(*npend)];
+            continue;
+        }
+        c->rank = (int)m.rank;
+        b->peers[m.rank] = *c;
+        pend[i] = pend[--(*npend)];
+        (*joined)++;
+        spmd__boot_log(b, SPMD_LOG_DEBUG, "bootstrap: process %u joined from %s (%d of %d)", (unsigned)m.rank,
+                       b->peers[m.rank].peer, *joined, b->nprocs);
+    }
+}
+
+/* Take new connections as pending handshakes (at most SPMD__BOOT_MAX_PENDING). */
+static void spmd__boot_accept(spmd__boot *b, spmd__boot_conn *pend, int *npend) {
+    int one = 1;
+    for (;;) {
+        int fd = accept(b->listen_fd, NULL, NULL);
+        if (fd < 0) break;
+        if ((*npend) == SPMD__BOOT_MAX_PENDING || spmd__boot_nonblock(fd) != 0) {
+            spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: %d handshakes pending; refusing one more",
+                           SPMD__BOOT_MAX_PENDING);
+            close(fd);
+            continue;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        memset(&pend[*npend], 0, sizeof pend[*npend]);
+        pend[*npend].fd = fd;
+        pend[*npend].rank = -1;
+        pend[*npend].deadline_ns = spmd__now_ns() + (uint64_t)b->conn_timeout_ms * 1000000u;
+        spmd__boot_peer_name(fd, pend[*npend].peer, sizeof pend[*npend].peer);
+        (*npend)++;
+    }
+}
+
+/* Process 0: listen, then admit every other process. */
+static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
+    spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
+    struct pollfd *pf;
+    char refused[SPMD__BOOT_REFUSED] = "";
+    int npend = 0, joined = 1, i, rc;
+    spmd_status st = spmd__boot_listen(b);
+    if (st != SPMD_OK) return st;
     pf = (struct pollfd *)spmd__alloc(&b->alloc, (SPMD__BOOT_MAX_PENDING + 1) * sizeof *pf);
     if (!pf) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
     while (joined < b->nprocs) {
         uint64_t now = spmd__now_ns(), wake = deadline_ns;
         int ms;
         if (now >= deadline_ns) {
-            char miss[256];
-            size_t o = 0;
-            int shown = 0;
-            miss[0] = 0;
-            for (i = 1; i < b->nprocs && o + 16 < sizeof miss; i++)
-                if (b->peers[i].fd < 0) {
-                    o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
-                }
-            st = spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
-                                 "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
-                                 miss, refused[0] ? "; " : "", refused);
+            st = spmd__boot_missing(b, joined, refused);
             break;
         }
         for (i = 0; i < npend; i++) {
@@ -5714,67 +5799,8 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
             break;
         }
         if (rc <= 0) continue;
-        for (i = npend - 1; i >= 0; i--) {
-            spmd__boot_conn *c = &pend[i];
-            spmd__boot_msg m;
-            char why[160];
-            int bad, eof, hello = 0; /* hello: a well-formed HELLO (m.rank is its claim) */
-            if (!pf[i + 1].revents) continue;
-            eof = spmd__boot_fill(b, c) < 0;
-            bad = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
-            if (bad == 1 && m.type != SPMD__BM_HELLO) {
-                snprintf(why, sizeof why, "message type %u before the handshake", m.type);
-                bad = -1;
-            } else if (bad == 1) {
-                hello = 1;
-                bad = spmd__boot_hello_ok(b, &m, why, sizeof why) ? 1 : -1;
-            }
-            if (bad == 0 && !eof && c->len < c->cap) continue;
-            if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
-            if (bad != 1) {
-                spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
-                if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
-                    snprintf(refused, sizeof refused, "a handshake as process %u was refused: %s", (unsigned)m.rank,
-                             why);
-                if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
-                spmd__boot_conn_close(b, c);
-                pend[i] = pend[--npend];
-                continue;
-            }
-            spmd__boot_consume(c, m.total);
-            if (spmd__boot_send(c->fd, SPMD__BM_WELCOME, 0, NULL, 0, deadline_ns) != 0) {
-                spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: process %u at %s vanished during its handshake",
-                               (unsigned)m.rank, c->peer);
-                spmd__boot_conn_close(b, c);
-                pend[i] = pend[--npend];
-                continue;
-            }
-            c->rank = (int)m.rank;
-            b->peers[m.rank] = *c;
-            pend[i] = pend[--npend];
-            joined++;
-            spmd__boot_log(b, SPMD_LOG_DEBUG, "bootstrap: process %u joined from %s (%d of %d)", (unsigned)m.rank,
-                           b->peers[m.rank].peer, joined, b->nprocs);
-        }
-        if (pf[0].revents & POLLIN) {
-            for (;;) {
-                int fd = accept(b->listen_fd, NULL, NULL);
-                if (fd < 0) break;
-                if (npend == SPMD__BOOT_MAX_PENDING || spmd__boot_nonblock(fd) != 0) {
-                    spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: %d handshakes pending; refusing one more",
-                                   SPMD__BOOT_MAX_PENDING);
-                    close(fd);
-                    continue;
-                }
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                memset(&pend[npend], 0, sizeof pend[npend]);
-                pend[npend].fd = fd;
-                pend[npend].rank = -1;
-                pend[npend].deadline_ns = spmd__now_ns() + (uint64_t)b->conn_timeout_ms * 1000000u;
-                spmd__boot_peer_name(fd, pend[npend].peer, sizeof pend[npend].peer);
-                npend++;
-            }
-        }
+        spmd__boot_admit(b, pend, &npend, pf, refused, &joined, deadline_ns);
+        if (pf[0].revents & POLLIN) spmd__boot_accept(b, pend, &npend);
     }
     for (i = 0; i < npend; i++) {
         if (st != SPMD_OK) /* a handshake still pending: why the job ends */
@@ -7776,127 +7802,77 @@ static size_t spmd__lane_locals(const unsigned char *blobs, size_t cap, const si
     return nloc;
 }
 
-/* Set the lane up with the processes of this host (collective: every
-   process calls it, with or without the lane, so the bootstrap stays in
-   step). want: 0 none, 1 with bulk rings, 2 small messages only (a pair
-   whose wishes differ has no lane: the segments' shapes differ). Three
-   allgathers: who is where and wants it; the segment names; whose
-   segments each mapped (after which they are unlinked). A process that
-   cannot take part publishes nothing and uses libfabric only; only a
-   failed allgather fails the open. */
-SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
+/* spmd__lane_open's step 2: make this process's segment, one ring (and
+   bulk ring) per other local process, under a random name in /dev/shm
+   (name, path; nonce: what its stamps carry). Without one (no space, no
+   /dev/shm) it logs why and leaves name empty: libfabric only. */
+SPMD__SETUP static void spmd__lane_seg_make(spmd__fab *f, size_t nloc, size_t me, const int *loc, size_t ring_cap,
+                                            size_t bulk, char name[64], char path[96], uint64_t *nonce_out) {
     spmd__boot *b = f->boot;
-    size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, j, nb, cap3, ring_cap = 65536;
-    size_t bulk = 0;
-    unsigned char *blobs = NULL, *ok = NULL, mine[SPMD__BOOT_BLOB_MAX];
-    int *loc = NULL, any = 0, fd = -1, eno = 0;
     uint64_t nonce = 0;
-    char name[64] = "", path[96] = "";
-    void **maps = NULL;
-    spmd_status st = SPMD_OK;
-    if (f->nprocs < 2) return SPMD_OK;
-    lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
-    blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * cap);
-    loc = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *loc);
-    f->lane_of = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->lane_of);
-    if (!lens || !blobs || !loc || !f->lane_of) {
-        st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
-        goto done;
+    int fd = -1, eno = 0;
+    size_t i, j;
+    size_t size = spmd__lane_seg_size(nloc - 1, ring_cap, bulk);
+    int tries;
+    for (tries = 0; tries < 8 && fd < 0; tries++) {
+        uint64_t r[2];
+        int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        r[0] = spmd__now_ns() ^ ((uint64_t)getpid() << 32);
+        r[1] = r[0] * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
+        if (rfd >= 0) {
+            uint64_t x[2];
+            if (read(rfd, x, sizeof x) == (ssize_t)sizeof x) { r[0] ^= x[0]; r[1] ^= x[1]; }
+            close(rfd);
+        }
+        snprintf(name, 64, SPMD__LANE_PREFIX "%d-%016llx", (int)getpid(), (unsigned long long)r[0]);
+        nonce = r[1] | 1u; /* not derived from the name, which anyone may list; odd: zeroed memory is no stamp */
+        snprintf(path, 96, "/dev/shm/%s", name);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        eno = errno;
+        if (fd < 0 && eno != EEXIST) break;
     }
-    /* 1: "1" and the host's identity, or "0" */
-    mine[0] = '0';
-    if (want) idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
-    if (idlen) mine[0] = '1';
-    st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
-    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
-    if (idlen) nloc = spmd__lane_locals(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, loc, &me);
-    for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
-    /* rings of 64 KiB, less when the host has many processes (2 MiB per
-       process at most), never less than 4 of the largest records */
-    while (nloc > 1 && ring_cap > 4 * SPMD__LANE_MAX && (nloc - 1) * ring_cap > ((size_t)2 << 20)) ring_cap /= 2;
-    /* bulk rings of 1 MiB, less when the host has many processes (16 MiB
-       per process at most), never less than 4 pieces */
-    if (want == 1) bulk = (size_t)1 << 20;
-    while (nloc > 1 && bulk > 4 * (SPMD__LANE_PIECE + SPMD__LINE) && (nloc - 1) * bulk > ((size_t)16 << 20)) bulk /= 2;
-    /* 2: our segment's name, or nothing */
-    if (nloc > 1) {
-        size_t size = spmd__lane_seg_size(nloc - 1, ring_cap, bulk);
-        int tries;
-        for (tries = 0; tries < 8 && fd < 0; tries++) {
-            uint64_t r[2];
-            int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-            r[0] = spmd__now_ns() ^ ((uint64_t)getpid() << 32);
-            r[1] = r[0] * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
-            if (rfd >= 0) {
-                uint64_t x[2];
-                if (read(rfd, x, sizeof x) == (ssize_t)sizeof x) { r[0] ^= x[0]; r[1] ^= x[1]; }
-                close(rfd);
+    /* the space now (posix_fallocate), not a SIGBUS at the first write to a full /dev/shm */
+    if (fd >= 0 && (eno = posix_fallocate(fd, 0, (off_t)size)) == 0) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        eno = errno;
+        if (p != MAP_FAILED) {
+            spmd__lane_seg *s = (spmd__lane_seg *)p;
+            f->lane_seg = p;
+            f->lane_seg_size = size;
+            for (i = 0, j = 0; i < nloc; i++) {
+                spmd__lane_ring *r;
+                if (i == me) continue;
+                r = spmd__lane_ring_at(p, j++, ring_cap);
+                r->producer = (uint32_t)loc[i];
+                r->magic = SPMD__LANE_RING_MAGIC;
             }
-            snprintf(name, sizeof name, SPMD__LANE_PREFIX "%d-%016llx", (int)getpid(), (unsigned long long)r[0]);
-            nonce = r[1] | 1u; /* not derived from the name, which anyone may list; odd: zeroed memory is no stamp */
-            snprintf(path, sizeof path, "/dev/shm/%s", name);
-            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-            eno = errno;
-            if (fd < 0 && eno != EEXIST) break;
-        }
-        /* the space now (posix_fallocate), not a SIGBUS at the first write to a full /dev/shm */
-        if (fd >= 0 && (eno = posix_fallocate(fd, 0, (off_t)size)) == 0) {
-            void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            eno = errno;
-            if (p != MAP_FAILED) {
-                spmd__lane_seg *s = (spmd__lane_seg *)p;
-                f->lane_seg = p;
-                f->lane_seg_size = size;
-                for (i = 0, j = 0; i < nloc; i++) {
-                    spmd__lane_ring *r;
-                    if (i == me) continue;
-                    r = spmd__lane_ring_at(p, j++, ring_cap);
-                    r->producer = (uint32_t)loc[i];
-                    r->magic = SPMD__LANE_RING_MAGIC;
-                }
-                s->version = SPMD__LANE_VERSION;
-                s->owner = (uint32_t)f->rank;
-                s->nprocs = (uint32_t)f->nprocs;
-                s->nrings = (uint32_t)(nloc - 1);
-                s->cap = ring_cap;
-                s->size = size;
-                s->bulk = bulk;
-                s->key = spmd__lane_key(b);
-                s->nonce = nonce;
-                SPMD__ST_REL(&s->magic, SPMD__LANE_MAGIC);
-            }
-        }
-        if (fd >= 0) close(fd);
-        if (!f->lane_seg) {
-            spmd__boot_log(b, SPMD_LOG_WARN, "fabric: no shared-memory lane (segment %s: %s)", path, strerror(eno));
-            if (fd >= 0) unlink(path);
-            path[0] = name[0] = '\0';
+            s->version = SPMD__LANE_VERSION;
+            s->owner = (uint32_t)f->rank;
+            s->nprocs = (uint32_t)f->nprocs;
+            s->nrings = (uint32_t)(nloc - 1);
+            s->cap = ring_cap;
+            s->size = size;
+            s->bulk = bulk;
+            s->key = spmd__lane_key(b);
+            s->nonce = nonce;
+            SPMD__ST_REL(&s->magic, SPMD__LANE_MAGIC);
         }
     }
-    st = spmd__boot_allgather(b, name, strlen(name), blobs, cap, lens, deadline);
-    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
-    for (i = 0; i < (size_t)f->nprocs; i++) any |= lens[i] != 0;
-    if (!any) goto done; /* nobody made one: everybody knows, and stops here */
-    /* 3: per process of the host, whether we mapped its segment (ours: made) */
-    nb = (nloc + 7) / 8;
-    cap3 = ((size_t)f->nprocs + 7) / 8;
-    ok = (unsigned char *)spmd__alloc(&f->alloc, cap3);
-    maps = (void **)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *maps);
-    if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
-    if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
-    for (i = 0; f->lane_seg && i < nloc; i++) {
-        char pname[64];
-        if (i == me || !spmd__lane_name_ok(blobs + (size_t)loc[i] * cap, lens[loc[i]], pname, sizeof pname)) continue;
-        maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
-        if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
+    if (fd >= 0) close(fd);
+    if (!f->lane_seg) {
+        spmd__boot_log(b, SPMD_LOG_WARN, "fabric: no shared-memory lane (segment %s: %s)", path, strerror(eno));
+        if (fd >= 0) unlink(path);
+        path[0] = name[0] = '\0';
     }
-    st = spmd__boot_allgather(b, ok, nb, blobs, cap3, lens, deadline);
-    if (path[0]) unlink(path); /* everyone who will map it has */
-    path[0] = '\0';
-    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
-    /* a lane where both mapped the other's segment (both sides see the same bits) */
-    f->lanes = (spmd__lane *)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *f->lanes);
-    if (!f->lanes) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+    *nonce_out = nonce;
+}
+
+/* Step 3's end: a lane to each local process whose segment we mapped and
+   that mapped ours (its bits in blobs, nb bytes each). */
+SPMD__SETUP static void spmd__lane_wire(spmd__fab *f, size_t nloc, size_t me, const int *loc, void **maps,
+                                        const unsigned char *blobs, const size_t *lens, size_t cap3, size_t nb,
+                                        size_t ring_cap, size_t bulk, uint64_t nonce) {
+    size_t i;
     for (i = 0; i < nloc; i++) {
         const unsigned char *theirs = blobs + (size_t)loc[i] * cap3;
         spmd__lane *l;
@@ -7926,29 +7902,105 @@ SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t 
         l->out_nonce = ((const spmd__lane_seg *)l->map)->nonce;
         f->lane_of[loc[i]] = f->nlanes++;
     }
-    if (f->nlanes) {
-        f->lane_cap = ring_cap;
-        f->bulk_cap = bulk;
-        f->lane_max = f->seg < SPMD__LANE_MAX ? f->seg : SPMD__LANE_MAX;
-        f->lpost.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lpost.b);
-        f->lunex.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lunex.b);
-        f->lpost.mask = f->lunex.mask = 255;
-        if (!f->lpost.b || !f->lunex.b) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
-        while (f->nlspare < SPMD__LANE_NSPARE) { /* (without memory for them, spmd__lane_msg_get makes them later) */
-            spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + SPMD__LANE_SPARE);
-            if (!m) break;
-            m->spare = 1;
-            spmd__lane_msg_put(f, m);
-        }
-        if (bulk)
-            spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
-                           "KiB for messages up to %zu bytes, bulk rings of %zu KiB for larger ones)", f->nlanes,
-                           f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max, bulk / 1024);
-        else
-            spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
-                           "KiB, messages up to %zu bytes; larger ones through libfabric)", f->nlanes,
-                           f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max);
+}
+
+/* The lanes' tables and spare messages, once there is a lane. */
+SPMD__SETUP static spmd_status spmd__lane_ready(spmd__fab *f, size_t ring_cap, size_t bulk) {
+    spmd__boot *b = f->boot;
+    f->lane_cap = ring_cap;
+    f->bulk_cap = bulk;
+    f->lane_max = f->seg < SPMD__LANE_MAX ? f->seg : SPMD__LANE_MAX;
+    f->lpost.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lpost.b);
+    f->lunex.b = (spmd__lane_bucket *)spmd__alloc(&f->alloc, 256 * sizeof *f->lunex.b);
+    f->lpost.mask = f->lunex.mask = 255;
+    if (!f->lpost.b || !f->lunex.b) return spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+    while (f->nlspare < SPMD__LANE_NSPARE) { /* (without memory for them, spmd__lane_msg_get makes them later) */
+        spmd__lane_msg *m = (spmd__lane_msg *)spmd__alloc(&f->alloc, sizeof *m + SPMD__LANE_SPARE);
+        if (!m) break;
+        m->spare = 1;
+        spmd__lane_msg_put(f, m);
     }
+    if (bulk)
+        spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
+                       "KiB for messages up to %zu bytes, bulk rings of %zu KiB for larger ones)", f->nlanes,
+                       f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max, bulk / 1024);
+    else
+        spmd__boot_log(b, SPMD_LOG_INFO, "fabric: shared-memory lane to %d process%s of this host (rings of %zu "
+                       "KiB, messages up to %zu bytes; larger ones through libfabric)", f->nlanes,
+                       f->nlanes == 1 ? "" : "es", ring_cap / 1024, f->lane_max);
+    return SPMD_OK;
+}
+
+/* Set the lane up with the processes of this host (collective: every
+   process calls it, with or without the lane, so the bootstrap stays in
+   step). want: 0 none, 1 with bulk rings, 2 small messages only (a pair
+   whose wishes differ has no lane: the segments' shapes differ). Three
+   allgathers: who is where and wants it; the segment names; whose
+   segments each mapped (after which they are unlinked). A process that
+   cannot take part publishes nothing and uses libfabric only; only a
+   failed allgather fails the open. */
+SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t deadline) {
+    spmd__boot *b = f->boot;
+    size_t cap = SPMD__BOOT_BLOB_MAX, *lens = NULL, idlen = 0, nloc = 0, me = 0, i, nb, cap3, ring_cap = 65536;
+    size_t bulk = 0;
+    unsigned char *blobs = NULL, *ok = NULL, mine[SPMD__BOOT_BLOB_MAX];
+    int *loc = NULL, any = 0;
+    uint64_t nonce = 0;
+    char name[64] = "", path[96] = "";
+    void **maps = NULL;
+    spmd_status st = SPMD_OK;
+    if (f->nprocs < 2) return SPMD_OK;
+    lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
+    blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * cap);
+    loc = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *loc);
+    f->lane_of = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->lane_of);
+    if (!lens || !blobs || !loc || !f->lane_of) {
+        st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+        goto done;
+    }
+    /* 1: "1" and the host's identity, or "0" */
+    mine[0] = '0';
+    if (want) idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
+    if (idlen) mine[0] = '1';
+    st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    if (idlen) nloc = spmd__lane_locals(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, loc, &me);
+    for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
+    /* rings of 64 KiB, less when the host has many processes (2 MiB per
+       process at most), never less than 4 of the largest records */
+    while (nloc > 1 && ring_cap > 4 * SPMD__LANE_MAX && (nloc - 1) * ring_cap > ((size_t)2 << 20)) ring_cap /= 2;
+    /* bulk rings of 1 MiB, less when the host has many processes (16 MiB
+       per process at most), never less than 4 pieces */
+    if (want == 1) bulk = (size_t)1 << 20;
+    while (nloc > 1 && bulk > 4 * (SPMD__LANE_PIECE + SPMD__LINE) && (nloc - 1) * bulk > ((size_t)16 << 20)) bulk /= 2;
+    /* 2: our segment's name, or nothing */
+    if (nloc > 1) spmd__lane_seg_make(f, nloc, me, loc, ring_cap, bulk, name, path, &nonce);
+    st = spmd__boot_allgather(b, name, strlen(name), blobs, cap, lens, deadline);
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    for (i = 0; i < (size_t)f->nprocs; i++) any |= lens[i] != 0;
+    if (!any) goto done; /* nobody made one: everybody knows, and stops here */
+    /* 3: per process of the host, whether we mapped its segment (ours: made) */
+    nb = (nloc + 7) / 8;
+    cap3 = ((size_t)f->nprocs + 7) / 8;
+    ok = (unsigned char *)spmd__alloc(&f->alloc, cap3);
+    maps = (void **)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *maps);
+    if (!ok || !maps) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+    if (f->lane_seg) ok[me / 8] |= (unsigned char)(1u << (me % 8));
+    for (i = 0; f->lane_seg && i < nloc; i++) {
+        char pname[64];
+        if (i == me || !spmd__lane_name_ok(blobs + (size_t)loc[i] * cap, lens[loc[i]], pname, sizeof pname)) continue;
+        maps[i] = spmd__lane_map(f, pname, loc[i], nloc - 1, ring_cap, bulk, me < i ? me : me - 1);
+        if (maps[i]) ok[i / 8] |= (unsigned char)(1u << (i % 8));
+    }
+    st = spmd__boot_allgather(b, ok, nb, blobs, cap3, lens, deadline);
+    if (path[0]) unlink(path); /* everyone who will map it has */
+    path[0] = '\0';
+    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
+    /* a lane where both mapped the other's segment (both sides see the same bits) */
+    f->lanes = (spmd__lane *)spmd__alloc(&f->alloc, (nloc ? nloc : 1) * sizeof *f->lanes);
+    if (!f->lanes) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto done; }
+    spmd__lane_wire(f, nloc, me, loc, maps, blobs, lens, cap3, nb, ring_cap, bulk, nonce);
+    if (f->nlanes) st = spmd__lane_ready(f, ring_cap, bulk);
 done:
     if (path[0]) unlink(path);
     for (i = 0; maps && i < nloc; i++)
@@ -8535,16 +8587,179 @@ static int spmd__fab_entry(const unsigned char *p, size_t len, uint32_t *seg, co
     return 1;
 }
 
+/* spmd__fab_open's phases. Each returns SPMD_OK or the failure, its
+   message in f->err (spmd__fab_fail). Which provider: the one named, else
+   shm when every process runs on this host, else the first that offers
+   tagged RDM endpoints; on SPMD_SOCKET_IFNAME's interface where domains
+   are named after interfaces. */
+static spmd_status spmd__fab_pick(spmd__fab *f, const char *prov, unsigned char *blobs, size_t *lens,
+                                  uint64_t deadline) {
+    spmd__boot *b = f->boot;
+    spmd_status st;
+    int rc, i, auto_shm = 0;
+    if (!prov && f->nprocs > 1) { /* all on one host? then try shm first */
+        char host[256];
+        memset(host, 0, sizeof host);
+        gethostname(host, sizeof host - 1);
+        st = spmd__boot_allgather(b, host, strlen(host), blobs, 256, lens, deadline);
+        if (st != SPMD_OK) { return spmd__fab_fail(f, st, "fabric: %s", b->err); }
+        auto_shm = 1;
+        for (i = 0; i < f->nprocs; i++)
+            auto_shm &= lens[i] == strlen(host) && memcmp(blobs + (size_t)i * 256, host, lens[i]) == 0;
+    }
+    rc = -FI_ENODATA;
+    if (auto_shm) rc = spmd__fab_getinfo(f, "shm", &f->info);
+    if (rc != 0) rc = spmd__fab_getinfo(f, prov, &f->info);
+    if (rc != 0 || !f->info) {
+        return spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: no provider%s%s offers tagged RDM endpoints here: %s",
+                              prov ? " named " : "", prov ? prov : "", fi_strerror(-rc));
+    }
+    if (b->ifname[0]) { /* SPMD_SOCKET_IFNAME: the domain of that interface, where the provider names domains so */
+        struct fi_info *it, *pick = NULL;
+        for (it = f->info; it && !pick; it = it->next)
+            if (it->domain_attr && it->domain_attr->name && strcmp(it->domain_attr->name, b->ifname) == 0) pick = it;
+        if (pick && pick != f->info && (pick = fi_dupinfo(pick)) != NULL) {
+            fi_freeinfo(f->info);
+            f->info = pick;
+        }
+        if (!pick) { /* domains named after interfaces, none after this one: it is down or has no carrier, and
+                        the first domain (often lo) would publish an address the other hosts cannot reach */
+            char seen[256] = "";
+            int by_if = 0;
+            for (it = f->info; it; it = it->next) {
+                const char *dn = it->domain_attr ? it->domain_attr->name : NULL;
+                if (!dn || !if_nametoindex(dn)) continue;
+                by_if = 1;
+                if (!strstr(seen, dn) && strlen(seen) + strlen(dn) + 3 < sizeof seen)
+                    snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", seen[0] ? ", " : "", dn);
+            }
+            if (by_if) {
+                return spmd__fab_fail(f, SPMD_ERR_INVALID, "fabric: provider %s offers no domain on interface %s "
+                                      "(SPMD_SOCKET_IFNAME; is it up, with carrier?), only on: %s",
+                                      f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?",
+                                      b->ifname, seen);
+            }
+        }
+    }
+    return SPMD_OK;
+}
+
+/* The provider's limits: the segment size (*seg), inject size, whether
+   buffers are registered. */
+static spmd_status spmd__fab_limits(spmd__fab *f, size_t *seg_out) {
+    size_t seg;
+    snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
+    f->hi15 = spmd__fab_xnet(f->prov);
+    f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
+    f->need_mr = f->strict || (f->mr_mode & FI_MR_LOCAL) != 0;
+    f->max_msg = f->info->ep_attr->max_msg_size;
+    f->inject = f->info->tx_attr->inject_size;
+    seg = f->strict ? SPMD__FAB_STRICT_SEG : f->max_msg;
+    if (seg > f->max_msg) seg = f->max_msg;
+    if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
+    if (seg > SPMD__FAB_SEG_MAX && strncmp(f->prov, "shm", 3) != 0) seg = SPMD__FAB_SEG_MAX;
+    if (seg == 0) { return spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); }
+    if (f->strict && f->inject > 64) f->inject = 64;
+    *seg_out = seg;
+    return SPMD_OK;
+}
+
+/* Fabric, domain, completion queue, address vector and the endpoint. */
+static spmd_status spmd__fab_endpoint(spmd__fab *f) {
+    int rc;
+    if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0) {
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_fabric (%s): %s", f->prov, fi_strerror(-rc));
+    }
+    if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)) != 0) {
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_domain (%s): %s", f->prov, fi_strerror(-rc));
+    }
+    {
+        struct fi_cq_attr cqa;
+        struct fi_av_attr ava;
+        memset(&cqa, 0, sizeof cqa);
+        cqa.format = FI_CQ_FORMAT_TAGGED;
+        cqa.wait_obj = FI_WAIT_NONE;
+        cqa.size = 4096;
+        memset(&ava, 0, sizeof ava);
+        ava.type = f->info->domain_attr->av_type != FI_AV_UNSPEC ? f->info->domain_attr->av_type : FI_AV_TABLE;
+        ava.count = (size_t)f->nprocs;
+        if ((rc = fi_cq_open(f->domain, &cqa, &f->cq, NULL)) != 0) {
+            return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_open: %s", fi_strerror(-rc));
+        }
+        if ((rc = fi_av_open(f->domain, &ava, &f->av, NULL)) != 0) {
+            return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_open: %s", fi_strerror(-rc));
+        }
+    }
+    if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)) == 0 && strncmp(f->prov, "shm", 3) == 0) {
+        /* shm names its region in /dev/shm <pid>:<domain>:<endpoint> by
+           default, so a process killed earlier that had our pid (pids are
+           reused) left a file that makes this endpoint fail (EBUSY): a
+           number of ours in the middle instead (the same form, which
+           tools/spmdrun's cleanup after a kill knows) */
+        char name[64];
+        snprintf(name, sizeof name, "fi_shm://%ld:%u:0", (long)getpid(),
+                 (unsigned)((spmd__now_ns() ^ (uint64_t)(uintptr_t)f) * 0x9e3779b97f4a7c15u >> 33));
+        rc = fi_setname(&f->ep->fid, name, strlen(name) + 1);
+    }
+    if (rc != 0 || (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) != 0 ||
+        (rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(f->ep)) != 0) {
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "endpoint (%s): %s", f->prov, fi_strerror(-rc));
+    }
+    return SPMD_OK;
+}
+
+/* Publish this endpoint's entry (spmd__fab_entry) to every process and
+   insert theirs: f->addrs, and f->seg, the smallest segment of all. */
+static spmd_status spmd__fab_publish(spmd__fab *f, size_t seg, unsigned char *blobs, size_t *lens, uint64_t deadline) {
+    spmd__boot *b = f->boot;
+    unsigned char mine[SPMD__BOOT_BLOB_MAX];
+    size_t namelen = SPMD__FAB_NAME_MAX, ml;
+    spmd_status st;
+    int rc, i;
+    ml = strlen(f->prov) + 1;
+    rc = fi_getname(&f->ep->fid, mine + 8, &namelen);
+    if (rc != 0 || namelen > SPMD__BOOT_BLOB_MAX - 8 - ml) {
+        return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_getname: %s (%zu bytes)", rc ? fi_strerror(-rc) : "too long",
+                              namelen);
+    }
+    spmd__boot_put32(mine, (uint32_t)(seg > 0xffffffffu ? 0xffffffffu : seg));
+    spmd__boot_put32(mine + 4, (uint32_t)namelen);
+    memcpy(mine + 8 + namelen, f->prov, ml);
+    st = spmd__boot_allgather(b, mine, 8 + namelen + ml, blobs, SPMD__BOOT_BLOB_MAX, lens, deadline);
+    if (st != SPMD_OK) { return spmd__fab_fail(f, st, "fabric: exchanging endpoint names: %s", b->err); }
+    f->addrs = (fi_addr_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->addrs);
+    if (!f->addrs) { return spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); }
+    f->seg = seg;
+    for (i = 0; i < f->nprocs; i++) {
+        const unsigned char *addr;
+        const char *pn;
+        uint32_t s;
+        if (!spmd__fab_entry(blobs + (size_t)i * SPMD__BOOT_BLOB_MAX, lens[i], &s, &addr, &pn)) {
+            return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fabric: malformed endpoint entry of process %d", i);
+        }
+        if (strcmp(pn, f->prov) != 0) {
+            return spmd__fab_fail(f, SPMD_ERR_MISMATCH, "fabric: process %d uses provider %s, this process %s (set "
+                                  "SPMD_PROVIDER alike everywhere)", i, pn, f->prov);
+        }
+        if (s < f->seg) f->seg = s;
+        rc = fi_av_insert(f->av, addr, 1, &f->addrs[i], 0, NULL);
+        if (rc != 1) {
+            return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_insert of process %d: %s", i,
+                                  rc < 0 ? fi_strerror(-rc) : "not inserted");
+        }
+    }
+    return SPMD_OK;
+}
+
 static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fab **out, char *err, size_t errlen) {
     spmd__fab *f;
     spmd_allocator none;
     spmd__boot *b = NULL;
     spmd_status st;
     const char *prov, *sv;
-    unsigned char *blobs = NULL, mine[SPMD__BOOT_BLOB_MAX];
-    size_t *lens = NULL, namelen = SPMD__FAB_NAME_MAX, ml, seg;
+    unsigned char *blobs = NULL;
+    size_t *lens = NULL, seg = 0;
     uint64_t deadline;
-    int rc, i, auto_shm = 0;
     memset(&none, 0, sizeof none);
     if (out) *out = NULL;
     if (!d || !out) {
@@ -8573,172 +8788,38 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     if (prov && !*prov) prov = NULL;
     lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
     blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * SPMD__BOOT_BLOB_MAX);
-    if (!lens || !blobs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto fail; }
-    if (!prov && f->nprocs > 1) { /* all on one host? then try shm first */
-        char host[256];
-        memset(host, 0, sizeof host);
-        gethostname(host, sizeof host - 1);
-        st = spmd__boot_allgather(b, host, strlen(host), blobs, 256, lens, deadline);
-        if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: %s", b->err); goto fail; }
-        auto_shm = 1;
-        for (i = 0; i < f->nprocs; i++)
-            auto_shm &= lens[i] == strlen(host) && memcmp(blobs + (size_t)i * 256, host, lens[i]) == 0;
-    }
-    rc = -FI_ENODATA;
-    if (auto_shm) rc = spmd__fab_getinfo(f, "shm", &f->info);
-    if (rc != 0) rc = spmd__fab_getinfo(f, prov, &f->info);
-    if (rc != 0 || !f->info) {
-        st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: no provider%s%s offers tagged RDM endpoints here: %s",
-                            prov ? " named " : "", prov ? prov : "", fi_strerror(-rc));
-        goto fail;
-    }
-    if (b->ifname[0]) { /* SPMD_SOCKET_IFNAME: the domain of that interface, where the provider names domains so */
-        struct fi_info *it, *pick = NULL;
-        for (it = f->info; it && !pick; it = it->next)
-            if (it->domain_attr && it->domain_attr->name && strcmp(it->domain_attr->name, b->ifname) == 0) pick = it;
-        if (pick && pick != f->info && (pick = fi_dupinfo(pick)) != NULL) {
-            fi_freeinfo(f->info);
-            f->info = pick;
-        }
-        if (!pick) { /* domains named after interfaces, none after this one: it is down or has no carrier, and
-                        the first domain (often lo) would publish an address the other hosts cannot reach */
-            char seen[256] = "";
-            int by_if = 0;
-            for (it = f->info; it; it = it->next) {
-                const char *dn = it->domain_attr ? it->domain_attr->name : NULL;
-                if (!dn || !if_nametoindex(dn)) continue;
-                by_if = 1;
-                if (!strstr(seen, dn) && strlen(seen) + strlen(dn) + 3 < sizeof seen)
-                    snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", seen[0] ? ", " : "", dn);
-            }
-            if (by_if) {
-                st = spmd__fab_fail(f, SPMD_ERR_INVALID, "fabric: provider %s offers no domain on interface %s "
-                                    "(SPMD_SOCKET_IFNAME; is it up, with carrier?), only on: %s",
-                                    f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?",
-                                    b->ifname, seen);
-                goto fail;
-            }
-        }
-    }
-    snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
-    f->hi15 = spmd__fab_xnet(f->prov);
-    f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
-    f->need_mr = f->strict || (f->mr_mode & FI_MR_LOCAL) != 0;
-    f->max_msg = f->info->ep_attr->max_msg_size;
-    f->inject = f->info->tx_attr->inject_size;
-    seg = f->strict ? SPMD__FAB_STRICT_SEG : f->max_msg;
-    if (seg > f->max_msg) seg = f->max_msg;
-    if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
-    if (seg > SPMD__FAB_SEG_MAX && strncmp(f->prov, "shm", 3) != 0) seg = SPMD__FAB_SEG_MAX;
-    if (seg == 0) { st = spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); goto fail; }
-    if (f->strict && f->inject > 64) f->inject = 64;
-    if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0) {
-        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_fabric (%s): %s", f->prov, fi_strerror(-rc));
-        goto fail;
-    }
-    if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)) != 0) {
-        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_domain (%s): %s", f->prov, fi_strerror(-rc));
-        goto fail;
-    }
-    {
-        struct fi_cq_attr cqa;
-        struct fi_av_attr ava;
-        memset(&cqa, 0, sizeof cqa);
-        cqa.format = FI_CQ_FORMAT_TAGGED;
-        cqa.wait_obj = FI_WAIT_NONE;
-        cqa.size = 4096;
-        memset(&ava, 0, sizeof ava);
-        ava.type = f->info->domain_attr->av_type != FI_AV_UNSPEC ? f->info->domain_attr->av_type : FI_AV_TABLE;
-        ava.count = (size_t)f->nprocs;
-        if ((rc = fi_cq_open(f->domain, &cqa, &f->cq, NULL)) != 0) {
-            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_cq_open: %s", fi_strerror(-rc));
-            goto fail;
-        }
-        if ((rc = fi_av_open(f->domain, &ava, &f->av, NULL)) != 0) {
-            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_open: %s", fi_strerror(-rc));
-            goto fail;
-        }
-    }
-    if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)) == 0 && strncmp(f->prov, "shm", 3) == 0) {
-        /* shm names its region in /dev/shm <pid>:<domain>:<endpoint> by
-           default, so a process killed earlier that had our pid (pids are
-           reused) left a file that makes this endpoint fail (EBUSY): a
-           number of ours in the middle instead (the same form, which
-           tools/spmdrun's cleanup after a kill knows) */
-        char name[64];
-        snprintf(name, sizeof name, "fi_shm://%ld:%u:0", (long)getpid(),
-                 (unsigned)((spmd__now_ns() ^ (uint64_t)(uintptr_t)f) * 0x9e3779b97f4a7c15u >> 33));
-        rc = fi_setname(&f->ep->fid, name, strlen(name) + 1);
-    }
-    if (rc != 0 || (rc = fi_ep_bind(f->ep, &f->av->fid, 0)) != 0 ||
-        (rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) != 0 || (rc = fi_enable(f->ep)) != 0) {
-        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "endpoint (%s): %s", f->prov, fi_strerror(-rc));
-        goto fail;
-    }
-    ml = strlen(f->prov) + 1;
-    rc = fi_getname(&f->ep->fid, mine + 8, &namelen);
-    if (rc != 0 || namelen > SPMD__BOOT_BLOB_MAX - 8 - ml) {
-        st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_getname: %s (%zu bytes)", rc ? fi_strerror(-rc) : "too long",
-                            namelen);
-        goto fail;
-    }
-    spmd__boot_put32(mine, (uint32_t)(seg > 0xffffffffu ? 0xffffffffu : seg));
-    spmd__boot_put32(mine + 4, (uint32_t)namelen);
-    memcpy(mine + 8 + namelen, f->prov, ml);
-    st = spmd__boot_allgather(b, mine, 8 + namelen + ml, blobs, SPMD__BOOT_BLOB_MAX, lens, deadline);
-    if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: exchanging endpoint names: %s", b->err); goto fail; }
-    f->addrs = (fi_addr_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->addrs);
-    if (!f->addrs) { st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); goto fail; }
-    f->seg = seg;
-    for (i = 0; i < f->nprocs; i++) {
-        const unsigned char *addr;
-        const char *pn;
-        uint32_t s;
-        if (!spmd__fab_entry(blobs + (size_t)i * SPMD__BOOT_BLOB_MAX, lens[i], &s, &addr, &pn)) {
-            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fabric: malformed endpoint entry of process %d", i);
-            goto fail;
-        }
-        if (strcmp(pn, f->prov) != 0) {
-            st = spmd__fab_fail(f, SPMD_ERR_MISMATCH, "fabric: process %d uses provider %s, this process %s (set "
-                                "SPMD_PROVIDER alike everywhere)", i, pn, f->prov);
-            goto fail;
-        }
-        if (s < f->seg) f->seg = s;
-        rc = fi_av_insert(f->av, addr, 1, &f->addrs[i], 0, NULL);
-        if (rc != 1) {
-            st = spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_insert of process %d: %s", i,
-                                rc < 0 ? fi_strerror(-rc) : "not inserted");
-            goto fail;
-        }
-    }
+    if (!lens || !blobs) st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+    if (st == SPMD_OK) st = spmd__fab_pick(f, prov, blobs, lens, deadline);
+    if (st == SPMD_OK) st = spmd__fab_limits(f, &seg);
+    if (st == SPMD_OK) st = spmd__fab_endpoint(f);
+    if (st == SPMD_OK) st = spmd__fab_publish(f, seg, blobs, lens, deadline);
 #if SPMD__HAS_LANE
-    sv = getenv("SPMD_SHM_LANE");
-    {
+    if (st == SPMD_OK) {
         /* 0 none, 1 with bulk rings, 2 small messages only (strict mode:
            large messages take the provider's paths it is there to test) */
-        int want = d->lane ? d->lane : !sv || !*sv ? 1 : strcmp(sv, "0") == 0 ? 0 : strcmp(sv, "small") == 0 ? 2 : 1;
+        int want;
+        sv = getenv("SPMD_SHM_LANE");
+        want = d->lane ? d->lane : !sv || !*sv ? 1 : strcmp(sv, "0") == 0 ? 0 : strcmp(sv, "small") == 0 ? 2 : 1;
         if (want == 1 && f->strict) want = 2;
         st = spmd__lane_open(f, want > 0 ? want : 0, deadline);
     }
-    if (st != SPMD_OK) goto fail;
 #endif
+    spmd__free(&f->alloc, blobs);
+    spmd__free(&f->alloc, lens);
+    if (st != SPMD_OK) {
+        spmd__boot_log(b, SPMD_LOG_ERROR, "%s", f->err);
+        if (err && errlen) snprintf(err, errlen, "%s", f->err);
+        spmd__fab_close(f);
+        return st;
+    }
     spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu, inject %zu, "
                    "mr_mode 0x%llx%s%s%s", f->prov, f->info->fabric_attr->name ? f->info->fabric_attr->name : "?",
                    f->info->domain_attr->name ? f->info->domain_attr->name : "?", f->nprocs, f->seg, f->inject,
                    (unsigned long long)f->mr_mode, f->need_mr ? ", registering buffers" : "",
                    f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL ? ", manual progress" : "",
                    f->strict ? ", strict" : "");
-    spmd__free(&f->alloc, blobs);
-    spmd__free(&f->alloc, lens);
     *out = f;
     return SPMD_OK;
-fail:
-    spmd__boot_log(b, SPMD_LOG_ERROR, "%s", f->err);
-    if (err && errlen) snprintf(err, errlen, "%s", f->err);
-    spmd__free(&f->alloc, blobs);
-    spmd__free(&f->alloc, lens);
-    spmd__fab_close(f);
-    return st;
 }
 #endif /* SPMD__HAS_LIBFABRIC */
 
@@ -10727,6 +10808,180 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
     return SPMD_OK;
 }
 
+/* spmd__xp_progress's send: its header (and a small message's data) to
+   the receiver's process; a large one's data follows at once, or on the
+   receiver's clear-to-send. */
+static void spmd__xp_send_post(spmd_req *r, spmd__fab_op *ops) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xchan *c = NULL;
+    spmd_status st;
+    int me = r->gr->me;
+    unsigned char *hb = (unsigned char *)r->temp + 3 * sizeof(spmd__fab_op);
+    spmd__phdr *h = (spmd__phdr *)(void *)hb;
+    size_t len = r->count * r->in_size, inl;
+    uint64_t seq;
+    int p = m->proc_of[g->members[r->peer]];
+    pthread_mutex_lock(&m->xlock);
+    st = spmd__xp_chan(r, &c);
+    seq = st == SPMD_OK ? c->sseq[(size_t)g->lidx[me] * (size_t)g->G + (size_t)r->peer]++ : 0;
+    inl = c ? c->hb - SPMD__P_HDR : 0;
+    pthread_mutex_unlock(&m->xlock);
+    if (st != SPMD_OK) { spmd__finish(r, st); return; }
+    memset(h, 0, SPMD__P_HDR);
+    h->magic = SPMD__P_MAGIC;
+    h->src = (uint32_t)me;
+    h->dst = (uint32_t)r->peer;
+    h->dtype = r->sig.dtype;
+    h->ghash = g->xhash;
+    h->seq = seq;
+    h->count = r->count;
+    h->tag = r->tag;
+    h->has_inline = len <= inl;
+    if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
+    st = spmd__fab_post_send(m->fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
+                             SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
+    r->xsent = h->has_inline;
+    if (st == SPMD_OK && !h->has_inline && m->fab->cts) /* the data goes on the clear-to-send */
+        st = spmd__fab_post_recv(m->fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
+                                 NULL, 0, UINT64_MAX);
+    else if (st == SPMD_OK && !h->has_inline) {
+        st = spmd__fab_post_send(m->fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
+                                 len, UINT64_MAX);
+        r->xsent = 1;
+    }
+    if (st != SPMD_OK) {
+        spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->fab->err);
+        spmd__finish(r, st);
+        return;
+    }
+    r->state = SPMD__R_DRAIN;
+}
+
+/* spmd__xp_progress's recv: a sender in this process, else the first
+   matching header from another; its inline data, or the receive of the
+   rest posted (and the clear-to-send sent). */
+static void spmd__xp_recv_match(spmd_req *r, spmd__fab_op *ops) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xchan *c = NULL;
+    spmd_status st;
+    int me = r->gr->me;
+    spmd__xmsg *x, *prev = NULL;
+    if (r->peer < 0 || g->lidx[r->peer] >= 0) { /* a sender in this process may match first */
+        spmd__p2p_progress(r);
+        if (r->state == SPMD__R_DONE) return;
+    }
+    if (r->peer >= 0 && g->lidx[r->peer] >= 0) return;
+    pthread_mutex_lock(&m->xlock);
+    st = spmd__xp_chan(r, &c);
+    if (st == SPMD_OK) st = spmd__xp_poll(r, c, me);
+    if (st != SPMD_OK) {
+        pthread_mutex_unlock(&m->xlock);
+        spmd__break(m, st, d->id, d->err);
+        spmd__finish(r, st);
+        return;
+    }
+    for (x = c->head; x; prev = x, x = x->next)
+        if (x->h.dst == (uint32_t)me && (r->peer < 0 || x->h.src == (uint32_t)r->peer) &&
+            (r->tag < 0 || x->h.tag == r->tag))
+            break;
+    if (x) {
+        if (prev) prev->next = x->next; else c->head = x->next;
+        if (c->tail == x) c->tail = prev;
+    }
+    pthread_mutex_unlock(&m->xlock);
+    if (!x) return;
+    if (x->h.dtype != r->sig.dtype || x->h.count > r->count) {
+        spmd__fail(d, SPMD_ERR_MISMATCH, "recv of %s x %zu over '%s' matched a send of %s x %llu from %d (tag %lld)",
+                   spmd__dtype_names[r->sig.dtype], r->count, r->gr->text, spmd__dtype_names[x->h.dtype],
+                   (unsigned long long)x->h.count, (int)x->h.src, (long long)x->h.tag);
+        r->status = SPMD_ERR_MISMATCH; /* the data, if any, is still taken (into a scratch buffer) */
+    }
+    if (r->info) {
+        r->info->source = (int)x->h.src;
+        r->info->tag = (int)x->h.tag;
+        r->info->count = (size_t)x->h.count;
+    }
+    if (x->h.has_inline) {
+        if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
+        st = r->status;
+        spmd__xp_put(m, c, x);
+        spmd__finish(r, st);
+        return;
+    } else {
+        size_t len = (size_t)x->h.count * spmd__dtype_sizes[x->h.dtype];
+        void *dst = r->recv;
+        if (r->status != SPMD_OK) {
+            r->xscratch = spmd__alloc(&m->alloc, len);
+            dst = r->xscratch;
+            spmd__fab_mr_own(m->fab, dst, len);
+        }
+        st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
+                                       SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
+                 : SPMD_ERR_NOMEM;
+        if (st == SPMD_OK && m->fab->cts)
+            st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
+                                     SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
+                                     UINT64_MAX);
+        spmd__xp_put(m, c, x);
+        if (st != SPMD_OK) {
+            spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
+            spmd__finish(r, st);
+            return;
+        }
+        r->state = SPMD__R_DRAIN;
+    }
+}
+
+/* spmd__xp_progress's end: the ops settle (a send waits for its
+   clear-to-send first), then the request finishes. */
+static void spmd__xp_drain(spmd_req *r, spmd__fab_op *ops) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd_status st;
+    int me = r->gr->me;
+    int i;
+    if (r->sig.kind == SPMD__KIND_SEND && !r->xsent) { /* waiting for the clear-to-send */
+        const spmd__phdr *h = (const spmd__phdr *)(const void *)((unsigned char *)r->temp + 3 * sizeof(spmd__fab_op));
+        st = spmd__fab_peek(m->fab, &ops[2]);
+        if (st == SPMD_ERR_BUSY) return;
+        if (st == SPMD_OK)
+            st = spmd__fab_post_send(m->fab, &ops[1], m->proc_of[g->members[r->peer]],
+                                     SPMD__FAB_P2P_TAG(g->gid, me, r->peer, h->seq, 1), r->send,
+                                     r->count * r->in_size, UINT64_MAX);
+        if (st != SPMD_OK) {
+            spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text,
+                       ops[2].status ? ops[2].err : m->fab->err);
+            spmd__break(m, st, d->id, d->err);
+            spmd__finish(r, st);
+            return;
+        }
+        r->xsent = 1;
+    }
+    for (i = 0; i < 3; i++) {
+        if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
+        st = spmd__fab_test(m->fab, &ops[i]);
+        if (st == SPMD_ERR_BUSY) return;
+        if (st != SPMD_OK) {
+            spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                       ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
+                       spmd__fab_reason(&ops[i]));
+            spmd__break(m, st, d->id, d->err);
+            spmd__finish(r, st);
+            return;
+        }
+    }
+    for (i = 0; i < 3; i++)
+        if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+    spmd__free(&m->alloc, r->xscratch);
+    r->xscratch = NULL;
+    spmd__finish(r, r->status);
+}
+
 /* A send or recv whose group spans processes. r->temp holds its transport
    ops (three) and, for a send, the header and inline data: r->xp_blk, made
    once per request of the device's pool and kept when it is reused (not
@@ -10735,11 +10990,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
 static void spmd__xp_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__group *g = r->gr->g;
     spmd__fab_op *ops;
-    spmd__xchan *c = NULL;
-    spmd_status st;
-    int me = r->gr->me;
     if (r->state == SPMD__R_DONE) return;
     if (!r->temp) {
         if (r->xp_blk) memset(r->xp_blk, 0, 3 * sizeof(spmd__fab_op)); /* idle ops */
@@ -10753,153 +11004,9 @@ static void spmd__xp_progress(spmd_req *r) {
     }
     ops = (spmd__fab_op *)r->temp;
     spmd__fab_progress(m->fab);
-    if (r->sig.kind == SPMD__KIND_SEND) {
-        if (r->state == SPMD__R_POST) {
-            unsigned char *hb = (unsigned char *)r->temp + 3 * sizeof(spmd__fab_op);
-            spmd__phdr *h = (spmd__phdr *)(void *)hb;
-            size_t len = r->count * r->in_size, inl;
-            uint64_t seq;
-            int p = m->proc_of[g->members[r->peer]];
-            pthread_mutex_lock(&m->xlock);
-            st = spmd__xp_chan(r, &c);
-            seq = st == SPMD_OK ? c->sseq[(size_t)g->lidx[me] * (size_t)g->G + (size_t)r->peer]++ : 0;
-            inl = c ? c->hb - SPMD__P_HDR : 0;
-            pthread_mutex_unlock(&m->xlock);
-            if (st != SPMD_OK) { spmd__finish(r, st); return; }
-            memset(h, 0, SPMD__P_HDR);
-            h->magic = SPMD__P_MAGIC;
-            h->src = (uint32_t)me;
-            h->dst = (uint32_t)r->peer;
-            h->dtype = r->sig.dtype;
-            h->ghash = g->xhash;
-            h->seq = seq;
-            h->count = r->count;
-            h->tag = r->tag;
-            h->has_inline = len <= inl;
-            if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
-            st = spmd__fab_post_send(m->fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
-                                     SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
-            r->xsent = h->has_inline;
-            if (st == SPMD_OK && !h->has_inline && m->fab->cts) /* the data goes on the clear-to-send */
-                st = spmd__fab_post_recv(m->fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
-                                         NULL, 0, UINT64_MAX);
-            else if (st == SPMD_OK && !h->has_inline) {
-                st = spmd__fab_post_send(m->fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
-                                         len, UINT64_MAX);
-                r->xsent = 1;
-            }
-            if (st != SPMD_OK) {
-                spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->fab->err);
-                spmd__finish(r, st);
-                return;
-            }
-            r->state = SPMD__R_DRAIN;
-        }
-    } else if (r->state == SPMD__R_ARRIVE) {
-        spmd__xmsg *x, *prev = NULL;
-        if (r->peer < 0 || g->lidx[r->peer] >= 0) { /* a sender in this process may match first */
-            spmd__p2p_progress(r);
-            if (r->state == SPMD__R_DONE) return;
-        }
-        if (r->peer >= 0 && g->lidx[r->peer] >= 0) return;
-        pthread_mutex_lock(&m->xlock);
-        st = spmd__xp_chan(r, &c);
-        if (st == SPMD_OK) st = spmd__xp_poll(r, c, me);
-        if (st != SPMD_OK) {
-            pthread_mutex_unlock(&m->xlock);
-            spmd__break(m, st, d->id, d->err);
-            spmd__finish(r, st);
-            return;
-        }
-        for (x = c->head; x; prev = x, x = x->next)
-            if (x->h.dst == (uint32_t)me && (r->peer < 0 || x->h.src == (uint32_t)r->peer) &&
-                (r->tag < 0 || x->h.tag == r->tag))
-                break;
-        if (x) {
-            if (prev) prev->next = x->next; else c->head = x->next;
-            if (c->tail == x) c->tail = prev;
-        }
-        pthread_mutex_unlock(&m->xlock);
-        if (!x) return;
-        if (x->h.dtype != r->sig.dtype || x->h.count > r->count) {
-            spmd__fail(d, SPMD_ERR_MISMATCH, "recv of %s x %zu over '%s' matched a send of %s x %llu from %d (tag %lld)",
-                       spmd__dtype_names[r->sig.dtype], r->count, r->gr->text, spmd__dtype_names[x->h.dtype],
-                       (unsigned long long)x->h.count, (int)x->h.src, (long long)x->h.tag);
-            r->status = SPMD_ERR_MISMATCH; /* the data, if any, is still taken (into a scratch buffer) */
-        }
-        if (r->info) {
-            r->info->source = (int)x->h.src;
-            r->info->tag = (int)x->h.tag;
-            r->info->count = (size_t)x->h.count;
-        }
-        if (x->h.has_inline) {
-            if (r->status == SPMD_OK && x->h.count) memcpy(r->recv, x->data, (size_t)x->h.count * r->in_size);
-            st = r->status;
-            spmd__xp_put(m, c, x);
-            spmd__finish(r, st);
-            return;
-        } else {
-            size_t len = (size_t)x->h.count * spmd__dtype_sizes[x->h.dtype];
-            void *dst = r->recv;
-            if (r->status != SPMD_OK) {
-                r->xscratch = spmd__alloc(&m->alloc, len);
-                dst = r->xscratch;
-                spmd__fab_mr_own(m->fab, dst, len);
-            }
-            st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
-                                           SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
-                     : SPMD_ERR_NOMEM;
-            if (st == SPMD_OK && m->fab->cts)
-                st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
-                                         SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
-                                         UINT64_MAX);
-            spmd__xp_put(m, c, x);
-            if (st != SPMD_OK) {
-                spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
-                spmd__finish(r, st);
-                return;
-            }
-            r->state = SPMD__R_DRAIN;
-        }
-    }
-    if (r->state == SPMD__R_DRAIN) {
-        int i;
-        if (r->sig.kind == SPMD__KIND_SEND && !r->xsent) { /* waiting for the clear-to-send */
-            const spmd__phdr *h = (const spmd__phdr *)(const void *)((unsigned char *)r->temp + 3 * sizeof(spmd__fab_op));
-            st = spmd__fab_peek(m->fab, &ops[2]);
-            if (st == SPMD_ERR_BUSY) return;
-            if (st == SPMD_OK)
-                st = spmd__fab_post_send(m->fab, &ops[1], m->proc_of[g->members[r->peer]],
-                                         SPMD__FAB_P2P_TAG(g->gid, me, r->peer, h->seq, 1), r->send,
-                                         r->count * r->in_size, UINT64_MAX);
-            if (st != SPMD_OK) {
-                spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text,
-                           ops[2].status ? ops[2].err : m->fab->err);
-                spmd__break(m, st, d->id, d->err);
-                spmd__finish(r, st);
-                return;
-            }
-            r->xsent = 1;
-        }
-        for (i = 0; i < 3; i++) {
-            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
-            st = spmd__fab_test(m->fab, &ops[i]);
-            if (st == SPMD_ERR_BUSY) return;
-            if (st != SPMD_OK) {
-                spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
-                           ops[i].kind == SPMD__FOP_SEND ? "sending to" : "receiving from", ops[i].peer,
-                           spmd__fab_reason(&ops[i]));
-                spmd__break(m, st, d->id, d->err);
-                spmd__finish(r, st);
-                return;
-            }
-        }
-        for (i = 0; i < 3; i++)
-            if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
-        spmd__free(&m->alloc, r->xscratch);
-        r->xscratch = NULL;
-        spmd__finish(r, r->status);
-    }
+    if (r->sig.kind == SPMD__KIND_SEND && r->state == SPMD__R_POST) spmd__xp_send_post(r, ops);
+    else if (r->sig.kind != SPMD__KIND_SEND && r->state == SPMD__R_ARRIVE) spmd__xp_recv_match(r, ops);
+    if (r->state == SPMD__R_DRAIN) spmd__xp_drain(r, ops);
 }
 
 /* Give up on a send or recv between processes: its ops are cancelled

@@ -368,22 +368,22 @@ static void test_skip_pairs(void) {
    check can tell: the peers get SPMD_OK with the next call's data. A
    program whose devices reach one collective from two places (root and
    others) is a mismatch there too, unless both name one site. */
-static int at_lines[3], use_at;
+static int at_lines[NDEV][3], use_at; /* each device's own (no race) */
 static void sites_three(spmd_dev *d, void *arg) {
     float x = 1, y = -1;
     spmd_status s;
     (void)arg;
-    if (use_at) spmd_set_site(d, __FILE__, at_lines[0] = __LINE__);
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[spmd_device_id(d)][0] = __LINE__);
     s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
     keep(d, 0, s, y);
     if (s != SPMD_OK) return;
     y = -1;
-    if (use_at) spmd_set_site(d, __FILE__, at_lines[1] = __LINE__);
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[spmd_device_id(d)][1] = __LINE__);
     s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* skipped on device 1 */
     keep(d, 1, s, y);
     if (s != SPMD_OK) return;
     y = -1;
-    if (use_at) spmd_set_site(d, __FILE__, at_lines[2] = __LINE__);
+    if (use_at) spmd_set_site(d, __FILE__, at_lines[spmd_device_id(d)][2] = __LINE__);
     s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL);
     keep(d, 2, s, y);
 }
@@ -419,8 +419,8 @@ static void test_skip_sites(void) {
     for (pass = 0; pass < 2; pass++) {
         use_at = pass;
         (void)run_plan(3, "device=1,seq=1,kind=skip", sites_three, &rs, &ms);
-        snprintf(want[0], sizeof want[0], "test_faults.c:%d", at_lines[1]);
-        snprintf(want[1], sizeof want[1], "test_faults.c:%d", at_lines[2]);
+        snprintf(want[0], sizeof want[0], "test_faults.c:%d", at_lines[0][1]);
+        snprintf(want[1], sizeof want[1], "test_faults.c:%d", at_lines[1][2]);
         for (i = 0; i < 3; i++) {
             int c = i == 1 ? 2 : 1;
             const char *msg = seen.msg[i][c];
