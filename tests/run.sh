@@ -4,7 +4,7 @@
 # (faults: the libfabric fault suites, the other fabric-only tests and
 # FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, the matrix's last configurations and fuzz, all's
+# side: faults, cmake, compile, the matrix's last configurations and fuzz, all's
 # second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code; examples: each example, which must end with "OK: ...")
@@ -73,8 +73,9 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
     fi
 }
 
-# The thread-backend suites; asan and tsan at quick sizes, tsan's sweeps one
-# case in three (SPMD_TEST_QUICK=3: the plain and ASan runs take them all).
+# The thread-backend suites; asan and tsan at quick sizes, ASan's sweeps one
+# case in two (SPMD_TEST_QUICK=2), tsan's one in four (the plain run takes
+# them all, at full sizes).
 run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests=$TESTS
@@ -87,7 +88,8 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         else
-            SPMD_TEST_QUICK=$([ "$kind" = tsan ] && echo 3 || echo 1) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+            SPMD_TEST_QUICK=$(case $kind in tsan) echo 4 ;; asan) echo 2 ;; *) echo 1 ;; esac) \
+            ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         fi
@@ -100,19 +102,22 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
 }
 
 # The thread-backend suites under each scheduler set by the environment
-# (plain build, quick sizes; ~55 s): fibers on one carrier with two seeds,
+# (plain build, quick sizes, the sweeps' cases in two halves: each runs in
+# two of the four settings; ~50 s): fibers on one carrier with two seeds,
 # on two carriers with a third, and OS threads (the default is fibers where
 # devices outnumber CPUs). A failure names the settings that replay it.
 run_fibers() {
+    half=0
     for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
         set -- $cfg
+        half=$((1 - half))
         for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
             exe=$B/plain/$t
             if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
-            name="SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
+            name="SPMD_TEST_QUICK=2:$half SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
             out=$LOG/sched-$1-$2-$3-$t
             start=$(date +%s)
-            SPMD_TEST_QUICK=1 SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
+            SPMD_TEST_QUICK=2:$half SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
                 timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
             end=$(date +%s)
             add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)" $out.err
@@ -300,8 +305,8 @@ run_fabric_tsan() {
 # (from the Makefile).
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
     shm:5:bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
-FABRIC_QUICK=${FABRIC_QUICK:-8} # (13 configurations: every offset 0..7 runs, most twice)
-FABRIC_MAIN=${FABRIC_MAIN:-8} # make test: the first 8 configurations in the main lane, the rest beside it
+FABRIC_QUICK=${FABRIC_QUICK:-12} # (13 configurations: every offset 0..11 runs, offset 0 twice)
+FABRIC_MAIN=${FABRIC_MAIN:-7} # make test: the first 7 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
 
@@ -467,6 +472,7 @@ run_alloc() {
 
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
 # conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
+# compile matrix, the
 # fabric matrix's configurations after the first $FABRIC_MAIN and the short
 # fuzz runs run in a second lane (mode side) beside the others; their lines
 # and counts join at the end. The lines "-- X from T" say when each section
@@ -475,7 +481,7 @@ run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     side_pid=$! # (not "lane": run_fabric_matrix and run_alloc set that)
     mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
-    mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc; mark compile; run_compile
+    mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc
     mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples
     mark fibers; run_fibers; mark "waiting for the second lane"
     wait $side_pid
@@ -532,7 +538,7 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake
+    side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark compile; run_compile
           mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
