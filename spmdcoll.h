@@ -6306,8 +6306,12 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
         }
         if (ms == 0) return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "%s: process %d did not answer in time", what, c->rank);
         pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
-        poll(&pf, 1, ms);
+        /* process 0 reads the others too meanwhile (every 2 ms), so that
+           what it passes on (a loss, a broken mesh) is not held up behind
+           the process it awaits, which may be waiting for just that */
+        poll(&pf, 1, b->rank == 0 && ms > 2 ? 2 : ms);
         spmd__boot_fill(b, c);
+        if (b->rank == 0) spmd__boot_poll(b);
     }
 }
 
