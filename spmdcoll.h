@@ -15745,12 +15745,10 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
     spmd__free(&a, m);
 }
 
-SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
-    spmd_mesh *m;
-    int i, j, size = 1, set;
-    spmd_status s;
-    if (out) *out = NULL;
-    if (!desc || !out) return SPMD_ERR_NULL;
+/* spmd__mesh_create's phases. The desc's fields, before anything is made:
+   SPMD_OK and the device count, or the failure (logged through the desc). */
+SPMD__SETUP static spmd_status spmd__desc_check(const spmd_mesh_desc *desc, int *size_out) {
+    int i, j, size = 1;
     if (desc->ndim < 1 || desc->ndim > SPMD_MAX_AXES)
         return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: ndim %d is outside 1..%d", desc->ndim,
                                SPMD_MAX_AXES);
@@ -15800,24 +15798,14 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
         return spmd__desc_fail(desc, SPMD_ERR_UNSUPPORTED,
                                "mesh: the libfabric backend is not compiled in (define SPMDCOLL_LIBFABRIC "
                                "before including spmdcoll.h and link -lfabric)");
-    m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
-    if (!m) return SPMD_ERR_NOMEM;
-    m->alloc = desc->allocator;
-    m->shrunk = shrunk;
-    m->shrink_procs = procs;
-    pthread_mutex_init(&m->lock, NULL);
-    m->nprocs = 1;
-    m->nlocal = size;
-    m->want_dpp = desc->devices_per_process;
-    pthread_mutex_init(&m->xlock, NULL);
-    m->ndim = desc->ndim;
-    m->size = size;
-    for (i = m->ndim - 1, j = 1; i >= 0; i--) {
-        m->shape[i] = desc->shape[i];
-        m->stride[i] = j;
-        j *= desc->shape[i];
-        snprintf(m->names[i], sizeof m->names[i], "%s", desc->axis_names[i]);
-    }
+    *size_out = size;
+    return SPMD_OK;
+}
+
+/* The settings the desc and the environment give (the environment wins
+   where both name one), the backend and its table. */
+SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *desc) {
+    int set;
     m->log_fn = desc->log_fn;
     m->log_user = desc->log_user;
     m->log_level = spmd__env_level(desc->log_level ? desc->log_level : SPMD_LOG_WARN);
@@ -15853,14 +15841,15 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
 #else
     m->vt = &spmd__thread_vt;
 #endif
-    m->gbuckets = 1024;
-    m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
-    m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
-    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+}
+
+/* The devices, their coordinates and check logs (m->devs is allocated). */
+SPMD__SETUP static spmd_status spmd__mesh_devices(spmd_mesh *m, int size) {
+    int i, j;
     for (i = 0; i < size; i++) {
         spmd_dev *d = (spmd_dev *)spmd__alloc(&m->alloc, sizeof *d);
         int rem = i;
-        if (!d) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+        if (!d) return SPMD_ERR_NOMEM;
         m->devs[i] = d;
         d->mesh = m;
         d->id = i;
@@ -15870,9 +15859,43 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
         }
         pthread_mutex_init(&d->mbox, NULL);
         d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
-        if (!d->clog) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+        if (!d->clog) return SPMD_ERR_NOMEM;
         d->check_sites = m->check == 2;
     }
+    return SPMD_OK;
+}
+
+SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
+    spmd_mesh *m;
+    int i, j, size = 1;
+    spmd_status s;
+    if (out) *out = NULL;
+    if (!desc || !out) return SPMD_ERR_NULL;
+    if ((s = spmd__desc_check(desc, &size)) != SPMD_OK) return s;
+    m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
+    if (!m) return SPMD_ERR_NOMEM;
+    m->alloc = desc->allocator;
+    m->shrunk = shrunk;
+    m->shrink_procs = procs;
+    pthread_mutex_init(&m->lock, NULL);
+    m->nprocs = 1;
+    m->nlocal = size;
+    m->want_dpp = desc->devices_per_process;
+    pthread_mutex_init(&m->xlock, NULL);
+    m->ndim = desc->ndim;
+    m->size = size;
+    for (i = m->ndim - 1, j = 1; i >= 0; i--) {
+        m->shape[i] = desc->shape[i];
+        m->stride[i] = j;
+        j *= desc->shape[i];
+        snprintf(m->names[i], sizeof m->names[i], "%s", desc->axis_names[i]);
+    }
+    spmd__mesh_settings(m, desc);
+    m->gbuckets = 1024;
+    m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
+    m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
+    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+    if ((s = spmd__mesh_devices(m, size)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     m->shrink_procs = NULL;
