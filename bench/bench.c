@@ -453,10 +453,7 @@ typedef struct shared {
     spmd_op expect_op;
 } shared;
 
-typedef enum { JOB_COLL, JOB_MEMCPY } job_kind;
-
 typedef struct job {
-    job_kind kind;
     coll_id coll;
     spmd_dtype dt;
     spmd_op op;                   /* SPMD_OP_NONE for data movements */
@@ -478,6 +475,7 @@ typedef struct devctx {
     unsigned char *tagpat;        /* scratch: PATTERN movement values of one device */
     int tagpat_src;               /* whose full pattern tagpat holds, or -1 */
     spmd_dtype tagpat_dt;
+    bench_timer tm;               /* the timing rule's hooks (timer_init) */
 } devctx;
 
 static job make_job(coll_id coll, spmd_dtype dt, spmd_op op, size_t bytes, int g)
@@ -485,14 +483,7 @@ static job make_job(coll_id coll, spmd_dtype dt, spmd_op op, size_t bytes, int g
     size_t es = spmd_dtype_size(dt), count = coll_count(coll, bytes, es, g);
     if (!COLLS[coll].reduces) op = SPMD_OP_NONE;
     else if (coll == COLL_PSUM_SCATTER) op = SPMD_OP_SUM;
-    return (job){JOB_COLL, coll, dt, op, count, count * es, floor_bytes(coll, count * es, g)};
-}
-
-static job memcpy_job(const job *j)
-{
-    job cp = *j;
-    cp.kind = JOB_MEMCPY;
-    return cp;
+    return (job){coll, dt, op, count, count * es, floor_bytes(coll, count * es, g)};
 }
 
 /* A failed library call cannot be recovered from in a benchmark. */
@@ -713,89 +704,26 @@ static spmd_status start_coll(devctx *c, const job *j, spmd_req **r)
     }
 }
 
-static void do_ops(devctx *c, const job *j, long n)
+/* ---- timing: a device's part in bench_common.h's rule ----------------------------- */
+
+static void tm_coll(void *p, const void *j)
 {
-    for (long k = 0; k < n; k++) {
-        if (j->kind == JOB_COLL) {
-            check(c, run_coll(c, j), COLLS[j->coll].ours);
-        } else {
-            memcpy(c->recv, c->send, j->copy_bytes);
-            __asm__ __volatile__("" ::: "memory");   /* keep every copy */
-        }
-    }
+    devctx *c = p;
+    check(c, run_coll(c, j), COLLS[((const job *)j)->coll].ours);
 }
 
-/* ---- timing -------------------------------------------------------------- */
+static void tm_sync(void *p) { sync_all(p); }
+static long tm_share(void *p, long v) { return share_from_0(p, v); }
+static void tm_poison(void *p, const void *j) { poison(p, j); }
 
-/* barrier, n ops, barrier: the elapsed seconds on device 0. */
-static double timed(devctx *c, const job *j, long n)
-{
-    sync_all(c);
-    double t0 = now_s();
-    do_ops(c, j, n);
-    sync_all(c);
-    return now_s() - t0;
-}
-
-static long calibrate(devctx *c, const job *j, double rep_budget)
-{
-    long n = 1;
-    for (int round = 1;; round++) {
-        double t = timed(c, j, n);
-        long v = share_from_0(c, c->id == 0 ? next_round(n, t, round, rep_budget) : 0);
-        if (v < 0) return -v;
-        n = v;
-    }
-}
-
-/* Warm-up, then the iteration count (-n, or calibrated); the same on every device. */
-static long iteration_count(devctx *c, const job *j, double budget)
+/* Device c's hooks for the timing rule, once its buffers exist. */
+static void timer_init(devctx *c)
 {
     const config *cfg = c->sh->cfg;
-    do_ops(c, j, cfg->warmup >= 0 ? cfg->warmup : cfg->iters > 0 ? 5 : 0);
-    return cfg->iters > 0 ? cfg->iters : calibrate(c, j, budget / cfg->reps);
-}
-
-typedef struct result {
-    double t, tcopy;              /* median seconds per op (device 0 only) */
-    long iters, citers;
-} result;
-
-/* Times j alone: barrier mode. */
-static result measure_one(devctx *c, const job *j, double budget)
-{
-    const config *cfg = c->sh->cfg;
-    result res = {0, 0, iteration_count(c, j, budget), 0};
-    for (int k = 0; k < cfg->reps; k++) {
-        double t = timed(c, j, res.iters);
-        if (c->id == 0) c->sh->rep_s[k] = t / (double)res.iters;
-    }
-    if (c->id == 0) res.t = median(c->sh->rep_s, cfg->reps);
-    return res;
-}
-
-/* Times collective j and its memcpy floor, repetitions interleaved; recv is
-   left holding the result of the last timed op. */
-static result measure_pair(devctx *c, const job *j, double budget, double copy_budget)
-{
-    const config *cfg = c->sh->cfg;
-    job cp = memcpy_job(j);
-    result res = {0, 0, 0, iteration_count(c, &cp, copy_budget)};
-    res.iters = iteration_count(c, j, budget);
-    for (int k = 0; k < cfg->reps; k++) {
-        double tc = timed(c, &cp, res.citers);
-        poison(c, j);
-        double t = timed(c, j, res.iters);
-        if (c->id == 0) {
-            c->sh->copy_s[k] = tc / (double)res.citers;
-            c->sh->rep_s[k] = t / (double)res.iters;
-        }
-    }
-    if (c->id == 0) {
-        res.t = median(c->sh->rep_s, cfg->reps);
-        res.tcopy = median(c->sh->copy_s, cfg->reps);
-    }
-    return res;
+    c->tm = (bench_timer){.c = c, .leader = c->id == 0, .warmup = cfg->warmup, .iters = cfg->iters,
+                          .reps = cfg->reps, .send = c->send, .recv = c->recv, .rep_s = c->sh->rep_s,
+                          .copy_s = c->sh->copy_s, .coll = tm_coll, .sync = tm_sync, .share = tm_share,
+                          .poison = tm_poison};
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -892,7 +820,7 @@ static int bench_size(devctx *c, coll_id coll, size_t bytes)
     job j = make_job(coll, cfg->dtype, cfg->op, bytes, c->ndev);
     if (j.count == 0) return 1;
     prepare(c, &j);
-    result res = measure_pair(c, &j, COLL_BUDGET_S, COPY_BUDGET_S);
+    result res = bench_measure_pair(&c->tm, &j, j.copy_bytes, COLL_BUDGET_S, COPY_BUDGET_S);
     if (!all_ok(c, verify_mine(c, &j))) return 0;
     if (c->id == 0) print_row(cfg, &j, &res);
     return 1;
@@ -900,8 +828,8 @@ static int bench_size(devctx *c, coll_id coll, size_t bytes)
 
 static int run_barrier(devctx *c)
 {
-    job j = {JOB_COLL, COLL_BARRIER, SPMD_DTYPE_NONE, SPMD_OP_NONE, 0, 0, 0};
-    result res = measure_one(c, &j, COLL_BUDGET_S);
+    job j = {COLL_BARRIER, SPMD_DTYPE_NONE, SPMD_OP_NONE, 0, 0, 0};
+    result res = bench_measure_one(&c->tm, &j, COLL_BUDGET_S);
     if (c->id == 0) print_barrier_row(c->sh->cfg, &res);
     return 1;
 }
@@ -1028,7 +956,7 @@ static int overlap_case(devctx *c, coll_id coll)
     double w, t[4];
     if (j.count == 0) return 1;
     prepare(c, &j);
-    do_ops(c, &j, 2);                                    /* warm-up */
+    bench_ops(&c->tm, &j, 0, 2);                         /* warm-up */
     for (int k = 0; k < 5; k++) sh->rep_s[k] = overlapped(c, &j, 0, &w);
     long passes = share_from_0(c, c->id == 0 ? compute_passes(median(sh->rep_s, 5)) : 0);
     for (int k = 0; k < cfg->reps; k++) overlap_rep(c, &j, passes, k);
@@ -1293,7 +1221,7 @@ static int coll_kernel_case(devctx *c, spmd_dtype dt, spmd_op op, size_t bytes)
     job j = make_job(COLL_PSUM, dt, op, bytes, c->ndev);
     if (j.count == 0) return 1;
     prepare(c, &j);
-    result res = measure_pair(c, &j, KERNEL_BUDGET_S, KERNEL_BUDGET_S / 2);
+    result res = bench_measure_pair(&c->tm, &j, j.copy_bytes, KERNEL_BUDGET_S, KERNEL_BUDGET_S / 2);
     if (!all_ok(c, verify_mine(c, &j))) return 0;
     if (c->id == 0) print_row(c->sh->cfg, &j, &res);
     return 1;
@@ -1345,6 +1273,7 @@ static void device_main(spmd_dev *dev, void *arg)
     if (cfg->pin && !cfg->overlap && !all_ok(&c, pin_to_cpu(c.id)) && c.id == 0)
         printf("# --pin: could not pin the devices to CPUs\n");
     if (all_ok(&c, alloc_buffers(&c, capacity(cfg), needs_bool_sums(cfg)))) {
+        timer_init(&c);
         if (cfg->kernels) run_coll_kernels(&c);
         else if (cfg->overlap) run_overlap(&c);
         else run_collectives(&c);

@@ -4,7 +4,8 @@
      - the collectives: names, the size column, the busbw factor and the
        memcpy floor (see THE COLLECTIVES below);
      - the input values (integers, so every result is exact);
-     - the timing rule: calibration of the iteration count, median;
+     - the timing rule: calibration of the iteration count, barrier-timed
+       repetitions, median (bench_measure_pair and the functions it calls);
      - the report of other work on the machine during a run.
 
    Header only, every function static; the including file defines
@@ -289,6 +290,111 @@ BENCH_FN long next_round(long n, double t, int round, double rep_budget)
     double grow = t > 0 ? 1.5 * CALIB_S / t : 100;
     long next = (long)((double)n * (grow > 100 ? 100 : grow));
     return next <= n ? n + 1 : next > MAX_ITERS ? MAX_ITERS : next;
+}
+
+/* ---- the timing rule, run ---------------------------------------------------
+   Warm-up, the iteration count, barrier-timed repetitions and their
+   medians, the same in both programs. A bench_timer brings in what differs:
+   one op of a collective, a barrier over every device (rank), and device
+   0's decision reaching the others. A job is the program's own; NULL
+   stands for the memcpy floor. */
+
+typedef struct bench_timer {
+    void *c;                                /* the program's context: a device's, a rank's */
+    int leader;                             /* device 0 (rank 0): decides the counts, keeps the times */
+    long warmup, iters;                     /* -w (-1: the calibration rounds), -n (0: calibrated) */
+    int reps;                               /* -r */
+    const void *send;                       /* the memcpy floor copies from send to recv */
+    void *recv;
+    double *rep_s, *copy_s;                 /* MAX_REPS repetition times each, written by the leader */
+    void (*coll)(void *c, const void *j);   /* one op of the collective job j */
+    void (*sync)(void *c);                  /* a barrier over every device */
+    long (*share)(void *c, long v);         /* the leader's v, on every device */
+    void (*poison)(void *c, const void *j); /* j's receive buffer poisoned (untimed) */
+} bench_timer;
+
+typedef struct result {
+    double t, tcopy;                        /* median seconds per op (the leader only) */
+    long iters, citers;                     /* ops per repetition: the collective, the memcpy */
+} result;
+
+/* n back-to-back ops: collective j, or (j NULL) memcpys of copy bytes. */
+BENCH_FN void bench_ops(const bench_timer *t, const void *j, size_t copy, long n)
+{
+    for (long k = 0; k < n; k++) {
+        if (j) {
+            t->coll(t->c, j);
+        } else {
+            memcpy(t->recv, t->send, copy);
+            __asm__ __volatile__("" ::: "memory");   /* keep every copy */
+        }
+    }
+}
+
+/* barrier, n ops, barrier: the elapsed seconds (the leader's are used). */
+BENCH_FN double bench_timed(const bench_timer *t, const void *j, size_t copy, long n)
+{
+    t->sync(t->c);
+    double t0 = now_s();
+    bench_ops(t, j, copy, n);
+    t->sync(t->c);
+    return now_s() - t0;
+}
+
+/* Rounds of next_round until the leader settles; its count, on every device. */
+BENCH_FN long bench_calibrate(const bench_timer *t, const void *j, size_t copy, double rep_budget)
+{
+    long n = 1;
+    for (int round = 1;; round++) {
+        double s = bench_timed(t, j, copy, n);
+        long v = t->share(t->c, t->leader ? next_round(n, s, round, rep_budget) : 0);
+        if (v < 0) return -v;
+        n = v;
+    }
+}
+
+/* Warm-up, then the iteration count (-n, or calibrated so that all the
+   repetitions take budget s); the same on every device. */
+BENCH_FN long bench_iteration_count(const bench_timer *t, const void *j, size_t copy, double budget)
+{
+    bench_ops(t, j, copy, t->warmup >= 0 ? t->warmup : t->iters > 0 ? 5 : 0);
+    return t->iters > 0 ? t->iters : bench_calibrate(t, j, copy, budget / t->reps);
+}
+
+/* Times collective j alone (the barrier: no floor). */
+BENCH_FN result bench_measure_one(const bench_timer *t, const void *j, double budget)
+{
+    result res = {0, 0, bench_iteration_count(t, j, 0, budget), 0};
+    for (int k = 0; k < t->reps; k++) {
+        double s = bench_timed(t, j, 0, res.iters);
+        if (t->leader) t->rep_s[k] = s / (double)res.iters;
+    }
+    if (t->leader) res.t = median(t->rep_s, t->reps);
+    return res;
+}
+
+/* Times collective j and its memcpy floor of copy bytes, repetitions
+   interleaved (recv poisoned before each collective's); recv is left
+   holding the result of the last timed op. */
+BENCH_FN result bench_measure_pair(const bench_timer *t, const void *j, size_t copy, double budget,
+                                   double copy_budget)
+{
+    result res = {0, 0, 0, bench_iteration_count(t, NULL, copy, copy_budget)};
+    res.iters = bench_iteration_count(t, j, 0, budget);
+    for (int k = 0; k < t->reps; k++) {
+        double tc = bench_timed(t, NULL, copy, res.citers);
+        t->poison(t->c, j);
+        double tj = bench_timed(t, j, 0, res.iters);
+        if (t->leader) {
+            t->copy_s[k] = tc / (double)res.citers;
+            t->rep_s[k] = tj / (double)res.iters;
+        }
+    }
+    if (t->leader) {
+        res.t = median(t->rep_s, t->reps);
+        res.tcopy = median(t->copy_s, t->reps);
+    }
+    return res;
 }
 
 /* ---- other work on the machine ----------------------------------------------

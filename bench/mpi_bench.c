@@ -62,10 +62,7 @@ typedef struct config {
     char cmdline[1024];
 } config;
 
-typedef enum { JOB_COLL, JOB_MEMCPY } job_kind;
-
 typedef struct job {
-    job_kind kind;
     coll_id coll;
     size_t count;                 /* elements of S */
     size_t bytes;                 /* S */
@@ -81,6 +78,7 @@ typedef struct ctx {
     float *sums;                  /* PATTERN expected sums */
     float *tags;                  /* scratch: PATTERN movement values of one rank */
     double rep_s[MAX_REPS], copy_s[MAX_REPS];
+    bench_timer tm;               /* the timing rule's hooks (timer_init) */
 } ctx;
 
 /* ---- options ------------------------------------------------------------- */
@@ -239,78 +237,33 @@ static void run_coll(ctx *c, const job *j)
     }
 }
 
-static void do_ops(ctx *c, const job *j, long n)
+/* ---- timing: a rank's part in bench_common.h's rule ------------------------------- */
+
+static void tm_coll(void *p, const void *j) { run_coll(p, j); }
+static void tm_sync(void *p) { (void)p; MPI_Barrier(MPI_COMM_WORLD); }
+
+static long tm_share(void *p, long v)
 {
-    for (long k = 0; k < n; k++) {
-        if (j->kind == JOB_COLL) {
-            run_coll(c, j);
-        } else {
-            memcpy(c->recv, c->send, j->copy_bytes);
-            __asm__ __volatile__("" ::: "memory");   /* keep every copy */
-        }
-    }
+    (void)p;
+    MPI_Bcast(&v, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    return v;
 }
 
-/* ---- timing -------------------------------------------------------------- */
-
-static double timed(ctx *c, const job *j, long n)
+static void tm_poison(void *p, const void *jp)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
-    do_ops(c, j, n);
-    MPI_Barrier(MPI_COMM_WORLD);
-    return now_s() - t0;
+    ctx *c = p;
+    const job *j = jp;
+    memset(c->recv, 0xA5, recv_elems(j->coll, j->count, c->nranks) * sizeof(float));
 }
 
-static long calibrate(ctx *c, const job *j, double rep_budget)
-{
-    long n = 1;
-    for (int round = 1;; round++) {
-        double t = timed(c, j, n);
-        long v = c->rank == 0 ? next_round(n, t, round, rep_budget) : 0;
-        MPI_Bcast(&v, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-        if (v < 0) return -v;
-        n = v;
-    }
-}
-
-/* Warm-up, then the iteration count (-n, or calibrated); the same on every rank. */
-static long iteration_count(ctx *c, const job *j, double budget)
+/* Rank c's hooks for the timing rule, once its buffers exist. */
+static void timer_init(ctx *c)
 {
     const config *cfg = c->cfg;
-    do_ops(c, j, cfg->warmup >= 0 ? cfg->warmup : cfg->iters > 0 ? 5 : 0);
-    return cfg->iters > 0 ? cfg->iters : calibrate(c, j, budget / cfg->reps);
-}
-
-typedef struct result {
-    double t, tcopy;              /* median seconds per op */
-    long iters, citers;
-} result;
-
-static result measure_barrier(ctx *c, const job *j)
-{
-    result res = {0, 0, iteration_count(c, j, COLL_BUDGET_S), 0};
-    for (int k = 0; k < c->cfg->reps; k++) c->rep_s[k] = timed(c, j, res.iters) / (double)res.iters;
-    res.t = median(c->rep_s, c->cfg->reps);
-    return res;
-}
-
-/* The collective and its memcpy floor, repetitions interleaved; recv is
-   left holding the result of the last timed op. */
-static result measure_pair(ctx *c, const job *j)
-{
-    job cp = *j;
-    cp.kind = JOB_MEMCPY;
-    result res = {0, 0, 0, iteration_count(c, &cp, COPY_BUDGET_S)};
-    res.iters = iteration_count(c, j, COLL_BUDGET_S);
-    for (int k = 0; k < c->cfg->reps; k++) {
-        c->copy_s[k] = timed(c, &cp, res.citers) / (double)res.citers;
-        memset(c->recv, 0xA5, recv_elems(j->coll, j->count, c->nranks) * sizeof(float));   /* poison */
-        c->rep_s[k] = timed(c, j, res.iters) / (double)res.iters;
-    }
-    res.t = median(c->rep_s, c->cfg->reps);
-    res.tcopy = median(c->copy_s, c->cfg->reps);
-    return res;
+    c->tm = (bench_timer){.c = c, .leader = c->rank == 0, .warmup = cfg->warmup, .iters = cfg->iters,
+                          .reps = cfg->reps, .send = c->send, .recv = c->recv, .rep_s = c->rep_s,
+                          .copy_s = c->copy_s, .coll = tm_coll, .sync = tm_sync, .share = tm_share,
+                          .poison = tm_poison};
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -375,12 +328,12 @@ static void print_barrier_row(const config *cfg, const result *res)
 static int bench_size(ctx *c, coll_id coll, size_t bytes)
 {
     size_t count = coll_count(coll, bytes, sizeof(float), c->nranks);
-    job j = {JOB_COLL, coll, count, count * sizeof(float), floor_bytes(coll, count * sizeof(float), c->nranks)};
+    job j = {coll, count, count * sizeof(float), floor_bytes(coll, count * sizeof(float), c->nranks)};
     int ok, all;
     if (count == 0) return 1;
     if (count > INT_MAX) die("%s", "size too large for an MPI count");
     fill_send(c, !COLLS[coll].reduces);
-    result res = measure_pair(c, &j);
+    result res = bench_measure_pair(&c->tm, &j, j.copy_bytes, COLL_BUDGET_S, COPY_BUDGET_S);
     ok = verify(c, &j);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) return 0;
@@ -394,8 +347,8 @@ static int run_sizes(ctx *c, coll_id coll)
     const config *cfg = c->cfg;
     if (c->rank == 0) print_columns(cfg, coll);
     if (coll == COLL_BARRIER) {
-        job j = {JOB_COLL, COLL_BARRIER, 0, 0, 0};
-        result res = measure_barrier(c, &j);
+        job j = {COLL_BARRIER, 0, 0, 0};
+        result res = bench_measure_one(&c->tm, &j, COLL_BUDGET_S);
         if (c->rank == 0) print_barrier_row(cfg, &res);
         return 1;
     }
@@ -418,6 +371,7 @@ int main(int argc, char **argv)
     ok = alloc_buffers(&c, cfg.coll == COLL_BARRIER ? 0 : cfg.max_bytes);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) die("%s", "cannot allocate the buffers");
+    timer_init(&c);
     if (c.rank == 0) print_header(&cfg, c.nranks);
     cpu_sample before = cpu_sample_now();
     for (int k = 0; k < COLL_COUNT && !rc; k++)

@@ -29,7 +29,6 @@
 #include "testlib.h"
 
 #include <math.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,9 +78,9 @@ static void build_vars(meshctx *mc, rng_t *r) {
 enum { K_AG, K_AGI, K_PSS, K_A2A, K_PSWAP, K_PPERM, K_PSHUF, K_PBCAST, K_N };
 static const char *KN[K_N] = {"all_gather", "all_gather_invariant", "psum_scatter", "all_to_all",
                               "pswapaxes", "ppermute", "pshuffle", "pbroadcast"};
-enum { W_WAIT, W_DONE, W_TEST, W_ALL };
 
 typedef struct {
+    tl_run run;                  /* how it is called, what each device returned (testlib.h) */
     int kind, var;
     spmd_dtype dt, odt;          /* x's and out's dtype */
     int xr, orr;                 /* ranks */
@@ -91,15 +90,11 @@ typedef struct {
     int source;
     int inplace;                 /* out.data == x.data */
     long shift;                  /* error case: out.data = x.data + shift (partial overlap) */
-    int xnull, onull, xdnull, odnull, reqnull, permnull;
+    int xnull, onull, xdnull, odnull, permnull;
     int fixedbuf; /* error cases: 64-byte buffers */
     spmd_algo algo;
     int null_opts;
-    int async, cluster, wstyle;
     int repeats;                 /* the first of a run of this many equal calls (kept whole by thinning) */
-    int late;                    /* 1 + the device that calls ~30 ms after the others, 0: none */
-    unsigned char order[MAXDEV][MAXCL];
-    uint32_t accept;             /* 0: must succeed; else bit s set = status s accepted */
     int special;                 /* psum_scatter floats: some NaN/inf/-0 */
     const char *note;            /* error cases: what is wrong */
     size_t xb, ob;               /* bytes of x and out */
@@ -108,13 +103,9 @@ typedef struct {
     unsigned char *xp[MAXDEV], *op[MAXDEV];
     unsigned char *snap[MAXDEV]; /* error cases: the whole out region before the call */
     size_t blkb;
-    spmd_status st[MAXDEV];
-    int reqset[MAXDEV];          /* _start refused: was *req left non-NULL? */
-    int errflag;
-    char errmsg[240];
+    uint64_t xh[MAXDEV];         /* sweep cases: a checksum of each input (x must not change) */
 } mcase;
 
-#define ACC(s) (1u << (s))
 
 static int64_t numel(int r, const int64_t *s) {
     int64_t n = 1;
@@ -337,7 +328,10 @@ static void ref_out(const mcase *c, unsigned char *const *ins, int G, int me, un
 static const char *alg_name(spmd_algo a) {
     return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : "default";
 }
-static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
+
+/* A case in words, for failure messages (also tl_sweep.describe). */
+static void describe(const meshctx *mc, const void *p, char *b, size_t cap) {
+    const mcase *c = (const mcase *)p;
     char ms[24], vs[120], xs[80], os[80], args[96];
     mesh_str(&mc->md, ms, sizeof ms);
     var_str(&mc->var[c->var], vs, sizeof vs);
@@ -359,9 +353,10 @@ static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
         if (o + 2 < sizeof args) snprintf(args + o, sizeof args - o, "}");
     } break;
     }
-    snprintf(b, cap, "%s%s mesh %s %s G=%d %s x%s -> %s%s %s%s algo=%s%s%s", KN[c->kind], c->async ? "_start" : "", ms,
-             vs, vG(&mc->var[c->var]), dnm(c->dt), xs, c->odt != c->dt ? dnm(c->odt) : "", os, args,
-             c->inplace ? " in-place" : "", alg_name(c->algo), c->late ? " (one device late)" : "",
+    snprintf(b, cap, "%s%s mesh %s %s G=%d %s x%s -> %s%s %s%s algo=%s%s%s", KN[c->kind],
+             c->run.async ? "_start" : "", ms, vs, vG(&mc->var[c->var]), dnm(c->dt), xs,
+             c->odt != c->dt ? dnm(c->odt) : "", os, args,
+             c->inplace ? " in-place" : "", alg_name(c->algo), c->run.late ? " (one device late)" : "",
              c->note ? c->note : "");
 }
 
@@ -403,17 +398,6 @@ static void gen_input(const mcase *c, unsigned char *p, rng_t *r) {
 }
 
 /* ---- the device side ------------------------------------------------------------- */
-typedef struct {
-    meshctx *mc;
-    mcase *cs;
-    int n;
-    int sync_after; /* refused calls: a short deadline, and a barrier over "*" after each case */
-} batch;
-
-static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
-}
-
 static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int me, spmd_req **req, int64_t tmo) {
     spmd_array xa, oa;
     memset(&xa, 0, sizeof xa);
@@ -448,7 +432,7 @@ static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int me, spmd_req
         default: return spmd_pbroadcast(d, X, O, ax, c->source, po);
         }
     }
-    spmd_req **R = c->reqnull ? NULL : req;
+    spmd_req **R = c->run.reqnull ? NULL : req;
     switch (c->kind) {
     case K_AG: return spmd_all_gather_start(d, X, O, ax, c->a1, c->tiled, po, R);
     case K_AGI: return spmd_all_gather_invariant_start(d, X, O, ax, c->a1, c->tiled, po, R);
@@ -461,92 +445,6 @@ static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int me, spmd_req
     }
 }
 
-static void finish_one(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    c->st[me] = s;
-    if (s != SPMD_OK && !c->accept) note_err(c, d, me, s, where);
-}
-
-static void dev_main(spmd_dev *d, void *arg) {
-    batch *b = (batch *)arg;
-    int me = spmd_device_id(d);
-    /* refused calls never wait; a device that wrongly goes ahead gives up soon */
-    int64_t tmo = b->sync_after ? 300 : 0;
-    spmd_opts bo;
-    memset(&bo, 0, sizeof bo);
-    bo.timeout_ms = 10000;
-    for (int k = 0; k < b->n;) {
-        mcase *c = &b->cs[k];
-        const axv *v = &b->mc->var[c->var];
-        if (b->sync_after && k > 0) {
-            spmd_status s = spmd_barrier(d, "*", &bo);
-            if (s != SPMD_OK) note_err(&b->cs[k - 1], d, me, s, "barrier after the case");
-        }
-        if (c->late == me + 1) {
-            struct timespec ts = {0, 30000000};
-            nanosleep(&ts, NULL);
-        }
-        if (!c->async) {
-            finish_one(c, d, me, call_op(d, c, v, me, NULL, c->accept ? tmo : 0), "call");
-            k++;
-            continue;
-        }
-        int m = c->cluster > 0 ? c->cluster : 1;
-        spmd_req *rq[MAXCL];
-        for (int q = 0; q < m; q++) {
-            mcase *cq = &b->cs[k + q];
-            rq[q] = (spmd_req *)(uintptr_t)1; /* must be overwritten */
-            spmd_status s = call_op(d, cq, &b->mc->var[cq->var], me, &rq[q], cq->accept ? tmo : 0);
-            cq->st[me] = s;
-            if (s != SPMD_OK) {
-                cq->reqset[me] = !cq->reqnull && rq[q] != NULL;
-                if (!cq->reqnull) rq[q] = NULL;
-                if (!cq->accept) note_err(cq, d, me, s, "start");
-            } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
-                rq[q] = NULL;
-                cq->st[me] = SPMD_ERR_STATE;
-                note_err(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
-            }
-            if (cq->reqnull) rq[q] = NULL;
-        }
-        if (c->wstyle == W_ALL) {
-            spmd_status s = spmd_wait_all(rq, m);
-            if (s != SPMD_OK)
-                for (int q = 0; q < m; q++) finish_one(&b->cs[k + q], d, me, s, "wait_all");
-        } else if (c->wstyle == W_TEST) {
-            double until = now_s() + 60;
-            for (;;) {
-                int left = 0;
-                for (int w = 0; w < m; w++) {
-                    int q = c->order[me][w];
-                    if (!rq[q]) continue;
-                    int done = 0;
-                    spmd_status s = spmd_test(rq[q], &done);
-                    if (done) { rq[q] = NULL; finish_one(&b->cs[k + q], d, me, s, "test"); }
-                    else {
-                        left++;
-                        if (s != SPMD_OK) finish_one(&b->cs[k + q], d, me, s, "test (not done)");
-                    }
-                }
-                if (!left) break;
-                if (now_s() > until) {
-                    for (int q = 0; q < m; q++)
-                        if (rq[q]) finish_one(&b->cs[k + q], d, me, SPMD_ERR_TIMEOUT, "spmd_test: not done after 60 s");
-                    break; /* the requests are leaked: the test has failed anyway */
-                }
-                sched_yield();
-            }
-        } else {
-            for (int w = 0; w < m; w++) {
-                int q = c->order[me][w];
-                if (!rq[q]) continue;
-                spmd_status s = c->wstyle == W_DONE ? spmd_done(rq[q]) : spmd_wait(rq[q]);
-                finish_one(&b->cs[k + q], d, me, s, c->wstyle == W_DONE ? "done" : "wait");
-            }
-        }
-        k += m;
-    }
-}
-
 /* ---- preparing, running and checking a batch ---------------------------------------- */
 static long g_checked;
 static unsigned char *g_exp;
@@ -556,7 +454,7 @@ static void prepare(mcase *c, int ndev, rng_t *r) {
     c->xb = (size_t)numel(c->xr, c->xs) * dsize(c->dt);
     c->ob = (size_t)numel(c->orr, c->os) * dsize(c->odt);
     if (c->xr < 0 || c->xr > SPMD_MAX_RANK || c->orr < 0 || c->orr > SPMD_MAX_RANK) c->xb = c->ob = 64;
-    for (int k = 0; k < MAXDEV; k++) { c->st[k] = SPMD_STATUS_COUNT; c->reqset[k] = 0; }
+    for (int k = 0; k < MAXDEV; k++) { c->run.st[k] = SPMD_STATUS_COUNT; c->run.reqset[k] = 0; }
     for (int d = 0; d < ndev; d++) {
         c->in[d] = (unsigned char *)xmalloc(c->xb);
         gen_input(c, c->in[d], r);
@@ -577,13 +475,16 @@ static void prepare(mcase *c, int ndev, rng_t *r) {
             c->xp[d] = c->in[d];
             c->op[d] = c->blk[d];
         }
-        if (c->accept) {
+        if (c->run.accept) {
             c->snap[d] = (unsigned char *)xmalloc(c->blkb);
             memcpy(c->snap[d], c->blk[d], c->blkb);
         }
     }
 }
-static void release(mcase *c, int ndev) {
+
+/* Frees a case's buffers (tl_sweep.release). */
+static void release(void *p, int ndev) {
+    mcase *c = (mcase *)p;
     for (int d = 0; d < ndev; d++) {
         free(c->blk[d]);
         free(c->in[d]);
@@ -607,21 +508,22 @@ static void verify(const meshctx *mc, mcase *c) {
     const axv *v = &mc->var[c->var];
     int ok = 1;
     g_checked++;
-    if (c->accept) { /* a refused call */
+    if (c->run.accept) { /* a refused call */
         for (int d = 0; d < mc->ndev && ok; d++) {
             if (!tl_local(mc->m, d)) continue;
-            if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
+            if (c->run.st[d] >= SPMD_STATUS_COUNT || !(c->run.accept & ACC(c->run.st[d]))) {
                 char want[200];
-                accept_str(c->accept, want, sizeof want);
-                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
+                accept_str(c->run.accept, want, sizeof want);
+                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->run.st[d]), want,
+                         c->run.errmsg);
                 ok = 0;
             } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
                 size_t k = 0;
                 while (c->snap[d][k] == c->blk[d][k]) k++;
                 snprintf(why, sizeof why, "dev %d: refused with %s but wrote its buffers (byte %zu of the out region)",
-                         d, stname(c->st[d]), k);
+                         d, stname(c->run.st[d]), k);
                 ok = 0;
-            } else if (c->async && c->reqset[d]) {
+            } else if (c->run.async && c->run.reqset[d]) {
                 snprintf(why, sizeof why, "dev %d: refused _start left *req non-NULL", d);
                 ok = 0;
             }
@@ -636,9 +538,9 @@ static void verify(const meshctx *mc, mcase *c) {
         int mem[MAXDEV], me;
         if (!tl_local(mc->m, d)) continue;
         int G = group_of(&mc->md, v, d, mem, &me);
-        if (c->st[d] != SPMD_OK) {
-            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]),
-                     c->errflag ? c->errmsg : "-");
+        if (c->run.st[d] != SPMD_OK) {
+            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->run.st[d]),
+                     c->run.errflag ? c->run.errmsg : "-");
             ok = 0;
             break;
         }
@@ -694,63 +596,7 @@ static void verify(const meshctx *mc, mcase *c) {
    so does a run of repeated calls. */
 static int case_unit(const void *p) {
     const mcase *c = (const mcase *)p;
-    return c->async && c->cluster > 0 ? c->cluster : c->repeats > 0 ? c->repeats : 1;
-}
-
-/* The input passed as x must not change: keep a checksum of each input. */
-static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
-    for (int k = 0; k < n;) {
-        /* a slice of cases within the memory budget; clusters kept whole */
-        size_t used = 0;
-        int end = k;
-        while (end < n) {
-            int m = case_unit(&cs[end]);
-            size_t need = 0;
-            for (int q = end; q < end + m; q++) {
-                mcase *c = &cs[q];
-                size_t xb = (size_t)numel(c->xr < 0 || c->xr > 8 ? 0 : c->xr, c->xs) * dsize(c->dt);
-                size_t ob = (size_t)numel(c->orr < 0 || c->orr > 8 ? 0 : c->orr, c->os) * 8;
-                need += (size_t)mc->ndev * (2 * xb + 2 * ob + 4 * GUARD);
-            }
-            if (end > k && used + need > budget) break;
-            used += need;
-            end += m;
-        }
-        uint64_t *hs = (uint64_t *)xmalloc(sizeof(uint64_t) * (size_t)(end - k) * MAXDEV);
-        for (int q = k; q < end; q++) {
-            prepare(&cs[q], mc->ndev, r);
-            for (int d = 0; d < mc->ndev; d++) hs[(size_t)(q - k) * MAXDEV + (size_t)d] = hash_bytes(cs[q].in[d], cs[q].xb);
-        }
-        batch b = {mc, cs + k, end - k, 0};
-        (void)spmd_run(mc->m, dev_main, &b);
-        for (int q = k; q < end; q++) {
-            mcase *c = &cs[q];
-            int changed = -1;
-            if (!c->inplace && !c->shift)
-                for (int d = 0; d < mc->ndev; d++)
-                    if (tl_local(mc->m, d) && hash_bytes(c->in[d], c->xb) != hs[(size_t)(q - k) * MAXDEV + (size_t)d]) { changed = d; break; }
-            if (changed >= 0) {
-                char desc[600];
-                describe(mc, c, desc, sizeof desc);
-                T_CHECK(0, "%s: dev %d: the library wrote into x (not in place)", desc, changed);
-            } else {
-                verify(mc, c);
-            }
-            release(c, mc->ndev);
-        }
-        free(hs);
-        k = end;
-        if (spmd_mesh_status(mc->m) != SPMD_OK) {
-            /* recreated for the remaining cases; not under several processes,
-               where the others may not see it broken (creation is collective) */
-            char ms[24];
-            int again = tl_one_process(mc->m);
-            mesh_str(&mc->md, ms, sizeof ms);
-            T_CHECK(0, "mesh %s broken: %s (%s)", ms, spmd_mesh_error(mc->m),
-                    again ? "recreated for the remaining cases" : "kept: several processes");
-            if (again && !recreate_mesh(mc)) return;
-        }
-    }
+    return c->run.async && c->run.cluster > 0 ? c->run.cluster : c->repeats > 0 ? c->repeats : 1;
 }
 
 /* ---- building cases ------------------------------------------------------------------- */
@@ -835,7 +681,7 @@ static mcase *mkv(caselist *L, const meshctx *mc, rng_t *r, int var, int kind, s
     default: rand_shape(c, xr, -1, G, 0, r); c->source = rb(r, G); c->inplace = rb(r, 2); break;
     }
     finish_shape(c, mc);
-    if (kind == K_PSS && dt == SPMD_BOOL) c->accept = ACC(PSS_BOOL_EXPECT);
+    if (kind == K_PSS && dt == SPMD_BOOL) c->run.accept = ACC(PSS_BOOL_EXPECT);
     return c;
 }
 static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, spmd_dtype dt, int xr, int a1, int a2, int tiled) {
@@ -950,12 +796,12 @@ static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters)
         int first = L->n;
         for (int j = 0; j < m; j++) {
             mcase *c = mk_any(L, mc, r);
-            c->async = 1;
+            c->run.async = 1;
         }
         mcase *c0 = &L->a[first];
-        c0->cluster = m;
-        c0->wstyle = rb(r, 4);
-        shuffle_orders(c0->order, m, r);
+        c0->run.cluster = m;
+        c0->run.wstyle = rb(r, 4);
+        shuffle_orders(c0->run.order, m, r);
     }
 }
 
@@ -975,9 +821,9 @@ static mcase *err_case(caselist *L, const meshctx *mc, rng_t *r, int kind, int v
     c->var = var;
     c->dt = DTYPES[rb(r, NDT)];
     if (kind == K_PSS && c->dt == SPMD_BOOL) c->dt = SPMD_F32;
-    c->accept = accept;
+    c->run.accept = accept;
     c->note = note;
-    c->async = rb(r, 3) == 0;
+    c->run.async = rb(r, 3) == 0;
     c->null_opts = 1;
     int G = vG(&mc->var[var]);
     /* a legal baseline of rank 2, then the test breaks one thing */
@@ -1131,8 +977,8 @@ static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
     c = err_case(L, mc, r, K_PSHUF, vany, ACC(SPMD_ERR_NULL) | ACC(SPMD_ERR_PERM), " [perm NULL]");
     c->permnull = 1;
     c = err_case(L, mc, r, K_A2A, vany, ACC(SPMD_ERR_NULL), " [_start with req NULL]");
-    c->async = 1;
-    c->reqnull = 1;
+    c->run.async = 1;
+    c->run.reqnull = 1;
     /* rank and dims */
     c = err_case(L, mc, r, K_PBCAST, vany, SHI, " [rank 9]");
     c->xr = c->orr = 9;
@@ -1175,9 +1021,9 @@ static void prepare_err(mcase *c, int ndev, rng_t *r) {
     size_t es = dsize(c->dt) ? dsize(c->dt) : 1, oes = dsize(c->odt) ? dsize(c->odt) : 1;
     c->xb = bad ? 64 : (size_t)numel(c->xr, c->xs) * es;
     c->ob = bad ? 64 : (size_t)numel(c->orr, c->os) * oes;
-    c->errflag = 0;
-    c->errmsg[0] = 0;
-    for (int d = 0; d < MAXDEV; d++) { c->st[d] = SPMD_STATUS_COUNT; c->reqset[d] = 0; }
+    c->run.errflag = 0;
+    c->run.errmsg[0] = 0;
+    for (int d = 0; d < MAXDEV; d++) { c->run.st[d] = SPMD_STATUS_COUNT; c->run.reqset[d] = 0; }
     for (int d = 0; d < ndev; d++) {
         c->in[d] = (unsigned char *)xmalloc(c->xb);
         for (size_t i = 0; i < c->xb; i++) c->in[d][i] = (unsigned char)rn(r);
@@ -1196,51 +1042,60 @@ static void prepare_err(mcase *c, int ndev, rng_t *r) {
             c->op[d] = c->blk[d];
         }
         c->snap[d] = NULL;
-        if (c->accept) {
+        if (c->run.accept) {
             c->snap[d] = (unsigned char *)xmalloc(c->blkb);
             memcpy(c->snap[d], c->blk[d], c->blkb);
         }
     }
 }
 
-static int case_as_expected(const meshctx *mc, const mcase *c) {
-    for (int d = 0; d < mc->ndev; d++) {
-        if (!tl_local(mc->m, d)) continue;
-        if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
-    }
-    return 1;
+/* ---- the batch runner's view of these cases (testlib.h tl_sweep) ------------------- */
+/* One call of case p by device me (the _start form when req is not NULL). */
+static spmd_status sw_call(spmd_dev *d, void *p, const meshctx *mc, int me, spmd_req **req, int64_t tmo) {
+    mcase *c = (mcase *)p;
+    return call_op(d, c, &mc->var[c->var], me, req, tmo);
 }
 
-static void run_errors(meshctx *mc, caselist *L, rng_t *r) {
-    char ms[24];
-    mesh_str(&mc->md, ms, sizeof ms);
-    for (int k = 0; k < L->n;) {
-        for (int q = k; q < L->n; q++) prepare_err(&L->a[q], mc->ndev, r);
-        batch b = {mc, L->a + k, L->n - k, 1};
-        (void)spmd_run(mc->m, dev_main, &b);
-        /* broken: recreate the mesh and run the cases after the culprit
-           again; under several processes the others may not see it broken
-           (creation is collective): keep it and verify every case as it ran */
-        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = L->n, again = broken && tl_one_process(mc->m);
-        if (broken) {
-            end = -1;
-            for (int q = k; q < L->n && end < 0; q++)
-                if (!case_as_expected(mc, &L->a[q])) end = q + 1;
-            char desc[600];
-            describe(mc, &L->a[end > 0 ? end - 1 : k], desc, sizeof desc);
-            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s%s", ms, spmd_mesh_error(mc->m), desc,
-                    again ? "" : " (kept: several processes)");
-            if (end < 0 || !again) end = L->n;
-        }
-        for (int q = k; q < L->n; q++) {
-            if (q < end) verify(mc, &L->a[q]);
-            release(&L->a[q], mc->ndev);
-        }
-        k = end;
-        if (again && !recreate_mesh(mc)) return;
-    }
-    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
+/* Bytes of a case's buffers on all devices (the batches' memory budget). */
+static size_t sw_need(const meshctx *mc, const void *p) {
+    const mcase *c = (const mcase *)p;
+    size_t xb = (size_t)numel(c->xr < 0 || c->xr > 8 ? 0 : c->xr, c->xs) * dsize(c->dt);
+    size_t ob = (size_t)numel(c->orr < 0 || c->orr > 8 ? 0 : c->orr, c->os) * 8;
+    return (size_t)mc->ndev * (2 * xb + 2 * ob + 4 * GUARD);
 }
+
+/* A refused call's buffers (prepare_err), or a sweep case's and a
+   checksum of each of its inputs. */
+static void sw_prepare(void *p, const meshctx *mc, rng_t *r, int refused) {
+    mcase *c = (mcase *)p;
+    if (refused) {
+        prepare_err(c, mc->ndev, r);
+        return;
+    }
+    prepare(c, mc->ndev, r);
+    for (int d = 0; d < mc->ndev; d++) c->xh[d] = hash_bytes(c->in[d], c->xb);
+}
+
+/* The case's check; a sweep case's first: the input passed as x (not in
+   place) must not change. */
+static void sw_check(const meshctx *mc, void *p, int refused) {
+    mcase *c = (mcase *)p;
+    int changed = -1;
+    if (!refused && !c->inplace && !c->shift)
+        for (int d = 0; d < mc->ndev; d++)
+            if (tl_local(mc->m, d) && hash_bytes(c->in[d], c->xb) != c->xh[d]) { changed = d; break; }
+    if (changed < 0) {
+        verify(mc, c);
+        return;
+    }
+    char desc[600];
+    describe(mc, c, desc, sizeof desc);
+    T_CHECK(0, "%s: dev %d: the library wrote into x (not in place)", desc, changed);
+}
+
+static const tl_sweep SWEEP = {.elem = sizeof(mcase), .call = sw_call, .unit = case_unit, .need = sw_need,
+                               .prepare = sw_prepare, .check = sw_check, .release = release,
+                               .describe = describe};
 
 /* ---- large cases: the split (zero-copy) path as well as eager ------------------------ */
 static size_t g_big;
@@ -1303,7 +1158,7 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
         c->kind = q < 2 ? K_AG : K_A2A;
         c->var = v;
         c->dt = q & 1 ? SPMD_U16 : SPMD_F32;
-        c->late = q & 1 ? mc->ndev : 1;
+        c->run.late = q & 1 ? mc->ndev : 1;
         c->xr = 2;
         c->tiled = 1;
         c->a1 = c->kind == K_AG ? q : 0;
@@ -1323,7 +1178,7 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
         c->var = v;
         c->dt = SPMD_F32;
         c->algo = al[q % 3];
-        c->async = 1;
+        c->run.async = 1;
         c->xr = 2;
         c->xs[0] = G;
         c->xs[1] = (int64_t)(g_big / (4 * (size_t)G * (size_t)(ks[q] == K_AG ? G : 1))) | 1;
@@ -1331,10 +1186,10 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
         if (ks[q] == K_PPERM) make_perm(c, G, r);
         finish_shape(c, mc);
     }
-    L->a[first].cluster = 4;
-    L->a[first].wstyle = W_WAIT;
+    L->a[first].run.cluster = 4;
+    L->a[first].run.wstyle = TL_W_WAIT;
     for (int d = 0; d < MAXDEV; d++)
-        for (int j = 0; j < 4; j++) L->a[first].order[d][j] = (unsigned char)((j + d) % 4);
+        for (int j = 0; j < 4; j++) L->a[first].run.order[d][j] = (unsigned char)((j + d) % 4);
 }
 
 /* ---- identities ------------------------------------------------------------------------ */
@@ -1678,24 +1533,18 @@ static void reference_sanity(void) {
 #define RG_RS 3
 
 typedef struct {
+    tl_run run;                 /* how it is called (clusters: always spmd_wait), what each device returned */
     int var, rank, S, k, kc;    /* kc: entries per array allocated (k and some to spare) */
     spmd_dtype dt;
     int64_t n, m, a, b;         /* operand (n, a, b), output (m, a, b): the first `rank` dims */
     spmd_algo algo;
-    int async, cluster;         /* _start; a cluster's first case: how many */
-    unsigned char order[MAXDEV][MAXCL];
     int64_t *meta[MAXDEV];      /* per device: input_offsets, send_sizes, output_offsets, recv_sizes */
     unsigned char *x[MAXDEV], *out[MAXDEV], *init[MAXDEV]; /* operand; output + GUARD; its bytes before */
     uint64_t xh[MAXDEV];        /* checksum of each operand */
     size_t xb, ob;              /* bytes of an operand, an output */
-    uint32_t accept;            /* refused calls: the statuses accepted; 0: must succeed */
     int nullarr;                /* 1..4: that array passed as NULL */
-    int kdelta, reqnull, badrank, baddim, baddt;
+    int kdelta, badrank, baddim, baddt;
     const char *note;
-    int reqset[MAXDEV];
-    spmd_status st[MAXDEV];
-    int errflag;
-    char errmsg[240];
 } rgcase;
 
 typedef struct {
@@ -1762,9 +1611,9 @@ static void rg_prepare(rgcase *c, int ndev, rng_t *r) {
     size_t row = rg_row(c);
     c->xb = (size_t)(c->n > 0 ? c->n : 0) * row;
     c->ob = (size_t)(c->m > 0 ? c->m : 0) * row;
-    c->errflag = 0;
-    c->errmsg[0] = 0;
-    for (int d = 0; d < MAXDEV; d++) { c->st[d] = SPMD_STATUS_COUNT; c->reqset[d] = 0; }
+    c->run.errflag = 0;
+    c->run.errmsg[0] = 0;
+    for (int d = 0; d < MAXDEV; d++) { c->run.st[d] = SPMD_STATUS_COUNT; c->run.reqset[d] = 0; }
     for (int d = 0; d < ndev; d++) {
         c->x[d] = (unsigned char *)xmalloc(c->xb);
         c->out[d] = (unsigned char *)xmalloc(c->ob + GUARD);
@@ -1805,18 +1654,11 @@ static void rg_describe(const meshctx *mc, const rgcase *c, char *b, size_t cap)
     shape_str(xs, sizeof xs, c->rank, xd);
     shape_str(os, sizeof os, c->rank, od);
     snprintf(b, cap, "ragged_all_to_all%s mesh %s %s G=%d %s operand %s output %s k=%d (S=%d) algo=%s%s",
-             c->async ? "_start" : "", ms, vs, vG(&mc->var[c->var]), dnm(c->dt), xs, os, c->k + c->kdelta, c->S,
+             c->run.async ? "_start" : "", ms, vs, vG(&mc->var[c->var]), dnm(c->dt), xs, os, c->k + c->kdelta, c->S,
              alg_name(c->algo), c->note ? c->note : "");
 }
 
-/* ---- the device side */
-typedef struct {
-    meshctx *mc;
-    rgcase *cs;
-    int n;
-    int sync_after; /* refused calls: a short deadline, a barrier over "*" after each */
-} rgbatch;
-
+/* ---- the device side: testlib.h's tl_batch_dev, with rg_sweep */
 static spmd_status rg_call(spmd_dev *d, rgcase *c, const axv *v, int me, spmd_req **req, int64_t tmo) {
     int64_t xs[3] = {c->n, c->a, c->b}, os[3] = {c->m, c->a, c->b};
     int orank = c->rank;
@@ -1834,61 +1676,17 @@ static spmd_status rg_call(spmd_dev *d, rgcase *c, const axv *v, int me, spmd_re
     if (v->gsize) { o.groups = v->groups; o.group_size = v->gsize; }
     int64_t k = c->k + c->kdelta;
     if (!req) return spmd_ragged_all_to_all(d, &X, &O, arr[0], arr[1], arr[2], arr[3], k, v->axes, &o);
-    return spmd_ragged_all_to_all_start(d, &X, &O, arr[0], arr[1], arr[2], arr[3], k, v->axes, &o, c->reqnull ? NULL : req);
+    return spmd_ragged_all_to_all_start(d, &X, &O, arr[0], arr[1], arr[2], arr[3], k, v->axes, &o,
+                                        c->run.reqnull ? NULL : req);
 }
 
-static void rg_note(rgcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
+/* One call of case p by device me (the _start form when req is not NULL). */
+static spmd_status rg_sw_call(spmd_dev *d, void *p, const meshctx *mc, int me, spmd_req **req, int64_t tmo) {
+    rgcase *c = (rgcase *)p;
+    return rg_call(d, c, &mc->var[c->var], me, req, tmo);
 }
-
-static void rg_dev(spmd_dev *d, void *arg) {
-    rgbatch *b = (rgbatch *)arg;
-    int me = spmd_device_id(d);
-    int64_t tmo = b->sync_after ? 300 : 0;
-    spmd_opts bo;
-    memset(&bo, 0, sizeof bo);
-    bo.timeout_ms = 10000;
-    for (int k = 0; k < b->n;) {
-        rgcase *c = &b->cs[k];
-        if (b->sync_after && k > 0) {
-            spmd_status s = spmd_barrier(d, "*", &bo);
-            if (s != SPMD_OK) rg_note(&b->cs[k - 1], d, me, s, "barrier after the case");
-        }
-        if (!c->async) {
-            spmd_status s = rg_call(d, c, &b->mc->var[c->var], me, NULL, c->accept ? tmo : 0);
-            c->st[me] = s;
-            if (s != SPMD_OK && !c->accept) rg_note(c, d, me, s, "call");
-            k++;
-            continue;
-        }
-        int m = c->cluster > 0 ? c->cluster : 1;
-        spmd_req *rq[MAXCL];
-        for (int q = 0; q < m; q++) {
-            rgcase *cq = &b->cs[k + q];
-            rq[q] = (spmd_req *)(uintptr_t)1; /* must be overwritten */
-            spmd_status s = rg_call(d, cq, &b->mc->var[cq->var], me, &rq[q], cq->accept ? tmo : 0);
-            cq->st[me] = s;
-            if (cq->reqnull) rq[q] = NULL;
-            else if (s != SPMD_OK) {
-                cq->reqset[me] = rq[q] != NULL;
-                rq[q] = NULL;
-            } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
-                rq[q] = NULL;
-                cq->st[me] = SPMD_ERR_STATE;
-                rg_note(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
-            }
-            if (s != SPMD_OK && !cq->accept) rg_note(cq, d, me, s, "start");
-        }
-        for (int w = 0; w < m; w++) {
-            int q = c->order[me][w];
-            if (!rq[q]) continue;
-            spmd_status s = spmd_wait(rq[q]);
-            b->cs[k + q].st[me] = s;
-            if (s != SPMD_OK) rg_note(&b->cs[k + q], d, me, s, "wait");
-        }
-        k += m;
-    }
-}
+/* What tl_batch_dev needs (the cases are run and checked by rg_run). */
+static const tl_sweep rg_sweep = {.elem = sizeof(rgcase), .call = rg_sw_call};
 
 /* One check per case over this process's devices. */
 static void rg_verify(const meshctx *mc, rgcase *c) {
@@ -1900,19 +1698,22 @@ static void rg_verify(const meshctx *mc, rgcase *c) {
     if (g_expcap < c->ob + 1) { free(g_exp); g_expcap = c->ob + 1; g_exp = (unsigned char *)xmalloc(g_expcap); }
     for (int d = 0; d < mc->ndev && ok; d++) {
         if (!tl_local(mc->m, d)) continue;
-        if (c->accept) {
+        if (c->run.accept) {
             char want[200];
-            accept_str(c->accept, want, sizeof want);
-            if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d])))
-                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg), ok = 0;
+            accept_str(c->run.accept, want, sizeof want);
+            if (c->run.st[d] >= SPMD_STATUS_COUNT || !(c->run.accept & ACC(c->run.st[d])))
+                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->run.st[d]), want,
+                         c->run.errmsg), ok = 0;
             else if (memcmp(c->out[d], c->init[d], c->ob + GUARD) != 0)
-                snprintf(why, sizeof why, "dev %d: refused with %s but wrote its output", d, stname(c->st[d])), ok = 0;
-            else if (c->reqset[d])
+                snprintf(why, sizeof why, "dev %d: refused with %s but wrote its output", d, stname(c->run.st[d])),
+                    ok = 0;
+            else if (c->run.reqset[d])
                 snprintf(why, sizeof why, "dev %d: refused _start left *req non-NULL", d), ok = 0;
             continue;
         }
-        if (c->st[d] != SPMD_OK) {
-            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]), c->errflag ? c->errmsg : "-");
+        if (c->run.st[d] != SPMD_OK) {
+            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->run.st[d]),
+                     c->run.errflag ? c->run.errmsg : "-");
             ok = 0;
             break;
         }
@@ -1959,16 +1760,16 @@ static rgcase *rg_case(rglist *L, const meshctx *mc, rng_t *r, int var, spmd_dty
 
 static int rg_unit(const void *p) {
     const rgcase *c = (const rgcase *)p;
-    return c->async && c->cluster > 0 ? c->cluster : 1;
+    return c->run.async && c->run.cluster > 0 ? c->run.cluster : 1;
 }
 
 static void rg_orders(rgcase *c0, int m, rng_t *r) { /* per device, never the order started */
-    shuffle_orders(c0->order, m, r);
+    shuffle_orders(c0->run.order, m, r);
     for (int d = 0; d < MAXDEV && m > 1; d++) {
         int same = 1;
-        for (int j = 0; j < m; j++) same &= c0->order[d][j] == j;
+        for (int j = 0; j < m; j++) same &= c0->run.order[d][j] == j;
         if (same)
-            for (int j = 0; j < m; j++) c0->order[d][j] = (unsigned char)(m - 1 - j);
+            for (int j = 0; j < m; j++) c0->run.order[d][j] = (unsigned char)(m - 1 - j);
     }
 }
 
@@ -1980,8 +1781,8 @@ static void rg_build(rglist *L, const meshctx *mc, rng_t *r) {
     /* _start clusters of 2..4, on random variants, waited in another order */
     for (int q = 0; q < 4; q++) {
         int m = 2 + rb(r, 3), first = L->n;
-        for (int j = 0; j < m; j++) rg_case(L, mc, r, -1, DTYPES[(rot++) % NDT])->async = 1;
-        L->a[first].cluster = m;
+        for (int j = 0; j < m; j++) rg_case(L, mc, r, -1, DTYPES[(rot++) % NDT])->run.async = 1;
+        L->a[first].run.cluster = m;
         rg_orders(&L->a[first], m, r);
     }
     /* two larger ones (each about g_big bytes of operand and output per
@@ -1997,8 +1798,8 @@ static void rg_build(rglist *L, const meshctx *mc, rng_t *r) {
             c->b = 1;
             c->S = 2;
             c->algo = q == 0 ? SPMD_ALGO_DEFAULT : SPMD_ALGO_SPLIT;
-            c->async = q;
-            c->cluster = q;
+            c->run.async = q;
+            c->run.cluster = q;
             int k = 2 * vG(&mc->var[c->var]);
             int64_t rows = (int64_t)(g_big / (dsize(c->dt) * 64 * (size_t)k));
             rg_layout(c, mc, r, rows < 2 ? 2 : rows, 1);
@@ -2008,9 +1809,9 @@ static void rg_build(rglist *L, const meshctx *mc, rng_t *r) {
 
 static rgcase *rg_err(rglist *L, const meshctx *mc, rng_t *r, int v, uint32_t accept, const char *note) {
     rgcase *c = rg_case(L, mc, r, v, DTYPES[rb(r, NDT)]);
-    c->accept = accept;
+    c->run.accept = accept;
     c->note = note;
-    c->async = rb(r, 3) == 0;
+    c->run.async = rb(r, 3) == 0;
     return c;
 }
 
@@ -2059,19 +1860,19 @@ static void rg_build_errors(rglist *L, const meshctx *mc, rng_t *r) {
     if (c->rank == 1) { c->rank = 2; c->a = 1; } /* (the layout is in rows: any a fits) */
     c->baddim = 1;
     RG_ERR(ACC(SPMD_ERR_NULL), " [_start with req NULL]");
-    c->async = 1;
-    c->reqnull = 1;
+    c->run.async = 1;
+    c->run.reqnull = 1;
     /* the mesh still works */
     rg_case(L, mc, r, v, SPMD_I32);
-    rg_case(L, mc, r, 1, SPMD_F64)->async = 1;
+    rg_case(L, mc, r, 1, SPMD_F64)->run.async = 1;
 #undef RG_ALL
 #undef RG_ERR
 }
 
 static void rg_run(meshctx *mc, rgcase *cs, int n, rng_t *r, int sync_after) {
     for (int q = 0; q < n; q++) rg_prepare(&cs[q], mc->ndev, r);
-    rgbatch b = {mc, cs, n, sync_after};
-    (void)spmd_run(mc->m, rg_dev, &b);
+    tl_batch b = {&rg_sweep, mc, (unsigned char *)cs, n, sync_after};
+    (void)spmd_run(mc->m, tl_batch_dev, &b);
     for (int q = 0; q < n; q++) {
         rg_verify(mc, &cs[q]);
         rg_release(&cs[q], mc->ndev);
@@ -2132,10 +1933,14 @@ static void run_ragged_mismatch(uint64_t seed) {
             continue;
         }
         if (!tl_one_process(mc.m)) {
-            /* across processes the exchange checks recv_sizes now, but on
-               net:3 under load a mismatch has ended in SPMD_ERR_TIMEOUT on
-               both members instead of SPMD_ERR_MISMATCH (open, in the
-               notes): one process only until that is understood */
+            /* across processes the exchange checks recv_sizes, but the
+               mesh (2) case over net:3 (process 0 hosting no device, the
+               _start form) ends about one run in ten in SPMD_ERR_TIMEOUT on
+               both members instead of SPMD_ERR_MISMATCH: each has the
+               other's header, neither its data (replay: remove this gate,
+               SPMD_TEST_QUICK=8:2 SPMD_SHM_LANE=0 tools/spmdrun -n 3
+               --provider net build/fabric/test_movement, a few runs). Open,
+               in the notes: one process only until it is mended */
             spmd_mesh_destroy(mc.m);
             continue;
         }
@@ -2150,9 +1955,9 @@ static void run_ragged_mismatch(uint64_t seed) {
         c->a = c->rank == 2 ? 3 : 1;
         c->b = 1;
         c->S = ms[q].S;
-        c->async = ms[q].async;
-        c->cluster = c->async;
-        c->accept = ACC(SPMD_ERR_MISMATCH);
+        c->run.async = ms[q].async;
+        c->run.cluster = c->run.async;
+        c->run.accept = ACC(SPMD_ERR_MISMATCH);
         rg_layout(c, &mc, &r, 4, 0);
         c->m += 2; /* room: the wrong size still fits the output */
         int G = vG(&mc.var[0]), dev = rb(&r, mc.ndev), e = rb(&r, c->k);
@@ -2167,8 +1972,8 @@ static void run_ragged_mismatch(uint64_t seed) {
         }
         (void)G;
         rg_prepare(c, mc.ndev, &r);
-        rgbatch b = {&mc, c, 1, 0};
-        spmd_status run = spmd_run(mc.m, rg_dev, &b);
+        tl_batch b = {&rg_sweep, &mc, (unsigned char *)c, 1, 0};
+        spmd_status run = spmd_run(mc.m, tl_batch_dev, &b);
         rg_verify(&mc, c);
         if (tl_nlocal(mc.m, 0, mc.ndev))
             T_CHECK(run == SPMD_ERR_MISMATCH && spmd_mesh_status(mc.m) == SPMD_ERR_MISMATCH,
@@ -2285,19 +2090,19 @@ int main(void) {
         build_async(&L, &mc, &r, 12);
         L.n = tl_thin(L.a, sizeof *L.a, L.n, env_thin(), case_unit);
         int nsweep = L.n;
-        run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
+        tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();
         L.n = 0;
         build_errors(&L, &mc, &r);
         int nerr = L.n;
-        run_errors(&mc, &L, &r);
+        tl_run_errors(&mc, &SWEEP, L.a, L.n, &r);
         double t3 = now_s();
         int nlarge = 0;
         if (mc.ndev >= 2 && mc.ndev <= 8 && (mi % 2 == 0 || mc.md.nd == 2)) {
             L.n = 0;
             build_large(&L, &mc, &r);
             nlarge = L.n;
-            run_batch(&mc, L.a, L.n, &r, (size_t)160 << 20);
+            tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)160 << 20);
         }
         double t4 = now_s();
         run_identities(&mc, &r);

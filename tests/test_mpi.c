@@ -30,7 +30,6 @@
 #include "testlib.h"
 
 #include <math.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,10 +199,9 @@ enum { K_ALLGATHER, K_ALLTOALL, K_BCAST, K_GATHER, K_SCATTER, K_REDUCE, K_SCAN, 
 static const char *KN[K_N] = {"allgather", "alltoall", "bcast", "gather", "scatter", "reduce", "scan"};
 static int rooted(int k) { return k == K_BCAST || k == K_GATHER || k == K_SCATTER || k == K_REDUCE; }
 static int reduces(int k) { return k == K_REDUCE || k == K_SCAN; }
-enum { W_WAIT, W_DONE, W_TEST, W_ALL };
-#define ACC(s) (1u << (s))
 
 typedef struct {
+    tl_run run;    /* how it is called, what each device returned (testlib.h) */
     int kind, var;
     spmd_dtype dt;
     spmd_op op;
@@ -212,11 +210,9 @@ typedef struct {
     int inplace;   /* recv == send */
     int nullnr;    /* non-roots pass NULL for the buffer they do not use */
     long shift;    /* error: recv = send + shift bytes */
-    int sendnull, recvnull, reqnull;
+    int sendnull, recvnull;
     spmd_algo algo;
-    int null_opts, async, cluster, wstyle;
-    unsigned char order[MAXDEV][MAXCL];
-    uint32_t accept;
+    int null_opts;
     const char *note;
     int special, narrow, boolwide;
     size_t sb, rbb;                  /* bytes of send and recv (every device allocates both) */
@@ -225,10 +221,6 @@ typedef struct {
     unsigned char *sp[MAXDEV], *rp[MAXDEV];
     unsigned char *snap[MAXDEV];     /* the block before the call */
     size_t blkb;
-    spmd_status st[MAXDEV];
-    int reqset[MAXDEV];
-    int errflag;
-    char errmsg[240];
 } mcase;
 
 static int G_of(const meshctx *mc, const mcase *c) { return vG(&mc->var[c->var]); }
@@ -243,7 +235,9 @@ static size_t recv_bytes(int kind, size_t n, int G, spmd_dtype dt, spmd_op op) {
     }
 }
 
-static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
+/* A case in words, for failure messages (also tl_sweep.describe). */
+static void describe(const meshctx *mc, const void *p, char *b, size_t cap) {
+    const mcase *c = (const mcase *)p;
     char ms[24], vs[120];
     mesh_str(&mc->md, ms, sizeof ms);
     var_str(&mc->var[c->var], vs, sizeof vs);
@@ -251,9 +245,9 @@ static void describe(const meshctx *mc, const mcase *c, char *b, size_t cap) {
     if (reduces(c->kind)) snprintf(extra, sizeof extra, " op=%s", opnm(c->op));
     char rt[24] = "";
     if (rooted(c->kind)) snprintf(rt, sizeof rt, " root=%d", c->root);
-    snprintf(b, cap, "%s%s mesh %s %s G=%d %s count=%zu%s%s%s%s algo=%s%s%s", KN[c->kind], c->async ? "_start" : "", ms, vs,
-             G_of(mc, c), dnm(c->dt), c->count, extra, rt, c->inplace ? " in-place" : "",
-             c->nullnr ? " NULL-on-non-roots" : "",
+    snprintf(b, cap, "%s%s mesh %s %s G=%d %s count=%zu%s%s%s%s algo=%s%s%s", KN[c->kind],
+             c->run.async ? "_start" : "", ms, vs, G_of(mc, c), dnm(c->dt), c->count, extra, rt,
+             c->inplace ? " in-place" : "", c->nullnr ? " NULL-on-non-roots" : "",
              c->algo == SPMD_ALGO_EAGER ? "eager" : c->algo == SPMD_ALGO_SPLIT ? "split" : "default",
              c->special ? " (NaN/inf)" : "", c->note ? c->note : "");
 }
@@ -320,17 +314,6 @@ static void gen_send(const mcase *c, unsigned char *p, size_t nelem, rng_t *r) {
 }
 
 /* ---- the device side ------------------------------------------------------------------ */
-typedef struct {
-    meshctx *mc;
-    mcase *cs;
-    int n;
-    int sync_after;
-} batch;
-
-static void note_err(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
-}
-
 static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int dev, int gi, spmd_req **req, int64_t tmo) {
     spmd_opts o;
     memset(&o, 0, sizeof o);
@@ -358,7 +341,7 @@ static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int dev, int gi,
         default: return spmd_scan(d, s, r, n, c->dt, c->op, ax, po);
         }
     }
-    spmd_req **R = c->reqnull ? NULL : req;
+    spmd_req **R = c->run.reqnull ? NULL : req;
     switch (c->kind) {
     case K_ALLGATHER: return spmd_allgather_start(d, s, r, n, c->dt, ax, po, R);
     case K_ALLTOALL: return spmd_alltoall_start(d, s, r, n, c->dt, ax, po, R);
@@ -367,93 +350,6 @@ static spmd_status call_op(spmd_dev *d, mcase *c, const axv *v, int dev, int gi,
     case K_SCATTER: return spmd_scatter_start(d, s, r, n, c->dt, c->root, ax, po, R);
     case K_REDUCE: return spmd_reduce_start(d, s, r, n, c->dt, c->op, c->root, ax, po, R);
     default: return spmd_scan_start(d, s, r, n, c->dt, c->op, ax, po, R);
-    }
-}
-
-static void finish_one(mcase *c, spmd_dev *d, int me, spmd_status s, const char *where) {
-    c->st[me] = s;
-    if (s != SPMD_OK && !c->accept) note_err(c, d, me, s, where);
-}
-
-static void dev_main(spmd_dev *d, void *arg) {
-    batch *b = (batch *)arg;
-    int me = spmd_device_id(d);
-    /* refused calls never wait; a device that wrongly goes ahead gives up soon */
-    int64_t tmo = b->sync_after ? 300 : 0;
-    spmd_opts bo;
-    memset(&bo, 0, sizeof bo);
-    bo.timeout_ms = 10000;
-    for (int k = 0; k < b->n;) {
-        mcase *c = &b->cs[k];
-        if (b->sync_after && k > 0) {
-            spmd_status s = spmd_barrier(d, "*", &bo);
-            if (s != SPMD_OK) note_err(&b->cs[k - 1], d, me, s, "barrier after the case");
-        }
-        int m = c->async && c->cluster > 0 ? c->cluster : 1;
-        if (!c->async) {
-            const axv *v = &b->mc->var[c->var];
-            int mem[MAXDEV], gi;
-            group_of(&b->mc->md, v, me, mem, &gi);
-            finish_one(c, d, me, call_op(d, c, v, me, gi, NULL, c->accept ? tmo : 0), "call");
-            k++;
-            continue;
-        }
-        spmd_req *rq[MAXCL];
-        for (int q = 0; q < m; q++) {
-            mcase *cq = &b->cs[k + q];
-            const axv *v = &b->mc->var[cq->var];
-            int mem[MAXDEV], gi;
-            group_of(&b->mc->md, v, me, mem, &gi);
-            rq[q] = (spmd_req *)(uintptr_t)1;
-            spmd_status s = call_op(d, cq, v, me, gi, &rq[q], cq->accept ? tmo : 0);
-            cq->st[me] = s;
-            if (s != SPMD_OK) {
-                cq->reqset[me] = !cq->reqnull && rq[q] != NULL;
-                if (!cq->accept) note_err(cq, d, me, s, "start");
-                rq[q] = NULL;
-            } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
-                rq[q] = NULL;
-                cq->st[me] = SPMD_ERR_STATE;
-                note_err(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
-            }
-            if (cq->reqnull) rq[q] = NULL;
-        }
-        if (c->wstyle == W_ALL) {
-            spmd_status s = spmd_wait_all(rq, m);
-            if (s != SPMD_OK)
-                for (int q = 0; q < m; q++) finish_one(&b->cs[k + q], d, me, s, "wait_all");
-        } else if (c->wstyle == W_TEST) {
-            double until = now_s() + 60;
-            for (;;) {
-                int left = 0;
-                for (int w = 0; w < m; w++) {
-                    int q = c->order[me][w];
-                    if (!rq[q]) continue;
-                    int done = 0;
-                    spmd_status s = spmd_test(rq[q], &done);
-                    if (done) { rq[q] = NULL; finish_one(&b->cs[k + q], d, me, s, "test"); }
-                    else {
-                        left++;
-                        if (s != SPMD_OK) finish_one(&b->cs[k + q], d, me, s, "test (not done)");
-                    }
-                }
-                if (!left) break;
-                if (now_s() > until) {
-                    for (int q = 0; q < m; q++)
-                        if (rq[q]) finish_one(&b->cs[k + q], d, me, SPMD_ERR_TIMEOUT, "spmd_test: not done after 60 s");
-                    break;
-                }
-                sched_yield();
-            }
-        } else {
-            for (int w = 0; w < m; w++) {
-                int q = c->order[me][w];
-                if (!rq[q]) continue;
-                spmd_status s = c->wstyle == W_DONE ? spmd_done(rq[q]) : spmd_wait(rq[q]);
-                finish_one(&b->cs[k + q], d, me, s, c->wstyle == W_DONE ? "done" : "wait");
-            }
-        }
-        k += m;
     }
 }
 
@@ -470,9 +366,9 @@ static void prepare(mcase *c, const meshctx *mc, rng_t *r) {
     size_t sn = send_elems(c->kind, c->count, G);
     c->sb = c->count > ((size_t)1 << 40) ? 64 : sn * es;
     c->rbb = c->count > ((size_t)1 << 40) ? 64 : recv_bytes(c->kind, c->count, G, dsize(c->dt) ? c->dt : SPMD_U8, c->op ? c->op : SPMD_OP_SUM);
-    c->errflag = 0;
-    c->errmsg[0] = 0;
-    for (int d = 0; d < MAXDEV; d++) { c->st[d] = SPMD_STATUS_COUNT; c->reqset[d] = 0; }
+    c->run.errflag = 0;
+    c->run.errmsg[0] = 0;
+    for (int d = 0; d < MAXDEV; d++) { c->run.st[d] = SPMD_STATUS_COUNT; c->run.reqset[d] = 0; }
     for (int d = 0; d < mc->ndev; d++) {
         c->in[d] = (unsigned char *)xmalloc(c->sb);
         gen_send(c, c->in[d], c->sb / es, r);
@@ -495,13 +391,16 @@ static void prepare(mcase *c, const meshctx *mc, rng_t *r) {
             memcpy(c->sp[d], c->in[d], c->sb);
         }
         c->snap[d] = NULL;
-        if (c->accept) {
+        if (c->run.accept) {
             c->snap[d] = (unsigned char *)xmalloc(c->blkb);
             memcpy(c->snap[d], c->blk[d], c->blkb);
         }
     }
 }
-static void release(mcase *c, int ndev) {
+
+/* Frees a case's buffers (tl_sweep.release). */
+static void release(void *p, int ndev) {
+    mcase *c = (mcase *)p;
     for (int d = 0; d < ndev; d++) {
         free(c->in[d]);
         free(c->blk[d]);
@@ -560,20 +459,22 @@ static void verify(const meshctx *mc, mcase *c) {
     const axv *v = &mc->var[c->var];
     int ok = 1;
     g_checked++;
-    if (c->accept) {
+    if (c->run.accept) {
         for (int d = 0; d < mc->ndev && ok; d++) {
             if (!tl_local(mc->m, d)) continue;
-            if (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) {
+            if (c->run.st[d] >= SPMD_STATUS_COUNT || !(c->run.accept & ACC(c->run.st[d]))) {
                 char want[200];
-                accept_str(c->accept, want, sizeof want);
-                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->st[d]), want, c->errmsg);
+                accept_str(c->run.accept, want, sizeof want);
+                snprintf(why, sizeof why, "dev %d returned %s, want %s (%s)", d, stname(c->run.st[d]), want,
+                         c->run.errmsg);
                 ok = 0;
             } else if (memcmp(c->snap[d], c->blk[d], c->blkb) != 0) {
                 size_t k = 0;
                 while (c->snap[d][k] == c->blk[d][k]) k++;
-                snprintf(why, sizeof why, "dev %d: refused with %s but changed byte %zu of its buffers", d, stname(c->st[d]), k);
+                snprintf(why, sizeof why, "dev %d: refused with %s but changed byte %zu of its buffers", d,
+                         stname(c->run.st[d]), k);
                 ok = 0;
-            } else if (c->async && c->reqset[d]) {
+            } else if (c->run.async && c->run.reqset[d]) {
                 snprintf(why, sizeof why, "dev %d: refused _start left *req non-NULL", d);
                 ok = 0;
             }
@@ -589,8 +490,9 @@ static void verify(const meshctx *mc, mcase *c) {
         int mem[MAXDEV], me;
         if (!tl_local(mc->m, d)) continue;
         int G = group_of(&mc->md, v, d, mem, &me);
-        if (c->st[d] != SPMD_OK) {
-            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->st[d]), c->errflag ? c->errmsg : "-");
+        if (c->run.st[d] != SPMD_OK) {
+            snprintf(why, sizeof why, "dev %d returned %s; first error: %s", d, stname(c->run.st[d]),
+                     c->run.errflag ? c->run.errmsg : "-");
             ok = 0;
             break;
         }
@@ -665,88 +567,42 @@ static void verify(const meshctx *mc, mcase *c) {
     T_CHECK(ok, "%s: %s", desc, why);
 }
 
-static void run_batch(meshctx *mc, mcase *cs, int n, rng_t *r, size_t budget) {
-    for (int k = 0; k < n;) {
-        size_t used = 0;
-        int end = k;
-        while (end < n) {
-            int m = cs[end].async && cs[end].cluster > 0 ? cs[end].cluster : 1;
-            size_t need = 0;
-            for (int q = end; q < end + m; q++) {
-                int G = G_of(mc, &cs[q]);
-                need += (size_t)mc->ndev * (2 * (size_t)G * cs[q].count * 8 * 2 + 4 * GUARD);
-            }
-            if (end > k && used + need > budget) break;
-            used += need;
-            end += m;
-        }
-        for (int q = k; q < end; q++) prepare(&cs[q], mc, r);
-        batch b = {mc, cs + k, end - k, 0};
-        (void)spmd_run(mc->m, dev_main, &b);
-        for (int q = k; q < end; q++) {
-            verify(mc, &cs[q]);
-            release(&cs[q], mc->ndev);
-        }
-        k = end;
-        if (spmd_mesh_status(mc->m) != SPMD_OK) {
-            /* recreated for the remaining cases; not under several processes,
-               where the others may not see it broken (creation is collective) */
-            char ms[24];
-            int again = tl_one_process(mc->m);
-            mesh_str(&mc->md, ms, sizeof ms);
-            T_CHECK(0, "mesh %s broken: %s (%s)", ms, spmd_mesh_error(mc->m),
-                    again ? "recreated for the remaining cases" : "kept: several processes");
-            if (again && !recreate_mesh(mc)) return;
-        }
-    }
+/* ---- the batch runner's view of these cases (testlib.h tl_sweep) ------------------------ */
+/* Device me's call of case p, with its index in its group (the _start form when req is not NULL). */
+static spmd_status sw_call(spmd_dev *d, void *p, const meshctx *mc, int me, spmd_req **req, int64_t tmo) {
+    mcase *c = (mcase *)p;
+    const axv *v = &mc->var[c->var];
+    int mem[MAXDEV], gi;
+    group_of(&mc->md, v, me, mem, &gi);
+    return call_op(d, c, v, me, gi, req, tmo);
 }
 
-static int case_as_expected(const meshctx *mc, const mcase *c) {
-    for (int d = 0; d < mc->ndev; d++)
-        if (tl_local(mc->m, d) && c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
-    return 1;
-}
-
-/* Refused calls, each followed by a barrier; a case that breaks the mesh is
-   reported, the mesh recreated and the cases after it run again (in one
-   process only: under several the others may not see it broken, and
-   creation is collective; there the mesh is kept and every case verified
-   as it ran). */
-static void run_errors(meshctx *mc, mcase *cs, int n, rng_t *r) {
-    char ms[24];
-    mesh_str(&mc->md, ms, sizeof ms);
-    for (int k = 0; k < n;) {
-        for (int q = k; q < n; q++) prepare(&cs[q], mc, r);
-        batch b = {mc, cs + k, n - k, 1};
-        (void)spmd_run(mc->m, dev_main, &b);
-        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = n, again = broken && tl_one_process(mc->m);
-        if (broken) {
-            end = -1;
-            for (int q = k; q < n && end < 0; q++)
-                if (!case_as_expected(mc, &cs[q])) end = q + 1;
-            char desc[600];
-            describe(mc, &cs[end > 0 ? end - 1 : k], desc, sizeof desc);
-            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s%s", ms, spmd_mesh_error(mc->m), desc,
-                    again ? "" : " (kept: several processes)");
-            if (end < 0 || !again) end = n;
-        }
-        for (int q = k; q < n; q++) {
-            if (q < end) verify(mc, &cs[q]);
-            release(&cs[q], mc->ndev);
-        }
-        k = end;
-        if (again && !recreate_mesh(mc)) return;
-    }
-    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
-}
-
-/* ---- building cases ---------------------------------------------------------------------- */
-/* A case's unit for tl_thin: an async cluster counts as one. */
+/* A case's unit for tl_thin and the batches: an async cluster counts as one. */
 static int case_unit(const void *p) {
     const mcase *c = (const mcase *)p;
-    return c->async && c->cluster > 0 ? c->cluster : 1;
+    return c->run.async && c->run.cluster > 0 ? c->run.cluster : 1;
 }
 
+/* Bytes of a case's buffers on all devices, at most (the batches' memory budget). */
+static size_t sw_need(const meshctx *mc, const void *p) {
+    const mcase *c = (const mcase *)p;
+    return (size_t)mc->ndev * (2 * (size_t)G_of(mc, c) * c->count * 8 * 2 + 4 * GUARD);
+}
+
+/* Sweep cases and refused calls alike: the same buffers, the same check. */
+static void sw_prepare(void *p, const meshctx *mc, rng_t *r, int refused) {
+    (void)refused;
+    prepare((mcase *)p, mc, r);
+}
+static void sw_check(const meshctx *mc, void *p, int refused) {
+    (void)refused;
+    verify(mc, (mcase *)p);
+}
+static const tl_sweep SWEEP = {.elem = sizeof(mcase), .call = sw_call, .unit = case_unit, .need = sw_need,
+                               .prepare = sw_prepare, .check = sw_check, .release = release,
+                               .describe = describe};
+
+/* ---- building cases ---------------------------------------------------------------------- */
 typedef struct {
     mcase *a;
     int n, cap;
@@ -787,7 +643,7 @@ static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, sp
     }
     c->boolwide = rb(r, 2);
     if (reduces(kind) && dt == SPMD_BOOL && op == SPMD_OP_MEAN) {
-        if (tl_var_in_process(mc, c->var)) c->accept = ACC(SPMD_ERR_DTYPE);
+        if (tl_var_in_process(mc, c->var)) c->run.accept = ACC(SPMD_ERR_DTYPE);
         else c->dt = SPMD_U8; /* (refused across processes, it would break the mesh) */
     }
     return c;
@@ -847,12 +703,12 @@ static void build_async(caselist *L, const meshctx *mc, rng_t *r, int nclusters)
             spmd_op op = OPS[rb(r, NOP)];
             if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_PROD;
             mcase *c = mk(L, mc, r, kind, -1, dt, op, acounts[rb(r, 4)]);
-            c->async = 1;
+            c->run.async = 1;
         }
         mcase *c0 = &L->a[first];
-        c0->cluster = m;
-        c0->wstyle = rb(r, 4);
-        shuffle_orders(c0->order, m, r);
+        c0->run.cluster = m;
+        c0->run.wstyle = rb(r, 4);
+        shuffle_orders(c0->run.order, m, r);
     }
 }
 
@@ -882,11 +738,11 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
 /* ---- refused calls ------------------------------------------------------------------------- */
 static mcase *err(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, uint32_t accept, const char *note) {
     mcase *c = mk(L, mc, r, kind, var, DTYPES[1 + rb(r, NDT - 1)], SPMD_OP_SUM, 5);
-    c->accept = accept;
+    c->run.accept = accept;
     c->note = note;
     c->inplace = 0;
     c->nullnr = 0;
-    c->async = rb(r, 3) == 0;
+    c->run.async = rb(r, 3) == 0;
     return c;
 }
 static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
@@ -945,8 +801,8 @@ static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
     c->count = (size_t)1 << 62;
     /* (axes or groups that name no group break the mesh: test_errors's test_bad_group) */
     c = err(L, mc, r, K_SCAN, vany, ACC(SPMD_ERR_NULL), " [_start with req NULL]");
-    c->async = 1;
-    c->reqnull = 1;
+    c->run.async = 1;
+    c->run.reqnull = 1;
     if (v2 >= 0) {
         /* partial overlaps where every device reads send and writes recv
            (not bcast: off the root send is not read, so not checked;
@@ -1254,19 +1110,19 @@ int main(void) {
         build_async(&L, &mc, &r, 12);
         L.n = tl_thin(L.a, sizeof *L.a, L.n, env_thin(), case_unit);
         int nsweep = L.n;
-        run_batch(&mc, L.a, L.n, &r, (size_t)192 << 20);
+        tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)192 << 20);
         double t2 = now_s();
         L.n = 0;
         build_errors(&L, &mc, &r);
         int nerr = L.n;
-        run_errors(&mc, L.a, L.n, &r);
+        tl_run_errors(&mc, &SWEEP, L.a, L.n, &r);
         double t3 = now_s();
         int nlarge = 0;
         if (mi == 2 || mi == 4 || mi == 5 || mi == 7 || mi == 9) {
             L.n = 0;
             build_large(&L, &mc, &r);
             nlarge = L.n;
-            run_batch(&mc, L.a, L.n, &r, (size_t)160 << 20);
+            tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)160 << 20);
         }
         free(L.a);
         char ms[24];

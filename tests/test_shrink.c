@@ -18,7 +18,7 @@
 #endif
 #include "../spmdcoll.h"
 #include "harness.h"
-#include <pthread.h>
+#include "testlib.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,17 +28,10 @@
 static spmd_scheduler sched;
 static const char *sname(void) { return sched == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads"; }
 
-static char log_text[1 << 16];
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static void log_keep(void *user, spmd_log_level level, int device, const char *msg) {
-    size_t n;
-    (void)user;
-    (void)device;
-    if (level > SPMD_LOG_WARN) return;
-    pthread_mutex_lock(&log_lock);
-    n = strlen(log_text);
-    snprintf(log_text + n, sizeof log_text - n, "%s\n", msg);
-    pthread_mutex_unlock(&log_lock);
+/* Errors and warnings into testlib's log_text (log_keep): what the checks
+   look for, whatever SPMD_LOG_LEVEL adds. */
+static void log_warn_keep(void *user, spmd_log_level level, int device, const char *msg) {
+    if (level <= SPMD_LOG_WARN) log_keep(user, level, device, msg);
 }
 
 static spmd_mesh *mesh_2d(int dp, int tp, const char *faults) {
@@ -54,7 +47,7 @@ static spmd_mesh *mesh_2d(int dp, int tp, const char *faults) {
     desc.timeout_ms = 20000; /* a loss is seen at once; this only bounds a bug */
     desc.faults = faults;
     desc.scheduler = sched;
-    desc.log_fn = log_keep;
+    desc.log_fn = log_warn_keep;
     s = spmd_mesh_create(&desc, &m);
     T_CHECK(s == SPMD_OK, "%s: mesh_create %dx%d: %s", sname(), dp, tp, spmd_status_name(s));
     return m;
@@ -239,7 +232,7 @@ static void cases(void) {
     spmd_status s;
     lose_and_shrink("one loss, 4x2", 4, 2, 0, l1, a1, 1, NULL);
     lose_and_shrink("odd sizes, 5x3", 5, 3, 0, l2, a2, 1, NULL);
-    log_text[0] = 0;
+    log_clear();
     lose_and_shrink("two slices at once, 5x3", 5, 3, 0, l3, a3, 2, "");
     T_CHECK(strstr(log_text, "mesh_shrink along 'dp': lost devices 1, 13; slices 0, 4 of 5 dropped; the new mesh has "
                              "9 devices") != NULL,
@@ -309,7 +302,7 @@ static void cases(void) {
     /* every dp slice lost a device: a clear error, no mesh */
     if ((m = mesh_2d(2, 2, "device=0,seq=1,kind=lose;device=3,seq=1,kind=lose"))) {
         static const int l03[] = {0, 3}, at11[] = {1, 1};
-        log_text[0] = 0;
+        log_clear();
         s = train(m, "");
         T_CHECK(s == SPMD_ERR_PEER_LOST && spmd_mesh_lost(m, NULL, 0) == 2, "whole axis (%s): run %s", sname(),
                 spmd_status_name(s));
@@ -330,7 +323,7 @@ static void cases(void) {
     /* bad arguments: nothing made, nothing changed */
     if ((m = mesh_2d(2, 2, NULL))) {
         nm = (spmd_mesh *)1;
-        log_text[0] = 0;
+        log_clear();
         s = spmd_mesh_shrink(m, "pp", NULL, &nm);
         T_CHECK(s == SPMD_ERR_AXIS && nm == NULL && strstr(log_text, "'pp' is not one axis of the mesh (its axes: dp, tp)"),
                 "unknown axis (%s): %s, %.300s", sname(), spmd_status_name(s), log_text);

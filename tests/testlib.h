@@ -16,6 +16,7 @@
 #define SPMD_TEST_TESTLIB_H
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,5 +571,269 @@ static inline void accept_str(uint32_t accept, char *b, size_t cap) {
     b[0] = 0;
     for (int s = 0; s < SPMD_STATUS_COUNT && o + 30 < cap; s++)
         if (accept & ACC(s)) o += (size_t)snprintf(b + o, cap - o, "%s%s", o ? "|" : "", spmd_status_name((spmd_status)s));
+}
+
+/* ---- the batch runner ------------------------------------------------------------------
+   test_movement and test_mpi lay out a list of cases for each mesh and run
+   it here: every device performs the cases in order inside one spmd_run
+   (async clusters started together, then finished in each device's own
+   order), then the main thread checks each case. A tl_sweep says what
+   differs between the tests: the case type, the call, the buffers, the
+   checks. (test_movement's ragged_all_to_all cases use the device side,
+   tl_batch_dev, alone.) */
+
+/* How the first case of an async cluster says to finish its requests. */
+enum { TL_W_WAIT, TL_W_DONE, TL_W_TEST, TL_W_ALL };
+
+/* The part of a case the runner reads and writes: how it is called and
+   what each device's call returned. A test's case type has it as its
+   first member, named run. */
+typedef struct {
+    uint32_t accept;                    /* 0: must succeed; else bit s set = status s accepted (ACC) */
+    int async;                          /* the _start form */
+    int cluster;                        /* an async cluster's first case: how many cases it has */
+    int wstyle;                         /* an async cluster's first case: TL_W_* */
+    int reqnull;                        /* _start given req = NULL */
+    int late;                           /* 1 + the device that calls ~30 ms after the others, 0: none */
+    unsigned char order[MAXDEV][MAXCL]; /* per device, the order in which it finishes the cluster's requests */
+    spmd_status st[MAXDEV];             /* what each device's call returned */
+    int reqset[MAXDEV];                 /* _start refused: was *req left non-NULL? */
+    int errflag;                        /* errmsg holds the case's first failure */
+    char errmsg[240];
+} tl_run;
+
+/* A test's cases for the runner: elem bytes each, a tl_run first
+   (tl_batch_dev alone reads only elem and call). */
+typedef struct {
+    size_t elem;
+    /* One call of case c by device me, the _start form when req is not NULL;
+       tmo: the deadline in ms (0: the mesh's). */
+    spmd_status (*call)(spmd_dev *d, void *c, const meshctx *mc, int me, spmd_req **req, int64_t tmo);
+    int (*unit)(const void *c);                       /* cases from c on that form one unit (a cluster) */
+    size_t (*need)(const meshctx *mc, const void *c); /* bytes c's buffers take on all devices */
+    /* Buffers and inputs of c, and the check of c after its run; refused:
+       a case of tl_run_errors. */
+    void (*prepare)(void *c, const meshctx *mc, rng_t *r, int refused);
+    void (*check)(const meshctx *mc, void *c, int refused);
+    void (*release)(void *c, int ndev);
+    void (*describe)(const meshctx *mc, const void *c, char *b, size_t cap); /* for failure messages */
+} tl_sweep;
+
+/* What every device runs: n cases from cs (sync_after: refused calls, a
+   short deadline and a barrier over "*" after each case). */
+typedef struct {
+    const tl_sweep *sw;
+    const meshctx *mc;
+    unsigned char *cs;
+    int n;
+    int sync_after;
+} tl_batch;
+
+/* Case k of cases a (elem bytes each), and its tl_run (its first member:
+   the same address). */
+static inline void *tl_case(void *a, size_t elem, int k) { return (unsigned char *)a + (size_t)k * elem; }
+static inline tl_run *tl_run_at(void *a, size_t elem, int k) { return (tl_run *)tl_case(a, elem, k); }
+
+/* Keeps the first failure of case c (from any device thread) in c->errmsg. */
+static inline void tl_note(tl_run *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    note_first(&c->errflag, c->errmsg, sizeof c->errmsg, d, me, s, where);
+}
+
+/* Device me's call of case c ended with s: kept, and noted as a failure
+   unless c is a refused call. */
+static inline void tl_finish(tl_run *c, spmd_dev *d, int me, spmd_status s, const char *where) {
+    c->st[me] = s;
+    if (s != SPMD_OK && !c->accept) tl_note(c, d, me, s, where);
+}
+
+/* Starts the m cases of the cluster at case k: rq[q] their requests (NULL
+   where there is nothing to finish). */
+static inline void tl_cluster_start(const tl_batch *b, spmd_dev *d, int me, int k, int m, int64_t tmo, spmd_req **rq) {
+    for (int q = 0; q < m; q++) {
+        tl_run *cq = tl_run_at(b->cs, b->sw->elem, k + q);
+        rq[q] = (spmd_req *)(uintptr_t)1; /* must be overwritten */
+        spmd_status s = b->sw->call(d, cq, b->mc, me, &rq[q], cq->accept ? tmo : 0);
+        cq->st[me] = s;
+        if (s != SPMD_OK) {
+            cq->reqset[me] = !cq->reqnull && rq[q] != NULL;
+            rq[q] = NULL;
+            if (!cq->accept) tl_note(cq, d, me, s, "start");
+        } else if (!rq[q] || rq[q] == (spmd_req *)(uintptr_t)1) {
+            rq[q] = NULL;
+            cq->st[me] = SPMD_ERR_STATE;
+            tl_note(cq, d, me, SPMD_ERR_STATE, "start returned OK without a request");
+        }
+        if (cq->reqnull) rq[q] = NULL;
+    }
+}
+
+/* Finishes the m requests rq of the cluster at case k with spmd_test, in
+   device me's order, until all are done (60 s at most). */
+static inline void tl_cluster_test(const tl_batch *b, spmd_dev *d, int me, int k, int m, spmd_req **rq) {
+    const tl_run *c = tl_run_at(b->cs, b->sw->elem, k);
+    double until = now_s() + 60;
+    for (;;) {
+        int left = 0;
+        for (int w = 0; w < m; w++) {
+            int q = c->order[me][w];
+            if (!rq[q]) continue;
+            int done = 0;
+            spmd_status s = spmd_test(rq[q], &done);
+            if (done) {
+                rq[q] = NULL;
+                tl_finish(tl_run_at(b->cs, b->sw->elem, k + q), d, me, s, "test");
+            } else {
+                left++;
+                if (s != SPMD_OK) tl_finish(tl_run_at(b->cs, b->sw->elem, k + q), d, me, s, "test (not done)");
+            }
+        }
+        if (!left) return;
+        if (now_s() > until) {
+            for (int q = 0; q < m; q++)
+                if (rq[q])
+                    tl_finish(tl_run_at(b->cs, b->sw->elem, k + q), d, me, SPMD_ERR_TIMEOUT,
+                              "spmd_test: not done after 60 s");
+            return; /* the requests are leaked: the test has failed anyway */
+        }
+        sched_yield();
+    }
+}
+
+/* Finishes the m requests rq of the cluster at case k as its first case
+   says: spmd_wait_all, spmd_test, or spmd_done / spmd_wait in device me's
+   order. */
+static inline void tl_cluster_finish(const tl_batch *b, spmd_dev *d, int me, int k, int m, spmd_req **rq) {
+    const tl_run *c = tl_run_at(b->cs, b->sw->elem, k);
+    if (c->wstyle == TL_W_ALL) {
+        spmd_status s = spmd_wait_all(rq, m);
+        if (s != SPMD_OK)
+            for (int q = 0; q < m; q++) tl_finish(tl_run_at(b->cs, b->sw->elem, k + q), d, me, s, "wait_all");
+    } else if (c->wstyle == TL_W_TEST) {
+        tl_cluster_test(b, d, me, k, m, rq);
+    } else {
+        for (int w = 0; w < m; w++) {
+            int q = c->order[me][w];
+            if (!rq[q]) continue;
+            spmd_status s = c->wstyle == TL_W_DONE ? spmd_done(rq[q]) : spmd_wait(rq[q]);
+            tl_finish(tl_run_at(b->cs, b->sw->elem, k + q), d, me, s, c->wstyle == TL_W_DONE ? "done" : "wait");
+        }
+    }
+}
+
+/* spmd_run's function (arg: a tl_batch): the device performs every case in
+   order, a cluster of _start calls at once. */
+static inline void tl_batch_dev(spmd_dev *d, void *arg) {
+    const tl_batch *b = (const tl_batch *)arg;
+    int me = spmd_device_id(d);
+    /* refused calls never wait; a device that wrongly goes ahead gives up soon */
+    int64_t tmo = b->sync_after ? 300 : 0;
+    spmd_opts bo;
+    memset(&bo, 0, sizeof bo);
+    bo.timeout_ms = 10000;
+    for (int k = 0; k < b->n;) {
+        tl_run *c = tl_run_at(b->cs, b->sw->elem, k);
+        if (b->sync_after && k > 0) {
+            spmd_status s = spmd_barrier(d, "*", &bo);
+            if (s != SPMD_OK) tl_note(tl_run_at(b->cs, b->sw->elem, k - 1), d, me, s, "barrier after the case");
+        }
+        if (c->late == me + 1) {
+            struct timespec ts = {0, 30000000};
+            nanosleep(&ts, NULL);
+        }
+        if (!c->async) {
+            tl_finish(c, d, me, b->sw->call(d, c, b->mc, me, NULL, c->accept ? tmo : 0), "call");
+            k++;
+            continue;
+        }
+        int m = c->cluster > 0 ? c->cluster : 1;
+        spmd_req *rq[MAXCL];
+        tl_cluster_start(b, d, me, k, m, tmo, rq);
+        tl_cluster_finish(b, d, me, k, m, rq);
+        k += m;
+    }
+}
+
+/* After a run: a broken mesh is a failure, and (in one process) recreated
+   for the cases left. Returns 0 when it could not be. */
+static inline int tl_mesh_after_run(meshctx *mc) {
+    if (spmd_mesh_status(mc->m) == SPMD_OK) return 1;
+    /* not under several processes, where the others may not see it broken
+       (creation is collective) */
+    char ms[24];
+    int again = tl_one_process(mc->m);
+    mesh_str(&mc->md, ms, sizeof ms);
+    T_CHECK(0, "mesh %s broken: %s (%s)", ms, spmd_mesh_error(mc->m),
+            again ? "recreated for the remaining cases" : "kept: several processes");
+    return !again || recreate_mesh(mc);
+}
+
+/* Runs the n cases at cs on mc, in slices whose buffers take at most
+   budget bytes (at least one unit; a unit is never cut), one spmd_run a
+   slice; then checks each case. */
+static inline void tl_run_batch(meshctx *mc, const tl_sweep *sw, void *cs, int n, rng_t *r, size_t budget) {
+    for (int k = 0; k < n;) {
+        size_t used = 0;
+        int end = k;
+        while (end < n) {
+            int m = sw->unit(tl_case(cs, sw->elem, end));
+            size_t need = 0;
+            for (int q = end; q < end + m; q++) need += sw->need(mc, tl_case(cs, sw->elem, q));
+            if (end > k && used + need > budget) break;
+            used += need;
+            end += m;
+        }
+        for (int q = k; q < end; q++) sw->prepare(tl_case(cs, sw->elem, q), mc, r, 0);
+        tl_batch b = {sw, mc, (unsigned char *)tl_case(cs, sw->elem, k), end - k, 0};
+        (void)spmd_run(mc->m, tl_batch_dev, &b);
+        for (int q = k; q < end; q++) {
+            sw->check(mc, tl_case(cs, sw->elem, q), 0);
+            sw->release(tl_case(cs, sw->elem, q), mc->ndev);
+        }
+        k = end;
+        if (!tl_mesh_after_run(mc)) return;
+    }
+}
+
+/* Did every device of this process end case c as it should (refused as
+   accepted, or succeeded)? */
+static inline int tl_as_expected(const meshctx *mc, const tl_run *c) {
+    for (int d = 0; d < mc->ndev; d++) {
+        if (!tl_local(mc->m, d)) continue;
+        if (c->accept ? (c->st[d] >= SPMD_STATUS_COUNT || !(c->accept & ACC(c->st[d]))) : c->st[d] != SPMD_OK) return 0;
+    }
+    return 1;
+}
+
+/* Refused calls, n cases at cs, each followed by a barrier. A case that
+   breaks the mesh is reported, the mesh recreated and the cases after it
+   run again (in one process only: under several the others may not see
+   it broken, and creation is collective; there the mesh is kept and every
+   case checked as it ran). */
+static inline void tl_run_errors(meshctx *mc, const tl_sweep *sw, void *cs, int n, rng_t *r) {
+    char ms[24];
+    mesh_str(&mc->md, ms, sizeof ms);
+    for (int k = 0; k < n;) {
+        for (int q = k; q < n; q++) sw->prepare(tl_case(cs, sw->elem, q), mc, r, 1);
+        tl_batch b = {sw, mc, (unsigned char *)tl_case(cs, sw->elem, k), n - k, 1};
+        (void)spmd_run(mc->m, tl_batch_dev, &b);
+        int broken = spmd_mesh_status(mc->m) != SPMD_OK, end = n, again = broken && tl_one_process(mc->m);
+        if (broken) {
+            end = -1;
+            for (int q = k; q < n && end < 0; q++)
+                if (!tl_as_expected(mc, tl_run_at(cs, sw->elem, q))) end = q + 1;
+            char desc[600];
+            sw->describe(mc, tl_case(cs, sw->elem, end > 0 ? end - 1 : k), desc, sizeof desc);
+            T_CHECK(0, "mesh %s broken by a refused call (%s); the culprit: %s%s", ms, spmd_mesh_error(mc->m), desc,
+                    again ? "" : " (kept: several processes)");
+            if (end < 0 || !again) end = n;
+        }
+        for (int q = k; q < n; q++) {
+            if (q < end) sw->check(mc, tl_case(cs, sw->elem, q), 1);
+            sw->release(tl_case(cs, sw->elem, q), mc->ndev);
+        }
+        k = end;
+        if (again && !recreate_mesh(mc)) return;
+    }
+    T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
 }
 #endif
