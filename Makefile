@@ -213,6 +213,7 @@ deps:
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	command -v clang >/dev/null 2>&1 && ! ls $$(clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 && \
 	  missing="$$missing libclang-rt-14-dev"; \

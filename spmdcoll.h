@@ -711,16 +711,15 @@ SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "
    short; buf may be NULL with len 0); returns the length of the whole text,
    as snprintf does. From the flight recorder: desc.trace_depth calls per
    device (default 64), env SPMD_TRACE_DEPTH (0: off). Any thread, any time
-   while the mesh exists; logged at error level when the mesh breaks (on
-   libfabric with several processes: when spmd_run ends, or at
-   spmd_mesh_destroy), and on the signal env SPMD_REPORT_SIGNAL names (USR1,
-   USR2 or a number; the log function is then called from a thread of the
-   library). Times have the coarse clock's resolution (a few ms) unless
-   SPMD_TRACE is set. On libfabric, a device of another process shows the
-   line its process sent when the mesh broke (over the bootstrap
-   connection, waited for until a twentieth of the mesh's deadline after
-   the break: 50 ms to 1 s; the failing call does not wait), or "not heard
-   from". */
+   while the mesh exists; logged at error level when the mesh breaks, and
+   on the signal env SPMD_REPORT_SIGNAL names (USR1, USR2 or a number; the
+   log function is then called from a thread of the library). Times have
+   the coarse clock's resolution (a few ms) unless SPMD_TRACE is set. On
+   libfabric, a device of another process shows the line its process sent
+   when the mesh broke (over the bootstrap connection), or "not heard
+   from"; those lines are logged again when spmd_run ends (or at
+   spmd_mesh_destroy), once they came or a twentieth of the mesh's deadline
+   after the break passed (50 ms to 1 s; no call waits for them). */
 SPMD_API size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len);
 /* The flight recorder notes file:line as the call site of the device's next
    call (file must outlive the mesh: __FILE__ does). SPMD_AT(d, call) does it
@@ -1893,10 +1892,9 @@ struct spmd_mesh {
 /* How failures reach the user: spmd__log (the mesh's log function, or
    stderr with "[spmd 3/8]"), spmd__fail (a device's status and message,
    what spmd_last_error returns) and spmd__break (the mesh is broken: the
-   status and reason are kept, every device is woken, across processes the
-   others are told and this process's report lines sent; the report is
-   logged here, or when spmd_run ends if it waits for other processes'
-   lines). Every section may call these. */
+   status and reason are kept, the report logged, every device woken;
+   across processes the others are told and this process's report lines
+   sent, theirs logged when spmd_run ends). Every section may call these. */
 SPMD__SETUP_BEGIN
 static const char *spmd__level_names[] = {"default", "off", "error", "warn", "info", "debug"};
 
@@ -1951,6 +1949,7 @@ static void spmd__fab_announce(spmd_mesh *m);
 static char *spmd__fab_recs_text(spmd_mesh *m);
 static void spmd__fab_recs_send(spmd_mesh *m, const char *text);
 static void spmd__fab_recs_wait(spmd_mesh *m, uint64_t until);
+static void spmd__fab_recs_log(spmd_mesh *m);
 #endif
 static void spmd__report_log(spmd_mesh *m);
 
@@ -1973,21 +1972,18 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
         first = 1;
     }
     pthread_mutex_unlock(&m->lock);
-    for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
 #if SPMD__HAS_LIBFABRIC
     /* (a lost process is announced by the bootstrap's LOST already) */
     if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
-    /* the report across processes: ours out now; theirs are waited for
-       when spmd_run ends (spmd__report_settle), not by this call */
-    if (first && recs) {
-        spmd__fab_recs_send(m, recs);
-        spmd__free(&m->alloc, recs);
-        return;
-    }
+    /* the report across processes: ours out now; the other processes'
+       lines are waited for when spmd_run ends (spmd__report_settle), not
+       by this call, and logged then */
+    if (first && recs) spmd__fab_recs_send(m, recs);
     if (recs) spmd__free(&m->alloc, recs);
 #endif
-    if (first) spmd__report_log(m);
+    if (first) spmd__report_log(m); /* (before the others wake: they show as they were) */
+    for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
 SPMD__SETUP_END
@@ -3849,17 +3845,19 @@ static void spmd__report_log(spmd_mesh *m) {
     spmd__free(&m->alloc, buf);
 }
 
-/* A break's report that waits for the other processes' lines (libfabric):
-   wait for them (until m->report_until), then log it. Called when spmd_run
-   ends and by spmd_mesh_destroy, so that the call that broke the mesh and
-   its siblings return at once. */
+/* A break's report across processes (libfabric): the other processes'
+   lines are waited for (until m->report_until) and logged here, when
+   spmd_run ends or by spmd_mesh_destroy, so that the call that broke the
+   mesh and its siblings return at once. */
 static void spmd__report_settle(spmd_mesh *m) {
     uint64_t until = SPMD__LD_ACQ(&m->report_until);
     if (!until || !SPMD__CAS(&m->report_until, &until, (uint64_t)0)) return;
 #if SPMD__HAS_LIBFABRIC
-    if (m->fab) spmd__fab_recs_wait(m, until);
+    if (m->fab) {
+        spmd__fab_recs_wait(m, until);
+        spmd__fab_recs_log(m);
+    }
 #endif
-    spmd__report_log(m);
 }
 
 /* JSON string contents: quotes, backslashes and control characters escaped. */
@@ -6348,8 +6346,15 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
             return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
         spmd__boot_put32(msg, round);
         if (len) memcpy(msg + 4, mine, len);
-        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) != 0)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(errno));
+        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) != 0) {
+            int e = errno;
+            spmd__boot_fill(b, &b->coord); /* an ABORT it sent before it closed says why: prefer it */
+            (void)spmd__boot_oob(b, &b->coord);
+            if (b->aborted)
+                return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
+                                       b->abort_why);
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(e));
+        }
         st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
         if (st != SPMD_OK) return st;
         if (m.len < 4 || spmd__boot_get32(m.payload) != round) {
@@ -11048,10 +11053,10 @@ static void spmd__fab_announce(spmd_mesh *m) {
    destroyed), spmd__report_settle waits for every other live process's
    lines about m, reading the bootstrap connection every ms, until a
    twentieth of the mesh's deadline (at least 50 ms, at most 1 s) after the
-   break, then logs the report. The failing call does not wait. A process
-   whose devices are all in their own code reads nothing and sends nothing:
-   its devices are then shown as not heard from (lines that come later are
-   in spmd_report's text). */
+   break, then logs them (spmd__fab_recs_log). The failing call does not
+   wait. A process whose devices are all in their own code reads nothing
+   and sends nothing: its devices are then shown as not heard from (lines
+   that come later are in spmd_report's text). */
 static char *spmd__fab_recs_text(spmd_mesh *m) {
     char *text = (char *)spmd__alloc(&m->alloc, SPMD__BOOT_RECS_MAX + 1);
     uint64_t now = spmd__rec_now(m);
@@ -11131,6 +11136,20 @@ static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap) {
     }
     spmd__sunlock(&m->fab->lock);
     return found;
+}
+
+/* The break's report was logged with the lines the other processes had
+   sent by then; log their devices' lines again once they came
+   (spmd__report_settle), one line per device, after a header line. */
+static void spmd__fab_recs_log(spmd_mesh *m) {
+    char line[SPMD__LINE * 12];
+    int i, n = 0;
+    if (m->log_level == SPMD_LOG_OFF || m->log_level < SPMD_LOG_ERROR || !m->proc_of) return;
+    for (i = 0; i < m->size; i++) {
+        if (m->proc_of[i] == m->proc || !spmd__fab_recs_line(m, i, line, sizeof line)) continue;
+        if (!n++) spmd__log(m, SPMD_LOG_ERROR, -1, "spmd report, the other processes' devices (lines they sent):");
+        spmd__log(m, SPMD_LOG_ERROR, -1, "  device %d: (process %d) %s", i, m->proc_of[i], line);
+    }
 }
 
 /* Announcements came since m last looked: break m if one is about it. */

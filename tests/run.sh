@@ -4,7 +4,7 @@
 # (faults: the libfabric fault suites, the other fabric-only tests and
 # FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, compile, the matrix's last configurations and fuzz, all's
+# side: faults, cmake, compile, the bench scripts, the matrix's last configurations and fuzz, all's
 # second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code; examples: each example, which must end with "OK: ...")
@@ -196,6 +196,31 @@ run_cmake() {
 }
 
 have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
+
+# The bench scripts nothing else runs, once each at their smallest (a smoke
+# run: each exits 0 and prints its figures; the figures are not judged):
+# bench/hybrid.sh (libfabric) and bench/insns.sh (valgrind), one check each.
+run_bench_scripts() {
+    for cmd in "hybrid.sh -k 1" "insns.sh -t threads" "insns.sh -t fabric-shm"; do
+        name="bench/$cmd" log=$LOG/bench-$(echo "$cmd" | tr ' ' '_')
+        case $cmd in
+            hybrid*) want='^median: threads [0-9.e+-]* us, processes [0-9.e+-]* us' ;;
+            *) want=' instructions per call$' ;;
+        esac
+        if ! have_fabric && [ "$cmd" != "insns.sh -t threads" ]; then
+            echo "  $name: libfabric missing: skipped"; skip 1 "$name: libfabric missing"; continue
+        fi
+        if ! command -v valgrind >/dev/null 2>&1 && [ "${cmd%% *}" = insns.sh ]; then
+            echo "  $name: valgrind missing: skipped"; skip 1 "$name: valgrind missing"; continue
+        fi
+        start=$(date +%s)
+        timeout 300 bash bench/$cmd >$log.out 2>$log.err; rc=$?
+        end=$(date +%s)
+        if [ $rc = 0 ] && grep -q "$want" $log.out; then line="1 passed, 0 failed"; else line="0 passed, 1 failed"; fi
+        add_line "$line" $rc "$name ($((end - start))s): $(grep "$want" $log.out | head -n 1)" $log.err
+        if [ $rc != 0 ]; then sed -n '1,20p' $log.err | sed 's/^/      /'; fi
+    done
+}
 
 fault_line() { # $1 = test, $2 = its logs' stem (.out, .err, .rc: exit status and seconds)
     set -- $1 $2 $(cat $2.rc)
@@ -539,16 +564,18 @@ case $mode in
     cmake) run_cmake ;;
     faults) run_fabric ;;
     side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark compile; run_compile
+          mark "bench scripts"; run_bench_scripts
           mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
     alloc) run_alloc ;;
     fuzz) run_fuzz ;;
+    bench) run_bench_scripts ;;
     docs) run_docs ;;
     examples) run_examples ;;
     all) run_all ;;
-    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|docs|examples]"; exit 2 ;;
+    *) echo "usage: sh tests/run.sh [all|plain|nodispatch|asan|tsan|fibers|alloc|compile|cmake|faults|side|fabric|matrix|fuzz|bench|docs|examples]"; exit 2 ;;
 esac
 if [ $S -gt 0 ]; then
     echo "skipped:"; sed 's/^/  /' $LOG/skipped-$mode
