@@ -1292,8 +1292,11 @@ SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const sp
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#if defined(__linux__)
+#if defined(__linux__) && defined(__USE_GNU) /* (not when a system header came first without _GNU_SOURCE) */
+#define SPMD__HAS_PHDR 1
 #include <link.h> /* dl_iterate_phdr: a call site's module (>>check mode) */
+#else
+#define SPMD__HAS_PHDR 0
 #endif
 #include <sched.h>
 #include <stdarg.h>
@@ -2831,7 +2834,7 @@ typedef struct spmd__modfind {
     const char *name;
 } spmd__modfind;
 
-#if defined(__linux__)
+#if SPMD__HAS_PHDR
 static int spmd__modfind_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     spmd__modfind *f = (spmd__modfind *)arg;
     int i;
@@ -2850,16 +2853,23 @@ static int spmd__modfind_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 #endif
 
+static const char *spmd__base_name(const char *path);
+
 /* The module (executable or shared library) that holds code address a:
-   its loaded segment [lo, hi), its base, its name ("" for the program). */
+   its loaded segment [lo, hi), its base, its name ("" for the program).
+   Without dl_iterate_phdr: the whole address space, based at this
+   library's own code (right when the caller is in the same module, as
+   when the header is compiled into the program). */
 static void spmd__modfind_of(spmd__modfind *f, uintptr_t a) {
     memset(f, 0, sizeof *f);
     f->addr = a;
     f->name = "";
-#if defined(__linux__)
+#if SPMD__HAS_PHDR
     if (dl_iterate_phdr(spmd__modfind_cb, f)) return;
 #endif
-    f->lo = f->hi = f->base = 0;
+    f->lo = 0;
+    f->hi = UINTPTR_MAX;
+    f->base = (uintptr_t)&spmd__base_name;
 }
 
 static const char *spmd__base_name(const char *path) {
@@ -2868,7 +2878,7 @@ static const char *spmd__base_name(const char *path) {
 }
 
 static const char *spmd__prog_name(void) {
-#if defined(__GLIBC__)
+#if defined(__GLIBC__) && defined(__USE_GNU)
     return program_invocation_short_name;
 #else
     return "the program";

@@ -170,11 +170,15 @@ run_compile() {
         done
         for cxx in g++ clang++; do compile_one $cxx "-x c++ -std=c++17" "$st" "$cxx c++17 $st"; done
     done
+    for cc in gcc clang; do # <stdio.h> before the implementation, in the compilers' default dialect
+        compile_one $cc "-std=gnu11" "-DSPMD_TEST_STDIO_FIRST" "$cc gnu11 stdio first"
+    done
     if have_fabric; then # with the libfabric backend compiled in: every compiler and language once
         for cc in gcc clang; do
             compile_one $cc "-std=c99" "-DSPMDCOLL_LIBFABRIC" "$cc c99 fabric" -lfabric
             compile_one $cc "-std=c11" "-DSPMD_STATIC -DSPMDCOLL_LIBFABRIC" "$cc c11 -DSPMD_STATIC fabric" -lfabric
         done
+        compile_one gcc "-std=gnu11" "-DSPMD_TEST_STDIO_FIRST -DSPMDCOLL_LIBFABRIC" "gcc gnu11 stdio first fabric" -lfabric
         compile_one g++ "-x c++ -std=c++17" "-DSPMDCOLL_LIBFABRIC" "g++ c++17 fabric" -lfabric
         compile_one clang++ "-x c++ -std=c++17" "-DSPMD_STATIC -DSPMDCOLL_LIBFABRIC" "clang++ c++17 -DSPMD_STATIC fabric" -lfabric
     else

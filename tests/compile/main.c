@@ -1,6 +1,11 @@
 /* Compile test: the header with its implementation, in C99, C11 and C++17,
    gcc and clang, -Wall -Wextra -Wpedantic -Werror, with and without
-   SPMD_STATIC. other.c is a second translation unit of the same program. */
+   SPMD_STATIC. other.c is a second translation unit of the same program.
+   SPMD_TEST_STDIO_FIRST: a system header before the implementation, as most
+   C files start (in the GNU dialects, where that must work). */
+#ifdef SPMD_TEST_STDIO_FIRST
+#include <stdio.h>
+#endif
 #define SPMDCOLL_IMPLEMENTATION
 #include "../../spmdcoll.h"
 #include <stdio.h>
