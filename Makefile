@@ -248,8 +248,9 @@ plots: $(BUILD)/bench
 # CMakeLists.txt installs the same files.
 SPMD_VERSION = $(shell sed -n 's/^\#define SPMD_VERSION_STRING "\(.*\)"/\1/p' spmdcoll.h)
 install:
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll
 	install -m 644 spmdcoll.h $(DESTDIR)$(PREFIX)/include/spmdcoll.h
+	install -m 755 tools/spmdrun $(DESTDIR)$(PREFIX)/bin/spmdrun
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll.pc
 	install -m 644 tools/spmdcollConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfig.cmake
 	sed -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcollConfigVersion.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfigVersion.cmake

@@ -1276,6 +1276,13 @@ SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const sp
 #if !defined(__GNUC__)
 #error "spmdcoll.h: the implementation needs GCC or Clang (it uses the __atomic builtins)"
 #endif
+#if defined(__GLIBC__) && !defined(__USE_MISC)
+/* a system header came first in strict ISO C (-std=c99/c11): the POSIX and
+   BSD declarations the implementation needs (clock_gettime, sigaction's
+   SA_RESTART, MAP_ANONYMOUS, syscall) are off, and nothing can turn them
+   on now */
+#error "spmdcoll.h: the implementation needs POSIX; a system header included before it in strict ISO C (-std=c99/c11) left POSIX off: include spmdcoll.h (with SPMDCOLL_IMPLEMENTATION) before any system header, or compile with -D_GNU_SOURCE or -std=gnu11"
+#endif
 #if defined(SPMD_MALLOC) != defined(SPMD_FREE)
 #error "spmdcoll.h: define both SPMD_MALLOC and SPMD_FREE, or neither"
 #endif
@@ -2536,8 +2543,12 @@ static spmd_status spmd__parse_axes(const spmd_mesh *m, const char *axes, int *i
         if (len == 0 || i == m->ndim) {
             if (len == 0)
                 snprintf(why, whylen, "empty axis name in \"%s\"", axes);
-            else
-                snprintf(why, whylen, "unknown axis '%.*s' in \"%s\"", (int)(len > 40 ? 40 : len), s, axes);
+            else {
+                int w = snprintf(why, whylen, "unknown axis '%.*s' in \"%s\"; the mesh's axes:",
+                                 (int)(len > 40 ? 40 : len), s, axes);
+                for (i = 0; i < m->ndim && w >= 0 && (size_t)w < whylen; i++)
+                    w += snprintf(why + w, whylen - (size_t)w, "%s '%s'", i ? "," : "", m->names[i]);
+            }
             return SPMD_ERR_AXIS;
         }
         {

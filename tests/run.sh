@@ -173,6 +173,16 @@ run_compile() {
     for cc in gcc clang; do # <stdio.h> before the implementation, in the compilers' default dialect
         compile_one $cc "-std=gnu11" "-DSPMD_TEST_STDIO_FIRST" "$cc gnu11 stdio first"
     done
+    # and in strict ISO C, where it cannot work: the first error must be the
+    # header's own, saying what to do
+    for cc in gcc clang; do
+        if ! command -v $cc >/dev/null 2>&1; then skip 1 "compile $cc c11 stdio first: $cc not installed"; continue; fi
+        first=$($cc -std=c11 -DSPMD_TEST_STDIO_FIRST -pthread -c tests/compile/main.c -o /dev/null 2>&1 | grep -m 1 'error')
+        case $first in
+            *"include spmdcoll.h (with SPMDCOLL_IMPLEMENTATION) before any system header"*) P=$((P + 1)) ;;
+            *) echo "  compile $cc c11 stdio first: the first error is not the header's: $first: FAILED"; F=$((F + 1)) ;;
+        esac
+    done
     if have_fabric; then # with the libfabric backend compiled in: every compiler and language once
         for cc in gcc clang; do
             compile_one $cc "-std=c99" "-DSPMDCOLL_LIBFABRIC" "$cc c99 fabric" -lfabric

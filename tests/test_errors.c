@@ -273,6 +273,9 @@ static void test_bad_group(void) {
         T_CHECK(spmd_mesh_status(m) == bad_cases[c].want && strstr(spmd_mesh_error(m), "refused a call without a group"),
                 "%s: mesh status %s: %s", bad_cases[c].what, spmd_status_name(spmd_mesh_status(m)),
                 spmd_mesh_error(m));
+        if (strstr(bad_cases[c].what, "unknown axis")) /* what the mesh has, to pick from */
+            T_CHECK(strstr(spmd_mesh_error(m), "; the mesh's axes: 'x', 'y'") != NULL, "%s: the message lists the "
+                    "mesh's axes: %s", bad_cases[c].what, spmd_mesh_error(m));
         spmd_mesh_destroy(m);
     }
 }
