@@ -404,7 +404,8 @@
                        a mismatch, or out-of-step data); kind=lose: the device is lost
                        (threads: its calls and its peers' fail with
                        SPMD_ERR_PEER_LOST; libfabric: its process ends with
-                       status 4); kind=exit: the process ends with status 3;
+                       status 4; lose:posted and lose:done end it later in
+                       the call); kind=exit: the process ends with status 3;
                        a bad token: SPMD_ERR_INVALID from mesh creation,
                        naming it
      libfabric backend (see SEVERAL PROCESSES):
@@ -636,7 +637,8 @@ typedef struct spmd_mesh_desc {
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
     const char *faults;                     /* fault plan for tests, both backends: "device=3,seq=17,kind=lose;
                                                device=1,seq=5,kind=delay:50"; kinds delay:MS, skip, lose,
-                                               exit, corrupt; env SPMD_FAULTS wins (docs/faults.md) */
+                                               exit, corrupt (libfabric: also lose:posted, lose:done); env
+                                               SPMD_FAULTS wins (docs/faults.md) */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
     int carriers;                           /* fibers: carrier threads; 0: the CPUs available; at most
                                                1024 (else SPMD_ERR_INVALID); env SPMD_CARRIERS wins */
