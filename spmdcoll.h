@@ -16071,7 +16071,13 @@ spmd_status spmd_detach(spmd_dev *d) {
     if (!d) return SPMD_ERR_NULL;
     if (!SPMD__LD_ACQ(&d->attached)) return SPMD_ERR_STATE;
     if (d->inflight) {
-        s = spmd__fail(d, SPMD_ERR_STATE, "detached with %d requests never waited", d->inflight);
+        char what[160] = "?";
+        if (d->head) spmd__req_what(d->head, what, sizeof what);
+        s = spmd__fail(d, SPMD_ERR_STATE, "detached with %d request%s never waited, the first %s over '%s' "
+                       "(operation #%llu of this device): spmd_wait (or spmd_test until done) every request, also "
+                       "after a failure or a break (it returns at once then)", d->inflight,
+                       d->inflight == 1 ? "" : "s", what, d->head && d->head->gr ? d->head->gr->text : "?",
+                       d->head ? (unsigned long long)d->head->global : 0ull);
         spmd__log(d->mesh, SPMD_LOG_ERROR, d->id, "%s", d->err);
         spmd__break(d->mesh, SPMD_ERR_STATE, d->id, d->err);
     }

@@ -826,6 +826,9 @@ static void test_leak(void) {
     T_CHECK(run == SPMD_ERR_STATE, "returning with a request in flight: spmd_run gave %s", spmd_status_name(run));
     T_CHECK(spmd_mesh_status(m) == SPMD_ERR_STATE, "mesh status after a leak: %s",
             spmd_status_name(spmd_mesh_status(m)));
+    T_CHECK(strstr(spmd_mesh_error(m), "detached with 1 request never waited, the first psum(f32 x 4") &&
+                strstr(spmd_mesh_error(m), "over 'i' (operation #0 of this device): spmd_wait"),
+            "the message names the call and the fix: %s", spmd_mesh_error(m));
     T_CHECK(spmd_mesh_destroy(m) == SPMD_ERR_STATE, "destroy reports the requests never waited");
 }
 
