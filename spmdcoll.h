@@ -138,7 +138,8 @@
        call site in the report)
      Utilities (no mesh needed, thread-safe)
        spmd_version ("0.2.0"; SPMD_VERSION_MAJOR/_MINOR/_PATCH/_STRING),
-       spmd_dtype_size, spmd_dtype_name, spmd_op_name, spmd_reduce_local
+       spmd_dtype_size, spmd_dtype_name, spmd_op_name, spmd_backend_name,
+       spmd_scheduler_name, spmd_reduce_local
        (the collectives' kernel on local buffers), spmd_f32_to_f16,
        spmd_f16_to_f32, spmd_f32_to_bf16, spmd_bf16_to_f32
 
@@ -673,6 +674,8 @@ SPMD_API const char *spmd_status_name(spmd_status s);       /* "SPMD_ERR_TIMEOUT
 SPMD_API size_t spmd_dtype_size(spmd_dtype t);              /* 0 for an invalid dtype */
 SPMD_API const char *spmd_dtype_name(spmd_dtype t);         /* "f32" */
 SPMD_API const char *spmd_op_name(spmd_op op);              /* "sum" */
+SPMD_API const char *spmd_backend_name(spmd_backend b);     /* "threads", "libfabric" */
+SPMD_API const char *spmd_scheduler_name(spmd_scheduler s); /* "threads", "fibers" */
 /* Scalar conversions used by the kernels (round to nearest even, NaN kept). */
 SPMD_API uint16_t spmd_f32_to_f16(float f);
 SPMD_API float spmd_f16_to_f32(uint16_t h);
@@ -15671,6 +15674,14 @@ const char *spmd_dtype_name(spmd_dtype t) {
     return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "invalid";
 }
 const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
+const char *spmd_backend_name(spmd_backend b) {
+    static const char *const names[SPMD_BACKEND_COUNT] = {"default", "threads", "libfabric"};
+    return (unsigned)b < SPMD_BACKEND_COUNT ? names[b] : "invalid";
+}
+const char *spmd_scheduler_name(spmd_scheduler s) {
+    static const char *const names[SPMD_SCHEDULER_COUNT] = {"default", "threads", "fibers"};
+    return (unsigned)s < SPMD_SCHEDULER_COUNT ? names[s] : "invalid";
+}
 spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count, spmd_dtype dt,
                               spmd_op op) {
     spmd__kernel k;

@@ -288,6 +288,19 @@ static void test_tables(void) {
     (void)spmd_op_name(SPMD_OP_COUNT);
     (void)spmd_op_name((spmd_op)-1);
 
+    T_CHECK(!strcmp(spmd_backend_name(SPMD_BACKEND_DEFAULT), "default") &&
+                !strcmp(spmd_backend_name(SPMD_BACKEND_THREADS), "threads") &&
+                !strcmp(spmd_backend_name(SPMD_BACKEND_LIBFABRIC), "libfabric") &&
+                !strcmp(spmd_backend_name(SPMD_BACKEND_COUNT), "invalid") &&
+                !strcmp(spmd_backend_name((spmd_backend)-1), "invalid"),
+            "spmd_backend_name of every backend, and of invalid ones");
+    T_CHECK(!strcmp(spmd_scheduler_name(SPMD_SCHEDULER_DEFAULT), "default") &&
+                !strcmp(spmd_scheduler_name(SPMD_SCHEDULER_THREADS), "threads") &&
+                !strcmp(spmd_scheduler_name(SPMD_SCHEDULER_FIBERS), "fibers") &&
+                !strcmp(spmd_scheduler_name(SPMD_SCHEDULER_COUNT), "invalid") &&
+                !strcmp(spmd_scheduler_name((spmd_scheduler)-1), "invalid"),
+            "spmd_scheduler_name of every scheduler, and of invalid ones");
+
     const char *v = spmd_version();
     char parts[32];
     snprintf(parts, sizeof parts, "%d.%d.%d", SPMD_VERSION_MAJOR, SPMD_VERSION_MINOR,
