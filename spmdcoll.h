@@ -1696,6 +1696,7 @@ typedef struct spmd__clog {
     uint64_t site[2];      /* SPMD_CHECK_SITES: its call site (spmd__site_text) */
 } spmd__clog;
 
+#define SPMD__NEED_ALL (-2) /* spmd_req.need: every member (spmd__eager_needs) */
 struct spmd_req {
     uint32_t magic;
     int user;              /* handed to the caller (async) */
@@ -1841,11 +1842,37 @@ struct spmd_dev {
     char err[512];
 };
 
+/* A backend: every hook the core calls. The core never names a backend;
+   it calls these, and skips a hook that is NULL (0): a backend of one
+   process (threads) has only the first four. The libfabric backend's
+   table is at the end of its block (spmd__fabric_vt); the one place that
+   picks a table is spmd__mesh_backend. */
 typedef struct spmd__backend_vt {
     const char *name;
     spmd_status (*init)(spmd_mesh *m);
     void (*fini)(spmd_mesh *m);
     void (*progress)(spmd_req *r);  /* advance without blocking */
+    /* across processes */
+    int polled;                     /* nothing rings a sleeping device when a message comes: it polls
+                                       (a sleep is at most 100 us; fibers are never judged stuck) */
+    void (*x_start)(spmd_req *r, spmd_algo algo, int blocking); /* a call whose group spans processes
+                                       (r->x): its algorithm; small and blocking, the quick exchange */
+    size_t (*x_inline)(const spmd_mesh *m, const struct spmd__group *g); /* the largest input a
+                                       spanning quick call takes */
+    int (*x_gone)(spmd_req *r);     /* a member here returned without joining r: 1 if r ended of it */
+    int (*x_missing)(spmd_req *r);  /* check mode: a member here logged another call: 1 if r ended */
+    int (*x_give_up)(spmd_req *r, spmd_status s, int expired, const char *why); /* deadline, break */
+    void (*news)(spmd_mesh *m);     /* at every call: a break another process announced */
+    void (*heard)(spmd_mesh *m);    /* at every poll: the same, and processes lost */
+    uint64_t (*moved)(const spmd_mesh *m); /* bumped when the transport moves data */
+    char *(*recs_text)(spmd_mesh *m); /* before a break: this process's devices' report lines */
+    void (*broke)(spmd_mesh *m, spmd_status s, int dev, int first, char *recs); /* after it: tell the
+                                       other processes (recs is freed here) */
+    int (*recs_line)(spmd_mesh *m, int dev, char *out, size_t cap); /* another process's device's line */
+    void (*report_settle)(spmd_mesh *m, uint64_t until); /* its other lines, waited for and logged */
+    void (*run_end)(spmd_mesh *m);  /* spmd_run's end: every process agrees on the mesh's break */
+    spmd_status (*lost_agree)(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen); /* shrink */
+    int (*lost_devices)(const spmd_mesh *m, int *devices, int cap); /* spmd_mesh_lost */
 } spmd__backend_vt;
 
 struct spmd_mesh {
@@ -1959,13 +1986,6 @@ static void spmd__wake_dev(spmd_dev *d) {
     else spmd__futex_wake(&d->bell);
 }
 
-#if SPMD__HAS_LIBFABRIC
-static void spmd__fab_announce(spmd_mesh *m);
-static char *spmd__fab_recs_text(spmd_mesh *m);
-static void spmd__fab_recs_send(spmd_mesh *m, const char *text);
-static void spmd__fab_recs_wait(spmd_mesh *m, uint64_t until);
-static void spmd__fab_recs_log(spmd_mesh *m);
-#endif
 static void spmd__report_log(spmd_mesh *m);
 
 /* The first timeout or mismatch breaks the mesh; everyone is woken. dev
@@ -1973,11 +1993,9 @@ static void spmd__report_log(spmd_mesh *m);
    the others are told. */
 static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     int i, first = 0;
-#if SPMD__HAS_LIBFABRIC
     /* the report across processes: our devices' lines as they are before
        the break lets our other devices fail and return */
-    char *recs = m->fab && m->nprocs > 1 && !SPMD__LD_ACQ(&m->broken) ? spmd__fab_recs_text(m) : NULL;
-#endif
+    char *recs = m->vt->recs_text && m->nprocs > 1 && !SPMD__LD_ACQ(&m->broken) ? m->vt->recs_text(m) : NULL;
     pthread_mutex_lock(&m->lock);
     if (!SPMD__LD_ACQ(&m->broken)) {
         m->broken_status = s;
@@ -1988,20 +2006,13 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
     }
     pthread_mutex_unlock(&m->lock);
     if (first) spmd__log(m, SPMD_LOG_ERROR, dev, "mesh broken: %s: %s", spmd_status_name(s), msg);
-#if SPMD__HAS_LIBFABRIC
-    /* (a lost process is announced by the bootstrap's LOST already) */
-    if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
-    /* the report across processes: ours out now; the other processes'
-       lines are waited for when spmd_run ends (spmd__report_settle), not
-       by this call, and logged then */
-    if (first && recs) spmd__fab_recs_send(m, recs);
-    if (recs) spmd__free(&m->alloc, recs);
-#endif
+    if (m->vt->broke) m->vt->broke(m, s, dev, first, recs); /* the other processes told */
     if (first) spmd__report_log(m); /* (before the others wake: they show as they were) */
     for (i = 0; i < m->size; i++) spmd__wake_dev(m->devs[i]);
 }
 
 SPMD__SETUP_END
+
 // >>half precision
 /* float16 and bfloat16 to and from float32, exact and branch-free (round to
    nearest even, NaN kept quiet); the reduce kernels and the public
@@ -3295,6 +3306,7 @@ static void spmd__fault_die(spmd_req *r, int phase) {
 }
 
 SPMD__SETUP_END
+
 // >>recorder
 /* The flight recorder: each device owns a ring of records of its last calls
    (mesh->rmask + 1 of them; desc.trace_depth, env SPMD_TRACE_DEPTH; off when
@@ -3635,21 +3647,14 @@ SPMD__SETUP static void spmd__rec_text(spmd__text *t, const spmd__recx *e, uint6
     if (e->file) spmd__tx(t, ", at %s:%llu", (const char *)(uintptr_t)e->file, (unsigned long long)(e->state >> 32));
 }
 
-#if SPMD__HAS_LIBFABRIC
-static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap);
-#endif
 /* A device of another process: its line from that process's RECORDS (the
    report across processes, spmd__fab_recs_exchange), else "not heard from". */
 static void spmd__rep_remote(spmd__text *t, spmd_mesh *m, int dev) {
     char line[SPMD__LINE * 12];
-#if SPMD__HAS_LIBFABRIC
-    if (spmd__fab_recs_line(m, dev, line, sizeof line)) {
+    if (m->vt->recs_line && m->vt->recs_line(m, dev, line, sizeof line)) {
         spmd__tx(t, "(process %d) %s\n", m->proc_of[dev], line);
         return;
     }
-#else
-    (void)line;
-#endif
     spmd__tx(t, "in process %d, not heard from (processes send their devices' state when the mesh breaks)\n",
              m->proc_of[dev]);
 }
@@ -3732,6 +3737,94 @@ static void spmd__rep_range(spmd__text *r, int *start, int *prev, int id) {
     *start = *prev = id;
 }
 
+/* The groups in trouble among devices lo..hi-1: those a device is blocked
+   in or failed in (its last call), at most 8, each with the highest
+   operation number seen there (want). Their count. */
+SPMD__SETUP static int spmd__rep_trouble(spmd_mesh *m, int lo, int hi, const spmd__group **trouble, uint64_t *want) {
+    int ntrouble = 0, i, j;
+    for (i = lo; i < hi; i++) {
+        spmd_dev *d = m->devs[i];
+        uint64_t n = SPMD__LD_ACQ(&d->ncalls), k, klo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
+        spmd__recx e;
+        for (k = n; k-- > klo;) {
+            unsigned st;
+            const spmd__gref *gr;
+            if (!spmd__rec_read(d, k, &e)) continue;
+            st = (unsigned)(e.state & 255u);
+            gr = (const spmd__gref *)(uintptr_t)e.gref;
+            if (st == SPMD__REC_WAITING || (st == SPMD__REC_FAILED && k == n - 1)) {
+                for (j = 0; j < ntrouble && trouble[j] != gr->g; j++) {}
+                if (j == ntrouble && ntrouble < 8) { trouble[ntrouble] = gr->g; want[ntrouble++] = e.gseq; }
+                else if (j < ntrouble && e.gseq > want[j]) want[j] = e.gseq;
+            }
+            if (st == SPMD__REC_DONE || st == SPMD__REC_FAILED) break; /* older ones are history */
+        }
+    }
+    return ntrouble;
+}
+
+/* One group in trouble at its operation want: each member's place in it
+   (another process's from its report lines), or for a large group the
+   arrived members as ranges and at most 16 absent ones. */
+SPMD__SETUP static void spmd__rep_group(spmd__text *t, spmd_mesh *m, const spmd__group *g, uint64_t want, uint64_t now) {
+    int k, absent = 0, many = g->G > 16, start = -1, prev = -1; /* many: arrived members as ranges */
+    char arrived[256];
+    spmd__text r;
+    r.buf = arrived;
+    r.len = sizeof arrived;
+    r.at = 0;
+    r.brief = 0;
+    arrived[0] = '\0';
+    spmd__tx(t, "group [");
+    for (k = 0; k < g->G && k < 16; k++) spmd__tx(t, "%s%d", k ? " " : "", g->members[k]);
+    spmd__tx(t, "%s] in trouble at its op #%llu:\n", g->G > 16 ? " ..." : "", (unsigned long long)want);
+    for (k = 0; k < g->G; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        uint64_t n = SPMD__LD_ACQ(&p->ncalls), c, clo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
+        spmd__recx e;
+        int found = 0;
+        if (m->proc_of && m->proc_of[p->id] != m->proc) {
+            spmd__tx(t, "  device %d: ", p->id);
+            spmd__rep_remote(t, m, p->id);
+            continue;
+        }
+        for (c = n; c-- > clo && !found;) {
+            if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
+                (e.state & 255u) == SPMD__REC_SKIPPED || (e.what & 255u) == SPMD__KIND_SEND ||
+                (e.what & 255u) == SPMD__KIND_RECV)
+                continue;
+            found = 1;
+        }
+        if (many && found && e.gseq >= want) {
+            spmd__rep_range(&r, &start, &prev, p->id);
+            continue;
+        }
+        if (many && absent >= 16) {
+            absent++;
+            continue;
+        }
+        if (!found) {
+            absent++;
+            spmd__tx(t, "  device %d: no call on this group in its last %u calls: did not arrive\n", p->id,
+                     m->rmask + 1);
+        } else {
+            int in = e.gseq >= want;
+            absent += !in;
+            spmd__tx(t, "  device %d: reached op #%llu%s: ", p->id, (unsigned long long)e.gseq,
+                     in ? "" : " (did not arrive)");
+            spmd__rec_text(t, &e, now);
+            spmd__tx(t, "\n");
+        }
+    }
+    if (many && start >= 0) {
+        spmd__rep_range(&r, &start, &prev, -2); /* flush */
+        spmd__tx(t, "  arrived: devices %.*s%s\n", (int)(r.at < r.len ? r.at : r.len - 5), arrived,
+                 r.at < r.len ? "" : " ...");
+    }
+    if (many && absent > 16) spmd__tx(t, "  (the other %d members that did not arrive are not listed)\n", absent - 16);
+    spmd__tx(t, "  %d of %d members did not arrive\n", absent, g->G);
+}
+
 SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size_t len) {
     spmd__text t;
     const spmd__group *trouble[8];
@@ -3753,84 +3846,8 @@ SPMD__SETUP static size_t spmd__report(spmd_mesh *m, int device, char *buf, size
         spmd__tx(&t, "flight recorder off (SPMD_TRACE_DEPTH=0 or trace_depth < 0)\n");
         return t.at;
     }
-    /* groups in trouble: those a device is blocked in or failed in */
-    for (i = lo; i < hi; i++) {
-        spmd_dev *d = m->devs[i];
-        uint64_t n = SPMD__LD_ACQ(&d->ncalls), k, klo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
-        spmd__recx e;
-        for (k = n; k-- > klo;) {
-            unsigned st;
-            const spmd__gref *gr;
-            if (!spmd__rec_read(d, k, &e)) continue;
-            st = (unsigned)(e.state & 255u);
-            gr = (const spmd__gref *)(uintptr_t)e.gref;
-            if (st == SPMD__REC_WAITING || (st == SPMD__REC_FAILED && k == n - 1)) {
-                for (j = 0; j < ntrouble && trouble[j] != gr->g; j++) {}
-                if (j == ntrouble && ntrouble < 8) { trouble[ntrouble] = gr->g; want[ntrouble++] = e.gseq; }
-                else if (j < ntrouble && e.gseq > want[j]) want[j] = e.gseq;
-            }
-            if (st == SPMD__REC_DONE || st == SPMD__REC_FAILED) break; /* older ones are history */
-        }
-    }
-    for (j = 0; j < ntrouble; j++) {
-        const spmd__group *g = trouble[j];
-        int k, absent = 0, many = g->G > 16, start = -1, prev = -1; /* many: arrived members as ranges */
-        char arrived[256];
-        spmd__text r;
-        r.buf = arrived;
-        r.len = sizeof arrived;
-        r.at = 0;
-        r.brief = 0;
-        arrived[0] = '\0';
-        spmd__tx(&t, "group [");
-        for (k = 0; k < g->G && k < 16; k++) spmd__tx(&t, "%s%d", k ? " " : "", g->members[k]);
-        spmd__tx(&t, "%s] in trouble at its op #%llu:\n", g->G > 16 ? " ..." : "", (unsigned long long)want[j]);
-        for (k = 0; k < g->G; k++) {
-            spmd_dev *p = m->devs[g->members[k]];
-            uint64_t n = SPMD__LD_ACQ(&p->ncalls), c, clo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
-            spmd__recx e;
-            int found = 0;
-            if (m->proc_of && m->proc_of[p->id] != m->proc) {
-                spmd__tx(&t, "  device %d: ", p->id);
-                spmd__rep_remote(&t, m, p->id);
-                continue;
-            }
-            for (c = n; c-- > clo && !found;) {
-                if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
-                    (e.state & 255u) == SPMD__REC_SKIPPED || (e.what & 255u) == SPMD__KIND_SEND ||
-                    (e.what & 255u) == SPMD__KIND_RECV)
-                    continue;
-                found = 1;
-            }
-            if (many && found && e.gseq >= want[j]) {
-                spmd__rep_range(&r, &start, &prev, p->id);
-                continue;
-            }
-            if (many && absent >= 16) {
-                absent++;
-                continue;
-            }
-            if (!found) {
-                absent++;
-                spmd__tx(&t, "  device %d: no call on this group in its last %u calls: did not arrive\n", p->id,
-                         m->rmask + 1);
-            } else {
-                int in = e.gseq >= want[j];
-                absent += !in;
-                spmd__tx(&t, "  device %d: reached op #%llu%s: ", p->id, (unsigned long long)e.gseq,
-                         in ? "" : " (did not arrive)");
-                spmd__rec_text(&t, &e, now);
-                spmd__tx(&t, "\n");
-            }
-        }
-        if (many && start >= 0) {
-            spmd__rep_range(&r, &start, &prev, -2); /* flush */
-            spmd__tx(&t, "  arrived: devices %.*s%s\n", (int)(r.at < r.len ? r.at : r.len - 5), arrived,
-                     r.at < r.len ? "" : " ...");
-        }
-        if (many && absent > 16) spmd__tx(&t, "  (the other %d members that did not arrive are not listed)\n", absent - 16);
-        spmd__tx(&t, "  %d of %d members did not arrive\n", absent, g->G);
-    }
+    ntrouble = spmd__rep_trouble(m, lo, hi, trouble, want);
+    for (j = 0; j < ntrouble; j++) spmd__rep_group(&t, m, trouble[j], want[j], now);
     spmd__tx(&t, "devices now:\n");
     if (hi - lo > 16) spmd__rep_runs(&t, m, lo, hi, now);
     else
@@ -3878,12 +3895,7 @@ static void spmd__report_log(spmd_mesh *m) {
 static void spmd__report_settle(spmd_mesh *m) {
     uint64_t until = SPMD__LD_ACQ(&m->report_until);
     if (!until || !SPMD__CAS(&m->report_until, &until, (uint64_t)0)) return;
-#if SPMD__HAS_LIBFABRIC
-    if (m->fab) {
-        spmd__fab_recs_wait(m, until);
-        spmd__fab_recs_log(m);
-    }
-#endif
+    if (m->vt->report_settle) m->vt->report_settle(m, until);
 }
 
 /* JSON string contents: quotes, backslashes and control characters escaped. */
@@ -3966,7 +3978,10 @@ SPMD__SETUP static void spmd__trace_write(spmd_mesh *m) {
    meshes registered here (at creation; removed first thing in
    spmd_mesh_destroy, under the lock the reports are written under). The
    first mesh's signal is the process's; a signal that already has a
-   handler is left alone (a warning says so). */
+   handler is left alone (a warning says so). These tables are one of the
+   two process-wide states, on purpose: a signal handler has no argument,
+   so what it reports on must be found from a static (spmd__world, the
+   libfabric transport, is the other). */
 #include <fcntl.h>
 #include <signal.h>
 static pthread_mutex_t spmd__sig_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -4110,6 +4125,1011 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     return SPMD_OK;
 }
 
+// >>requests
+/* Where every collective starts (the public functions call in here):
+   spmd__coll_start checks the arguments before the mesh's state
+   (spmd__coll_args; a refused call keeps its place: spmd__refuse), finds
+   the group, fills the request (spmd__setup: sizes, kernel, signature),
+   chooses the algorithm (eager, split; across processes the exchange),
+   begins its flight record and posts it; spmd__quick is the same for a
+   repeated small blocking call, skipping what the last call proved. A
+   blocking call then waits (>>waiting); a _start returns the request,
+   spmd_wait/spmd_test finish it. Calls the sections above, the backend
+   through m->vt, and these further on: */
+static void spmd__finish(spmd_req *r, spmd_status s);   /* >>thread backend */
+static void spmd__slot_watch(spmd_req *r, int k);
+static size_t spmd__unit_len(const spmd_req *r);
+static void spmd__eager(spmd_req *r, int local);
+static spmd_status spmd__block(spmd_req *r);            /* >>waiting */
+static void spmd__watch(spmd_req *r);
+#define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
+/* Requests in flight are linked in start order (progress walks the list). */
+static void spmd__req_link(spmd_dev *d, spmd_req *r) {
+    r->magic = SPMD__REQ_MAGIC;
+    r->dev = d;
+    r->next = NULL;
+    r->prev = d->tail;
+    if (d->tail) d->tail->next = r; else d->head = r;
+    d->tail = r;
+    d->inflight++;
+}
+static void spmd__req_unlink(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    if (r->slotwait) spmd__slot_watch(r, -1); /* abandoned while waiting for a slot */
+    if (r->prev) r->prev->next = r->next; else d->head = r->next;
+    if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
+    d->inflight--;
+    r->magic = 0;
+}
+
+/* A request for a new call: everything before blk zeroed. Both entry
+   paths start here (spmd__req_new, spmd__quick), so a field added to
+   spmd_req starts at 0 in either. */
+static void spmd__req_clear(spmd_req *r) { memset(r, 0, offsetof(spmd_req, blk)); }
+
+static spmd_req *spmd__req_new(spmd_dev *d) {
+    spmd_req *r = d->free_reqs;
+    if (r) {
+        d->free_reqs = r->next;
+        spmd__req_clear(r);
+    } else {
+        r = (spmd_req *)spmd__alloc(&d->mesh->alloc, sizeof *r);
+        if (!r) return NULL;
+    }
+    spmd__req_link(d, r);
+    return r;
+}
+
+/* A finished request's buffers freed and the request out of the list. */
+static void spmd__req_drop(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
+    spmd__free(&d->mesh->alloc, r->xscratch);
+    spmd__free(&d->mesh->alloc, r->fault_copy);
+    r->fault_copy = NULL;
+    r->xscratch = NULL;
+    r->temp = NULL;
+    r->src_of = NULL;
+    spmd__req_unlink(r);
+}
+/* ... and back in the device's pool. */
+static void spmd__req_release(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd__req_drop(r);
+    r->next = d->free_reqs;
+    d->free_reqs = r;
+}
+
+static spmd_status spmd__check_dev(spmd_dev *d) {
+    if (!d) return SPMD_ERR_NULL;
+    if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
+    if (d->mesh->vt->news) d->mesh->vt->news(d->mesh); /* a break another process announced */
+    if (SPMD__LD_ACQ(&d->mesh->broken))
+        return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
+    return SPMD_OK;
+}
+
+/* A collective call as the public functions describe it. */
+typedef struct spmd__call {
+    int kind;
+    const char *name;
+    const void *send;
+    void *recv;
+    size_t count;              /* elements per device (the size parameter) */
+    spmd_dtype dt;
+    spmd_op op;
+    int root;                  /* rooted kinds: a group index */
+    int one_axis;              /* pargmax/pargmin: one axis, no groups */
+    const int *perm;           /* ppermute pairs, or the pshuffle permutation */
+    int npairs;                /* -1: perm is a pshuffle permutation */
+    const spmd_array *x, *out; /* array forms */
+    int dim1, dim2, tiled;
+    const int64_t *ragged[4];  /* input_offsets, send_sizes, output_offsets, recv_sizes */
+    int64_t k;
+    int two_phase;             /* psend: the recv side comes later, from precv */
+} spmd__call;
+
+/* The rules of a call's dtype, op and options, one set for both entry
+   paths: 0 when they hold, else the rule broken (spmd__rule_fail says it;
+   spmd__quick leaves such a call to the general path, which does). *kern:
+   a reduction's kernel. */
+enum { SPMD__RULE_DTYPE = 1, SPMD__RULE_COUNT, SPMD__RULE_OP, SPMD__RULE_KERNEL, SPMD__RULE_ALGO, SPMD__RULE_TIMEOUT };
+static int spmd__reduces(int kind) {
+    return kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE || kind == SPMD__KIND_SCAN ||
+           kind == SPMD__KIND_PSUM_SCATTER;
+}
+static int spmd__rules(const spmd_mesh *m, int kind, spmd_dtype dt, spmd_op op, size_t count, const spmd_opts *o,
+                       spmd__kernel *kern) {
+    *kern = NULL;
+    if (kind != SPMD__KIND_BARRIER) {
+        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT) return SPMD__RULE_DTYPE;
+        if (count > (size_t)INT64_MAX / 16) return SPMD__RULE_COUNT;
+    }
+    if (spmd__reduces(kind)) {
+        if ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT) return SPMD__RULE_OP;
+        if (!spmd__kernel_in(m->ktab, dt, op) || (kind == SPMD__KIND_PSUM_SCATTER && dt == SPMD_BOOL))
+            return SPMD__RULE_KERNEL;
+        *kern = spmd__kernel_in(m->ktab, dt, kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : op);
+    }
+    if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT)) return SPMD__RULE_ALGO;
+    if (o && o->timeout_ms < 0) return SPMD__RULE_TIMEOUT;
+    return 0;
+}
+static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, const spmd_opts *o) {
+    const char *name = c->name;
+    switch (rule) {
+    case SPMD__RULE_DTYPE: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)c->dt);
+    case SPMD__RULE_COUNT:
+        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows the byte size", name, c->count);
+    case SPMD__RULE_OP: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
+    case SPMD__RULE_KERNEL:
+        return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
+                          c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
+                                               "convert first)"
+                                             : "");
+    case SPMD__RULE_ALGO: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
+    default: return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
+    }
+}
+
+/* What both entry paths set once a call passed the rules: its group,
+   sizes, kernel, signature (but aux) and deadline. */
+static void spmd__req_call(spmd_req *r, spmd__gref *gr, int kind, spmd_dtype dt, spmd_op op, size_t count,
+                           spmd__kernel kern, const spmd_opts *o) {
+    r->gr = gr;
+    r->count = count;
+    r->in_size = kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[dt];
+    r->out_size = spmd__reduces(kind) ? spmd__out_size(dt, op) : r->in_size;
+    r->kern = kern;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : r->dev->mesh->timeout_ms;
+    r->sig.kind = (uint8_t)kind;
+    r->sig.op = (uint8_t)op;
+    r->sig.dtype = (uint8_t)dt;
+    r->sig.axes_hash = gr->axes_hash;
+    r->sig.count = count;
+}
+
+/* The flight record begins (>>recorder); a call the fault plan skips or
+   loses is done here, nothing joined: 1 then. Both entry paths. */
+static int spmd__req_begin(spmd_req *r) {
+    int k;
+    r->gseq = r->gr->my->next; /* (a call with a group takes it at the post; a local one's record shows it) */
+    if ((k = spmd__rec_begin(r)) == 0) return 0;
+    r->sig.algo = SPMD__ALG_LOCAL;
+    spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
+    return 1;
+}
+/* The post: the group's next operation, the device's next collective. */
+static void spmd__req_post(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    r->gseq = r->gr->my->next++;
+    r->global = d->global++;
+    r->state = SPMD__R_POST;
+    if (r->x && d->mesh->check) spmd__clog_write(d, r); /* (the thread engine's post writes its own) */
+    d->mesh->vt->progress(r);
+}
+
+static void spmd__shape_text(const int64_t *sh, int rank, char *buf, size_t len) {
+    size_t at = 0;
+    int i;
+    at += (size_t)snprintf(buf, len, "(");
+    for (i = 0; i < rank && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)sh[i]);
+    if (at < len) snprintf(buf + at, len - at, rank == 1 ? ",)" : ")");
+}
+
+/* Row-major strides in bytes. */
+static void spmd__strides(const int64_t *sh, int rank, int64_t es, int64_t *st) {
+    int i;
+    int64_t acc = es;
+    for (i = rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= sh[i];
+    }
+}
+
+/* An array view's rank, dtype and shape (its elements in *numel); its data
+   too unless data_later (a collective checks it with its buffers, after its
+   sizes are known: spmd__coll_args). */
+static spmd_status spmd__check_view(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
+                                    size_t *numel, int data_later) {
+    int i;
+    size_t n = 1;
+    if (!a) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, which);
+    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", name, which, a->rank, SPMD_MAX_RANK);
+    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", name, which, (int)a->dtype);
+    for (i = 0; i < a->rank; i++) {
+        if (a->shape[i] < 0)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", name, which, i,
+                              (long long)a->shape[i]);
+        if ((n | (size_t)a->shape[i]) >= ((size_t)1 << 29) && a->shape[i] && /* small: no division */
+            n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", name, which);
+        n *= (size_t)a->shape[i];
+    }
+    if (n && !a->data && !data_later) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s.data is NULL", name, which);
+    *numel = n;
+    return SPMD_OK;
+}
+static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
+                                     size_t *numel) {
+    return spmd__check_view(d, name, which, a, numel, 0);
+}
+
+/* Canonicalise a dimension index against rank (negative: from the end). */
+static int spmd__canon(int dim, int rank, int *out) {
+    if (dim < -rank || dim >= rank) return 0;
+    *out = dim < 0 ? dim + rank : dim;
+    return 1;
+}
+
+static uint64_t spmd__hash_shape(uint64_t h, const int64_t *sh, int rank) {
+    int i;
+    for (i = 0; i < rank; i++) {
+        h ^= (uint64_t)sh[i];
+        h *= 1099511628211u;
+    }
+    return h ^ (uint64_t)rank;
+}
+
+/* Fold a block's dimensions: drop extents of 1, merge neighbours that are
+   contiguous in both arrays, and take the innermost contiguous run out. */
+static void spmd__blk_fold(spmd__blk *b, int64_t es) {
+    int i, n = 0;
+    for (i = 0; i < b->n; i++) {
+        if (b->ext[i] == 1) continue;
+        if (n > 0 && b->ss[n - 1] == b->ext[i] * b->ss[i] && b->ds[n - 1] == b->ext[i] * b->ds[i]) {
+            b->ext[n - 1] *= b->ext[i];
+            b->ss[n - 1] = b->ss[i];
+            b->ds[n - 1] = b->ds[i];
+            continue;
+        }
+        b->ext[n] = b->ext[i];
+        b->ss[n] = b->ss[i];
+        b->ds[n] = b->ds[i];
+        n++;
+    }
+    b->n = n;
+    b->run = (size_t)es;
+    if (n > 0 && b->ss[n - 1] == es && b->ds[n - 1] == es) {
+        b->run = (size_t)(b->ext[n - 1] * es);
+        b->n = n - 1;
+    }
+}
+
+/* The shape rules of the array forms: compute the output shape JAX would
+   give, compare, and lay the operation out for the work functions. */
+static spmd_status spmd__setup_array(spmd_dev *d, spmd__call *c, int G, spmd_req *r, uint64_t *aux) {
+    const spmd_array *x = c->x, *o = c->out;
+    int64_t want[SPMD_MAX_RANK + 1];
+    int wr = x->rank, i, a = 0, b = 0;
+    int64_t es = (int64_t)spmd__dtype_sizes[x->dtype];
+    char w[160], got[160];
+    uint64_t h = spmd__hash_shape(1469598103934665603u, x->shape, x->rank);
+    memcpy(want, x->shape, sizeof x->shape);
+    switch (c->kind) {
+    case SPMD__KIND_ALLGATHER:
+        if (!spmd__canon(c->dim1, c->tiled ? x->rank : x->rank + 1, &a) || (c->tiled && x->rank == 0))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: axis %d is outside an array of rank %d%s", c->name, c->dim1,
+                              x->rank, c->tiled ? " (tiled)" : " (+1, untiled)");
+        if (c->tiled) {
+            want[a] *= G;
+        } else {
+            for (i = x->rank; i > a; i--) want[i] = want[i - 1];
+            want[a] = G;
+            wr = x->rank + 1;
+        }
+        r->outer = 1;
+        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
+        r->inner = 1;
+        for (i = a; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
+        break;
+    case SPMD__KIND_PSUM_SCATTER:
+        if (!spmd__canon(c->dim1, x->rank, &a))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: scatter_dimension %d is outside an array of rank %d", c->name,
+                              c->dim1, x->rank);
+        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
+                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
+        if (c->tiled) {
+            want[a] /= G;
+        } else {
+            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
+            wr = x->rank - 1;
+        }
+        r->outer = 1;
+        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
+        r->inner = (size_t)(x->shape[a] / G);
+        for (i = a + 1; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
+        break;
+    case SPMD__KIND_ALLTOALL: {
+        int64_t xs[SPMD_MAX_RANK], os[SPMD_MAX_RANK], sh[SPMD_MAX_RANK];
+        int n = 0;
+        if (x->rank == 0 || !spmd__canon(c->dim1, x->rank, &a) || !spmd__canon(c->dim2, x->rank, &b))
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: split_axis %d / concat_axis %d outside an array of rank %d",
+                              c->name, c->dim1, c->dim2, x->rank);
+        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
+                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
+        if (c->tiled) {
+            want[a] /= G;
+            want[b] *= G;
+        } else {
+            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
+            for (i = x->rank - 1; i > b; i--) want[i] = want[i - 1];
+            want[b] = G;
+        }
+        spmd__strides(x->shape, x->rank, es, xs);
+        spmd__strides(want, wr, es, os);
+        /* the chunk: x's dims (split one divided, or dropped when untiled),
+           and the same dims in the output (concat one divided, or dropped) */
+        for (i = 0; i < x->rank; i++) {
+            if (!c->tiled && i == a) continue;
+            sh[n] = i == a ? x->shape[a] / G : x->shape[i];
+            r->blk.ss[n] = xs[i];
+            n++;
+        }
+        r->blk.n = n;
+        for (i = 0, n = 0; i < wr; i++) {
+            if (!c->tiled && i == b) continue;
+            r->blk.ds[n++] = os[i];
+        }
+        memcpy(r->blk.ext, sh, sizeof sh);
+        r->src_step = c->tiled ? x->shape[a] / G * xs[a] : xs[a];
+        r->dst_step = c->tiled ? want[b] / G * os[b] : os[b];
+        spmd__blk_fold(&r->blk, es);
+        break;
+    }
+    default: /* ppermute, pshuffle, pbroadcast: same shape */
+        break;
+    }
+    h = spmd__hash_shape(h ^ (uint64_t)(a * 31 + b * 7 + c->tiled), want, wr);
+    *aux ^= h;
+    if (o->dtype != x->dtype)
+        return spmd__fail(d, SPMD_ERR_SHAPE, "%s: out has dtype %s but x has %s", c->name,
+                          spmd__dtype_names[o->dtype], spmd__dtype_names[x->dtype]);
+    if (o->rank != wr || memcmp(o->shape, want, (size_t)wr * sizeof(int64_t)) != 0) {
+        spmd__shape_text(o->shape, o->rank, got, sizeof got);
+        spmd__shape_text(want, wr, w, sizeof w);
+        return spmd__fail(d, SPMD_ERR_SHAPE, "%s over a group of %d: out has shape %s but must be %s", c->name, G,
+                          got, w);
+    }
+    return SPMD_OK;
+}
+
+/* ragged_all_to_all: the offsets and sizes checked against the operand
+   and output, and kept with the request (r->meta: they travel with the
+   input); its sizes. */
+static spmd_status spmd__setup_ragged(spmd_dev *d, const spmd__call *c, int G, spmd_req *r, size_t *max_in,
+                                      size_t *out_bytes, uint64_t *aux) {
+    size_t es = r->in_size;
+    const spmd_array *op = c->x, *ou = c->out;
+    int64_t kk = c->k, i, N, M, *m;
+    size_t row = es;
+    int j;
+    if (op->rank < 1 || ou->rank != op->rank || ou->dtype != op->dtype)
+        return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output need the same dtype and rank >= 1", c->name);
+    for (j = 1; j < op->rank; j++) {
+        if (op->shape[j] != ou->shape[j])
+            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output differ in dimension %d (%lld vs %lld)",
+                              c->name, j, (long long)op->shape[j], (long long)ou->shape[j]);
+        row *= (size_t)op->shape[j];
+    }
+    if (kk < 1 || kk % G != 0 || kk > (int64_t)(SIZE_MAX / 64))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: k = %lld must be a positive multiple of the group size %d",
+                          c->name, (long long)kk, G);
+    for (j = 0; j < 4; j++)
+        if (!c->ragged[j]) return spmd__fail(d, SPMD_ERR_NULL, "%s: offset or size array %d is NULL", c->name, j);
+    N = op->shape[0];
+    M = ou->shape[0];
+    for (i = 0; i < kk; i++) {
+        int64_t io = c->ragged[0][i], ss = c->ragged[1][i], oo = c->ragged[2][i], rs = c->ragged[3][i];
+        if (io < 0 || ss < 0 || io > N || ss > N - io)
+            return spmd__fail(d, SPMD_ERR_INVALID,
+                              "%s: input_offsets[%lld] = %lld, send_sizes = %lld reach outside the %lld rows of operand",
+                              c->name, (long long)i, (long long)io, (long long)ss, (long long)N);
+        if (oo < 0 || oo > M || ss > M - oo)
+            return spmd__fail(d, SPMD_ERR_INVALID,
+                              "%s: output_offsets[%lld] = %lld with %lld rows reaches outside the %lld rows of output",
+                              c->name, (long long)i, (long long)oo, (long long)ss, (long long)M);
+        if (rs < 0 || rs > M)
+            return spmd__fail(d, SPMD_ERR_INVALID, "%s: recv_sizes[%lld] = %lld is outside 0..%lld", c->name,
+                              (long long)i, (long long)rs, (long long)M);
+    }
+    m = (int64_t *)spmd__alloc(&d->mesh->alloc, 4 * (size_t)kk * sizeof(int64_t));
+    if (!m) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+    for (j = 0; j < 4; j++) memcpy(m + (size_t)j * (size_t)kk, c->ragged[j], (size_t)kk * sizeof(int64_t));
+    r->temp = m; /* owned by the request */
+    r->meta = m;
+    r->recv_sizes = m + 3 * kk;
+    r->k = kk;
+    r->rows_out = M;
+    r->row_bytes = row;
+    r->meta_bytes = 4 * (size_t)kk * sizeof(int64_t);
+    r->in_bytes = *max_in = r->meta_bytes + (size_t)N * row;
+    *out_bytes = (size_t)M * row;
+    *aux ^= spmd__hash_shape(spmd__hash_shape((uint64_t)kk, op->shape, op->rank), ou->shape, ou->rank);
+    return SPMD_OK;
+}
+
+/* ppermute, pshuffle: the pairs checked (each source and destination at
+   most once) into r->src_of, each member's source, and r->dst. */
+static spmd_status spmd__setup_perm(spmd_dev *d, const spmd__call *c, int G, int me, spmd_req *r, uint64_t *aux) {
+    int i, np = c->npairs < 0 ? G : c->npairs;
+    int *dst_seen;
+    if (np < 0 || np > G || (np && !c->perm))
+        return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
+                          "%s: %d pairs for a group of %d", c->name, np, G);
+    if (r->src_cap < 2 * (size_t)G) { /* grows once per request of the device's pool */
+        spmd__free(&d->mesh->alloc, r->src_buf);
+        r->src_cap = 0;
+        r->src_buf = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
+        if (!r->src_buf) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
+        r->src_cap = 2 * (size_t)G;
+    }
+    r->src_of = r->src_buf;
+    dst_seen = r->src_of + G;
+    for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
+    for (i = 0; i < np; i++) {
+        int src = c->npairs < 0 ? c->perm[i] : c->perm[2 * i];
+        int dst = c->npairs < 0 ? i : c->perm[2 * i + 1];
+        if (src < 0 || src >= G || dst < 0 || dst >= G)
+            return spmd__fail(d, SPMD_ERR_PERM, "%s: pair (%d, %d) is outside the group of %d", c->name, src, dst, G);
+        if (r->src_of[dst] >= 0)
+            return spmd__fail(d, SPMD_ERR_PERM, "%s: destination %d appears twice", c->name, dst);
+        if (dst_seen[src] >= 0)
+            return spmd__fail(d, SPMD_ERR_PERM, "%s: source %d appears twice%s", c->name, src,
+                              c->npairs < 0 ? " (pshuffle needs a permutation)" : "");
+        r->src_of[dst] = src;
+        dst_seen[src] = dst;
+        *aux = (*aux ^ (uint64_t)(src * 4099 + dst)) * 1099511628211u;
+    }
+    r->pairs = np;
+    r->dst = dst_seen[me];
+    return SPMD_OK;
+}
+
+/* Rooted kinds read or write on the root only: bcast's input, reduce's
+   output (as MPI: a buffer that is not significant here has size 0). */
+static void spmd__rooted_bytes(int kind, int me, int root, size_t *in_bytes, size_t *out_bytes) {
+    if (kind == SPMD__KIND_BCAST && me != root) *in_bytes = 0;
+    if (kind == SPMD__KIND_REDUCE && me != root) *out_bytes = 0;
+}
+
+/* Per kind: sizes, roots, permutations; everything a peer must agree on
+   goes into aux. */
+static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_req *r, size_t *max_in,
+                               size_t *out_bytes, uint64_t *aux) {
+    size_t es = r->in_size, n = c->count;
+    int rooted = spmd__rooted(c->kind);
+    spmd_status s;
+    *aux = (uint64_t)(c->root + 1) * SPMD__AUX_ROOT0;
+    if (rooted && (c->root < 0 || c->root >= G))
+        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", c->name,
+                          c->x ? "source" : "root", c->root, G);
+    r->root = c->root;
+    if (c->x && c->kind != SPMD__KIND_RAGGED && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
+    if (c->x) r->shape_hash = spmd__hash_shape((uint64_t)c->x->dtype, c->x->shape, c->x->rank);
+    if (c->two_phase) *aux ^= 0x5053454e44ull; /* a psend meets only a psend */
+    if (n * es > SIZE_MAX / 16 / SPMD_MAX_DEVICES && (size_t)G > SIZE_MAX / 16 / (n * es)) /* no div when small */
+        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
+    r->in_bytes = n * es;
+    *max_in = n * es;
+    *out_bytes = n * r->out_size;
+    switch (c->kind) {
+    case SPMD__KIND_REDUCE:
+    case SPMD__KIND_BCAST: spmd__rooted_bytes(c->kind, me, c->root, &r->in_bytes, out_bytes); break;
+    case SPMD__KIND_PSUM_SCATTER: *out_bytes = r->outer * r->inner * es; break;
+    case SPMD__KIND_ALLGATHER:
+        if (!c->x) { r->outer = 1; r->inner = n; }
+        *out_bytes = (size_t)G * n * es;
+        break;
+    case SPMD__KIND_GATHER:
+        r->outer = 1;
+        r->inner = n;
+        *out_bytes = me == c->root ? (size_t)G * n * es : 0;
+        break;
+    case SPMD__KIND_SCATTER:
+        r->in_bytes = me == c->root ? (size_t)G * n * es : 0;
+        *max_in = (size_t)G * n * es;
+        break;
+    case SPMD__KIND_ALLTOALL:
+        if (!c->x) { /* MPI alltoall: send and recv hold G blocks of count */
+            r->blk.n = 0;
+            r->blk.run = n * es;
+            r->src_step = r->dst_step = (int64_t)(n * es);
+            r->in_bytes = *max_in = *out_bytes = (size_t)G * n * es;
+            *aux ^= (uint64_t)n;
+        }
+        break;
+    case SPMD__KIND_RAGGED: s = spmd__setup_ragged(d, c, G, r, max_in, out_bytes, aux); break;
+    case SPMD__KIND_PPERMUTE: s = spmd__setup_perm(d, c, G, me, r, aux); break;
+    default: s = SPMD_OK; break;
+    }
+    if (s != SPMD_OK) return s;
+    if (r->in_bytes > (size_t)INT64_MAX / 4 || *out_bytes > (size_t)INT64_MAX / 4)
+        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: the buffers are too large", c->name);
+    return SPMD_OK;
+}
+
+/* Kinds that read other members' inputs after writing their own outputs
+   would overwrite: in place, their input is copied first (split only; the
+   eager path copies every input into the slot anyway). */
+static int spmd__needs_copy(int kind) {
+    return kind == SPMD__KIND_ALLTOALL || kind == SPMD__KIND_PPERMUTE || kind == SPMD__KIND_SCAN;
+}
+static int spmd__in_place_ok(int kind) {
+    return kind != SPMD__KIND_PSUM_SCATTER && kind != SPMD__KIND_ALLGATHER && kind != SPMD__KIND_GATHER &&
+           kind != SPMD__KIND_SCATTER && kind != SPMD__KIND_RAGGED;
+}
+/* Do the in bytes read from send and the out bytes written to recv
+   overlap in a way the call cannot take? Anything but the same buffer of
+   the same size, for a kind that may run in place, is refused. */
+static int spmd__overlap_refused(int kind, const void *send, size_t in, const void *recv, size_t out) {
+    const char *a = (const char *)send, *b = (const char *)recv;
+    return a && b && in && out && a < b + out && b < a + in && !(a == b && in == out && spmd__in_place_ok(kind));
+}
+
+/* Keep a checked array call as the device's plan (spmd__plan). */
+static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r, size_t out_bytes) {
+    spmd__plan *p = &d->plan;
+    p->gr = r->gr;
+    p->kind = c->kind;
+    p->dim1 = c->dim1;
+    p->dim2 = c->dim2;
+    p->tiled = c->tiled;
+    p->dt = c->x->dtype;
+    p->xrank = c->x->rank;
+    p->orank = c->out->rank;
+    memcpy(p->xshape, c->x->shape, sizeof p->xshape);
+    memcpy(p->oshape, c->out->shape, sizeof p->oshape);
+    p->count = c->count;
+    p->in_bytes = r->in_bytes;
+    p->out_bytes = out_bytes;
+    p->out_size = r->out_size;
+    p->outer = r->outer;
+    p->inner = r->inner;
+    p->src_step = r->src_step;
+    p->dst_step = r->dst_step;
+    p->aux = r->sig.aux;
+    p->shape_hash = r->shape_hash;
+    p->blk = r->blk;
+    if (c->kind == SPMD__KIND_PPERMUTE) {
+        int G = r->gr->g->G;
+        p->npairs = c->npairs;
+        p->nperm = c->npairs < 0 ? G : 2 * c->npairs;
+        if (p->nperm) memcpy(p->perm, c->perm, (size_t)p->nperm * sizeof(int));
+        memcpy(p->src_of, r->src_of, (size_t)G * sizeof(int));
+    }
+}
+
+/* The group a call names (the same axes text as the device's last call
+   names the same group). A device that cannot name its group cannot tell
+   its peers that it refuses the call, and its next call would pair with
+   their current one: the mesh breaks, naming the refusal. */
+static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *axes, const spmd_opts *o,
+                                    spmd__gref **out) {
+    int ax[SPMD_MAX_AXES], nax = 0, plain = !o || (!o->groups && !o->group_size);
+    char why[200];
+    spmd_status s;
+    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
+        *out = d->last_gr;
+        return SPMD_OK;
+    }
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK) {
+        spmd__fail(d, s, "%s: %s", name, why);
+    } else if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK) {
+        spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
+    } else if ((s = spmd__gref_get(d, ax, nax, o, axes, out)) == SPMD_OK) {
+        if (plain && strlen(axes) < sizeof d->last_axes) {
+            d->last_gr = *out;
+            strcpy(d->last_axes, axes);
+        }
+        return SPMD_OK;
+    }
+    {
+        char msg[sizeof d->err + 128];
+        snprintf(msg, sizeof msg, "device %d refused a call without a group it could name, so its peers could "
+                 "not be told (its next call would pair with theirs): %s", d->id, d->err);
+        spmd__break(d->mesh, s, d->id, msg);
+    }
+    return s;
+}
+
+/* A call refused for its buffers (NULL, overlapping) in a group across
+   processes runs all the same, on zeroed stand-in buffers of its sizes:
+   every exchange (direct, quick, split, Bruck) then moves what it always
+   moves, its headers say the refusal (spmd__x_sig_out), and its peers fail
+   the call (spmd__x_outcome) where they would have read its part. 1 if r
+   stands in now (c's buffers are the stand-ins), 0 if it cannot. */
+static int spmd__stand_in(spmd__call *c, spmd_req *r, size_t out_bytes, spmd_status s) {
+    size_t in = r->in_bytes - r->meta_bytes;
+    unsigned char *b;
+    if (!r->gr->g->span || c->two_phase || in > SIZE_MAX - out_bytes - 1) return 0;
+    b = (unsigned char *)spmd__alloc(&r->dev->mesh->alloc, in + out_bytes + 1);
+    if (!b) return 0;
+    memset(b, 0, in + out_bytes + 1);
+    r->temp = b; /* (freed with the request) */
+    c->send = b;
+    c->recv = b + in;
+    r->refusing = s;
+    return 1;
+}
+
+/* A call's arguments, checked against its group, and its request made
+   (*rp): nothing is posted yet. On failure nothing is left behind. */
+static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, const spmd_opts *o, spmd_req **out,
+                                   spmd_req **rp, size_t *max_in, size_t *out_bytes) {
+    spmd_mesh *m = d->mesh;
+    spmd_status s;
+    size_t numel = 0;
+    uint64_t aux = 0;
+    spmd_req *r;
+    spmd__kernel kern;
+    const char *name = c->name;
+    int plain = !o || (!o->groups && !o->group_size), rule;
+    if (c->x || c->out) {
+        size_t on = 0;
+        if ((s = spmd__check_view(d, name, "x", c->x, &numel, 1)) != SPMD_OK) return s;
+        if ((s = spmd__check_view(d, name, "out", c->out, &on, 1)) != SPMD_OK) return s;
+        c->send = c->x->data;
+        c->recv = c->out->data;
+        c->count = numel;
+        c->dt = c->x->dtype;
+    }
+    if ((rule = spmd__rules(m, c->kind, c->dt, c->op, c->count, o, &kern)) != 0) return spmd__rule_fail(d, c, rule, o);
+    if (c->one_axis && (gr->naxes != 1 || !plain))
+        return spmd__fail(d, gr->naxes != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
+                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name,
+                          gr->text, gr->naxes == 1 ? " with groups" : "");
+    r = spmd__req_new(d);
+    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
+    spmd__req_call(r, gr, c->kind, c->dt, c->op, c->count, kern, o);
+    if ((s = spmd__setup(d, c, gr->g->G, gr->me, r, max_in, out_bytes, &aux)) != SPMD_OK) {
+        spmd__req_release(r);
+        return s;
+    }
+    if ((r->in_bytes > r->meta_bytes && !c->send) || (*out_bytes && !c->recv))
+        s = spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name,
+                       c->x ? (!c->send ? "x.data" : "out.data") : !c->send ? "send buffer" : "recv buffer");
+    /* only what this device reads and writes: a buffer that is not
+       significant here (bcast's and scatter's send off the root, gather's
+       and reduce's recv) is neither checked nor touched, as in MPI (its
+       size is 0 here) */
+    else if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, *out_bytes))
+        s = spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
+                       c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
+    if (s != SPMD_OK && !spmd__stand_in(c, r, *out_bytes, s)) {
+        spmd__req_release(r);
+        return s;
+    }
+    r->send = c->send;
+    r->recv = c->two_phase ? NULL : c->recv;
+    r->two_phase = c->two_phase;
+    r->user = out != NULL && !r->refusing;
+    r->sig.aux = aux;
+    *rp = r;
+    return SPMD_OK;
+}
+
+/* The thread engine's split layout of r: units, tasks, and the copy of an
+   in-place input that other members read after it is overwritten. */
+static spmd_status spmd__split_plan(spmd_req *r, const spmd__call *c, size_t max_in) {
+    int G = r->gr->g->G;
+    size_t len, tb, te;
+    switch (c->kind) {
+    case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
+    case SPMD__KIND_ALLTOALL: /* a task per chunk when chunks are large, else per receiver (a task
+                                 costs a look at every member's pointers: O(G)) */
+        r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
+                       ? (uint32_t)(G * G) : (uint32_t)G;
+        break;
+    default: r->units = (uint32_t)G; break;
+    }
+    len = spmd__unit_len(r);
+    tb = max_in / (4u * (size_t)G);
+    if (tb < 16384) tb = 16384;
+    if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
+    te = (tb / r->in_size + 63) / 64 * 64;
+    if (c->kind == SPMD__KIND_ALLTOALL || c->kind == SPMD__KIND_RAGGED) te = 1;
+    while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
+    r->task_elems = te;
+    r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
+    r->ntasks = r->units * r->pieces;
+    if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
+        r->temp = spmd__alloc(&r->dev->mesh->alloc, r->in_bytes);
+        if (!r->temp) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for an in-place copy", c->name);
+        memcpy(r->temp, c->send, r->in_bytes);
+        r->send = r->temp;
+    }
+    return SPMD_OK;
+}
+
+/* A call refused after its group is known keeps its place in the group's
+   sequence, so that its peers fail it too (SPMD_ERR_REFUSED, naming this
+   device and its reason: spmd__refused) and every member's next call
+   pairs with the next one. The refusal is a request of its own kind,
+   posted like any other once its slot is free, carrying the status and
+   the reason's text, and finished at once (>>thread backend:
+   spmd__refusal_post). Across processes a refusal breaks the mesh, naming
+   it. Returns s, the device's own status (or why the refusal could not be
+   posted). */
+static spmd_status spmd__refuse(spmd_dev *d, const spmd__call *c, spmd__gref *gr, const spmd_opts *o,
+                                spmd_status s) {
+    spmd_mesh *m = d->mesh;
+    spmd_req *r;
+    spmd_status ps;
+    if (gr->g->G == 1) return s; /* nobody to tell */
+    if (gr->g->span || !(r = spmd__req_new(d))) {
+        char msg[sizeof d->err + 256];
+        snprintf(msg, sizeof msg, "device %d refused %s over '%.64s' (operation #%llu of its group)%s: %s", d->id,
+                 c->name, gr->text, (unsigned long long)gr->my->next,
+                 gr->g->span ? "" : ", and had no memory to tell its peers", d->err);
+        spmd__break(m, s, d->id, msg);
+        return s;
+    }
+    r->gr = gr;
+    r->sig.kind = SPMD__KIND_REFUSED;
+    r->sig.op = (uint8_t)c->kind;
+    r->sig.algo = SPMD__ALG_EAGER;
+    r->sig.axes_hash = gr->axes_hash;
+    r->sig.count = (uint64_t)s;
+    r->in_size = r->out_size = 1;
+    r->send = d->err; /* its text, as much as the entry holds */
+    r->in_bytes = strlen(d->err) + 1 < gr->g->eager ? strlen(d->err) + 1 : gr->g->eager;
+    r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : m->timeout_ms;
+    r->gseq = gr->my->next;
+    if (spmd__rec_begin(r) != 0) { /* skipped or lost by the fault plan: nothing joined */
+        r->sig.algo = SPMD__ALG_LOCAL;
+        spmd__finish(r, s);
+    } else {
+        r->gseq = gr->my->next++;
+        r->global = d->global++;
+        r->state = SPMD__R_POST;
+        m->vt->progress(r);
+        if (r->state != SPMD__R_DONE) spmd__watch(r);
+    }
+    ps = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    spmd__req_release(r);
+    return ps == s ? s : ps; /* (a deadline or a break while it waited for its slot) */
+}
+
+/* A refusal found before the call is described (a NULL request pointer
+   or array, a negative pair count): refused in its group all the same. */
+static spmd_status spmd__refuse_early(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o,
+                                      spmd_status s, const char *what) {
+    spmd__call c;
+    spmd__gref *gr;
+    spmd_status t;
+    if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    if ((t = spmd__coll_group(d, name, axes, o, &gr)) != SPMD_OK) return t;
+    spmd__fail(d, s, "%s: %s", name, what);
+    return d->lost || SPMD__LD_ACQ(&d->mesh->broken) ? s : spmd__refuse(d, &c, gr, o, s);
+}
+static spmd_status spmd__refuse_start(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o) {
+    return spmd__refuse_early(d, kind, name, axes, o, SPMD_ERR_NULL, "req is NULL");
+}
+
+/* Everything about a call is checked before a sequence number is taken or
+   a byte moves: its group first, then its arguments; a call refused once
+   its group is known still takes its place (spmd__refuse). Then the
+   request is posted. */
+static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
+                                    spmd_req **out) {
+    spmd_mesh *m;
+    spmd_status s;
+    int G;
+    size_t max_in = 0, out_bytes = 0;
+    spmd__gref *gr = NULL;
+    spmd_req *r = NULL;
+    spmd_algo algo;
+    if (out) *out = NULL;
+    if (!d) return SPMD_ERR_NULL;
+    d->unhandled = SPMD_OK; /* (as spmd__check_dev: an axes error is reported before the mesh's state) */
+    if ((s = spmd__coll_group(d, c->name, axes, o, &gr)) != SPMD_OK) return s;
+    m = d->mesh;
+    /* the arguments before the mesh's state, so that every device making
+       the same bad call gets the same status */
+    if ((s = spmd__coll_args(d, c, gr, o, out, &r, &max_in, &out_bytes)) != SPMD_OK)
+        return d->lost || SPMD__LD_ACQ(&m->broken) ? s : spmd__refuse(d, c, gr, o, s);
+    if ((s = spmd__check_dev(d)) != SPMD_OK) {
+        spmd__req_release(r);
+        return s;
+    }
+    G = gr->g->G;
+    if (!out && c->x && gr == d->last_gr && (!o || (!o->groups && !o->group_size)) && !c->two_phase && !r->refusing &&
+        (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL ||
+         (c->kind == SPMD__KIND_PPERMUTE && G <= SPMD__PLAN_G)))
+        spmd__plan_keep(d, c, r, out_bytes);
+    algo = o && o->algo ? o->algo : m->forced_algo;
+    if (G > 1 && !gr->g->span) {
+        /* eager when the largest input fits the slot, unless split is asked for */
+        int fits = max_in <= gr->g->eager;
+        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
+        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
+        if (r->sig.algo == SPMD__ALG_SPLIT && (s = spmd__split_plan(r, c, max_in)) != SPMD_OK) {
+            spmd__req_release(r);
+            return spmd__refuse(d, c, gr, o, s);
+        }
+    }
+    if (spmd__req_begin(r)) {
+        /* skipped or lost by the fault plan: done */
+    } else if (G == 1 && c->two_phase) {
+        r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
+        r->state = SPMD__R_POST;
+    } else if (G == 1) {
+        r->sig.algo = SPMD__ALG_LOCAL;
+        spmd__eager(r, 1);
+        spmd__finish(r, SPMD_OK); /* done at once (returns before the group's counters) */
+    } else {
+        if (gr->g->span) { /* members in other processes: the exchange path (libfabric) */
+            r->x = 1;
+            m->vt->x_start(r, algo, !out || r->refusing);
+        }
+        spmd__req_post(r);
+    }
+    if (out && !r->refusing) {
+        *out = r;
+        return SPMD_OK;
+    }
+    if (r->state != SPMD__R_DONE) spmd__watch(r); /* (a stand-in: blocking, whatever the form) */
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+
+/* The common case made cheap: a blocking psum (allreduce), barrier, bcast
+   or reduce -- or an array call (arr) that repeats the device's plan
+   (spmd__plan) -- without axis_index_groups, over the same axes text as the
+   device's previous call, with a group of two or more, small enough for the
+   eager path (across processes: for the header's inline bytes; 8 processes
+   and more may then take the Bruck exchange, as they would from
+   spmd__coll_start), check mode off. It is the general path with work
+   skipped, not rules copied: the same rules (spmd__rules), the same request
+   set-up (spmd__req_clear, spmd__req_call), the same begin, path choice and
+   post (spmd__req_begin, m->vt->x_start, spmd__req_post), on the device's
+   own quick request, blocking the same way. Anything else, errors
+   included, returns -1 and goes the general way (which reports them). */
+
+/* A buffer call (psum, barrier, bcast, reduce): its rules and sizes, as
+   spmd__setup has them for these kinds. 0: not for the quick path. */
+static int spmd__quick_flat(spmd_req *r, spmd__gref *gr, int kind, const void *send, void *recv, size_t count,
+                            spmd_dtype dt, spmd_op op, int root, const spmd_opts *o, size_t most) {
+    const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
+    spmd__kernel kern;
+    size_t in_bytes, out_bytes;
+    if (spmd__rules(r->dev->mesh, kind, dt, op, count, o, &kern) || count > most ||
+        (spmd__reduces(kind) && (op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN)) ||
+        (spmd__rooted(kind) && (root < 0 || root >= gr->g->G)))
+        return 0;
+    spmd__req_call(r, gr, kind, dt, op, count, kern, o);
+    in_bytes = kind == SPMD__KIND_BARRIER ? 0 : count * r->in_size;
+    out_bytes = kind == SPMD__KIND_BARRIER ? 0 : count * r->out_size;
+    if (in_bytes > most) return 0;
+    spmd__rooted_bytes(kind, gr->me, root, &in_bytes, &out_bytes);
+    if ((in_bytes && !a) || (out_bytes && !b) || spmd__overlap_refused(kind, a, in_bytes, b, out_bytes)) return 0;
+    r->send = send;
+    r->recv = recv;
+    r->in_bytes = in_bytes;
+    r->root = root;
+    r->sig.aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
+    return 1;
+}
+
+/* An array call that repeats the device's plan (what spmd__setup computed
+   for it the last time). 0: not the same call, or not for the quick path. */
+static int spmd__quick_plan(spmd_req *r, spmd__gref *gr, int kind, spmd_op op, const spmd__call *arr,
+                            const spmd_opts *o, size_t most) {
+    const spmd__plan *p = &r->dev->plan;
+    const spmd_array *x = arr->x, *out = arr->out;
+    const unsigned char *a = (const unsigned char *)x->data, *b = (const unsigned char *)out->data;
+    spmd__kernel kern;
+    if (p->gr != gr || p->kind != kind || x->dtype != p->dt || out->dtype != p->dt || x->rank != p->xrank ||
+        out->rank != p->orank || arr->dim1 != p->dim1 || arr->dim2 != p->dim2 || arr->tiled != p->tiled ||
+        memcmp(x->shape, p->xshape, (size_t)p->xrank * sizeof(int64_t)) != 0 ||
+        memcmp(out->shape, p->oshape, (size_t)p->orank * sizeof(int64_t)) != 0 || p->in_bytes > most)
+        return 0;
+    if (kind == SPMD__KIND_PPERMUTE &&
+        (arr->npairs != p->npairs ||
+         (p->nperm && (!arr->perm || memcmp(arr->perm, p->perm, (size_t)p->nperm * sizeof(int)) != 0))))
+        return 0;
+    if ((p->in_bytes && !a) || (p->out_bytes && !b) || spmd__overlap_refused(kind, a, p->in_bytes, b, p->out_bytes) ||
+        spmd__rules(r->dev->mesh, kind, p->dt, op, p->count, o, &kern))
+        return 0;
+    spmd__req_call(r, gr, kind, p->dt, op, p->count, kern, o);
+    r->send = x->data;
+    r->recv = out->data;
+    r->in_bytes = p->in_bytes;
+    r->root = 0;
+    r->sig.aux = p->aux;
+    r->shape_hash = p->shape_hash;
+    r->outer = p->outer;
+    r->inner = p->inner;
+    if (kind == SPMD__KIND_ALLTOALL) {
+        r->src_step = p->src_step;
+        r->dst_step = p->dst_step;
+        r->blk = p->blk;
+    }
+    if (kind == SPMD__KIND_PPERMUTE) { /* (read only while the call runs) */
+        r->src_of = r->dev->plan.src_of;
+        r->pairs = p->npairs < 0 ? gr->g->G : p->npairs;
+        r->dst = SPMD__NEED_ALL; /* (a group of at most SPMD__PLAN_G: not kept) */
+    }
+    return 1;
+}
+
+static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       spmd_op op, int root, const char *axes, const spmd_opts *o, const spmd__call *arr) {
+    spmd__gref *gr;
+    spmd_mesh *m;
+    spmd_req *r;
+    spmd_algo algo;
+    spmd_status s;
+    size_t most;
+    if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
+    m = d->mesh;
+    if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken) || (o && (o->groups || o->group_size))) return -1;
+    algo = o && o->algo ? o->algo : m->forced_algo;
+    if (algo == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
+    most = gr->g->span ? m->vt->x_inline(m, gr->g) : gr->g->eager;
+    r = &d->quick; /* (never in flight here: the device's calls on it are blocking) */
+    spmd__req_clear(r);
+    r->dev = d;
+    if (!(arr ? spmd__quick_plan(r, gr, kind, op, arr, o, most)
+              : spmd__quick_flat(r, gr, kind, send, recv, count, dt, op, root, o, most)))
+        return -1;
+    d->unhandled = SPMD_OK; /* another call (as spmd__check_dev) */
+    spmd__req_link(d, r);
+    r->sig.algo = SPMD__ALG_EAGER;
+    if (gr->g->span) { /* the exchange path: the same choice as spmd__coll_start's */
+        r->x = 1;
+        m->vt->x_start(r, algo, 1);
+    }
+    if (!spmd__req_begin(r)) {
+        spmd__req_post(r);
+        if (!r->x) spmd__watch(r); /* (threads only) */
+    }
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    /* own the line of the next post before it is written (off the critical path) */
+    if (!r->x) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
+    spmd__req_drop(r);
+    return (int)s;
+}
+
+static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
+                                      int one_axis, spmd_req **out) {
+    spmd__call c;
+    if (!out && !one_axis) {
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o, NULL);
+        if (q >= 0) return (spmd_status)q;
+    }
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = kind == SPMD__KIND_BARRIER ? "barrier" : (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce";
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.dt = dt;
+    c.op = op;
+    c.one_axis = one_axis;
+    return spmd__coll_start(d, &c, axes, o, out);
+}
+
+static spmd_status spmd__req_check(spmd_req *r) {
+    if (!r) return SPMD_ERR_NULL;
+    if (r->magic != SPMD__REQ_MAGIC || !r->user) return SPMD_ERR_STATE;
+    if (r->two_phase && !r->recv_ready)
+        return spmd__fail(r->dev, SPMD_ERR_STATE, "a psend token is finished by spmd_precv, not waited");
+    return SPMD_OK;
+}
+
 // >>thread backend
 /* Each group has a ring of D slots; operation s of the group lives in slot
    s % D, where every member posts an entry: a signature and either its input
@@ -4119,7 +5139,11 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
    Split: the element range is cut into tasks that any member claims (so a
    member busy computing does not stall the others); a task reduces its range
    from all members' send buffers and writes the result into every member's
-   recv buffer; the operation is done when every task is. */
+   recv buffer; the operation is done when every task is.
+   The engine's progress function (spmd__thread_progress) and its table
+   (spmd__thread_vt, the backend of one process) close the section.
+   Requests (above) post here through m->vt->progress; it calls the
+   kernels, groups, check mode and the mailboxes of >>point to point. */
 
 /* Whose entry an eager member reads: every member (-2), nobody (-1), or one
    member. A bcast or scatter reads the root's; the root, and the members of
@@ -4128,7 +5152,6 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
    as MPI lets a bcast root return at once; the slot ring still keeps it
    from overrunning the slowest member by more than D operations. Check
    mode waits for everyone, so that every member sees a mismatch. */
-#define SPMD__NEED_ALL (-2)
 static int spmd__eager_needs(const spmd_req *r) {
     int me = r->gr->me;
     if (r->sig.algo != SPMD__ALG_EAGER || r->two_phase || r->dev->mesh->check) return SPMD__NEED_ALL;
@@ -4852,6 +5875,106 @@ static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins
     }
 }
 
+static void spmd__p2p_progress(spmd_req *r); /* >>point to point */
+
+static void spmd__thread_progress(spmd_req *r) {
+    spmd__group *g;
+    spmd__shared *sh;
+    if (r->state == SPMD__R_DONE) return;
+    if (r->p2p) {
+        spmd__p2p_progress(r);
+        return;
+    }
+    g = r->gr->g;
+    sh = &g->shared[SPMD__SLOT(g, r->gseq)];
+    if (r->state == SPMD__R_POST) {
+        int k;
+        /* the slot is still in use: watch a member behind and look again,
+           until it is free or the member watched is still behind */
+        while ((k = spmd__slot_behind(r)) >= 0) {
+            if (r->slotwait == k + 1) return;
+            spmd__slot_watch(r, k);
+        }
+        if (r->slotwait) spmd__slot_watch(r, -1);
+        if (r->sig.kind == SPMD__KIND_REFUSED) {
+            spmd__refusal_post(r);
+            return;
+        }
+        r->comb = spmd__combines(r);
+        if (r->comb) {
+            spmd__retag(&sh->arrived, r->gseq, 24);
+            spmd__retag(&sh->done, r->gseq, 24);
+        }
+        r->need = spmd__eager_needs(r); /* (before the post: spmd__readers reads it) */
+        spmd__post(r);
+        r->state = SPMD__R_ARRIVE;
+        if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
+    }
+    if (r->state == SPMD__R_ARRIVE && r->comb) {
+        spmd__combine(r);
+        return;
+    }
+    if (r->state == SPMD__R_ARRIVE) {
+        if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
+                                           : (!spmd__all_arrived(r) || !spmd__sigs_agree(r)))
+            return;
+        if (r->two_phase && !r->recv_ready) return; /* psend: precv has not come yet */
+        if (r->sig.algo == SPMD__ALG_EAGER) {
+            spmd__eager(r, 0);
+            spmd__finish(r, SPMD_OK);
+            return;
+        } else {
+            uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+            if (r->sig.kind == SPMD__KIND_RAGGED || (r->dev->mesh->check && !r->two_phase)) {
+                /* the peers' offsets live in their requests: one member reads
+                   them while nobody can finish, then publishes the verdict
+                   (check mode: the contributions' checksums too, before any
+                   output, which may be an input, is written) */
+                if (SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_CHECKING)) {
+                    int ok = (r->sig.kind != SPMD__KIND_RAGGED || spmd__ragged_agree(r)) &&
+                             (!r->dev->mesh->check || spmd__data_agree(r));
+                    SPMD__ST_SC(&sh->state, (r->gseq << SPMD__S_SHIFT) | (ok ? SPMD__S_RUNNING : SPMD__S_MISMATCH));
+                    spmd__wake_group(r->dev->mesh, g, r->gr->me);
+                    if (!ok) return;
+                }
+            } else if (!r->two_phase || spmd__all_published(r)) {
+                SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_RUNNING);
+            }
+            st = SPMD__LD_ACQ(&sh->state);
+            if ((st & SPMD__S_MASK) == SPMD__S_MISMATCH) {
+                spmd__fail(r->dev, SPMD_ERR_MISMATCH, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text,
+                           SPMD__LD_ACQ(&r->dev->mesh->broken) ? r->dev->mesh->broken_msg : "peers disagree");
+                spmd__finish(r, SPMD_ERR_MISMATCH);
+                return;
+            }
+            if ((st & SPMD__S_MASK) != SPMD__S_RUNNING) return; /* checking, or aborted: the wait loop reports it */
+            r->state = SPMD__R_RUN;
+        }
+    }
+    if (r->state == SPMD__R_RUN) {
+        for (;;) {
+            uint64_t c = SPMD__FADD(&sh->claim, (uint64_t)1);
+            uint32_t t = (uint32_t)(c & 0xffffffu);
+            SPMD_ASSERT((c >> 24) == r->gseq);
+            if (t >= r->ntasks) break;
+            spmd__run_task(r, t);
+            if ((SPMD__FADD(&sh->done, (uint64_t)1) & 0xffffffu) + 1 == r->ntasks)
+                spmd__wake_group(r->dev->mesh, g, r->gr->me);
+        }
+        r->state = SPMD__R_DRAIN;
+    }
+    if (r->state == SPMD__R_DRAIN) {
+        if ((SPMD__LD_ACQ(&sh->done) & 0xffffffu) == r->ntasks) spmd__finish(r, SPMD_OK);
+    }
+}
+
+static spmd_status spmd__thread_init(spmd_mesh *m) { (void)m; return SPMD_OK; }
+static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
+
+static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
+                                                 spmd__thread_progress, 0, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
 // >>point to point
 /* A send is a request linked into its destination's mailbox; the receiver
    unlinks the first match under the mailbox lock, marks it claimed, copies
@@ -4956,102 +6079,4086 @@ static int spmd__p2p_abandon(spmd_req *r, spmd_status s, const char *why) {
     return 1;
 }
 
-static void spmd__thread_progress(spmd_req *r) {
-    spmd__group *g;
-    spmd__shared *sh;
-    if (r->state == SPMD__R_DONE) return;
+// >>waiting
+/* How a call that has started waits for its end: spmd__block spins,
+   yields, then sleeps on the device's futex word (a fiber parks), and
+   every round polls (spmd__poll): the backend's progress, the mesh's
+   break, a peer's loss or break announced by another process, the
+   deadline (spmd__expire: SPMD_ERR_TIMEOUT naming who did not come), a
+   member that returned (SPMD_ERR_DEADLOCK) and, in check mode, a member
+   that called something else (spmd__check_missing). Requests (above) call
+   it; it calls the backend through m->vt, and these of the fibers (below): */
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns);
+static void spmd__fiber_moved(spmd_dev *d);
+static void spmd__progress_all(spmd_dev *d) {
+    spmd_req *q;
+    for (q = d->head; q; q = q->next)
+        if (q->state != SPMD__R_DONE) d->mesh->vt->progress(q);
+}
+
+static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
+    spmd__group *g = r->gr->g;
+    size_t at = 0;
+    int k, shown = 0, missing = 0;
+    buf[0] = '\0';
+    for (k = 0; k < g->G; k++) {
+        int absent = r->state == SPMD__R_POST
+                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (!absent) continue;
+        missing++;
+        if (shown < 16 && at < len) {
+            int w = snprintf(buf + at, len - at, "%s%d", shown ? ", " : "", g->members[k]);
+            if (w > 0) at += (size_t)w;
+            shown++;
+        }
+    }
+    if (missing > shown && at < len) snprintf(buf + at, len - at, " and %d more", missing - shown);
+}
+
+/* 1 if a collective may still be failed: not once the split work started
+   (it is finite and touches the peers' buffers, so it must be finished);
+   a split operation still arriving is marked aborted for its peers. */
+static int spmd__may_abandon(spmd_req *r) {
+    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
+        spmd__group *g = r->gr->g;
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
+                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
+            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
+            return 0;
+    }
+    return r->state != SPMD__R_RUN && r->state != SPMD__R_DRAIN;
+}
+
+/* What a waiting request waits for, for reports: the call, its axes, its
+   sequence numbers and who has not arrived. */
+static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
+    char what[96], who[160];
     if (r->p2p) {
-        spmd__p2p_progress(r);
+        if (snprintf(buf, len, "blocked in %s of %s x %zu %s %d (tag %d) over '%s'",
+                 r->sig.kind == SPMD__KIND_SEND ? "send" : "recv", spmd__dtype_names[r->sig.dtype], r->count,
+                 r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer, r->tag, r->gr->text) >= (int)len)
+            buf[len - 1] = '\0';
         return;
     }
-    g = r->gr->g;
-    sh = &g->shared[SPMD__SLOT(g, r->gseq)];
-    if (r->state == SPMD__R_POST) {
-        int k;
-        /* the slot is still in use: watch a member behind and look again,
-           until it is free or the member watched is still behind */
-        while ((k = spmd__slot_behind(r)) >= 0) {
-            if (r->slotwait == k + 1) return;
-            spmd__slot_watch(r, k);
+    spmd__sig_text(&r->sig, what, sizeof what);
+    spmd__missing_list(r, who, sizeof who);
+    if (snprintf(buf, len, "blocked in %s over '%s' (operation #%llu of the device, #%llu of its group of %d)%s%s", what,
+             r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, r->gr->g->G,
+             r->state == SPMD__R_POST ? ", still busy with an earlier operation on this group: " :
+             r->state == SPMD__R_ARRIVE ? ", waiting for devices " : "",
+             r->state <= SPMD__R_ARRIVE ? who : "") >= (int)len)
+        buf[len - 1] = '\0'; /* cut short: still a report */
+}
+
+static int spmd__check_missing(spmd_req *r);
+
+/* 1 if device p will not arrive any more: its function returned, or the
+   fault plan lost it (read before what it posted, see below). */
+static int spmd__gone(spmd_dev *p) { return SPMD__LD_ACQ(&p->returned) || SPMD__LD_ACQ(&p->lost); }
+
+/* Devices whose function returned (spmd_run) will never arrive: a request
+   waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
+   breaks the mesh. So do devices lost by the fault plan (kind=lose, d->lost),
+   with SPMD_ERR_PEER_LOST naming the call they were lost at. 1 if r is now
+   done. */
+static int spmd__gone_check(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    char why[320], what[96];
+    int k, gone = -1;
+    uint64_t lost;
+    spmd_status s;
+    if (r->state == SPMD__R_DONE) return 0;
+    if (r->x) return m->vt->x_gone(r);
+    if (r->p2p) {
+        for (k = 0; k < g->G && gone < 0; k++) {
+            spmd_dev *p = m->devs[g->members[k]];
+            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !spmd__gone(p)) continue;
+            gone = p->id;
+            if (r->peer < 0) /* any source: only once every other member returned */
+                for (k = 0; k < g->G; k++)
+                    if (k != r->gr->me && !spmd__gone(m->devs[g->members[k]])) return 0;
         }
-        if (r->slotwait) spmd__slot_watch(r, -1);
-        if (r->sig.kind == SPMD__KIND_REFUSED) {
-            spmd__refusal_post(r);
-            return;
-        }
-        r->comb = spmd__combines(r);
-        if (r->comb) {
-            spmd__retag(&sh->arrived, r->gseq, 24);
-            spmd__retag(&sh->done, r->gseq, 24);
-        }
-        r->need = spmd__eager_needs(r); /* (before the post: spmd__readers reads it) */
-        spmd__post(r);
-        r->state = SPMD__R_ARRIVE;
-        if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
+        if (gone < 0) return 0;
+        lost = SPMD__LD_ACQ(&m->devs[gone]->lost);
+        if (lost)
+            snprintf(why, sizeof why, "can never complete: device %d was lost (SPMD_FAULTS kind=lose at its call #%llu, "
+                     "%s)", gone, (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        else
+            snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
+        s = lost ? SPMD_ERR_PEER_LOST : SPMD_ERR_DEADLOCK;
+        if (!spmd__p2p_abandon(r, s, why)) return 0;
+        spmd__break(m, s, d->id, d->err);
+        return 1;
     }
-    if (r->state == SPMD__R_ARRIVE && r->comb) {
-        spmd__combine(r);
-        return;
+    if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
+    /* check mode: a member that logged another call here is a mismatch,
+       which says more than that it returned */
+    if (m->check && spmd__check_missing(r)) return 1;
+    for (k = 0; k < g->G && gone < 0; k++) {
+        spmd_dev *p = m->devs[g->members[k]];
+        int absent;
+        /* returned first: everything it posted before returning is then
+           visible (read the other way round, a post that came between the
+           two reads made a member that had called it look absent) */
+        if (!spmd__gone(p)) continue;
+        absent = r->state == SPMD__R_POST ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
+                                          : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
+        if (absent) gone = p->id;
     }
-    if (r->state == SPMD__R_ARRIVE) {
-        if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
-                                           : (!spmd__all_arrived(r) || !spmd__sigs_agree(r)))
-            return;
-        if (r->two_phase && !r->recv_ready) return; /* psend: precv has not come yet */
-        if (r->sig.algo == SPMD__ALG_EAGER) {
-            spmd__eager(r, 0);
-            spmd__finish(r, SPMD_OK);
-            return;
+    if (gone < 0 || !spmd__may_abandon(r)) return 0;
+    spmd__sig_text(&r->sig, what, sizeof what);
+    if ((lost = SPMD__LD_ACQ(&m->devs[gone]->lost)) != 0) {
+        spmd__fail(d, SPMD_ERR_PEER_LOST,
+                   "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+                   "was lost (SPMD_FAULTS kind=lose at its call #%llu, %s)",
+                   what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+                   (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
+        spmd__break(m, SPMD_ERR_PEER_LOST, d->id, d->err);
+        spmd__finish(r, SPMD_ERR_PEER_LOST);
+        return 1;
+    }
+    spmd__fail(d, SPMD_ERR_DEADLOCK,
+               "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
+               "returned from its function without %s",
+               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
+               r->state == SPMD__R_POST ? "finishing an earlier operation of this group" : "calling it");
+    spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_DEADLOCK);
+    return 1;
+}
+
+/* The deadline passed. Unless the split work already started (it is finite
+   and touches the peers' buffers, so it must be finished), fail the request
+   and break the mesh. Returns 1 if r is now done. */
+static int spmd__expire(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    char who[160], what[192];
+    if (r->x) {
+        snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
+        return d->mesh->vt->x_give_up(r, SPMD_ERR_TIMEOUT, 1, who);
+    }
+    if (r->p2p) {
+        char why[96];
+        snprintf(why, sizeof why, "timed out after %lld ms: %s", (long long)r->timeout_ms,
+                 r->sig.kind == SPMD__KIND_SEND ? "nobody received it" : "no matching send arrived");
+        return spmd__p2p_abandon(r, SPMD_ERR_TIMEOUT, why);
+    }
+    if (!spmd__may_abandon(r)) return 0;
+    spmd__missing_list(r, who, sizeof who);
+    spmd__req_what(r, what, sizeof what);
+    spmd__fail(d, SPMD_ERR_TIMEOUT,
+               "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
+               "%lld ms: %s %s (spmd_report says what each device is doing)",
+               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq,
+               (long long)r->timeout_ms,
+               r->state == SPMD__R_POST ? "still busy with an earlier operation on this group:"
+                                        : "devices that did not arrive:",
+               who);
+    spmd__break(d->mesh, SPMD_ERR_TIMEOUT, d->id, d->err);
+    spmd__finish(r, SPMD_ERR_TIMEOUT);
+    return 1;
+}
+
+/* The mesh broke while r was unfinished. Returns 1 if r is now done. */
+static int spmd__on_broken(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd_status s;
+    if (r->x) {
+        char why[600];
+        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
+        return m->vt->x_give_up(r, m->broken_status, 0, why);
+    }
+    if (r->p2p) {
+        char why[600];
+        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
+        return spmd__p2p_abandon(r, m->broken_status, why);
+    }
+    if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
+    if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
+        char what[400];
+        spmd__wait_text(r, what, sizeof what); /* before an abort changes the state */
+        if (!spmd__may_abandon(r)) return 0;
+        spmd__fail(r->dev, SPMD_ERR_DEADLOCK, "%s; mesh broken by %s", what, m->broken_msg);
+        spmd__finish(r, SPMD_ERR_DEADLOCK);
+        return 1;
+    }
+    if (!spmd__may_abandon(r)) return 0;
+    s = m->broken_status;
+    spmd__fail(r->dev, s, "operation #%llu over '%s' abandoned: mesh broken by %s",
+               (unsigned long long)r->global, r->gr->text, m->broken_msg);
+    spmd__finish(r, s);
+    return 1;
+}
+
+/* Check mode: a missing member that logged a different collective at the
+   same position will never come; report the mismatch now. */
+static int spmd__check_missing(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    int k;
+    if (r->x) return m->vt->x_missing(r);
+    if (r->state != SPMD__R_ARRIVE || r->p2p || r->x) return 0;
+    for (k = r->nseen; k < g->G; k++) {
+        spmd__sig other;
+        char text[64], site[64];
+        spmd_dev *p = m->devs[g->members[k]];
+        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) == r->gseq + 1) continue;
+        if (spmd__clog_read(r->dev, p, r->global, &other, text, site) &&
+            (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
+            if (r->sig.algo == SPMD__ALG_SPLIT) {
+                uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+                if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
+                               (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH))
+                    return 0;
+            }
+            spmd__mismatch(r, p->id, &other, text, site);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The device no longer sleeps: out of the sleeper counts of its groups.
+   (Also called by whoever makes a parked fiber ready: it will poll again.) */
+static void spmd__sleep_end(spmd_dev *d) {
+    spmd_req *q;
+    SPMD__ST_SC(&d->sleeping, 0u);
+    for (q = d->head; q; q = q->next)
+        if (q->asleep) {
+            q->asleep = 0;
+            SPMD__FAND(&q->gr->g->sleepers[q->gr->me >> 6], ~((uint64_t)1 << (q->gr->me & 63)));
+        }
+}
+
+/* Sleep until rung (at most ns), unless r is done, the mesh broke or a
+   device returned since the caller saw `gone` of them (spmd__run_returned:
+   its count, then the sleepers' bits; here the bits, then the count). */
+static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns, uint32_t gone) {
+    spmd_req *q;
+    uint32_t bell;
+    /* register in the group of every unfinished request (send and recv: the
+       group of their axes): a post, a finished task or a member leaving any
+       of them may be what lets r go on */
+    for (q = d->head; q; q = q->next) {
+        q->asleep = q->state != SPMD__R_DONE && (q->sig.algo != SPMD__ALG_LOCAL || q->p2p);
+        if (q->asleep) SPMD__FOR(&q->gr->g->sleepers[q->gr->me >> 6], (uint64_t)1 << (q->gr->me & 63));
+    }
+    SPMD__ST_SC(&d->sleeping, 1u);
+    SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
+    bell = SPMD__LD_SC(&d->bell);
+    spmd__progress_all(d);
+    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken) && SPMD__LD_SC(&d->mesh->nreturned) == gone) {
+        if (d->fib) spmd__fiber_park(d, r, bell, ns);
+        else spmd__futex_wait(&d->bell, bell, ns);
+    }
+    spmd__sleep_end(d);
+}
+
+/* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
+static int spmd__poll(spmd_req *r, uint64_t now) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__progress_all(r->dev);
+    if (r->state == SPMD__R_DONE) return 1;
+    if (m->vt->heard) m->vt->heard(m); /* other processes' breaks and losses */
+    if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
+    if (now) {
+        if (!r->deadline) {
+            uint64_t ms = (uint64_t)r->timeout_ms, room = (UINT64_MAX - now) / 1000000u;
+            r->deadline = ms < room ? now + ms * 1000000u : UINT64_MAX; /* saturate */
+        }
+        if (m->check && spmd__check_missing(r)) return 1;
+        if (now >= r->deadline && spmd__expire(r)) return 1;
+    }
+    return 0;
+}
+
+/* A device returned: 1 if r ended of it. One that broke the mesh before
+   it returned (a failure it did not handle) is told by the break, which
+   says why: it may have come after the caller's poll looked at the mesh. */
+static int spmd__gone_or_broken(spmd_req *r) {
+    if (SPMD__LD_ACQ(&r->dev->mesh->broken) && spmd__on_broken(r)) return 1;
+    return spmd__gone_check(r);
+}
+
+/* Spin briefly, then yield, then sleep on the device's futex word. With more
+   devices than CPUs a spinning thread only delays the peers it waits for
+   (they need its CPU), so it yields at once. */
+static spmd_status spmd__block(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    uint32_t gone = 0; /* devices returned, as last checked */
+    int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
+    uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
+    unsigned iter = crowded && spin == 0 ? 63u : 0u;
+    uint64_t last_yield = 0;
+    uint64_t moved = 0;
+    int spinning = 1;
+    int parked = 0;
+    if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
+    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
+    for (;;) {
+        uint64_t now = 0, waited;
+        /* the clock costs as much as a short operation: spinning reads it
+           every 64 polls, the slower phases every time */
+        if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
+        if (spmd__poll(r, now)) break;
+        /* a blocking call's record, once the wait is more than a moment:
+           when the clock is first read (64 polls), for a fiber once it comes
+           back from a park (the deadlock verdict's recheck round is one);
+           a shorter wait ends in one record, written whole at the end */
+        if ((r->rec & SPMD__REC_LATE) && now && (parked || !d->fib)) spmd__rec_wait(r, now);
+        if (SPMD__LD_ACQ(&m->nreturned) != gone) {
+            gone = SPMD__LD_ACQ(&m->nreturned);
+            if (spmd__gone_or_broken(r)) break;
+        }
+        if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->vt->polled ? 100000u : UINT64_MAX;
+            /* on libfabric nothing rings a fiber when a message comes: for
+               the spin time it polls again once the others had their turn */
+            if (!t0) t0 = now;
+            if (m->vt->polled && now - t0 < m->spin_ns) {
+                spmd__fiber_yield(d);
+                continue;
+            }
+            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap, gone);
+            parked = 1;
+            continue;
+        }
+        if (!now) { spmd__pause(); continue; }
+        /* the transport moved something since the last look (a large
+           message under way): spin on, a sleeper would stall the pipe */
+        if (m->vt->moved && m->vt->moved(m) != moved) {
+            moved = m->vt->moved(m);
+            t0 = now;
+            last_yield = 0;
+        }
+        if (!t0) t0 = now;
+        waited = now - t0;
+        spinning = waited < spin;
+        if (spinning) {
+            /* a short yield every 20 us: nearly free when no other thread
+               wants this CPU, and it lets a peer that shares it run */
+            if (waited - last_yield > 20000u) {
+                sched_yield();
+                last_yield = waited;
+            } else {
+                spmd__pause();
+            }
+        } else if (waited < spin + m->yield_ns) {
+            sched_yield();
         } else {
-            uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-            if (r->sig.kind == SPMD__KIND_RAGGED || (r->dev->mesh->check && !r->two_phase)) {
-                /* the peers' offsets live in their requests: one member reads
-                   them while nobody can finish, then publishes the verdict
-                   (check mode: the contributions' checksums too, before any
-                   output, which may be an input, is written) */
-                if (SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_CHECKING)) {
-                    int ok = (r->sig.kind != SPMD__KIND_RAGGED || spmd__ragged_agree(r)) &&
-                             (!r->dev->mesh->check || spmd__data_agree(r));
-                    SPMD__ST_SC(&sh->state, (r->gseq << SPMD__S_SHIFT) | (ok ? SPMD__S_RUNNING : SPMD__S_MISMATCH));
-                    spmd__wake_group(r->dev->mesh, g, r->gr->me);
-                    if (!ok) return;
-                }
-            } else if (!r->two_phase || spmd__all_published(r)) {
-                SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_RUNNING);
-            }
-            st = SPMD__LD_ACQ(&sh->state);
-            if ((st & SPMD__S_MASK) == SPMD__S_MISMATCH) {
-                spmd__fail(r->dev, SPMD_ERR_MISMATCH, "%s over '%s': %s", spmd__kind_names[r->sig.kind], r->gr->text,
-                           SPMD__LD_ACQ(&r->dev->mesh->broken) ? r->dev->mesh->broken_msg : "peers disagree");
-                spmd__finish(r, SPMD_ERR_MISMATCH);
-                return;
-            }
-            if ((st & SPMD__S_MASK) != SPMD__S_RUNNING) return; /* checking, or aborted: the wait loop reports it */
-            r->state = SPMD__R_RUN;
+            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->vt->polled ? 100000u : 50000000u;
+            /* on libfabric nothing wakes a sleeper when a message comes: poll */
+            spmd__sleep(d, r, left < cap ? left + 1000 : cap, gone);
         }
     }
-    if (r->state == SPMD__R_RUN) {
-        for (;;) {
-            uint64_t c = SPMD__FADD(&sh->claim, (uint64_t)1);
-            uint32_t t = (uint32_t)(c & 0xffffffu);
-            SPMD_ASSERT((c >> 24) == r->gseq);
-            if (t >= r->ntasks) break;
-            spmd__run_task(r, t);
-            if ((SPMD__FADD(&sh->done, (uint64_t)1) & 0xffffffu) + 1 == r->ntasks)
-                spmd__wake_group(r->dev->mesh, g, r->gr->me);
+    if (d->fib) spmd__fiber_moved(d);
+    return r->status;
+}
+
+/* A blocking eager call that has posted: the peers are likely a moment
+   away, so watch the next missing entry alone for a while (a few us)
+   before the general wait loop. Not when devices outnumber CPUs. */
+static void spmd__watch(spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    spmd_mesh *m = r->dev->mesh;
+    int spins = 0;
+    if (r->x || r->dev->fib || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
+        SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
+        return;
+    while (r->nseen < g->G && spins < 1024) {
+        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
+            r->nseen++;
+        } else {
+            if (r->rec & SPMD__REC_LATE) spmd__rec_posted(r); /* a moment with nothing else to do */
+            spmd__pause();
+            spins++;
         }
-        r->state = SPMD__R_DRAIN;
     }
-    if (r->state == SPMD__R_DRAIN) {
-        if ((SPMD__LD_ACQ(&sh->done) & 0xffffffu) == r->ntasks) spmd__finish(r, SPMD_OK);
+    m->vt->progress(r);
+}
+
+// >>fibers
+/* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
+   It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
+   context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
+   with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
+   threads that run the fibers.
+   Data flow: spmd_run makes one fiber per device and K carriers; a carrier
+   takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
+   with one carrier the whole run is then reproducible) and switches to it.
+   A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
+   (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
+   takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
+   a parked fiber ready again (spmd__fiber_ring; a group's wake rings up to 64
+   under one taking of the lock). A park may carry a time
+   limit (its deadline; libfabric: the poll interval): a carrier with nothing
+   ready sleeps until the earliest one or a ring.
+   When nothing is ready, no carrier runs a fiber and every unfinished fiber
+   is parked, the thread backend can never go on. After one more round in
+   which every parked fiber polls again and nothing moves, that is a deadlock
+   (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
+   (spmd_report's text; with the recorder off, per device the call it waits
+   in, or that it returned) goes to the log at error level, and every parked
+   fiber wakes to fail its call. With libfabric
+   the transport completes things by itself, so there is no such verdict.
+   The thread that called spmd_run watches the carriers: one that runs the
+   same device for 10 s (a tenth of the deadline if less, at least 1 s)
+   without a library wait gets a warning naming it (a
+   device blocked outside spmdcoll, e.g. on its own mutex, stalls its carrier:
+   unsupported under fibers). */
+#if (SPMD__HAS_X86 && defined(__x86_64__) || SPMD__HAS_ARM64) && defined(__ELF__) && !defined(SPMD_FIBER_UCONTEXT)
+#define SPMD__CTX_ASM 1
+#else
+#define SPMD__CTX_ASM 0
+#include <ucontext.h>
+#endif
+#include <signal.h>
+#include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD__ASAN 1
+#endif
+#endif
+#ifdef SPMD__ASAN
+void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#endif
+#ifdef SPMD__TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define SPMD__VALGRIND 1
+#endif
+#endif
+
+#define SPMD__FIBER_STACK ((size_t)256 << 10)
+#define SPMD__STACK_MIN ((size_t)16 << 10)
+#define SPMD__STACK_MAX ((size_t)1 << 30)
+#define SPMD__MAX_CARRIERS 1024
+
+#if SPMD__CTX_ASM
+/* spmd__ctx_switch(from, to): push the callee-saved registers (x86-64: and
+   the SSE/x87 control words) on the current stack, store the stack pointer
+   in *from, load `to` and pop the same frame from there. A new fiber's frame
+   returns into spmd__fiber_entry with the first argument register still
+   holding `from`: the address of the carrier's context, its first member. */
+typedef struct spmd__ctx { void *sp; } spmd__ctx;
+void spmd__ctx_switch(spmd__ctx *from, void *to) __asm__("spmd__ctx_switch_local");
+#if SPMD__HAS_X86
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 64 /* control words, six registers, return address */
+#else
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        "spmd__ctx_switch_local:\n"
+        "    sub sp, sp, #160\n"
+        "    stp x19, x20, [sp, #0]\n"
+        "    stp x21, x22, [sp, #16]\n"
+        "    stp x23, x24, [sp, #32]\n"
+        "    stp x25, x26, [sp, #48]\n"
+        "    stp x27, x28, [sp, #64]\n"
+        "    stp x29, x30, [sp, #80]\n"
+        "    stp d8, d9, [sp, #96]\n"
+        "    stp d10, d11, [sp, #112]\n"
+        "    stp d12, d13, [sp, #128]\n"
+        "    stp d14, d15, [sp, #144]\n"
+        "    mov x9, sp\n"
+        "    str x9, [x0]\n"
+        "    mov sp, x1\n"
+        "    ldp x19, x20, [sp, #0]\n"
+        "    ldp x21, x22, [sp, #16]\n"
+        "    ldp x23, x24, [sp, #32]\n"
+        "    ldp x25, x26, [sp, #48]\n"
+        "    ldp x27, x28, [sp, #64]\n"
+        "    ldp x29, x30, [sp, #80]\n"
+        "    ldp d8, d9, [sp, #96]\n"
+        "    ldp d10, d11, [sp, #112]\n"
+        "    ldp d12, d13, [sp, #128]\n"
+        "    ldp d14, d15, [sp, #144]\n"
+        "    add sp, sp, #160\n"
+        "    ret\n"
+        ".popsection\n");
+#define SPMD__CTX_FRAME 160 /* x19..x30, d8..d15 */
+#endif
+#else
+typedef struct spmd__ctx { ucontext_t uc; } spmd__ctx;
+#endif
+
+enum { SPMD__F_READY = 1, SPMD__F_RUNNING, SPMD__F_PARKED, SPMD__F_DONE };
+
+typedef struct spmd__fiber {
+    spmd__ctx ctx;
+    spmd_dev *dev;
+    struct spmd__sched *s;
+    struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
+    unsigned char *map;        /* guard page, then the stack */
+    size_t map_len;
+    unsigned char *lo;         /* the stack: lo .. lo + len */
+    size_t len;
+    int state;                 /* SPMD__F_*; under the scheduler's lock */
+    int started;
+    uint64_t wake_at;          /* parked with a time limit: ready then (0: none) */
+    spmd_req *waiting;         /* parked in a wait for this request (the deadlock report) */
+    void *fake;                /* ASan's fake stack while switched out */
+    void *tsan;                /* TSan's fiber */
+    unsigned vg;               /* valgrind's stack id */
+} spmd__fiber;
+
+typedef struct spmd__carrier {
+    spmd__ctx ctx;             /* first: a new fiber's entry receives its address */
+    struct spmd__sched *s;
+    spmd__fiber *cur;          /* the fiber it runs, or NULL (atomic: the watchdog reads it) */
+    uint64_t switches;         /* fibers switched to (the watchdog) */
+    uint64_t seen;             /* the watchdog's last look at switches, */
+    int quiet, warned;         /* seconds without a switch, and warned for it */
+    pthread_t th;
+    const void *lo;            /* ASan: its own stack */
+    size_t len;
+    void *fake, *tsan;
+    const void **ptrs;         /* the scratch pointers of the device it runs (spmd_dev.ptrs) */
+} spmd__carrier;
+
+typedef struct spmd__sched {
+    spmd_mesh *m;
+    spmd_fn fn;
+    void *arg;
+    uint32_t lock;             /* spin lock over everything below */
+    uint32_t gen;              /* futex word of idle carriers: bumped when one is needed */
+    uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
+    int n, K;
+    spmd__fiber *fibs;
+    spmd__carrier *cars;
+    spmd__fiber **ready;       /* ring of n: the ready queue */
+    int rhead, rcount;
+    int nlive, nrunning, nidle;
+    uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
+    uint64_t rng;              /* 0: FIFO; else the generator's state */
+    uint64_t moves, mark;      /* rings and ended waits (atomic: an ended wait counts without the
+                                  lock), and their count when a recheck round began */
+    int recheck;               /* a recheck round is under way */
+    int judging;               /* a carrier is writing the deadlock report */
+} spmd__sched;
+
+
+/* xorshift64*: the seeded draw of the next ready fiber */
+static uint64_t spmd__rand(uint64_t *st) {
+    uint64_t x = *st;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *st = x;
+    return x * 0x2545f4914f6cdd1du;
+}
+
+static void spmd__ready_push(spmd__sched *s, spmd__fiber *f) {
+    f->state = SPMD__F_READY;
+    s->ready[(s->rhead + s->rcount++) % s->n] = f;
+    if (s->nidle) {
+        SPMD__FADD(&s->gen, 1u);
+        spmd__futex_wake(&s->gen);
     }
 }
 
-static spmd_status spmd__thread_init(spmd_mesh *m) { (void)m; return SPMD_OK; }
-static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
+static spmd__fiber *spmd__ready_take(spmd__sched *s) {
+    spmd__fiber *f;
+    if (!s->rcount) return NULL;
+    if (s->rng && s->rcount > 1) { /* swap a drawn one to the head */
+        int k = (s->rhead + (int)(spmd__rand(&s->rng) % (uint64_t)s->rcount)) % s->n;
+        f = s->ready[k];
+        s->ready[k] = s->ready[s->rhead];
+        s->ready[s->rhead] = f;
+    }
+    f = s->ready[s->rhead];
+    s->rhead = (s->rhead + 1) % s->n;
+    s->rcount--;
+    return f;
+}
 
-static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
-                                                 spmd__thread_progress};
+/* Switch between a carrier's loop and a fiber, with the scheduler's lock
+   held: whoever resumes releases it. */
+static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(&c->fake, f->lo, f->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(f->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&c->ctx, f->ctx.sp);
+#else
+    swapcontext(&c->ctx.uc, &f->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(c->fake, NULL, NULL);
+#endif
+}
+
+static void spmd__to_carrier(spmd__fiber *f) {
+    spmd__carrier *c = f->car;
+#ifdef SPMD__ASAN
+    __sanitizer_start_switch_fiber(f->state == SPMD__F_DONE ? NULL : &f->fake, c->lo, c->len);
+#endif
+#ifdef SPMD__TSAN
+    __tsan_switch_to_fiber(c->tsan, 0);
+#endif
+#if SPMD__CTX_ASM
+    spmd__ctx_switch(&f->ctx, c->ctx.sp);
+#else
+    swapcontext(&f->ctx.uc, &c->ctx.uc);
+#endif
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(f->fake, &f->car->lo, &f->car->len);
+#endif
+}
+
+static void spmd__run_returned(spmd_dev *d);
+
+/* A fiber's first frame: run the device, then end on the carrier for good. */
+static void spmd__fiber_entry(spmd__carrier *c) {
+    spmd__fiber *f = c->cur;
+    spmd__sched *s = f->s;
+    spmd_dev *d = f->dev;
+#ifdef SPMD__ASAN
+    __sanitizer_finish_switch_fiber(NULL, &c->lo, &c->len);
+#endif
+    spmd__sunlock(&s->lock);
+    s->fn(d, s->arg);
+    spmd__run_returned(d);
+    spmd_detach(d);
+    spmd__slock(&s->lock);
+    f->state = SPMD__F_DONE;
+    s->nlive--;
+    SPMD__FADD(&s->moves, (uint64_t)1);
+    spmd__to_carrier(f);
+    SPMD_ASSERT(!"a finished fiber was resumed");
+}
+
+#if !SPMD__CTX_ASM
+static void spmd__fiber_entry_uc(unsigned hi, unsigned lo) {
+    spmd__fiber_entry((spmd__carrier *)(uintptr_t)(((uint64_t)hi << 32) | lo));
+}
+#endif
+
+/* Map the stack and lay out the first frame (asm: the entry as the return
+   address; ucontext: made when it first runs, on the carrier it runs on). */
+static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096u;
+    stack = (stack + page - 1) / page * page;
+    f->map_len = stack + page;
+    f->map = (unsigned char *)mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (f->map == (unsigned char *)MAP_FAILED) {
+        f->map = NULL;
+        return 0;
+    }
+    if (mprotect(f->map, page, PROT_NONE) != 0) return 0;
+    f->s = s;
+    f->lo = f->map + page;
+    f->len = stack;
+#ifdef SPMD__VALGRIND
+    f->vg = VALGRIND_STACK_REGISTER(f->lo, f->lo + f->len);
+#endif
+#ifdef SPMD__TSAN
+    f->tsan = __tsan_create_fiber(0);
+#endif
+#if SPMD__CTX_ASM
+    {
+        unsigned char *top = f->map + f->map_len;
+        void (*entry)(spmd__carrier *) = spmd__fiber_entry;
+#if SPMD__HAS_X86
+        uint64_t *fr = (uint64_t *)(void *)(top - 72); /* the ret leaves rsp = top - 8, as after a call */
+        memset(fr, 0, 72);
+        fr[0] = 0x1f80u | ((uint64_t)0x037fu << 32); /* MXCSR and x87 control word: the defaults */
+        memcpy(&fr[7], &entry, sizeof entry);
+#else
+        uint64_t *fr = (uint64_t *)(void *)(top - SPMD__CTX_FRAME); /* sp = top after the frame */
+        memset(fr, 0, SPMD__CTX_FRAME);
+        memcpy(&fr[11], &entry, sizeof entry);       /* x30 */
+#endif
+        f->ctx.sp = (void *)fr;
+    }
+#endif
+    return 1;
+}
+
+static void spmd__fiber_unmake(spmd__fiber *f) {
+#ifdef SPMD__VALGRIND
+    if (f->map) VALGRIND_STACK_DEREGISTER(f->vg);
+#endif
+#ifdef SPMD__TSAN
+    if (f->tsan) __tsan_destroy_fiber(f->tsan);
+#endif
+    if (f->map) munmap(f->map, f->map_len);
+}
+
+/* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their parked fibers are ready. */
+static void spmd__fiber_ring(spmd_dev **ds, int n) {
+    spmd__sched *s = ds[0]->fib->s;
+    int i;
+    spmd__slock(&s->lock);
+    SPMD__FADD(&s->moves, (uint64_t)n);
+    for (i = 0; i < n; i++)
+        if (ds[i]->fib->state == SPMD__F_PARKED) {
+            spmd__sleep_end(ds[i]); /* it polls again when it runs: the next finisher need not ring it */
+            spmd__ready_push(s, ds[i]->fib);
+        }
+    spmd__sunlock(&s->lock);
+}
+
+/* Park the device's fiber until its bell moves from `bell` (or for at most
+   ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    spmd__slock(&s->lock);
+    if (SPMD__LD_SC(&d->bell) != bell) { /* rung since */
+        spmd__sunlock(&s->lock);
+        return;
+    }
+    f->state = SPMD__F_PARKED;
+    f->waiting = r;
+    f->wake_at = 0;
+    if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
+    if (f->wake_at && f->wake_at < s->next_wake) s->next_wake = f->wake_at;
+    spmd__to_carrier(f);
+    f->waiting = NULL;
+    spmd__sunlock(&s->lock);
+}
+
+static void spmd__wake_expired(spmd__sched *s, uint64_t now);
+
+/* Let the other ready fibers run first (spmd_test polling). */
+static void spmd__fiber_yield(spmd_dev *d) {
+    spmd__fiber *f = d->fib;
+    spmd__sched *s = f->s;
+    uint64_t now = spmd__now_ns();
+    spmd__slock(&s->lock);
+    /* a poll loop keeps the queue from emptying, where the carrier would
+       wake the parked fibers whose time limit passed: wake them here (on
+       libfabric the transport completes what they wait for without a bell) */
+    if (s->next_wake <= now) spmd__wake_expired(s, now);
+    spmd__ready_push(s, f);
+    spmd__to_carrier(f);
+    spmd__sunlock(&s->lock);
+}
+
+/* A wait ended: a move that a recheck round looks for. Without the lock:
+   no round is judged while a fiber runs (nrunning), and the lock orders
+   what a fiber did before it parks or ends. */
+static void spmd__fiber_moved(spmd_dev *d) {
+    SPMD__FADD(&d->fib->s->moves, (uint64_t)1);
+}
+
+/* Nothing ready, nothing running, every live fiber parked (lock held). The
+   first time: a recheck round (every parked fiber polls once more). Then,
+   if nothing moved: a deadlock. Returns with the lock held. */
+static void spmd__fiber_stuck(spmd__sched *s) {
+    spmd_mesh *m = s->m;
+    char sum[400], line[400], prev[400];
+    size_t at = 0;
+    int i, nb = 0, nr = 0, run0 = -1;
+    if (!s->recheck || SPMD__LD_ACQ(&s->moves) != s->mark) {
+        s->recheck = 1;
+        s->mark = SPMD__LD_ACQ(&s->moves);
+        for (i = 0; i < s->n; i++)
+            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
+        return;
+    }
+    s->recheck = 0;
+    s->judging = 1; /* the lock is let go below: no other carrier judges meanwhile */
+    /* the report: per device, compressing runs of devices in the same state */
+    for (i = 0; i < s->n; i++) {
+        if (s->fibs[i].state == SPMD__F_PARKED) nb++;
+        else if (s->fibs[i].dev->returned) nr++;
+    }
+    at = (size_t)snprintf(sum, sizeof sum,
+                          "deadlock: every device is blocked or has returned (%d blocked, %d returned%s", nb, nr,
+                          nr ? ":" : "");
+    for (i = 0; i < s->n && nr && at < sizeof sum; i++)
+        if (s->fibs[i].state != SPMD__F_PARKED && s->fibs[i].dev->returned) {
+            int w = snprintf(sum + at, sizeof sum - at, " %d", s->fibs[i].dev->id);
+            if (w > 0) at += (size_t)w;
+        }
+    if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
+    spmd__sunlock(&s->lock);
+    spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
+    /* the break logs the report (spmd_report's text, as for every cause);
+       without the flight recorder it has nothing per device: then one line
+       per device or run of devices in one state, from their requests */
+    prev[0] = '\0';
+    for (i = s->fibs[0].dev->ring ? s->n + 1 : 0; i <= s->n; i++) {
+        spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
+        if (!f) line[0] = '\0';
+        else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
+        else snprintf(line, sizeof line, "%s", f->dev->returned ? "returned from its function" : "(no wait)");
+        if (i && (!f || strcmp(line, prev) != 0)) {
+            int a = s->fibs[run0].dev->id, b = s->fibs[i - 1].dev->id;
+            if (a == b) spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: device %d: %s", a, prev);
+            else spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: devices %d..%d: %s", a, b, prev);
+        }
+        if (!i || !f || strcmp(line, prev) != 0) {
+            run0 = i;
+            memcpy(prev, line, sizeof prev);
+        }
+    }
+    spmd__break(m, SPMD_ERR_DEADLOCK, -1, sum); /* rings every parked fiber */
+    spmd__slock(&s->lock);
+    s->judging = 0;
+}
+
+/* Nothing ready (lock held): wake timed parks that are due, judge a
+   deadlock, or sleep until a ring or the next time limit. */
+/* Make ready the parked fibers whose time limit passed (lock held). */
+static void spmd__wake_expired(spmd__sched *s, uint64_t now) {
+    uint64_t next = UINT64_MAX;
+    int i;
+    for (i = 0; i < s->n; i++) {
+        spmd__fiber *f = &s->fibs[i];
+        if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
+        if (f->wake_at <= now) spmd__ready_push(s, f);
+        else if (f->wake_at < next) next = f->wake_at;
+    }
+    s->next_wake = next;
+}
+
+static void spmd__carrier_idle(spmd__sched *s) {
+    uint64_t now = spmd__now_ns(), ns;
+    uint32_t gen;
+    if (s->next_wake <= now) {
+        spmd__wake_expired(s, now);
+        if (s->rcount) return;
+    }
+    if (!s->nrunning && !s->judging && !s->m->vt->polled && !SPMD__LD_ACQ(&s->m->broken)) {
+        spmd__fiber_stuck(s);
+        return;
+    }
+    gen = SPMD__LD_ACQ(&s->gen);
+    ns = s->next_wake == UINT64_MAX ? 100000000u : s->next_wake - now;
+    s->nidle++;
+    spmd__sunlock(&s->lock);
+    spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
+    spmd__slock(&s->lock);
+    s->nidle--;
+}
+
+static void *spmd__carrier_main(void *p) {
+    spmd__carrier *c = (spmd__carrier *)p;
+    spmd__sched *s = c->s;
+#ifdef SPMD__TSAN
+    c->tsan = __tsan_get_current_fiber();
+#endif
+    spmd__slock(&s->lock);
+    while (s->nlive) {
+        spmd__fiber *f = spmd__ready_take(s);
+        if (!f) {
+            spmd__carrier_idle(s);
+            continue;
+        }
+        f->state = SPMD__F_RUNNING;
+        f->car = c;
+        SPMD__ST_REL(&c->cur, f);
+        SPMD__ST_REL(&c->switches, c->switches + 1);
+        s->nrunning++;
+#if !SPMD__CTX_ASM
+        if (!f->started) {
+            uintptr_t a = (uintptr_t)c;
+            getcontext(&f->ctx.uc);
+            f->ctx.uc.uc_stack.ss_sp = f->lo;
+            f->ctx.uc.uc_stack.ss_size = f->len;
+            f->ctx.uc.uc_link = NULL;
+            makecontext(&f->ctx.uc, (void (*)(void))spmd__fiber_entry_uc, 2, (unsigned)((uint64_t)a >> 32),
+                        (unsigned)(a & 0xffffffffu));
+        }
+#endif
+        f->started = 1;
+        f->dev->ptrs = c->ptrs;
+        spmd__to_fiber(c, f);
+        s->nrunning--;
+        SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
+    }
+    /* the last fiber ended: the other carriers and the watchdog go */
+    SPMD__FADD(&s->gen, 1u);
+    spmd__futex_wake(&s->gen);
+    SPMD__ST_SC(&s->finished, 1u);
+    spmd__futex_wake(&s->finished);
+    spmd__sunlock(&s->lock);
+    return NULL;
+}
+
+/* spmd_run under fibers (every device attached): run them and return when all are done. */
+static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
+    spmd__sched s;
+    int i, K, started = 0, lo = m->first_local;
+    spmd_status st = SPMD_OK;
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.fn = fn;
+    s.arg = arg;
+    s.n = m->nlocal;
+    K = m->carriers ? m->carriers : m->ncpu;
+    s.K = K = K < s.n ? K : s.n;
+    s.next_wake = UINT64_MAX;
+    s.rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u : 0u; /* never 0 when seeded */
+    if (s.n == 0) return SPMD_OK;
+    s.fibs = (spmd__fiber *)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.fibs);
+    s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
+    s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
+    if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
+    for (i = 0; st == SPMD_OK && i < s.n; i++) {
+        spmd__fiber *f = &s.fibs[i];
+        memset(f, 0, sizeof *f);
+        f->dev = m->devs[lo + i];
+        if (!spmd__fiber_make(&s, f, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stack of fiber %d (%zu bytes): %s", i,
+                      m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
+            st = SPMD_ERR_NOMEM;
+            s.n = i + 1;
+            break;
+        }
+        f->dev->fib = f;
+    }
+    if (st == SPMD_OK) {
+        for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
+        s.rcount = s.nlive = s.n;
+        for (i = 0; i < K; i++) {
+            memset(&s.cars[i], 0, sizeof s.cars[i]);
+            s.cars[i].s = &s;
+            s.cars[i].ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *));
+            if (!s.cars[i].ptrs) st = SPMD_ERR_NOMEM;
+        }
+        for (i = 0; i < K && st == SPMD_OK; i++) {
+            pthread_attr_t attr;
+            int e;
+            pthread_attr_init(&attr);
+            if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
+            e = pthread_create(&s.cars[i].th, &attr, spmd__carrier_main, &s.cars[i]);
+            pthread_attr_destroy(&attr);
+            if (e != 0) break;
+            started++;
+        }
+        if (st != SPMD_OK) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the carriers' scratch pointers");
+        } else if (!started) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
+            st = SPMD_ERR_SYSTEM;
+        } else {
+            /* watch the carriers until every fiber is done: warn after 10 s
+               (a tenth of the deadline if that is less, at least 1 s) */
+            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
+            if (limit < 1) limit = 1;
+            while (!SPMD__LD_ACQ(&s.finished)) {
+                spmd__futex_wait(&s.finished, 0u, 1000000000u);
+                for (i = 0; i < started; i++) {
+                    spmd__carrier *c = &s.cars[i];
+                    spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
+                    uint64_t sw = SPMD__LD_ACQ(&c->switches);
+                    c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
+                    if (c->quiet == 0) c->warned = 0;
+                    c->seen = sw;
+                    if (c->quiet >= limit && !c->warned) {
+                        c->warned = 1;
+                        spmd__log(m, SPMD_LOG_WARN, f->dev->id,
+                                  "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
+                                  "outside the library (its own mutex, a sleep)? Under fibers that stalls "
+                                  "every device of the carrier",
+                                  f->dev->id, i, c->quiet);
+                    }
+                }
+            }
+            for (i = 0; i < started; i++) pthread_join(s.cars[i].th, NULL);
+        }
+    }
+    for (i = 0; s.fibs && i < s.n; i++) {
+        if (s.fibs[i].dev) {
+            s.fibs[i].dev->fib = NULL;
+            s.fibs[i].dev->ptrs = s.fibs[i].dev->ptrs_own; /* (the carriers' go) */
+        }
+        spmd__fiber_unmake(&s.fibs[i]);
+    }
+    for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
+    for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
+        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
+    spmd__free(&m->alloc, s.fibs);
+    spmd__free(&m->alloc, s.ready);
+    spmd__free(&m->alloc, s.cars);
+    return st;
+}
+
+// >>sharding
+/* PartitionSpecs, shard_map and resharding, written on the public API
+   (spmd_run, spmd_all_gather, spmd_all_to_all, spmd_psum, spmd_psum_scatter,
+   spmd_axis_index, spmd_reduce_local) plus the block copier. A spec is kept
+   by axis names (as JAX's P is independent of a mesh) and resolved against a
+   mesh into axis indices whenever it is used. */
+SPMD__SETUP_BEGIN
+
+/* A spec resolved against a mesh, for an array of `rank` dimensions. */
+typedef struct spmd__rspec {
+    int rank;
+    int n[SPMD_MAX_RANK];                  /* axes per dimension */
+    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];  /* mesh axis indices, major first */
+    int np;
+    int pax[SPMD_MAX_AXES];                /* partial axes, as listed */
+    unsigned used, partial;                /* masks of mesh axes */
+} spmd__rspec;
+
+/* Text being built into a caller's buffer: `at` counts what it needs. */
+typedef struct spmd__out {
+    char *buf;
+    size_t len, at;
+} spmd__out;
+
+static void spmd__put(spmd__out *o, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(o->at < o->len ? o->buf + o->at : NULL, o->at < o->len ? o->len - o->at : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->at += (size_t)n;
+}
+
+/* Report a mesh-level failure: into why (if given) and the debug log. */
+static spmd_status spmd__mfail(const spmd_mesh *m, spmd_msg *why, spmd_status s, const char *fmt, ...) {
+    char text[sizeof(((spmd_msg *)0)->text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (why) memcpy(why->text, text, sizeof text);
+    if (m) spmd__log((spmd_mesh *)m, SPMD_LOG_DEBUG, -1, "%s: %s", spmd_status_name(s), text);
+    return s;
+}
+
+static void spmd__msg_ok(spmd_msg *why) {
+    if (why) why->text[0] = '\0';
+}
+
+/* A name stored in a spec field: terminated inside the field, 1..31 chars,
+   none of the characters a mesh axis name may not hold (',' '*' blanks)
+   nor a quote (the text form could not be read back). */
+static int spmd__name_ok(const char *n) {
+    size_t k = 0;
+    while (k <= SPMD_MAX_AXIS_NAME && n[k]) k++;
+    return k >= 1 && k <= SPMD_MAX_AXIS_NAME && n[strcspn(n, ", *\t\n\r'\"")] == '\0';
+}
+
+/* Structural validity of a spec (no mesh): counts, names, no axis twice. */
+static spmd_status spmd__spec_valid(const spmd_spec *s, char *why, size_t wl) {
+    const char *seen[SPMD_MAX_AXES * (SPMD_MAX_RANK + 1)];
+    int ns = 0, i, k, j;
+    if (s->rank < 0 || s->rank > SPMD_MAX_RANK) {
+        snprintf(why, wl, "spec has %d dimensions (0..%d)", s->rank, SPMD_MAX_RANK);
+        return SPMD_ERR_INVALID;
+    }
+    if (s->npartial < 0 || s->npartial > SPMD_MAX_AXES) {
+        snprintf(why, wl, "spec has %d partial axes (0..%d)", s->npartial, SPMD_MAX_AXES);
+        return SPMD_ERR_INVALID;
+    }
+    for (i = 0; i <= s->rank; i++) {
+        int n = i < s->rank ? s->naxes[i] : s->npartial;
+        if (n < 0 || n > SPMD_MAX_AXES) {
+            snprintf(why, wl, "spec dimension %d has %d axes (0..%d)", i, n, SPMD_MAX_AXES);
+            return SPMD_ERR_INVALID;
+        }
+        for (k = 0; k < n; k++) {
+            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
+            if (!spmd__name_ok(nm)) {
+                snprintf(why, wl, "spec %s %d: axis name %d is empty, longer than %d characters or holds one "
+                         "of , * blanks quotes", i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k,
+                         SPMD_MAX_AXIS_NAME);
+                return SPMD_ERR_INVALID;
+            }
+            for (j = 0; j < ns; j++)
+                if (strcmp(seen[j], nm) == 0) {
+                    snprintf(why, wl, "axis '%s' appears twice in the spec (a mesh axis shards at most one "
+                             "dimension, once)", nm);
+                    return SPMD_ERR_DUP_AXIS;
+                }
+            if (ns == (int)(sizeof seen / sizeof seen[0])) {
+                snprintf(why, wl, "spec names more axes than a mesh can have");
+                return SPMD_ERR_INVALID;
+            }
+            seen[ns++] = nm;
+        }
+    }
+    return SPMD_OK;
+}
+
+static void spmd__spec_text(const spmd_spec *s, spmd__out *o) {
+    int i, k;
+    spmd__put(o, "P(");
+    for (i = 0; i < s->rank; i++) {
+        spmd__put(o, "%s", i ? ", " : "");
+        if (s->naxes[i] == 0) spmd__put(o, "None");
+        else if (s->naxes[i] == 1) spmd__put(o, "'%s'", s->axes[i][0]);
+        else {
+            spmd__put(o, "(");
+            for (k = 0; k < s->naxes[i]; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->axes[i][k]);
+            spmd__put(o, ")");
+        }
+    }
+    if (s->npartial) {
+        spmd__put(o, "%spartial=", s->rank ? ", " : "");
+        if (s->npartial == 1) spmd__put(o, "'%s'", s->partial[0]);
+        else {
+            spmd__put(o, "(");
+            for (k = 0; k < s->npartial; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->partial[k]);
+            spmd__put(o, ")");
+        }
+    }
+    spmd__put(o, ")");
+}
+
+/* The spec's text for messages (cut to fit). */
+static const char *spmd__spec_str(const spmd_spec *s, char *buf, size_t len) {
+    spmd__out o;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__spec_text(s, &o);
+    return buf;
+}
+
+int spmd_spec_format(const spmd_spec *s, char *buf, size_t len) {
+    char why[160];
+    spmd__out o;
+    if (!s || spmd__spec_valid(s, why, sizeof why) != SPMD_OK) {
+        if (buf && len) buf[0] = '\0';
+        return -1;
+    }
+    o.buf = buf;
+    o.len = buf ? len : 0;
+    o.at = 0;
+    if (buf && len) buf[0] = '\0';
+    spmd__spec_text(s, &o);
+    return (int)o.at;
+}
+
+/* ---- parsing P(...) ---- */
+static const char *spmd__skip(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+static int spmd__ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+/* A word that is exactly `w` at p (not the start of a longer identifier). */
+static int spmd__word(const char *p, const char *w) {
+    size_t n = strlen(w);
+    return strncmp(p, w, n) == 0 && !spmd__ident_char(p[n]);
+}
+
+/* One axis name, quoted ('x' or "x") or bare (x); *pp advanced past it. */
+static spmd_status spmd__parse_name(const char **pp, char *out, const char *text, char *why, size_t wl) {
+    const char *p = *pp, *s, *e;
+    size_t n;
+    if (*p == '\'' || *p == '"') {
+        char q = *p++;
+        s = p;
+        while (*p && *p != q) p++;
+        if (!*p) {
+            snprintf(why, wl, "unterminated quote in \"%s\"", text);
+            return SPMD_ERR_INVALID;
+        }
+        e = p++;
+    } else {
+        s = p;
+        while (spmd__ident_char(*p)) p++;
+        e = p;
+        if (e == s) {
+            snprintf(why, wl, "expected an axis name, None or a tuple at offset %d of \"%s\"", (int)(s - text),
+                     text);
+            return SPMD_ERR_INVALID;
+        }
+        if (spmd__word(s, "None")) {
+            snprintf(why, wl, "None inside a tuple in \"%s\"", text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    n = (size_t)(e - s);
+    if (n == 0 || n > SPMD_MAX_AXIS_NAME) {
+        snprintf(why, wl, "axis name of %d characters in \"%s\" (1..%d)", (int)n, text, SPMD_MAX_AXIS_NAME);
+        return SPMD_ERR_INVALID;
+    }
+    if (strcspn(s, ", *\t\n\r'\"") < n) {
+        snprintf(why, wl, "axis name '%.*s' in \"%s\" holds one of , * blanks quotes", (int)n, s, text);
+        return SPMD_ERR_INVALID;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    *pp = p;
+    return SPMD_OK;
+}
+
+/* A name or a tuple of names into names[*n]. */
+static spmd_status spmd__parse_axes_item(const char **pp, char (*names)[SPMD_MAX_AXIS_NAME + 1], int *n,
+                                         const char *text, char *why, size_t wl) {
+    const char *p = *pp;
+    spmd_status s;
+    *n = 0;
+    if (*p != '(') {
+        s = spmd__parse_name(&p, names[0], text, why, wl);
+        if (s != SPMD_OK) return s;
+        *n = 1;
+        *pp = p;
+        return SPMD_OK;
+    }
+    p = spmd__skip(p + 1);
+    while (*p != ')') {
+        if (*n == SPMD_MAX_AXES) {
+            snprintf(why, wl, "more than %d axes in one tuple of \"%s\"", SPMD_MAX_AXES, text);
+            return SPMD_ERR_INVALID;
+        }
+        s = spmd__parse_name(&p, names[*n], text, why, wl);
+        if (s != SPMD_OK) return s;
+        (*n)++;
+        p = spmd__skip(p);
+        if (*p == ',') p = spmd__skip(p + 1);
+        else if (*p != ')') {
+            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    *pp = p + 1;
+    return SPMD_OK;
+}
+
+static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, size_t wl) {
+    const char *p = spmd__skip(text);
+    spmd_status s;
+    int got_partial = 0;
+    memset(o, 0, sizeof *o);
+    if (spmd__word(p, "PartitionSpec")) p += 13;
+    else if (spmd__word(p, "P")) p += 1;
+    p = spmd__skip(p);
+    if (*p != '(') {
+        snprintf(why, wl, "expected P( at the start of \"%s\"", text);
+        return SPMD_ERR_INVALID;
+    }
+    p = spmd__skip(p + 1);
+    while (*p != ')') {
+        if (spmd__word(p, "partial") || spmd__word(p, "unreduced")) {
+            const char *q = spmd__skip(p + (p[0] == 'p' ? 7 : 9));
+            if (*q != '=') {
+                snprintf(why, wl, "expected '=' after %s in \"%s\"", p[0] == 'p' ? "partial" : "unreduced", text);
+                return SPMD_ERR_INVALID;
+            }
+            if (got_partial++) {
+                snprintf(why, wl, "partial axes given twice in \"%s\"", text);
+                return SPMD_ERR_INVALID;
+            }
+            p = spmd__skip(q + 1);
+            if (*p == '{') { /* JAX prints unreduced={'y'} */
+                const char *e = strchr(p, '}');
+                char tup[600];
+                const char *tp = tup;
+                size_t n = e ? (size_t)(e - p) : 0;
+                if (!e || n + 2 > sizeof tup) {
+                    snprintf(why, wl, "unterminated '{' in \"%s\"", text);
+                    return SPMD_ERR_INVALID;
+                }
+                tup[0] = '(';
+                memcpy(tup + 1, p + 1, n - 1);
+                tup[n] = ')';
+                tup[n + 1] = '\0';
+                s = spmd__parse_axes_item(&tp, o->partial, &o->npartial, text, why, wl);
+                p = e + 1;
+            } else {
+                s = spmd__parse_axes_item(&p, o->partial, &o->npartial, text, why, wl);
+            }
+            if (s != SPMD_OK) return s;
+        } else {
+            if (got_partial) {
+                snprintf(why, wl, "a dimension after the partial axes in \"%s\"", text);
+                return SPMD_ERR_INVALID;
+            }
+            if (o->rank == SPMD_MAX_RANK) {
+                snprintf(why, wl, "more than %d dimensions in \"%s\"", SPMD_MAX_RANK, text);
+                return SPMD_ERR_INVALID;
+            }
+            if (spmd__word(p, "None")) {
+                o->naxes[o->rank] = 0;
+                p += 4;
+            } else {
+                s = spmd__parse_axes_item(&p, o->axes[o->rank], &o->naxes[o->rank], text, why, wl);
+                if (s != SPMD_OK) return s;
+            }
+            o->rank++;
+        }
+        p = spmd__skip(p);
+        if (*p == ',') p = spmd__skip(p + 1);
+        else if (*p != ')') {
+            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
+            return SPMD_ERR_INVALID;
+        }
+    }
+    p = spmd__skip(p + 1);
+    if (*p) {
+        snprintf(why, wl, "unexpected text after ')' at offset %d of \"%s\"", (int)(p - text), text);
+        return SPMD_ERR_INVALID;
+    }
+    return spmd__spec_valid(o, why, wl);
+}
+
+spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
+    spmd_status s;
+    if (!text || !out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_parse: %s is NULL", text ? "out" : "text");
+    s = spmd__parse_spec(text, &sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
+    *out = sp;
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_spec sp;
+    int i;
+    spmd_status s;
+    if (!out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: out is NULL");
+    if (rank < 0 || rank > SPMD_MAX_RANK)
+        return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
+    if (rank > 0 && !dims) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: dims is NULL");
+    memset(&sp, 0, sizeof sp);
+    sp.rank = rank;
+    for (i = 0; i <= rank; i++) {
+        const char *t = i < rank ? dims[i] : partial, *all = t;
+        int *n = i < rank ? &sp.naxes[i] : &sp.npartial;
+        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? sp.axes[i] : sp.partial;
+        while (t && *t) {
+            const char *e = t + strcspn(t, ","), *a = t, *b = e;
+            size_t len;
+            while (*a == ' ') a++;
+            while (b > a && b[-1] == ' ') b--;
+            len = (size_t)(b - a);
+            if (len == 0 || len > SPMD_MAX_AXIS_NAME)
+                return spmd__mfail(NULL, why, SPMD_ERR_INVALID,
+                                   "spec_init: %s \"%s\": axis names must be 1..%d characters",
+                                   i < rank ? "dimension" : "partial", all, SPMD_MAX_AXIS_NAME);
+            if (*n == SPMD_MAX_AXES)
+                return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: more than %d axes in \"%s\"",
+                                   SPMD_MAX_AXES, all);
+            memcpy(names[*n], a, len);
+            names[*n][len] = '\0';
+            (*n)++;
+            t = *e ? e + 1 : e;
+        }
+    }
+    s = spmd__spec_valid(&sp, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_init: %s", w);
+    *out = sp;
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* ---- specs against a mesh ---- */
+static int spmd__mesh_axis(const spmd_mesh *m, const char *name) {
+    int i;
+    for (i = 0; i < m->ndim; i++)
+        if (strcmp(m->names[i], name) == 0) return i;
+    return -1;
+}
+
+static void spmd__mesh_text(const spmd_mesh *m, char *buf, size_t len) {
+    spmd__out o;
+    int i;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__put(&o, "(");
+    for (i = 0; i < m->ndim; i++) spmd__put(&o, "%s%s=%d", i ? ", " : "", m->names[i], m->shape[i]);
+    spmd__put(&o, ")");
+}
+
+/* Resolve s for an array of `rank` dims on mesh m. */
+static spmd_status spmd__resolve(const spmd_mesh *m, const spmd_spec *s, int rank, spmd__rspec *r, char *why,
+                                 size_t wl) {
+    char st[400], mt[300];
+    int i, k;
+    spmd_status e = spmd__spec_valid(s, why, wl);
+    if (e != SPMD_OK) return e;
+    if (rank < 0 || rank > SPMD_MAX_RANK) {
+        snprintf(why, wl, "array rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
+        return SPMD_ERR_INVALID;
+    }
+    if (s->rank > rank) {
+        snprintf(why, wl, "%s has %d entries but the array has rank %d", spmd__spec_str(s, st, sizeof st), s->rank,
+                 rank);
+        return SPMD_ERR_SHAPE;
+    }
+    memset(r, 0, sizeof *r);
+    r->rank = rank;
+    for (i = 0; i <= s->rank; i++) {
+        int n = i < s->rank ? s->naxes[i] : s->npartial;
+        for (k = 0; k < n; k++) {
+            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
+            int a = spmd__mesh_axis(m, nm);
+            if (a < 0) {
+                spmd__mesh_text(m, mt, sizeof mt);
+                snprintf(why, wl, "unknown axis '%s' in %s (mesh %s)", nm, spmd__spec_str(s, st, sizeof st), mt);
+                return SPMD_ERR_AXIS;
+            }
+            if (i < s->rank) {
+                r->ax[i][k] = a;
+                r->used |= 1u << a;
+            } else {
+                r->pax[k] = a;
+                r->partial |= 1u << a;
+            }
+        }
+        if (i < s->rank) r->n[i] = n;
+        else r->np = n;
+    }
+    return SPMD_OK;
+}
+
+/* How many blocks dimension i is cut into. */
+static int64_t spmd__parts(const spmd_mesh *m, const spmd__rspec *r, int i) {
+    return spmd__axes_size(m, r->ax[i], r->n[i]);
+}
+
+/* Block index along dim i of the device with mesh coordinates c. */
+static int64_t spmd__dim_index(const spmd_mesh *m, const spmd__rspec *r, int i, const int *c) {
+    int64_t v = 0;
+    int k;
+    for (k = 0; k < r->n[i]; k++) v = v * m->shape[r->ax[i][k]] + c[r->ax[i][k]];
+    return v;
+}
+
+static void spmd__coords(const spmd_mesh *m, int dev, int *c) {
+    int j;
+    for (j = 0; j < m->ndim; j++) {
+        c[j] = dev / m->stride[j];
+        dev %= m->stride[j];
+    }
+}
+
+static int spmd__dev_at(const spmd_mesh *m, const int *c) {
+    int j, id = 0;
+    for (j = 0; j < m->ndim; j++) id += c[j] * m->stride[j];
+    return id;
+}
+
+/* The global shape against the spec: non-negative, divisible. */
+static spmd_status spmd__divides(const spmd_mesh *m, const spmd_spec *s, const spmd__rspec *r, const int64_t *g,
+                                 char *why, size_t wl) {
+    char st[400];
+    int i, k;
+    for (i = 0; i < r->rank; i++) {
+        int64_t p = spmd__parts(m, r, i);
+        if (g[i] < 0) {
+            snprintf(why, wl, "global_shape[%d] = %lld is negative", i, (long long)g[i]);
+            return SPMD_ERR_SHAPE;
+        }
+        if (g[i] % p != 0) {
+            spmd__out o;
+            char ax[200];
+            o.buf = ax;
+            o.len = sizeof ax;
+            o.at = 0;
+            ax[0] = '\0';
+            for (k = 0; k < r->n[i]; k++)
+                spmd__put(&o, "%s%s=%d", k ? "*" : "", m->names[r->ax[i][k]], m->shape[r->ax[i][k]]);
+            snprintf(why, wl, "dimension %d of size %lld is not divisible by %lld (axes %s) in %s", i,
+                     (long long)g[i], (long long)p, ax, spmd__spec_str(s, st, sizeof st));
+            return SPMD_ERR_SHAPE;
+        }
+    }
+    return SPMD_OK;
+}
+
+/* The common prelude of the mesh-level functions. */
+static spmd_status spmd__prep(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *g, spmd__rspec *r,
+                              const char *fn, spmd_msg *why) {
+    char w[400];
+    spmd_status e;
+    if (!m || !s || (rank > 0 && !g))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, !m ? "mesh" : !s ? "spec" : "global_shape");
+    e = spmd__resolve(m, s, rank, r, w, sizeof w);
+    if (e == SPMD_OK) e = spmd__divides(m, s, r, g, w, sizeof w);
+    if (e != SPMD_OK) return spmd__mfail(m, why, e, "%s: %s", fn, w);
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                            spmd_msg *why) {
+    spmd__rspec r;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "spec_check", why);
+    if (e == SPMD_OK) spmd__msg_ok(why);
+    return e;
+}
+
+spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                             int64_t *block_shape, spmd_msg *why) {
+    spmd__rspec r;
+    int i;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_shape", why);
+    if (e != SPMD_OK) return e;
+    if (rank > 0 && !block_shape) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_shape: block_shape is NULL");
+    for (i = 0; i < rank; i++) block_shape[i] = global_shape[i] / spmd__parts(m, &r, i);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                             int device, int64_t *start, spmd_msg *why) {
+    spmd__rspec r;
+    int i, c[SPMD_MAX_AXES];
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_start", why);
+    if (e != SPMD_OK) return e;
+    if (rank > 0 && !start) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_start: start is NULL");
+    if (device < 0 || device >= m->size)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "block_start: device %d is outside 0..%d", device, m->size - 1);
+    spmd__coords(m, device, c);
+    for (i = 0; i < rank; i++)
+        start[i] = spmd__dim_index(m, &r, i, c) * (global_shape[i] / spmd__parts(m, &r, i));
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* An array argument of a mesh-level call: rank, dtype, shape, data. */
+static spmd_status spmd__arr_ok(const spmd_mesh *m, const spmd_array *a, const char *fn, const char *which,
+                                size_t *numel, spmd_msg *why) {
+    size_t n = 1;
+    int i;
+    if (!a) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, which);
+    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", fn, which, a->rank, SPMD_MAX_RANK);
+    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", fn, which, (int)a->dtype);
+    for (i = 0; i < a->rank; i++) {
+        if (a->shape[i] < 0)
+            return spmd__mfail(m, why, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", fn, which, i,
+                               (long long)a->shape[i]);
+        if (a->shape[i] && n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
+            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", fn, which);
+        n *= (size_t)a->shape[i];
+    }
+    if (n && !a->data) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s.data is NULL", fn, which);
+    *numel = n;
+    return SPMD_OK;
+}
+
+/* Copy the box of extent ext between two row-major arrays, starting at
+   sstart in src (shape ssh) and dstart in dst (shape dsh). */
+static void spmd__copy_box(unsigned char *dst, const int64_t *dsh, const int64_t *dstart, const unsigned char *src,
+                           const int64_t *ssh, const int64_t *sstart, const int64_t *ext, int rank, size_t es) {
+    spmd__blk b;
+    int64_t so = 0, dof = 0;
+    int i;
+    for (i = 0; i < rank; i++)
+        if (ext[i] == 0) return;
+    memset(&b, 0, sizeof b);
+    b.n = rank;
+    spmd__strides(ssh, rank, (int64_t)es, b.ss);
+    spmd__strides(dsh, rank, (int64_t)es, b.ds);
+    for (i = 0; i < rank; i++) {
+        b.ext[i] = ext[i];
+        so += sstart[i] * b.ss[i];
+        dof += dstart[i] * b.ds[i];
+    }
+    spmd__blk_fold(&b, (int64_t)es);
+    spmd__blk_copy(&b, dst + dof, src + so);
+}
+
+static int spmd__any_coord(const spmd_mesh *m, unsigned mask, const int *c) {
+    int j;
+    for (j = 0; j < m->ndim; j++)
+        if ((mask >> j & 1u) && c[j] != 0) return 1;
+    return 0;
+}
+
+/* Fill one device's block from the global array (validated). */
+static void spmd__put_block(const spmd_mesh *m, const spmd__rspec *r, const spmd_array *g, int dev, void *block) {
+    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
+    int c[SPMD_MAX_AXES], i;
+    size_t es = spmd__dtype_sizes[g->dtype], n = 1;
+    spmd__coords(m, dev, c);
+    for (i = 0; i < g->rank; i++) {
+        bs[i] = g->shape[i] / spmd__parts(m, r, i);
+        st[i] = spmd__dim_index(m, r, i, c) * bs[i];
+        zero[i] = 0;
+        n *= (size_t)bs[i];
+    }
+    if (n == 0) return;
+    if (spmd__any_coord(m, r->partial, c)) memset(block, 0, n * es);
+    else spmd__copy_box((unsigned char *)block, bs, zero, (const unsigned char *)g->data, g->shape, st, bs, g->rank, es);
+}
+
+spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
+                            const spmd_array *block, spmd_msg *why) {
+    spmd__rspec r;
+    size_t ng, nb;
+    int64_t bs[SPMD_MAX_RANK];
+    int i;
+    spmd_status e;
+    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "device_put: mesh is NULL");
+    if ((e = spmd__arr_ok(m, global, "device_put", "global", &ng, why)) != SPMD_OK) return e;
+    if ((e = spmd__arr_ok(m, block, "device_put", "block", &nb, why)) != SPMD_OK) return e;
+    if ((e = spmd__prep(m, s, global->rank, global->shape, &r, "device_put", why)) != SPMD_OK) return e;
+    if (device < 0 || device >= m->size)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "device_put: device %d is outside 0..%d", device, m->size - 1);
+    for (i = 0; i < global->rank; i++) bs[i] = global->shape[i] / spmd__parts(m, &r, i);
+    if (block->dtype != global->dtype || block->rank != global->rank ||
+        memcmp(block->shape, bs, (size_t)global->rank * sizeof(int64_t)) != 0) {
+        char want[160], got[160];
+        spmd__shape_text(bs, global->rank, want, sizeof want);
+        spmd__shape_text(block->shape, block->rank, got, sizeof got);
+        return spmd__mfail(m, why, SPMD_ERR_SHAPE, "device_put: block is %s %s but must be %s %s",
+                           spmd_dtype_name(block->dtype), got, spmd_dtype_name(global->dtype), want);
+    }
+    spmd__put_block(m, &r, global, device, block->data);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* "(row=0, col=1)" */
+static void spmd__coords_text(const spmd_mesh *m, int dev, char *buf, size_t len) {
+    spmd__out o;
+    int c[SPMD_MAX_AXES], j;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    spmd__coords(m, dev, c);
+    spmd__put(&o, "(");
+    for (j = 0; j < m->ndim; j++) spmd__put(&o, "%s%s=%d", j ? ", " : "", m->names[j], c[j]);
+    spmd__put(&o, ")");
+}
+
+/* The axes in mask as "'x', 'y'". */
+static void spmd__mask_text(const spmd_mesh *m, unsigned mask, char *buf, size_t len) {
+    spmd__out o;
+    int j, k = 0;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    for (j = 0; j < m->ndim; j++)
+        if (mask >> j & 1u) spmd__put(&o, "%s'%s'", k++ ? ", " : "", m->names[j]);
+}
+
+/* Assemble (see spmd_assemble); check: compare the copies first; write: then
+   write global (0: validate and check only). */
+/* shard_map's replication check: along the axes U that hold copies,
+   every device's block (bb bytes, shape bs) against the one at coordinate
+   0 there; a difference is SPMD_ERR_MISMATCH naming up to 4 devices and
+   where their blocks first differ. */
+static spmd_status spmd__asm_copies(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
+                                    const spmd_array *g, const int64_t *bs, size_t bb, unsigned U, const char *fn,
+                                    spmd_msg *why) {
+    size_t es = spmd__dtype_sizes[g->dtype];
+    int i, d, bad = 0, c[SPMD_MAX_AXES];
+    char badtext[400];
+    spmd__out bo;
+    /* the copies: every device against the one at coordinate 0 on U */
+    bo.buf = badtext;
+    bo.len = sizeof badtext;
+    bo.at = 0;
+    badtext[0] = '\0';
+    for (d = 0; d < m->size; d++) {
+        int rc[SPMD_MAX_AXES], rep;
+        spmd__coords(m, d, c);
+        memcpy(rc, c, sizeof rc);
+        for (i = 0; i < m->ndim; i++)
+            if (U >> i & 1u) rc[i] = 0;
+        rep = spmd__dev_at(m, rc);
+        if (rep != d && memcmp(blocks[d], blocks[rep], bb) != 0) {
+            if (bad < 4) {
+                const unsigned char *a = (const unsigned char *)blocks[d], *b = (const unsigned char *)blocks[rep];
+                size_t off = 0, el;
+                int64_t ix[SPMD_MAX_RANK];
+                char ct[120], rt[120], it[160];
+                while (a[off] == b[off]) off++;
+                el = off / es;
+                for (i = g->rank - 1; i >= 0; i--) {
+                    ix[i] = bs[i] ? (int64_t)(el % (size_t)bs[i]) : 0;
+                    el = bs[i] ? el / (size_t)bs[i] : 0;
+                }
+                spmd__coords_text(m, d, ct, sizeof ct);
+                spmd__coords_text(m, rep, rt, sizeof rt);
+                spmd__shape_text(ix, g->rank, it, sizeof it);
+                spmd__put(&bo, "%sdevice %d %s differs from device %d %s at block index %s", bad ? "; " : "", d, ct,
+                          rep, rt, it);
+            }
+            bad++;
+        }
+    }
+    if (bad) {
+        char ut[200], st_text[400];
+        spmd__mask_text(m, U, ut, sizeof ut);
+        return spmd__mfail(m, why, SPMD_ERR_MISMATCH,
+                           "%s: %s claims replication over %s but the blocks vary along it: %s%s (%d device%s)",
+                           fn, spmd__spec_str(s, st_text, sizeof st_text), ut, badtext, bad > 4 ? "; ..." : "", bad,
+                           bad == 1 ? " differs" : "s differ");
+    }
+    return SPMD_OK;
+}
+
+static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
+                                  const spmd_array *g, int check, int write, const char *fn, spmd_msg *why) {
+    spmd__rspec r;
+    size_t ng, es, nb = 1, bb;
+    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
+    unsigned all = 0, U;
+    int i, d, c[SPMD_MAX_AXES];
+    spmd_status e;
+    unsigned char *tmp = NULL;
+    const void **ins = NULL;
+    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: mesh is NULL", fn);
+    if ((e = spmd__arr_ok(m, g, fn, "global", &ng, why)) != SPMD_OK) return e;
+    if ((e = spmd__prep(m, s, g->rank, g->shape, &r, fn, why)) != SPMD_OK) return e;
+    if (!blocks) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks is NULL", fn);
+    es = spmd__dtype_sizes[g->dtype];
+    for (i = 0; i < g->rank; i++) {
+        bs[i] = g->shape[i] / spmd__parts(m, &r, i);
+        zero[i] = 0;
+        nb *= (size_t)bs[i];
+    }
+    bb = nb * es;
+    if (ng == 0) {
+        spmd__msg_ok(why);
+        return SPMD_OK;
+    }
+    for (d = 0; d < m->size; d++)
+        if (!blocks[d]) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks[%d] is NULL", fn, d);
+    for (i = 0; i < m->ndim; i++) all |= 1u << i;
+    U = all & ~r.used & ~r.partial; /* the axes that hold copies */
+    if (check && U && (e = spmd__asm_copies(m, s, blocks, g, bs, bb, U, fn, why)) != SPMD_OK) return e;
+    if (!write) {
+        spmd__msg_ok(why);
+        return SPMD_OK;
+    }
+    if (r.np) {
+        tmp = (unsigned char *)spmd__alloc(&m->alloc, bb);
+        ins = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *ins);
+        if (!tmp || !ins) {
+            spmd__free(&m->alloc, tmp);
+            spmd__free(&m->alloc, (void *)ins);
+            return spmd__mfail(m, why, SPMD_ERR_NOMEM, "%s: out of memory for a block of %zu bytes", fn, bb);
+        }
+    }
+    /* place the block of every device at coordinate 0 on U and on the partial axes */
+    for (d = 0; d < m->size; d++) {
+        const void *src = blocks[d];
+        spmd__coords(m, d, c);
+        if (spmd__any_coord(m, U | r.partial, c)) continue;
+        for (i = 0; i < g->rank; i++) st[i] = spmd__dim_index(m, &r, i, c) * bs[i];
+        if (r.np && nb) {
+            int P = spmd__axes_size(m, r.pax, r.np), k, v;
+            for (v = 0; v < P; v++) { /* the summands, the partial axes linearised as listed */
+                int pc[SPMD_MAX_AXES], t = v;
+                memcpy(pc, c, sizeof pc);
+                for (k = r.np - 1; k >= 0; k--) {
+                    pc[r.pax[k]] = t % m->shape[r.pax[k]];
+                    t /= m->shape[r.pax[k]];
+                }
+                ins[v] = blocks[spmd__dev_at(m, pc)];
+            }
+            spmd_reduce_local(tmp, ins, P, nb, g->dtype, g->dtype == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_SUM);
+            src = tmp;
+        }
+        spmd__copy_box((unsigned char *)g->data, g->shape, st, (const unsigned char *)src, bs, zero, bs, g->rank, es);
+    }
+    spmd__free(&m->alloc, tmp);
+    spmd__free(&m->alloc, (void *)ins);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks, const spmd_array *global,
+                          spmd_msg *why) {
+    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, 1, "assemble", why);
+}
+
+/* "0-3,6": a sorted device list with runs compressed. */
+static void spmd__devlist(const int *v, int n, char *buf, size_t len) {
+    spmd__out o;
+    int i = 0;
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    buf[0] = '\0';
+    while (i < n) {
+        int j = i;
+        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+        if (j >= i + 2) spmd__put(&o, "%s%d-%d", i ? "," : "", v[i], v[j]);
+        else if (j == i + 1) spmd__put(&o, "%s%d,%d", i ? "," : "", v[i], v[j]);
+        else spmd__put(&o, "%s%d", i ? "," : "", v[i]);
+        i = j + 1;
+    }
+}
+
+/* The devices holding block (a, b) of a rank-0..2 picture, as a device list
+   in buf; devs is scratch for m->size ids. */
+static void spmd__cell_devs(const spmd_mesh *m, const spmd__rspec *r, int rank, int64_t a, int64_t b, int *devs,
+                            char *buf, size_t len) {
+    int d, nd = 0, c[SPMD_MAX_AXES];
+    for (d = 0; d < m->size; d++) {
+        spmd__coords(m, d, c);
+        if ((rank < 2 || spmd__dim_index(m, r, 0, c) == a) && (rank < 1 || spmd__dim_index(m, r, rank - 1, c) == b))
+            devs[nd++] = d;
+    }
+    spmd__devlist(devs, nd, buf, len);
+}
+
+spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+                               char *buf, size_t len, spmd_msg *why) {
+    spmd__rspec r;
+    spmd__out o;
+    int64_t bs[SPMD_MAX_RANK] = {0}, nblk[2] = {1, 1};
+    int i, d, *devs, nd, c[SPMD_MAX_AXES];
+    char t1[400], t2[200];
+    size_t w = 5;
+    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "sharding_text", why);
+    if (e != SPMD_OK) return e;
+    if (!buf && len) return spmd__mfail(m, why, SPMD_ERR_NULL, "sharding_text: buf is NULL");
+    devs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
+    if (!devs) return spmd__mfail(m, why, SPMD_ERR_NOMEM, "sharding_text: out of memory");
+    o.buf = buf;
+    o.len = len;
+    o.at = 0;
+    if (len) buf[0] = '\0';
+    for (i = 0; i < rank; i++) bs[i] = global_shape[i] / spmd__parts(m, &r, i);
+    spmd__mesh_text(m, t2, sizeof t2);
+    spmd__put(&o, "%s", spmd__spec_str(s, t1, sizeof t1));
+    spmd__shape_text(global_shape, rank, t1, sizeof t1);
+    spmd__put(&o, " of %s", t1);
+    spmd__shape_text(bs, rank, t1, sizeof t1);
+    spmd__put(&o, " on mesh %s: blocks %s\n", t2, t1);
+    if (rank <= 2) {
+        int64_t a, b;
+        for (i = 0; i < rank; i++) nblk[rank == 1 ? 1 : i] = spmd__parts(m, &r, i);
+        /* width: the longest device list */
+        for (a = 0; a < nblk[0]; a++)
+            for (b = 0; b < nblk[1]; b++) {
+                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
+                if (strlen(t1) + 4 > w) w = strlen(t1) + 4;
+            }
+        for (a = 0; a < nblk[0]; a++) {
+            for (b = 0; b < nblk[1]; b++) {
+                size_t k;
+                spmd__put(&o, "+");
+                for (k = 0; k < w; k++) spmd__put(&o, "-");
+            }
+            spmd__put(&o, "+\n");
+            for (b = 0; b < nblk[1]; b++) {
+                size_t l, left;
+                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
+                l = strlen(t1);
+                left = (w - l) / 2;
+                spmd__put(&o, "|%*s%s%*s", (int)left, "", t1, (int)(w - l - left), "");
+            }
+            spmd__put(&o, "|\n");
+        }
+        for (b = 0; b < nblk[1]; b++) {
+            size_t k;
+            spmd__put(&o, "+");
+            for (k = 0; k < w; k++) spmd__put(&o, "-");
+        }
+        spmd__put(&o, "+\n");
+    } else {
+        /* rank > 2: no grid; one line per block, in block order */
+        int64_t nb = 1, q;
+        for (i = 0; i < rank; i++) nb *= spmd__parts(m, &r, i);
+        for (q = 0; q < nb; q++) {
+            int64_t bi[SPMD_MAX_RANK], t = q;
+            for (i = rank - 1; i >= 0; i--) {
+                int64_t p = spmd__parts(m, &r, i);
+                bi[i] = t % p;
+                t /= p;
+            }
+            spmd__put(&o, "[");
+            for (i = 0; i < rank; i++)
+                spmd__put(&o, "%s%lld:%lld", i ? ", " : "", (long long)(bi[i] * bs[i]),
+                          (long long)((bi[i] + 1) * bs[i]));
+            nd = 0;
+            for (d = 0; d < m->size; d++) {
+                int ok = 1;
+                spmd__coords(m, d, c);
+                for (i = 0; i < rank && ok; i++) ok = spmd__dim_index(m, &r, i, c) == bi[i];
+                if (ok) devs[nd++] = d;
+            }
+            spmd__devlist(devs, nd, t1, sizeof t1);
+            spmd__put(&o, "] devices %s\n", t1);
+        }
+    }
+    if (r.np) {
+        spmd__mask_text(m, r.partial, t1, sizeof t1);
+        spmd__put(&o, "partial sums over %s: the devices of a block hold summands, not copies\n", t1);
+    }
+    spmd__free(&m->alloc, devs);
+    if (o.at >= len) return spmd__mfail(m, why, SPMD_ERR_SIZE, "sharding_text: needs %zu bytes, buf has %zu",
+                                        o.at + 1, len);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+/* ---- shard_map ----
+   On threads every device's output blocks are in this process once the run
+   is over. Across processes each device then shares a record (its
+   function's status, then its output blocks, each 16-byte aligned) by an
+   all_gather over every axis of the mesh, so that every process assembles
+   the same global outputs: when the processes host equally many devices (L
+   each), in L groups of one device per process (local device j gathers the
+   records of the j-th device of every process: one copy of everything per
+   process), else in one group of all (each local device gathers all).
+   The exchange waits for the slowest process as any collective does. */
+typedef struct spmd__sm_ctx {
+    const spmd_shard_map_desc *desc;
+    unsigned char *inb[SPMD_MAX_SHARD_ARGS];  /* this process's devices' input blocks */
+    unsigned char *outb[SPMD_MAX_SHARD_ARGS]; /* on threads: every device's output blocks */
+    size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
+    int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
+    spmd_status *st; /* per device; SPMD_STATUS_COUNT until its function ran */
+    /* across processes (rec > 0): outb[k] is NULL, the outputs are written in the records */
+    size_t rec, off[SPMD_MAX_SHARD_ARGS]; /* bytes of a record; output k's offset in it */
+    unsigned char *send, *gat;            /* local devices' records; what each gathered */
+    int ngroups, gsize, *groups;
+} spmd__sm_ctx;
+
+/* Device d's record after the exchange: local device d % ngroups holds it
+   at position d / ngroups (the groups list process p's j-th device p-th). */
+static const unsigned char *spmd__sm_rec(const spmd__sm_ctx *c, int d) {
+    return c->gat + ((size_t)(d % c->ngroups) * (size_t)c->gsize + (size_t)(d / c->ngroups)) * c->rec;
+}
+
+/* Output k's block of device d, wherever it is. */
+static const void *spmd__sm_out(const spmd__sm_ctx *c, int k, int d) {
+    if (c->rec) return spmd__sm_rec(c, d) + c->off[k];
+    return c->outbb[k] ? c->outb[k] + (size_t)d * c->outbb[k] : (const void *)c;
+}
+
+static void spmd__sm_dev(spmd_dev *d, void *arg) {
+    spmd__sm_ctx *c = (spmd__sm_ctx *)arg;
+    const spmd_shard_map_desc *ds = c->desc;
+    spmd_array in[SPMD_MAX_SHARD_ARGS], out[SPMD_MAX_SHARD_ARGS];
+    int k, id = d->id;
+    size_t li = (size_t)(id - d->mesh->first_local);
+    unsigned char *mine = c->rec ? c->send + li * c->rec : NULL;
+    spmd_status s;
+    for (k = 0; k < ds->nin; k++)
+        in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + li * c->inbb[k] : NULL, ds->in[k].dtype, ds->in[k].rank,
+                              c->ish[k]);
+    for (k = 0; k < ds->nout; k++)
+        out[k] = spmd_array_nd(!c->outbb[k] ? NULL : c->rec ? mine + c->off[k] : c->outb[k] + (size_t)id * c->outbb[k],
+                               ds->out[k].dtype, ds->out[k].rank, c->osh[k]);
+    s = ds->fn(d, in, out, ds->user);
+    c->st[id] = s;
+    if (s != SPMD_OK && !d->err[0]) snprintf(d->err, sizeof d->err, "the function returned %s", spmd_status_name(s));
+    if (c->rec) {
+        uint32_t v = (uint32_t)s;
+        spmd_array x = spmd_array_1d(mine, SPMD_U8, (int64_t)c->rec);
+        spmd_array y = spmd_array_1d(c->gat + li * (size_t)c->gsize * c->rec, SPMD_U8, (int64_t)c->rec * c->gsize);
+        spmd_opts o;
+        memset(&o, 0, sizeof o);
+        o.groups = c->groups;
+        o.group_size = c->groups ? c->gsize : 0;
+        memcpy(mine, &v, sizeof v);
+        (void)spmd_all_gather(d, &x, &y, "*", 0, 1, &o); /* a failure is spmd_run's status */
+    }
+}
+
+/* Across processes: the records and their exchange's groups. */
+static spmd_status spmd__sm_share_prep(spmd_mesh *m, spmd__sm_ctx *c) {
+    const spmd_shard_map_desc *ds = c->desc;
+    int k, j, p, P = m->nprocs, L = m->size % P == 0 ? m->size / P : 0;
+    size_t at = 16;
+    for (k = 0; k < ds->nout; k++) {
+        c->off[k] = at;
+        if (at > SIZE_MAX / 4 || c->outbb[k] > SIZE_MAX / 4 - at) return SPMD_ERR_OVERFLOW;
+        at += (c->outbb[k] + 15) / 16 * 16;
+    }
+    c->rec = at;
+    c->ngroups = L > 1 ? L : 1;
+    c->gsize = m->size / c->ngroups;
+    if ((size_t)m->nlocal * (size_t)c->gsize > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
+    c->send = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * at);
+    c->gat = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * (size_t)c->gsize * at);
+    if (c->ngroups > 1 && (c->groups = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c->groups)))
+        for (j = 0; j < L; j++)
+            for (p = 0; p < P; p++) c->groups[j * P + p] = p * L + j;
+    return c->send && c->gat && (c->ngroups == 1 || c->groups) ? SPMD_OK : SPMD_ERR_NOMEM;
+}
+
+/* shard_map's desc, and each argument's array and spec: the block shape
+   of every argument (c->ish, c->osh) and its bytes (c->inbb, c->outbb). */
+static spmd_status spmd__sm_check(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd__sm_ctx *c, spmd__rspec *rin,
+                                  spmd__rspec *rout, spmd_msg *why) {
+    spmd_status e;
+    size_t n;
+    int k, i;
+    char label[40];
+    if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
+    if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
+    if (ds->nin < 0 || ds->nin > SPMD_MAX_SHARD_ARGS || ds->nout < 0 || ds->nout > SPMD_MAX_SHARD_ARGS)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: nin %d / nout %d outside 0..%d", ds->nin, ds->nout,
+                           SPMD_MAX_SHARD_ARGS);
+    if ((ds->nin && (!ds->in || !ds->in_specs)) || (ds->nout && (!ds->out || !ds->out_specs)))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL",
+                           ds->nin && !ds->in ? "in" : ds->nin && !ds->in_specs ? "in_specs"
+                                                   : !ds->out                   ? "out"
+                                                                                : "out_specs");
+    if ((unsigned)ds->check_rep >= SPMD_CHECK_COUNT)
+        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: invalid check_rep %d", (int)ds->check_rep);
+    for (k = 0; k < ds->nin + ds->nout; k++) {
+        int isin = k < ds->nin, j = isin ? k : k - ds->nin;
+        const spmd_array *a = isin ? &ds->in[j] : &ds->out[j];
+        const spmd_spec *sp = isin ? &ds->in_specs[j] : &ds->out_specs[j];
+        spmd__rspec *r = isin ? &rin[j] : &rout[j];
+        int64_t *bs = isin ? c->ish[j] : c->osh[j];
+        size_t nb = 1, es;
+        snprintf(label, sizeof label, "shard_map: %s[%d]", isin ? "in" : "out", j);
+        if ((e = spmd__arr_ok(m, a, label, isin ? "the array" : "the array", &n, why)) != SPMD_OK) return e;
+        snprintf(label, sizeof label, "shard_map: %s_specs[%d]", isin ? "in" : "out", j);
+        if ((e = spmd__prep(m, sp, a->rank, a->shape, r, label, why)) != SPMD_OK) return e;
+        es = spmd__dtype_sizes[a->dtype];
+        for (i = 0; i < a->rank; i++) {
+            bs[i] = a->shape[i] / spmd__parts(m, r, i);
+            nb *= (size_t)bs[i];
+        }
+        if (nb && (size_t)m->size > SIZE_MAX / 2 / es / nb)
+            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: blocks too large", label);
+        (isin ? c->inbb : c->outbb)[j] = nb * es;
+    }
+    return SPMD_OK;
+}
+
+/* What shard_map's run returned (rs) and each device's status (c->st,
+   the other processes' from their records): SPMD_OK, or the status
+   returned and a message naming the device it came from. */
+static spmd_status spmd__sm_result(spmd_mesh *m, spmd__sm_ctx *c, spmd_status rs, spmd_msg *why) {
+    spmd_status e;
+    int d, i = -1;
+    for (d = 0; c->rec && rs == SPMD_OK && d < m->size; d++) { /* the other processes' statuses (every exchange came) */
+        uint32_t v;
+        if (spmd_device_is_local(m, d) == 1) continue;
+        memcpy(&v, spmd__sm_rec(c, d), sizeof v);
+        c->st[d] = v < SPMD_STATUS_COUNT ? (spmd_status)v : SPMD_ERR_STATE;
+    }
+    e = rs;
+    for (d = 0; d < m->size && e == SPMD_OK; d++)
+        if (c->st[d] != SPMD_OK) {
+            e = c->st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c->st[d];
+            i = d; /* the message names the device whose status is returned */
+        }
+    if (e != SPMD_OK) {
+        if (e == rs) /* a library call failed on a device of ours: the first that says why */
+            for (i = 0; i < m->size && !(spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0]); i++) {}
+        if (i < m->size && spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0])
+            spmd__mfail(m, why, e, "shard_map: device %d: %s", i, m->devs[i]->err);
+        else if (i < m->size && c->st[i] != SPMD_OK && c->st[i] != SPMD_STATUS_COUNT)
+            spmd__mfail(m, why, e, "shard_map: device %d (process %d): the function returned %s", i,
+                        spmd_device_process(m, i), spmd_status_name(c->st[i]));
+        else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
+    }
+    return e;
+}
+
+spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg *why) {
+    spmd__sm_ctx c;
+    spmd__rspec rin[SPMD_MAX_SHARD_ARGS], rout[SPMD_MAX_SHARD_ARGS];
+    const void **blocks = NULL;
+    spmd_status e = SPMD_OK, rs;
+    int k, i, d, ran = 0;
+    char label[40];
+    memset(&c, 0, sizeof c);
+    c.desc = ds;
+    if ((e = spmd__sm_check(m, ds, &c, rin, rout, why)) != SPMD_OK) return e;
+    if (m->nlocal == 0) /* (more processes than devices) */
+        return spmd__mfail(m, why, SPMD_ERR_STATE, "shard_map: process %d hosts none of the mesh's %d devices: it "
+                           "can neither run them nor receive their outputs", m->proc, m->size);
+    c.st = (spmd_status *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c.st);
+    blocks = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *blocks);
+    e = c.st && blocks ? SPMD_OK : SPMD_ERR_NOMEM;
+    if (e == SPMD_OK && m->nprocs > 1) e = spmd__sm_share_prep(m, &c);
+    for (k = 0; e == SPMD_OK && k < ds->nin; k++) /* the local devices' input blocks */
+        if (c.inbb[k] && !(c.inb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.inbb[k] * (size_t)m->nlocal)))
+            e = SPMD_ERR_NOMEM;
+    for (k = 0; e == SPMD_OK && !c.rec && k < ds->nout; k++)
+        if (c.outbb[k] && !(c.outb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.outbb[k] * (size_t)m->size)))
+            e = SPMD_ERR_NOMEM;
+    if (e != SPMD_OK) {
+        spmd__mfail(m, why, e, e == SPMD_ERR_NOMEM ? "shard_map: out of memory for the blocks"
+                                                  : "shard_map: the outputs' blocks are too large to share");
+        goto done;
+    }
+    for (k = 0; k < ds->nin; k++)
+        for (d = 0; c.inbb[k] && d < m->nlocal; d++)
+            spmd__put_block(m, &rin[k], &ds->in[k], m->first_local + d, c.inb[k] + (size_t)d * c.inbb[k]);
+    for (d = 0; d < m->size; d++) c.st[d] = SPMD_STATUS_COUNT;
+    rs = spmd_run(m, spmd__sm_dev, &c);
+    for (d = 0; d < m->size; d++) ran |= c.st[d] != SPMD_STATUS_COUNT;
+    if (!ran) { /* nothing ran (busy mesh, no memory): the devices are not ours to read */
+        e = rs != SPMD_OK ? rs : SPMD_ERR_STATE;
+        spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
+        goto done;
+    }
+    if ((e = spmd__sm_result(m, &c, rs, why)) != SPMD_OK) goto done;
+    /* every output's replication check before any output is written */
+    for (i = 0; i < 2 && e == SPMD_OK; i++)
+        for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
+            for (d = 0; d < m->size; d++) blocks[d] = spmd__sm_out(&c, k, d);
+            snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
+            e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], !i && ds->check_rep != SPMD_CHECK_OFF, i,
+                               label, why);
+        }
+done:
+    for (k = 0; k < SPMD_MAX_SHARD_ARGS; k++) {
+        spmd__free(&m->alloc, c.inb[k]);
+        spmd__free(&m->alloc, c.outb[k]);
+    }
+    spmd__free(&m->alloc, c.st);
+    spmd__free(&m->alloc, (void *)blocks);
+    spmd__free(&m->alloc, c.send);
+    spmd__free(&m->alloc, c.gat);
+    spmd__free(&m->alloc, c.groups);
+    if (e == SPMD_OK) spmd__msg_ok(why);
+    return e;
+}
+
+/* ---- cost model ---- */
+static const char *spmd__coll_names[SPMD_COLL_COUNT] = {"none", "slice", "zero", "all_gather", "all_to_all",
+                                                         "psum", "psum_scatter"};
+
+static int spmd__ceil_log2(int G) {
+    int s = 0;
+    while ((1 << s) < G) s++;
+    return s;
+}
+
+static void spmd__cost_of(spmd_coll kind, int G, double B, spmd_cost_algo algo, const spmd_cost_model *cm,
+                          spmd_cost *c) {
+    double f = (double)(G - 1) / (double)G;
+    int L = spmd__ceil_log2(G);
+    memset(c, 0, sizeof *c);
+    c->algo = algo;
+    if (kind == SPMD_COLL_SLICE || kind == SPMD_COLL_ZERO || G <= 1) {
+        c->algo = SPMD_COST_AUTO;
+        return;
+    }
+    if (algo == SPMD_COST_RING) {
+        c->bytes = (kind == SPMD_COLL_PSUM ? 2.0 : 1.0) * f * B;
+        c->steps = (kind == SPMD_COLL_PSUM ? 2 : 1) * (G - 1);
+    } else {
+        c->steps = L;
+        c->bytes = kind == SPMD_COLL_PSUM ? (double)L * B : kind == SPMD_COLL_ALL_TO_ALL ? (double)L * B / 2 : f * B;
+    }
+    c->time_s = (double)c->steps * cm->alpha_s + c->bytes * cm->beta_s_per_byte;
+}
+
+static void spmd__model_defaults(const spmd_cost_model *in, spmd_cost_model *out) {
+    memset(out, 0, sizeof *out);
+    if (in) *out = *in;
+    if (out->alpha_s == 0) out->alpha_s = 5e-6;
+    if (out->beta_s_per_byte == 0) out->beta_s_per_byte = 1e-10;
+}
+
+static void spmd__cost_pick(spmd_coll kind, int G, double B, const spmd_cost_model *cm, spmd_cost *out) {
+    spmd_cost ring, tree;
+    if (cm->algo != SPMD_COST_AUTO) {
+        spmd__cost_of(kind, G, B, cm->algo, cm, out);
+        return;
+    }
+    spmd__cost_of(kind, G, B, SPMD_COST_RING, cm, &ring);
+    spmd__cost_of(kind, G, B, SPMD_COST_TREE, cm, &tree);
+    *out = tree.time_s < ring.time_s ? tree : ring;
+}
+
+spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model, spmd_cost *out) {
+    spmd_cost_model cm;
+    if (!out) return SPMD_ERR_NULL;
+    if ((int)kind <= SPMD_COLL_NONE || (int)kind >= SPMD_COLL_COUNT || G < 1 || G > SPMD_MAX_DEVICES ||
+        !(bytes >= 0) || bytes > 1e30)
+        return SPMD_ERR_INVALID;
+    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
+                  !(model->beta_s_per_byte >= 0)))
+        return SPMD_ERR_INVALID;
+    spmd__model_defaults(model, &cm);
+    spmd__cost_pick(kind, G, bytes, &cm, out);
+    return SPMD_OK;
+}
+
+/* ---- reshard plans ---- */
+/* The layout a plan walks through: axes per dimension, partial axes, the
+   block shape. */
+typedef struct spmd__lay {
+    int n[SPMD_MAX_RANK];
+    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];
+    unsigned partial;
+    int64_t shape[SPMD_MAX_RANK];
+} spmd__lay;
+
+static unsigned spmd__lay_used(const spmd__lay *L, int rank) {
+    unsigned u = 0;
+    int i, k;
+    for (i = 0; i < rank; i++)
+        for (k = 0; k < L->n[i]; k++) u |= 1u << L->ax[i][k];
+    return u;
+}
+
+/* Dimension i's axes are a prefix of the target's. */
+static int spmd__lay_prefix(const spmd__lay *L, const spmd__rspec *t, int i) {
+    return L->n[i] <= t->n[i] && memcmp(L->ax[i], t->ax[i], (size_t)L->n[i] * sizeof(int)) == 0;
+}
+
+/* How many leading axes of dimension i are already where the target wants. */
+static int spmd__lay_common(const spmd__lay *L, const spmd__rspec *t, int i) {
+    int k = 0;
+    while (k < L->n[i] && k < t->n[i] && L->ax[i][k] == t->ax[i][k]) k++;
+    return k;
+}
+
+typedef struct spmd__planner {
+    const spmd_mesh *m;
+    spmd_reshard_plan *p;
+    spmd_cost_model cm;
+    size_t es;
+    int rank;
+    int axes[SPMD_MAX_RESHARD_STEPS][SPMD_MAX_AXES]; /* each step's axes, as indices */
+    int nax[SPMD_MAX_RESHARD_STEPS];
+} spmd__planner;
+
+static double spmd__shape_bytes(const int64_t *sh, int rank, size_t es) {
+    double b = (double)es;
+    int i;
+    for (i = 0; i < rank; i++) b *= (double)sh[i];
+    return b;
+}
+
+/* Finish a step: axes text, group size, cost. */
+static void spmd__step_finish(spmd__planner *pl, int k) {
+    spmd_reshard_step *s = &pl->p->steps[k];
+    spmd__out o;
+    int j;
+    double B;
+    o.buf = s->axes;
+    o.len = sizeof s->axes;
+    o.at = 0;
+    s->axes[0] = '\0';
+    for (j = 0; j < pl->nax[k]; j++) spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
+    s->G = spmd__axes_size(pl->m, pl->axes[k], pl->nax[k]);
+    B = spmd__shape_bytes(s->kind == SPMD_COLL_ALL_GATHER ? s->out_shape : s->in_shape, pl->rank, pl->es);
+    spmd__cost_pick(s->kind, s->G, B, &pl->cm, &s->cost);
+}
+
+/* Append a step (or merge it into the previous one: two gathers, or two
+   slices, of the same dimension are one). Updates the layout's shape. */
+static spmd_status spmd__step_add(spmd__planner *pl, spmd__lay *L, spmd_coll kind, const int *ax, int nax, int dim,
+                                  int dim2) {
+    spmd_reshard_plan *p = pl->p;
+    spmd_reshard_step *s;
+    int64_t G = spmd__axes_size(pl->m, ax, nax);
+    if (p->nsteps > 0) {
+        int k = p->nsteps - 1;
+        s = &p->steps[k];
+        if (s->kind == kind && s->dim == dim && (kind == SPMD_COLL_ALL_GATHER || kind == SPMD_COLL_SLICE) &&
+            pl->nax[k] + nax <= SPMD_MAX_AXES) {
+            if (kind == SPMD_COLL_ALL_GATHER) { /* gathered minor first: the new axes are major */
+                memmove(pl->axes[k] + nax, pl->axes[k], (size_t)pl->nax[k] * sizeof(int));
+                memcpy(pl->axes[k], ax, (size_t)nax * sizeof(int));
+                L->shape[dim] *= G;
+            } else {
+                memcpy(pl->axes[k] + pl->nax[k], ax, (size_t)nax * sizeof(int));
+                L->shape[dim] /= G;
+            }
+            pl->nax[k] += nax;
+            memcpy(s->out_shape, L->shape, sizeof s->out_shape);
+            spmd__step_finish(pl, k);
+            return SPMD_OK;
+        }
+    }
+    if (p->nsteps == SPMD_MAX_RESHARD_STEPS) return SPMD_ERR_STATE;
+    s = &p->steps[p->nsteps];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->dim = dim;
+    s->dim2 = dim2;
+    memcpy(s->in_shape, L->shape, sizeof s->in_shape);
+    switch (kind) {
+    case SPMD_COLL_SLICE: case SPMD_COLL_PSUM_SCATTER: L->shape[dim] /= G; break;
+    case SPMD_COLL_ALL_GATHER: L->shape[dim] *= G; break;
+    case SPMD_COLL_ALL_TO_ALL: L->shape[dim] /= G; L->shape[dim2] *= G; break;
+    default: break;
+    }
+    memcpy(s->out_shape, L->shape, sizeof s->out_shape);
+    memcpy(pl->axes[p->nsteps], ax, (size_t)nax * sizeof(int));
+    pl->nax[p->nsteps] = nax;
+    spmd__step_finish(pl, p->nsteps);
+    p->nsteps++;
+    return SPMD_OK;
+}
+
+/* Build the plan from f to t (resolved, same rank, shape divisible by both). */
+/* Step 2 of a plan: the partial sums over the axes R are reduced, by a
+   psum_scatter into the dimension that wants most of them next, and a
+   psum of the rest. */
+static spmd_status spmd__plan_partial(spmd__planner *pl, spmd__lay *L, const spmd__rspec *f, const spmd__rspec *t,
+                                      spmd_dtype dt, unsigned R) {
+    const spmd_mesh *m = pl->m;
+    int rank = pl->rank, j, k;
+    spmd_status s = SPMD_OK;
+    int best = -1, bestS[SPMD_MAX_AXES], bestn = 0;
+    int64_t bestp = 1;
+    for (j = 0; j < rank && dt != SPMD_BOOL; j++) {
+        int S[SPMD_MAX_AXES], ns = 0;
+        int64_t prod = 1;
+        if (!spmd__lay_prefix(L, t, j)) continue;
+        for (k = L->n[j]; k < t->n[j] && (R >> t->ax[j][k] & 1u); k++) {
+            S[ns++] = t->ax[j][k];
+            prod *= m->shape[t->ax[j][k]];
+        }
+        if (ns && prod > bestp) {
+            best = j;
+            bestp = prod;
+            bestn = ns;
+            memcpy(bestS, S, sizeof S);
+        }
+    }
+    if (best >= 0) {
+        s = spmd__step_add(pl, L, SPMD_COLL_PSUM_SCATTER, bestS, bestn, best, -1);
+        memcpy(L->ax[best] + L->n[best], bestS, (size_t)bestn * sizeof(int));
+        L->n[best] += bestn;
+        for (k = 0; k < bestn; k++) R &= ~(1u << bestS[k]);
+    }
+    if (R && s == SPMD_OK) {
+        int A[SPMD_MAX_AXES], na = 0;
+        for (k = 0; k < f->np; k++)
+            if (R >> f->pax[k] & 1u) A[na++] = f->pax[k];
+        s = spmd__step_add(pl, L, SPMD_COLL_PSUM, A, na, -1, -1);
+    }
+    L->partial &= ~(f->partial & ~t->partial);
+    return s;
+}
+
+/* Step 3 of a plan: the axes at the minor end of dimension i that
+   dimension j wants next, in the same order: one all_to_all over all of
+   them (the longest such run). *did: 1 if one was planned. */
+static spmd_status spmd__plan_swap(spmd__planner *pl, spmd__lay *L, const spmd__rspec *t, int *did) {
+    int rank = pl->rank, i, j;
+    spmd_status s;
+    for (i = 0; i < rank; i++) {
+        int c = spmd__lay_common(L, t, i), len = 0, S[SPMD_MAX_AXES];
+        if (L->n[i] <= c) continue;
+        for (j = 0; j < rank; j++) {
+            if (j == i || !spmd__lay_prefix(L, t, j)) continue;
+            for (len = L->n[i] - c; len >= 1; len--)
+                if (L->n[j] + len <= t->n[j] &&
+                    memcmp(L->ax[i] + L->n[i] - len, t->ax[j] + L->n[j], (size_t)len * sizeof(int)) == 0)
+                    break;
+            if (len) break;
+        }
+        if (!len) continue;
+        memcpy(S, L->ax[i] + L->n[i] - len, (size_t)len * sizeof(int));
+        s = spmd__step_add(pl, L, SPMD_COLL_ALL_TO_ALL, S, len, j, i);
+        L->n[i] -= len;
+        memcpy(L->ax[j] + L->n[j], S, (size_t)len * sizeof(int));
+        L->n[j] += len;
+        *did = 1;
+        return s;
+    }
+    return SPMD_OK;
+}
+
+static spmd_status spmd__plan_build(const spmd_mesh *m, const spmd__rspec *f, const spmd__rspec *t, spmd_dtype dt,
+                                   const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p) {
+    spmd__planner pl;
+    spmd__lay L;
+    unsigned R = f->partial & ~t->partial, Z = t->partial & ~f->partial;
+    int rank = f->rank, i, j, k, iter;
+    spmd_status s = SPMD_OK;
+    memset(&pl, 0, sizeof pl);
+    pl.m = m;
+    pl.p = p;
+    pl.es = spmd__dtype_sizes[dt];
+    pl.rank = rank;
+    spmd__model_defaults(model, &pl.cm);
+    memset(&L, 0, sizeof L);
+    for (i = 0; i < rank; i++) {
+        L.n[i] = f->n[i];
+        memcpy(L.ax[i], f->ax[i], sizeof L.ax[i]);
+        L.shape[i] = g[i] / spmd__parts(m, f, i);
+    }
+    L.partial = f->partial;
+    for (iter = 0; iter < 4 * SPMD_MAX_RESHARD_STEPS && s == SPMD_OK; iter++) {
+        unsigned busy = spmd__lay_used(&L, rank) | L.partial;
+        int did = 0;
+        /* 1. replicated -> sharded: slice locally, before anything moves */
+        for (j = 0; j < rank && s == SPMD_OK; j++) {
+            int S[SPMD_MAX_AXES], ns = 0;
+            if (!spmd__lay_prefix(&L, t, j)) continue;
+            for (k = L.n[j]; k < t->n[j] && !(busy >> t->ax[j][k] & 1u); k++) S[ns++] = t->ax[j][k];
+            if (!ns) continue;
+            s = spmd__step_add(&pl, &L, SPMD_COLL_SLICE, S, ns, j, -1);
+            memcpy(L.ax[j] + L.n[j], S, (size_t)ns * sizeof(int));
+            L.n[j] += ns;
+            did = 1;
+        }
+        if (did) continue;
+        /* 2. partial sums: psum_scatter into a dimension that wants the axes next, psum the rest */
+        if (R) {
+            s = spmd__plan_partial(&pl, &L, f, t, dt, R);
+            R = 0;
+            continue;
+        }
+        /* 3. an all_to_all moves axes from the minor end of one dimension to another */
+        if (s == SPMD_OK) s = spmd__plan_swap(&pl, &L, t, &did);
+        if (did) continue;
+        /* 4. the minor-most misplaced axis is gathered */
+        for (i = rank - 1; i >= 0 && !did && s == SPMD_OK; i--) {
+            int a;
+            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
+            a = L.ax[i][L.n[i] - 1];
+            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_GATHER, &a, 1, i, -1);
+            L.n[i]--;
+            did = 1;
+        }
+        if (!did) break;
+    }
+    if (s == SPMD_OK && Z) { /* replicated -> partial: local */
+        int A[SPMD_MAX_AXES], na = 0;
+        for (k = 0; k < t->np; k++)
+            if (Z >> t->pax[k] & 1u) A[na++] = t->pax[k];
+        s = spmd__step_add(&pl, &L, SPMD_COLL_ZERO, A, na, -1, -1);
+    }
+    for (i = 0; i < rank && s == SPMD_OK; i++)
+        if (L.n[i] != t->n[i] || memcmp(L.ax[i], t->ax[i], (size_t)t->n[i] * sizeof(int)) != 0) s = SPMD_ERR_STATE;
+    p->total.algo = SPMD_COST_AUTO;
+    for (k = 0; k < p->nsteps; k++) {
+        p->total.bytes += p->steps[k].cost.bytes;
+        p->total.steps += p->steps[k].cost.steps;
+        p->total.time_s += p->steps[k].cost.time_s;
+    }
+    return s;
+}
+
+static spmd_status spmd__plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
+                                   int rank, const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p,
+                                   char *why, size_t wl) {
+    spmd__rspec f, t;
+    spmd_status s;
+    char w[400];
+    int i;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT) {
+        snprintf(why, wl, "invalid dtype %d", (int)dt);
+        return SPMD_ERR_INVALID;
+    }
+    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
+                  !(model->beta_s_per_byte >= 0))) {
+        snprintf(why, wl, "invalid cost model");
+        return SPMD_ERR_INVALID;
+    }
+    if ((s = spmd__resolve(m, from, rank, &f, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, from, &f, g, w, sizeof w);
+    if (s != SPMD_OK) {
+        snprintf(why, wl, "from: %s", w);
+        return s;
+    }
+    if ((s = spmd__resolve(m, to, rank, &t, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, to, &t, g, w, sizeof w);
+    if (s != SPMD_OK) {
+        snprintf(why, wl, "to: %s", w);
+        return s;
+    }
+    memset(p, 0, sizeof *p);
+    p->rank = rank;
+    p->dtype = dt;
+    for (i = 0; i < rank; i++) p->global_shape[i] = g[i];
+    p->from = *from;
+    p->to = *to;
+    s = spmd__plan_build(m, &f, &t, dt, g, model, p);
+    if (s != SPMD_OK) snprintf(why, wl, "no plan found within %d steps (internal error)", SPMD_MAX_RESHARD_STEPS);
+    return s;
+}
+
+spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
+                                   int rank, const int64_t *global_shape, const spmd_cost_model *model,
+                                   spmd_reshard_plan *plan, spmd_msg *why) {
+    char w[sizeof(((spmd_msg *)0)->text)];
+    spmd_status s;
+    if (!m || !from || !to || !plan || (rank > 0 && !global_shape))
+        return spmd__mfail(m, why, SPMD_ERR_NULL, "reshard_plan: %s is NULL",
+                           !m ? "mesh" : !from ? "from" : !to ? "to" : !plan ? "plan" : "global_shape");
+    s = spmd__plan_make(m, from, to, dt, rank, global_shape, model, plan, w, sizeof w);
+    if (s != SPMD_OK) return spmd__mfail(m, why, s, "reshard_plan: %s", w);
+    spmd__msg_ok(why);
+    return SPMD_OK;
+}
+
+int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len) {
+    spmd__out o;
+    char t[400];
+    int k;
+    if (!p || p->nsteps < 0 || p->nsteps > SPMD_MAX_RESHARD_STEPS || p->rank < 0 || p->rank > SPMD_MAX_RANK) {
+        if (buf && len) buf[0] = '\0';
+        return -1;
+    }
+    o.buf = buf;
+    o.len = buf ? len : 0;
+    o.at = 0;
+    if (buf && len) buf[0] = '\0';
+    spmd__put(&o, "%s -> ", spmd__spec_str(&p->from, t, sizeof t));
+    spmd__put(&o, "%s", spmd__spec_str(&p->to, t, sizeof t));
+    spmd__shape_text(p->global_shape, p->rank, t, sizeof t);
+    spmd__put(&o, " of %s %s: ", spmd_dtype_name(p->dtype), t);
+    if (p->nsteps == 0) spmd__put(&o, "nothing to do (same sharding)\n");
+    else
+        spmd__put(&o, "%d step%s, %.0f bytes sent per device, %d latency step%s, ~%.3g us\n", p->nsteps,
+                  p->nsteps == 1 ? "" : "s", p->total.bytes, p->total.steps, p->total.steps == 1 ? "" : "s",
+                  p->total.time_s * 1e6);
+    for (k = 0; k < p->nsteps; k++) {
+        const spmd_reshard_step *s = &p->steps[k];
+        char a[160], b[160];
+        spmd__shape_text(s->in_shape, p->rank, a, sizeof a);
+        spmd__shape_text(s->out_shape, p->rank, b, sizeof b);
+        spmd__put(&o, "  %d. %s over '%s'", k + 1, (unsigned)s->kind < SPMD_COLL_COUNT ? spmd__coll_names[s->kind] : "?",
+                  s->axes);
+        if (s->kind == SPMD_COLL_ALL_TO_ALL) spmd__put(&o, " (split_axis %d, concat_axis %d)", s->dim, s->dim2);
+        else if (s->dim >= 0) spmd__put(&o, " along dim %d", s->dim);
+        spmd__put(&o, ": block %s -> %s", a, b);
+        if (s->kind == SPMD_COLL_SLICE || s->kind == SPMD_COLL_ZERO) spmd__put(&o, ", local\n");
+        else
+            spmd__put(&o, ", %.0f bytes, %d step%s (%s), ~%.3g us\n", s->cost.bytes, s->cost.steps,
+                      s->cost.steps == 1 ? "" : "s", s->cost.algo == SPMD_COST_TREE ? "tree" : "ring",
+                      s->cost.time_s * 1e6);
+    }
+    return (int)o.at;
+}
+
+/* Keep chunk idx of parts along dim of a row-major block. */
+static void spmd__slice_local(unsigned char *dst, const unsigned char *src, const int64_t *sh, int rank, int dim,
+                              int64_t parts, int64_t idx, size_t es) {
+    size_t outer = 1, inner = es, chunk, o;
+    int i;
+    for (i = 0; i < dim; i++) outer *= (size_t)sh[i];
+    for (i = dim + 1; i < rank; i++) inner *= (size_t)sh[i];
+    chunk = (size_t)(sh[dim] / parts) * inner;
+    if (chunk == 0) return;
+    for (o = 0; o < outer; o++) memcpy(dst + o * chunk, src + o * (size_t)sh[dim] * inner + (size_t)idx * chunk, chunk);
+}
+
+static int spmd__ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
+                         const spmd_array *out, spmd_reshard_plan *plan) {
+    spmd_reshard_plan local, *p = plan ? plan : &local;
+    spmd__rspec f;
+    int64_t g[SPMD_MAX_RANK];
+    size_t nx, no, es, maxb, outb;
+    unsigned char *tmp[2] = {NULL, NULL};
+    const unsigned char *cur;
+    char w[400];
+    int i, k, overlap;
+    spmd_status s;
+    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
+    if ((s = spmd__check_array(d, "reshard", "block", block, &nx)) != SPMD_OK) return s;
+    if ((s = spmd__check_array(d, "reshard", "out", out, &no)) != SPMD_OK) return s;
+    if (!from || !to) return spmd__fail(d, SPMD_ERR_NULL, "reshard: %s is NULL", from ? "to" : "from");
+    if ((s = spmd__resolve(d->mesh, from, block->rank, &f, w, sizeof w)) != SPMD_OK)
+        return spmd__fail(d, s, "reshard: from: %s", w);
+    for (i = 0; i < block->rank; i++) {
+        int64_t q = spmd__parts(d->mesh, &f, i);
+        if (block->shape[i] > INT64_MAX / q) return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: global shape overflows");
+        g[i] = block->shape[i] * q;
+    }
+    s = spmd__plan_make(d->mesh, from, to, block->dtype, block->rank, g, NULL, p, w, sizeof w);
+    if (s != SPMD_OK) return spmd__fail(d, s, "reshard: %s", w);
+    {
+        const int64_t *want = p->nsteps ? p->steps[p->nsteps - 1].out_shape : block->shape;
+        if (out->dtype != block->dtype || out->rank != block->rank ||
+            memcmp(out->shape, want, (size_t)block->rank * sizeof(int64_t)) != 0) {
+            char a[160], b[160];
+            spmd__shape_text(out->shape, out->rank, a, sizeof a);
+            spmd__shape_text(want, block->rank, b, sizeof b);
+            return spmd__fail(d, SPMD_ERR_SHAPE, "reshard: out is %s %s but the block of %s is %s %s",
+                              spmd_dtype_name(out->dtype), a, spmd__spec_str(to, w, sizeof w),
+                              spmd_dtype_name(block->dtype), b);
+        }
+    }
+    es = spmd__dtype_sizes[block->dtype];
+    outb = no * es;
+    if (p->nsteps == 0) {
+        if (outb && out->data != block->data) memmove(out->data, block->data, outb);
+        return SPMD_OK;
+    }
+    maxb = nx * es;
+    for (k = 0; k < p->nsteps; k++) {
+        double b = spmd__shape_bytes(p->steps[k].out_shape, block->rank, es);
+        if (b >= (double)(INT64_MAX / 2))
+            return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: step %d needs a block of %.3g bytes", k + 1, b);
+        if (b > (double)maxb) maxb = (size_t)b;
+    }
+    overlap = spmd__ranges_overlap(out->data, outb, block->data, nx * es);
+    tmp[0] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
+    if (p->nsteps > 1 || overlap) tmp[1] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
+    if (!tmp[0] || ((p->nsteps > 1 || overlap) && !tmp[1])) {
+        spmd__free(&d->mesh->alloc, tmp[0]);
+        spmd__free(&d->mesh->alloc, tmp[1]);
+        return spmd__fail(d, SPMD_ERR_NOMEM, "reshard: out of memory for %zu bytes", maxb);
+    }
+    cur = (const unsigned char *)block->data;
+    for (k = 0; k < p->nsteps && s == SPMD_OK; k++) {
+        const spmd_reshard_step *st = &p->steps[k];
+        unsigned char *dst = (k == p->nsteps - 1 && !overlap) ? (unsigned char *)out->data : tmp[k & 1];
+        spmd_array x = spmd_array_nd((void *)cur, block->dtype, block->rank, st->in_shape);
+        spmd_array y = spmd_array_nd(dst, block->dtype, block->rank, st->out_shape);
+        size_t n = 1;
+        int idx;
+        for (i = 0; i < block->rank; i++) n *= (size_t)st->in_shape[i];
+        switch (st->kind) {
+        case SPMD_COLL_SLICE:
+            idx = spmd_axis_index(d, st->axes);
+            if (idx < 0) s = (spmd_status)-idx;
+            else spmd__slice_local(dst, cur, st->in_shape, block->rank, st->dim, st->G, idx, es);
+            break;
+        case SPMD_COLL_ZERO:
+            idx = spmd_axis_index(d, st->axes);
+            if (idx < 0) s = (spmd_status)-idx;
+            else if (n && idx) memset(dst, 0, n * es);
+            else if (n) memcpy(dst, cur, n * es);
+            break;
+        case SPMD_COLL_ALL_GATHER: s = spmd_all_gather(d, &x, &y, st->axes, st->dim, 1, NULL); break;
+        case SPMD_COLL_ALL_TO_ALL: s = spmd_all_to_all(d, &x, &y, st->axes, st->dim, st->dim2, 1, NULL); break;
+        case SPMD_COLL_PSUM:
+            s = block->dtype == SPMD_BOOL ? spmd_pmax(d, cur, dst, n, block->dtype, st->axes, NULL)
+                                          : spmd_psum(d, cur, dst, n, block->dtype, st->axes, NULL);
+            break;
+        case SPMD_COLL_PSUM_SCATTER: s = spmd_psum_scatter(d, &x, &y, st->axes, st->dim, 1, NULL); break;
+        default: s = SPMD_ERR_STATE; break;
+        }
+        if (s != SPMD_OK) {
+            char e[sizeof d->err];
+            memcpy(e, d->err, sizeof e);
+            spmd__fail(d, s, "reshard step %d (%s over '%s'): %s", k + 1, spmd__coll_names[st->kind], st->axes, e);
+        }
+        cur = dst;
+    }
+    if (s == SPMD_OK && overlap && outb) memmove(out->data, cur, outb);
+    spmd__free(&d->mesh->alloc, tmp[0]);
+    spmd__free(&d->mesh->alloc, tmp[1]);
+    return s;
+}
+
+SPMD__SETUP_END
+
+// >>shrink
+/* Recovery after a loss: elastic meshes. This section owns spmd_mesh_shrink,
+   spmd_mesh_lost, spmd_device_origin and the survivors' agreement across
+   processes. Data flow: spmd__shrink_lost reads which devices the old mesh
+   lost: a device's d->lost (set by the fault plan's kind=lose: its call
+   number + 1), and across processes every device of a process the
+   bootstrap knows is gone (b->lost); spmd_mesh_shrink marks every slice of
+   the named axis that holds one, lists the survivors in order (origin: new
+   id -> old id; dropping whole slices of one axis keeps row-major order),
+   rebuilds a mesh desc from the old mesh's settings with that axis
+   shortened, and creates the new mesh through the same path as
+   spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first mesh's
+   ids, is not applied; spmd_shrink_desc.faults is). The old mesh is not
+   touched; the two share nothing but the process's transport.
+   Agreement, threads: every device is in this process and spmd_mesh_shrink
+   runs only when none runs (SPMD_ERR_BUSY otherwise), so the set read is
+   final: every survivor gets the same mesh. Across processes (the
+   backend's lost_agree hook, spmd__shrink_agree): each survivor sends the processes it knows lost to
+   the coordinator (process 0) through the bootstrap; the coordinator waits
+   for every process not known lost, counting as lost any whose connection
+   closes or that does not come within the deadline (a loss during the
+   agreement), and sends its one decision, the union, to every survivor.
+   One decider, so survivors that get an answer get the same one; the new
+   mesh keeps each device in its process (m->shrink_procs, no bootstrap
+   exchange at creation: processes that are gone cannot take part) and the
+   processes that are gone host none. The coordinator is the one process
+   that cannot be lost: without it there is no agreement (PEER_LOST). */
+SPMD__SETUP_BEGIN
+static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs);
+
+/* The devices m lost, in increasing order: the first cap of them into lost;
+   returns how many. gone (may be NULL): processes lost (libfabric). */
+static int spmd__shrink_lost(const spmd_mesh *m, const unsigned char *gone, int *lost, int cap) {
+    int i, n = 0;
+    for (i = 0; i < m->size; i++)
+        if (SPMD__LD_ACQ(&m->devs[i]->lost) || (gone && m->proc_of && gone[m->proc_of[i]])) {
+            if (n < cap) lost[n] = i;
+            n++;
+        }
+    return n;
+}
+
+/* "3, 5, 6" (the first few of n ids) into buf. */
+static void spmd__shrink_list(char *buf, size_t len, const int *ids, int n) {
+    size_t at = 0;
+    int i;
+    buf[0] = '\0';
+    for (i = 0; i < n && at + 16 < len; i++) {
+        int w = snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ids[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (i < n) snprintf(buf + at, len - at, ", ... (%d in all)", n);
+}
+
+spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *sd, spmd_mesh **out) {
+    spmd_mesh_desc desc;
+    spmd_mesh *nm = NULL;
+    int *lost = NULL, *drop = NULL, *origin = NULL, *procs = NULL, a, i, j, nlost, keep, ndrop = 0, n = 0;
+    unsigned char *gone = NULL;
+    char ids[200], slices[200];
+    spmd_status s = SPMD_OK;
+    if (out) *out = NULL;
+    if (!m || !axis || !out) return SPMD_ERR_NULL;
+    for (a = 0; a < m->ndim && strcmp(m->names[a], axis) != 0; a++) {}
+    if (a == m->ndim) {
+        char names[SPMD_MAX_AXES * (SPMD_MAX_AXIS_NAME + 2) + 1];
+        size_t at = 0;
+        for (i = 0; i < m->ndim; i++) at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", m->names[i]);
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: '%s' is not one axis of the mesh (its axes: %s)", axis, names);
+        return SPMD_ERR_AXIS;
+    }
+    if (SPMD__LD_ACQ(&m->running) || SPMD__LD_ACQ(&m->nattached)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the mesh is running or has devices attached (call it after "
+                                         "spmd_run returned, or every device detached)");
+        return SPMD_ERR_BUSY;
+    }
+    lost = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *lost);
+    origin = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *origin);
+    procs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *procs);
+    drop = (int *)spmd__alloc(&m->alloc, (size_t)m->shape[a] * sizeof *drop);
+    gone = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nprocs);
+    if (!lost || !origin || !procs || !drop || !gone) { s = SPMD_ERR_NOMEM; goto done; }
+    if (m->vt->lost_agree && m->nprocs > 1) { /* the survivors agree on the processes lost */
+        char why[300];
+        if ((s = m->vt->lost_agree(m, gone, why, sizeof why)) != SPMD_OK) {
+            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the agreement on the processes lost failed: %s", why);
+            goto done;
+        }
+    }
+    nlost = spmd__shrink_lost(m, m->nprocs > 1 ? gone : NULL, lost, m->size);
+    for (i = 0; i < m->shape[a]; i++) drop[i] = 0;
+    for (i = 0; i < nlost; i++) drop[m->devs[lost[i]]->coords[a]] = 1;
+    for (i = 0; i < m->size; i++)
+        if (!drop[m->devs[i]->coords[a]]) {
+            procs[n] = m->proc_of ? m->proc_of[i] : 0;
+            origin[n++] = i;
+        }
+    for (i = 0, j = 0; i < m->shape[a]; i++)
+        if (drop[i]) drop[j++] = i; /* the dropped slices, increasing */
+    ndrop = j;
+    keep = m->shape[a] - ndrop;
+    spmd__shrink_list(ids, sizeof ids, lost, nlost);
+    spmd__shrink_list(slices, sizeof slices, drop, ndrop);
+    if (keep == 0) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: every one of the %d slices along '%s' lost a device (lost: %s); "
+                  "nothing is left to run on: shrink along another axis, or start a new mesh", m->shape[a], axis, ids);
+        s = SPMD_ERR_PEER_LOST;
+        goto done;
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = m->ndim;
+    for (i = 0; i < m->ndim; i++) {
+        desc.shape[i] = i == a ? keep : m->shape[i];
+        desc.axis_names[i] = m->names[i];
+    }
+    desc.backend = m->backend;
+    desc.timeout_ms = m->timeout_ms;
+    desc.check = m->check == 2 ? SPMD_CHECK_SITES : m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
+    desc.log_level = m->log_level;
+    desc.log_fn = m->log_fn;
+    desc.log_user = m->log_user;
+    desc.allocator = m->alloc;
+    desc.max_inflight = m->D;
+    desc.thread_stack_size = m->stack_size;
+    desc.devices_per_process = m->want_dpp;
+    desc.trace_depth = m->rmask || m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
+    desc.faults = sd ? sd->faults : NULL;
+    desc.scheduler = m->sched;
+    desc.carriers = m->carriers;
+    desc.sched_seed = m->seed;
+    if ((s = spmd__mesh_create(&desc, &nm, 1, m->nprocs > 1 ? procs : NULL)) != SPMD_OK) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: creating the shrunk mesh failed: %s", spmd_status_name(s));
+        goto done;
+    }
+    SPMD_ASSERT(n == nm->size);
+    nm->origin = origin;
+    origin = NULL;
+    spmd__log(m, nlost ? SPMD_LOG_WARN : SPMD_LOG_INFO, -1,
+              "mesh_shrink along '%s': lost device%s %s; slice%s %s of %d dropped; the new mesh has %d devices",
+              axis, nlost == 1 ? "" : "s", nlost ? ids : "(none)", ndrop == 1 ? "" : "s", ndrop ? slices : "(none)",
+              m->shape[a], nm->size);
+    *out = nm;
+done:
+    spmd__free(&m->alloc, lost);
+    spmd__free(&m->alloc, origin);
+    spmd__free(&m->alloc, procs);
+    spmd__free(&m->alloc, drop);
+    spmd__free(&m->alloc, gone);
+    return s;
+}
+
+int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap) {
+    int n;
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (cap < 0 || (cap > 0 && !devices)) return -(int)SPMD_ERR_INVALID;
+    if (m->vt->lost_devices && m->nprocs > 1) /* and the devices of the processes this one knows are gone */
+        return m->vt->lost_devices(m, devices, cap);
+    n = spmd__shrink_lost(m, NULL, devices, cap);
+    return n;
+}
+
+int spmd_device_origin(const spmd_mesh *m, int device) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
+    return m->origin ? m->origin[device] : device;
+}
+
+SPMD__SETUP_END
+
+// >>public
+/* The API: thin wrappers over the sections above (argument order as in
+   JAX and mpi4jax), the mesh's life (create, run, destroy) and the
+   utilities that need no mesh. A public collective notes its caller's
+   return address first (SPMD__CALLER, for SPMD_CHECK_SITES). */
+const char *spmd_version(void) { return SPMD_VERSION_STRING; }
+
+static const char *spmd__status_strings[] = {
+#define SPMD__STATUS_STRING(name, text) text,
+    SPMD_STATUS_LIST(SPMD__STATUS_STRING)
+#undef SPMD__STATUS_STRING
+};
+static const char *spmd__status_names[] = {
+#define SPMD__STATUS_NAME(name, text) #name,
+    SPMD_STATUS_LIST(SPMD__STATUS_NAME)
+#undef SPMD__STATUS_NAME
+};
+
+const char *spmd_status_string(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_strings[s] : "unknown status";
+}
+const char *spmd_status_name(spmd_status s) {
+    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_names[s] : "SPMD_ERR_UNKNOWN";
+}
+size_t spmd_dtype_size(spmd_dtype t) { return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_sizes[t] : 0; }
+const char *spmd_dtype_name(spmd_dtype t) {
+    return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "invalid";
+}
+const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
+const char *spmd_backend_name(spmd_backend b) {
+    static const char *const names[SPMD_BACKEND_COUNT] = {"default", "threads", "libfabric"};
+    return (unsigned)b < SPMD_BACKEND_COUNT ? names[b] : "invalid";
+}
+const char *spmd_scheduler_name(spmd_scheduler s) {
+    static const char *const names[SPMD_SCHEDULER_COUNT] = {"default", "threads", "fibers"};
+    return (unsigned)s < SPMD_SCHEDULER_COUNT ? names[s] : "invalid";
+}
+spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count, spmd_dtype dt,
+                              spmd_op op) {
+    spmd__kernel k;
+    int i;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
+        (int)op >= SPMD_OP_COUNT || n_in < 1)
+        return SPMD_ERR_INVALID;
+    if (!(k = spmd__kernel_in(spmd__kernel_table(), dt, op))) return SPMD_ERR_DTYPE;
+    if (count && (!out || !ins)) return SPMD_ERR_NULL;
+    for (i = 0; count && i < n_in; i++)
+        if (!ins[i]) return SPMD_ERR_NULL;
+    if (count) spmd__reduce(k, out, ins, n_in, count);
+    return SPMD_OK;
+}
+uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }
+float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
+uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
+float spmd_bf16_to_f32(uint16_t h) { return spmd__b2f(h); }
+
+static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set) {
+    const char *v = getenv(name);
+    char *end;
+    long long x;
+    if (set) *set = 0;
+    if (!v || !*v) return dflt;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        fprintf(stderr, "[spmd] warn: ignoring %s=%s (expected an integer in %lld..%lld)\n", name, v,
+                (long long)lo, (long long)hi);
+        return dflt;
+    }
+    if (set) *set = 1;
+    return (int64_t)x;
+}
+
+static int spmd__ncpu(void) {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t cs;
+    if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) > 0) return CPU_COUNT(&cs);
+#endif
+    {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
+}
+
+/* Report a bad desc through the desc's own logger, before a mesh exists. */
+static spmd_status spmd__desc_fail(const spmd_mesh_desc *desc, spmd_status s, const char *fmt, ...) {
+    va_list ap;
+    spmd_log_level lvl = desc->log_level;
+    if ((unsigned)lvl >= SPMD_LOG_LEVEL_COUNT) lvl = SPMD_LOG_WARN;
+    if (lvl == SPMD_LOG_DEFAULT) lvl = SPMD_LOG_WARN;
+    va_start(ap, fmt);
+    spmd__vlog(desc->log_fn, desc->log_user, lvl, SPMD_LOG_ERROR, -1, 0, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static spmd_log_level spmd__env_level(spmd_log_level dflt) {
+    const char *v = getenv("SPMD_LOG_LEVEL");
+    int i;
+    if (!v || !*v) return dflt;
+    for (i = SPMD_LOG_OFF; i < SPMD_LOG_LEVEL_COUNT; i++)
+        if (strcmp(v, spmd__level_names[i]) == 0) return (spmd_log_level)i;
+    fprintf(stderr, "[spmd] warn: ignoring SPMD_LOG_LEVEL=%s (off, error, warn, info, debug)\n", v);
+    return dflt;
+}
+
+SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
+    spmd_allocator a = m->alloc;
+    size_t b;
+    int i;
+    if (m->devs) {
+        for (i = 0; i < m->size; i++) {
+            spmd_dev *d = m->devs[i];
+            spmd_req *r, *n;
+            int k;
+            if (!d) continue;
+            for (k = 0; k < d->ngrefs; k++) {
+                spmd__free(&a, d->grefs[k]->groups);
+                spmd__free(&a, d->grefs[k]);
+            }
+            spmd__free(&a, d->grefs);
+            for (r = d->free_reqs; r; r = n) {
+                n = r->next;
+                spmd__free(&a, r->src_buf);
+                spmd__free(&a, r->xp_blk);
+                spmd__free(&a, r);
+            }
+            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
+            spmd__free(&a, d->clog);
+            spmd__free(&a, d->ring);
+            spmd__free(&a, d->sites);
+            spmd__free(&a, d->tlog);
+            spmd__free(&a, (void *)d->ptrs_own);
+            pthread_mutex_destroy(&d->mbox);
+            spmd__free(&a, d);
+        }
+        spmd__free(&a, m->devs);
+    }
+    if (m->gtab) {
+        for (b = 0; b < m->gbuckets; b++) {
+            spmd__group *g = m->gtab[b], *n;
+            for (; g; g = n) { n = g->next; spmd__group_free(m, g); }
+        }
+        spmd__free(&a, m->gtab);
+    }
+    spmd__free(&a, m->proc_of);
+    spmd__free(&a, m->faults);
+    spmd__free(&a, m->origin);
+    pthread_mutex_destroy(&m->xlock);
+    pthread_mutex_destroy(&m->lock);
+    spmd__free(&a, m);
+}
+
+/* spmd__mesh_create's phases. The desc's fields, before anything is made:
+   SPMD_OK and the device count, or the failure (logged through the desc). */
+SPMD__SETUP static spmd_status spmd__desc_check(const spmd_mesh_desc *desc, int *size_out) {
+    int i, j, size = 1;
+    if (desc->ndim < 1 || desc->ndim > SPMD_MAX_AXES)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: ndim %d is outside 1..%d", desc->ndim,
+                               SPMD_MAX_AXES);
+    for (i = 0; i < desc->ndim; i++) {
+        const char *n = desc->axis_names[i];
+        if (desc->shape[i] < 1)
+            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: shape[%d] = %d (must be at least 1)", i,
+                                   desc->shape[i]);
+        if (size > SPMD_MAX_DEVICES / desc->shape[i])
+            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: more than %d devices", SPMD_MAX_DEVICES);
+        size *= desc->shape[i];
+        if (!n || !*n || strlen(n) > SPMD_MAX_AXIS_NAME || strpbrk(n, ", *\t\n"))
+            return spmd__desc_fail(desc, SPMD_ERR_INVALID,
+                                   "mesh: axis_names[%d] must be 1..%d characters without ',', '*' or "
+                                   "spaces",
+                                   i, SPMD_MAX_AXIS_NAME);
+        for (j = 0; j < i; j++)
+            if (strcmp(desc->axis_names[j], n) == 0)
+                return spmd__desc_fail(desc, SPMD_ERR_DUP_AXIS, "mesh: axis name '%s' used twice", n);
+    }
+    if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid backend %d", (int)desc->backend);
+    if (desc->devices_per_process < 0 || desc->devices_per_process > SPMD_MAX_DEVICES)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: devices_per_process %d is outside 0..%d",
+                               desc->devices_per_process, SPMD_MAX_DEVICES);
+    if ((unsigned)desc->check >= SPMD_CHECK_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid check %d", (int)desc->check);
+    if ((unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid log_level %d", (int)desc->log_level);
+    if (desc->timeout_ms < 0)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: negative timeout_ms %lld",
+                               (long long)desc->timeout_ms);
+    if (desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: max_inflight %d is outside 0..%d",
+                               desc->max_inflight, SPMD__MAX_INFLIGHT);
+    if ((unsigned)desc->scheduler >= SPMD_SCHEDULER_COUNT)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid scheduler %d", (int)desc->scheduler);
+    if (desc->carriers < 0 || desc->carriers > SPMD__MAX_CARRIERS)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: carriers %d is outside 0..%d (0: the CPUs available)",
+                               desc->carriers, SPMD__MAX_CARRIERS);
+    if (desc->thread_stack_size && (desc->thread_stack_size < SPMD__STACK_MIN || desc->thread_stack_size > SPMD__STACK_MAX))
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: thread_stack_size %zu is outside %zu..%zu (0: the default)",
+                               desc->thread_stack_size, SPMD__STACK_MIN, SPMD__STACK_MAX);
+    if (!desc->allocator.alloc != !desc->allocator.free)
+        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: set both allocator.alloc and allocator.free");
+    if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
+        return spmd__desc_fail(desc, SPMD_ERR_UNSUPPORTED,
+                               "mesh: the libfabric backend is not compiled in (define SPMDCOLL_LIBFABRIC "
+                               "before including spmdcoll.h and link -lfabric)");
+    *size_out = size;
+    return SPMD_OK;
+}
+
+#if SPMD__HAS_LIBFABRIC
+static int spmd__launched_many(void);                   /* >>libfabric meshes */
+static const spmd__backend_vt *spmd__fabric_table(void); /* >>libfabric meshes */
+#endif
+/* The one place that names the backends: the table a mesh runs on (want:
+   desc.backend; libfabric when asked for or, by default, when the process
+   was launched as one of several), and which backend that is. */
+static const spmd__backend_vt *spmd__mesh_backend(spmd_backend want, spmd_backend *got) {
+#if SPMD__HAS_LIBFABRIC
+    if (want == SPMD_BACKEND_LIBFABRIC || (want == SPMD_BACKEND_DEFAULT && spmd__launched_many())) {
+        *got = SPMD_BACKEND_LIBFABRIC;
+        return spmd__fabric_table();
+    }
+#endif
+    (void)want;
+    *got = SPMD_BACKEND_THREADS;
+    return &spmd__thread_vt;
+}
+
+/* The settings the desc and the environment give (the environment wins
+   where both name one), the backend and its table. */
+SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *desc) {
+    int set;
+    m->log_fn = desc->log_fn;
+    m->log_user = desc->log_user;
+    m->log_level = spmd__env_level(desc->log_level ? desc->log_level : SPMD_LOG_WARN);
+    m->timeout_ms = spmd__env_int("SPMD_TIMEOUT_MS", 1, INT64_MAX / 1000000,
+                                  desc->timeout_ms ? desc->timeout_ms : SPMD__DEFAULT_TIMEOUT_MS, NULL);
+    m->check = (int)spmd__env_int("SPMD_CHECK", 0, 2, desc->check == SPMD_CHECK_SITES ? 2 : desc->check == SPMD_CHECK_ON,
+                                  NULL);
+    m->ncpu = spmd__ncpu();
+    m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
+    m->spin_os_ns = set ? m->spin_ns : 0u;
+    m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
+    m->D = 1; /* a power of two, so that a ring position is a mask */
+    while (m->D < (desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT)) m->D *= 2;
+    m->ktab = spmd__kernel_table();
+    m->stack_size = desc->thread_stack_size;
+    m->carriers = (int)spmd__env_int("SPMD_CARRIERS", 1, SPMD__MAX_CARRIERS, desc->carriers, NULL);
+    m->seed = (uint64_t)spmd__env_int("SPMD_SCHED_SEED", 0, INT64_MAX, (int64_t)(desc->sched_seed & INT64_MAX), NULL);
+    if (desc->sched_seed && !getenv("SPMD_SCHED_SEED")) m->seed = desc->sched_seed;
+    {
+        const char *a = getenv("SPMD_ALGO");
+        if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
+        else if (a && strcmp(a, "split") == 0) m->forced_algo = SPMD_ALGO_SPLIT;
+        else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
+        else if (a && *a && strcmp(a, "default") != 0)
+            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
+        a = getenv("SPMD_QUICK_EXCHANGE");
+        m->no_xq = a && strcmp(a, "0") == 0;
+    }
+    m->vt = spmd__mesh_backend(desc->backend, &m->backend);
+}
+
+/* The devices, their coordinates and check logs (m->devs is allocated). */
+SPMD__SETUP static spmd_status spmd__mesh_devices(spmd_mesh *m, int size) {
+    int i, j;
+    for (i = 0; i < size; i++) {
+        spmd_dev *d = (spmd_dev *)spmd__alloc(&m->alloc, sizeof *d);
+        int rem = i;
+        if (!d) return SPMD_ERR_NOMEM;
+        m->devs[i] = d;
+        d->mesh = m;
+        d->id = i;
+        for (j = 0; j < m->ndim; j++) {
+            d->coords[j] = rem / m->stride[j];
+            rem %= m->stride[j];
+        }
+        pthread_mutex_init(&d->mbox, NULL);
+        d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
+        if (!d->clog) return SPMD_ERR_NOMEM;
+        d->check_sites = m->check == 2;
+    }
+    return SPMD_OK;
+}
+
+SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
+    spmd_mesh *m;
+    int i, j, size = 1;
+    spmd_status s;
+    if (out) *out = NULL;
+    if (!desc || !out) return SPMD_ERR_NULL;
+    if ((s = spmd__desc_check(desc, &size)) != SPMD_OK) return s;
+    m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
+    if (!m) return SPMD_ERR_NOMEM;
+    m->alloc = desc->allocator;
+    m->shrunk = shrunk;
+    m->shrink_procs = procs;
+    pthread_mutex_init(&m->lock, NULL);
+    m->nprocs = 1;
+    m->nlocal = size;
+    m->want_dpp = desc->devices_per_process;
+    pthread_mutex_init(&m->xlock, NULL);
+    m->ndim = desc->ndim;
+    m->size = size;
+    for (i = m->ndim - 1, j = 1; i >= 0; i--) {
+        m->shape[i] = desc->shape[i];
+        m->stride[i] = j;
+        j *= desc->shape[i];
+        snprintf(m->names[i], sizeof m->names[i], "%s", desc->axis_names[i]);
+    }
+    spmd__mesh_settings(m, desc);
+    m->gbuckets = 1024;
+    m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
+    m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
+    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+    if ((s = spmd__mesh_devices(m, size)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
+    m->shrink_procs = NULL;
+    /* the default: fibers when the process's devices outnumber its CPUs
+       (faster at every size measured, docs/fibers.md; known once the
+       backend placed the devices) */
+    m->sched = desc->scheduler ? desc->scheduler : m->nlocal > m->ncpu ? SPMD_SCHEDULER_FIBERS : SPMD_SCHEDULER_THREADS;
+    {
+        const char *a = getenv("SPMD_SCHEDULER");
+        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
+        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
+        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
+    }
+    if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
+    spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
+              m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
+    *out = m;
+    return SPMD_OK;
+}
+spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
+    return spmd__mesh_create(desc, out, 0, NULL);
+}
+
+spmd_status spmd_mesh_destroy(spmd_mesh *m) {
+    int i, leaked = 0;
+    if (!m) return SPMD_ERR_NULL;
+    if (SPMD__LD_ACQ(&m->nattached) || SPMD__LD_ACQ(&m->running)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %u devices still attached",
+                  (unsigned)SPMD__LD_ACQ(&m->nattached));
+        return SPMD_ERR_BUSY;
+    }
+    spmd__sig_forget(m); /* SPMD_REPORT_SIGNAL: no report of it from now on */
+    spmd__report_settle(m);
+    for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
+    if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
+    spmd__trace_write(m);
+    m->vt->fini(m);
+    spmd__mesh_free(m);
+    return leaked ? SPMD_ERR_STATE : SPMD_OK;
+}
+
+int spmd_mesh_size(const spmd_mesh *m) { return m ? m->size : -(int)SPMD_ERR_NULL; }
+int spmd_mesh_ndim(const spmd_mesh *m) { return m ? m->ndim : -(int)SPMD_ERR_NULL; }
+const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim) {
+    return m && dim >= 0 && dim < m->ndim ? m->names[dim] : NULL;
+}
+int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes) {
+    int ax[SPMD_MAX_AXES], n;
+    char why[160];
+    spmd_status s;
+    if (!m) return -(int)SPMD_ERR_NULL;
+    s = spmd__parse_axes(m, axes, ax, &n, why, sizeof why);
+    return s == SPMD_OK ? spmd__axes_size(m, ax, n) : -(int)s;
+}
+spmd_backend spmd_mesh_backend(const spmd_mesh *m) { return m ? m->backend : SPMD_BACKEND_DEFAULT; }
+spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m) { return m ? m->sched : SPMD_SCHEDULER_DEFAULT; }
+spmd_status spmd_mesh_status(const spmd_mesh *m) {
+    if (!m) return SPMD_ERR_NULL;
+    return SPMD__LD_ACQ(&m->broken) ? m->broken_status : SPMD_OK;
+}
+const char *spmd_mesh_error(const spmd_mesh *m) {
+    return m && SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "";
+}
+
+size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len) {
+    if (!buf) len = 0;
+    if (len) buf[0] = '\0';
+    if (!m) return 0;
+    if (device < -1 || device >= m->size) {
+        int w = snprintf(buf, len, "spmd_report: device %d is outside -1..%d", device, m->size - 1);
+        return w > 0 ? (size_t)w : 0;
+    }
+    return spmd__report(m, device, buf, len);
+}
+void spmd_set_site(spmd_dev *d, const char *file, int line) {
+    if (!d) return;
+    d->site_file = file;
+    d->site_line = line;
+}
+
+int spmd_mesh_process_count(const spmd_mesh *m) { return m ? m->nprocs : -(int)SPMD_ERR_NULL; }
+int spmd_mesh_process_id(const spmd_mesh *m) { return m ? m->proc : -(int)SPMD_ERR_NULL; }
+int spmd_device_process(const spmd_mesh *m, int device) {
+    if (!m) return -(int)SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
+    return m->proc_of ? m->proc_of[device] : 0;
+}
+int spmd_device_is_local(const spmd_mesh *m, int device) {
+    int p = spmd_device_process(m, device);
+    return p < 0 ? p : p == m->proc;
+}
+
+/* Attach device; with `thread` set it runs on this OS thread (its own
+   scratch pointers, made now), else spmd_run's fibers give it theirs. */
+static spmd_status spmd__attach(spmd_mesh *m, int device, spmd_dev **out, int thread) {
+    uint32_t expect = 0;
+    spmd_dev *d;
+    if (out) *out = NULL;
+    if (!m || !out) return SPMD_ERR_NULL;
+    if (device < 0 || device >= m->size) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d outside 0..%d", device, m->size - 1);
+        return SPMD_ERR_INVALID;
+    }
+    if (m->proc_of && m->proc_of[device] != m->proc) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d lives in process %d, this is process %d", device,
+                  m->proc_of[device], m->proc);
+        return SPMD_ERR_INVALID;
+    }
+    d = m->devs[device];
+    if (!SPMD__CAS(&d->attached, &expect, 1u)) {
+        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d is already attached", device);
+        return SPMD_ERR_BUSY;
+    }
+    if (thread && !d->ptrs_own &&
+        !(d->ptrs_own = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *)))) {
+        SPMD__ST_SC(&d->attached, 0u);
+        spmd__log(m, SPMD_LOG_ERROR, -1, "attach: no memory for device %d's %d scratch pointers", device, 3 * m->size);
+        return SPMD_ERR_NOMEM;
+    }
+    if (thread) d->ptrs = d->ptrs_own;
+    SPMD__FADD(&m->nattached, 1u);
+    d->err[0] = '\0';
+    *out = d;
+    return SPMD_OK;
+}
+
+spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) { return spmd__attach(m, device, out, 1); }
+
+spmd_status spmd_detach(spmd_dev *d) {
+    spmd_status s = SPMD_OK;
+    if (!d) return SPMD_ERR_NULL;
+    if (!SPMD__LD_ACQ(&d->attached)) return SPMD_ERR_STATE;
+    if (d->inflight) {
+        char what[160] = "?";
+        if (d->head) spmd__req_what(d->head, what, sizeof what);
+        s = spmd__fail(d, SPMD_ERR_STATE, "detached with %d request%s never waited, the first %s over '%s' "
+                       "(operation #%llu of this device): spmd_wait (or spmd_test until done) every request, also "
+                       "after a failure or a break (it returns at once then)", d->inflight,
+                       d->inflight == 1 ? "" : "s", what, d->head && d->head->gr ? d->head->gr->text : "?",
+                       d->head ? (unsigned long long)d->head->global : 0ull);
+        spmd__log(d->mesh, SPMD_LOG_ERROR, d->id, "%s", d->err);
+        spmd__break(d->mesh, SPMD_ERR_STATE, d->id, d->err);
+    }
+    SPMD__ST_SC(&d->attached, 0u);
+    SPMD__FADD(&d->mesh->nattached, (uint32_t)-1);
+    return s;
+}
+
+/* A device's function returned: peers that wait for it can stop waiting
+   (spmd__gone_check); wake those asleep. A sleeper is asleep on the group
+   of every call it waits in: their bits, not every device's flag (that
+   was O(devices) per return, O(devices^2) per spmd_run). */
+static void spmd__run_returned(spmd_dev *d) {
+    spmd_mesh *m = d->mesh;
+    spmd__group *g;
+    size_t b;
+    SPMD__ST_SC(&d->returned, 1u);
+    SPMD__FADD(&m->nreturned, 1u);
+    pthread_mutex_lock(&m->lock);
+    for (b = 0; b < m->gbuckets; b++)
+        for (g = m->gtab[b]; g; g = g->next) spmd__wake_group(m, g, -1);
+    pthread_mutex_unlock(&m->lock);
+}
+
+typedef struct spmd__run_ctx {
+    spmd_mesh *m;
+    spmd_fn fn;
+    void *arg;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int gate; /* 0: wait, 1: go, -1: abandon */
+} spmd__run_ctx;
+
+typedef struct spmd__run_arg {
+    spmd__run_ctx *ctx;
+    int device;
+} spmd__run_arg;
+
+static void *spmd__run_thread(void *p) {
+    spmd__run_arg *a = (spmd__run_arg *)p;
+    spmd__run_ctx *c = a->ctx;
+    spmd_dev *d;
+    int gate;
+    pthread_mutex_lock(&c->lock);
+    while (c->gate == 0) pthread_cond_wait(&c->cond, &c->lock);
+    gate = c->gate;
+    pthread_mutex_unlock(&c->lock);
+    d = c->m->devs[a->device]; /* attached for us by spmd_run */
+    if (gate > 0) {
+        c->fn(d, c->arg);
+        spmd__run_returned(d);
+    }
+    spmd_detach(d);
+    return NULL;
+}
+
+/* What spmd_run returns (its devices joined): the status that broke the
+   mesh, else the earliest failure a device did not go on from (its last
+   call failed), else SPMD_OK. */
+static spmd_status spmd__run_result(spmd_mesh *m) {
+    spmd_status s = SPMD_OK;
+    uint64_t at = UINT64_MAX;
+    int i;
+    if (m->vt->run_end && m->nprocs > 1) m->vt->run_end(m); /* every process: the same break, if any */
+    if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
+    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
+        spmd_dev *d = m->devs[i];
+        if (d->unhandled != SPMD_OK && d->unhandled_at < at) {
+            s = d->unhandled;
+            at = d->unhandled_at;
+        }
+    }
+    return s;
+}
+
+SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
+    spmd__run_ctx c;
+    spmd__run_arg *args;
+    pthread_t *th;
+    pthread_attr_t attr;
+    uint32_t expect = 0;
+    int i, started = 0, lo, n;
+    spmd_status s;
+    if (!m || !fn) return SPMD_ERR_NULL;
+    if (!SPMD__CAS(&m->running, &expect, 1u)) return SPMD_ERR_BUSY;
+    lo = m->first_local; /* this process's devices (all of them on threads) */
+    n = m->nlocal;
+    args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *args);
+    th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *th);
+    if (!args || !th) {
+        spmd__free(&m->alloc, args);
+        spmd__free(&m->alloc, th);
+        SPMD__ST_SC(&m->running, 0u);
+        return SPMD_ERR_NOMEM;
+    }
+    /* claim every device before any thread starts, so that no other thread
+       can take one in between */
+    for (i = 0; i < n; i++) {
+        spmd_dev *dummy;
+        if ((s = spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS)) != SPMD_OK) {
+            while (i-- > 0) spmd_detach(m->devs[lo + i]);
+            spmd__free(&m->alloc, args);
+            spmd__free(&m->alloc, th);
+            SPMD__ST_SC(&m->running, 0u);
+            if (s == SPMD_ERR_BUSY) spmd__log(m, SPMD_LOG_DEBUG, -1, "spmd_run: a device is attached by another thread");
+            return s; /* (BUSY, or NOMEM: attach said why) */
+        }
+    }
+    for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
+    SPMD__ST_SC(&m->nreturned, 0u);
+    for (i = 0; i < m->size; i++) SPMD__ST_SC(&m->devs[i]->returned, 0u);
+    if (m->sched == SPMD_SCHEDULER_FIBERS) {
+        spmd__free(&m->alloc, args);
+        spmd__free(&m->alloc, th);
+        s = spmd__fibers_run(m, fn, arg);
+        if (s == SPMD_OK) s = spmd__run_result(m);
+        spmd__report_settle(m);
+        SPMD__ST_SC(&m->running, 0u);
+        return s;
+    }
+    c.m = m;
+    c.fn = fn;
+    c.arg = arg;
+    c.gate = 0;
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    pthread_attr_init(&attr);
+    if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
+    for (i = 0; i < n; i++) {
+        args[i].ctx = &c;
+        args[i].device = lo + i;
+        if (pthread_create(&th[i], &attr, spmd__run_thread, &args[i]) != 0) break;
+        started++;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&c.lock);
+    c.gate = started == n ? 1 : -1;
+    pthread_cond_broadcast(&c.cond);
+    pthread_mutex_unlock(&c.lock);
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = started; i < n; i++) spmd_detach(m->devs[lo + i]);
+    pthread_mutex_destroy(&c.lock);
+    pthread_cond_destroy(&c.cond);
+    spmd__free(&m->alloc, args);
+    spmd__free(&m->alloc, th);
+    if (started < n) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
+        s = SPMD_ERR_SYSTEM;
+    } else {
+        s = spmd__run_result(m);
+    }
+    spmd__report_settle(m);
+    SPMD__ST_SC(&m->running, 0u);
+    return s;
+}
+
+int spmd_device_id(const spmd_dev *d) { return d ? d->id : -(int)SPMD_ERR_NULL; }
+spmd_mesh *spmd_device_mesh(const spmd_dev *d) { return d ? d->mesh : NULL; }
+int spmd_device_coords(const spmd_dev *d, int coords[SPMD_MAX_AXES]) {
+    if (!d || !coords) return -(int)SPMD_ERR_NULL;
+    memcpy(coords, d->coords, (size_t)d->mesh->ndim * sizeof(int));
+    return d->mesh->ndim;
+}
+const char *spmd_last_error(const spmd_dev *d) { return d ? d->err : ""; }
+
+static int spmd__axis_query(spmd_dev *d, const char *axes, int want_index) {
+    int ax[SPMD_MAX_AXES], n;
+    char why[160];
+    spmd_status s;
+    if (!d) return -(int)SPMD_ERR_NULL;
+    s = spmd__parse_axes(d->mesh, axes, ax, &n, why, sizeof why);
+    if (s != SPMD_OK) return -(int)spmd__fail(d, s, "%s: %s", want_index ? "axis_index" : "axis_size", why);
+    return want_index ? spmd__axes_index(d, ax, n) : spmd__axes_size(d->mesh, ax, n);
+}
+int spmd_axis_index(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 1); }
+int spmd_axis_size(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 0); }
+
+SPMD__NOINLINE spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                           spmd_op op, const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
+    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MEAN, axes, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MAX, axes, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                      const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MIN, axes, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                       const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_PROD, axes, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+                         const char *axis, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMAX, axis, opts);
+}
+SPMD__NOINLINE spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
+                         const char *axis, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMIN, axis, opts);
+}
+SPMD__NOINLINE spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
+    SPMD__CALLER(d);
+    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
+                              opts, 0, NULL);
+}
+
+SPMD__NOINLINE spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                 spmd_op op, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
+    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
+    if (!req) {
+        char name[40];
+        snprintf(name, sizeof name, "%s_start", (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce");
+        return spmd__refuse_start(d, SPMD__KIND_ALLREDUCE, name, axes, opts);
+    }
+    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, req);
+}
+SPMD__NOINLINE spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                            const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
+    return spmd_allreduce_start(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts, req);
+}
+SPMD__NOINLINE spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
+    SPMD__CALLER(d);
+    if (!req) return spmd__refuse_start(d, SPMD__KIND_BARRIER, "barrier_start", axes, opts);
+    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
+                              opts, 0, req);
+}
+
+spmd_array spmd_array_nd(void *data, spmd_dtype dt, int rank, const int64_t *shape) {
+    spmd_array a;
+    int i;
+    memset(&a, 0, sizeof a);
+    a.data = data;
+    a.dtype = dt;
+    a.rank = rank;
+    for (i = 0; i < rank && i < SPMD_MAX_RANK && shape; i++) a.shape[i] = shape[i];
+    return a;
+}
+spmd_array spmd_array_1d(void *data, spmd_dtype dt, int64_t n0) { return spmd_array_nd(data, dt, 1, &n0); }
+spmd_array spmd_array_2d(void *data, spmd_dtype dt, int64_t n0, int64_t n1) {
+    int64_t sh[2];
+    sh[0] = n0;
+    sh[1] = n1;
+    return spmd_array_nd(data, dt, 2, sh);
+}
+spmd_array spmd_array_3d(void *data, spmd_dtype dt, int64_t n0, int64_t n1, int64_t n2) {
+    int64_t sh[3];
+    sh[0] = n0;
+    sh[1] = n1;
+    sh[2] = n2;
+    return spmd_array_nd(data, dt, 3, sh);
+}
+
+/* The array forms share one shape: kind, name, x, out and three integers. */
+static spmd_status spmd__array_op(spmd_dev *d, int kind, const char *name, const spmd_array *x,
+                                  const spmd_array *out, const char *axes, int dim1, int dim2, int tiled,
+                                  const int *perm, int npairs, int root, const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    c.x = x;
+    c.out = out;
+    c.dim1 = dim1;
+    c.dim2 = dim2;
+    c.tiled = tiled != 0;
+    c.perm = perm;
+    c.npairs = npairs;
+    c.root = root;
+    c.op = SPMD_OP_SUM;
+    if (!d) return SPMD_ERR_NULL;
+    if (!req && d->plan.gr && x && out) {
+        int q = spmd__quick(d, kind, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_SUM, 0, axes, o, &c);
+        if (q >= 0) return (spmd_status)q;
+    }
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+
+/* The buffer forms: kind, name, buffers, count, dtype, op, root. */
+static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, const void *send, void *recv,
+                                   size_t count, spmd_dtype dt, spmd_op op, int root, const char *axes,
+                                   const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    if (!req && (kind == SPMD__KIND_BCAST || kind == SPMD__KIND_REDUCE)) {
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, root, axes, o, NULL);
+        if (q >= 0) return (spmd_status)q;
+    }
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.name = name;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.dt = dt;
+    c.op = op;
+    c.root = root;
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+
+/* A _start form's request pointer: NULL is a refusal like any other
+   (spmd__refuse_start), which keeps the call's place in its group. */
+#define SPMD__START_REQ(d, req, kind, name, axes, o)                          \
+    do {                                                                      \
+        if (!(req)) return spmd__refuse_start((d), (kind), (name), (axes), (o)); \
+        *(req) = NULL;                                                        \
+    } while (0)
+
+SPMD__NOINLINE spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+                            int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int axis, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                      int axis, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
+                          0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+                                            const char *axes, int axis, int tiled, const spmd_opts *o,
+                                            spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_invariant_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
+                          0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                              int scatter_dimension, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
+                          NULL, 0, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                    int scatter_dimension, int tiled, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_PSUM_SCATTER, "psum_scatter_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
+                          NULL, 0, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                            int split_axis, int concat_axis, int tiled, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
+                          0, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int split_axis, int concat_axis, int tiled, const spmd_opts *o,
+                                  spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "all_to_all_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
+                          0, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
+                           const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                 int axis, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "pswapaxes_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                          const int *perm, int npairs, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                const int *perm, int npairs, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "ppermute_start", axes, o);
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                          const int *perm, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                const int *perm, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "pshuffle_start", axes, o);
+    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
+    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
+                            const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
+                                  int source, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "pbroadcast_start", axes, o);
+    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, req);
+}
+
+SPMD__NOINLINE spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+                           const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                 const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "allgather_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
+                          const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
+                                const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "alltoall_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                       const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                             const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "bcast_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                        const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                              const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_GATHER, "gather_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                         const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
+                               const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_SCATTER, "scatter_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
+                        const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                              int root, const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_REDUCE, "reduce_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                      const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
+                            const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_SCAN, "scan_start", axes, o);
+    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
+}
+
+spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm, int npairs,
+                       const spmd_opts *o, spmd_req **token) {
+    spmd__call c;
+    SPMD__START_REQ(d, token, SPMD__KIND_PPERMUTE, "psend", axes, o);
+    if (!x) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_NULL, "x is NULL");
+    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_PERM, "npairs is negative");
+    memset(&c, 0, sizeof c);
+    c.kind = SPMD__KIND_PPERMUTE;
+    c.name = "psend";
+    c.x = x;
+    c.out = x; /* the receiving array has x's shape; precv gives it */
+    c.perm = perm;
+    c.npairs = npairs;
+    c.two_phase = 1;
+    return spmd__coll_start(d, &c, axes, o, token);
+}
+
+spmd_status spmd_precv(spmd_dev *d, spmd_req *t, const spmd_array *out, const char *axes, const int *perm,
+                       int npairs, const spmd_opts *o) {
+    int ax[SPMD_MAX_AXES], nax = 0, i, G;
+    size_t numel = 0;
+    char why[200];
+    spmd__gref *gr = NULL;
+    spmd_status s;
+    if (!d) return SPMD_ERR_NULL;
+    if (!t || t->magic != SPMD__REQ_MAGIC || !t->user || !t->two_phase || t->recv_ready || t->dev != d)
+        return spmd__fail(d, t ? SPMD_ERR_STATE : SPMD_ERR_NULL, "precv: token is not an unfinished psend of this device");
+    if ((s = spmd__check_array(d, "precv", "out", out, &numel)) != SPMD_OK) return s;
+    if (spmd__hash_shape((uint64_t)out->dtype, out->shape, out->rank) != t->shape_hash)
+        return spmd__fail(d, SPMD_ERR_SHAPE, "precv: out must have the shape and dtype of the psend's x");
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "precv: %s", why);
+    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "precv: %s", why);
+    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    G = gr->g->G;
+    {
+        int pairs = 0;
+        for (i = 0; i < G; i++) pairs += t->src_of[i] >= 0;
+        if (gr != t->gr || npairs != pairs || (npairs && !perm))
+            return spmd__fail(d, SPMD_ERR_INVALID, "precv: axes or perm differ from the psend's");
+    }
+    for (i = 0; i < npairs; i++) {
+        int src = perm[2 * i], dst = perm[2 * i + 1];
+        if (dst < 0 || dst >= G || t->src_of[dst] != src)
+            return spmd__fail(d, SPMD_ERR_INVALID, "precv: perm differs from the psend's at pair %d", i);
+    }
+    if (numel) {
+        const char *a = (const char *)t->send, *b = (const char *)out->data;
+        if (a < b + t->in_bytes && b < a + t->in_bytes)
+            return spmd__fail(d, SPMD_ERR_OVERLAP, "precv: out overlaps the psend's x");
+    }
+    t->recv = out->data;
+    t->recv_ready = 1;
+    if (t->sig.algo == SPMD__ALG_LOCAL) {
+        if (t->src_of[0] == 0 && numel) memcpy(t->recv, t->send, t->in_bytes);
+        else if (numel) memset(t->recv, 0, t->in_bytes);
+        t->state = SPMD__R_DONE;
+        t->status = SPMD_OK;
+    } else if (t->state != SPMD__R_POST && t->sig.algo == SPMD__ALG_SPLIT) {
+        spmd__publish_recv(t);
+    }
+    (void)o;
+    return spmd_wait(t);
+}
+
+static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                const int64_t *io, const int64_t *ss, const int64_t *oo, const int64_t *rs, int64_t k,
+                                const char *axes, const spmd_opts *o, spmd_req **req) {
+    spmd__call c;
+    if (!d) return SPMD_ERR_NULL;
+    if (!operand || !output)
+        return spmd__refuse_early(d, SPMD__KIND_RAGGED, "ragged_all_to_all", axes, o, SPMD_ERR_NULL,
+                                  operand ? "output is NULL" : "operand is NULL");
+    memset(&c, 0, sizeof c);
+    c.kind = SPMD__KIND_RAGGED;
+    c.name = "ragged_all_to_all";
+    c.x = operand;
+    c.out = output;
+    c.ragged[0] = io;
+    c.ragged[1] = ss;
+    c.ragged[2] = oo;
+    c.ragged[3] = rs;
+    c.k = k;
+    return spmd__coll_start(d, &c, axes, o, req);
+}
+SPMD__NOINLINE spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                   const int64_t *input_offsets, const int64_t *send_sizes,
+                                   const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
+                                   const char *axes, const spmd_opts *o) {
+    SPMD__CALLER(d);
+    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, NULL);
+}
+SPMD__NOINLINE spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+                                         const int64_t *input_offsets, const int64_t *send_sizes,
+                                         const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
+                                         const char *axes, const spmd_opts *o, spmd_req **req) {
+    SPMD__CALLER(d);
+    SPMD__START_REQ(d, req, SPMD__KIND_RAGGED, "ragged_all_to_all_start", axes, o);
+    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
+}
+
+static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void *rbuf, size_t count, spmd_dtype dt,
+                                   int peer, int tag, const char *axes, const spmd_opts *o, spmd_recv_info *info,
+                                   spmd_req **out) {
+    const char *name = kind == SPMD__KIND_SEND ? "send" : "recv";
+    int ax[SPMD_MAX_AXES], nax = 0, G, k;
+    char why[200];
+    spmd__gref *gr = NULL;
+    spmd_req *r;
+    spmd_status s;
+    if (out) *out = NULL;
+    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
+    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
+    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
+    if (count > (size_t)INT64_MAX / 16) return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows", name, count);
+    if (count && !(kind == SPMD__KIND_SEND ? sbuf : (const void *)rbuf))
+        return spmd__fail(d, SPMD_ERR_NULL, "%s: buffer is NULL", name);
+    if (tag < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_TAG))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: tag %d must be >= 0%s", name, tag,
+                          kind == SPMD__KIND_SEND ? "" : " or SPMD_ANY_TAG");
+    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s: %s", name, why);
+    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+        return spmd__fail(d, s, "%s: %s", name, why);
+    if (o && (o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid timeout or algo", name);
+    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
+    G = gr->g->G;
+    if (peer < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_SOURCE) || peer >= G)
+        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", name,
+                          kind == SPMD__KIND_SEND ? "dest" : "source", peer, G);
+    r = spmd__req_new(d);
+    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
+    r->gr = gr;
+    r->p2p = 1;
+    r->sig.kind = (uint8_t)kind;
+    r->sig.dtype = (uint8_t)dt;
+    r->count = count;
+    r->in_size = r->out_size = spmd__dtype_sizes[dt];
+    r->send = sbuf;
+    r->recv = rbuf;
+    r->peer = peer;
+    r->tag = tag;
+    r->info = info;
+    r->user = out != NULL;
+    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : d->mesh->timeout_ms;
+    r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
+    /* libfabric: a peer in another process (or any peer) goes by message */
+    r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
+    if ((k = spmd__rec_begin(r)) != 0) spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST); /* fault plan */
+    else d->mesh->vt->progress(r);
+    if (out) {
+        *out = r;
+        return SPMD_OK;
+    }
+    s = spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+
+spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag, const char *axes,
+                      const spmd_opts *o) {
+    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, NULL);
+}
+spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
+                            const char *axes, const spmd_opts *o, spmd_req **req) {
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "send_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
+    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, req);
+}
+spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag, const char *axes,
+                      const spmd_opts *o, spmd_recv_info *info) {
+    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, NULL);
+}
+spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
+                            const char *axes, const spmd_opts *o, spmd_recv_info *info, spmd_req **req) {
+    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "recv_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
+    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, req);
+}
+spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag, void *recvbuf,
+                          size_t recvcount, int source, int recvtag, spmd_dtype dt, const char *axes,
+                          const spmd_opts *o, spmd_recv_info *info) {
+    spmd_req *sr;
+    spmd_status s = spmd_send_start(d, sendbuf, sendcount, dt, dest, sendtag, axes, o, &sr), w;
+    if (s != SPMD_OK) return s;
+    s = spmd_recv(d, recvbuf, recvcount, dt, source, recvtag, axes, o, info);
+    w = spmd_wait(sr);
+    return s != SPMD_OK ? s : w;
+}
+
+#define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
+    SPMD__NOINLINE spmd_status NAME(spmd_dev *d, const void *send, RECV_T *recv, size_t count, spmd_dtype dt, const char *axes, \
+                     const spmd_opts *o, spmd_req **req) {                                                   \
+        SPMD__CALLER(d);                                                                                     \
+        return spmd_allreduce_start(d, send, recv, count, dt, OP, axes, o, req);                             \
+    }
+SPMD__REDUCE_START(spmd_pmean_start, SPMD_OP_MEAN, void)
+SPMD__REDUCE_START(spmd_pmax_start, SPMD_OP_MAX, void)
+SPMD__REDUCE_START(spmd_pmin_start, SPMD_OP_MIN, void)
+SPMD__REDUCE_START(spmd_pprod_start, SPMD_OP_PROD, void)
+SPMD__REDUCE_START(spmd_pargmax_start, SPMD_OP_ARGMAX, int32_t)
+SPMD__REDUCE_START(spmd_pargmin_start, SPMD_OP_ARGMIN, int32_t)
+
+spmd_status spmd_wait(spmd_req *r) {
+    spmd_status s = spmd__req_check(r);
+    if (s != SPMD_OK) return s;
+    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
+    spmd__req_release(r);
+    return s;
+}
+spmd_status spmd_done(spmd_req *r) { return spmd_wait(r); }
+
+spmd_status spmd_test(spmd_req *r, int *done) {
+    spmd_status s = spmd__req_check(r);
+    if (done) *done = 0;
+    if (s != SPMD_OK) return s;
+    if (!done) return SPMD_ERR_NULL;
+    if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
+        spmd__gone_or_broken(r);
+    if (r->state != SPMD__R_DONE) {
+        if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
+        return SPMD_OK;
+    }
+    s = r->status;
+    spmd__req_release(r);
+    *done = 1;
+    return s;
+}
+
+spmd_status spmd_wait_all(spmd_req **reqs, int n) {
+    spmd_status first = SPMD_OK;
+    int i;
+    if (n < 0) return SPMD_ERR_INVALID;
+    if (n && !reqs) return SPMD_ERR_NULL;
+    for (i = 0; i < n; i++) {
+        spmd_status s;
+        if (!reqs[i]) continue;
+        s = spmd_wait(reqs[i]);
+        reqs[i] = NULL;
+        if (s != SPMD_OK && first == SPMD_OK) first = s;
+    }
+    return first;
+}
 
 // >>bootstrap
 /* How the processes of a libfabric job find each other (internal; compiled
@@ -6470,6 +11577,7 @@ static void spmd__boot_close(spmd__boot *b) {
 #endif /* SPMD__HAS_LIBFABRIC */
 
 SPMD__SETUP_END
+
 // >>libfabric backend
 /* Transport of the libfabric backend (internal; compiled with
    SPMDCOLL_LIBFABRIC), under the meshes of "libfabric meshes" below. What
@@ -8864,7 +13972,7 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
    in the same order (creation is collective: the shapes are compared over
    the bootstrap) and hosts one contiguous block of device ids, so the minor
    axes stay inside a process. A group whose members all live here runs on
-   the thread engine above. A group that spans processes takes the exchange
+   the thread engine (>>thread backend). A group that spans processes takes the exchange
    path: each operation has one exchange record (xrec) per process, shared
    by the process's members of the group. Every member sends a header (its
    signature, group index, the group's hash, the operation's number and the
@@ -8898,7 +14006,12 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
    the group's hash, 64 in check mode, so a collision is reported, never mixed),
    sequence = the operation's number on the group, step = 2k for member
    k's header and 2k + 1 for its data, 2G for a process's slice of a split
-   psum, SPMD__X_BSTEP(s) for step s of a Bruck exchange. */
+   psum, SPMD__X_BSTEP(s) for step s of a Bruck exchange.
+
+   The core reaches this block only through the table at its end
+   (spmd__fabric_vt: the exchange's start, give-up and checks, the news
+   of other processes, the report and the agreements); it calls the core
+   above freely. */
 #define SPMD__X_MAGIC 0x58444d53u
 /* Clear-to-send: with the shm provider of libfabric 1.17 a large message
    that arrives before its receive is posted holds the sender's response
@@ -9355,83 +14468,60 @@ static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
 /* The exchange of operation gseq, made (and its header receives posted) by
    the first local member to come; SPMD_ERR_BUSY (nothing said) while the
    group has max_inflight exchanges listed. xlock held. */
-static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
+/* A new exchange record for group g: one block holding the record, its
+   ops, its header buffers (registered), and its per-member arrays; NULL
+   without memory. */
+static spmd__xrec *spmd__x_make(spmd_mesh *m, spmd__group *g) {
+    spmd__fab *f = m->fab;
+    int G = g->G;
+    spmd__xrec *x;
+    size_t inl = spmd__x_inline(m, G);
+    size_t nops = spmd__x_nops(g), hb, at, nb = (size_t)G + 2 * (size_t)g->nrp + 3;
+    unsigned char *blk;
+    hb = SPMD__X_HDR + inl;
+    /* header, ops, hbuf (line-aligned sizes), pointers, sizes, flags */
+    at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
+    blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb +
+                                                      7 * (size_t)G * sizeof(void *) + nb * sizeof(size_t) +
+                                                      3 * (size_t)G +
+                                                      (size_t)(g->nloc * g->nrp) + (size_t)g->nrp + 1);
+    if (!blk) return NULL;
+    x = (spmd__xrec *)(void *)blk;
+    x->inl = inl;
+    x->hb = hb;
+    x->rop = (spmd__fab_op *)(void *)(blk + at);
+    x->sop = x->rop + 3 * (size_t)G;
+    x->aop = x->sop + 3 * (size_t)(g->nloc * g->nrp);
+    x->hbuf = (unsigned char *)(x->aop + 4 * (size_t)g->nrp);
+    spmd__fab_mr_own(f, x->hbuf, (size_t)G * hb);
+    x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
+    x->stage_cap = (size_t *)(void *)(x->stage + G);
+    x->bat = x->stage_cap + G;
+    x->boff = x->bat + G;
+    x->in = (const void **)(void *)(x->bat + nb); /* from here on: cleared per operation */
+    x->meta = (const int64_t **)(void *)(x->in + G);
+    x->out = (void **)(x->meta + G);
+    x->pdst = (unsigned char **)(void *)(x->out + G);
+    x->pre = (size_t *)(void *)(x->pdst + G);
+    x->have = (uint8_t *)(void *)(x->pre + G);
+    x->cst = x->have + G;
+    x->copied = x->cst + G;
+    x->dsent = x->copied + G;
+    x->asent = x->dsent + g->nloc * g->nrp;
+    x->reset = (size_t)(x->asent + g->nrp - (uint8_t *)(void *)x->in);
+    return x;
+}
+
+/* The receives an exchange posts at once: every header that comes, the
+   large inputs of known size (so that the transfer runs before the header
+   is read: by a progress thread, or while the caller computes between
+   start and wait), and for a split sum the other processes' slices. */
+static spmd_status spmd__x_recvs(spmd_req *r, spmd__xrec *x) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
     int G = g->G, k;
-    spmd__xrec *x;
-    for (x = g->xlive; x; x = x->next)
-        if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
-    spmd__x_reap(f, g);
-    if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
-    {
-        uint64_t due = spmd__x_ack_due(m, r->gseq);
-        for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
-            if (x->gseq <= due && x->left == g->nloc) /* left, its acknowledgement still to come */
-                return SPMD_ERR_BUSY;
-    }
-    x = g->xfree;
-    if (x) {
-        g->xfree = x->next;
-    } else {
-        size_t inl = spmd__x_inline(m, G);
-        size_t nops = spmd__x_nops(g), hb, at, nb = (size_t)G + 2 * (size_t)g->nrp + 3;
-        unsigned char *blk;
-        hb = SPMD__X_HDR + inl;
-        /* header, ops, hbuf (line-aligned sizes), pointers, sizes, flags */
-        at = (sizeof *x + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
-        blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)G * hb +
-                                                          7 * (size_t)G * sizeof(void *) + nb * sizeof(size_t) +
-                                                          3 * (size_t)G +
-                                                          (size_t)(g->nloc * g->nrp) + (size_t)g->nrp + 1);
-        if (!blk) return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
-        x = (spmd__xrec *)(void *)blk;
-        x->inl = inl;
-        x->hb = hb;
-        x->rop = (spmd__fab_op *)(void *)(blk + at);
-        x->sop = x->rop + 3 * (size_t)G;
-        x->aop = x->sop + 3 * (size_t)(g->nloc * g->nrp);
-        x->hbuf = (unsigned char *)(x->aop + 4 * (size_t)g->nrp);
-        spmd__fab_mr_own(f, x->hbuf, (size_t)G * hb);
-        x->stage = (unsigned char **)(void *)(x->hbuf + (size_t)G * hb); /* hb: a multiple of 64 */
-        x->stage_cap = (size_t *)(void *)(x->stage + G);
-        x->bat = x->stage_cap + G;
-        x->boff = x->bat + G;
-        x->in = (const void **)(void *)(x->bat + nb); /* from here on: cleared per operation */
-        x->meta = (const int64_t **)(void *)(x->in + G);
-        x->out = (void **)(x->meta + G);
-        x->pdst = (unsigned char **)(void *)(x->out + G);
-        x->pre = (size_t *)(void *)(x->pdst + G);
-        x->have = (uint8_t *)(void *)(x->pre + G);
-        x->cst = x->have + G;
-        x->copied = x->cst + G;
-        x->dsent = x->copied + G;
-        x->asent = x->dsent + g->nloc * g->nrp;
-        x->reset = (size_t)(x->asent + g->nrp - (uint8_t *)(void *)x->in);
-    }
-    x->gseq = r->gseq;
-    x->left = x->all_in = x->taken = x->joins = x->seen_joins = x->scan0 = 0;
-    x->seen_moved = UINT64_MAX;
-    x->lead = r->gr->me;
-    x->red = 0;
-    x->hold = r->sig.algo == SPMD__ALG_SPLIT;
-    x->gone = SPMD_OK;
-    x->refused = 0;
-    x->refused_st = SPMD_OK;
-    x->bsteps = x->bsent = x->brecv = x->bparsed = 0;
-    x->sig = r->sig;
-    memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
-    x->next = g->xlive;
-    g->xlive = x;
-    g->xnlive++;
-    if (r->sig.algo == SPMD__ALG_BRUCK) {
-        spmd_status st = spmd__x_bplan(r, x);
-        if (st == SPMD_OK) *out = x;
-        else x->gone = st; /* the other local members must not use it */
-        return st;
-    }
     for (k = 0; k < G; k++) {
         spmd_status st;
         if (g->lidx[k] >= 0) continue;
@@ -9444,9 +14534,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
                                       UINT64_MAX);
         if (st != SPMD_OK) return spmd__fail(d, st, "receiving device %d's header: %s", g->members[k], f->err);
     }
-    /* large inputs of known size: their receives go out now, so that the
-       transfer runs before the header is read (by a progress thread, or
-       while the caller computes between start and wait) */
+    /* large inputs of known size */
     for (k = 0; k < G; k++) {
         int64_t e = g->lidx[k] < 0 && spmd__x_wants(r, k, m->proc) ? spmd__x_expect(r, k) : -1;
         spmd_status st;
@@ -9495,6 +14583,54 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
             if (st == SPMD_OK && f->cts) st = spmd__fab_post_recv(f, op + 3, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
             if (st != SPMD_OK) return spmd__fail(d, st, "receiving process %d's part of the sum: %s", p, f->err);
         }
+    return SPMD_OK;
+}
+
+static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x;
+    spmd_status st;
+    for (x = g->xlive; x; x = x->next)
+        if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
+    spmd__x_reap(f, g);
+    if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
+    {
+        uint64_t due = spmd__x_ack_due(m, r->gseq);
+        for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
+            if (x->gseq <= due && x->left == g->nloc) /* left, its acknowledgement still to come */
+                return SPMD_ERR_BUSY;
+    }
+    x = g->xfree;
+    if (x) {
+        g->xfree = x->next;
+    } else if (!(x = spmd__x_make(m, g))) {
+        return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
+    }
+    x->gseq = r->gseq;
+    x->left = x->all_in = x->taken = x->joins = x->seen_joins = x->scan0 = 0;
+    x->seen_moved = UINT64_MAX;
+    x->lead = r->gr->me;
+    x->red = 0;
+    x->hold = r->sig.algo == SPMD__ALG_SPLIT;
+    x->gone = SPMD_OK;
+    x->refused = 0;
+    x->refused_st = SPMD_OK;
+    x->bsteps = x->bsent = x->brecv = x->bparsed = 0;
+    x->sig = r->sig;
+    memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
+    x->next = g->xlive;
+    g->xlive = x;
+    g->xnlive++;
+    if (r->sig.algo == SPMD__ALG_BRUCK) {
+        st = spmd__x_bplan(r, x);
+        if (st == SPMD_OK) *out = x;
+        else x->gone = st; /* the other local members must not use it */
+        return st;
+    }
+    if ((st = spmd__x_recvs(r, x)) != SPMD_OK) return st;
     *out = x;
     return SPMD_OK;
 }
@@ -9549,36 +14685,110 @@ static spmd_status spmd__x_gone(spmd_req *r, spmd_status gone) {
 }
 
 /* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
+/* Ragged: offsets and sizes then the operand, in one message; in place:
+   the input must outlive the output being written (one carried inline is
+   copied into its header). Both go from a copy (r->xscratch, kept for a
+   retry). *data: the bytes to send. 0, or -1 without memory. */
+static int spmd__x_copy_in(spmd_req *r, size_t len, const unsigned char **data) {
+    spmd_mesh *m = r->dev->mesh;
+    int ragged = r->sig.kind == SPMD__KIND_RAGGED;
+    *data = (const unsigned char *)(r->xscratch ? r->xscratch : r->send);
+    if (!len || r->xscratch || r->sig.algo == SPMD__ALG_BRUCK ||
+        !(ragged || (r->send && r->send == r->recv && len > spmd__x_inline(m, r->gr->g->G))))
+        return 0;
+    /* ragged: offsets and sizes then the operand, in one message; in
+       place: the input must outlive the output being written (one
+       carried inline is copied into its header) */
+    r->xscratch = spmd__alloc(&m->alloc, len);
+    if (!r->xscratch) return -1;
+    spmd__fab_mr_own(m->fab, r->xscratch, len);
+    if (ragged) {
+        memcpy(r->xscratch, r->meta, r->meta_bytes);
+        if (len > r->meta_bytes)
+            memcpy((unsigned char *)r->xscratch + r->meta_bytes, r->send, len - r->meta_bytes);
+    } else {
+        memcpy(r->xscratch, r->send, len);
+    }
+    *data = (const unsigned char *)r->xscratch;
+    return 0;
+}
+
+/* r's header into hb: the short one (16 bytes) where it says enough, else
+   the long one (check mode, large sizes, many members). Its size. */
+static size_t spmd__x_header(spmd_req *r, unsigned char *hb, int inl, size_t len) {
+    spmd_dev *d = r->dev;
+    spmd__group *g = r->gr->g;
+    spmd__xhdr *h;
+    int me = r->gr->me;
+    if (r->sig.algo == SPMD__ALG_BRUCK || (!d->mesh->check && len <= UINT32_MAX && g->G <= 65535)) {
+        spmd__x_short(hb, r, inl, len);
+        return SPMD__X_SHDR;
+    }
+    h = (spmd__xhdr *)(void *)hb;
+    memset(h, 0, SPMD__X_HDR);
+    h->magic = SPMD__X_MAGIC;
+    h->member = (uint32_t)me;
+    h->ghash = g->xhash;
+    h->gseq = r->gseq;
+    h->global = r->global;
+    h->data_len = len;
+    h->sig = spmd__x_sig_out(r);
+    h->has_inline = (uint32_t)inl;
+    memcpy(h->axes, r->gr->text, sizeof h->axes); /* the receiver ends it at its last byte */
+    if (d->check_sites) spmd__site_text(r->site, d->site_mod, h->site, sizeof h->site);
+    return SPMD__X_HDR;
+}
+
+/* r's sends to every other process of its group: the header (with the
+   input inline when it fits), then the input itself, at once or (with
+   clear-to-send) once the receiver asked for it (spmd__x_sends). */
+static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *hb, size_t hsize, int inl, size_t len,
+                                    const unsigned char *data) {
+    spmd_dev *d = r->dev;
+    spmd__fab *f = d->mesh->fab;
+    spmd__group *g = r->gr->g;
+    int me = r->gr->me, li = g->lidx[me], j;
+    spmd_status st;
+    for (j = 0; j < g->nrp; j++) {
+        /* in pairwise order: the next process after this one first, so that
+           the processes' large messages do not all start with the same one */
+        int i = (j + g->ppos) % g->nrp, p = g->rprocs[i];
+        size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
+        spmd__fab_op *op = &x->sop[3 * at];
+        uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
+        if (!spmd__x_hdr_to(r, me, p)) { /* one way: p reads neither header nor data */
+            x->dsent[at] = 1;
+            continue;
+        }
+        st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
+                                 UINT64_MAX);
+        if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
+            x->dsent[at] = 1; /* nothing more for p */
+        } else if (st == SPMD_OK && f->cts) {
+            st = spmd__fab_post_recv(f, op + 2, p, dtag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+        } else if (st == SPMD_OK) {
+            size_t off, n;
+            spmd__x_range(r, p, len, &off, &n);
+            st = spmd__fab_post_send(f, op + 1, p, dtag, data + off, n, UINT64_MAX);
+            x->dsent[at] = 1;
+        }
+        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
+                                             spmd__x_what(r), r->gr->text, p, f->err);
+    }
+    return SPMD_OK;
+}
+
 static spmd_status spmd__x_post(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
     spmd__group *g = r->gr->g;
-    int me = r->gr->me, li = g->lidx[me], G = g->G, j, ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
+    int me = r->gr->me, li = g->lidx[me], ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
     size_t len = r->in_bytes, hsize;
-    const unsigned char *data = (const unsigned char *)r->send;
+    const unsigned char *data;
     unsigned char *hb;
-    spmd__xhdr *h;
     spmd__xrec *x = NULL;
     spmd_status st;
-    if (len && !r->xscratch && r->sig.algo != SPMD__ALG_BRUCK &&
-        (ragged || (r->send && r->send == r->recv && len > spmd__x_inline(m, G)))) {
-        /* ragged: offsets and sizes then the operand, in one message; in
-           place: the input must outlive the output being written (one
-           carried inline is copied into its header) */
-        r->xscratch = spmd__alloc(&m->alloc, len);
-        if (!r->xscratch) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input",
-                                            spmd__x_what(r));
-        spmd__fab_mr_own(m->fab, r->xscratch, len);
-        if (ragged) {
-            memcpy(r->xscratch, r->meta, r->meta_bytes);
-            if (len > r->meta_bytes)
-                memcpy((unsigned char *)r->xscratch + r->meta_bytes, r->send, len - r->meta_bytes);
-        } else {
-            memcpy(r->xscratch, r->send, len);
-        }
-        data = (const unsigned char *)r->xscratch;
-    }
+    if (spmd__x_copy_in(r, len, &data) != 0) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a copy of the input", spmd__x_what(r));
     pthread_mutex_lock(&m->xlock);
     st = spmd__x_get(r, &x);
     if (st != SPMD_OK) {
@@ -9607,24 +14817,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         hb = x->hbuf + (size_t)me * x->hb;
         inl = len <= x->inl;
     }
-    if (r->sig.algo == SPMD__ALG_BRUCK || (!m->check && len <= UINT32_MAX && G <= 65535)) {
-        spmd__x_short(hb, r, inl, len);
-        hsize = SPMD__X_SHDR;
-    } else {
-        h = (spmd__xhdr *)(void *)hb;
-        memset(h, 0, SPMD__X_HDR);
-        h->magic = SPMD__X_MAGIC;
-        h->member = (uint32_t)me;
-        h->ghash = g->xhash;
-        h->gseq = r->gseq;
-        h->global = r->global;
-        h->data_len = len;
-        h->sig = spmd__x_sig_out(r);
-        h->has_inline = (uint32_t)inl;
-        memcpy(h->axes, r->gr->text, sizeof h->axes); /* the receiver ends it at its last byte */
-        if (d->check_sites) spmd__site_text(r->site, d->site_mod, h->site, sizeof h->site);
-        hsize = SPMD__X_HDR;
-    }
+    hsize = spmd__x_header(r, hb, inl, len);
     if (inl) {
         if (len) memcpy(hb + hsize, data, len);
         data = hb + hsize;
@@ -9648,33 +14841,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     pthread_mutex_unlock(&m->xlock);
     r->xdata = data;
     if (r->sig.algo == SPMD__ALG_BRUCK) return SPMD_OK;
-    for (j = 0; j < g->nrp; j++) {
-        /* in pairwise order: the next process after this one first, so that
-           the processes' large messages do not all start with the same one */
-        int i = (j + g->ppos) % g->nrp, p = g->rprocs[i];
-        size_t at = (size_t)li * (size_t)g->nrp + (size_t)i;
-        spmd__fab_op *op = &x->sop[3 * at];
-        uint64_t dtag = SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1);
-        if (!spmd__x_hdr_to(r, me, p)) { /* one way: p reads neither header nor data */
-            x->dsent[at] = 1;
-            continue;
-        }
-        st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
-                                 UINT64_MAX);
-        if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
-            x->dsent[at] = 1; /* nothing more for p */
-        } else if (st == SPMD_OK && f->cts) {
-            st = spmd__fab_post_recv(f, op + 2, p, dtag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
-        } else if (st == SPMD_OK) {
-            size_t off, n;
-            spmd__x_range(r, p, len, &off, &n);
-            st = spmd__fab_post_send(f, op + 1, p, dtag, data + off, n, UINT64_MAX);
-            x->dsent[at] = 1;
-        }
-        if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
-                                             spmd__x_what(r), r->gr->text, p, f->err);
-    }
-    return SPMD_OK;
+    return spmd__x_send_all(r, x, hb, hsize, inl, len, data);
 }
 
 /* Data sends waiting for their clear-to-send: post those that got it.
@@ -10389,16 +15556,174 @@ static void spmd__xq_progress(spmd_req *r) {
     spmd__finish(r, spmd__x_outcome(r, r->xrefused, r->xrefused_st));
 }
 
-static void spmd__x_progress(spmd_req *r) {
+/* The arrive phase's look at the members' inputs (the scan, or not: see
+   below), under m->xlock. SPMD_OK: every input this process's members
+   need is here, the lock still held; else the lock is released, r failed
+   (or, BUSY, its own chunk placed early) and the status returned. */
+static spmd_status spmd__x_look(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    int G = g->G, me = r->gr->me, k, n = 0;
-    spmd__xrec *x;
-    spmd_status st;
+    spmd__xrec *x = r->xr;
+    int me = r->gr->me, look, inl;
     uint64_t moved;
-    int look, inl, last, by;
-    spmd_status bst;
+    spmd_status st;
+    pthread_mutex_lock(&m->xlock);
+    if (x->cst[me] == SPMD__XC_NORECV && r->recv_ready) { /* precv came */
+        x->out[me] = r->recv;
+        x->cst[me] = SPMD__XC_JOINED;
+    }
+    /* a scan reads every member's state: skipped once all came; while
+       nothing moved and nobody joined since one found some missing
+       (their needs are the same for all local members: spmd__x_needs);
+       and, when every input comes inline (a scan would only read
+       headers early: no data receive to post), while local members
+       are still to join, else it stops at the first input missing.
+       Every 16th poll scans whole (a failure moves nothing). The
+       Bruck exchange's scan, which reads the records once, always
+       runs: gated, 8 processes of 8 devices on 2 CPUs took 2x longer
+       (no forced scan found anything new: the cheaper polls spun
+       more, taking CPU from the other processes) */
+    moved = SPMD__LD_ACQ(&m->fab->moved);
+    look = (++r->xpolls & 15u) == 0;
+    inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
+          (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
+    if (x->all_in || x->cst[me] == SPMD__XC_DONE) /* (its output computed: every input it needs came) */
+        st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
+    else if (!look && r->sig.algo != SPMD__ALG_BRUCK &&
+             ((inl && x->joins < g->nloc) || (moved == x->seen_moved && x->joins == x->seen_joins)))
+        st = SPMD_ERR_BUSY;
+    else {
+        x->seen_moved = moved; /* (a receive the scan posts may end at once: it clears this) */
+        x->seen_joins = x->joins;
+        st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r, look || !inl);
+    }
+    if (st != SPMD_OK) {
+        pthread_mutex_unlock(&m->xlock);
+        if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
+        else spmd__x_early(r, x, 0);
+        return st;
+    }
+    /* every member's offsets and sizes are here: one verdict, by each
+       member that computes (one whose output another computed relies on
+       that one's: the remote inputs may be gone by now) */
+    if (r->sig.kind == SPMD__KIND_RAGGED && x->cst[me] != SPMD__XC_DONE) {
+        char why[256];
+        if (spmd__ragged_bad(r, why, sizeof why)) {
+            pthread_mutex_unlock(&m->xlock);
+            spmd__x_fail(r, spmd__fail(d, SPMD_ERR_MISMATCH, "%s", why));
+            return SPMD_ERR_MISMATCH;
+        }
+    }
+    return SPMD_OK;
+}
+
+/* Every input is here (spmd__x_look; m->xlock held, released here):
+   compute the outputs of the local members that came and that nobody
+   computes yet. 1 if this member's output is done. */
+static int spmd__x_compute(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    const void **ins = d->ptrs, **cur = ins + 2 * g->G;
+    void **outs = (void **)(ins + g->G);
+    int G = g->G, me = r->gr->me, list[64], j, k, n = 0, mine_done;
+    /* every input is here: compute the outputs of the local members
+       that came and that nobody computes yet (64 at a time; with many
+       local members most find every one taken) */
+    for (k = 0; k < G && n < 64 && x->taken < g->nloc; k++)
+        if (x->cst[k] == SPMD__XC_JOINED) {
+            x->cst[k] = SPMD__XC_COMPUTING;
+            x->taken++;
+            list[n++] = k;
+        }
+    for (k = 0; k < G && n; k++) { /* under the lock: headers nobody needs may still come in */
+        ins[k] = x->in[k];
+        cur[k] = x->meta[k];
+    }
+    pthread_mutex_unlock(&m->xlock);
+    if (r->xearly == SPMD__XE_PART) spmd__x_early(r, x, 1); /* what is left of the own chunk */
+    for (j = 0; j < n; j++) {
+        outs[list[j]] = x->out[list[j]];
+        if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
+            unsigned char *o = (unsigned char *)outs[list[j]];
+            for (k = 0; k < G; k++)
+                if ((!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step) &&
+                    !(k == me && r->xearly == SPMD__XE_COPIED))
+                    spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
+                                   (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
+        } else if (j && r->sig.kind == SPMD__KIND_ALLREDUCE) { /* every member's output is the same: reduced once */
+            if (r->count && outs[list[j]] != outs[list[0]])
+                memcpy(outs[list[j]], outs[list[0]], r->count * r->out_size);
+        } else {
+            spmd__compute_own(r, G, list[j], ins, outs, cur, r->xearly == SPMD__XE_COPIED ? me : -1);
+        }
+    }
+    pthread_mutex_lock(&m->xlock);
+    for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
+    mine_done = x->cst[me] == SPMD__XC_DONE;
+    pthread_mutex_unlock(&m->xlock);
+    /* the members computed for may sleep (on libfabric nothing else
+       wakes them), and so may those that wait for every output */
+    if (n) spmd__x_wake(r);
+    return mine_done;
+}
+
+/* The drain phase: this member's sends ended, and (when the others read
+   its buffer) every local member done; the last one gives the exchange
+   back. Then r finishes. */
+static void spmd__x_drain(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->xr;
+    int G = g->G, me = r->gr->me, k, last, by;
+    spmd_status st, bst;
+    size_t li = (size_t)g->lidx[me];
+    int i;
+    st = spmd__x_ended(r, &x->sop[3 * li * (size_t)g->nrp], 3 * (size_t)g->nrp);
+    for (i = 0; i < g->nrp && st == SPMD_OK; i++)
+        if (!x->dsent[li * (size_t)g->nrp + (size_t)i]) st = SPMD_ERR_BUSY;
+    if (st == SPMD_OK && r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our CTS */
+        st = spmd__x_ended(r, x->aop, 4 * (size_t)g->nrp);
+    if (st == SPMD_OK && r->sig.algo == SPMD__ALG_BRUCK) /* the process's sends read the exchange's buffer */
+        st = spmd__x_ended(r, x->aop, 2 * (size_t)x->bsteps);
+    if (st == SPMD_ERR_BUSY) return;
+    if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
+    pthread_mutex_lock(&m->xlock);
+    if (!x->copied[me] || (x->hold && me == x->lead))
+        /* the others read this member's own buffer (or the leader's
+           output): all of them must be done */
+        for (k = 0; k < G; k++)
+            if (g->lidx[k] >= 0 && x->cst[k] != SPMD__XC_DONE) {
+                pthread_mutex_unlock(&m->xlock);
+                return;
+            }
+    last = ++x->left == g->nloc;
+    by = x->refused;
+    bst = x->refused_st;
+    if (last) { /* the last local member: the exchange is spare again, */
+        SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
+        if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
+            spmd__xrec **pp = &g->xlive;
+            while (*pp != x) pp = &(*pp)->next;
+            *pp = x->next;
+            x->next = g->xfree;
+            g->xfree = x;
+            g->xnlive--;
+        }
+    }
+    pthread_mutex_unlock(&m->xlock);
+    r->xr = NULL;
+    if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
+    spmd__finish(r, spmd__x_outcome(r, by, bst));
+    if (last) spmd__x_wake(r); /* members may wait for a spare one */
+}
+
+static void spmd__x_progress(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd_status st;
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
@@ -10406,7 +15731,6 @@ static void spmd__x_progress(spmd_req *r) {
         if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
     }
-    x = r->xr;
     spmd__fab_progress(m->fab);
     if (m->fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
         spmd__x_fail(r, st);
@@ -10419,143 +15743,14 @@ static void spmd__x_progress(spmd_req *r) {
         r->state = SPMD__R_DRAIN;
     }
     if (r->state == SPMD__R_ARRIVE) {
-        const void **ins = d->ptrs, **cur = ins + 2 * G;
-        void **outs = (void **)(ins + G);
-        int list[64], j, mine_done;
-        pthread_mutex_lock(&m->xlock);
-        if (x->cst[me] == SPMD__XC_NORECV && r->recv_ready) { /* precv came */
-            x->out[me] = r->recv;
-            x->cst[me] = SPMD__XC_JOINED;
-        }
-        /* a scan reads every member's state: skipped once all came; while
-           nothing moved and nobody joined since one found some missing
-           (their needs are the same for all local members: spmd__x_needs);
-           and, when every input comes inline (a scan would only read
-           headers early: no data receive to post), while local members
-           are still to join, else it stops at the first input missing.
-           Every 16th poll scans whole (a failure moves nothing). The
-           Bruck exchange's scan, which reads the records once, always
-           runs: gated, 8 processes of 8 devices on 2 CPUs took 2x longer
-           (no forced scan found anything new: the cheaper polls spun
-           more, taking CPU from the other processes) */
-        moved = SPMD__LD_ACQ(&m->fab->moved);
-        look = (++r->xpolls & 15u) == 0;
-        inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
-              (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
-        if (x->all_in || x->cst[me] == SPMD__XC_DONE) /* (its output computed: every input it needs came) */
-            st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
-        else if (!look && r->sig.algo != SPMD__ALG_BRUCK &&
-                 ((inl && x->joins < g->nloc) || (moved == x->seen_moved && x->joins == x->seen_joins)))
-            st = SPMD_ERR_BUSY;
-        else {
-            x->seen_moved = moved; /* (a receive the scan posts may end at once: it clears this) */
-            x->seen_joins = x->joins;
-            st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bscan(r) : spmd__x_scan(r, look || !inl);
-        }
-        if (st != SPMD_OK) {
-            pthread_mutex_unlock(&m->xlock);
-            if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
-            else spmd__x_early(r, x, 0);
-            return;
-        }
-        /* every member's offsets and sizes are here: one verdict, by each
-           member that computes (one whose output another computed relies on
-           that one's: the remote inputs may be gone by now) */
-        if (r->sig.kind == SPMD__KIND_RAGGED && x->cst[me] != SPMD__XC_DONE) {
-            char why[256];
-            if (spmd__ragged_bad(r, why, sizeof why)) {
-                pthread_mutex_unlock(&m->xlock);
-                spmd__x_fail(r, spmd__fail(d, SPMD_ERR_MISMATCH, "%s", why));
-                return;
-            }
-        }
-        /* every input is here: compute the outputs of the local members
-           that came and that nobody computes yet (64 at a time; with many
-           local members most find every one taken) */
-        for (k = 0; k < G && n < 64 && x->taken < g->nloc; k++)
-            if (x->cst[k] == SPMD__XC_JOINED) {
-                x->cst[k] = SPMD__XC_COMPUTING;
-                x->taken++;
-                list[n++] = k;
-            }
-        for (k = 0; k < G && n; k++) { /* under the lock: headers nobody needs may still come in */
-            ins[k] = x->in[k];
-            cur[k] = x->meta[k];
-        }
-        pthread_mutex_unlock(&m->xlock);
-        if (r->xearly == SPMD__XE_PART) spmd__x_early(r, x, 1); /* what is left of the own chunk */
-        for (j = 0; j < n; j++) {
-            outs[list[j]] = x->out[list[j]];
-            if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
-                unsigned char *o = (unsigned char *)outs[list[j]];
-                for (k = 0; k < G; k++)
-                    if ((!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step) &&
-                        !(k == me && r->xearly == SPMD__XE_COPIED))
-                        spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
-                                       (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
-            } else if (j && r->sig.kind == SPMD__KIND_ALLREDUCE) { /* every member's output is the same: reduced once */
-                if (r->count && outs[list[j]] != outs[list[0]])
-                    memcpy(outs[list[j]], outs[list[0]], r->count * r->out_size);
-            } else {
-                spmd__compute_own(r, G, list[j], ins, outs, cur, r->xearly == SPMD__XE_COPIED ? me : -1);
-            }
-        }
-        pthread_mutex_lock(&m->xlock);
-        for (j = 0; j < n; j++) x->cst[list[j]] = SPMD__XC_DONE;
-        mine_done = x->cst[me] == SPMD__XC_DONE;
-        pthread_mutex_unlock(&m->xlock);
-        /* the members computed for may sleep (on libfabric nothing else
-           wakes them), and so may those that wait for every output */
-        if (n) spmd__x_wake(r);
-        if (!mine_done) return;
+        if (spmd__x_look(r) != SPMD_OK || !spmd__x_compute(r)) return;
         r->state = SPMD__R_DRAIN;
     }
-    if (r->state == SPMD__R_DRAIN) {
-        size_t li = (size_t)g->lidx[me];
-        int i;
-        st = spmd__x_ended(r, &x->sop[3 * li * (size_t)g->nrp], 3 * (size_t)g->nrp);
-        for (i = 0; i < g->nrp && st == SPMD_OK; i++)
-            if (!x->dsent[li * (size_t)g->nrp + (size_t)i]) st = SPMD_ERR_BUSY;
-        if (st == SPMD_OK && r->sig.algo == SPMD__ALG_SPLIT && me == x->lead) /* our slice's sends, our CTS */
-            st = spmd__x_ended(r, x->aop, 4 * (size_t)g->nrp);
-        if (st == SPMD_OK && r->sig.algo == SPMD__ALG_BRUCK) /* the process's sends read the exchange's buffer */
-            st = spmd__x_ended(r, x->aop, 2 * (size_t)x->bsteps);
-        if (st == SPMD_ERR_BUSY) return;
-        if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
-        pthread_mutex_lock(&m->xlock);
-        if (!x->copied[me] || (x->hold && me == x->lead))
-            /* the others read this member's own buffer (or the leader's
-               output): all of them must be done */
-            for (k = 0; k < G; k++)
-                if (g->lidx[k] >= 0 && x->cst[k] != SPMD__XC_DONE) {
-                    pthread_mutex_unlock(&m->xlock);
-                    return;
-                }
-        last = ++x->left == g->nloc;
-        by = x->refused;
-        bst = x->refused_st;
-        if (last) { /* the last local member: the exchange is spare again, */
-            SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
-            if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
-                spmd__xrec **pp = &g->xlive;
-                while (*pp != x) pp = &(*pp)->next;
-                *pp = x->next;
-                x->next = g->xfree;
-                g->xfree = x;
-                g->xnlive--;
-            }
-        }
-        pthread_mutex_unlock(&m->xlock);
-        r->xr = NULL;
-        if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
-        spmd__finish(r, spmd__x_outcome(r, by, bst));
-        if (last) spmd__x_wake(r); /* members may wait for a spare one */
-    }
+    if (r->state == SPMD__R_DRAIN) spmd__x_drain(r);
 }
 
 static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why);
 static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *why);
-static int spmd__gone(spmd_dev *p);
 
 /* A member of this process returned from its function (or was lost)
    without joining r's exchange: r can never complete, and ends now, as on
@@ -11369,7 +16564,11 @@ static void spmd__fabric_progress(spmd_req *r) {
 
 /* The process's transport: opened by the first libfabric mesh, shared by
    all, closed at exit after a bootstrap barrier (so that no process tears
-   its endpoint down while a peer still reads from it). */
+   its endpoint down while a peer still reads from it). One of the two
+   process-wide states, on purpose: a process joins its job once (the
+   launcher gives it one rank and one control connection), whatever the
+   number of its meshes; the signal report's tables (>>recorder) are the
+   other. */
 static pthread_mutex_t spmd__world_lock = PTHREAD_MUTEX_INITIALIZER;
 static spmd__fab *spmd__world;
 static uint32_t spmd__world_meshes;
@@ -11416,90 +16615,55 @@ static int spmd__launched_many(void) {
     return 0;
 }
 
-SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
-    spmd__fab *f;
+/* The process's transport, opened by its first mesh (spmd__world; the
+   caller holds spmd__world_lock): bootstrap, provider, lanes, and the
+   progress thread when SPMD_PROGRESS_THREAD=1 asks for one. */
+SPMD__SETUP static spmd_status spmd__world_open(spmd_mesh *m) {
+    static int registered;
+    spmd__fab_desc fd;
+    int64_t bt = 0;
     char err[512];
-    int P, p, i, L = m->want_dpp;
-    uint32_t mine[4 + SPMD_MAX_AXES], *all;
-    size_t *lens;
-    spmd_status st = SPMD_OK;
-    pthread_mutex_lock(&spmd__world_lock);
-    if (!spmd__world) {
-        static int registered;
-        spmd__fab_desc fd;
-        int64_t bt = 0;
-        memset(&fd, 0, sizeof fd);
-        fd.boot.log_level = m->log_level;
-        /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
-           (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
-        if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1)
-            fd.boot.timeout_ms = m->timeout_ms;
-        st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
-        if (st != SPMD_OK) {
-            pthread_mutex_unlock(&spmd__world_lock);
-            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: %s", err);
-            return st;
-        }
-        {
-            const char *c = getenv("SPMD_FABRIC_CTS");
-            spmd__fab *w = spmd__world;
-            /* shm and net (see spmd__fab_getinfo); not needed when the bulk
-               rings carry every large message */
-            w->cts = c && *c ? strcmp(c, "0") != 0
-                             : (strncmp(w->prov, "shm", 3) == 0 || spmd__fab_xnet(w->prov)) &&
-                                   !(w->bulk_cap && w->nlanes == w->nprocs - 1);
-        }
-        if (!registered) atexit(spmd__world_close);
-        registered = 1;
-        {
-            const char *pt = getenv("SPMD_PROGRESS_THREAD");
-            if (pt && strcmp(pt, "1") == 0 &&
-                pthread_create(&spmd__world_thread, NULL, spmd__world_progress, spmd__world) == 0)
-                spmd__world_thread_on = 1;
-        }
+    spmd_status st;
+    memset(&fd, 0, sizeof fd);
+    fd.boot.log_level = m->log_level;
+    /* the bootstrap's deadline: SPMD_BOOT_TIMEOUT_MS, else the mesh's
+       (desc.timeout_ms, SPMD_TIMEOUT_MS winning), not a fixed 60 s */
+    if (spmd__boot_env_i64("SPMD_BOOT_TIMEOUT_MS", 1, INT64_MAX / 1000000, &bt) != 1)
+        fd.boot.timeout_ms = m->timeout_ms;
+    st = spmd__fab_open(&fd, &spmd__world, err, sizeof err);
+    if (st != SPMD_OK) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh on libfabric: %s", err);
+        return st;
     }
-    f = spmd__world;
-    m->mesh_id = spmd__world_meshes++;
-    m->heard = SPMD__LD_ACQ(&f->boot->nbroken); /* before the mesh exists elsewhere: none is about it */
-    pthread_mutex_unlock(&spmd__world_lock);
-    m->fab = f;
-    m->nprocs = P = f->nprocs;
-    m->proc = f->rank;
-    if (!L) {
-        int64_t v = 0;
-        if (spmd__boot_env_i64("SPMD_DEVICES_PER_PROCESS", 1, SPMD_MAX_DEVICES, &v) == 1) L = (int)v;
+    {
+        const char *c = getenv("SPMD_FABRIC_CTS");
+        spmd__fab *w = spmd__world;
+        /* shm and net (see spmd__fab_getinfo); not needed when the bulk
+           rings carry every large message */
+        w->cts = c && *c ? strcmp(c, "0") != 0
+                         : (strncmp(w->prov, "shm", 3) == 0 || spmd__fab_xnet(w->prov)) &&
+                               !(w->bulk_cap && w->nlanes == w->nprocs - 1);
     }
-    if (L && (int64_t)L * P != m->size && !m->shrink_procs) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh of %d devices on %d processes with %d devices each (%d needed)",
-                  m->size, P, L, L * P);
-        return SPMD_ERR_SIZE;
+    if (!registered) atexit(spmd__world_close);
+    registered = 1;
+    {
+        const char *pt = getenv("SPMD_PROGRESS_THREAD");
+        if (pt && strcmp(pt, "1") == 0 &&
+            pthread_create(&spmd__world_thread, NULL, spmd__world_progress, spmd__world) == 0)
+            spmd__world_thread_on = 1;
     }
-    m->proc_of = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
-    all = (uint32_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof mine);
-    lens = (size_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof *lens);
-    if (!m->proc_of || !all || !lens) {
-        spmd__free(&m->alloc, all);
-        spmd__free(&m->alloc, lens);
-        return SPMD_ERR_NOMEM;
-    }
-    for (p = 0; p < P && !m->shrink_procs; p++) { /* process p: devices [lo, hi) */
-        int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
-        for (i = lo; i < hi; i++) m->proc_of[i] = p;
-        if (p == m->proc) {
-            m->first_local = lo;
-            m->nlocal = hi - lo;
-        }
-    }
-    if (m->shrink_procs) { /* >>shrink: the survivors keep their devices; the shape was agreed on */
-        spmd__free(&m->alloc, all);
-        spmd__free(&m->alloc, lens);
-        memcpy(m->proc_of, m->shrink_procs, (size_t)m->size * sizeof(int));
-        m->first_local = m->nlocal = 0;
-        for (i = 0; i < m->size; i++)
-            if (m->proc_of[i] == m->proc && m->nlocal++ == 0) m->first_local = i;
-        return SPMD_OK;
-    }
-    /* every process must have made the same mesh at the same position */
+    return SPMD_OK;
+}
+
+/* Every process must have made the same mesh at the same position: its
+   number, shape, devices per process (L), check mode and forced
+   algorithm, compared by the bootstrap's allgather. all and lens: room
+   for P answers (freed here). */
+SPMD__SETUP static spmd_status spmd__mesh_compare(spmd_mesh *m, int L, uint32_t *all, size_t *lens) {
+    spmd__fab *f = m->fab;
+    uint32_t mine[4 + SPMD_MAX_AXES];
+    int p, i, P = m->nprocs;
+    spmd_status st;
     memset(mine, 0, sizeof mine);
     mine[0] = m->mesh_id;
     mine[1] = (uint32_t)m->ndim;
@@ -11537,7 +16701,62 @@ SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
                   "or another provider)", (size_t)SPMD__X_HDR, f->prov, (size_t)f->inject);
         st = SPMD_ERR_UNSUPPORTED;
     }
-    if (st == SPMD_OK)
+    return st;
+}
+
+SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
+    spmd__fab *f;
+    int P, p, i, L = m->want_dpp;
+    uint32_t *all;
+    size_t *lens;
+    spmd_status st;
+    pthread_mutex_lock(&spmd__world_lock);
+    if (!spmd__world && (st = spmd__world_open(m)) != SPMD_OK) {
+        pthread_mutex_unlock(&spmd__world_lock);
+        return st;
+    }
+    f = spmd__world;
+    m->mesh_id = spmd__world_meshes++;
+    m->heard = SPMD__LD_ACQ(&f->boot->nbroken); /* before the mesh exists elsewhere: none is about it */
+    pthread_mutex_unlock(&spmd__world_lock);
+    m->fab = f;
+    m->nprocs = P = f->nprocs;
+    m->proc = f->rank;
+    if (!L) {
+        int64_t v = 0;
+        if (spmd__boot_env_i64("SPMD_DEVICES_PER_PROCESS", 1, SPMD_MAX_DEVICES, &v) == 1) L = (int)v;
+    }
+    if (L && (int64_t)L * P != m->size && !m->shrink_procs) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh of %d devices on %d processes with %d devices each (%d needed)",
+                  m->size, P, L, L * P);
+        return SPMD_ERR_SIZE;
+    }
+    m->proc_of = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
+    all = (uint32_t *)spmd__alloc(&m->alloc, (size_t)P * (4 + SPMD_MAX_AXES) * sizeof *all);
+    lens = (size_t *)spmd__alloc(&m->alloc, (size_t)P * sizeof *lens);
+    if (!m->proc_of || !all || !lens) {
+        spmd__free(&m->alloc, all);
+        spmd__free(&m->alloc, lens);
+        return SPMD_ERR_NOMEM;
+    }
+    for (p = 0; p < P && !m->shrink_procs; p++) { /* process p: devices [lo, hi) */
+        int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
+        for (i = lo; i < hi; i++) m->proc_of[i] = p;
+        if (p == m->proc) {
+            m->first_local = lo;
+            m->nlocal = hi - lo;
+        }
+    }
+    if (m->shrink_procs) { /* >>shrink: the survivors keep their devices; the shape was agreed on */
+        spmd__free(&m->alloc, all);
+        spmd__free(&m->alloc, lens);
+        memcpy(m->proc_of, m->shrink_procs, (size_t)m->size * sizeof(int));
+        m->first_local = m->nlocal = 0;
+        for (i = 0; i < m->size; i++)
+            if (m->proc_of[i] == m->proc && m->nlocal++ == 0) m->first_local = i;
+        return SPMD_OK;
+    }
+    if ((st = spmd__mesh_compare(m, L, all, lens)) == SPMD_OK)
         spmd__log(m, SPMD_LOG_INFO, -1, "mesh #%u: process %d of %d hosts devices %d..%d over %s", m->mesh_id, m->proc,
                   P, m->first_local, m->first_local + m->nlocal - 1, f->prov);
     return st;
@@ -11619,9 +16838,6 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
     }
 }
 
-static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
-                                                 spmd__fabric_progress};
-
 /* Bruck by default from this many processes in the group on, for
    operations whose records (every input with its header) come to at most
    SPMD__X_BRUCK_MAX bytes: there ceil(log2 P) messages in a row cost less
@@ -11686,3691 +16902,38 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
         return SPMD__ALG_EAGER;
     return SPMD__ALG_BRUCK;
 }
-#else
-static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) { (void)r; (void)want; return SPMD__ALG_EAGER; }
-#endif /* SPMD__HAS_LIBFABRIC */
-
-// >>fibers
-/* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
-   It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
-   context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
-   with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
-   threads that run the fibers.
-   Data flow: spmd_run makes one fiber per device and K carriers; a carrier
-   takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
-   with one carrier the whole run is then reproducible) and switches to it.
-   A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
-   (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
-   takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
-   a parked fiber ready again (spmd__fiber_ring; a group's wake rings up to 64
-   under one taking of the lock). A park may carry a time
-   limit (its deadline; libfabric: the poll interval): a carrier with nothing
-   ready sleeps until the earliest one or a ring.
-   When nothing is ready, no carrier runs a fiber and every unfinished fiber
-   is parked, the thread backend can never go on. After one more round in
-   which every parked fiber polls again and nothing moves, that is a deadlock
-   (spmd__fiber_stuck): the mesh breaks with SPMD_ERR_DEADLOCK, the report
-   (spmd_report's text; with the recorder off, per device the call it waits
-   in, or that it returned) goes to the log at error level, and every parked
-   fiber wakes to fail its call. With libfabric
-   the transport completes things by itself, so there is no such verdict.
-   The thread that called spmd_run watches the carriers: one that runs the
-   same device for 10 s (a tenth of the deadline if less, at least 1 s)
-   without a library wait gets a warning naming it (a
-   device blocked outside spmdcoll, e.g. on its own mutex, stalls its carrier:
-   unsupported under fibers). */
-#if (SPMD__HAS_X86 && defined(__x86_64__) || SPMD__HAS_ARM64) && defined(__ELF__) && !defined(SPMD_FIBER_UCONTEXT)
-#define SPMD__CTX_ASM 1
-#else
-#define SPMD__CTX_ASM 0
-#include <ucontext.h>
-#endif
-#include <signal.h>
-#include <sys/mman.h>
-#if defined(__SANITIZE_ADDRESS__)
-#define SPMD__ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPMD__ASAN 1
-#endif
-#endif
-#ifdef SPMD__ASAN
-void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
-void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
-#endif
-#ifdef SPMD__TSAN
-void *__tsan_get_current_fiber(void);
-void *__tsan_create_fiber(unsigned flags);
-void __tsan_destroy_fiber(void *fiber);
-void __tsan_switch_to_fiber(void *fiber, unsigned flags);
-#endif
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define SPMD__VALGRIND 1
-#endif
-#endif
-
-#define SPMD__FIBER_STACK ((size_t)256 << 10)
-#define SPMD__STACK_MIN ((size_t)16 << 10)
-#define SPMD__STACK_MAX ((size_t)1 << 30)
-#define SPMD__MAX_CARRIERS 1024
-
-#if SPMD__CTX_ASM
-/* spmd__ctx_switch(from, to): push the callee-saved registers (x86-64: and
-   the SSE/x87 control words) on the current stack, store the stack pointer
-   in *from, load `to` and pop the same frame from there. A new fiber's frame
-   returns into spmd__fiber_entry with the first argument register still
-   holding `from`: the address of the carrier's context, its first member. */
-typedef struct spmd__ctx { void *sp; } spmd__ctx;
-void spmd__ctx_switch(spmd__ctx *from, void *to) __asm__("spmd__ctx_switch_local");
-#if SPMD__HAS_X86
-__asm__(".pushsection .text\n"
-        ".p2align 4\n"
-        "spmd__ctx_switch_local:\n"
-        "    pushq %rbp\n"
-        "    pushq %rbx\n"
-        "    pushq %r12\n"
-        "    pushq %r13\n"
-        "    pushq %r14\n"
-        "    pushq %r15\n"
-        "    subq $8, %rsp\n"
-        "    stmxcsr (%rsp)\n"
-        "    fnstcw 4(%rsp)\n"
-        "    movq %rsp, (%rdi)\n"
-        "    movq %rsi, %rsp\n"
-        "    ldmxcsr (%rsp)\n"
-        "    fldcw 4(%rsp)\n"
-        "    addq $8, %rsp\n"
-        "    popq %r15\n"
-        "    popq %r14\n"
-        "    popq %r13\n"
-        "    popq %r12\n"
-        "    popq %rbx\n"
-        "    popq %rbp\n"
-        "    ret\n"
-        ".popsection\n");
-#define SPMD__CTX_FRAME 64 /* control words, six registers, return address */
-#else
-__asm__(".pushsection .text\n"
-        ".p2align 4\n"
-        "spmd__ctx_switch_local:\n"
-        "    sub sp, sp, #160\n"
-        "    stp x19, x20, [sp, #0]\n"
-        "    stp x21, x22, [sp, #16]\n"
-        "    stp x23, x24, [sp, #32]\n"
-        "    stp x25, x26, [sp, #48]\n"
-        "    stp x27, x28, [sp, #64]\n"
-        "    stp x29, x30, [sp, #80]\n"
-        "    stp d8, d9, [sp, #96]\n"
-        "    stp d10, d11, [sp, #112]\n"
-        "    stp d12, d13, [sp, #128]\n"
-        "    stp d14, d15, [sp, #144]\n"
-        "    mov x9, sp\n"
-        "    str x9, [x0]\n"
-        "    mov sp, x1\n"
-        "    ldp x19, x20, [sp, #0]\n"
-        "    ldp x21, x22, [sp, #16]\n"
-        "    ldp x23, x24, [sp, #32]\n"
-        "    ldp x25, x26, [sp, #48]\n"
-        "    ldp x27, x28, [sp, #64]\n"
-        "    ldp x29, x30, [sp, #80]\n"
-        "    ldp d8, d9, [sp, #96]\n"
-        "    ldp d10, d11, [sp, #112]\n"
-        "    ldp d12, d13, [sp, #128]\n"
-        "    ldp d14, d15, [sp, #144]\n"
-        "    add sp, sp, #160\n"
-        "    ret\n"
-        ".popsection\n");
-#define SPMD__CTX_FRAME 160 /* x19..x30, d8..d15 */
-#endif
-#else
-typedef struct spmd__ctx { ucontext_t uc; } spmd__ctx;
-#endif
-
-enum { SPMD__F_READY = 1, SPMD__F_RUNNING, SPMD__F_PARKED, SPMD__F_DONE };
-
-typedef struct spmd__fiber {
-    spmd__ctx ctx;
-    spmd_dev *dev;
-    struct spmd__sched *s;
-    struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
-    unsigned char *map;        /* guard page, then the stack */
-    size_t map_len;
-    unsigned char *lo;         /* the stack: lo .. lo + len */
-    size_t len;
-    int state;                 /* SPMD__F_*; under the scheduler's lock */
-    int started;
-    uint64_t wake_at;          /* parked with a time limit: ready then (0: none) */
-    spmd_req *waiting;         /* parked in a wait for this request (the deadlock report) */
-    void *fake;                /* ASan's fake stack while switched out */
-    void *tsan;                /* TSan's fiber */
-    unsigned vg;               /* valgrind's stack id */
-} spmd__fiber;
-
-typedef struct spmd__carrier {
-    spmd__ctx ctx;             /* first: a new fiber's entry receives its address */
-    struct spmd__sched *s;
-    spmd__fiber *cur;          /* the fiber it runs, or NULL (atomic: the watchdog reads it) */
-    uint64_t switches;         /* fibers switched to (the watchdog) */
-    uint64_t seen;             /* the watchdog's last look at switches, */
-    int quiet, warned;         /* seconds without a switch, and warned for it */
-    pthread_t th;
-    const void *lo;            /* ASan: its own stack */
-    size_t len;
-    void *fake, *tsan;
-    const void **ptrs;         /* the scratch pointers of the device it runs (spmd_dev.ptrs) */
-} spmd__carrier;
-
-typedef struct spmd__sched {
-    spmd_mesh *m;
-    spmd_fn fn;
-    void *arg;
-    uint32_t lock;             /* spin lock over everything below */
-    uint32_t gen;              /* futex word of idle carriers: bumped when one is needed */
-    uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
-    int n, K;
-    spmd__fiber *fibs;
-    spmd__carrier *cars;
-    spmd__fiber **ready;       /* ring of n: the ready queue */
-    int rhead, rcount;
-    int nlive, nrunning, nidle;
-    uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
-    uint64_t rng;              /* 0: FIFO; else the generator's state */
-    uint64_t moves, mark;      /* rings and ended waits (atomic: an ended wait counts without the
-                                  lock), and their count when a recheck round began */
-    int recheck;               /* a recheck round is under way */
-    int judging;               /* a carrier is writing the deadlock report */
-} spmd__sched;
-
-
-/* xorshift64*: the seeded draw of the next ready fiber */
-static uint64_t spmd__rand(uint64_t *st) {
-    uint64_t x = *st;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *st = x;
-    return x * 0x2545f4914f6cdd1du;
+/* The hooks of the libfabric backend's table (spmd__backend_vt). */
+static void spmd__fab_x_start(spmd_req *r, spmd_algo algo, int blocking) {
+    r->sig.algo = spmd__x_algo(r, algo);
+    r->xq = blocking && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+}
+static void spmd__fab_heard_all(spmd_mesh *m) {
+    if (!m->fab) return;
+    if (SPMD__LD_ACQ(&m->fab->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
+    if (SPMD__LD_ACQ(&m->fab->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
+}
+static void spmd__fab_news_any(spmd_mesh *m) {
+    if (m->fab) spmd__fab_news(m);
+}
+static uint64_t spmd__fab_moved(const spmd_mesh *m) { return m->fab ? SPMD__LD_ACQ(&m->fab->moved) : 0; }
+static char *spmd__fab_recs_any(spmd_mesh *m) { return m->fab ? spmd__fab_recs_text(m) : NULL; }
+/* After a break: a break of ours is announced (a lost process is by the
+   bootstrap's LOST already), and our devices' report lines go out now;
+   the other processes' lines are waited for when spmd_run ends
+   (spmd__report_settle), not by the call that broke the mesh. */
+static void spmd__fab_broke(spmd_mesh *m, spmd_status s, int dev, int first, char *recs) {
+    if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+    if (first && recs) spmd__fab_recs_send(m, recs);
+    if (recs) spmd__free(&m->alloc, recs);
+}
+static void spmd__fab_report_settle(spmd_mesh *m, uint64_t until) {
+    if (!m->fab) return;
+    spmd__fab_recs_wait(m, until);
+    spmd__fab_recs_log(m);
+}
+static void spmd__fab_run_end(spmd_mesh *m) {
+    if (m->fab) spmd__fab_agree(m);
 }
-
-static void spmd__ready_push(spmd__sched *s, spmd__fiber *f) {
-    f->state = SPMD__F_READY;
-    s->ready[(s->rhead + s->rcount++) % s->n] = f;
-    if (s->nidle) {
-        SPMD__FADD(&s->gen, 1u);
-        spmd__futex_wake(&s->gen);
-    }
-}
-
-static spmd__fiber *spmd__ready_take(spmd__sched *s) {
-    spmd__fiber *f;
-    if (!s->rcount) return NULL;
-    if (s->rng && s->rcount > 1) { /* swap a drawn one to the head */
-        int k = (s->rhead + (int)(spmd__rand(&s->rng) % (uint64_t)s->rcount)) % s->n;
-        f = s->ready[k];
-        s->ready[k] = s->ready[s->rhead];
-        s->ready[s->rhead] = f;
-    }
-    f = s->ready[s->rhead];
-    s->rhead = (s->rhead + 1) % s->n;
-    s->rcount--;
-    return f;
-}
-
-/* Switch between a carrier's loop and a fiber, with the scheduler's lock
-   held: whoever resumes releases it. */
-static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
-#ifdef SPMD__ASAN
-    __sanitizer_start_switch_fiber(&c->fake, f->lo, f->len);
-#endif
-#ifdef SPMD__TSAN
-    __tsan_switch_to_fiber(f->tsan, 0);
-#endif
-#if SPMD__CTX_ASM
-    spmd__ctx_switch(&c->ctx, f->ctx.sp);
-#else
-    swapcontext(&c->ctx.uc, &f->ctx.uc);
-#endif
-#ifdef SPMD__ASAN
-    __sanitizer_finish_switch_fiber(c->fake, NULL, NULL);
-#endif
-}
-
-static void spmd__to_carrier(spmd__fiber *f) {
-    spmd__carrier *c = f->car;
-#ifdef SPMD__ASAN
-    __sanitizer_start_switch_fiber(f->state == SPMD__F_DONE ? NULL : &f->fake, c->lo, c->len);
-#endif
-#ifdef SPMD__TSAN
-    __tsan_switch_to_fiber(c->tsan, 0);
-#endif
-#if SPMD__CTX_ASM
-    spmd__ctx_switch(&f->ctx, c->ctx.sp);
-#else
-    swapcontext(&f->ctx.uc, &c->ctx.uc);
-#endif
-#ifdef SPMD__ASAN
-    __sanitizer_finish_switch_fiber(f->fake, &f->car->lo, &f->car->len);
-#endif
-}
-
-static void spmd__run_returned(spmd_dev *d);
-
-/* A fiber's first frame: run the device, then end on the carrier for good. */
-static void spmd__fiber_entry(spmd__carrier *c) {
-    spmd__fiber *f = c->cur;
-    spmd__sched *s = f->s;
-    spmd_dev *d = f->dev;
-#ifdef SPMD__ASAN
-    __sanitizer_finish_switch_fiber(NULL, &c->lo, &c->len);
-#endif
-    spmd__sunlock(&s->lock);
-    s->fn(d, s->arg);
-    spmd__run_returned(d);
-    spmd_detach(d);
-    spmd__slock(&s->lock);
-    f->state = SPMD__F_DONE;
-    s->nlive--;
-    SPMD__FADD(&s->moves, (uint64_t)1);
-    spmd__to_carrier(f);
-    SPMD_ASSERT(!"a finished fiber was resumed");
-}
-
-#if !SPMD__CTX_ASM
-static void spmd__fiber_entry_uc(unsigned hi, unsigned lo) {
-    spmd__fiber_entry((spmd__carrier *)(uintptr_t)(((uint64_t)hi << 32) | lo));
-}
-#endif
-
-/* Map the stack and lay out the first frame (asm: the entry as the return
-   address; ucontext: made when it first runs, on the carrier it runs on). */
-static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t page = pg > 0 ? (size_t)pg : 4096u;
-    stack = (stack + page - 1) / page * page;
-    f->map_len = stack + page;
-    f->map = (unsigned char *)mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (f->map == (unsigned char *)MAP_FAILED) {
-        f->map = NULL;
-        return 0;
-    }
-    if (mprotect(f->map, page, PROT_NONE) != 0) return 0;
-    f->s = s;
-    f->lo = f->map + page;
-    f->len = stack;
-#ifdef SPMD__VALGRIND
-    f->vg = VALGRIND_STACK_REGISTER(f->lo, f->lo + f->len);
-#endif
-#ifdef SPMD__TSAN
-    f->tsan = __tsan_create_fiber(0);
-#endif
-#if SPMD__CTX_ASM
-    {
-        unsigned char *top = f->map + f->map_len;
-        void (*entry)(spmd__carrier *) = spmd__fiber_entry;
-#if SPMD__HAS_X86
-        uint64_t *fr = (uint64_t *)(void *)(top - 72); /* the ret leaves rsp = top - 8, as after a call */
-        memset(fr, 0, 72);
-        fr[0] = 0x1f80u | ((uint64_t)0x037fu << 32); /* MXCSR and x87 control word: the defaults */
-        memcpy(&fr[7], &entry, sizeof entry);
-#else
-        uint64_t *fr = (uint64_t *)(void *)(top - SPMD__CTX_FRAME); /* sp = top after the frame */
-        memset(fr, 0, SPMD__CTX_FRAME);
-        memcpy(&fr[11], &entry, sizeof entry);       /* x30 */
-#endif
-        f->ctx.sp = (void *)fr;
-    }
-#endif
-    return 1;
-}
-
-static void spmd__fiber_unmake(spmd__fiber *f) {
-#ifdef SPMD__VALGRIND
-    if (f->map) VALGRIND_STACK_DEREGISTER(f->vg);
-#endif
-#ifdef SPMD__TSAN
-    if (f->tsan) __tsan_destroy_fiber(f->tsan);
-#endif
-    if (f->map) munmap(f->map, f->map_len);
-}
-
-static void spmd__sleep_end(spmd_dev *d);
-
-/* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their parked fibers are ready. */
-static void spmd__fiber_ring(spmd_dev **ds, int n) {
-    spmd__sched *s = ds[0]->fib->s;
-    int i;
-    spmd__slock(&s->lock);
-    SPMD__FADD(&s->moves, (uint64_t)n);
-    for (i = 0; i < n; i++)
-        if (ds[i]->fib->state == SPMD__F_PARKED) {
-            spmd__sleep_end(ds[i]); /* it polls again when it runs: the next finisher need not ring it */
-            spmd__ready_push(s, ds[i]->fib);
-        }
-    spmd__sunlock(&s->lock);
-}
-
-/* Park the device's fiber until its bell moves from `bell` (or for at most
-   ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
-static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
-    spmd__fiber *f = d->fib;
-    spmd__sched *s = f->s;
-    spmd__slock(&s->lock);
-    if (SPMD__LD_SC(&d->bell) != bell) { /* rung since */
-        spmd__sunlock(&s->lock);
-        return;
-    }
-    f->state = SPMD__F_PARKED;
-    f->waiting = r;
-    f->wake_at = 0;
-    if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
-    if (f->wake_at && f->wake_at < s->next_wake) s->next_wake = f->wake_at;
-    spmd__to_carrier(f);
-    f->waiting = NULL;
-    spmd__sunlock(&s->lock);
-}
-
-static void spmd__wake_expired(spmd__sched *s, uint64_t now);
-
-/* Let the other ready fibers run first (spmd_test polling). */
-static void spmd__fiber_yield(spmd_dev *d) {
-    spmd__fiber *f = d->fib;
-    spmd__sched *s = f->s;
-    uint64_t now = spmd__now_ns();
-    spmd__slock(&s->lock);
-    /* a poll loop keeps the queue from emptying, where the carrier would
-       wake the parked fibers whose time limit passed: wake them here (on
-       libfabric the transport completes what they wait for without a bell) */
-    if (s->next_wake <= now) spmd__wake_expired(s, now);
-    spmd__ready_push(s, f);
-    spmd__to_carrier(f);
-    spmd__sunlock(&s->lock);
-}
-
-/* A wait ended: a move that a recheck round looks for. Without the lock:
-   no round is judged while a fiber runs (nrunning), and the lock orders
-   what a fiber did before it parks or ends. */
-static void spmd__fiber_moved(spmd_dev *d) {
-    SPMD__FADD(&d->fib->s->moves, (uint64_t)1);
-}
-
-static void spmd__wait_text(spmd_req *r, char *buf, size_t len);
-
-/* Nothing ready, nothing running, every live fiber parked (lock held). The
-   first time: a recheck round (every parked fiber polls once more). Then,
-   if nothing moved: a deadlock. Returns with the lock held. */
-static void spmd__fiber_stuck(spmd__sched *s) {
-    spmd_mesh *m = s->m;
-    char sum[400], line[400], prev[400];
-    size_t at = 0;
-    int i, nb = 0, nr = 0, run0 = -1;
-    if (!s->recheck || SPMD__LD_ACQ(&s->moves) != s->mark) {
-        s->recheck = 1;
-        s->mark = SPMD__LD_ACQ(&s->moves);
-        for (i = 0; i < s->n; i++)
-            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
-        return;
-    }
-    s->recheck = 0;
-    s->judging = 1; /* the lock is let go below: no other carrier judges meanwhile */
-    /* the report: per device, compressing runs of devices in the same state */
-    for (i = 0; i < s->n; i++) {
-        if (s->fibs[i].state == SPMD__F_PARKED) nb++;
-        else if (s->fibs[i].dev->returned) nr++;
-    }
-    at = (size_t)snprintf(sum, sizeof sum,
-                          "deadlock: every device is blocked or has returned (%d blocked, %d returned%s", nb, nr,
-                          nr ? ":" : "");
-    for (i = 0; i < s->n && nr && at < sizeof sum; i++)
-        if (s->fibs[i].state != SPMD__F_PARKED && s->fibs[i].dev->returned) {
-            int w = snprintf(sum + at, sizeof sum - at, " %d", s->fibs[i].dev->id);
-            if (w > 0) at += (size_t)w;
-        }
-    if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
-    spmd__sunlock(&s->lock);
-    spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
-    /* the break logs the report (spmd_report's text, as for every cause);
-       without the flight recorder it has nothing per device: then one line
-       per device or run of devices in one state, from their requests */
-    prev[0] = '\0';
-    for (i = s->fibs[0].dev->ring ? s->n + 1 : 0; i <= s->n; i++) {
-        spmd__fiber *f = i < s->n ? &s->fibs[i] : NULL;
-        if (!f) line[0] = '\0';
-        else if (f->state == SPMD__F_PARKED && f->waiting) spmd__wait_text(f->waiting, line, sizeof line);
-        else snprintf(line, sizeof line, "%s", f->dev->returned ? "returned from its function" : "(no wait)");
-        if (i && (!f || strcmp(line, prev) != 0)) {
-            int a = s->fibs[run0].dev->id, b = s->fibs[i - 1].dev->id;
-            if (a == b) spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: device %d: %s", a, prev);
-            else spmd__log(m, SPMD_LOG_ERROR, -1, "deadlock report: devices %d..%d: %s", a, b, prev);
-        }
-        if (!i || !f || strcmp(line, prev) != 0) {
-            run0 = i;
-            memcpy(prev, line, sizeof prev);
-        }
-    }
-    spmd__break(m, SPMD_ERR_DEADLOCK, -1, sum); /* rings every parked fiber */
-    spmd__slock(&s->lock);
-    s->judging = 0;
-}
-
-/* Nothing ready (lock held): wake timed parks that are due, judge a
-   deadlock, or sleep until a ring or the next time limit. */
-/* Make ready the parked fibers whose time limit passed (lock held). */
-static void spmd__wake_expired(spmd__sched *s, uint64_t now) {
-    uint64_t next = UINT64_MAX;
-    int i;
-    for (i = 0; i < s->n; i++) {
-        spmd__fiber *f = &s->fibs[i];
-        if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
-        if (f->wake_at <= now) spmd__ready_push(s, f);
-        else if (f->wake_at < next) next = f->wake_at;
-    }
-    s->next_wake = next;
-}
-
-static void spmd__carrier_idle(spmd__sched *s) {
-    uint64_t now = spmd__now_ns(), ns;
-    uint32_t gen;
-    if (s->next_wake <= now) {
-        spmd__wake_expired(s, now);
-        if (s->rcount) return;
-    }
-    if (!s->nrunning && !s->judging && !s->m->fab && !SPMD__LD_ACQ(&s->m->broken)) {
-        spmd__fiber_stuck(s);
-        return;
-    }
-    gen = SPMD__LD_ACQ(&s->gen);
-    ns = s->next_wake == UINT64_MAX ? 100000000u : s->next_wake - now;
-    s->nidle++;
-    spmd__sunlock(&s->lock);
-    spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
-    spmd__slock(&s->lock);
-    s->nidle--;
-}
-
-static void *spmd__carrier_main(void *p) {
-    spmd__carrier *c = (spmd__carrier *)p;
-    spmd__sched *s = c->s;
-#ifdef SPMD__TSAN
-    c->tsan = __tsan_get_current_fiber();
-#endif
-    spmd__slock(&s->lock);
-    while (s->nlive) {
-        spmd__fiber *f = spmd__ready_take(s);
-        if (!f) {
-            spmd__carrier_idle(s);
-            continue;
-        }
-        f->state = SPMD__F_RUNNING;
-        f->car = c;
-        SPMD__ST_REL(&c->cur, f);
-        SPMD__ST_REL(&c->switches, c->switches + 1);
-        s->nrunning++;
-#if !SPMD__CTX_ASM
-        if (!f->started) {
-            uintptr_t a = (uintptr_t)c;
-            getcontext(&f->ctx.uc);
-            f->ctx.uc.uc_stack.ss_sp = f->lo;
-            f->ctx.uc.uc_stack.ss_size = f->len;
-            f->ctx.uc.uc_link = NULL;
-            makecontext(&f->ctx.uc, (void (*)(void))spmd__fiber_entry_uc, 2, (unsigned)((uint64_t)a >> 32),
-                        (unsigned)(a & 0xffffffffu));
-        }
-#endif
-        f->started = 1;
-        f->dev->ptrs = c->ptrs;
-        spmd__to_fiber(c, f);
-        s->nrunning--;
-        SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
-    }
-    /* the last fiber ended: the other carriers and the watchdog go */
-    SPMD__FADD(&s->gen, 1u);
-    spmd__futex_wake(&s->gen);
-    SPMD__ST_SC(&s->finished, 1u);
-    spmd__futex_wake(&s->finished);
-    spmd__sunlock(&s->lock);
-    return NULL;
-}
-
-/* spmd_run under fibers (every device attached): run them and return when all are done. */
-static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
-    spmd__sched s;
-    int i, K, started = 0, lo = m->first_local;
-    spmd_status st = SPMD_OK;
-    memset(&s, 0, sizeof s);
-    s.m = m;
-    s.fn = fn;
-    s.arg = arg;
-    s.n = m->nlocal;
-    K = m->carriers ? m->carriers : m->ncpu;
-    s.K = K = K < s.n ? K : s.n;
-    s.next_wake = UINT64_MAX;
-    s.rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u : 0u; /* never 0 when seeded */
-    if (s.n == 0) return SPMD_OK;
-    s.fibs = (spmd__fiber *)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.fibs);
-    s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
-    s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
-    if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
-    for (i = 0; st == SPMD_OK && i < s.n; i++) {
-        spmd__fiber *f = &s.fibs[i];
-        memset(f, 0, sizeof *f);
-        f->dev = m->devs[lo + i];
-        if (!spmd__fiber_make(&s, f, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
-            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stack of fiber %d (%zu bytes): %s", i,
-                      m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
-            st = SPMD_ERR_NOMEM;
-            s.n = i + 1;
-            break;
-        }
-        f->dev->fib = f;
-    }
-    if (st == SPMD_OK) {
-        for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
-        s.rcount = s.nlive = s.n;
-        for (i = 0; i < K; i++) {
-            memset(&s.cars[i], 0, sizeof s.cars[i]);
-            s.cars[i].s = &s;
-            s.cars[i].ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *));
-            if (!s.cars[i].ptrs) st = SPMD_ERR_NOMEM;
-        }
-        for (i = 0; i < K && st == SPMD_OK; i++) {
-            pthread_attr_t attr;
-            int e;
-            pthread_attr_init(&attr);
-            if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
-            e = pthread_create(&s.cars[i].th, &attr, spmd__carrier_main, &s.cars[i]);
-            pthread_attr_destroy(&attr);
-            if (e != 0) break;
-            started++;
-        }
-        if (st != SPMD_OK) {
-            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the carriers' scratch pointers");
-        } else if (!started) {
-            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
-            st = SPMD_ERR_SYSTEM;
-        } else {
-            /* watch the carriers until every fiber is done: warn after 10 s
-               (a tenth of the deadline if that is less, at least 1 s) */
-            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
-            if (limit < 1) limit = 1;
-            while (!SPMD__LD_ACQ(&s.finished)) {
-                spmd__futex_wait(&s.finished, 0u, 1000000000u);
-                for (i = 0; i < started; i++) {
-                    spmd__carrier *c = &s.cars[i];
-                    spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
-                    uint64_t sw = SPMD__LD_ACQ(&c->switches);
-                    c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
-                    if (c->quiet == 0) c->warned = 0;
-                    c->seen = sw;
-                    if (c->quiet >= limit && !c->warned) {
-                        c->warned = 1;
-                        spmd__log(m, SPMD_LOG_WARN, f->dev->id,
-                                  "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
-                                  "outside the library (its own mutex, a sleep)? Under fibers that stalls "
-                                  "every device of the carrier",
-                                  f->dev->id, i, c->quiet);
-                    }
-                }
-            }
-            for (i = 0; i < started; i++) pthread_join(s.cars[i].th, NULL);
-        }
-    }
-    for (i = 0; s.fibs && i < s.n; i++) {
-        if (s.fibs[i].dev) {
-            s.fibs[i].dev->fib = NULL;
-            s.fibs[i].dev->ptrs = s.fibs[i].dev->ptrs_own; /* (the carriers' go) */
-        }
-        spmd__fiber_unmake(&s.fibs[i]);
-    }
-    for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
-    for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
-        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
-    spmd__free(&m->alloc, s.fibs);
-    spmd__free(&m->alloc, s.ready);
-    spmd__free(&m->alloc, s.cars);
-    return st;
-}
-
-// >>waiting
-/* How a call that has started waits for its end: spmd__block spins,
-   yields, then sleeps on the device's futex word (a fiber parks), and
-   every round polls (spmd__poll): the backend's progress, the mesh's
-   break, a peer's loss or break announced by another process, the
-   deadline (spmd__expire: SPMD_ERR_TIMEOUT naming who did not come), a
-   member that returned (SPMD_ERR_DEADLOCK) and, in check mode, a member
-   that called something else (spmd__check_missing). Requests (below) call
-   it; it calls the backend through m->vt and the libfabric hooks. */
-static void spmd__progress_all(spmd_dev *d) {
-    spmd_req *q;
-    for (q = d->head; q; q = q->next)
-        if (q->state != SPMD__R_DONE) d->mesh->vt->progress(q);
-}
-
-static void spmd__missing_list(spmd_req *r, char *buf, size_t len) {
-    spmd__group *g = r->gr->g;
-    size_t at = 0;
-    int k, shown = 0, missing = 0;
-    buf[0] = '\0';
-    for (k = 0; k < g->G; k++) {
-        int absent = r->state == SPMD__R_POST
-                         ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
-                         : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
-        if (!absent) continue;
-        missing++;
-        if (shown < 16 && at < len) {
-            int w = snprintf(buf + at, len - at, "%s%d", shown ? ", " : "", g->members[k]);
-            if (w > 0) at += (size_t)w;
-            shown++;
-        }
-    }
-    if (missing > shown && at < len) snprintf(buf + at, len - at, " and %d more", missing - shown);
-}
-
-/* 1 if a collective may still be failed: not once the split work started
-   (it is finite and touches the peers' buffers, so it must be finished);
-   a split operation still arriving is marked aborted for its peers. */
-static int spmd__may_abandon(spmd_req *r) {
-    if (r->sig.algo == SPMD__ALG_SPLIT && r->state == SPMD__R_ARRIVE) {
-        spmd__group *g = r->gr->g;
-        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-        if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                       (r->gseq << SPMD__S_SHIFT) | SPMD__S_ABORTED) &&
-            ((st & SPMD__S_MASK) == SPMD__S_RUNNING || (st & SPMD__S_MASK) == SPMD__S_CHECKING))
-            return 0;
-    }
-    return r->state != SPMD__R_RUN && r->state != SPMD__R_DRAIN;
-}
-
-/* What a waiting request waits for, for reports: the call, its axes, its
-   sequence numbers and who has not arrived. */
-static void spmd__wait_text(spmd_req *r, char *buf, size_t len) {
-    char what[96], who[160];
-    if (r->p2p) {
-        if (snprintf(buf, len, "blocked in %s of %s x %zu %s %d (tag %d) over '%s'",
-                 r->sig.kind == SPMD__KIND_SEND ? "send" : "recv", spmd__dtype_names[r->sig.dtype], r->count,
-                 r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer, r->tag, r->gr->text) >= (int)len)
-            buf[len - 1] = '\0';
-        return;
-    }
-    spmd__sig_text(&r->sig, what, sizeof what);
-    spmd__missing_list(r, who, sizeof who);
-    if (snprintf(buf, len, "blocked in %s over '%s' (operation #%llu of the device, #%llu of its group of %d)%s%s", what,
-             r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, r->gr->g->G,
-             r->state == SPMD__R_POST ? ", still busy with an earlier operation on this group: " :
-             r->state == SPMD__R_ARRIVE ? ", waiting for devices " : "",
-             r->state <= SPMD__R_ARRIVE ? who : "") >= (int)len)
-        buf[len - 1] = '\0'; /* cut short: still a report */
-}
-
-static int spmd__check_missing(spmd_req *r);
-
-/* 1 if device p will not arrive any more: its function returned, or the
-   fault plan lost it (read before what it posted, see below). */
-static int spmd__gone(spmd_dev *p) { return SPMD__LD_ACQ(&p->returned) || SPMD__LD_ACQ(&p->lost); }
-
-/* Devices whose function returned (spmd_run) will never arrive: a request
-   waiting for one of them fails now, naming it (SPMD_ERR_DEADLOCK), and
-   breaks the mesh. So do devices lost by the fault plan (kind=lose, d->lost),
-   with SPMD_ERR_PEER_LOST naming the call they were lost at. 1 if r is now
-   done. */
-static int spmd__gone_check(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    spmd_mesh *m = d->mesh;
-    spmd__group *g = r->gr->g;
-    char why[320], what[96];
-    int k, gone = -1;
-    uint64_t lost;
-    spmd_status s;
-    if (r->state == SPMD__R_DONE) return 0;
-#if SPMD__HAS_LIBFABRIC
-    if (r->x) return spmd__x_gone_check(r);
-#endif
-    if (r->p2p) {
-        for (k = 0; k < g->G && gone < 0; k++) {
-            spmd_dev *p = m->devs[g->members[k]];
-            if (k == r->gr->me || (r->peer >= 0 && k != r->peer) || !spmd__gone(p)) continue;
-            gone = p->id;
-            if (r->peer < 0) /* any source: only once every other member returned */
-                for (k = 0; k < g->G; k++)
-                    if (k != r->gr->me && !spmd__gone(m->devs[g->members[k]])) return 0;
-        }
-        if (gone < 0) return 0;
-        lost = SPMD__LD_ACQ(&m->devs[gone]->lost);
-        if (lost)
-            snprintf(why, sizeof why, "can never complete: device %d was lost (SPMD_FAULTS kind=lose at its call #%llu, "
-                     "%s)", gone, (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
-        else
-            snprintf(why, sizeof why, "can never complete: device %d returned from its function", gone);
-        s = lost ? SPMD_ERR_PEER_LOST : SPMD_ERR_DEADLOCK;
-        if (!spmd__p2p_abandon(r, s, why)) return 0;
-        spmd__break(m, s, d->id, d->err);
-        return 1;
-    }
-    if (r->state != SPMD__R_POST && r->state != SPMD__R_ARRIVE) return 0;
-    /* check mode: a member that logged another call here is a mismatch,
-       which says more than that it returned */
-    if (m->check && spmd__check_missing(r)) return 1;
-    for (k = 0; k < g->G && gone < 0; k++) {
-        spmd_dev *p = m->devs[g->members[k]];
-        int absent;
-        /* returned first: everything it posted before returning is then
-           visible (read the other way round, a post that came between the
-           two reads made a member that had called it look absent) */
-        if (!spmd__gone(p)) continue;
-        absent = r->state == SPMD__R_POST ? SPMD__LD_ACQ(&g->mem[k].left) + (uint64_t)g->D <= r->gseq
-                                          : SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) != r->gseq + 1;
-        if (absent) gone = p->id;
-    }
-    if (gone < 0 || !spmd__may_abandon(r)) return 0;
-    spmd__sig_text(&r->sig, what, sizeof what);
-    if ((lost = SPMD__LD_ACQ(&m->devs[gone]->lost)) != 0) {
-        spmd__fail(d, SPMD_ERR_PEER_LOST,
-                   "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
-                   "was lost (SPMD_FAULTS kind=lose at its call #%llu, %s)",
-                   what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
-                   (unsigned long long)(lost - 1), m->devs[gone]->lost_what);
-        spmd__break(m, SPMD_ERR_PEER_LOST, d->id, d->err);
-        spmd__finish(r, SPMD_ERR_PEER_LOST);
-        return 1;
-    }
-    spmd__fail(d, SPMD_ERR_DEADLOCK,
-               "%s over '%s' (operation #%llu of this device, #%llu of its group) can never complete: device %d "
-               "returned from its function without %s",
-               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq, gone,
-               r->state == SPMD__R_POST ? "finishing an earlier operation of this group" : "calling it");
-    spmd__break(m, SPMD_ERR_DEADLOCK, d->id, d->err);
-    spmd__finish(r, SPMD_ERR_DEADLOCK);
-    return 1;
-}
-
-/* The deadline passed. Unless the split work already started (it is finite
-   and touches the peers' buffers, so it must be finished), fail the request
-   and break the mesh. Returns 1 if r is now done. */
-static int spmd__expire(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    char who[160], what[192];
-#if SPMD__HAS_LIBFABRIC
-    if (r->x) {
-        snprintf(who, sizeof who, "timed out after %lld ms", (long long)r->timeout_ms);
-        return spmd__x_give_up(r, SPMD_ERR_TIMEOUT, 1, who);
-    }
-#endif
-    if (r->p2p) {
-        char why[96];
-        snprintf(why, sizeof why, "timed out after %lld ms: %s", (long long)r->timeout_ms,
-                 r->sig.kind == SPMD__KIND_SEND ? "nobody received it" : "no matching send arrived");
-        return spmd__p2p_abandon(r, SPMD_ERR_TIMEOUT, why);
-    }
-    if (!spmd__may_abandon(r)) return 0;
-    spmd__missing_list(r, who, sizeof who);
-    spmd__req_what(r, what, sizeof what);
-    spmd__fail(d, SPMD_ERR_TIMEOUT,
-               "%s over '%s' (operation #%llu of this device, #%llu of its group) timed out after "
-               "%lld ms: %s %s (spmd_report says what each device is doing)",
-               what, r->gr->text, (unsigned long long)r->global, (unsigned long long)r->gseq,
-               (long long)r->timeout_ms,
-               r->state == SPMD__R_POST ? "still busy with an earlier operation on this group:"
-                                        : "devices that did not arrive:",
-               who);
-    spmd__break(d->mesh, SPMD_ERR_TIMEOUT, d->id, d->err);
-    spmd__finish(r, SPMD_ERR_TIMEOUT);
-    return 1;
-}
-
-/* The mesh broke while r was unfinished. Returns 1 if r is now done. */
-static int spmd__on_broken(spmd_req *r) {
-    spmd_mesh *m = r->dev->mesh;
-    spmd_status s;
-#if SPMD__HAS_LIBFABRIC
-    if (r->x) {
-        char why[600];
-        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
-        return spmd__x_give_up(r, m->broken_status, 0, why);
-    }
-#endif
-    if (r->p2p) {
-        char why[600];
-        snprintf(why, sizeof why, "abandoned: mesh broken by %s", m->broken_msg);
-        return spmd__p2p_abandon(r, m->broken_status, why);
-    }
-    if (r->state == SPMD__R_RUN || r->state == SPMD__R_DRAIN) return 0;
-    if (m->broken_status == SPMD_ERR_DEADLOCK && !r->p2p) {
-        char what[400];
-        spmd__wait_text(r, what, sizeof what); /* before an abort changes the state */
-        if (!spmd__may_abandon(r)) return 0;
-        spmd__fail(r->dev, SPMD_ERR_DEADLOCK, "%s; mesh broken by %s", what, m->broken_msg);
-        spmd__finish(r, SPMD_ERR_DEADLOCK);
-        return 1;
-    }
-    if (!spmd__may_abandon(r)) return 0;
-    s = m->broken_status;
-    spmd__fail(r->dev, s, "operation #%llu over '%s' abandoned: mesh broken by %s",
-               (unsigned long long)r->global, r->gr->text, m->broken_msg);
-    spmd__finish(r, s);
-    return 1;
-}
-
-/* Check mode: a missing member that logged a different collective at the
-   same position will never come; report the mismatch now. */
-static int spmd__check_missing(spmd_req *r) {
-    spmd_mesh *m = r->dev->mesh;
-    spmd__group *g = r->gr->g;
-    int k;
-#if SPMD__HAS_LIBFABRIC
-    if (r->x) return spmd__x_check_missing(r);
-#endif
-    if (r->state != SPMD__R_ARRIVE || r->p2p || r->x) return 0;
-    for (k = r->nseen; k < g->G; k++) {
-        spmd__sig other;
-        char text[64], site[64];
-        spmd_dev *p = m->devs[g->members[k]];
-        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, k)->seq) == r->gseq + 1) continue;
-        if (spmd__clog_read(r->dev, p, r->global, &other, text, site) &&
-            (spmd__sig_differs(&other, &r->sig, 1) || strcmp(text, r->gr->text) != 0)) {
-            if (r->sig.algo == SPMD__ALG_SPLIT) {
-                uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
-                if (!SPMD__CAS(&g->shared[SPMD__SLOT(g, r->gseq)].state, &st,
-                               (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH))
-                    return 0;
-            }
-            spmd__mismatch(r, p->id, &other, text, site);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The device no longer sleeps: out of the sleeper counts of its groups.
-   (Also called by whoever makes a parked fiber ready: it will poll again.) */
-static void spmd__sleep_end(spmd_dev *d) {
-    spmd_req *q;
-    SPMD__ST_SC(&d->sleeping, 0u);
-    for (q = d->head; q; q = q->next)
-        if (q->asleep) {
-            q->asleep = 0;
-            SPMD__FAND(&q->gr->g->sleepers[q->gr->me >> 6], ~((uint64_t)1 << (q->gr->me & 63)));
-        }
-}
-
-/* Sleep until rung (at most ns), unless r is done, the mesh broke or a
-   device returned since the caller saw `gone` of them (spmd__run_returned:
-   its count, then the sleepers' bits; here the bits, then the count). */
-static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns, uint32_t gone) {
-    spmd_req *q;
-    uint32_t bell;
-    /* register in the group of every unfinished request (send and recv: the
-       group of their axes): a post, a finished task or a member leaving any
-       of them may be what lets r go on */
-    for (q = d->head; q; q = q->next) {
-        q->asleep = q->state != SPMD__R_DONE && (q->sig.algo != SPMD__ALG_LOCAL || q->p2p);
-        if (q->asleep) SPMD__FOR(&q->gr->g->sleepers[q->gr->me >> 6], (uint64_t)1 << (q->gr->me & 63));
-    }
-    SPMD__ST_SC(&d->sleeping, 1u);
-    SPMD__FENCE(&d->fence_word); /* registered before the posts are read (see spmd__finish) */
-    bell = SPMD__LD_SC(&d->bell);
-    spmd__progress_all(d);
-    if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken) && SPMD__LD_SC(&d->mesh->nreturned) == gone) {
-        if (d->fib) spmd__fiber_park(d, r, bell, ns);
-        else spmd__futex_wait(&d->bell, bell, ns);
-    }
-    spmd__sleep_end(d);
-}
-
-/* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
-static int spmd__poll(spmd_req *r, uint64_t now) {
-    spmd_mesh *m = r->dev->mesh;
-    spmd__progress_all(r->dev);
-    if (r->state == SPMD__R_DONE) return 1;
-#if SPMD__HAS_LIBFABRIC
-    if (m->fab && SPMD__LD_ACQ(&m->fab->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
-    if (m->fab && SPMD__LD_ACQ(&m->fab->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
-#endif
-    if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
-    if (now) {
-        if (!r->deadline) {
-            uint64_t ms = (uint64_t)r->timeout_ms, room = (UINT64_MAX - now) / 1000000u;
-            r->deadline = ms < room ? now + ms * 1000000u : UINT64_MAX; /* saturate */
-        }
-        if (m->check && spmd__check_missing(r)) return 1;
-        if (now >= r->deadline && spmd__expire(r)) return 1;
-    }
-    return 0;
-}
-
-/* A device returned: 1 if r ended of it. One that broke the mesh before
-   it returned (a failure it did not handle) is told by the break, which
-   says why: it may have come after the caller's poll looked at the mesh. */
-static int spmd__gone_or_broken(spmd_req *r) {
-    if (SPMD__LD_ACQ(&r->dev->mesh->broken) && spmd__on_broken(r)) return 1;
-    return spmd__gone_check(r);
-}
-
-/* Spin briefly, then yield, then sleep on the device's futex word. With more
-   devices than CPUs a spinning thread only delays the peers it waits for
-   (they need its CPU), so it yields at once. */
-static spmd_status spmd__block(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    spmd_mesh *m = d->mesh;
-    uint32_t gone = 0; /* devices returned, as last checked */
-    int crowded = SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu;
-    uint64_t t0 = 0, spin = crowded ? m->spin_os_ns : m->spin_ns;
-    unsigned iter = crowded && spin == 0 ? 63u : 0u;
-    uint64_t last_yield = 0;
-#if SPMD__HAS_LIBFABRIC
-    uint64_t moved = 0;
-#endif
-    int spinning = 1;
-    int parked = 0;
-    if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
-    if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
-    for (;;) {
-        uint64_t now = 0, waited;
-        /* the clock costs as much as a short operation: spinning reads it
-           every 64 polls, the slower phases every time */
-        if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
-        if (spmd__poll(r, now)) break;
-        /* a blocking call's record, once the wait is more than a moment:
-           when the clock is first read (64 polls), for a fiber once it comes
-           back from a park (the deadlock verdict's recheck round is one);
-           a shorter wait ends in one record, written whole at the end */
-        if ((r->rec & SPMD__REC_LATE) && now && (parked || !d->fib)) spmd__rec_wait(r, now);
-        if (SPMD__LD_ACQ(&m->nreturned) != gone) {
-            gone = SPMD__LD_ACQ(&m->nreturned);
-            if (spmd__gone_or_broken(r)) break;
-        }
-        if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
-            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : UINT64_MAX;
-            /* on libfabric nothing rings a fiber when a message comes: for
-               the spin time it polls again once the others had their turn */
-            if (!t0) t0 = now;
-            if (m->fab && now - t0 < m->spin_ns) {
-                spmd__fiber_yield(d);
-                continue;
-            }
-            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap, gone);
-            parked = 1;
-            continue;
-        }
-        if (!now) { spmd__pause(); continue; }
-#if SPMD__HAS_LIBFABRIC
-        /* the transport moved something since the last look (a large
-           message under way): spin on, a sleeper would stall the pipe */
-        if (m->fab && SPMD__LD_ACQ(&m->fab->moved) != moved) {
-            moved = SPMD__LD_ACQ(&m->fab->moved);
-            t0 = now;
-            last_yield = 0;
-        }
-#endif
-        if (!t0) t0 = now;
-        waited = now - t0;
-        spinning = waited < spin;
-        if (spinning) {
-            /* a short yield every 20 us: nearly free when no other thread
-               wants this CPU, and it lets a peer that shares it run */
-            if (waited - last_yield > 20000u) {
-                sched_yield();
-                last_yield = waited;
-            } else {
-                spmd__pause();
-            }
-        } else if (waited < spin + m->yield_ns) {
-            sched_yield();
-        } else {
-            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->fab ? 100000u : 50000000u;
-            /* on libfabric nothing wakes a sleeper when a message comes: poll */
-            spmd__sleep(d, r, left < cap ? left + 1000 : cap, gone);
-        }
-    }
-    if (d->fib) spmd__fiber_moved(d);
-    return r->status;
-}
-
-/* A blocking eager call that has posted: the peers are likely a moment
-   away, so watch the next missing entry alone for a while (a few us)
-   before the general wait loop. Not when devices outnumber CPUs. */
-static void spmd__watch(spmd_req *r) {
-    const spmd__group *g = r->gr->g;
-    spmd_mesh *m = r->dev->mesh;
-    int spins = 0;
-    if (r->x || r->dev->fib || r->state != SPMD__R_ARRIVE || r->sig.algo != SPMD__ALG_EAGER || r->need != SPMD__NEED_ALL ||
-        SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu)
-        return;
-    while (r->nseen < g->G && spins < 1024) {
-        if (SPMD__LD_ACQ(&spmd__entry_at(g, r->gseq, r->nseen)->seq) == r->gseq + 1) {
-            r->nseen++;
-        } else {
-            if (r->rec & SPMD__REC_LATE) spmd__rec_posted(r); /* a moment with nothing else to do */
-            spmd__pause();
-            spins++;
-        }
-    }
-    m->vt->progress(r);
-}
-
-// >>requests
-/* Where every collective starts (the public functions call in here):
-   spmd__coll_start checks the arguments before the mesh's state
-   (spmd__coll_args; a refused call keeps its place: spmd__refuse), finds
-   the group, fills the request (spmd__setup: sizes, kernel, signature),
-   chooses the algorithm (eager, split; across processes the exchange),
-   begins its flight record and posts it; spmd__quick is the same for a
-   repeated small blocking call, skipping what the last call proved. A
-   blocking call then waits (>>waiting); a _start returns the request,
-   spmd_wait/spmd_test finish it. Calls the sections above and the
-   backends. */
-#define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
-/* Requests in flight are linked in start order (progress walks the list). */
-static void spmd__req_link(spmd_dev *d, spmd_req *r) {
-    r->magic = SPMD__REQ_MAGIC;
-    r->dev = d;
-    r->next = NULL;
-    r->prev = d->tail;
-    if (d->tail) d->tail->next = r; else d->head = r;
-    d->tail = r;
-    d->inflight++;
-}
-static void spmd__req_unlink(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    if (r->slotwait) spmd__slot_watch(r, -1); /* abandoned while waiting for a slot */
-    if (r->prev) r->prev->next = r->next; else d->head = r->next;
-    if (r->next) r->next->prev = r->prev; else d->tail = r->prev;
-    d->inflight--;
-    r->magic = 0;
-}
-
-static spmd_req *spmd__req_new(spmd_dev *d) {
-    spmd_req *r = d->free_reqs;
-    if (r) {
-        d->free_reqs = r->next;
-        memset(r, 0, offsetof(spmd_req, blk));
-    } else {
-        r = (spmd_req *)spmd__alloc(&d->mesh->alloc, sizeof *r);
-        if (!r) return NULL;
-    }
-    spmd__req_link(d, r);
-    return r;
-}
-
-static void spmd__req_release(spmd_req *r) {
-    spmd_dev *d = r->dev;
-    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
-    spmd__free(&d->mesh->alloc, r->xscratch);
-    spmd__free(&d->mesh->alloc, r->fault_copy);
-    r->fault_copy = NULL;
-    r->xscratch = NULL;
-    r->temp = NULL;
-    r->src_of = NULL;
-    spmd__req_unlink(r);
-    r->next = d->free_reqs;
-    d->free_reqs = r;
-}
-
-static spmd_status spmd__check_dev(spmd_dev *d) {
-    if (!d) return SPMD_ERR_NULL;
-    if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
-#if SPMD__HAS_LIBFABRIC
-    if (d->mesh->fab) spmd__fab_news(d->mesh); /* a break another process announced */
-#endif
-    if (SPMD__LD_ACQ(&d->mesh->broken))
-        return spmd__fail(d, SPMD_ERR_BROKEN, "mesh is broken: %s", d->mesh->broken_msg);
-    return SPMD_OK;
-}
-
-/* A collective call as the public functions describe it. */
-typedef struct spmd__call {
-    int kind;
-    const char *name;
-    const void *send;
-    void *recv;
-    size_t count;              /* elements per device (the size parameter) */
-    spmd_dtype dt;
-    spmd_op op;
-    int root;                  /* rooted kinds: a group index */
-    int one_axis;              /* pargmax/pargmin: one axis, no groups */
-    const int *perm;           /* ppermute pairs, or the pshuffle permutation */
-    int npairs;                /* -1: perm is a pshuffle permutation */
-    const spmd_array *x, *out; /* array forms */
-    int dim1, dim2, tiled;
-    const int64_t *ragged[4];  /* input_offsets, send_sizes, output_offsets, recv_sizes */
-    int64_t k;
-    int two_phase;             /* psend: the recv side comes later, from precv */
-} spmd__call;
-
-static void spmd__shape_text(const int64_t *sh, int rank, char *buf, size_t len) {
-    size_t at = 0;
-    int i;
-    at += (size_t)snprintf(buf, len, "(");
-    for (i = 0; i < rank && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)sh[i]);
-    if (at < len) snprintf(buf + at, len - at, rank == 1 ? ",)" : ")");
-}
-
-/* Row-major strides in bytes. */
-static void spmd__strides(const int64_t *sh, int rank, int64_t es, int64_t *st) {
-    int i;
-    int64_t acc = es;
-    for (i = rank - 1; i >= 0; i--) {
-        st[i] = acc;
-        acc *= sh[i];
-    }
-}
-
-/* An array view's rank, dtype and shape (its elements in *numel); its data
-   too unless data_later (a collective checks it with its buffers, after its
-   sizes are known: spmd__coll_args). */
-static spmd_status spmd__check_view(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
-                                    size_t *numel, int data_later) {
-    int i;
-    size_t n = 1;
-    if (!a) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name, which);
-    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", name, which, a->rank, SPMD_MAX_RANK);
-    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", name, which, (int)a->dtype);
-    for (i = 0; i < a->rank; i++) {
-        if (a->shape[i] < 0)
-            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", name, which, i,
-                              (long long)a->shape[i]);
-        if ((n | (size_t)a->shape[i]) >= ((size_t)1 << 29) && a->shape[i] && /* small: no division */
-            n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
-            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", name, which);
-        n *= (size_t)a->shape[i];
-    }
-    if (n && !a->data && !data_later) return spmd__fail(d, SPMD_ERR_NULL, "%s: %s.data is NULL", name, which);
-    *numel = n;
-    return SPMD_OK;
-}
-static spmd_status spmd__check_array(spmd_dev *d, const char *name, const char *which, const spmd_array *a,
-                                     size_t *numel) {
-    return spmd__check_view(d, name, which, a, numel, 0);
-}
-
-/* Canonicalise a dimension index against rank (negative: from the end). */
-static int spmd__canon(int dim, int rank, int *out) {
-    if (dim < -rank || dim >= rank) return 0;
-    *out = dim < 0 ? dim + rank : dim;
-    return 1;
-}
-
-static uint64_t spmd__hash_shape(uint64_t h, const int64_t *sh, int rank) {
-    int i;
-    for (i = 0; i < rank; i++) {
-        h ^= (uint64_t)sh[i];
-        h *= 1099511628211u;
-    }
-    return h ^ (uint64_t)rank;
-}
-
-/* Fold a block's dimensions: drop extents of 1, merge neighbours that are
-   contiguous in both arrays, and take the innermost contiguous run out. */
-static void spmd__blk_fold(spmd__blk *b, int64_t es) {
-    int i, n = 0;
-    for (i = 0; i < b->n; i++) {
-        if (b->ext[i] == 1) continue;
-        if (n > 0 && b->ss[n - 1] == b->ext[i] * b->ss[i] && b->ds[n - 1] == b->ext[i] * b->ds[i]) {
-            b->ext[n - 1] *= b->ext[i];
-            b->ss[n - 1] = b->ss[i];
-            b->ds[n - 1] = b->ds[i];
-            continue;
-        }
-        b->ext[n] = b->ext[i];
-        b->ss[n] = b->ss[i];
-        b->ds[n] = b->ds[i];
-        n++;
-    }
-    b->n = n;
-    b->run = (size_t)es;
-    if (n > 0 && b->ss[n - 1] == es && b->ds[n - 1] == es) {
-        b->run = (size_t)(b->ext[n - 1] * es);
-        b->n = n - 1;
-    }
-}
-
-/* The shape rules of the array forms: compute the output shape JAX would
-   give, compare, and lay the operation out for the work functions. */
-static spmd_status spmd__setup_array(spmd_dev *d, spmd__call *c, int G, spmd_req *r, uint64_t *aux) {
-    const spmd_array *x = c->x, *o = c->out;
-    int64_t want[SPMD_MAX_RANK + 1];
-    int wr = x->rank, i, a = 0, b = 0;
-    int64_t es = (int64_t)spmd__dtype_sizes[x->dtype];
-    char w[160], got[160];
-    uint64_t h = spmd__hash_shape(1469598103934665603u, x->shape, x->rank);
-    memcpy(want, x->shape, sizeof x->shape);
-    switch (c->kind) {
-    case SPMD__KIND_ALLGATHER:
-        if (!spmd__canon(c->dim1, c->tiled ? x->rank : x->rank + 1, &a) || (c->tiled && x->rank == 0))
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: axis %d is outside an array of rank %d%s", c->name, c->dim1,
-                              x->rank, c->tiled ? " (tiled)" : " (+1, untiled)");
-        if (c->tiled) {
-            want[a] *= G;
-        } else {
-            for (i = x->rank; i > a; i--) want[i] = want[i - 1];
-            want[a] = G;
-            wr = x->rank + 1;
-        }
-        r->outer = 1;
-        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
-        r->inner = 1;
-        for (i = a; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
-        break;
-    case SPMD__KIND_PSUM_SCATTER:
-        if (!spmd__canon(c->dim1, x->rank, &a))
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: scatter_dimension %d is outside an array of rank %d", c->name,
-                              c->dim1, x->rank);
-        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
-            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
-                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
-        if (c->tiled) {
-            want[a] /= G;
-        } else {
-            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
-            wr = x->rank - 1;
-        }
-        r->outer = 1;
-        for (i = 0; i < a; i++) r->outer *= (size_t)x->shape[i];
-        r->inner = (size_t)(x->shape[a] / G);
-        for (i = a + 1; i < x->rank; i++) r->inner *= (size_t)x->shape[i];
-        break;
-    case SPMD__KIND_ALLTOALL: {
-        int64_t xs[SPMD_MAX_RANK], os[SPMD_MAX_RANK], sh[SPMD_MAX_RANK];
-        int n = 0;
-        if (x->rank == 0 || !spmd__canon(c->dim1, x->rank, &a) || !spmd__canon(c->dim2, x->rank, &b))
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: split_axis %d / concat_axis %d outside an array of rank %d",
-                              c->name, c->dim1, c->dim2, x->rank);
-        if (c->tiled ? x->shape[a] % G != 0 : x->shape[a] != G)
-            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: x.shape[%d] = %lld must %s the group size %d", c->name, a,
-                              (long long)x->shape[a], c->tiled ? "be divisible by" : "equal", G);
-        if (c->tiled) {
-            want[a] /= G;
-            want[b] *= G;
-        } else {
-            for (i = a; i < x->rank - 1; i++) want[i] = want[i + 1];
-            for (i = x->rank - 1; i > b; i--) want[i] = want[i - 1];
-            want[b] = G;
-        }
-        spmd__strides(x->shape, x->rank, es, xs);
-        spmd__strides(want, wr, es, os);
-        /* the chunk: x's dims (split one divided, or dropped when untiled),
-           and the same dims in the output (concat one divided, or dropped) */
-        for (i = 0; i < x->rank; i++) {
-            if (!c->tiled && i == a) continue;
-            sh[n] = i == a ? x->shape[a] / G : x->shape[i];
-            r->blk.ss[n] = xs[i];
-            n++;
-        }
-        r->blk.n = n;
-        for (i = 0, n = 0; i < wr; i++) {
-            if (!c->tiled && i == b) continue;
-            r->blk.ds[n++] = os[i];
-        }
-        memcpy(r->blk.ext, sh, sizeof sh);
-        r->src_step = c->tiled ? x->shape[a] / G * xs[a] : xs[a];
-        r->dst_step = c->tiled ? want[b] / G * os[b] : os[b];
-        spmd__blk_fold(&r->blk, es);
-        break;
-    }
-    default: /* ppermute, pshuffle, pbroadcast: same shape */
-        break;
-    }
-    h = spmd__hash_shape(h ^ (uint64_t)(a * 31 + b * 7 + c->tiled), want, wr);
-    *aux ^= h;
-    if (o->dtype != x->dtype)
-        return spmd__fail(d, SPMD_ERR_SHAPE, "%s: out has dtype %s but x has %s", c->name,
-                          spmd__dtype_names[o->dtype], spmd__dtype_names[x->dtype]);
-    if (o->rank != wr || memcmp(o->shape, want, (size_t)wr * sizeof(int64_t)) != 0) {
-        spmd__shape_text(o->shape, o->rank, got, sizeof got);
-        spmd__shape_text(want, wr, w, sizeof w);
-        return spmd__fail(d, SPMD_ERR_SHAPE, "%s over a group of %d: out has shape %s but must be %s", c->name, G,
-                          got, w);
-    }
-    return SPMD_OK;
-}
-
-/* Per kind: sizes, roots, permutations; everything a peer must agree on
-   goes into aux. */
-static spmd_status spmd__setup(spmd_dev *d, spmd__call *c, int G, int me, spmd_req *r, size_t *max_in,
-                               size_t *out_bytes, uint64_t *aux) {
-    size_t es = r->in_size, n = c->count;
-    int rooted = spmd__rooted(c->kind);
-    spmd_status s;
-    *aux = (uint64_t)(c->root + 1) * SPMD__AUX_ROOT0;
-    if (rooted && (c->root < 0 || c->root >= G))
-        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", c->name,
-                          c->x ? "source" : "root", c->root, G);
-    r->root = c->root;
-    if (c->x && c->kind != SPMD__KIND_RAGGED && (s = spmd__setup_array(d, c, G, r, aux)) != SPMD_OK) return s;
-    if (c->x) r->shape_hash = spmd__hash_shape((uint64_t)c->x->dtype, c->x->shape, c->x->rank);
-    if (c->two_phase) *aux ^= 0x5053454e44ull; /* a psend meets only a psend */
-    if (n * es > SIZE_MAX / 16 / SPMD_MAX_DEVICES && (size_t)G > SIZE_MAX / 16 / (n * es)) /* no div when small */
-        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: %zu elements times %d devices overflow", c->name, n, G);
-    r->in_bytes = n * es;
-    *max_in = n * es;
-    *out_bytes = n * r->out_size;
-    switch (c->kind) {
-    case SPMD__KIND_REDUCE:
-        if (me != c->root) *out_bytes = 0;
-        break;
-    case SPMD__KIND_PSUM_SCATTER: *out_bytes = r->outer * r->inner * es; break;
-    case SPMD__KIND_ALLGATHER:
-        if (!c->x) { r->outer = 1; r->inner = n; }
-        *out_bytes = (size_t)G * n * es;
-        break;
-    case SPMD__KIND_GATHER:
-        r->outer = 1;
-        r->inner = n;
-        *out_bytes = me == c->root ? (size_t)G * n * es : 0;
-        break;
-    case SPMD__KIND_BCAST:
-        if (me != c->root) r->in_bytes = 0;
-        break;
-    case SPMD__KIND_SCATTER:
-        r->in_bytes = me == c->root ? (size_t)G * n * es : 0;
-        *max_in = (size_t)G * n * es;
-        break;
-    case SPMD__KIND_ALLTOALL:
-        if (!c->x) { /* MPI alltoall: send and recv hold G blocks of count */
-            r->blk.n = 0;
-            r->blk.run = n * es;
-            r->src_step = r->dst_step = (int64_t)(n * es);
-            r->in_bytes = *max_in = *out_bytes = (size_t)G * n * es;
-            *aux ^= (uint64_t)n;
-        }
-        break;
-    case SPMD__KIND_RAGGED: {
-        const spmd_array *op = c->x, *ou = c->out;
-        int64_t kk = c->k, i, N, M, *m;
-        size_t row = es;
-        int j;
-        if (op->rank < 1 || ou->rank != op->rank || ou->dtype != op->dtype)
-            return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output need the same dtype and rank >= 1", c->name);
-        for (j = 1; j < op->rank; j++) {
-            if (op->shape[j] != ou->shape[j])
-                return spmd__fail(d, SPMD_ERR_SHAPE, "%s: operand and output differ in dimension %d (%lld vs %lld)",
-                                  c->name, j, (long long)op->shape[j], (long long)ou->shape[j]);
-            row *= (size_t)op->shape[j];
-        }
-        if (kk < 1 || kk % G != 0 || kk > (int64_t)(SIZE_MAX / 64))
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: k = %lld must be a positive multiple of the group size %d",
-                              c->name, (long long)kk, G);
-        for (j = 0; j < 4; j++)
-            if (!c->ragged[j]) return spmd__fail(d, SPMD_ERR_NULL, "%s: offset or size array %d is NULL", c->name, j);
-        N = op->shape[0];
-        M = ou->shape[0];
-        for (i = 0; i < kk; i++) {
-            int64_t io = c->ragged[0][i], ss = c->ragged[1][i], oo = c->ragged[2][i], rs = c->ragged[3][i];
-            if (io < 0 || ss < 0 || io > N || ss > N - io)
-                return spmd__fail(d, SPMD_ERR_INVALID,
-                                  "%s: input_offsets[%lld] = %lld, send_sizes = %lld reach outside the %lld rows of operand",
-                                  c->name, (long long)i, (long long)io, (long long)ss, (long long)N);
-            if (oo < 0 || oo > M || ss > M - oo)
-                return spmd__fail(d, SPMD_ERR_INVALID,
-                                  "%s: output_offsets[%lld] = %lld with %lld rows reaches outside the %lld rows of output",
-                                  c->name, (long long)i, (long long)oo, (long long)ss, (long long)M);
-            if (rs < 0 || rs > M)
-                return spmd__fail(d, SPMD_ERR_INVALID, "%s: recv_sizes[%lld] = %lld is outside 0..%lld", c->name,
-                                  (long long)i, (long long)rs, (long long)M);
-        }
-        m = (int64_t *)spmd__alloc(&d->mesh->alloc, 4 * (size_t)kk * sizeof(int64_t));
-        if (!m) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
-        for (j = 0; j < 4; j++) memcpy(m + (size_t)j * (size_t)kk, c->ragged[j], (size_t)kk * sizeof(int64_t));
-        r->temp = m; /* owned by the request */
-        r->meta = m;
-        r->recv_sizes = m + 3 * kk;
-        r->k = kk;
-        r->rows_out = M;
-        r->row_bytes = row;
-        r->meta_bytes = 4 * (size_t)kk * sizeof(int64_t);
-        r->in_bytes = *max_in = r->meta_bytes + (size_t)N * row;
-        *out_bytes = (size_t)M * row;
-        *aux ^= spmd__hash_shape(spmd__hash_shape((uint64_t)kk, op->shape, op->rank), ou->shape, ou->rank);
-        break;
-    }
-    case SPMD__KIND_PPERMUTE: {
-        int i, np = c->npairs < 0 ? G : c->npairs;
-        int *dst_seen;
-        if (np < 0 || np > G || (np && !c->perm))
-            return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
-                              "%s: %d pairs for a group of %d", c->name, np, G);
-        if (r->src_cap < 2 * (size_t)G) { /* grows once per request of the device's pool */
-            spmd__free(&d->mesh->alloc, r->src_buf);
-            r->src_cap = 0;
-            r->src_buf = (int *)spmd__alloc(&d->mesh->alloc, 2 * (size_t)G * sizeof(int));
-            if (!r->src_buf) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory", c->name);
-            r->src_cap = 2 * (size_t)G;
-        }
-        r->src_of = r->src_buf;
-        dst_seen = r->src_of + G;
-        for (i = 0; i < G; i++) r->src_of[i] = dst_seen[i] = -1;
-        for (i = 0; i < np; i++) {
-            int src = c->npairs < 0 ? c->perm[i] : c->perm[2 * i];
-            int dst = c->npairs < 0 ? i : c->perm[2 * i + 1];
-            if (src < 0 || src >= G || dst < 0 || dst >= G)
-                return spmd__fail(d, SPMD_ERR_PERM, "%s: pair (%d, %d) is outside the group of %d", c->name, src, dst, G);
-            if (r->src_of[dst] >= 0)
-                return spmd__fail(d, SPMD_ERR_PERM, "%s: destination %d appears twice", c->name, dst);
-            if (dst_seen[src] >= 0)
-                return spmd__fail(d, SPMD_ERR_PERM, "%s: source %d appears twice%s", c->name, src,
-                                  c->npairs < 0 ? " (pshuffle needs a permutation)" : "");
-            r->src_of[dst] = src;
-            dst_seen[src] = dst;
-            *aux = (*aux ^ (uint64_t)(src * 4099 + dst)) * 1099511628211u;
-        }
-        r->pairs = np;
-        r->dst = dst_seen[me];
-        break;
-    }
-    default: break;
-    }
-    if (r->in_bytes > (size_t)INT64_MAX / 4 || *out_bytes > (size_t)INT64_MAX / 4)
-        return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: the buffers are too large", c->name);
-    return SPMD_OK;
-}
-
-/* Kinds that read other members' inputs after writing their own outputs
-   would overwrite: in place, their input is copied first (split only; the
-   eager path copies every input into the slot anyway). */
-static int spmd__needs_copy(int kind) {
-    return kind == SPMD__KIND_ALLTOALL || kind == SPMD__KIND_PPERMUTE || kind == SPMD__KIND_SCAN;
-}
-static int spmd__in_place_ok(int kind) {
-    return kind != SPMD__KIND_PSUM_SCATTER && kind != SPMD__KIND_ALLGATHER && kind != SPMD__KIND_GATHER &&
-           kind != SPMD__KIND_SCATTER && kind != SPMD__KIND_RAGGED;
-}
-/* Do the in bytes read from send and the out bytes written to recv
-   overlap in a way the call cannot take? Anything but the same buffer of
-   the same size, for a kind that may run in place, is refused. */
-static int spmd__overlap_refused(int kind, const void *send, size_t in, const void *recv, size_t out) {
-    const char *a = (const char *)send, *b = (const char *)recv;
-    return a && b && in && out && a < b + out && b < a + in && !(a == b && in == out && spmd__in_place_ok(kind));
-}
-
-/* Keep a checked array call as the device's plan (spmd__plan). */
-static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r, size_t out_bytes) {
-    spmd__plan *p = &d->plan;
-    p->gr = r->gr;
-    p->kind = c->kind;
-    p->dim1 = c->dim1;
-    p->dim2 = c->dim2;
-    p->tiled = c->tiled;
-    p->dt = c->x->dtype;
-    p->xrank = c->x->rank;
-    p->orank = c->out->rank;
-    memcpy(p->xshape, c->x->shape, sizeof p->xshape);
-    memcpy(p->oshape, c->out->shape, sizeof p->oshape);
-    p->count = c->count;
-    p->in_bytes = r->in_bytes;
-    p->out_bytes = out_bytes;
-    p->out_size = r->out_size;
-    p->outer = r->outer;
-    p->inner = r->inner;
-    p->src_step = r->src_step;
-    p->dst_step = r->dst_step;
-    p->aux = r->sig.aux;
-    p->shape_hash = r->shape_hash;
-    p->blk = r->blk;
-    if (c->kind == SPMD__KIND_PPERMUTE) {
-        int G = r->gr->g->G;
-        p->npairs = c->npairs;
-        p->nperm = c->npairs < 0 ? G : 2 * c->npairs;
-        if (p->nperm) memcpy(p->perm, c->perm, (size_t)p->nperm * sizeof(int));
-        memcpy(p->src_of, r->src_of, (size_t)G * sizeof(int));
-    }
-}
-
-/* The group a call names (the same axes text as the device's last call
-   names the same group). A device that cannot name its group cannot tell
-   its peers that it refuses the call, and its next call would pair with
-   their current one: the mesh breaks, naming the refusal. */
-static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *axes, const spmd_opts *o,
-                                    spmd__gref **out) {
-    int ax[SPMD_MAX_AXES], nax = 0, plain = !o || (!o->groups && !o->group_size);
-    char why[200];
-    spmd_status s;
-    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
-        *out = d->last_gr;
-        return SPMD_OK;
-    }
-    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK) {
-        spmd__fail(d, s, "%s: %s", name, why);
-    } else if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK) {
-        spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
-    } else if ((s = spmd__gref_get(d, ax, nax, o, axes, out)) == SPMD_OK) {
-        if (plain && strlen(axes) < sizeof d->last_axes) {
-            d->last_gr = *out;
-            strcpy(d->last_axes, axes);
-        }
-        return SPMD_OK;
-    }
-    {
-        char msg[sizeof d->err + 128];
-        snprintf(msg, sizeof msg, "device %d refused a call without a group it could name, so its peers could "
-                 "not be told (its next call would pair with theirs): %s", d->id, d->err);
-        spmd__break(d->mesh, s, d->id, msg);
-    }
-    return s;
-}
-
-/* A call refused for its buffers (NULL, overlapping) in a group across
-   processes runs all the same, on zeroed stand-in buffers of its sizes:
-   every exchange (direct, quick, split, Bruck) then moves what it always
-   moves, its headers say the refusal (spmd__x_sig_out), and its peers fail
-   the call (spmd__x_outcome) where they would have read its part. 1 if r
-   stands in now (c's buffers are the stand-ins), 0 if it cannot. */
-static int spmd__stand_in(spmd__call *c, spmd_req *r, size_t out_bytes, spmd_status s) {
-    size_t in = r->in_bytes - r->meta_bytes;
-    unsigned char *b;
-    if (!r->gr->g->span || c->two_phase || in > SIZE_MAX - out_bytes - 1) return 0;
-    b = (unsigned char *)spmd__alloc(&r->dev->mesh->alloc, in + out_bytes + 1);
-    if (!b) return 0;
-    memset(b, 0, in + out_bytes + 1);
-    r->temp = b; /* (freed with the request) */
-    c->send = b;
-    c->recv = b + in;
-    r->refusing = s;
-    return 1;
-}
-
-/* A call's arguments, checked against its group, and its request made
-   (*rp): nothing is posted yet. On failure nothing is left behind. */
-static spmd_status spmd__coll_args(spmd_dev *d, spmd__call *c, spmd__gref *gr, const spmd_opts *o, spmd_req **out,
-                                   spmd_req **rp, size_t *max_in, size_t *out_bytes) {
-    spmd_mesh *m = d->mesh;
-    spmd_status s;
-    size_t numel = 0;
-    uint64_t aux = 0;
-    spmd_req *r;
-    const char *name = c->name;
-    int reduces = c->kind == SPMD__KIND_ALLREDUCE || c->kind == SPMD__KIND_REDUCE || c->kind == SPMD__KIND_SCAN ||
-                  c->kind == SPMD__KIND_PSUM_SCATTER;
-    int plain = !o || (!o->groups && !o->group_size);
-    if (c->x || c->out) {
-        size_t on = 0;
-        if ((s = spmd__check_view(d, name, "x", c->x, &numel, 1)) != SPMD_OK) return s;
-        if ((s = spmd__check_view(d, name, "out", c->out, &on, 1)) != SPMD_OK) return s;
-        c->send = c->x->data;
-        c->recv = c->out->data;
-        c->count = numel;
-        c->dt = c->x->dtype;
-    }
-    if (c->kind != SPMD__KIND_BARRIER) {
-        if ((int)c->dt <= SPMD_DTYPE_NONE || (int)c->dt >= SPMD_DTYPE_COUNT)
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)c->dt);
-        if (c->count > (size_t)INT64_MAX / 16)
-            return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows the byte size", name, c->count);
-    }
-    if (reduces) {
-        if ((int)c->op <= SPMD_OP_NONE || (int)c->op >= SPMD_OP_COUNT)
-            return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid op %d", name, (int)c->op);
-        if (!spmd__kernel_in(m->ktab, c->dt, c->op) || (c->kind == SPMD__KIND_PSUM_SCATTER && c->dt == SPMD_BOOL))
-            return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
-                              c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
-                                                   "convert first)"
-                                                 : "");
-    }
-    if (c->one_axis && (gr->naxes != 1 || !plain))
-        return spmd__fail(d, gr->naxes != 1 ? SPMD_ERR_INVALID : SPMD_ERR_GROUPS,
-                          "%s takes exactly one axis and no axis_index_groups, as in JAX (got \"%s\"%s)", name,
-                          gr->text, gr->naxes == 1 ? " with groups" : "");
-    if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
-    if (o && o->timeout_ms < 0)
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
-    r = spmd__req_new(d);
-    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
-    r->gr = gr;
-    r->count = c->count;
-    r->in_size = c->kind == SPMD__KIND_BARRIER ? 1 : spmd__dtype_sizes[c->dt];
-    r->out_size = reduces ? spmd__out_size(c->dt, c->op) : r->in_size;
-    r->kern = reduces ? spmd__kernel_in(m->ktab, c->dt, c->kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : c->op) : NULL;
-    r->sig.kind = (uint8_t)c->kind;
-    if ((s = spmd__setup(d, c, gr->g->G, gr->me, r, max_in, out_bytes, &aux)) != SPMD_OK) {
-        spmd__req_release(r);
-        return s;
-    }
-    if ((r->in_bytes > r->meta_bytes && !c->send) || (*out_bytes && !c->recv))
-        s = spmd__fail(d, SPMD_ERR_NULL, "%s: %s is NULL", name,
-                       c->x ? (!c->send ? "x.data" : "out.data") : !c->send ? "send buffer" : "recv buffer");
-    /* only what this device reads and writes: a buffer that is not
-       significant here (bcast's and scatter's send off the root, gather's
-       and reduce's recv) is neither checked nor touched, as in MPI (its
-       size is 0 here) */
-    else if (spmd__overlap_refused(c->kind, c->send, r->in_bytes - r->meta_bytes, c->recv, *out_bytes))
-        s = spmd__fail(d, SPMD_ERR_OVERLAP, "%s: send and recv overlap without being the same buffer%s", name,
-                       c->send == c->recv ? " (the result has another size, so it cannot be in place)" : "");
-    if (s != SPMD_OK && !spmd__stand_in(c, r, *out_bytes, s)) {
-        spmd__req_release(r);
-        return s;
-    }
-    r->send = c->send;
-    r->recv = c->two_phase ? NULL : c->recv;
-    r->two_phase = c->two_phase;
-    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
-    r->user = out != NULL && !r->refusing;
-    r->sig.op = (uint8_t)c->op;
-    r->sig.dtype = (uint8_t)c->dt;
-    r->sig.axes_hash = gr->axes_hash;
-    r->sig.count = c->count;
-    r->sig.aux = aux;
-    *rp = r;
-    return SPMD_OK;
-}
-
-/* The thread engine's split layout of r: units, tasks, and the copy of an
-   in-place input that other members read after it is overwritten. */
-static spmd_status spmd__split_plan(spmd_req *r, const spmd__call *c, size_t max_in) {
-    int G = r->gr->g->G;
-    size_t len, tb, te;
-    switch (c->kind) {
-    case SPMD__KIND_ALLREDUCE: case SPMD__KIND_REDUCE: case SPMD__KIND_BCAST: r->units = 1; break;
-    case SPMD__KIND_ALLTOALL: /* a task per chunk when chunks are large, else per receiver (a task
-                                 costs a look at every member's pointers: O(G)) */
-        r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
-                       ? (uint32_t)(G * G) : (uint32_t)G;
-        break;
-    default: r->units = (uint32_t)G; break;
-    }
-    len = spmd__unit_len(r);
-    tb = max_in / (4u * (size_t)G);
-    if (tb < 16384) tb = 16384;
-    if (tb > ((size_t)4 << 20)) tb = (size_t)4 << 20;
-    te = (tb / r->in_size + 63) / 64 * 64;
-    if (c->kind == SPMD__KIND_ALLTOALL || c->kind == SPMD__KIND_RAGGED) te = 1;
-    while (len && (len + te - 1) / te * r->units > SPMD__MAX_TASKS) te *= 2;
-    r->task_elems = te;
-    r->pieces = len ? (uint32_t)((len + te - 1) / te) : 1;
-    r->ntasks = r->units * r->pieces;
-    if (spmd__needs_copy(c->kind) && r->send == c->recv && r->in_bytes && !c->two_phase) {
-        r->temp = spmd__alloc(&r->dev->mesh->alloc, r->in_bytes);
-        if (!r->temp) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for an in-place copy", c->name);
-        memcpy(r->temp, c->send, r->in_bytes);
-        r->send = r->temp;
-    }
-    return SPMD_OK;
-}
-
-/* A call refused after its group is known keeps its place in the group's
-   sequence, so that its peers fail it too (SPMD_ERR_REFUSED, naming this
-   device and its reason: spmd__refused) and every member's next call
-   pairs with the next one. The refusal is a request of its own kind,
-   posted like any other once its slot is free, carrying the status and
-   the reason's text, and finished at once (>>thread backend:
-   spmd__refusal_post). Across processes a refusal breaks the mesh, naming
-   it. Returns s, the device's own status (or why the refusal could not be
-   posted). */
-static spmd_status spmd__refuse(spmd_dev *d, const spmd__call *c, spmd__gref *gr, const spmd_opts *o,
-                                spmd_status s) {
-    spmd_mesh *m = d->mesh;
-    spmd_req *r;
-    spmd_status ps;
-    if (gr->g->G == 1) return s; /* nobody to tell */
-    if (gr->g->span || !(r = spmd__req_new(d))) {
-        char msg[sizeof d->err + 256];
-        snprintf(msg, sizeof msg, "device %d refused %s over '%.64s' (operation #%llu of its group)%s: %s", d->id,
-                 c->name, gr->text, (unsigned long long)gr->my->next,
-                 gr->g->span ? "" : ", and had no memory to tell its peers", d->err);
-        spmd__break(m, s, d->id, msg);
-        return s;
-    }
-    r->gr = gr;
-    r->sig.kind = SPMD__KIND_REFUSED;
-    r->sig.op = (uint8_t)c->kind;
-    r->sig.algo = SPMD__ALG_EAGER;
-    r->sig.axes_hash = gr->axes_hash;
-    r->sig.count = (uint64_t)s;
-    r->in_size = r->out_size = 1;
-    r->send = d->err; /* its text, as much as the entry holds */
-    r->in_bytes = strlen(d->err) + 1 < gr->g->eager ? strlen(d->err) + 1 : gr->g->eager;
-    r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : m->timeout_ms;
-    r->gseq = gr->my->next;
-    if (spmd__rec_begin(r) != 0) { /* skipped or lost by the fault plan: nothing joined */
-        r->sig.algo = SPMD__ALG_LOCAL;
-        spmd__finish(r, s);
-    } else {
-        r->gseq = gr->my->next++;
-        r->global = d->global++;
-        r->state = SPMD__R_POST;
-        m->vt->progress(r);
-        if (r->state != SPMD__R_DONE) spmd__watch(r);
-    }
-    ps = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
-    spmd__req_release(r);
-    return ps == s ? s : ps; /* (a deadline or a break while it waited for its slot) */
-}
-
-/* A refusal found before the call is described (a NULL request pointer
-   or array, a negative pair count): refused in its group all the same. */
-static spmd_status spmd__refuse_early(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o,
-                                      spmd_status s, const char *what) {
-    spmd__call c;
-    spmd__gref *gr;
-    spmd_status t;
-    if (!d) return SPMD_ERR_NULL;
-    d->unhandled = SPMD_OK;
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.name = name;
-    if ((t = spmd__coll_group(d, name, axes, o, &gr)) != SPMD_OK) return t;
-    spmd__fail(d, s, "%s: %s", name, what);
-    return d->lost || SPMD__LD_ACQ(&d->mesh->broken) ? s : spmd__refuse(d, &c, gr, o, s);
-}
-static spmd_status spmd__refuse_start(spmd_dev *d, int kind, const char *name, const char *axes, const spmd_opts *o) {
-    return spmd__refuse_early(d, kind, name, axes, o, SPMD_ERR_NULL, "req is NULL");
-}
-
-/* Everything about a call is checked before a sequence number is taken or
-   a byte moves: its group first, then its arguments; a call refused once
-   its group is known still takes its place (spmd__refuse). Then the
-   request is posted. */
-static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes, const spmd_opts *o,
-                                    spmd_req **out) {
-    spmd_mesh *m;
-    spmd_status s;
-    int G, k;
-    size_t max_in = 0, out_bytes = 0;
-    spmd__gref *gr = NULL;
-    spmd_req *r = NULL;
-    spmd_algo algo;
-    if (out) *out = NULL;
-    if (!d) return SPMD_ERR_NULL;
-    d->unhandled = SPMD_OK; /* (as spmd__check_dev: an axes error is reported before the mesh's state) */
-    if ((s = spmd__coll_group(d, c->name, axes, o, &gr)) != SPMD_OK) return s;
-    m = d->mesh;
-    /* the arguments before the mesh's state, so that every device making
-       the same bad call gets the same status */
-    if ((s = spmd__coll_args(d, c, gr, o, out, &r, &max_in, &out_bytes)) != SPMD_OK)
-        return d->lost || SPMD__LD_ACQ(&m->broken) ? s : spmd__refuse(d, c, gr, o, s);
-    if ((s = spmd__check_dev(d)) != SPMD_OK) {
-        spmd__req_release(r);
-        return s;
-    }
-    G = gr->g->G;
-    if (!out && c->x && gr == d->last_gr && (!o || (!o->groups && !o->group_size)) && !c->two_phase && !r->refusing &&
-        (c->kind == SPMD__KIND_ALLGATHER || c->kind == SPMD__KIND_PSUM_SCATTER || c->kind == SPMD__KIND_ALLTOALL ||
-         (c->kind == SPMD__KIND_PPERMUTE && G <= SPMD__PLAN_G)))
-        spmd__plan_keep(d, c, r, out_bytes);
-    algo = o && o->algo ? o->algo : m->forced_algo;
-    r->gseq = gr->my->next; /* (a call with a group takes it below; a local one's record shows it) */
-    if (G > 1 && !gr->g->span) {
-        /* eager when the largest input fits the slot, unless split is asked for */
-        int fits = max_in <= gr->g->eager;
-        r->sig.algo = !fits || (algo == SPMD_ALGO_SPLIT && max_in) ? SPMD__ALG_SPLIT : SPMD__ALG_EAGER;
-        r->eager_asked = algo == SPMD_ALGO_EAGER && !fits;
-        if (r->sig.algo == SPMD__ALG_SPLIT && (s = spmd__split_plan(r, c, max_in)) != SPMD_OK) {
-            spmd__req_release(r);
-            return spmd__refuse(d, c, gr, o, s);
-        }
-    }
-    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan: done, nothing joined */
-        r->sig.algo = SPMD__ALG_LOCAL;
-        spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST);
-    } else if (G == 1 && c->two_phase) {
-        r->sig.algo = SPMD__ALG_LOCAL; /* precv does the local copy */
-        r->state = SPMD__R_POST;
-    } else if (G == 1) {
-        r->sig.algo = SPMD__ALG_LOCAL;
-        spmd__eager(r, 1);
-        spmd__finish(r, SPMD_OK); /* done at once (returns before the group's counters) */
-    } else {
-        if (gr->g->span) { /* members in other processes: the exchange path (libfabric) */
-            r->x = 1;
-            r->sig.algo = spmd__x_algo(r, algo);
-#if SPMD__HAS_LIBFABRIC
-            r->xq = (!out || r->refusing) && spmd__xq_ready(r); /* blocking, small: the quick exchange */
-#endif
-        }
-        r->gseq = gr->my->next++;
-        r->global = d->global++;
-        r->state = SPMD__R_POST;
-        if (r->x && m->check) spmd__clog_write(d, r); /* (the thread engine's post writes its own) */
-        m->vt->progress(r);
-    }
-    if (out && !r->refusing) {
-        *out = r;
-        return SPMD_OK;
-    }
-    if (r->state != SPMD__R_DONE) spmd__watch(r); /* (a stand-in: blocking, whatever the form) */
-    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
-    spmd__req_release(r);
-    return s;
-}
-
-/* The common case made cheap: a blocking psum (allreduce), barrier, bcast
-   or reduce -- or an array call (arr) that repeats the device's plan
-   (spmd__plan) -- without axis_index_groups, over the same axes text as the
-   device's previous call, with a group of two or more, small enough for the
-   eager path (across processes: for the header's inline bytes; 8 processes
-   and more may then take the Bruck exchange, as they would from
-   spmd__coll_start), check mode off. It sets up the device's own quick
-   request with what spmd__coll_start would have set, and blocks on it the
-   same way. Anything else, errors included, returns -1 and goes the general
-   way (which reports them). */
-static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size_t count, spmd_dtype dt,
-                       spmd_op op, int root, const char *axes, const spmd_opts *o, const spmd__call *arr) {
-    spmd__gref *gr;
-    spmd_mesh *m;
-    spmd_req *r;
-    size_t in_size = 1, out_size = 1, in_bytes = 0, most;
-    spmd__kernel kern = NULL;
-    uint64_t aux = SPMD__AUX_ROOT0;
-    spmd_status s;
-    int span, k;
-    if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
-    m = d->mesh;
-    if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken)) return -1;
-    span = gr->g->span;
-#if SPMD__HAS_LIBFABRIC
-    most = span ? spmd__xq_inline(m, gr->g) : gr->g->eager;
-#else
-    most = gr->g->eager;
-#endif
-    if (o && (o->groups || o->group_size || o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
-        return -1;
-    if ((o && o->algo ? o->algo : m->forced_algo) == SPMD_ALGO_SPLIT && kind != SPMD__KIND_BARRIER) return -1;
-    if (kind == SPMD__KIND_ALLREDUCE) { /* (apart from the rooted kinds below: psum is the common case) */
-        const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
-        size_t out_bytes;
-        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
-            (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN ||
-            !(kern = spmd__kernel_in(m->ktab, dt, op)) || count > most)
-            return -1;
-        in_size = spmd__dtype_sizes[dt];
-        out_size = spmd__out_size(dt, op);
-        in_bytes = count * in_size;
-        out_bytes = count * out_size;
-        if (in_bytes > most) return -1;
-        if (in_bytes && (!a || !b)) return -1;
-        if (spmd__overlap_refused(kind, a, in_bytes, b, out_bytes)) return -1;
-    } else if (arr) { /* an array form: the device's plan, when this call is the same (spmd__plan) */
-        const spmd__plan *p = &d->plan;
-        const spmd_array *x = arr->x, *out = arr->out;
-        const unsigned char *a, *b;
-        if (p->gr != gr || p->kind != kind || x->dtype != p->dt || out->dtype != p->dt || x->rank != p->xrank ||
-            out->rank != p->orank || arr->dim1 != p->dim1 || arr->dim2 != p->dim2 || arr->tiled != p->tiled ||
-            memcmp(x->shape, p->xshape, (size_t)p->xrank * sizeof(int64_t)) != 0 ||
-            memcmp(out->shape, p->oshape, (size_t)p->orank * sizeof(int64_t)) != 0 || p->in_bytes > most)
-            return -1;
-        if (kind == SPMD__KIND_PPERMUTE &&
-            (arr->npairs != p->npairs ||
-             (p->nperm && (!arr->perm || memcmp(arr->perm, p->perm, (size_t)p->nperm * sizeof(int)) != 0))))
-            return -1;
-        send = x->data;
-        recv = out->data;
-        a = (const unsigned char *)send;
-        b = (const unsigned char *)recv;
-        if ((p->in_bytes && !a) || (p->out_bytes && !b) || spmd__overlap_refused(kind, a, p->in_bytes, b, p->out_bytes))
-            return -1;
-        dt = p->dt;
-        count = p->count;
-        in_size = spmd__dtype_sizes[dt];
-        out_size = p->out_size;
-        in_bytes = p->in_bytes;
-        aux = p->aux;
-        if (kind == SPMD__KIND_PSUM_SCATTER) kern = spmd__kernel_in(m->ktab, dt, SPMD_OP_SUM);
-    } else if (kind != SPMD__KIND_BARRIER) {
-        /* bcast, reduce, as spmd__setup: bcast's send is read on the root
-           only, reduce's recv written there only; in place when the sizes agree */
-        const unsigned char *a = (const unsigned char *)send, *b = (const unsigned char *)recv;
-        size_t out_bytes;
-        int me = gr->me;
-        if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || count > most || root < 0 || root >= gr->g->G)
-            return -1;
-        if (kind != SPMD__KIND_BCAST && ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT || op == SPMD_OP_ARGMAX ||
-                                         op == SPMD_OP_ARGMIN || !(kern = spmd__kernel_in(m->ktab, dt, op))))
-            return -1;
-        in_size = spmd__dtype_sizes[dt];
-        out_size = kind == SPMD__KIND_BCAST ? in_size : spmd__out_size(dt, op);
-        in_bytes = count * in_size;
-        out_bytes = count * out_size;
-        if (in_bytes > most) return -1;
-        if (kind == SPMD__KIND_BCAST && me != root) in_bytes = 0;
-        if (kind == SPMD__KIND_REDUCE && me != root) out_bytes = 0;
-        if ((in_bytes && !a) || (out_bytes && !b) || spmd__overlap_refused(kind, a, in_bytes, b, out_bytes))
-            return -1;
-        aux = (uint64_t)(root + 1) * SPMD__AUX_ROOT0;
-    }
-    d->unhandled = SPMD_OK; /* another call (as spmd__check_dev) */
-    r = &d->quick;
-    r->xq = 0;
-    r->xrefused = 0;
-    spmd__req_link(d, r);
-    r->gr = gr;
-    r->state = SPMD__R_POST;
-    r->status = SPMD_OK;
-    r->user = 0;
-    r->deadline = 0;
-    r->nseen = 0;
-    r->asleep = 0;
-    r->comb = 0;
-    r->slotwait = 0;
-    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : m->timeout_ms;
-    r->send = send;
-    r->recv = recv;
-    r->count = count;
-    r->in_size = in_size;
-    r->out_size = out_size;
-    r->in_bytes = in_bytes;
-    r->kern = kern;
-    r->root = root;
-    r->sig.kind = (uint8_t)kind;
-    r->sig.op = (uint8_t)op;
-    r->sig.dtype = (uint8_t)dt;
-    r->sig.algo = SPMD__ALG_EAGER;
-    r->sig.axes_hash = gr->axes_hash;
-    r->sig.count = count;
-    r->sig.aux = aux;
-    if (arr) {
-        const spmd__plan *p = &d->plan;
-        r->shape_hash = p->shape_hash;
-        r->outer = p->outer;
-        r->inner = p->inner;
-        if (kind == SPMD__KIND_ALLTOALL) {
-            r->src_step = p->src_step;
-            r->dst_step = p->dst_step;
-            r->blk = p->blk;
-        }
-        if (kind == SPMD__KIND_PPERMUTE) { /* (read only while the call runs) */
-            r->src_of = d->plan.src_of;
-            r->pairs = p->npairs < 0 ? gr->g->G : p->npairs;
-            r->dst = SPMD__NEED_ALL; /* (a group of at most SPMD__PLAN_G: not kept) */
-        }
-    }
-    r->x = span; /* the exchange path: the same choice as spmd__coll_start's */
-    r->xearly = 0; /* SPMD__XE_UNSEEN (libfabric) */
-    if (span) r->sig.algo = spmd__x_algo(r, o && o->algo ? o->algo : m->forced_algo);
-#if SPMD__HAS_LIBFABRIC
-    r->xq = span && spmd__xq_ready(r);
-#endif
-    if ((k = spmd__rec_begin(r)) != 0) { /* skipped or lost by the fault plan */
-        if (k == 2) spmd__rec_end(r, SPMD_ERR_PEER_LOST);
-        spmd__req_unlink(r);
-        return k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST;
-    }
-    r->gseq = gr->my->next++;
-    r->global = d->global++;
-    m->vt->progress(r);
-    if (!span) spmd__watch(r); /* (threads only) */
-    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
-    /* own the line of the next post before it is written (off the critical path) */
-    if (!span) SPMD__PREFETCH_W(spmd__entry_at(gr->g, gr->my->next, gr->me));
-    if (r->xscratch) { /* none for inline inputs; as spmd__req_release would */
-        spmd__free(&m->alloc, r->xscratch);
-        r->xscratch = NULL;
-    }
-    if (r->fault_copy) { /* kind=corrupt */
-        spmd__free(&m->alloc, r->fault_copy);
-        r->fault_copy = NULL;
-    }
-    spmd__req_unlink(r);
-    return (int)s;
-}
-
-static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
-                                      spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
-                                      int one_axis, spmd_req **out) {
-    spmd__call c;
-    if (!out && !one_axis) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o, NULL);
-        if (q >= 0) return (spmd_status)q;
-    }
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.name = kind == SPMD__KIND_BARRIER ? "barrier" : (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce";
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.dt = dt;
-    c.op = op;
-    c.one_axis = one_axis;
-    return spmd__coll_start(d, &c, axes, o, out);
-}
-
-static spmd_status spmd__req_check(spmd_req *r) {
-    if (!r) return SPMD_ERR_NULL;
-    if (r->magic != SPMD__REQ_MAGIC || !r->user) return SPMD_ERR_STATE;
-    if (r->two_phase && !r->recv_ready)
-        return spmd__fail(r->dev, SPMD_ERR_STATE, "a psend token is finished by spmd_precv, not waited");
-    return SPMD_OK;
-}
-
-// >>sharding
-/* PartitionSpecs, shard_map and resharding, written on the public API
-   (spmd_run, spmd_all_gather, spmd_all_to_all, spmd_psum, spmd_psum_scatter,
-   spmd_axis_index, spmd_reduce_local) plus the block copier. A spec is kept
-   by axis names (as JAX's P is independent of a mesh) and resolved against a
-   mesh into axis indices whenever it is used. */
-SPMD__SETUP_BEGIN
-
-/* A spec resolved against a mesh, for an array of `rank` dimensions. */
-typedef struct spmd__rspec {
-    int rank;
-    int n[SPMD_MAX_RANK];                  /* axes per dimension */
-    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];  /* mesh axis indices, major first */
-    int np;
-    int pax[SPMD_MAX_AXES];                /* partial axes, as listed */
-    unsigned used, partial;                /* masks of mesh axes */
-} spmd__rspec;
-
-/* Text being built into a caller's buffer: `at` counts what it needs. */
-typedef struct spmd__out {
-    char *buf;
-    size_t len, at;
-} spmd__out;
-
-static void spmd__put(spmd__out *o, const char *fmt, ...) {
-    va_list ap;
-    int n;
-    va_start(ap, fmt);
-    n = vsnprintf(o->at < o->len ? o->buf + o->at : NULL, o->at < o->len ? o->len - o->at : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->at += (size_t)n;
-}
-
-/* Report a mesh-level failure: into why (if given) and the debug log. */
-static spmd_status spmd__mfail(const spmd_mesh *m, spmd_msg *why, spmd_status s, const char *fmt, ...) {
-    char text[sizeof(((spmd_msg *)0)->text)];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (why) memcpy(why->text, text, sizeof text);
-    if (m) spmd__log((spmd_mesh *)m, SPMD_LOG_DEBUG, -1, "%s: %s", spmd_status_name(s), text);
-    return s;
-}
-
-static void spmd__msg_ok(spmd_msg *why) {
-    if (why) why->text[0] = '\0';
-}
-
-/* A name stored in a spec field: terminated inside the field, 1..31 chars,
-   none of the characters a mesh axis name may not hold (',' '*' blanks)
-   nor a quote (the text form could not be read back). */
-static int spmd__name_ok(const char *n) {
-    size_t k = 0;
-    while (k <= SPMD_MAX_AXIS_NAME && n[k]) k++;
-    return k >= 1 && k <= SPMD_MAX_AXIS_NAME && n[strcspn(n, ", *\t\n\r'\"")] == '\0';
-}
-
-/* Structural validity of a spec (no mesh): counts, names, no axis twice. */
-static spmd_status spmd__spec_valid(const spmd_spec *s, char *why, size_t wl) {
-    const char *seen[SPMD_MAX_AXES * (SPMD_MAX_RANK + 1)];
-    int ns = 0, i, k, j;
-    if (s->rank < 0 || s->rank > SPMD_MAX_RANK) {
-        snprintf(why, wl, "spec has %d dimensions (0..%d)", s->rank, SPMD_MAX_RANK);
-        return SPMD_ERR_INVALID;
-    }
-    if (s->npartial < 0 || s->npartial > SPMD_MAX_AXES) {
-        snprintf(why, wl, "spec has %d partial axes (0..%d)", s->npartial, SPMD_MAX_AXES);
-        return SPMD_ERR_INVALID;
-    }
-    for (i = 0; i <= s->rank; i++) {
-        int n = i < s->rank ? s->naxes[i] : s->npartial;
-        if (n < 0 || n > SPMD_MAX_AXES) {
-            snprintf(why, wl, "spec dimension %d has %d axes (0..%d)", i, n, SPMD_MAX_AXES);
-            return SPMD_ERR_INVALID;
-        }
-        for (k = 0; k < n; k++) {
-            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
-            if (!spmd__name_ok(nm)) {
-                snprintf(why, wl, "spec %s %d: axis name %d is empty, longer than %d characters or holds one "
-                         "of , * blanks quotes", i < s->rank ? "dimension" : "partial list", i < s->rank ? i : 0, k,
-                         SPMD_MAX_AXIS_NAME);
-                return SPMD_ERR_INVALID;
-            }
-            for (j = 0; j < ns; j++)
-                if (strcmp(seen[j], nm) == 0) {
-                    snprintf(why, wl, "axis '%s' appears twice in the spec (a mesh axis shards at most one "
-                             "dimension, once)", nm);
-                    return SPMD_ERR_DUP_AXIS;
-                }
-            if (ns == (int)(sizeof seen / sizeof seen[0])) {
-                snprintf(why, wl, "spec names more axes than a mesh can have");
-                return SPMD_ERR_INVALID;
-            }
-            seen[ns++] = nm;
-        }
-    }
-    return SPMD_OK;
-}
-
-static void spmd__spec_text(const spmd_spec *s, spmd__out *o) {
-    int i, k;
-    spmd__put(o, "P(");
-    for (i = 0; i < s->rank; i++) {
-        spmd__put(o, "%s", i ? ", " : "");
-        if (s->naxes[i] == 0) spmd__put(o, "None");
-        else if (s->naxes[i] == 1) spmd__put(o, "'%s'", s->axes[i][0]);
-        else {
-            spmd__put(o, "(");
-            for (k = 0; k < s->naxes[i]; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->axes[i][k]);
-            spmd__put(o, ")");
-        }
-    }
-    if (s->npartial) {
-        spmd__put(o, "%spartial=", s->rank ? ", " : "");
-        if (s->npartial == 1) spmd__put(o, "'%s'", s->partial[0]);
-        else {
-            spmd__put(o, "(");
-            for (k = 0; k < s->npartial; k++) spmd__put(o, "%s'%s'", k ? ", " : "", s->partial[k]);
-            spmd__put(o, ")");
-        }
-    }
-    spmd__put(o, ")");
-}
-
-/* The spec's text for messages (cut to fit). */
-static const char *spmd__spec_str(const spmd_spec *s, char *buf, size_t len) {
-    spmd__out o;
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    buf[0] = '\0';
-    spmd__spec_text(s, &o);
-    return buf;
-}
-
-int spmd_spec_format(const spmd_spec *s, char *buf, size_t len) {
-    char why[160];
-    spmd__out o;
-    if (!s || spmd__spec_valid(s, why, sizeof why) != SPMD_OK) {
-        if (buf && len) buf[0] = '\0';
-        return -1;
-    }
-    o.buf = buf;
-    o.len = buf ? len : 0;
-    o.at = 0;
-    if (buf && len) buf[0] = '\0';
-    spmd__spec_text(s, &o);
-    return (int)o.at;
-}
-
-/* ---- parsing P(...) ---- */
-static const char *spmd__skip(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return p;
-}
-static int spmd__ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-/* A word that is exactly `w` at p (not the start of a longer identifier). */
-static int spmd__word(const char *p, const char *w) {
-    size_t n = strlen(w);
-    return strncmp(p, w, n) == 0 && !spmd__ident_char(p[n]);
-}
-
-/* One axis name, quoted ('x' or "x") or bare (x); *pp advanced past it. */
-static spmd_status spmd__parse_name(const char **pp, char *out, const char *text, char *why, size_t wl) {
-    const char *p = *pp, *s, *e;
-    size_t n;
-    if (*p == '\'' || *p == '"') {
-        char q = *p++;
-        s = p;
-        while (*p && *p != q) p++;
-        if (!*p) {
-            snprintf(why, wl, "unterminated quote in \"%s\"", text);
-            return SPMD_ERR_INVALID;
-        }
-        e = p++;
-    } else {
-        s = p;
-        while (spmd__ident_char(*p)) p++;
-        e = p;
-        if (e == s) {
-            snprintf(why, wl, "expected an axis name, None or a tuple at offset %d of \"%s\"", (int)(s - text),
-                     text);
-            return SPMD_ERR_INVALID;
-        }
-        if (spmd__word(s, "None")) {
-            snprintf(why, wl, "None inside a tuple in \"%s\"", text);
-            return SPMD_ERR_INVALID;
-        }
-    }
-    n = (size_t)(e - s);
-    if (n == 0 || n > SPMD_MAX_AXIS_NAME) {
-        snprintf(why, wl, "axis name of %d characters in \"%s\" (1..%d)", (int)n, text, SPMD_MAX_AXIS_NAME);
-        return SPMD_ERR_INVALID;
-    }
-    if (strcspn(s, ", *\t\n\r'\"") < n) {
-        snprintf(why, wl, "axis name '%.*s' in \"%s\" holds one of , * blanks quotes", (int)n, s, text);
-        return SPMD_ERR_INVALID;
-    }
-    memcpy(out, s, n);
-    out[n] = '\0';
-    *pp = p;
-    return SPMD_OK;
-}
-
-/* A name or a tuple of names into names[*n]. */
-static spmd_status spmd__parse_axes_item(const char **pp, char (*names)[SPMD_MAX_AXIS_NAME + 1], int *n,
-                                         const char *text, char *why, size_t wl) {
-    const char *p = *pp;
-    spmd_status s;
-    *n = 0;
-    if (*p != '(') {
-        s = spmd__parse_name(&p, names[0], text, why, wl);
-        if (s != SPMD_OK) return s;
-        *n = 1;
-        *pp = p;
-        return SPMD_OK;
-    }
-    p = spmd__skip(p + 1);
-    while (*p != ')') {
-        if (*n == SPMD_MAX_AXES) {
-            snprintf(why, wl, "more than %d axes in one tuple of \"%s\"", SPMD_MAX_AXES, text);
-            return SPMD_ERR_INVALID;
-        }
-        s = spmd__parse_name(&p, names[*n], text, why, wl);
-        if (s != SPMD_OK) return s;
-        (*n)++;
-        p = spmd__skip(p);
-        if (*p == ',') p = spmd__skip(p + 1);
-        else if (*p != ')') {
-            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
-            return SPMD_ERR_INVALID;
-        }
-    }
-    *pp = p + 1;
-    return SPMD_OK;
-}
-
-static spmd_status spmd__parse_spec(const char *text, spmd_spec *o, char *why, size_t wl) {
-    const char *p = spmd__skip(text);
-    spmd_status s;
-    int got_partial = 0;
-    memset(o, 0, sizeof *o);
-    if (spmd__word(p, "PartitionSpec")) p += 13;
-    else if (spmd__word(p, "P")) p += 1;
-    p = spmd__skip(p);
-    if (*p != '(') {
-        snprintf(why, wl, "expected P( at the start of \"%s\"", text);
-        return SPMD_ERR_INVALID;
-    }
-    p = spmd__skip(p + 1);
-    while (*p != ')') {
-        if (spmd__word(p, "partial") || spmd__word(p, "unreduced")) {
-            const char *q = spmd__skip(p + (p[0] == 'p' ? 7 : 9));
-            if (*q != '=') {
-                snprintf(why, wl, "expected '=' after %s in \"%s\"", p[0] == 'p' ? "partial" : "unreduced", text);
-                return SPMD_ERR_INVALID;
-            }
-            if (got_partial++) {
-                snprintf(why, wl, "partial axes given twice in \"%s\"", text);
-                return SPMD_ERR_INVALID;
-            }
-            p = spmd__skip(q + 1);
-            if (*p == '{') { /* JAX prints unreduced={'y'} */
-                const char *e = strchr(p, '}');
-                char tup[600];
-                const char *tp = tup;
-                size_t n = e ? (size_t)(e - p) : 0;
-                if (!e || n + 2 > sizeof tup) {
-                    snprintf(why, wl, "unterminated '{' in \"%s\"", text);
-                    return SPMD_ERR_INVALID;
-                }
-                tup[0] = '(';
-                memcpy(tup + 1, p + 1, n - 1);
-                tup[n] = ')';
-                tup[n + 1] = '\0';
-                s = spmd__parse_axes_item(&tp, o->partial, &o->npartial, text, why, wl);
-                p = e + 1;
-            } else {
-                s = spmd__parse_axes_item(&p, o->partial, &o->npartial, text, why, wl);
-            }
-            if (s != SPMD_OK) return s;
-        } else {
-            if (got_partial) {
-                snprintf(why, wl, "a dimension after the partial axes in \"%s\"", text);
-                return SPMD_ERR_INVALID;
-            }
-            if (o->rank == SPMD_MAX_RANK) {
-                snprintf(why, wl, "more than %d dimensions in \"%s\"", SPMD_MAX_RANK, text);
-                return SPMD_ERR_INVALID;
-            }
-            if (spmd__word(p, "None")) {
-                o->naxes[o->rank] = 0;
-                p += 4;
-            } else {
-                s = spmd__parse_axes_item(&p, o->axes[o->rank], &o->naxes[o->rank], text, why, wl);
-                if (s != SPMD_OK) return s;
-            }
-            o->rank++;
-        }
-        p = spmd__skip(p);
-        if (*p == ',') p = spmd__skip(p + 1);
-        else if (*p != ')') {
-            snprintf(why, wl, "expected ',' or ')' at offset %d of \"%s\"", (int)(p - text), text);
-            return SPMD_ERR_INVALID;
-        }
-    }
-    p = spmd__skip(p + 1);
-    if (*p) {
-        snprintf(why, wl, "unexpected text after ')' at offset %d of \"%s\"", (int)(p - text), text);
-        return SPMD_ERR_INVALID;
-    }
-    return spmd__spec_valid(o, why, wl);
-}
-
-spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why) {
-    char w[sizeof(((spmd_msg *)0)->text)];
-    spmd_spec sp;
-    spmd_status s;
-    if (!text || !out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_parse: %s is NULL", text ? "out" : "text");
-    s = spmd__parse_spec(text, &sp, w, sizeof w);
-    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_parse: %s", w);
-    *out = sp;
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial, spmd_msg *why) {
-    char w[sizeof(((spmd_msg *)0)->text)];
-    spmd_spec sp;
-    int i;
-    spmd_status s;
-    if (!out) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: out is NULL");
-    if (rank < 0 || rank > SPMD_MAX_RANK)
-        return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
-    if (rank > 0 && !dims) return spmd__mfail(NULL, why, SPMD_ERR_NULL, "spec_init: dims is NULL");
-    memset(&sp, 0, sizeof sp);
-    sp.rank = rank;
-    for (i = 0; i <= rank; i++) {
-        const char *t = i < rank ? dims[i] : partial, *all = t;
-        int *n = i < rank ? &sp.naxes[i] : &sp.npartial;
-        char (*names)[SPMD_MAX_AXIS_NAME + 1] = i < rank ? sp.axes[i] : sp.partial;
-        while (t && *t) {
-            const char *e = t + strcspn(t, ","), *a = t, *b = e;
-            size_t len;
-            while (*a == ' ') a++;
-            while (b > a && b[-1] == ' ') b--;
-            len = (size_t)(b - a);
-            if (len == 0 || len > SPMD_MAX_AXIS_NAME)
-                return spmd__mfail(NULL, why, SPMD_ERR_INVALID,
-                                   "spec_init: %s \"%s\": axis names must be 1..%d characters",
-                                   i < rank ? "dimension" : "partial", all, SPMD_MAX_AXIS_NAME);
-            if (*n == SPMD_MAX_AXES)
-                return spmd__mfail(NULL, why, SPMD_ERR_INVALID, "spec_init: more than %d axes in \"%s\"",
-                                   SPMD_MAX_AXES, all);
-            memcpy(names[*n], a, len);
-            names[*n][len] = '\0';
-            (*n)++;
-            t = *e ? e + 1 : e;
-        }
-    }
-    s = spmd__spec_valid(&sp, w, sizeof w);
-    if (s != SPMD_OK) return spmd__mfail(NULL, why, s, "spec_init: %s", w);
-    *out = sp;
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-/* ---- specs against a mesh ---- */
-static int spmd__mesh_axis(const spmd_mesh *m, const char *name) {
-    int i;
-    for (i = 0; i < m->ndim; i++)
-        if (strcmp(m->names[i], name) == 0) return i;
-    return -1;
-}
-
-static void spmd__mesh_text(const spmd_mesh *m, char *buf, size_t len) {
-    spmd__out o;
-    int i;
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    buf[0] = '\0';
-    spmd__put(&o, "(");
-    for (i = 0; i < m->ndim; i++) spmd__put(&o, "%s%s=%d", i ? ", " : "", m->names[i], m->shape[i]);
-    spmd__put(&o, ")");
-}
-
-/* Resolve s for an array of `rank` dims on mesh m. */
-static spmd_status spmd__resolve(const spmd_mesh *m, const spmd_spec *s, int rank, spmd__rspec *r, char *why,
-                                 size_t wl) {
-    char st[400], mt[300];
-    int i, k;
-    spmd_status e = spmd__spec_valid(s, why, wl);
-    if (e != SPMD_OK) return e;
-    if (rank < 0 || rank > SPMD_MAX_RANK) {
-        snprintf(why, wl, "array rank %d is outside 0..%d", rank, SPMD_MAX_RANK);
-        return SPMD_ERR_INVALID;
-    }
-    if (s->rank > rank) {
-        snprintf(why, wl, "%s has %d entries but the array has rank %d", spmd__spec_str(s, st, sizeof st), s->rank,
-                 rank);
-        return SPMD_ERR_SHAPE;
-    }
-    memset(r, 0, sizeof *r);
-    r->rank = rank;
-    for (i = 0; i <= s->rank; i++) {
-        int n = i < s->rank ? s->naxes[i] : s->npartial;
-        for (k = 0; k < n; k++) {
-            const char *nm = i < s->rank ? s->axes[i][k] : s->partial[k];
-            int a = spmd__mesh_axis(m, nm);
-            if (a < 0) {
-                spmd__mesh_text(m, mt, sizeof mt);
-                snprintf(why, wl, "unknown axis '%s' in %s (mesh %s)", nm, spmd__spec_str(s, st, sizeof st), mt);
-                return SPMD_ERR_AXIS;
-            }
-            if (i < s->rank) {
-                r->ax[i][k] = a;
-                r->used |= 1u << a;
-            } else {
-                r->pax[k] = a;
-                r->partial |= 1u << a;
-            }
-        }
-        if (i < s->rank) r->n[i] = n;
-        else r->np = n;
-    }
-    return SPMD_OK;
-}
-
-/* How many blocks dimension i is cut into. */
-static int64_t spmd__parts(const spmd_mesh *m, const spmd__rspec *r, int i) {
-    return spmd__axes_size(m, r->ax[i], r->n[i]);
-}
-
-/* Block index along dim i of the device with mesh coordinates c. */
-static int64_t spmd__dim_index(const spmd_mesh *m, const spmd__rspec *r, int i, const int *c) {
-    int64_t v = 0;
-    int k;
-    for (k = 0; k < r->n[i]; k++) v = v * m->shape[r->ax[i][k]] + c[r->ax[i][k]];
-    return v;
-}
-
-static void spmd__coords(const spmd_mesh *m, int dev, int *c) {
-    int j;
-    for (j = 0; j < m->ndim; j++) {
-        c[j] = dev / m->stride[j];
-        dev %= m->stride[j];
-    }
-}
-
-static int spmd__dev_at(const spmd_mesh *m, const int *c) {
-    int j, id = 0;
-    for (j = 0; j < m->ndim; j++) id += c[j] * m->stride[j];
-    return id;
-}
-
-/* The global shape against the spec: non-negative, divisible. */
-static spmd_status spmd__divides(const spmd_mesh *m, const spmd_spec *s, const spmd__rspec *r, const int64_t *g,
-                                 char *why, size_t wl) {
-    char st[400];
-    int i, k;
-    for (i = 0; i < r->rank; i++) {
-        int64_t p = spmd__parts(m, r, i);
-        if (g[i] < 0) {
-            snprintf(why, wl, "global_shape[%d] = %lld is negative", i, (long long)g[i]);
-            return SPMD_ERR_SHAPE;
-        }
-        if (g[i] % p != 0) {
-            spmd__out o;
-            char ax[200];
-            o.buf = ax;
-            o.len = sizeof ax;
-            o.at = 0;
-            ax[0] = '\0';
-            for (k = 0; k < r->n[i]; k++)
-                spmd__put(&o, "%s%s=%d", k ? "*" : "", m->names[r->ax[i][k]], m->shape[r->ax[i][k]]);
-            snprintf(why, wl, "dimension %d of size %lld is not divisible by %lld (axes %s) in %s", i,
-                     (long long)g[i], (long long)p, ax, spmd__spec_str(s, st, sizeof st));
-            return SPMD_ERR_SHAPE;
-        }
-    }
-    return SPMD_OK;
-}
-
-/* The common prelude of the mesh-level functions. */
-static spmd_status spmd__prep(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *g, spmd__rspec *r,
-                              const char *fn, spmd_msg *why) {
-    char w[400];
-    spmd_status e;
-    if (!m || !s || (rank > 0 && !g))
-        return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, !m ? "mesh" : !s ? "spec" : "global_shape");
-    e = spmd__resolve(m, s, rank, r, w, sizeof w);
-    if (e == SPMD_OK) e = spmd__divides(m, s, r, g, w, sizeof w);
-    if (e != SPMD_OK) return spmd__mfail(m, why, e, "%s: %s", fn, w);
-    return SPMD_OK;
-}
-
-spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
-                            spmd_msg *why) {
-    spmd__rspec r;
-    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "spec_check", why);
-    if (e == SPMD_OK) spmd__msg_ok(why);
-    return e;
-}
-
-spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
-                             int64_t *block_shape, spmd_msg *why) {
-    spmd__rspec r;
-    int i;
-    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_shape", why);
-    if (e != SPMD_OK) return e;
-    if (rank > 0 && !block_shape) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_shape: block_shape is NULL");
-    for (i = 0; i < rank; i++) block_shape[i] = global_shape[i] / spmd__parts(m, &r, i);
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
-                             int device, int64_t *start, spmd_msg *why) {
-    spmd__rspec r;
-    int i, c[SPMD_MAX_AXES];
-    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "block_start", why);
-    if (e != SPMD_OK) return e;
-    if (rank > 0 && !start) return spmd__mfail(m, why, SPMD_ERR_NULL, "block_start: start is NULL");
-    if (device < 0 || device >= m->size)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "block_start: device %d is outside 0..%d", device, m->size - 1);
-    spmd__coords(m, device, c);
-    for (i = 0; i < rank; i++)
-        start[i] = spmd__dim_index(m, &r, i, c) * (global_shape[i] / spmd__parts(m, &r, i));
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-/* An array argument of a mesh-level call: rank, dtype, shape, data. */
-static spmd_status spmd__arr_ok(const spmd_mesh *m, const spmd_array *a, const char *fn, const char *which,
-                                size_t *numel, spmd_msg *why) {
-    size_t n = 1;
-    int i;
-    if (!a) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s is NULL", fn, which);
-    if (a->rank < 0 || a->rank > SPMD_MAX_RANK)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has rank %d (0..%d)", fn, which, a->rank, SPMD_MAX_RANK);
-    if ((int)a->dtype <= SPMD_DTYPE_NONE || (int)a->dtype >= SPMD_DTYPE_COUNT)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "%s: %s has invalid dtype %d", fn, which, (int)a->dtype);
-    for (i = 0; i < a->rank; i++) {
-        if (a->shape[i] < 0)
-            return spmd__mfail(m, why, SPMD_ERR_SHAPE, "%s: %s.shape[%d] = %lld is negative", fn, which, i,
-                               (long long)a->shape[i]);
-        if (a->shape[i] && n > (size_t)INT64_MAX / 16 / (size_t)a->shape[i])
-            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: %s has too many elements", fn, which);
-        n *= (size_t)a->shape[i];
-    }
-    if (n && !a->data) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: %s.data is NULL", fn, which);
-    *numel = n;
-    return SPMD_OK;
-}
-
-/* Copy the box of extent ext between two row-major arrays, starting at
-   sstart in src (shape ssh) and dstart in dst (shape dsh). */
-static void spmd__copy_box(unsigned char *dst, const int64_t *dsh, const int64_t *dstart, const unsigned char *src,
-                           const int64_t *ssh, const int64_t *sstart, const int64_t *ext, int rank, size_t es) {
-    spmd__blk b;
-    int64_t so = 0, dof = 0;
-    int i;
-    for (i = 0; i < rank; i++)
-        if (ext[i] == 0) return;
-    memset(&b, 0, sizeof b);
-    b.n = rank;
-    spmd__strides(ssh, rank, (int64_t)es, b.ss);
-    spmd__strides(dsh, rank, (int64_t)es, b.ds);
-    for (i = 0; i < rank; i++) {
-        b.ext[i] = ext[i];
-        so += sstart[i] * b.ss[i];
-        dof += dstart[i] * b.ds[i];
-    }
-    spmd__blk_fold(&b, (int64_t)es);
-    spmd__blk_copy(&b, dst + dof, src + so);
-}
-
-static int spmd__any_coord(const spmd_mesh *m, unsigned mask, const int *c) {
-    int j;
-    for (j = 0; j < m->ndim; j++)
-        if ((mask >> j & 1u) && c[j] != 0) return 1;
-    return 0;
-}
-
-/* Fill one device's block from the global array (validated). */
-static void spmd__put_block(const spmd_mesh *m, const spmd__rspec *r, const spmd_array *g, int dev, void *block) {
-    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
-    int c[SPMD_MAX_AXES], i;
-    size_t es = spmd__dtype_sizes[g->dtype], n = 1;
-    spmd__coords(m, dev, c);
-    for (i = 0; i < g->rank; i++) {
-        bs[i] = g->shape[i] / spmd__parts(m, r, i);
-        st[i] = spmd__dim_index(m, r, i, c) * bs[i];
-        zero[i] = 0;
-        n *= (size_t)bs[i];
-    }
-    if (n == 0) return;
-    if (spmd__any_coord(m, r->partial, c)) memset(block, 0, n * es);
-    else spmd__copy_box((unsigned char *)block, bs, zero, (const unsigned char *)g->data, g->shape, st, bs, g->rank, es);
-}
-
-spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
-                            const spmd_array *block, spmd_msg *why) {
-    spmd__rspec r;
-    size_t ng, nb;
-    int64_t bs[SPMD_MAX_RANK];
-    int i;
-    spmd_status e;
-    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "device_put: mesh is NULL");
-    if ((e = spmd__arr_ok(m, global, "device_put", "global", &ng, why)) != SPMD_OK) return e;
-    if ((e = spmd__arr_ok(m, block, "device_put", "block", &nb, why)) != SPMD_OK) return e;
-    if ((e = spmd__prep(m, s, global->rank, global->shape, &r, "device_put", why)) != SPMD_OK) return e;
-    if (device < 0 || device >= m->size)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "device_put: device %d is outside 0..%d", device, m->size - 1);
-    for (i = 0; i < global->rank; i++) bs[i] = global->shape[i] / spmd__parts(m, &r, i);
-    if (block->dtype != global->dtype || block->rank != global->rank ||
-        memcmp(block->shape, bs, (size_t)global->rank * sizeof(int64_t)) != 0) {
-        char want[160], got[160];
-        spmd__shape_text(bs, global->rank, want, sizeof want);
-        spmd__shape_text(block->shape, block->rank, got, sizeof got);
-        return spmd__mfail(m, why, SPMD_ERR_SHAPE, "device_put: block is %s %s but must be %s %s",
-                           spmd_dtype_name(block->dtype), got, spmd_dtype_name(global->dtype), want);
-    }
-    spmd__put_block(m, &r, global, device, block->data);
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-/* "(row=0, col=1)" */
-static void spmd__coords_text(const spmd_mesh *m, int dev, char *buf, size_t len) {
-    spmd__out o;
-    int c[SPMD_MAX_AXES], j;
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    buf[0] = '\0';
-    spmd__coords(m, dev, c);
-    spmd__put(&o, "(");
-    for (j = 0; j < m->ndim; j++) spmd__put(&o, "%s%s=%d", j ? ", " : "", m->names[j], c[j]);
-    spmd__put(&o, ")");
-}
-
-/* The axes in mask as "'x', 'y'". */
-static void spmd__mask_text(const spmd_mesh *m, unsigned mask, char *buf, size_t len) {
-    spmd__out o;
-    int j, k = 0;
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    buf[0] = '\0';
-    for (j = 0; j < m->ndim; j++)
-        if (mask >> j & 1u) spmd__put(&o, "%s'%s'", k++ ? ", " : "", m->names[j]);
-}
-
-/* Assemble (see spmd_assemble); check: compare the copies first; write: then
-   write global (0: validate and check only). */
-static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
-                                  const spmd_array *g, int check, int write, const char *fn, spmd_msg *why) {
-    spmd__rspec r;
-    size_t ng, es, nb = 1, bb;
-    int64_t bs[SPMD_MAX_RANK], st[SPMD_MAX_RANK], zero[SPMD_MAX_RANK];
-    unsigned all = 0, U;
-    int i, d, bad = 0, c[SPMD_MAX_AXES];
-    char badtext[400], st_text[400];
-    spmd__out bo;
-    spmd_status e;
-    unsigned char *tmp = NULL;
-    const void **ins = NULL;
-    if (!m) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: mesh is NULL", fn);
-    if ((e = spmd__arr_ok(m, g, fn, "global", &ng, why)) != SPMD_OK) return e;
-    if ((e = spmd__prep(m, s, g->rank, g->shape, &r, fn, why)) != SPMD_OK) return e;
-    if (!blocks) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks is NULL", fn);
-    es = spmd__dtype_sizes[g->dtype];
-    for (i = 0; i < g->rank; i++) {
-        bs[i] = g->shape[i] / spmd__parts(m, &r, i);
-        zero[i] = 0;
-        nb *= (size_t)bs[i];
-    }
-    bb = nb * es;
-    if (ng == 0) {
-        spmd__msg_ok(why);
-        return SPMD_OK;
-    }
-    for (d = 0; d < m->size; d++)
-        if (!blocks[d]) return spmd__mfail(m, why, SPMD_ERR_NULL, "%s: blocks[%d] is NULL", fn, d);
-    for (i = 0; i < m->ndim; i++) all |= 1u << i;
-    U = all & ~r.used & ~r.partial; /* the axes that hold copies */
-    /* the copies: every device against the one at coordinate 0 on U */
-    bo.buf = badtext;
-    bo.len = sizeof badtext;
-    bo.at = 0;
-    badtext[0] = '\0';
-    for (d = 0; check && U && d < m->size; d++) {
-        int rc[SPMD_MAX_AXES], rep;
-        spmd__coords(m, d, c);
-        memcpy(rc, c, sizeof rc);
-        for (i = 0; i < m->ndim; i++)
-            if (U >> i & 1u) rc[i] = 0;
-        rep = spmd__dev_at(m, rc);
-        if (rep != d && memcmp(blocks[d], blocks[rep], bb) != 0) {
-            if (bad < 4) {
-                const unsigned char *a = (const unsigned char *)blocks[d], *b = (const unsigned char *)blocks[rep];
-                size_t off = 0, el;
-                int64_t ix[SPMD_MAX_RANK];
-                char ct[120], rt[120], it[160];
-                while (a[off] == b[off]) off++;
-                el = off / es;
-                for (i = g->rank - 1; i >= 0; i--) {
-                    ix[i] = bs[i] ? (int64_t)(el % (size_t)bs[i]) : 0;
-                    el = bs[i] ? el / (size_t)bs[i] : 0;
-                }
-                spmd__coords_text(m, d, ct, sizeof ct);
-                spmd__coords_text(m, rep, rt, sizeof rt);
-                spmd__shape_text(ix, g->rank, it, sizeof it);
-                spmd__put(&bo, "%sdevice %d %s differs from device %d %s at block index %s", bad ? "; " : "", d, ct,
-                          rep, rt, it);
-            }
-            bad++;
-        }
-    }
-    if (bad) {
-        char ut[200];
-        spmd__mask_text(m, U, ut, sizeof ut);
-        return spmd__mfail(m, why, SPMD_ERR_MISMATCH,
-                           "%s: %s claims replication over %s but the blocks vary along it: %s%s (%d device%s)",
-                           fn, spmd__spec_str(s, st_text, sizeof st_text), ut, badtext, bad > 4 ? "; ..." : "", bad,
-                           bad == 1 ? " differs" : "s differ");
-    }
-    if (!write) {
-        spmd__msg_ok(why);
-        return SPMD_OK;
-    }
-    if (r.np) {
-        tmp = (unsigned char *)spmd__alloc(&m->alloc, bb);
-        ins = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *ins);
-        if (!tmp || !ins) {
-            spmd__free(&m->alloc, tmp);
-            spmd__free(&m->alloc, (void *)ins);
-            return spmd__mfail(m, why, SPMD_ERR_NOMEM, "%s: out of memory for a block of %zu bytes", fn, bb);
-        }
-    }
-    /* place the block of every device at coordinate 0 on U and on the partial axes */
-    for (d = 0; d < m->size; d++) {
-        const void *src = blocks[d];
-        spmd__coords(m, d, c);
-        if (spmd__any_coord(m, U | r.partial, c)) continue;
-        for (i = 0; i < g->rank; i++) st[i] = spmd__dim_index(m, &r, i, c) * bs[i];
-        if (r.np && nb) {
-            int P = spmd__axes_size(m, r.pax, r.np), k, v;
-            for (v = 0; v < P; v++) { /* the summands, the partial axes linearised as listed */
-                int pc[SPMD_MAX_AXES], t = v;
-                memcpy(pc, c, sizeof pc);
-                for (k = r.np - 1; k >= 0; k--) {
-                    pc[r.pax[k]] = t % m->shape[r.pax[k]];
-                    t /= m->shape[r.pax[k]];
-                }
-                ins[v] = blocks[spmd__dev_at(m, pc)];
-            }
-            spmd_reduce_local(tmp, ins, P, nb, g->dtype, g->dtype == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_SUM);
-            src = tmp;
-        }
-        spmd__copy_box((unsigned char *)g->data, g->shape, st, (const unsigned char *)src, bs, zero, bs, g->rank, es);
-    }
-    spmd__free(&m->alloc, tmp);
-    spmd__free(&m->alloc, (void *)ins);
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks, const spmd_array *global,
-                          spmd_msg *why) {
-    return spmd__assemble(m, s, blocks, global, m ? m->check : 0, 1, "assemble", why);
-}
-
-/* "0-3,6": a sorted device list with runs compressed. */
-static void spmd__devlist(const int *v, int n, char *buf, size_t len) {
-    spmd__out o;
-    int i = 0;
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    buf[0] = '\0';
-    while (i < n) {
-        int j = i;
-        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
-        if (j >= i + 2) spmd__put(&o, "%s%d-%d", i ? "," : "", v[i], v[j]);
-        else if (j == i + 1) spmd__put(&o, "%s%d,%d", i ? "," : "", v[i], v[j]);
-        else spmd__put(&o, "%s%d", i ? "," : "", v[i]);
-        i = j + 1;
-    }
-}
-
-/* The devices holding block (a, b) of a rank-0..2 picture, as a device list
-   in buf; devs is scratch for m->size ids. */
-static void spmd__cell_devs(const spmd_mesh *m, const spmd__rspec *r, int rank, int64_t a, int64_t b, int *devs,
-                            char *buf, size_t len) {
-    int d, nd = 0, c[SPMD_MAX_AXES];
-    for (d = 0; d < m->size; d++) {
-        spmd__coords(m, d, c);
-        if ((rank < 2 || spmd__dim_index(m, r, 0, c) == a) && (rank < 1 || spmd__dim_index(m, r, rank - 1, c) == b))
-            devs[nd++] = d;
-    }
-    spmd__devlist(devs, nd, buf, len);
-}
-
-spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
-                               char *buf, size_t len, spmd_msg *why) {
-    spmd__rspec r;
-    spmd__out o;
-    int64_t bs[SPMD_MAX_RANK] = {0}, nblk[2] = {1, 1};
-    int i, d, *devs, nd, c[SPMD_MAX_AXES];
-    char t1[400], t2[200];
-    size_t w = 5;
-    spmd_status e = spmd__prep(m, s, rank, global_shape, &r, "sharding_text", why);
-    if (e != SPMD_OK) return e;
-    if (!buf && len) return spmd__mfail(m, why, SPMD_ERR_NULL, "sharding_text: buf is NULL");
-    devs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof(int));
-    if (!devs) return spmd__mfail(m, why, SPMD_ERR_NOMEM, "sharding_text: out of memory");
-    o.buf = buf;
-    o.len = len;
-    o.at = 0;
-    if (len) buf[0] = '\0';
-    for (i = 0; i < rank; i++) bs[i] = global_shape[i] / spmd__parts(m, &r, i);
-    spmd__mesh_text(m, t2, sizeof t2);
-    spmd__put(&o, "%s", spmd__spec_str(s, t1, sizeof t1));
-    spmd__shape_text(global_shape, rank, t1, sizeof t1);
-    spmd__put(&o, " of %s", t1);
-    spmd__shape_text(bs, rank, t1, sizeof t1);
-    spmd__put(&o, " on mesh %s: blocks %s\n", t2, t1);
-    if (rank <= 2) {
-        int64_t a, b;
-        for (i = 0; i < rank; i++) nblk[rank == 1 ? 1 : i] = spmd__parts(m, &r, i);
-        /* width: the longest device list */
-        for (a = 0; a < nblk[0]; a++)
-            for (b = 0; b < nblk[1]; b++) {
-                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
-                if (strlen(t1) + 4 > w) w = strlen(t1) + 4;
-            }
-        for (a = 0; a < nblk[0]; a++) {
-            for (b = 0; b < nblk[1]; b++) {
-                size_t k;
-                spmd__put(&o, "+");
-                for (k = 0; k < w; k++) spmd__put(&o, "-");
-            }
-            spmd__put(&o, "+\n");
-            for (b = 0; b < nblk[1]; b++) {
-                size_t l, left;
-                spmd__cell_devs(m, &r, rank, a, b, devs, t1, sizeof t1);
-                l = strlen(t1);
-                left = (w - l) / 2;
-                spmd__put(&o, "|%*s%s%*s", (int)left, "", t1, (int)(w - l - left), "");
-            }
-            spmd__put(&o, "|\n");
-        }
-        for (b = 0; b < nblk[1]; b++) {
-            size_t k;
-            spmd__put(&o, "+");
-            for (k = 0; k < w; k++) spmd__put(&o, "-");
-        }
-        spmd__put(&o, "+\n");
-    } else {
-        /* rank > 2: no grid; one line per block, in block order */
-        int64_t nb = 1, q;
-        for (i = 0; i < rank; i++) nb *= spmd__parts(m, &r, i);
-        for (q = 0; q < nb; q++) {
-            int64_t bi[SPMD_MAX_RANK], t = q;
-            for (i = rank - 1; i >= 0; i--) {
-                int64_t p = spmd__parts(m, &r, i);
-                bi[i] = t % p;
-                t /= p;
-            }
-            spmd__put(&o, "[");
-            for (i = 0; i < rank; i++)
-                spmd__put(&o, "%s%lld:%lld", i ? ", " : "", (long long)(bi[i] * bs[i]),
-                          (long long)((bi[i] + 1) * bs[i]));
-            nd = 0;
-            for (d = 0; d < m->size; d++) {
-                int ok = 1;
-                spmd__coords(m, d, c);
-                for (i = 0; i < rank && ok; i++) ok = spmd__dim_index(m, &r, i, c) == bi[i];
-                if (ok) devs[nd++] = d;
-            }
-            spmd__devlist(devs, nd, t1, sizeof t1);
-            spmd__put(&o, "] devices %s\n", t1);
-        }
-    }
-    if (r.np) {
-        spmd__mask_text(m, r.partial, t1, sizeof t1);
-        spmd__put(&o, "partial sums over %s: the devices of a block hold summands, not copies\n", t1);
-    }
-    spmd__free(&m->alloc, devs);
-    if (o.at >= len) return spmd__mfail(m, why, SPMD_ERR_SIZE, "sharding_text: needs %zu bytes, buf has %zu",
-                                        o.at + 1, len);
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-/* ---- shard_map ----
-   On threads every device's output blocks are in this process once the run
-   is over. Across processes each device then shares a record (its
-   function's status, then its output blocks, each 16-byte aligned) by an
-   all_gather over every axis of the mesh, so that every process assembles
-   the same global outputs: when the processes host equally many devices (L
-   each), in L groups of one device per process (local device j gathers the
-   records of the j-th device of every process: one copy of everything per
-   process), else in one group of all (each local device gathers all).
-   The exchange waits for the slowest process as any collective does. */
-typedef struct spmd__sm_ctx {
-    const spmd_shard_map_desc *desc;
-    unsigned char *inb[SPMD_MAX_SHARD_ARGS];  /* this process's devices' input blocks */
-    unsigned char *outb[SPMD_MAX_SHARD_ARGS]; /* on threads: every device's output blocks */
-    size_t inbb[SPMD_MAX_SHARD_ARGS], outbb[SPMD_MAX_SHARD_ARGS]; /* bytes of one device's block */
-    int64_t ish[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK], osh[SPMD_MAX_SHARD_ARGS][SPMD_MAX_RANK];
-    spmd_status *st; /* per device; SPMD_STATUS_COUNT until its function ran */
-    /* across processes (rec > 0): outb[k] is NULL, the outputs are written in the records */
-    size_t rec, off[SPMD_MAX_SHARD_ARGS]; /* bytes of a record; output k's offset in it */
-    unsigned char *send, *gat;            /* local devices' records; what each gathered */
-    int ngroups, gsize, *groups;
-} spmd__sm_ctx;
-
-/* Device d's record after the exchange: local device d % ngroups holds it
-   at position d / ngroups (the groups list process p's j-th device p-th). */
-static const unsigned char *spmd__sm_rec(const spmd__sm_ctx *c, int d) {
-    return c->gat + ((size_t)(d % c->ngroups) * (size_t)c->gsize + (size_t)(d / c->ngroups)) * c->rec;
-}
-
-/* Output k's block of device d, wherever it is. */
-static const void *spmd__sm_out(const spmd__sm_ctx *c, int k, int d) {
-    if (c->rec) return spmd__sm_rec(c, d) + c->off[k];
-    return c->outbb[k] ? c->outb[k] + (size_t)d * c->outbb[k] : (const void *)c;
-}
-
-static void spmd__sm_dev(spmd_dev *d, void *arg) {
-    spmd__sm_ctx *c = (spmd__sm_ctx *)arg;
-    const spmd_shard_map_desc *ds = c->desc;
-    spmd_array in[SPMD_MAX_SHARD_ARGS], out[SPMD_MAX_SHARD_ARGS];
-    int k, id = d->id;
-    size_t li = (size_t)(id - d->mesh->first_local);
-    unsigned char *mine = c->rec ? c->send + li * c->rec : NULL;
-    spmd_status s;
-    for (k = 0; k < ds->nin; k++)
-        in[k] = spmd_array_nd(c->inbb[k] ? c->inb[k] + li * c->inbb[k] : NULL, ds->in[k].dtype, ds->in[k].rank,
-                              c->ish[k]);
-    for (k = 0; k < ds->nout; k++)
-        out[k] = spmd_array_nd(!c->outbb[k] ? NULL : c->rec ? mine + c->off[k] : c->outb[k] + (size_t)id * c->outbb[k],
-                               ds->out[k].dtype, ds->out[k].rank, c->osh[k]);
-    s = ds->fn(d, in, out, ds->user);
-    c->st[id] = s;
-    if (s != SPMD_OK && !d->err[0]) snprintf(d->err, sizeof d->err, "the function returned %s", spmd_status_name(s));
-    if (c->rec) {
-        uint32_t v = (uint32_t)s;
-        spmd_array x = spmd_array_1d(mine, SPMD_U8, (int64_t)c->rec);
-        spmd_array y = spmd_array_1d(c->gat + li * (size_t)c->gsize * c->rec, SPMD_U8, (int64_t)c->rec * c->gsize);
-        spmd_opts o;
-        memset(&o, 0, sizeof o);
-        o.groups = c->groups;
-        o.group_size = c->groups ? c->gsize : 0;
-        memcpy(mine, &v, sizeof v);
-        (void)spmd_all_gather(d, &x, &y, "*", 0, 1, &o); /* a failure is spmd_run's status */
-    }
-}
-
-/* Across processes: the records and their exchange's groups. */
-static spmd_status spmd__sm_share_prep(spmd_mesh *m, spmd__sm_ctx *c) {
-    const spmd_shard_map_desc *ds = c->desc;
-    int k, j, p, P = m->nprocs, L = m->size % P == 0 ? m->size / P : 0;
-    size_t at = 16;
-    for (k = 0; k < ds->nout; k++) {
-        c->off[k] = at;
-        if (at > SIZE_MAX / 4 || c->outbb[k] > SIZE_MAX / 4 - at) return SPMD_ERR_OVERFLOW;
-        at += (c->outbb[k] + 15) / 16 * 16;
-    }
-    c->rec = at;
-    c->ngroups = L > 1 ? L : 1;
-    c->gsize = m->size / c->ngroups;
-    if ((size_t)m->nlocal * (size_t)c->gsize > SIZE_MAX / 4 / at) return SPMD_ERR_OVERFLOW;
-    c->send = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * at);
-    c->gat = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nlocal * (size_t)c->gsize * at);
-    if (c->ngroups > 1 && (c->groups = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c->groups)))
-        for (j = 0; j < L; j++)
-            for (p = 0; p < P; p++) c->groups[j * P + p] = p * L + j;
-    return c->send && c->gat && (c->ngroups == 1 || c->groups) ? SPMD_OK : SPMD_ERR_NOMEM;
-}
-
-spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *ds, spmd_msg *why) {
-    spmd__sm_ctx c;
-    spmd__rspec rin[SPMD_MAX_SHARD_ARGS], rout[SPMD_MAX_SHARD_ARGS];
-    const void **blocks = NULL;
-    spmd_status e = SPMD_OK, rs;
-    size_t n;
-    int k, i = -1, d, ran = 0;
-    char label[40];
-    if (!m || !ds) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL", m ? "desc" : "mesh");
-    if (!ds->fn) return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: desc.fn is NULL");
-    if (ds->nin < 0 || ds->nin > SPMD_MAX_SHARD_ARGS || ds->nout < 0 || ds->nout > SPMD_MAX_SHARD_ARGS)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: nin %d / nout %d outside 0..%d", ds->nin, ds->nout,
-                           SPMD_MAX_SHARD_ARGS);
-    if ((ds->nin && (!ds->in || !ds->in_specs)) || (ds->nout && (!ds->out || !ds->out_specs)))
-        return spmd__mfail(m, why, SPMD_ERR_NULL, "shard_map: %s is NULL",
-                           ds->nin && !ds->in ? "in" : ds->nin && !ds->in_specs ? "in_specs"
-                                                   : !ds->out                   ? "out"
-                                                                                : "out_specs");
-    if ((unsigned)ds->check_rep >= SPMD_CHECK_COUNT)
-        return spmd__mfail(m, why, SPMD_ERR_INVALID, "shard_map: invalid check_rep %d", (int)ds->check_rep);
-    memset(&c, 0, sizeof c);
-    c.desc = ds;
-    for (k = 0; k < ds->nin + ds->nout; k++) {
-        int isin = k < ds->nin, j = isin ? k : k - ds->nin;
-        const spmd_array *a = isin ? &ds->in[j] : &ds->out[j];
-        const spmd_spec *sp = isin ? &ds->in_specs[j] : &ds->out_specs[j];
-        spmd__rspec *r = isin ? &rin[j] : &rout[j];
-        int64_t *bs = isin ? c.ish[j] : c.osh[j];
-        size_t nb = 1, es;
-        snprintf(label, sizeof label, "shard_map: %s[%d]", isin ? "in" : "out", j);
-        if ((e = spmd__arr_ok(m, a, label, isin ? "the array" : "the array", &n, why)) != SPMD_OK) return e;
-        snprintf(label, sizeof label, "shard_map: %s_specs[%d]", isin ? "in" : "out", j);
-        if ((e = spmd__prep(m, sp, a->rank, a->shape, r, label, why)) != SPMD_OK) return e;
-        es = spmd__dtype_sizes[a->dtype];
-        for (i = 0; i < a->rank; i++) {
-            bs[i] = a->shape[i] / spmd__parts(m, r, i);
-            nb *= (size_t)bs[i];
-        }
-        if (nb && (size_t)m->size > SIZE_MAX / 2 / es / nb)
-            return spmd__mfail(m, why, SPMD_ERR_OVERFLOW, "%s: blocks too large", label);
-        (isin ? c.inbb : c.outbb)[j] = nb * es;
-    }
-    if (m->nlocal == 0) /* (more processes than devices) */
-        return spmd__mfail(m, why, SPMD_ERR_STATE, "shard_map: process %d hosts none of the mesh's %d devices: it "
-                           "can neither run them nor receive their outputs", m->proc, m->size);
-    c.st = (spmd_status *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *c.st);
-    blocks = (const void **)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *blocks);
-    e = c.st && blocks ? SPMD_OK : SPMD_ERR_NOMEM;
-    if (e == SPMD_OK && m->nprocs > 1) e = spmd__sm_share_prep(m, &c);
-    for (k = 0; e == SPMD_OK && k < ds->nin; k++) /* the local devices' input blocks */
-        if (c.inbb[k] && !(c.inb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.inbb[k] * (size_t)m->nlocal)))
-            e = SPMD_ERR_NOMEM;
-    for (k = 0; e == SPMD_OK && !c.rec && k < ds->nout; k++)
-        if (c.outbb[k] && !(c.outb[k] = (unsigned char *)spmd__alloc(&m->alloc, c.outbb[k] * (size_t)m->size)))
-            e = SPMD_ERR_NOMEM;
-    if (e != SPMD_OK) {
-        spmd__mfail(m, why, e, e == SPMD_ERR_NOMEM ? "shard_map: out of memory for the blocks"
-                                                  : "shard_map: the outputs' blocks are too large to share");
-        goto done;
-    }
-    for (k = 0; k < ds->nin; k++)
-        for (d = 0; c.inbb[k] && d < m->nlocal; d++)
-            spmd__put_block(m, &rin[k], &ds->in[k], m->first_local + d, c.inb[k] + (size_t)d * c.inbb[k]);
-    for (d = 0; d < m->size; d++) c.st[d] = SPMD_STATUS_COUNT;
-    rs = spmd_run(m, spmd__sm_dev, &c);
-    for (d = 0; d < m->size; d++) ran |= c.st[d] != SPMD_STATUS_COUNT;
-    if (!ran) { /* nothing ran (busy mesh, no memory): the devices are not ours to read */
-        e = rs != SPMD_OK ? rs : SPMD_ERR_STATE;
-        spmd__mfail(m, why, e, "shard_map: spmd_run: %s", spmd_status_string(e));
-        goto done;
-    }
-    for (d = 0; c.rec && rs == SPMD_OK && d < m->size; d++) { /* the other processes' statuses (every exchange came) */
-        uint32_t v;
-        if (spmd_device_is_local(m, d) == 1) continue;
-        memcpy(&v, spmd__sm_rec(&c, d), sizeof v);
-        c.st[d] = v < SPMD_STATUS_COUNT ? (spmd_status)v : SPMD_ERR_STATE;
-    }
-    e = rs;
-    for (d = 0; d < m->size && e == SPMD_OK; d++)
-        if (c.st[d] != SPMD_OK) {
-            e = c.st[d] == SPMD_STATUS_COUNT ? SPMD_ERR_STATE : c.st[d];
-            i = d; /* the message names the device whose status is returned */
-        }
-    if (e != SPMD_OK) {
-        if (e == rs) /* a library call failed on a device of ours: the first that says why */
-            for (i = 0; i < m->size && !(spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0]); i++) {}
-        if (i < m->size && spmd_device_is_local(m, i) == 1 && m->devs[i]->err[0])
-            spmd__mfail(m, why, e, "shard_map: device %d: %s", i, m->devs[i]->err);
-        else if (i < m->size && c.st[i] != SPMD_OK && c.st[i] != SPMD_STATUS_COUNT)
-            spmd__mfail(m, why, e, "shard_map: device %d (process %d): the function returned %s", i,
-                        spmd_device_process(m, i), spmd_status_name(c.st[i]));
-        else spmd__mfail(m, why, e, "shard_map: spmd_run failed: %s", spmd_status_string(e));
-        goto done;
-    }
-    /* every output's replication check before any output is written */
-    for (i = 0; i < 2 && e == SPMD_OK; i++)
-        for (k = 0; k < ds->nout && e == SPMD_OK; k++) {
-            for (d = 0; d < m->size; d++) blocks[d] = spmd__sm_out(&c, k, d);
-            snprintf(label, sizeof label, "shard_map: out_specs[%d]", k);
-            e = spmd__assemble(m, &ds->out_specs[k], blocks, &ds->out[k], !i && ds->check_rep != SPMD_CHECK_OFF, i,
-                               label, why);
-        }
-done:
-    for (k = 0; k < SPMD_MAX_SHARD_ARGS; k++) {
-        spmd__free(&m->alloc, c.inb[k]);
-        spmd__free(&m->alloc, c.outb[k]);
-    }
-    spmd__free(&m->alloc, c.st);
-    spmd__free(&m->alloc, (void *)blocks);
-    spmd__free(&m->alloc, c.send);
-    spmd__free(&m->alloc, c.gat);
-    spmd__free(&m->alloc, c.groups);
-    if (e == SPMD_OK) spmd__msg_ok(why);
-    return e;
-}
-
-/* ---- cost model ---- */
-static const char *spmd__coll_names[SPMD_COLL_COUNT] = {"none", "slice", "zero", "all_gather", "all_to_all",
-                                                         "psum", "psum_scatter"};
-
-static int spmd__ceil_log2(int G) {
-    int s = 0;
-    while ((1 << s) < G) s++;
-    return s;
-}
-
-static void spmd__cost_of(spmd_coll kind, int G, double B, spmd_cost_algo algo, const spmd_cost_model *cm,
-                          spmd_cost *c) {
-    double f = (double)(G - 1) / (double)G;
-    int L = spmd__ceil_log2(G);
-    memset(c, 0, sizeof *c);
-    c->algo = algo;
-    if (kind == SPMD_COLL_SLICE || kind == SPMD_COLL_ZERO || G <= 1) {
-        c->algo = SPMD_COST_AUTO;
-        return;
-    }
-    if (algo == SPMD_COST_RING) {
-        c->bytes = (kind == SPMD_COLL_PSUM ? 2.0 : 1.0) * f * B;
-        c->steps = (kind == SPMD_COLL_PSUM ? 2 : 1) * (G - 1);
-    } else {
-        c->steps = L;
-        c->bytes = kind == SPMD_COLL_PSUM ? (double)L * B : kind == SPMD_COLL_ALL_TO_ALL ? (double)L * B / 2 : f * B;
-    }
-    c->time_s = (double)c->steps * cm->alpha_s + c->bytes * cm->beta_s_per_byte;
-}
-
-static void spmd__model_defaults(const spmd_cost_model *in, spmd_cost_model *out) {
-    memset(out, 0, sizeof *out);
-    if (in) *out = *in;
-    if (out->alpha_s == 0) out->alpha_s = 5e-6;
-    if (out->beta_s_per_byte == 0) out->beta_s_per_byte = 1e-10;
-}
-
-static void spmd__cost_pick(spmd_coll kind, int G, double B, const spmd_cost_model *cm, spmd_cost *out) {
-    spmd_cost ring, tree;
-    if (cm->algo != SPMD_COST_AUTO) {
-        spmd__cost_of(kind, G, B, cm->algo, cm, out);
-        return;
-    }
-    spmd__cost_of(kind, G, B, SPMD_COST_RING, cm, &ring);
-    spmd__cost_of(kind, G, B, SPMD_COST_TREE, cm, &tree);
-    *out = tree.time_s < ring.time_s ? tree : ring;
-}
-
-spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model, spmd_cost *out) {
-    spmd_cost_model cm;
-    if (!out) return SPMD_ERR_NULL;
-    if ((int)kind <= SPMD_COLL_NONE || (int)kind >= SPMD_COLL_COUNT || G < 1 || G > SPMD_MAX_DEVICES ||
-        !(bytes >= 0) || bytes > 1e30)
-        return SPMD_ERR_INVALID;
-    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
-                  !(model->beta_s_per_byte >= 0)))
-        return SPMD_ERR_INVALID;
-    spmd__model_defaults(model, &cm);
-    spmd__cost_pick(kind, G, bytes, &cm, out);
-    return SPMD_OK;
-}
-
-/* ---- reshard plans ---- */
-/* The layout a plan walks through: axes per dimension, partial axes, the
-   block shape. */
-typedef struct spmd__lay {
-    int n[SPMD_MAX_RANK];
-    int ax[SPMD_MAX_RANK][SPMD_MAX_AXES];
-    unsigned partial;
-    int64_t shape[SPMD_MAX_RANK];
-} spmd__lay;
-
-static unsigned spmd__lay_used(const spmd__lay *L, int rank) {
-    unsigned u = 0;
-    int i, k;
-    for (i = 0; i < rank; i++)
-        for (k = 0; k < L->n[i]; k++) u |= 1u << L->ax[i][k];
-    return u;
-}
-
-/* Dimension i's axes are a prefix of the target's. */
-static int spmd__lay_prefix(const spmd__lay *L, const spmd__rspec *t, int i) {
-    return L->n[i] <= t->n[i] && memcmp(L->ax[i], t->ax[i], (size_t)L->n[i] * sizeof(int)) == 0;
-}
-
-/* How many leading axes of dimension i are already where the target wants. */
-static int spmd__lay_common(const spmd__lay *L, const spmd__rspec *t, int i) {
-    int k = 0;
-    while (k < L->n[i] && k < t->n[i] && L->ax[i][k] == t->ax[i][k]) k++;
-    return k;
-}
-
-typedef struct spmd__planner {
-    const spmd_mesh *m;
-    spmd_reshard_plan *p;
-    spmd_cost_model cm;
-    size_t es;
-    int rank;
-    int axes[SPMD_MAX_RESHARD_STEPS][SPMD_MAX_AXES]; /* each step's axes, as indices */
-    int nax[SPMD_MAX_RESHARD_STEPS];
-} spmd__planner;
-
-static double spmd__shape_bytes(const int64_t *sh, int rank, size_t es) {
-    double b = (double)es;
-    int i;
-    for (i = 0; i < rank; i++) b *= (double)sh[i];
-    return b;
-}
-
-/* Finish a step: axes text, group size, cost. */
-static void spmd__step_finish(spmd__planner *pl, int k) {
-    spmd_reshard_step *s = &pl->p->steps[k];
-    spmd__out o;
-    int j;
-    double B;
-    o.buf = s->axes;
-    o.len = sizeof s->axes;
-    o.at = 0;
-    s->axes[0] = '\0';
-    for (j = 0; j < pl->nax[k]; j++) spmd__put(&o, "%s%s", j ? "," : "", pl->m->names[pl->axes[k][j]]);
-    s->G = spmd__axes_size(pl->m, pl->axes[k], pl->nax[k]);
-    B = spmd__shape_bytes(s->kind == SPMD_COLL_ALL_GATHER ? s->out_shape : s->in_shape, pl->rank, pl->es);
-    spmd__cost_pick(s->kind, s->G, B, &pl->cm, &s->cost);
-}
-
-/* Append a step (or merge it into the previous one: two gathers, or two
-   slices, of the same dimension are one). Updates the layout's shape. */
-static spmd_status spmd__step_add(spmd__planner *pl, spmd__lay *L, spmd_coll kind, const int *ax, int nax, int dim,
-                                  int dim2) {
-    spmd_reshard_plan *p = pl->p;
-    spmd_reshard_step *s;
-    int64_t G = spmd__axes_size(pl->m, ax, nax);
-    if (p->nsteps > 0) {
-        int k = p->nsteps - 1;
-        s = &p->steps[k];
-        if (s->kind == kind && s->dim == dim && (kind == SPMD_COLL_ALL_GATHER || kind == SPMD_COLL_SLICE) &&
-            pl->nax[k] + nax <= SPMD_MAX_AXES) {
-            if (kind == SPMD_COLL_ALL_GATHER) { /* gathered minor first: the new axes are major */
-                memmove(pl->axes[k] + nax, pl->axes[k], (size_t)pl->nax[k] * sizeof(int));
-                memcpy(pl->axes[k], ax, (size_t)nax * sizeof(int));
-                L->shape[dim] *= G;
-            } else {
-                memcpy(pl->axes[k] + pl->nax[k], ax, (size_t)nax * sizeof(int));
-                L->shape[dim] /= G;
-            }
-            pl->nax[k] += nax;
-            memcpy(s->out_shape, L->shape, sizeof s->out_shape);
-            spmd__step_finish(pl, k);
-            return SPMD_OK;
-        }
-    }
-    if (p->nsteps == SPMD_MAX_RESHARD_STEPS) return SPMD_ERR_STATE;
-    s = &p->steps[p->nsteps];
-    memset(s, 0, sizeof *s);
-    s->kind = kind;
-    s->dim = dim;
-    s->dim2 = dim2;
-    memcpy(s->in_shape, L->shape, sizeof s->in_shape);
-    switch (kind) {
-    case SPMD_COLL_SLICE: case SPMD_COLL_PSUM_SCATTER: L->shape[dim] /= G; break;
-    case SPMD_COLL_ALL_GATHER: L->shape[dim] *= G; break;
-    case SPMD_COLL_ALL_TO_ALL: L->shape[dim] /= G; L->shape[dim2] *= G; break;
-    default: break;
-    }
-    memcpy(s->out_shape, L->shape, sizeof s->out_shape);
-    memcpy(pl->axes[p->nsteps], ax, (size_t)nax * sizeof(int));
-    pl->nax[p->nsteps] = nax;
-    spmd__step_finish(pl, p->nsteps);
-    p->nsteps++;
-    return SPMD_OK;
-}
-
-/* Build the plan from f to t (resolved, same rank, shape divisible by both). */
-static spmd_status spmd__plan_build(const spmd_mesh *m, const spmd__rspec *f, const spmd__rspec *t, spmd_dtype dt,
-                                   const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p) {
-    spmd__planner pl;
-    spmd__lay L;
-    unsigned R = f->partial & ~t->partial, Z = t->partial & ~f->partial;
-    int rank = f->rank, i, j, k, iter;
-    spmd_status s = SPMD_OK;
-    memset(&pl, 0, sizeof pl);
-    pl.m = m;
-    pl.p = p;
-    pl.es = spmd__dtype_sizes[dt];
-    pl.rank = rank;
-    spmd__model_defaults(model, &pl.cm);
-    memset(&L, 0, sizeof L);
-    for (i = 0; i < rank; i++) {
-        L.n[i] = f->n[i];
-        memcpy(L.ax[i], f->ax[i], sizeof L.ax[i]);
-        L.shape[i] = g[i] / spmd__parts(m, f, i);
-    }
-    L.partial = f->partial;
-    for (iter = 0; iter < 4 * SPMD_MAX_RESHARD_STEPS && s == SPMD_OK; iter++) {
-        unsigned busy = spmd__lay_used(&L, rank) | L.partial;
-        int did = 0;
-        /* 1. replicated -> sharded: slice locally, before anything moves */
-        for (j = 0; j < rank && s == SPMD_OK; j++) {
-            int S[SPMD_MAX_AXES], ns = 0;
-            if (!spmd__lay_prefix(&L, t, j)) continue;
-            for (k = L.n[j]; k < t->n[j] && !(busy >> t->ax[j][k] & 1u); k++) S[ns++] = t->ax[j][k];
-            if (!ns) continue;
-            s = spmd__step_add(&pl, &L, SPMD_COLL_SLICE, S, ns, j, -1);
-            memcpy(L.ax[j] + L.n[j], S, (size_t)ns * sizeof(int));
-            L.n[j] += ns;
-            did = 1;
-        }
-        if (did) continue;
-        /* 2. partial sums: psum_scatter into a dimension that wants the axes next, psum the rest */
-        if (R) {
-            int best = -1, bestS[SPMD_MAX_AXES], bestn = 0;
-            int64_t bestp = 1;
-            for (j = 0; j < rank && dt != SPMD_BOOL; j++) {
-                int S[SPMD_MAX_AXES], ns = 0;
-                int64_t prod = 1;
-                if (!spmd__lay_prefix(&L, t, j)) continue;
-                for (k = L.n[j]; k < t->n[j] && (R >> t->ax[j][k] & 1u); k++) {
-                    S[ns++] = t->ax[j][k];
-                    prod *= m->shape[t->ax[j][k]];
-                }
-                if (ns && prod > bestp) {
-                    best = j;
-                    bestp = prod;
-                    bestn = ns;
-                    memcpy(bestS, S, sizeof S);
-                }
-            }
-            if (best >= 0) {
-                s = spmd__step_add(&pl, &L, SPMD_COLL_PSUM_SCATTER, bestS, bestn, best, -1);
-                memcpy(L.ax[best] + L.n[best], bestS, (size_t)bestn * sizeof(int));
-                L.n[best] += bestn;
-                for (k = 0; k < bestn; k++) R &= ~(1u << bestS[k]);
-            }
-            if (R && s == SPMD_OK) {
-                int A[SPMD_MAX_AXES], na = 0;
-                for (k = 0; k < f->np; k++)
-                    if (R >> f->pax[k] & 1u) A[na++] = f->pax[k];
-                s = spmd__step_add(&pl, &L, SPMD_COLL_PSUM, A, na, -1, -1);
-            }
-            L.partial &= ~(f->partial & ~t->partial);
-            R = 0;
-            continue;
-        }
-        /* 3. the axes at the minor end of dimension i that dimension j wants next, in the same
-           order: one all_to_all over all of them (the longest such run) */
-        for (i = 0; i < rank && !did && s == SPMD_OK; i++) {
-            int c = spmd__lay_common(&L, t, i), len = 0, S[SPMD_MAX_AXES];
-            if (L.n[i] <= c) continue;
-            for (j = 0; j < rank; j++) {
-                if (j == i || !spmd__lay_prefix(&L, t, j)) continue;
-                for (len = L.n[i] - c; len >= 1; len--)
-                    if (L.n[j] + len <= t->n[j] &&
-                        memcmp(L.ax[i] + L.n[i] - len, t->ax[j] + L.n[j], (size_t)len * sizeof(int)) == 0)
-                        break;
-                if (len) break;
-            }
-            if (!len) continue;
-            memcpy(S, L.ax[i] + L.n[i] - len, (size_t)len * sizeof(int));
-            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_TO_ALL, S, len, j, i);
-            L.n[i] -= len;
-            memcpy(L.ax[j] + L.n[j], S, (size_t)len * sizeof(int));
-            L.n[j] += len;
-            did = 1;
-        }
-        if (did) continue;
-        /* 4. the minor-most misplaced axis is gathered */
-        for (i = rank - 1; i >= 0 && !did && s == SPMD_OK; i--) {
-            int a;
-            if (L.n[i] <= spmd__lay_common(&L, t, i)) continue;
-            a = L.ax[i][L.n[i] - 1];
-            s = spmd__step_add(&pl, &L, SPMD_COLL_ALL_GATHER, &a, 1, i, -1);
-            L.n[i]--;
-            did = 1;
-        }
-        if (!did) break;
-    }
-    if (s == SPMD_OK && Z) { /* replicated -> partial: local */
-        int A[SPMD_MAX_AXES], na = 0;
-        for (k = 0; k < t->np; k++)
-            if (Z >> t->pax[k] & 1u) A[na++] = t->pax[k];
-        s = spmd__step_add(&pl, &L, SPMD_COLL_ZERO, A, na, -1, -1);
-    }
-    for (i = 0; i < rank && s == SPMD_OK; i++)
-        if (L.n[i] != t->n[i] || memcmp(L.ax[i], t->ax[i], (size_t)t->n[i] * sizeof(int)) != 0) s = SPMD_ERR_STATE;
-    p->total.algo = SPMD_COST_AUTO;
-    for (k = 0; k < p->nsteps; k++) {
-        p->total.bytes += p->steps[k].cost.bytes;
-        p->total.steps += p->steps[k].cost.steps;
-        p->total.time_s += p->steps[k].cost.time_s;
-    }
-    return s;
-}
-
-static spmd_status spmd__plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
-                                   int rank, const int64_t *g, const spmd_cost_model *model, spmd_reshard_plan *p,
-                                   char *why, size_t wl) {
-    spmd__rspec f, t;
-    spmd_status s;
-    char w[400];
-    int i;
-    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT) {
-        snprintf(why, wl, "invalid dtype %d", (int)dt);
-        return SPMD_ERR_INVALID;
-    }
-    if (model && ((unsigned)model->algo >= SPMD_COST_ALGO_COUNT || !(model->alpha_s >= 0) ||
-                  !(model->beta_s_per_byte >= 0))) {
-        snprintf(why, wl, "invalid cost model");
-        return SPMD_ERR_INVALID;
-    }
-    if ((s = spmd__resolve(m, from, rank, &f, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, from, &f, g, w, sizeof w);
-    if (s != SPMD_OK) {
-        snprintf(why, wl, "from: %s", w);
-        return s;
-    }
-    if ((s = spmd__resolve(m, to, rank, &t, w, sizeof w)) == SPMD_OK) s = spmd__divides(m, to, &t, g, w, sizeof w);
-    if (s != SPMD_OK) {
-        snprintf(why, wl, "to: %s", w);
-        return s;
-    }
-    memset(p, 0, sizeof *p);
-    p->rank = rank;
-    p->dtype = dt;
-    for (i = 0; i < rank; i++) p->global_shape[i] = g[i];
-    p->from = *from;
-    p->to = *to;
-    s = spmd__plan_build(m, &f, &t, dt, g, model, p);
-    if (s != SPMD_OK) snprintf(why, wl, "no plan found within %d steps (internal error)", SPMD_MAX_RESHARD_STEPS);
-    return s;
-}
-
-spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to, spmd_dtype dt,
-                                   int rank, const int64_t *global_shape, const spmd_cost_model *model,
-                                   spmd_reshard_plan *plan, spmd_msg *why) {
-    char w[sizeof(((spmd_msg *)0)->text)];
-    spmd_status s;
-    if (!m || !from || !to || !plan || (rank > 0 && !global_shape))
-        return spmd__mfail(m, why, SPMD_ERR_NULL, "reshard_plan: %s is NULL",
-                           !m ? "mesh" : !from ? "from" : !to ? "to" : !plan ? "plan" : "global_shape");
-    s = spmd__plan_make(m, from, to, dt, rank, global_shape, model, plan, w, sizeof w);
-    if (s != SPMD_OK) return spmd__mfail(m, why, s, "reshard_plan: %s", w);
-    spmd__msg_ok(why);
-    return SPMD_OK;
-}
-
-int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_t len) {
-    spmd__out o;
-    char t[400];
-    int k;
-    if (!p || p->nsteps < 0 || p->nsteps > SPMD_MAX_RESHARD_STEPS || p->rank < 0 || p->rank > SPMD_MAX_RANK) {
-        if (buf && len) buf[0] = '\0';
-        return -1;
-    }
-    o.buf = buf;
-    o.len = buf ? len : 0;
-    o.at = 0;
-    if (buf && len) buf[0] = '\0';
-    spmd__put(&o, "%s -> ", spmd__spec_str(&p->from, t, sizeof t));
-    spmd__put(&o, "%s", spmd__spec_str(&p->to, t, sizeof t));
-    spmd__shape_text(p->global_shape, p->rank, t, sizeof t);
-    spmd__put(&o, " of %s %s: ", spmd_dtype_name(p->dtype), t);
-    if (p->nsteps == 0) spmd__put(&o, "nothing to do (same sharding)\n");
-    else
-        spmd__put(&o, "%d step%s, %.0f bytes sent per device, %d latency step%s, ~%.3g us\n", p->nsteps,
-                  p->nsteps == 1 ? "" : "s", p->total.bytes, p->total.steps, p->total.steps == 1 ? "" : "s",
-                  p->total.time_s * 1e6);
-    for (k = 0; k < p->nsteps; k++) {
-        const spmd_reshard_step *s = &p->steps[k];
-        char a[160], b[160];
-        spmd__shape_text(s->in_shape, p->rank, a, sizeof a);
-        spmd__shape_text(s->out_shape, p->rank, b, sizeof b);
-        spmd__put(&o, "  %d. %s over '%s'", k + 1, (unsigned)s->kind < SPMD_COLL_COUNT ? spmd__coll_names[s->kind] : "?",
-                  s->axes);
-        if (s->kind == SPMD_COLL_ALL_TO_ALL) spmd__put(&o, " (split_axis %d, concat_axis %d)", s->dim, s->dim2);
-        else if (s->dim >= 0) spmd__put(&o, " along dim %d", s->dim);
-        spmd__put(&o, ": block %s -> %s", a, b);
-        if (s->kind == SPMD_COLL_SLICE || s->kind == SPMD_COLL_ZERO) spmd__put(&o, ", local\n");
-        else
-            spmd__put(&o, ", %.0f bytes, %d step%s (%s), ~%.3g us\n", s->cost.bytes, s->cost.steps,
-                      s->cost.steps == 1 ? "" : "s", s->cost.algo == SPMD_COST_TREE ? "tree" : "ring",
-                      s->cost.time_s * 1e6);
-    }
-    return (int)o.at;
-}
-
-/* Keep chunk idx of parts along dim of a row-major block. */
-static void spmd__slice_local(unsigned char *dst, const unsigned char *src, const int64_t *sh, int rank, int dim,
-                              int64_t parts, int64_t idx, size_t es) {
-    size_t outer = 1, inner = es, chunk, o;
-    int i;
-    for (i = 0; i < dim; i++) outer *= (size_t)sh[i];
-    for (i = dim + 1; i < rank; i++) inner *= (size_t)sh[i];
-    chunk = (size_t)(sh[dim] / parts) * inner;
-    if (chunk == 0) return;
-    for (o = 0; o < outer; o++) memcpy(dst + o * chunk, src + o * (size_t)sh[dim] * inner + (size_t)idx * chunk, chunk);
-}
-
-static int spmd__ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return na && nb && x < y + nb && y < x + na;
-}
-
-spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
-                         const spmd_array *out, spmd_reshard_plan *plan) {
-    spmd_reshard_plan local, *p = plan ? plan : &local;
-    spmd__rspec f;
-    int64_t g[SPMD_MAX_RANK];
-    size_t nx, no, es, maxb, outb;
-    unsigned char *tmp[2] = {NULL, NULL};
-    const unsigned char *cur;
-    char w[400];
-    int i, k, overlap;
-    spmd_status s;
-    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
-    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
-    if ((s = spmd__check_array(d, "reshard", "block", block, &nx)) != SPMD_OK) return s;
-    if ((s = spmd__check_array(d, "reshard", "out", out, &no)) != SPMD_OK) return s;
-    if (!from || !to) return spmd__fail(d, SPMD_ERR_NULL, "reshard: %s is NULL", from ? "to" : "from");
-    if ((s = spmd__resolve(d->mesh, from, block->rank, &f, w, sizeof w)) != SPMD_OK)
-        return spmd__fail(d, s, "reshard: from: %s", w);
-    for (i = 0; i < block->rank; i++) {
-        int64_t q = spmd__parts(d->mesh, &f, i);
-        if (block->shape[i] > INT64_MAX / q) return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: global shape overflows");
-        g[i] = block->shape[i] * q;
-    }
-    s = spmd__plan_make(d->mesh, from, to, block->dtype, block->rank, g, NULL, p, w, sizeof w);
-    if (s != SPMD_OK) return spmd__fail(d, s, "reshard: %s", w);
-    {
-        const int64_t *want = p->nsteps ? p->steps[p->nsteps - 1].out_shape : block->shape;
-        if (out->dtype != block->dtype || out->rank != block->rank ||
-            memcmp(out->shape, want, (size_t)block->rank * sizeof(int64_t)) != 0) {
-            char a[160], b[160];
-            spmd__shape_text(out->shape, out->rank, a, sizeof a);
-            spmd__shape_text(want, block->rank, b, sizeof b);
-            return spmd__fail(d, SPMD_ERR_SHAPE, "reshard: out is %s %s but the block of %s is %s %s",
-                              spmd_dtype_name(out->dtype), a, spmd__spec_str(to, w, sizeof w),
-                              spmd_dtype_name(block->dtype), b);
-        }
-    }
-    es = spmd__dtype_sizes[block->dtype];
-    outb = no * es;
-    if (p->nsteps == 0) {
-        if (outb && out->data != block->data) memmove(out->data, block->data, outb);
-        return SPMD_OK;
-    }
-    maxb = nx * es;
-    for (k = 0; k < p->nsteps; k++) {
-        double b = spmd__shape_bytes(p->steps[k].out_shape, block->rank, es);
-        if (b >= (double)(INT64_MAX / 2))
-            return spmd__fail(d, SPMD_ERR_OVERFLOW, "reshard: step %d needs a block of %.3g bytes", k + 1, b);
-        if (b > (double)maxb) maxb = (size_t)b;
-    }
-    overlap = spmd__ranges_overlap(out->data, outb, block->data, nx * es);
-    tmp[0] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
-    if (p->nsteps > 1 || overlap) tmp[1] = (unsigned char *)spmd__alloc(&d->mesh->alloc, maxb);
-    if (!tmp[0] || ((p->nsteps > 1 || overlap) && !tmp[1])) {
-        spmd__free(&d->mesh->alloc, tmp[0]);
-        spmd__free(&d->mesh->alloc, tmp[1]);
-        return spmd__fail(d, SPMD_ERR_NOMEM, "reshard: out of memory for %zu bytes", maxb);
-    }
-    cur = (const unsigned char *)block->data;
-    for (k = 0; k < p->nsteps && s == SPMD_OK; k++) {
-        const spmd_reshard_step *st = &p->steps[k];
-        unsigned char *dst = (k == p->nsteps - 1 && !overlap) ? (unsigned char *)out->data : tmp[k & 1];
-        spmd_array x = spmd_array_nd((void *)cur, block->dtype, block->rank, st->in_shape);
-        spmd_array y = spmd_array_nd(dst, block->dtype, block->rank, st->out_shape);
-        size_t n = 1;
-        int idx;
-        for (i = 0; i < block->rank; i++) n *= (size_t)st->in_shape[i];
-        switch (st->kind) {
-        case SPMD_COLL_SLICE:
-            idx = spmd_axis_index(d, st->axes);
-            if (idx < 0) s = (spmd_status)-idx;
-            else spmd__slice_local(dst, cur, st->in_shape, block->rank, st->dim, st->G, idx, es);
-            break;
-        case SPMD_COLL_ZERO:
-            idx = spmd_axis_index(d, st->axes);
-            if (idx < 0) s = (spmd_status)-idx;
-            else if (n && idx) memset(dst, 0, n * es);
-            else if (n) memcpy(dst, cur, n * es);
-            break;
-        case SPMD_COLL_ALL_GATHER: s = spmd_all_gather(d, &x, &y, st->axes, st->dim, 1, NULL); break;
-        case SPMD_COLL_ALL_TO_ALL: s = spmd_all_to_all(d, &x, &y, st->axes, st->dim, st->dim2, 1, NULL); break;
-        case SPMD_COLL_PSUM:
-            s = block->dtype == SPMD_BOOL ? spmd_pmax(d, cur, dst, n, block->dtype, st->axes, NULL)
-                                          : spmd_psum(d, cur, dst, n, block->dtype, st->axes, NULL);
-            break;
-        case SPMD_COLL_PSUM_SCATTER: s = spmd_psum_scatter(d, &x, &y, st->axes, st->dim, 1, NULL); break;
-        default: s = SPMD_ERR_STATE; break;
-        }
-        if (s != SPMD_OK) {
-            char e[sizeof d->err];
-            memcpy(e, d->err, sizeof e);
-            spmd__fail(d, s, "reshard step %d (%s over '%s'): %s", k + 1, spmd__coll_names[st->kind], st->axes, e);
-        }
-        cur = dst;
-    }
-    if (s == SPMD_OK && overlap && outb) memmove(out->data, cur, outb);
-    spmd__free(&d->mesh->alloc, tmp[0]);
-    spmd__free(&d->mesh->alloc, tmp[1]);
-    return s;
-}
-
-SPMD__SETUP_END
-// >>shrink
-/* Recovery after a loss: elastic meshes. This section owns spmd_mesh_shrink,
-   spmd_mesh_lost, spmd_device_origin and the survivors' agreement across
-   processes. Data flow: spmd__shrink_lost reads which devices the old mesh
-   lost: a device's d->lost (set by the fault plan's kind=lose: its call
-   number + 1), and across processes every device of a process the
-   bootstrap knows is gone (b->lost); spmd_mesh_shrink marks every slice of
-   the named axis that holds one, lists the survivors in order (origin: new
-   id -> old id; dropping whole slices of one axis keeps row-major order),
-   rebuilds a mesh desc from the old mesh's settings with that axis
-   shortened, and creates the new mesh through the same path as
-   spmd_mesh_create (m->shrunk: SPMD_FAULTS, written for the first mesh's
-   ids, is not applied; spmd_shrink_desc.faults is). The old mesh is not
-   touched; the two share nothing but the process's transport.
-   Agreement, threads: every device is in this process and spmd_mesh_shrink
-   runs only when none runs (SPMD_ERR_BUSY otherwise), so the set read is
-   final: every survivor gets the same mesh. Across processes
-   (spmd__shrink_agree): each survivor sends the processes it knows lost to
-   the coordinator (process 0) through the bootstrap; the coordinator waits
-   for every process not known lost, counting as lost any whose connection
-   closes or that does not come within the deadline (a loss during the
-   agreement), and sends its one decision, the union, to every survivor.
-   One decider, so survivors that get an answer get the same one; the new
-   mesh keeps each device in its process (m->shrink_procs, no bootstrap
-   exchange at creation: processes that are gone cannot take part) and the
-   processes that are gone host none. The coordinator is the one process
-   that cannot be lost: without it there is no agreement (PEER_LOST). */
-SPMD__SETUP_BEGIN
-static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs);
-
-#if SPMD__HAS_LIBFABRIC
 /* One message of the survivors' agreement, another process's bytes: its
    type and its payload (len bytes): the agreement's round (4 bytes), then
    one byte per process, P of them (nonzero: lost). 1: a message of type
@@ -15490,1356 +17053,40 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
             spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
     return SPMD_OK;
 }
-#endif
 
-/* The devices m lost, in increasing order: the first cap of them into lost;
-   returns how many. gone (may be NULL): processes lost (libfabric). */
-static int spmd__shrink_lost(const spmd_mesh *m, const unsigned char *gone, int *lost, int cap) {
-    int i, n = 0;
-    for (i = 0; i < m->size; i++)
-        if (SPMD__LD_ACQ(&m->devs[i]->lost) || (gone && m->proc_of && gone[m->proc_of[i]])) {
-            if (n < cap) lost[n] = i;
-            n++;
-        }
-    return n;
-}
-
-/* "3, 5, 6" (the first few of n ids) into buf. */
-static void spmd__shrink_list(char *buf, size_t len, const int *ids, int n) {
-    size_t at = 0;
+/* The survivors' agreement for spmd_mesh_shrink: gone in: nothing; out:
+   the processes lost, as the coordinator decided. */
+static spmd_status spmd__fab_lost_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
+    spmd_status s;
     int i;
-    buf[0] = '\0';
-    for (i = 0; i < n && at + 16 < len; i++) {
-        int w = snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ids[i]);
-        if (w < 0) break;
-        at += (size_t)w;
-    }
-    if (i < n) snprintf(buf + at, len - at, ", ... (%d in all)", n);
-}
-
-spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *sd, spmd_mesh **out) {
-    spmd_mesh_desc desc;
-    spmd_mesh *nm = NULL;
-    int *lost = NULL, *drop = NULL, *origin = NULL, *procs = NULL, a, i, j, nlost, keep, ndrop = 0, n = 0;
-    unsigned char *gone = NULL;
-    char ids[200], slices[200];
-    spmd_status s = SPMD_OK;
-    if (out) *out = NULL;
-    if (!m || !axis || !out) return SPMD_ERR_NULL;
-    for (a = 0; a < m->ndim && strcmp(m->names[a], axis) != 0; a++) {}
-    if (a == m->ndim) {
-        char names[SPMD_MAX_AXES * (SPMD_MAX_AXIS_NAME + 2) + 1];
-        size_t at = 0;
-        for (i = 0; i < m->ndim; i++) at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", m->names[i]);
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: '%s' is not one axis of the mesh (its axes: %s)", axis, names);
-        return SPMD_ERR_AXIS;
-    }
-    if (SPMD__LD_ACQ(&m->running) || SPMD__LD_ACQ(&m->nattached)) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the mesh is running or has devices attached (call it after "
-                                         "spmd_run returned, or every device detached)");
-        return SPMD_ERR_BUSY;
-    }
-    lost = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *lost);
-    origin = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *origin);
-    procs = (int *)spmd__alloc(&m->alloc, (size_t)m->size * sizeof *procs);
-    drop = (int *)spmd__alloc(&m->alloc, (size_t)m->shape[a] * sizeof *drop);
-    gone = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->nprocs);
-    if (!lost || !origin || !procs || !drop || !gone) { s = SPMD_ERR_NOMEM; goto done; }
-#if SPMD__HAS_LIBFABRIC
-    if (m->fab && m->nprocs > 1) { /* the survivors agree on the processes lost */
-        char why[300];
-        spmd__slock(&m->fab->lock);
-        spmd__boot_poll(m->fab->boot);
-        for (i = 0; i < m->nprocs; i++) gone[i] = m->fab->boot->lost[i] != 0;
-        s = spmd__shrink_agree(m, gone, why, sizeof why);
-        spmd__sunlock(&m->fab->lock);
-        if (s != SPMD_OK) {
-            spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: the agreement on the processes lost failed: %s", why);
-            goto done;
-        }
-    }
-#endif
-    nlost = spmd__shrink_lost(m, m->nprocs > 1 ? gone : NULL, lost, m->size);
-    for (i = 0; i < m->shape[a]; i++) drop[i] = 0;
-    for (i = 0; i < nlost; i++) drop[m->devs[lost[i]]->coords[a]] = 1;
-    for (i = 0; i < m->size; i++)
-        if (!drop[m->devs[i]->coords[a]]) {
-            procs[n] = m->proc_of ? m->proc_of[i] : 0;
-            origin[n++] = i;
-        }
-    for (i = 0, j = 0; i < m->shape[a]; i++)
-        if (drop[i]) drop[j++] = i; /* the dropped slices, increasing */
-    ndrop = j;
-    keep = m->shape[a] - ndrop;
-    spmd__shrink_list(ids, sizeof ids, lost, nlost);
-    spmd__shrink_list(slices, sizeof slices, drop, ndrop);
-    if (keep == 0) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: every one of the %d slices along '%s' lost a device (lost: %s); "
-                  "nothing is left to run on: shrink along another axis, or start a new mesh", m->shape[a], axis, ids);
-        s = SPMD_ERR_PEER_LOST;
-        goto done;
-    }
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = m->ndim;
-    for (i = 0; i < m->ndim; i++) {
-        desc.shape[i] = i == a ? keep : m->shape[i];
-        desc.axis_names[i] = m->names[i];
-    }
-    desc.backend = m->backend;
-    desc.timeout_ms = m->timeout_ms;
-    desc.check = m->check == 2 ? SPMD_CHECK_SITES : m->check ? SPMD_CHECK_ON : SPMD_CHECK_OFF;
-    desc.log_level = m->log_level;
-    desc.log_fn = m->log_fn;
-    desc.log_user = m->log_user;
-    desc.allocator = m->alloc;
-    desc.max_inflight = m->D;
-    desc.thread_stack_size = m->stack_size;
-    desc.devices_per_process = m->want_dpp;
-    desc.trace_depth = m->rmask || m->devs[m->first_local]->ring ? (int)m->rmask + 1 : -1;
-    desc.faults = sd ? sd->faults : NULL;
-    desc.scheduler = m->sched;
-    desc.carriers = m->carriers;
-    desc.sched_seed = m->seed;
-    if ((s = spmd__mesh_create(&desc, &nm, 1, m->nprocs > 1 ? procs : NULL)) != SPMD_OK) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_shrink: creating the shrunk mesh failed: %s", spmd_status_name(s));
-        goto done;
-    }
-    SPMD_ASSERT(n == nm->size);
-    nm->origin = origin;
-    origin = NULL;
-    spmd__log(m, nlost ? SPMD_LOG_WARN : SPMD_LOG_INFO, -1,
-              "mesh_shrink along '%s': lost device%s %s; slice%s %s of %d dropped; the new mesh has %d devices",
-              axis, nlost == 1 ? "" : "s", nlost ? ids : "(none)", ndrop == 1 ? "" : "s", ndrop ? slices : "(none)",
-              m->shape[a], nm->size);
-    *out = nm;
-done:
-    spmd__free(&m->alloc, lost);
-    spmd__free(&m->alloc, origin);
-    spmd__free(&m->alloc, procs);
-    spmd__free(&m->alloc, drop);
-    spmd__free(&m->alloc, gone);
+    if (!m->fab) return SPMD_OK;
+    spmd__slock(&m->fab->lock);
+    spmd__boot_poll(m->fab->boot);
+    for (i = 0; i < m->nprocs; i++) gone[i] = m->fab->boot->lost[i] != 0;
+    s = spmd__shrink_agree(m, gone, why, wlen);
+    spmd__sunlock(&m->fab->lock);
     return s;
 }
-
-int spmd_mesh_lost(const spmd_mesh *m, int *devices, int cap) {
+/* spmd_mesh_lost: also the devices of the processes this one knows are gone. */
+static int spmd__fab_lost_devices(const spmd_mesh *m, int *devices, int cap) {
     int n;
-    if (!m) return -(int)SPMD_ERR_NULL;
-    if (cap < 0 || (cap > 0 && !devices)) return -(int)SPMD_ERR_INVALID;
-#if SPMD__HAS_LIBFABRIC
-    if (m->fab && m->nprocs > 1) { /* and the devices of the processes this one knows are gone */
-        spmd__slock(&m->fab->lock);
-        spmd__boot_poll(m->fab->boot);
-        n = spmd__shrink_lost(m, m->fab->boot->lost, devices, cap);
-        spmd__sunlock(&m->fab->lock);
-        return n;
-    }
-#endif
-    n = spmd__shrink_lost(m, NULL, devices, cap);
+    if (!m->fab) return spmd__shrink_lost(m, NULL, devices, cap);
+    spmd__slock(&m->fab->lock);
+    spmd__boot_poll(m->fab->boot);
+    n = spmd__shrink_lost(m, m->fab->boot->lost, devices, cap);
+    spmd__sunlock(&m->fab->lock);
     return n;
 }
 
-int spmd_device_origin(const spmd_mesh *m, int device) {
-    if (!m) return -(int)SPMD_ERR_NULL;
-    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
-    return m->origin ? m->origin[device] : device;
-}
-
-SPMD__SETUP_END
-// >>public
-/* The API: thin wrappers over the sections above (argument order as in
-   JAX and mpi4jax), the mesh's life (create, run, destroy) and the
-   utilities that need no mesh. A public collective notes its caller's
-   return address first (SPMD__CALLER, for SPMD_CHECK_SITES). */
-const char *spmd_version(void) { return SPMD_VERSION_STRING; }
-
-static const char *spmd__status_strings[] = {
-#define SPMD__STATUS_STRING(name, text) text,
-    SPMD_STATUS_LIST(SPMD__STATUS_STRING)
-#undef SPMD__STATUS_STRING
-};
-static const char *spmd__status_names[] = {
-#define SPMD__STATUS_NAME(name, text) #name,
-    SPMD_STATUS_LIST(SPMD__STATUS_NAME)
-#undef SPMD__STATUS_NAME
-};
-
-const char *spmd_status_string(spmd_status s) {
-    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_strings[s] : "unknown status";
-}
-const char *spmd_status_name(spmd_status s) {
-    return (unsigned)s < SPMD_STATUS_COUNT ? spmd__status_names[s] : "SPMD_ERR_UNKNOWN";
-}
-size_t spmd_dtype_size(spmd_dtype t) { return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_sizes[t] : 0; }
-const char *spmd_dtype_name(spmd_dtype t) {
-    return (unsigned)t < SPMD_DTYPE_COUNT ? spmd__dtype_names[t] : "invalid";
-}
-const char *spmd_op_name(spmd_op op) { return (unsigned)op < SPMD_OP_COUNT ? spmd__op_names[op] : "invalid"; }
-const char *spmd_backend_name(spmd_backend b) {
-    static const char *const names[SPMD_BACKEND_COUNT] = {"default", "threads", "libfabric"};
-    return (unsigned)b < SPMD_BACKEND_COUNT ? names[b] : "invalid";
-}
-const char *spmd_scheduler_name(spmd_scheduler s) {
-    static const char *const names[SPMD_SCHEDULER_COUNT] = {"default", "threads", "fibers"};
-    return (unsigned)s < SPMD_SCHEDULER_COUNT ? names[s] : "invalid";
-}
-spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count, spmd_dtype dt,
-                              spmd_op op) {
-    spmd__kernel k;
-    int i;
-    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT || (int)op <= SPMD_OP_NONE ||
-        (int)op >= SPMD_OP_COUNT || n_in < 1)
-        return SPMD_ERR_INVALID;
-    if (!(k = spmd__kernel_in(spmd__kernel_table(), dt, op))) return SPMD_ERR_DTYPE;
-    if (count && (!out || !ins)) return SPMD_ERR_NULL;
-    for (i = 0; count && i < n_in; i++)
-        if (!ins[i]) return SPMD_ERR_NULL;
-    if (count) spmd__reduce(k, out, ins, n_in, count);
-    return SPMD_OK;
-}
-uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }
-float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
-uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
-float spmd_bf16_to_f32(uint16_t h) { return spmd__b2f(h); }
-
-static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set) {
-    const char *v = getenv(name);
-    char *end;
-    long long x;
-    if (set) *set = 0;
-    if (!v || !*v) return dflt;
-    errno = 0;
-    x = strtoll(v, &end, 10);
-    if (errno || *end || x < lo || x > hi) {
-        fprintf(stderr, "[spmd] warn: ignoring %s=%s (expected an integer in %lld..%lld)\n", name, v,
-                (long long)lo, (long long)hi);
-        return dflt;
-    }
-    if (set) *set = 1;
-    return (int64_t)x;
-}
-
-static int spmd__ncpu(void) {
-#if defined(__linux__) && defined(CPU_COUNT)
-    cpu_set_t cs;
-    if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) > 0) return CPU_COUNT(&cs);
-#endif
-    {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        return n > 0 ? (int)n : 1;
-    }
-}
-
-/* Report a bad desc through the desc's own logger, before a mesh exists. */
-static spmd_status spmd__desc_fail(const spmd_mesh_desc *desc, spmd_status s, const char *fmt, ...) {
-    va_list ap;
-    spmd_log_level lvl = desc->log_level;
-    if ((unsigned)lvl >= SPMD_LOG_LEVEL_COUNT) lvl = SPMD_LOG_WARN;
-    if (lvl == SPMD_LOG_DEFAULT) lvl = SPMD_LOG_WARN;
-    va_start(ap, fmt);
-    spmd__vlog(desc->log_fn, desc->log_user, lvl, SPMD_LOG_ERROR, -1, 0, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-static spmd_log_level spmd__env_level(spmd_log_level dflt) {
-    const char *v = getenv("SPMD_LOG_LEVEL");
-    int i;
-    if (!v || !*v) return dflt;
-    for (i = SPMD_LOG_OFF; i < SPMD_LOG_LEVEL_COUNT; i++)
-        if (strcmp(v, spmd__level_names[i]) == 0) return (spmd_log_level)i;
-    fprintf(stderr, "[spmd] warn: ignoring SPMD_LOG_LEVEL=%s (off, error, warn, info, debug)\n", v);
-    return dflt;
-}
-
-SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
-    spmd_allocator a = m->alloc;
-    size_t b;
-    int i;
-    if (m->devs) {
-        for (i = 0; i < m->size; i++) {
-            spmd_dev *d = m->devs[i];
-            spmd_req *r, *n;
-            int k;
-            if (!d) continue;
-            for (k = 0; k < d->ngrefs; k++) {
-                spmd__free(&a, d->grefs[k]->groups);
-                spmd__free(&a, d->grefs[k]);
-            }
-            spmd__free(&a, d->grefs);
-            for (r = d->free_reqs; r; r = n) {
-                n = r->next;
-                spmd__free(&a, r->src_buf);
-                spmd__free(&a, r->xp_blk);
-                spmd__free(&a, r);
-            }
-            for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
-            spmd__free(&a, d->clog);
-            spmd__free(&a, d->ring);
-            spmd__free(&a, d->sites);
-            spmd__free(&a, d->tlog);
-            spmd__free(&a, (void *)d->ptrs_own);
-            pthread_mutex_destroy(&d->mbox);
-            spmd__free(&a, d);
-        }
-        spmd__free(&a, m->devs);
-    }
-    if (m->gtab) {
-        for (b = 0; b < m->gbuckets; b++) {
-            spmd__group *g = m->gtab[b], *n;
-            for (; g; g = n) { n = g->next; spmd__group_free(m, g); }
-        }
-        spmd__free(&a, m->gtab);
-    }
-    spmd__free(&a, m->proc_of);
-    spmd__free(&a, m->faults);
-    spmd__free(&a, m->origin);
-    pthread_mutex_destroy(&m->xlock);
-    pthread_mutex_destroy(&m->lock);
-    spmd__free(&a, m);
-}
-
-/* spmd__mesh_create's phases. The desc's fields, before anything is made:
-   SPMD_OK and the device count, or the failure (logged through the desc). */
-SPMD__SETUP static spmd_status spmd__desc_check(const spmd_mesh_desc *desc, int *size_out) {
-    int i, j, size = 1;
-    if (desc->ndim < 1 || desc->ndim > SPMD_MAX_AXES)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: ndim %d is outside 1..%d", desc->ndim,
-                               SPMD_MAX_AXES);
-    for (i = 0; i < desc->ndim; i++) {
-        const char *n = desc->axis_names[i];
-        if (desc->shape[i] < 1)
-            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: shape[%d] = %d (must be at least 1)", i,
-                                   desc->shape[i]);
-        if (size > SPMD_MAX_DEVICES / desc->shape[i])
-            return spmd__desc_fail(desc, SPMD_ERR_SIZE, "mesh: more than %d devices", SPMD_MAX_DEVICES);
-        size *= desc->shape[i];
-        if (!n || !*n || strlen(n) > SPMD_MAX_AXIS_NAME || strpbrk(n, ", *\t\n"))
-            return spmd__desc_fail(desc, SPMD_ERR_INVALID,
-                                   "mesh: axis_names[%d] must be 1..%d characters without ',', '*' or "
-                                   "spaces",
-                                   i, SPMD_MAX_AXIS_NAME);
-        for (j = 0; j < i; j++)
-            if (strcmp(desc->axis_names[j], n) == 0)
-                return spmd__desc_fail(desc, SPMD_ERR_DUP_AXIS, "mesh: axis name '%s' used twice", n);
-    }
-    if ((unsigned)desc->backend >= SPMD_BACKEND_COUNT)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid backend %d", (int)desc->backend);
-    if (desc->devices_per_process < 0 || desc->devices_per_process > SPMD_MAX_DEVICES)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: devices_per_process %d is outside 0..%d",
-                               desc->devices_per_process, SPMD_MAX_DEVICES);
-    if ((unsigned)desc->check >= SPMD_CHECK_COUNT)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid check %d", (int)desc->check);
-    if ((unsigned)desc->log_level >= SPMD_LOG_LEVEL_COUNT)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid log_level %d", (int)desc->log_level);
-    if (desc->timeout_ms < 0)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: negative timeout_ms %lld",
-                               (long long)desc->timeout_ms);
-    if (desc->max_inflight < 0 || desc->max_inflight > SPMD__MAX_INFLIGHT)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: max_inflight %d is outside 0..%d",
-                               desc->max_inflight, SPMD__MAX_INFLIGHT);
-    if ((unsigned)desc->scheduler >= SPMD_SCHEDULER_COUNT)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: invalid scheduler %d", (int)desc->scheduler);
-    if (desc->carriers < 0 || desc->carriers > SPMD__MAX_CARRIERS)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: carriers %d is outside 0..%d (0: the CPUs available)",
-                               desc->carriers, SPMD__MAX_CARRIERS);
-    if (desc->thread_stack_size && (desc->thread_stack_size < SPMD__STACK_MIN || desc->thread_stack_size > SPMD__STACK_MAX))
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: thread_stack_size %zu is outside %zu..%zu (0: the default)",
-                               desc->thread_stack_size, SPMD__STACK_MIN, SPMD__STACK_MAX);
-    if (!desc->allocator.alloc != !desc->allocator.free)
-        return spmd__desc_fail(desc, SPMD_ERR_INVALID, "mesh: set both allocator.alloc and allocator.free");
-    if (desc->backend == SPMD_BACKEND_LIBFABRIC && !SPMD__HAS_LIBFABRIC)
-        return spmd__desc_fail(desc, SPMD_ERR_UNSUPPORTED,
-                               "mesh: the libfabric backend is not compiled in (define SPMDCOLL_LIBFABRIC "
-                               "before including spmdcoll.h and link -lfabric)");
-    *size_out = size;
-    return SPMD_OK;
-}
-
-/* The settings the desc and the environment give (the environment wins
-   where both name one), the backend and its table. */
-SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *desc) {
-    int set;
-    m->log_fn = desc->log_fn;
-    m->log_user = desc->log_user;
-    m->log_level = spmd__env_level(desc->log_level ? desc->log_level : SPMD_LOG_WARN);
-    m->timeout_ms = spmd__env_int("SPMD_TIMEOUT_MS", 1, INT64_MAX / 1000000,
-                                  desc->timeout_ms ? desc->timeout_ms : SPMD__DEFAULT_TIMEOUT_MS, NULL);
-    m->check = (int)spmd__env_int("SPMD_CHECK", 0, 2, desc->check == SPMD_CHECK_SITES ? 2 : desc->check == SPMD_CHECK_ON,
-                                  NULL);
-    m->ncpu = spmd__ncpu();
-    m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
-    m->spin_os_ns = set ? m->spin_ns : 0u;
-    m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
-    m->D = 1; /* a power of two, so that a ring position is a mask */
-    while (m->D < (desc->max_inflight ? desc->max_inflight : SPMD__DEFAULT_INFLIGHT)) m->D *= 2;
-    m->ktab = spmd__kernel_table();
-    m->stack_size = desc->thread_stack_size;
-    m->carriers = (int)spmd__env_int("SPMD_CARRIERS", 1, SPMD__MAX_CARRIERS, desc->carriers, NULL);
-    m->seed = (uint64_t)spmd__env_int("SPMD_SCHED_SEED", 0, INT64_MAX, (int64_t)(desc->sched_seed & INT64_MAX), NULL);
-    if (desc->sched_seed && !getenv("SPMD_SCHED_SEED")) m->seed = desc->sched_seed;
-    {
-        const char *a = getenv("SPMD_ALGO");
-        if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
-        else if (a && strcmp(a, "split") == 0) m->forced_algo = SPMD_ALGO_SPLIT;
-        else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
-        else if (a && *a && strcmp(a, "default") != 0)
-            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
-        a = getenv("SPMD_QUICK_EXCHANGE");
-        m->no_xq = a && strcmp(a, "0") == 0;
-    }
-    m->backend = desc->backend == SPMD_BACKEND_LIBFABRIC ? SPMD_BACKEND_LIBFABRIC : SPMD_BACKEND_THREADS;
-#if SPMD__HAS_LIBFABRIC
-    if (desc->backend == SPMD_BACKEND_DEFAULT && spmd__launched_many()) m->backend = SPMD_BACKEND_LIBFABRIC;
-    m->vt = m->backend == SPMD_BACKEND_LIBFABRIC ? &spmd__fabric_vt : &spmd__thread_vt;
-#else
-    m->vt = &spmd__thread_vt;
-#endif
-}
-
-/* The devices, their coordinates and check logs (m->devs is allocated). */
-SPMD__SETUP static spmd_status spmd__mesh_devices(spmd_mesh *m, int size) {
-    int i, j;
-    for (i = 0; i < size; i++) {
-        spmd_dev *d = (spmd_dev *)spmd__alloc(&m->alloc, sizeof *d);
-        int rem = i;
-        if (!d) return SPMD_ERR_NOMEM;
-        m->devs[i] = d;
-        d->mesh = m;
-        d->id = i;
-        for (j = 0; j < m->ndim; j++) {
-            d->coords[j] = rem / m->stride[j];
-            rem %= m->stride[j];
-        }
-        pthread_mutex_init(&d->mbox, NULL);
-        d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
-        if (!d->clog) return SPMD_ERR_NOMEM;
-        d->check_sites = m->check == 2;
-    }
-    return SPMD_OK;
-}
-
-SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out, int shrunk, const int *procs) {
-    spmd_mesh *m;
-    int i, j, size = 1;
-    spmd_status s;
-    if (out) *out = NULL;
-    if (!desc || !out) return SPMD_ERR_NULL;
-    if ((s = spmd__desc_check(desc, &size)) != SPMD_OK) return s;
-    m = (spmd_mesh *)spmd__alloc(&desc->allocator, sizeof *m);
-    if (!m) return SPMD_ERR_NOMEM;
-    m->alloc = desc->allocator;
-    m->shrunk = shrunk;
-    m->shrink_procs = procs;
-    pthread_mutex_init(&m->lock, NULL);
-    m->nprocs = 1;
-    m->nlocal = size;
-    m->want_dpp = desc->devices_per_process;
-    pthread_mutex_init(&m->xlock, NULL);
-    m->ndim = desc->ndim;
-    m->size = size;
-    for (i = m->ndim - 1, j = 1; i >= 0; i--) {
-        m->shape[i] = desc->shape[i];
-        m->stride[i] = j;
-        j *= desc->shape[i];
-        snprintf(m->names[i], sizeof m->names[i], "%s", desc->axis_names[i]);
-    }
-    spmd__mesh_settings(m, desc);
-    m->gbuckets = 1024;
-    m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
-    m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
-    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
-    if ((s = spmd__mesh_devices(m, size)) != SPMD_OK) { spmd__mesh_free(m); return s; }
-    if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
-    if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }
-    m->shrink_procs = NULL;
-    /* the default: fibers when the process's devices outnumber its CPUs
-       (faster at every size measured, docs/fibers.md; known once the
-       backend placed the devices) */
-    m->sched = desc->scheduler ? desc->scheduler : m->nlocal > m->ncpu ? SPMD_SCHEDULER_FIBERS : SPMD_SCHEDULER_THREADS;
-    {
-        const char *a = getenv("SPMD_SCHEDULER");
-        if (a && strcmp(a, "threads") == 0) m->sched = SPMD_SCHEDULER_THREADS;
-        else if (a && strcmp(a, "fibers") == 0) m->sched = SPMD_SCHEDULER_FIBERS;
-        else if (a && *a) spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_SCHEDULER=%s (threads, fibers)", a);
-    }
-    if ((s = spmd__rec_setup(m, desc)) != SPMD_OK) { m->vt->fini(m); spmd__mesh_free(m); return s; }
-    spmd__log(m, SPMD_LOG_INFO, -1, "mesh of %d devices on the %s backend (%d cpus, timeout %lld ms%s)", size,
-              m->vt->name, m->ncpu, (long long)m->timeout_ms, m->check ? ", check mode" : "");
-    *out = m;
-    return SPMD_OK;
-}
-spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out) {
-    return spmd__mesh_create(desc, out, 0, NULL);
-}
-
-spmd_status spmd_mesh_destroy(spmd_mesh *m) {
-    int i, leaked = 0;
-    if (!m) return SPMD_ERR_NULL;
-    if (SPMD__LD_ACQ(&m->nattached) || SPMD__LD_ACQ(&m->running)) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %u devices still attached",
-                  (unsigned)SPMD__LD_ACQ(&m->nattached));
-        return SPMD_ERR_BUSY;
-    }
-    spmd__sig_forget(m); /* SPMD_REPORT_SIGNAL: no report of it from now on */
-    spmd__report_settle(m);
-    for (i = 0; i < m->size; i++) leaked += m->devs[i]->inflight;
-    if (leaked) spmd__log(m, SPMD_LOG_ERROR, -1, "mesh_destroy: %d requests were never waited", leaked);
-    spmd__trace_write(m);
-    m->vt->fini(m);
-    spmd__mesh_free(m);
-    return leaked ? SPMD_ERR_STATE : SPMD_OK;
-}
-
-int spmd_mesh_size(const spmd_mesh *m) { return m ? m->size : -(int)SPMD_ERR_NULL; }
-int spmd_mesh_ndim(const spmd_mesh *m) { return m ? m->ndim : -(int)SPMD_ERR_NULL; }
-const char *spmd_mesh_axis_name(const spmd_mesh *m, int dim) {
-    return m && dim >= 0 && dim < m->ndim ? m->names[dim] : NULL;
-}
-int spmd_mesh_axis_size(const spmd_mesh *m, const char *axes) {
-    int ax[SPMD_MAX_AXES], n;
-    char why[160];
-    spmd_status s;
-    if (!m) return -(int)SPMD_ERR_NULL;
-    s = spmd__parse_axes(m, axes, ax, &n, why, sizeof why);
-    return s == SPMD_OK ? spmd__axes_size(m, ax, n) : -(int)s;
-}
-spmd_backend spmd_mesh_backend(const spmd_mesh *m) { return m ? m->backend : SPMD_BACKEND_DEFAULT; }
-spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m) { return m ? m->sched : SPMD_SCHEDULER_DEFAULT; }
-spmd_status spmd_mesh_status(const spmd_mesh *m) {
-    if (!m) return SPMD_ERR_NULL;
-    return SPMD__LD_ACQ(&m->broken) ? m->broken_status : SPMD_OK;
-}
-const char *spmd_mesh_error(const spmd_mesh *m) {
-    return m && SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "";
-}
-
-size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len) {
-    if (!buf) len = 0;
-    if (len) buf[0] = '\0';
-    if (!m) return 0;
-    if (device < -1 || device >= m->size) {
-        int w = snprintf(buf, len, "spmd_report: device %d is outside -1..%d", device, m->size - 1);
-        return w > 0 ? (size_t)w : 0;
-    }
-    return spmd__report(m, device, buf, len);
-}
-void spmd_set_site(spmd_dev *d, const char *file, int line) {
-    if (!d) return;
-    d->site_file = file;
-    d->site_line = line;
-}
-
-int spmd_mesh_process_count(const spmd_mesh *m) { return m ? m->nprocs : -(int)SPMD_ERR_NULL; }
-int spmd_mesh_process_id(const spmd_mesh *m) { return m ? m->proc : -(int)SPMD_ERR_NULL; }
-int spmd_device_process(const spmd_mesh *m, int device) {
-    if (!m) return -(int)SPMD_ERR_NULL;
-    if (device < 0 || device >= m->size) return -(int)SPMD_ERR_INVALID;
-    return m->proc_of ? m->proc_of[device] : 0;
-}
-int spmd_device_is_local(const spmd_mesh *m, int device) {
-    int p = spmd_device_process(m, device);
-    return p < 0 ? p : p == m->proc;
-}
-
-/* Attach device; with `thread` set it runs on this OS thread (its own
-   scratch pointers, made now), else spmd_run's fibers give it theirs. */
-static spmd_status spmd__attach(spmd_mesh *m, int device, spmd_dev **out, int thread) {
-    uint32_t expect = 0;
-    spmd_dev *d;
-    if (out) *out = NULL;
-    if (!m || !out) return SPMD_ERR_NULL;
-    if (device < 0 || device >= m->size) {
-        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d outside 0..%d", device, m->size - 1);
-        return SPMD_ERR_INVALID;
-    }
-    if (m->proc_of && m->proc_of[device] != m->proc) {
-        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d lives in process %d, this is process %d", device,
-                  m->proc_of[device], m->proc);
-        return SPMD_ERR_INVALID;
-    }
-    d = m->devs[device];
-    if (!SPMD__CAS(&d->attached, &expect, 1u)) {
-        spmd__log(m, SPMD_LOG_DEBUG, -1, "attach: device %d is already attached", device);
-        return SPMD_ERR_BUSY;
-    }
-    if (thread && !d->ptrs_own &&
-        !(d->ptrs_own = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *)))) {
-        SPMD__ST_SC(&d->attached, 0u);
-        spmd__log(m, SPMD_LOG_ERROR, -1, "attach: no memory for device %d's %d scratch pointers", device, 3 * m->size);
-        return SPMD_ERR_NOMEM;
-    }
-    if (thread) d->ptrs = d->ptrs_own;
-    SPMD__FADD(&m->nattached, 1u);
-    d->err[0] = '\0';
-    *out = d;
-    return SPMD_OK;
-}
-
-spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out) { return spmd__attach(m, device, out, 1); }
-
-spmd_status spmd_detach(spmd_dev *d) {
-    spmd_status s = SPMD_OK;
-    if (!d) return SPMD_ERR_NULL;
-    if (!SPMD__LD_ACQ(&d->attached)) return SPMD_ERR_STATE;
-    if (d->inflight) {
-        char what[160] = "?";
-        if (d->head) spmd__req_what(d->head, what, sizeof what);
-        s = spmd__fail(d, SPMD_ERR_STATE, "detached with %d request%s never waited, the first %s over '%s' "
-                       "(operation #%llu of this device): spmd_wait (or spmd_test until done) every request, also "
-                       "after a failure or a break (it returns at once then)", d->inflight,
-                       d->inflight == 1 ? "" : "s", what, d->head && d->head->gr ? d->head->gr->text : "?",
-                       d->head ? (unsigned long long)d->head->global : 0ull);
-        spmd__log(d->mesh, SPMD_LOG_ERROR, d->id, "%s", d->err);
-        spmd__break(d->mesh, SPMD_ERR_STATE, d->id, d->err);
-    }
-    SPMD__ST_SC(&d->attached, 0u);
-    SPMD__FADD(&d->mesh->nattached, (uint32_t)-1);
-    return s;
-}
-
-/* A device's function returned: peers that wait for it can stop waiting
-   (spmd__gone_check); wake those asleep. A sleeper is asleep on the group
-   of every call it waits in: their bits, not every device's flag (that
-   was O(devices) per return, O(devices^2) per spmd_run). */
-static void spmd__run_returned(spmd_dev *d) {
-    spmd_mesh *m = d->mesh;
-    spmd__group *g;
-    size_t b;
-    SPMD__ST_SC(&d->returned, 1u);
-    SPMD__FADD(&m->nreturned, 1u);
-    pthread_mutex_lock(&m->lock);
-    for (b = 0; b < m->gbuckets; b++)
-        for (g = m->gtab[b]; g; g = g->next) spmd__wake_group(m, g, -1);
-    pthread_mutex_unlock(&m->lock);
-}
-
-typedef struct spmd__run_ctx {
-    spmd_mesh *m;
-    spmd_fn fn;
-    void *arg;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int gate; /* 0: wait, 1: go, -1: abandon */
-} spmd__run_ctx;
-
-typedef struct spmd__run_arg {
-    spmd__run_ctx *ctx;
-    int device;
-} spmd__run_arg;
-
-static void *spmd__run_thread(void *p) {
-    spmd__run_arg *a = (spmd__run_arg *)p;
-    spmd__run_ctx *c = a->ctx;
-    spmd_dev *d;
-    int gate;
-    pthread_mutex_lock(&c->lock);
-    while (c->gate == 0) pthread_cond_wait(&c->cond, &c->lock);
-    gate = c->gate;
-    pthread_mutex_unlock(&c->lock);
-    d = c->m->devs[a->device]; /* attached for us by spmd_run */
-    if (gate > 0) {
-        c->fn(d, c->arg);
-        spmd__run_returned(d);
-    }
-    spmd_detach(d);
-    return NULL;
-}
-
-/* What spmd_run returns (its devices joined): the status that broke the
-   mesh, else the earliest failure a device did not go on from (its last
-   call failed), else SPMD_OK. */
-static spmd_status spmd__run_result(spmd_mesh *m) {
-    spmd_status s = SPMD_OK;
-    uint64_t at = UINT64_MAX;
-    int i;
-#if SPMD__HAS_LIBFABRIC
-    if (m->fab && m->nprocs > 1) spmd__fab_agree(m); /* every process: the same break, if any */
-#endif
-    if (SPMD__LD_ACQ(&m->broken)) return m->broken_status;
-    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
-        spmd_dev *d = m->devs[i];
-        if (d->unhandled != SPMD_OK && d->unhandled_at < at) {
-            s = d->unhandled;
-            at = d->unhandled_at;
-        }
-    }
-    return s;
-}
-
-SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
-    spmd__run_ctx c;
-    spmd__run_arg *args;
-    pthread_t *th;
-    pthread_attr_t attr;
-    uint32_t expect = 0;
-    int i, started = 0, lo, n;
-    spmd_status s;
-    if (!m || !fn) return SPMD_ERR_NULL;
-    if (!SPMD__CAS(&m->running, &expect, 1u)) return SPMD_ERR_BUSY;
-    lo = m->first_local; /* this process's devices (all of them on threads) */
-    n = m->nlocal;
-    args = (spmd__run_arg *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *args);
-    th = (pthread_t *)spmd__alloc(&m->alloc, (size_t)(n ? n : 1) * sizeof *th);
-    if (!args || !th) {
-        spmd__free(&m->alloc, args);
-        spmd__free(&m->alloc, th);
-        SPMD__ST_SC(&m->running, 0u);
-        return SPMD_ERR_NOMEM;
-    }
-    /* claim every device before any thread starts, so that no other thread
-       can take one in between */
-    for (i = 0; i < n; i++) {
-        spmd_dev *dummy;
-        if ((s = spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS)) != SPMD_OK) {
-            while (i-- > 0) spmd_detach(m->devs[lo + i]);
-            spmd__free(&m->alloc, args);
-            spmd__free(&m->alloc, th);
-            SPMD__ST_SC(&m->running, 0u);
-            if (s == SPMD_ERR_BUSY) spmd__log(m, SPMD_LOG_DEBUG, -1, "spmd_run: a device is attached by another thread");
-            return s; /* (BUSY, or NOMEM: attach said why) */
-        }
-    }
-    for (i = 0; i < n; i++) m->devs[lo + i]->unhandled = SPMD_OK;
-    SPMD__ST_SC(&m->nreturned, 0u);
-    for (i = 0; i < m->size; i++) SPMD__ST_SC(&m->devs[i]->returned, 0u);
-    if (m->sched == SPMD_SCHEDULER_FIBERS) {
-        spmd__free(&m->alloc, args);
-        spmd__free(&m->alloc, th);
-        s = spmd__fibers_run(m, fn, arg);
-        if (s == SPMD_OK) s = spmd__run_result(m);
-        spmd__report_settle(m);
-        SPMD__ST_SC(&m->running, 0u);
-        return s;
-    }
-    c.m = m;
-    c.fn = fn;
-    c.arg = arg;
-    c.gate = 0;
-    pthread_mutex_init(&c.lock, NULL);
-    pthread_cond_init(&c.cond, NULL);
-    pthread_attr_init(&attr);
-    if (m->stack_size) pthread_attr_setstacksize(&attr, m->stack_size);
-    for (i = 0; i < n; i++) {
-        args[i].ctx = &c;
-        args[i].device = lo + i;
-        if (pthread_create(&th[i], &attr, spmd__run_thread, &args[i]) != 0) break;
-        started++;
-    }
-    pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&c.lock);
-    c.gate = started == n ? 1 : -1;
-    pthread_cond_broadcast(&c.cond);
-    pthread_mutex_unlock(&c.lock);
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = started; i < n; i++) spmd_detach(m->devs[lo + i]);
-    pthread_mutex_destroy(&c.lock);
-    pthread_cond_destroy(&c.cond);
-    spmd__free(&m->alloc, args);
-    spmd__free(&m->alloc, th);
-    if (started < n) {
-        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could only start %d of %d threads", started, n);
-        s = SPMD_ERR_SYSTEM;
-    } else {
-        s = spmd__run_result(m);
-    }
-    spmd__report_settle(m);
-    SPMD__ST_SC(&m->running, 0u);
-    return s;
-}
-
-int spmd_device_id(const spmd_dev *d) { return d ? d->id : -(int)SPMD_ERR_NULL; }
-spmd_mesh *spmd_device_mesh(const spmd_dev *d) { return d ? d->mesh : NULL; }
-int spmd_device_coords(const spmd_dev *d, int coords[SPMD_MAX_AXES]) {
-    if (!d || !coords) return -(int)SPMD_ERR_NULL;
-    memcpy(coords, d->coords, (size_t)d->mesh->ndim * sizeof(int));
-    return d->mesh->ndim;
-}
-const char *spmd_last_error(const spmd_dev *d) { return d ? d->err : ""; }
-
-static int spmd__axis_query(spmd_dev *d, const char *axes, int want_index) {
-    int ax[SPMD_MAX_AXES], n;
-    char why[160];
-    spmd_status s;
-    if (!d) return -(int)SPMD_ERR_NULL;
-    s = spmd__parse_axes(d->mesh, axes, ax, &n, why, sizeof why);
-    if (s != SPMD_OK) return -(int)spmd__fail(d, s, "%s: %s", want_index ? "axis_index" : "axis_size", why);
-    return want_index ? spmd__axes_index(d, ax, n) : spmd__axes_size(d->mesh, ax, n);
-}
-int spmd_axis_index(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 1); }
-int spmd_axis_size(spmd_dev *d, const char *axes) { return spmd__axis_query(d, axes, 0); }
-
-SPMD__NOINLINE spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                           spmd_op op, const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
-    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                      const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                       const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MEAN, axes, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                      const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MAX, axes, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                      const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_MIN, axes, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                       const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_PROD, axes, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
-                         const char *axis, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMAX, axis, opts);
-}
-SPMD__NOINLINE spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count, spmd_dtype dt,
-                         const char *axis, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd_allreduce(d, send, recv, count, dt, SPMD_OP_ARGMIN, axis, opts);
-}
-SPMD__NOINLINE spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts) {
-    SPMD__CALLER(d);
-    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
-                              opts, 0, NULL);
-}
-
-SPMD__NOINLINE spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                                 spmd_op op, const char *axes, const spmd_opts *opts, spmd_req **req) {
-    SPMD__CALLER(d);
-    int one = op == SPMD_OP_ARGMAX || op == SPMD_OP_ARGMIN;
-    if (!req) {
-        char name[40];
-        snprintf(name, sizeof name, "%s_start", (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce");
-        return spmd__refuse_start(d, SPMD__KIND_ALLREDUCE, name, axes, opts);
-    }
-    return spmd__reduce_start(d, SPMD__KIND_ALLREDUCE, send, recv, count, dt, op, axes, opts, one, req);
-}
-SPMD__NOINLINE spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                            const char *axes, const spmd_opts *opts, spmd_req **req) {
-    SPMD__CALLER(d);
-    return spmd_allreduce_start(d, send, recv, count, dt, SPMD_OP_SUM, axes, opts, req);
-}
-SPMD__NOINLINE spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts, spmd_req **req) {
-    SPMD__CALLER(d);
-    if (!req) return spmd__refuse_start(d, SPMD__KIND_BARRIER, "barrier_start", axes, opts);
-    return spmd__reduce_start(d, SPMD__KIND_BARRIER, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_NONE, axes,
-                              opts, 0, req);
-}
-
-spmd_array spmd_array_nd(void *data, spmd_dtype dt, int rank, const int64_t *shape) {
-    spmd_array a;
-    int i;
-    memset(&a, 0, sizeof a);
-    a.data = data;
-    a.dtype = dt;
-    a.rank = rank;
-    for (i = 0; i < rank && i < SPMD_MAX_RANK && shape; i++) a.shape[i] = shape[i];
-    return a;
-}
-spmd_array spmd_array_1d(void *data, spmd_dtype dt, int64_t n0) { return spmd_array_nd(data, dt, 1, &n0); }
-spmd_array spmd_array_2d(void *data, spmd_dtype dt, int64_t n0, int64_t n1) {
-    int64_t sh[2];
-    sh[0] = n0;
-    sh[1] = n1;
-    return spmd_array_nd(data, dt, 2, sh);
-}
-spmd_array spmd_array_3d(void *data, spmd_dtype dt, int64_t n0, int64_t n1, int64_t n2) {
-    int64_t sh[3];
-    sh[0] = n0;
-    sh[1] = n1;
-    sh[2] = n2;
-    return spmd_array_nd(data, dt, 3, sh);
-}
-
-/* The array forms share one shape: kind, name, x, out and three integers. */
-static spmd_status spmd__array_op(spmd_dev *d, int kind, const char *name, const spmd_array *x,
-                                  const spmd_array *out, const char *axes, int dim1, int dim2, int tiled,
-                                  const int *perm, int npairs, int root, const spmd_opts *o, spmd_req **req) {
-    spmd__call c;
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.name = name;
-    c.x = x;
-    c.out = out;
-    c.dim1 = dim1;
-    c.dim2 = dim2;
-    c.tiled = tiled != 0;
-    c.perm = perm;
-    c.npairs = npairs;
-    c.root = root;
-    c.op = SPMD_OP_SUM;
-    if (!d) return SPMD_ERR_NULL;
-    if (!req && d->plan.gr && x && out) {
-        int q = spmd__quick(d, kind, NULL, NULL, 0, SPMD_DTYPE_NONE, SPMD_OP_SUM, 0, axes, o, &c);
-        if (q >= 0) return (spmd_status)q;
-    }
-    return spmd__coll_start(d, &c, axes, o, req);
-}
-
-/* The buffer forms: kind, name, buffers, count, dtype, op, root. */
-static spmd_status spmd__buffer_op(spmd_dev *d, int kind, const char *name, const void *send, void *recv,
-                                   size_t count, spmd_dtype dt, spmd_op op, int root, const char *axes,
-                                   const spmd_opts *o, spmd_req **req) {
-    spmd__call c;
-    if (!req && (kind == SPMD__KIND_BCAST || kind == SPMD__KIND_REDUCE)) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, root, axes, o, NULL);
-        if (q >= 0) return (spmd_status)q;
-    }
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.name = name;
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.dt = dt;
-    c.op = op;
-    c.root = root;
-    return spmd__coll_start(d, &c, axes, o, req);
-}
-
-/* A _start form's request pointer: NULL is a refusal like any other
-   (spmd__refuse_start), which keeps the call's place in its group. */
-#define SPMD__START_REQ(d, req, kind, name, axes, o)                          \
-    do {                                                                      \
-        if (!(req)) return spmd__refuse_start((d), (kind), (name), (axes), (o)); \
-        *(req) = NULL;                                                        \
-    } while (0)
-
-SPMD__NOINLINE spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
-                            int tiled, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                  int axis, int tiled, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather", x, out, axes, axis, 0, tiled, NULL, 0, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                      int axis, int tiled, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
-                          0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
-                                            const char *axes, int axis, int tiled, const spmd_opts *o,
-                                            spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "all_gather_invariant_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_ALLGATHER, "all_gather_invariant", x, out, axes, axis, 0, tiled, NULL, 0,
-                          0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                              int scatter_dimension, int tiled, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
-                          NULL, 0, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                    int scatter_dimension, int tiled, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_PSUM_SCATTER, "psum_scatter_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_PSUM_SCATTER, "psum_scatter", x, out, axes, scatter_dimension, 0, tiled,
-                          NULL, 0, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                            int split_axis, int concat_axis, int tiled, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
-                          0, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                  int split_axis, int concat_axis, int tiled, const spmd_opts *o,
-                                  spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "all_to_all_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "all_to_all", x, out, axes, split_axis, concat_axis, tiled, NULL,
-                          0, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int axis,
-                           const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                 int axis, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "pswapaxes_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_ALLTOALL, "pswapaxes", x, out, axes, axis, axis, 0, NULL, 0, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                          const int *perm, int npairs, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
-    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                const int *perm, int npairs, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "ppermute_start", axes, o);
-    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "ppermute", axes, o, SPMD_ERR_PERM, "npairs is negative");
-    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "ppermute", x, out, axes, 0, 0, 0, perm, npairs, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                          const int *perm, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
-    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                const int *perm, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_PPERMUTE, "pshuffle_start", axes, o);
-    if (!perm) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "pshuffle", axes, o, SPMD_ERR_NULL, "perm is NULL");
-    return spmd__array_op(d, SPMD__KIND_PPERMUTE, "pshuffle", x, out, axes, 0, 0, 0, perm, -1, 0, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes, int source,
-                            const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out, const char *axes,
-                                  int source, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "pbroadcast_start", axes, o);
-    return spmd__array_op(d, SPMD__KIND_BCAST, "pbroadcast", x, out, axes, 0, 0, 0, NULL, 0, source, o, req);
-}
-
-SPMD__NOINLINE spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
-                           const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                                 const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLGATHER, "allgather_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_ALLGATHER, "allgather", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, const char *axes,
-                          const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt,
-                                const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_ALLTOALL, "alltoall_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_ALLTOALL, "alltoall", send, recv, count, dt, SPMD_OP_NONE, 0, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                       const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                             const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_BCAST, "bcast_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_BCAST, "bcast", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                        const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                              const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_GATHER, "gather_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_GATHER, "gather", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                         const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, int root,
-                               const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_SCATTER, "scatter_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_SCATTER, "scatter", send, recv, count, dt, SPMD_OP_NONE, root, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op, int root,
-                        const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
-                              int root, const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_REDUCE, "reduce_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_REDUCE, "reduce", send, recv, count, dt, op, root, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
-                      const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count, spmd_dtype dt, spmd_op op,
-                            const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_SCAN, "scan_start", axes, o);
-    return spmd__buffer_op(d, SPMD__KIND_SCAN, "scan", send, recv, count, dt, op, 0, axes, o, req);
-}
-
-spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm, int npairs,
-                       const spmd_opts *o, spmd_req **token) {
-    spmd__call c;
-    SPMD__START_REQ(d, token, SPMD__KIND_PPERMUTE, "psend", axes, o);
-    if (!x) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_NULL, "x is NULL");
-    if (npairs < 0) return spmd__refuse_early(d, SPMD__KIND_PPERMUTE, "psend", axes, o, SPMD_ERR_PERM, "npairs is negative");
-    memset(&c, 0, sizeof c);
-    c.kind = SPMD__KIND_PPERMUTE;
-    c.name = "psend";
-    c.x = x;
-    c.out = x; /* the receiving array has x's shape; precv gives it */
-    c.perm = perm;
-    c.npairs = npairs;
-    c.two_phase = 1;
-    return spmd__coll_start(d, &c, axes, o, token);
-}
-
-spmd_status spmd_precv(spmd_dev *d, spmd_req *t, const spmd_array *out, const char *axes, const int *perm,
-                       int npairs, const spmd_opts *o) {
-    int ax[SPMD_MAX_AXES], nax = 0, i, G;
-    size_t numel = 0;
-    char why[200];
-    spmd__gref *gr = NULL;
-    spmd_status s;
-    if (!d) return SPMD_ERR_NULL;
-    if (!t || t->magic != SPMD__REQ_MAGIC || !t->user || !t->two_phase || t->recv_ready || t->dev != d)
-        return spmd__fail(d, t ? SPMD_ERR_STATE : SPMD_ERR_NULL, "precv: token is not an unfinished psend of this device");
-    if ((s = spmd__check_array(d, "precv", "out", out, &numel)) != SPMD_OK) return s;
-    if (spmd__hash_shape((uint64_t)out->dtype, out->shape, out->rank) != t->shape_hash)
-        return spmd__fail(d, SPMD_ERR_SHAPE, "precv: out must have the shape and dtype of the psend's x");
-    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "precv: %s", why);
-    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "precv: %s", why);
-    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
-    G = gr->g->G;
-    {
-        int pairs = 0;
-        for (i = 0; i < G; i++) pairs += t->src_of[i] >= 0;
-        if (gr != t->gr || npairs != pairs || (npairs && !perm))
-            return spmd__fail(d, SPMD_ERR_INVALID, "precv: axes or perm differ from the psend's");
-    }
-    for (i = 0; i < npairs; i++) {
-        int src = perm[2 * i], dst = perm[2 * i + 1];
-        if (dst < 0 || dst >= G || t->src_of[dst] != src)
-            return spmd__fail(d, SPMD_ERR_INVALID, "precv: perm differs from the psend's at pair %d", i);
-    }
-    if (numel) {
-        const char *a = (const char *)t->send, *b = (const char *)out->data;
-        if (a < b + t->in_bytes && b < a + t->in_bytes)
-            return spmd__fail(d, SPMD_ERR_OVERLAP, "precv: out overlaps the psend's x");
-    }
-    t->recv = out->data;
-    t->recv_ready = 1;
-    if (t->sig.algo == SPMD__ALG_LOCAL) {
-        if (t->src_of[0] == 0 && numel) memcpy(t->recv, t->send, t->in_bytes);
-        else if (numel) memset(t->recv, 0, t->in_bytes);
-        t->state = SPMD__R_DONE;
-        t->status = SPMD_OK;
-    } else if (t->state != SPMD__R_POST && t->sig.algo == SPMD__ALG_SPLIT) {
-        spmd__publish_recv(t);
-    }
-    (void)o;
-    return spmd_wait(t);
-}
-
-static spmd_status spmd__ragged(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
-                                const int64_t *io, const int64_t *ss, const int64_t *oo, const int64_t *rs, int64_t k,
-                                const char *axes, const spmd_opts *o, spmd_req **req) {
-    spmd__call c;
-    if (!d) return SPMD_ERR_NULL;
-    if (!operand || !output)
-        return spmd__refuse_early(d, SPMD__KIND_RAGGED, "ragged_all_to_all", axes, o, SPMD_ERR_NULL,
-                                  operand ? "output is NULL" : "operand is NULL");
-    memset(&c, 0, sizeof c);
-    c.kind = SPMD__KIND_RAGGED;
-    c.name = "ragged_all_to_all";
-    c.x = operand;
-    c.out = output;
-    c.ragged[0] = io;
-    c.ragged[1] = ss;
-    c.ragged[2] = oo;
-    c.ragged[3] = rs;
-    c.k = k;
-    return spmd__coll_start(d, &c, axes, o, req);
-}
-SPMD__NOINLINE spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
-                                   const int64_t *input_offsets, const int64_t *send_sizes,
-                                   const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
-                                   const char *axes, const spmd_opts *o) {
-    SPMD__CALLER(d);
-    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, NULL);
-}
-SPMD__NOINLINE spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
-                                         const int64_t *input_offsets, const int64_t *send_sizes,
-                                         const int64_t *output_offsets, const int64_t *recv_sizes, int64_t k,
-                                         const char *axes, const spmd_opts *o, spmd_req **req) {
-    SPMD__CALLER(d);
-    SPMD__START_REQ(d, req, SPMD__KIND_RAGGED, "ragged_all_to_all_start", axes, o);
-    return spmd__ragged(d, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, k, axes, o, req);
-}
-
-static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void *rbuf, size_t count, spmd_dtype dt,
-                                   int peer, int tag, const char *axes, const spmd_opts *o, spmd_recv_info *info,
-                                   spmd_req **out) {
-    const char *name = kind == SPMD__KIND_SEND ? "send" : "recv";
-    int ax[SPMD_MAX_AXES], nax = 0, G, k;
-    char why[200];
-    spmd__gref *gr = NULL;
-    spmd_req *r;
-    spmd_status s;
-    if (out) *out = NULL;
-    if (d) d->unhandled = SPMD_OK; /* another call: the device went on after its last failure */
-    if ((s = spmd__check_dev(d)) != SPMD_OK) return s;
-    if ((int)dt <= SPMD_DTYPE_NONE || (int)dt >= SPMD_DTYPE_COUNT)
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid dtype %d", name, (int)dt);
-    if (count > (size_t)INT64_MAX / 16) return spmd__fail(d, SPMD_ERR_OVERFLOW, "%s: count %zu overflows", name, count);
-    if (count && !(kind == SPMD__KIND_SEND ? sbuf : (const void *)rbuf))
-        return spmd__fail(d, SPMD_ERR_NULL, "%s: buffer is NULL", name);
-    if (tag < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_TAG))
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: tag %d must be >= 0%s", name, tag,
-                          kind == SPMD__KIND_SEND ? "" : " or SPMD_ANY_TAG");
-    if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "%s: %s", name, why);
-    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
-        return spmd__fail(d, s, "%s: %s", name, why);
-    if (o && (o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
-        return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid timeout or algo", name);
-    if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
-    G = gr->g->G;
-    if (peer < (kind == SPMD__KIND_SEND ? 0 : SPMD_ANY_SOURCE) || peer >= G)
-        return spmd__fail(d, SPMD_ERR_ROOT, "%s: %s %d is outside the group of %d", name,
-                          kind == SPMD__KIND_SEND ? "dest" : "source", peer, G);
-    r = spmd__req_new(d);
-    if (!r) return spmd__fail(d, SPMD_ERR_NOMEM, "%s: out of memory for a request", name);
-    r->gr = gr;
-    r->p2p = 1;
-    r->sig.kind = (uint8_t)kind;
-    r->sig.dtype = (uint8_t)dt;
-    r->count = count;
-    r->in_size = r->out_size = spmd__dtype_sizes[dt];
-    r->send = sbuf;
-    r->recv = rbuf;
-    r->peer = peer;
-    r->tag = tag;
-    r->info = info;
-    r->user = out != NULL;
-    r->timeout_ms = o && o->timeout_ms ? o->timeout_ms : d->mesh->timeout_ms;
-    r->state = kind == SPMD__KIND_SEND ? SPMD__R_POST : SPMD__R_ARRIVE;
-    /* libfabric: a peer in another process (or any peer) goes by message */
-    r->x = gr->g->span && (kind == SPMD__KIND_RECV || gr->g->lidx[peer] < 0);
-    if ((k = spmd__rec_begin(r)) != 0) spmd__finish(r, k == 1 ? SPMD_OK : SPMD_ERR_PEER_LOST); /* fault plan */
-    else d->mesh->vt->progress(r);
-    if (out) {
-        *out = r;
-        return SPMD_OK;
-    }
-    s = spmd__block(r);
-    spmd__req_release(r);
-    return s;
-}
-
-spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag, const char *axes,
-                      const spmd_opts *o) {
-    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, NULL);
-}
-spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
-                            const char *axes, const spmd_opts *o, spmd_req **req) {
-    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "send_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
-    return spmd__p2p_start(d, SPMD__KIND_SEND, buf, NULL, count, dt, dest, tag, axes, o, NULL, req);
-}
-spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag, const char *axes,
-                      const spmd_opts *o, spmd_recv_info *info) {
-    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, NULL);
-}
-spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
-                            const char *axes, const spmd_opts *o, spmd_recv_info *info, spmd_req **req) {
-    if (!req) return d ? spmd__fail(d, SPMD_ERR_NULL, "recv_start: req is NULL") : SPMD_ERR_NULL; /* (no group sequence) */
-    return spmd__p2p_start(d, SPMD__KIND_RECV, NULL, buf, count, dt, source, tag, axes, o, info, req);
-}
-spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag, void *recvbuf,
-                          size_t recvcount, int source, int recvtag, spmd_dtype dt, const char *axes,
-                          const spmd_opts *o, spmd_recv_info *info) {
-    spmd_req *sr;
-    spmd_status s = spmd_send_start(d, sendbuf, sendcount, dt, dest, sendtag, axes, o, &sr), w;
-    if (s != SPMD_OK) return s;
-    s = spmd_recv(d, recvbuf, recvcount, dt, source, recvtag, axes, o, info);
-    w = spmd_wait(sr);
-    return s != SPMD_OK ? s : w;
-}
-
-#define SPMD__REDUCE_START(NAME, OP, RECV_T)                                                                  \
-    SPMD__NOINLINE spmd_status NAME(spmd_dev *d, const void *send, RECV_T *recv, size_t count, spmd_dtype dt, const char *axes, \
-                     const spmd_opts *o, spmd_req **req) {                                                   \
-        SPMD__CALLER(d);                                                                                     \
-        return spmd_allreduce_start(d, send, recv, count, dt, OP, axes, o, req);                             \
-    }
-SPMD__REDUCE_START(spmd_pmean_start, SPMD_OP_MEAN, void)
-SPMD__REDUCE_START(spmd_pmax_start, SPMD_OP_MAX, void)
-SPMD__REDUCE_START(spmd_pmin_start, SPMD_OP_MIN, void)
-SPMD__REDUCE_START(spmd_pprod_start, SPMD_OP_PROD, void)
-SPMD__REDUCE_START(spmd_pargmax_start, SPMD_OP_ARGMAX, int32_t)
-SPMD__REDUCE_START(spmd_pargmin_start, SPMD_OP_ARGMIN, int32_t)
-
-spmd_status spmd_wait(spmd_req *r) {
-    spmd_status s = spmd__req_check(r);
-    if (s != SPMD_OK) return s;
-    s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
-    spmd__req_release(r);
-    return s;
-}
-spmd_status spmd_done(spmd_req *r) { return spmd_wait(r); }
-
-spmd_status spmd_test(spmd_req *r, int *done) {
-    spmd_status s = spmd__req_check(r);
-    if (done) *done = 0;
-    if (s != SPMD_OK) return s;
-    if (!done) return SPMD_ERR_NULL;
-    if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
-        spmd__gone_or_broken(r);
-    if (r->state != SPMD__R_DONE) {
-        if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
-        return SPMD_OK;
-    }
-    s = r->status;
-    spmd__req_release(r);
-    *done = 1;
-    return s;
-}
-
-spmd_status spmd_wait_all(spmd_req **reqs, int n) {
-    spmd_status first = SPMD_OK;
-    int i;
-    if (n < 0) return SPMD_ERR_INVALID;
-    if (n && !reqs) return SPMD_ERR_NULL;
-    for (i = 0; i < n; i++) {
-        spmd_status s;
-        if (!reqs[i]) continue;
-        s = spmd_wait(reqs[i]);
-        reqs[i] = NULL;
-        if (s != SPMD_OK && first == SPMD_OK) first = s;
-    }
-    return first;
-}
+static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
+                                                 spmd__fabric_progress, 1, spmd__fab_x_start, spmd__xq_inline,
+                                                 spmd__x_gone_check, spmd__x_check_missing, spmd__x_give_up,
+                                                 spmd__fab_news_any, spmd__fab_heard_all, spmd__fab_moved,
+                                                 spmd__fab_recs_any, spmd__fab_broke, spmd__fab_recs_line,
+                                                 spmd__fab_report_settle, spmd__fab_run_end, spmd__fab_lost_agree,
+                                                 spmd__fab_lost_devices};
+static const spmd__backend_vt *spmd__fabric_table(void) { return &spmd__fabric_vt; }
+#endif /* SPMD__HAS_LIBFABRIC */
 
 #endif /* SPMDCOLL_IMPLEMENTATION */
 
