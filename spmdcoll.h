@@ -1667,10 +1667,14 @@ typedef struct spmd__group {
     int ppos;              /* this process's */
     uint32_t gid;          /* the group field of message tags (spmd__group_gid) */
     uint64_t xhash;        /* member list and mesh, checked in every header */
-    struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
-    int xnlive;            /* exchanges listed in xlive (at most the mesh's max_inflight) */
-    struct spmd__xchan *xchan; /* send/recv between processes */
-    struct spmd__xq *xq;   /* the quick exchange's receives, sends and headers (spmd__xq_post) */
+#if SPMD__HAS_LIBFABRIC
+    struct {               /* the libfabric exchange's own (>>libfabric meshes) */
+        struct spmd__xrec *xlive, *xfree; /* exchanges in flight, and spare ones */
+        int xnlive;        /* exchanges listed in xlive (at most the mesh's max_inflight) */
+        struct spmd__xchan *xchan; /* send/recv between processes */
+        struct spmd__xq *xq; /* the quick exchange's receives, sends and headers (spmd__xq_post) */
+    } lf;
+#endif
 } spmd__group;
 
 /* A device's view of a group it uses: the key it was asked by and its index. */
@@ -1746,23 +1750,26 @@ struct spmd_req {
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered asleep on its group (its bit in sleepers) */
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
-    int x;                 /* libfabric: the group spans processes (the exchange path) */
-    int xq;                /* libfabric: on the quick exchange (spmd__xq_progress), not x_post's */
-    uint32_t xpolls;       /* libfabric: polls (every 16th: the quick exchange progresses the transport, the general one scans) */
-    int xq_going;          /* libfabric: a quick exchange's send not done at once (a full ring, the provider's) */
-    struct spmd__xrec *xr; /* libfabric: the exchange it takes part in */
-    const int64_t *const *xmeta; /* libfabric ragged: every member's offsets and sizes */
-    void *xscratch;        /* libfabric recv: where a mismatched message's data goes */
-    const void *xdata;     /* libfabric: the input as sent (a send waiting for clear-to-send) */
-    int xsent;             /* libfabric send: its data is posted */
-    int xearly;            /* libfabric all_gather/all_to_all: its own chunk into its output early,
-                              SPMD__XE_* (spmd__x_early) */
-    size_t xeoff;          /* how much of it is there */
+    int x;                 /* the group spans processes: the backend's exchange path (m->vt->x_start) */
+    const int64_t *const *xmeta; /* ragged across processes: every member's offsets and sizes */
+    void *xscratch;        /* across processes: a copy of the input, or where a mismatched message's data goes */
     size_t task_elems;
     uint32_t ntasks;
-    spmd_status refusing;  /* libfabric: a refused call run on stand-in buffers (spmd__stand_in) */
-    int xrefused;          /* libfabric quick exchange: member + 1 whose header said it refused */
-    spmd_status xrefused_st; /* ... and its status */
+    spmd_status refusing;  /* across processes: a refused call run on stand-in buffers (spmd__stand_in) */
+#if SPMD__HAS_LIBFABRIC
+    struct {               /* the libfabric exchange's own (>>libfabric meshes) */
+        int xq;            /* on the quick exchange (spmd__xq_progress), not x_post's */
+        uint32_t xpolls;   /* polls (every 16th: the quick exchange progresses the transport, the general one scans) */
+        int xq_going;      /* a quick exchange's send not done at once (a full ring, the provider's) */
+        struct spmd__xrec *xr; /* the exchange it takes part in */
+        const void *xdata; /* the input as sent (a send waiting for clear-to-send) */
+        int xsent;         /* send: its data is posted */
+        int xearly;        /* all_gather/all_to_all: its own chunk into its output early, SPMD__XE_* (spmd__x_early) */
+        size_t xeoff;      /* how much of it is there */
+        int xrefused;      /* quick exchange: member + 1 whose header said it refused */
+        spmd_status xrefused_st; /* ... and its status */
+    } lf;
+#endif
     uint64_t rec;          /* its flight-recorder record: the device's call number + 1, 0: none */
     spmd__blk blk;         /* all_to_all: one chunk; last, and not cleared for a new request
                               (the all_to_all setup writes it before use) */
@@ -1816,7 +1823,11 @@ struct spmd_dev {
     spmd_req *mhead, *mtail;
     spmd_req quick;        /* the request of a blocking call on the quick path */
     spmd__plan plan;       /* the last array call it may repeat */
-    uint64_t xq_calls;     /* libfabric: calls that took the quick exchange (tests read it) */
+#if SPMD__HAS_LIBFABRIC
+    struct {
+        uint64_t xq_calls; /* calls that took the quick exchange (tests read it) */
+    } lf;
+#endif
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
     struct spmd__rec *ring;/* flight recorder (>>recorder): the last calls, NULL: off */
@@ -1892,7 +1903,6 @@ struct spmd_mesh {
     int ncpu;
     uint64_t spin_ns, spin_os_ns, yield_ns;
     spmd_algo forced_algo;
-    int no_xq;             /* SPMD_QUICK_EXCHANGE=0: never the quick exchange (libfabric) */
     size_t stack_size;
     spmd_scheduler sched;  /* threads or fibers */
     int carriers;          /* fibers: carrier threads (0: the CPUs available) */
@@ -1912,10 +1922,15 @@ struct spmd_mesh {
     int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
     int *proc_of;          /* device -> its process (NULL on threads: all 0) */
     int first_local, nlocal; /* this process's devices: a contiguous block */
-    uint32_t mesh_id;      /* libfabric: meshes this process made before; equal on every process */
-    struct spmd__fab *fab; /* libfabric: the process's transport (shared by its meshes) */
-    uint32_t heard;        /* libfabric: the announcements of broken meshes looked at */
-    int lost_heard;        /* libfabric: the processes known lost when m last looked (spmd__fab_lost_heard) */
+    uint32_t mesh_id;      /* meshes this process made before (across processes: equal on every process) */
+#if SPMD__HAS_LIBFABRIC
+    struct {               /* the libfabric backend's own */
+        struct spmd__fab *fab; /* the process's transport (shared by its meshes) */
+        uint32_t heard;    /* the announcements of broken meshes looked at */
+        int lost_heard;    /* the processes known lost when m last looked (spmd__fab_lost_heard) */
+        int no_xq;         /* SPMD_QUICK_EXCHANGE=0: never the quick exchange */
+    } lf;
+#endif
     uint64_t report_until; /* libfabric: the break's report waits for the other processes' lines until then, and
                               is logged by spmd__report_settle (0: none due) */
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
@@ -9211,8 +9226,6 @@ SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *
         else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
         else if (a && *a && strcmp(a, "default") != 0)
             spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
-        a = getenv("SPMD_QUICK_EXCHANGE");
-        m->no_xq = a && strcmp(a, "0") == 0;
     }
     m->vt = spmd__mesh_backend(desc->backend, &m->backend);
 }
@@ -14194,14 +14207,14 @@ static const char *spmd__x_what(const spmd_req *r) {
 
 static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     int k;
-    spmd__fab_mr_forget(m->fab, x->hbuf, (size_t)g->G * x->hb);
+    spmd__fab_mr_forget(m->lf.fab, x->hbuf, (size_t)g->G * x->hb);
     if (x->bbuf) {
-        spmd__fab_mr_forget(m->fab, x->bbuf, x->bcap);
+        spmd__fab_mr_forget(m->lf.fab, x->bbuf, x->bcap);
         spmd__free(&m->alloc, x->bbuf);
     }
     for (k = 0; k < g->G; k++)
         if (x->stage[k]) {
-            spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
+            spmd__fab_mr_forget(m->lf.fab, x->stage[k], x->stage_cap[k]);
             spmd__free(&m->alloc, x->stage[k]);
         }
     spmd__free(&m->alloc, x); /* its arrays live in the same block */
@@ -14292,7 +14305,7 @@ static spmd_status spmd__x_stage(spmd_req *r, spmd__xrec *x, int k, size_t len) 
     spmd_mesh *m = r->dev->mesh;
     if (x->stage_cap[k] >= len) return SPMD_OK;
     if (x->stage[k]) {
-        spmd__fab_mr_forget(m->fab, x->stage[k], x->stage_cap[k]);
+        spmd__fab_mr_forget(m->lf.fab, x->stage[k], x->stage_cap[k]);
         spmd__free(&m->alloc, x->stage[k]);
     }
     x->stage_cap[k] = 0;
@@ -14301,7 +14314,7 @@ static spmd_status spmd__x_stage(spmd_req *r, spmd__xrec *x, int k, size_t len) 
         return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: no memory for %zu bytes from device %d", spmd__x_what(r), len,
                           r->gr->g->members[k]);
     x->stage_cap[k] = len;
-    spmd__fab_mr_own(m->fab, x->stage[k], len);
+    spmd__fab_mr_own(m->lf.fab, x->stage[k], len);
     return SPMD_OK;
 }
 
@@ -14333,8 +14346,8 @@ static int spmd__x_wants(const spmd_req *r, int k, int p) {
 static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
-    if (!m->fab->cts) return SPMD_OK;
-    return spmd__fab_post_send(m->fab, &x->rop[3 * k + 2], m->proc_of[g->members[k]],
+    if (!m->lf.fab->cts) return SPMD_OK;
+    return spmd__fab_post_send(m->lf.fab, &x->rop[3 * k + 2], m->proc_of[g->members[k]],
                                SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1) | SPMD__X_CTS, NULL, 0, UINT64_MAX);
 }
 
@@ -14361,7 +14374,7 @@ static size_t spmd__x_brec(const spmd_req *r, int k) {
    the receives. xlock held. */
 static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
     spmd_mesh *m = r->dev->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
     int P = g->nrp + 1, k, t, s;
     size_t *cur = x->boff + P + 1, at = 0;
@@ -14412,7 +14425,7 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
    members and more: net's inject size (128) leaves 64 bytes after the
    48-byte short header, none after the 128-byte long one. */
 static size_t spmd__x_inline(const spmd_mesh *m, int G) {
-    const spmd__fab *f = m->fab;
+    const spmd__fab *f = m->lf.fab;
     size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
     size_t hdr = m->check || G > 65535 ? SPMD__X_HDR : SPMD__X_SHDR;
     size_t inl = lim > hdr ? lim - hdr : 0;
@@ -14452,16 +14465,16 @@ static uint64_t spmd__x_ack_due(const spmd_mesh *m, uint64_t s) {
    nobody needed: a rooted call's) came since are spare again. xlock held. */
 static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
     spmd__xrec **pp, *x;
-    for (pp = &g->xlive; (x = *pp) != NULL;) {
+    for (pp = &g->lf.xlive; (x = *pp) != NULL;) {
         if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)g->G) ||
             !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp)) { /* (a failed Bruck exchange's steps) */
             pp = &x->next;
             continue;
         }
         *pp = x->next;
-        x->next = g->xfree;
-        g->xfree = x;
-        g->xnlive--;
+        x->next = g->lf.xfree;
+        g->lf.xfree = x;
+        g->lf.xnlive--;
     }
 }
 
@@ -14472,7 +14485,7 @@ static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
    ops, its header buffers (registered), and its per-member arrays; NULL
    without memory. */
 static spmd__xrec *spmd__x_make(spmd_mesh *m, spmd__group *g) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     int G = g->G;
     spmd__xrec *x;
     size_t inl = spmd__x_inline(m, G);
@@ -14519,7 +14532,7 @@ static spmd__xrec *spmd__x_make(spmd_mesh *m, spmd__group *g) {
 static spmd_status spmd__x_recvs(spmd_req *r, spmd__xrec *x) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
     int G = g->G, k;
     for (k = 0; k < G; k++) {
@@ -14589,23 +14602,23 @@ static spmd_status spmd__x_recvs(spmd_req *r, spmd__xrec *x) {
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
     spmd__xrec *x;
     spmd_status st;
-    for (x = g->xlive; x; x = x->next)
+    for (x = g->lf.xlive; x; x = x->next)
         if (x->gseq == r->gseq) { *out = x; return SPMD_OK; }
     spmd__x_reap(f, g);
-    if (g->xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
+    if (g->lf.xnlive >= m->D) return SPMD_ERR_BUSY; /* max_inflight operations of the group in flight */
     {
         uint64_t due = spmd__x_ack_due(m, r->gseq);
-        for (x = g->xlive; x && due != UINT64_MAX; x = x->next)
+        for (x = g->lf.xlive; x && due != UINT64_MAX; x = x->next)
             if (x->gseq <= due && x->left == g->nloc) /* left, its acknowledgement still to come */
                 return SPMD_ERR_BUSY;
     }
-    x = g->xfree;
+    x = g->lf.xfree;
     if (x) {
-        g->xfree = x->next;
+        g->lf.xfree = x->next;
     } else if (!(x = spmd__x_make(m, g))) {
         return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for an exchange");
     }
@@ -14621,9 +14634,9 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->bsteps = x->bsent = x->brecv = x->bparsed = 0;
     x->sig = r->sig;
     memset((void *)x->in, 0, x->reset); /* inputs, outputs, receives, states: nothing yet */
-    x->next = g->xlive;
-    g->xlive = x;
-    g->xnlive++;
+    x->next = g->lf.xlive;
+    g->lf.xlive = x;
+    g->lf.xnlive++;
     if (r->sig.algo == SPMD__ALG_BRUCK) {
         st = spmd__x_bplan(r, x);
         if (st == SPMD_OK) *out = x;
@@ -14701,7 +14714,7 @@ static int spmd__x_copy_in(spmd_req *r, size_t len, const unsigned char **data) 
        carried inline is copied into its header) */
     r->xscratch = spmd__alloc(&m->alloc, len);
     if (!r->xscratch) return -1;
-    spmd__fab_mr_own(m->fab, r->xscratch, len);
+    spmd__fab_mr_own(m->lf.fab, r->xscratch, len);
     if (ragged) {
         memcpy(r->xscratch, r->meta, r->meta_bytes);
         if (len > r->meta_bytes)
@@ -14745,7 +14758,7 @@ static size_t spmd__x_header(spmd_req *r, unsigned char *hb, int inl, size_t len
 static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *hb, size_t hsize, int inl, size_t len,
                                     const unsigned char *data) {
     spmd_dev *d = r->dev;
-    spmd__fab *f = d->mesh->fab;
+    spmd__fab *f = d->mesh->lf.fab;
     spmd__group *g = r->gr->g;
     int me = r->gr->me, li = g->lidx[me], j;
     spmd_status st;
@@ -14833,13 +14846,13 @@ static spmd_status spmd__x_post(spmd_req *r) {
         x->refused = me + 1;
         x->refused_st = r->refusing;
     }
-    r->xr = x;
+    r->lf.xr = x;
     if (ragged) r->xmeta = x->meta;
     if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
         memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp);
     }
     pthread_mutex_unlock(&m->xlock);
-    r->xdata = data;
+    r->lf.xdata = data;
     if (r->sig.algo == SPMD__ALG_BRUCK) return SPMD_OK;
     return spmd__x_send_all(r, x, hb, hsize, inl, len, data);
 }
@@ -14847,9 +14860,9 @@ static spmd_status spmd__x_post(spmd_req *r) {
 /* Data sends waiting for their clear-to-send: post those that got it.
    SPMD_OK, or the failure (d->err says). */
 static spmd_status spmd__x_sends(spmd_req *r) {
-    spmd__fab *f = r->dev->mesh->fab;
+    spmd__fab *f = r->dev->mesh->lf.fab;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int i, j, me = r->gr->me;
     for (j = 0; j < g->nrp; j++) {
         size_t at;
@@ -14865,7 +14878,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
             size_t off, n;
             spmd__x_range(r, g->rprocs[i], r->in_bytes, &off, &n);
             st = spmd__fab_post_send(f, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
-                                     (const unsigned char *)r->xdata + off, n, UINT64_MAX);
+                                     (const unsigned char *)r->lf.xdata + off, n, UINT64_MAX);
         }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
@@ -14928,12 +14941,12 @@ static spmd_status spmd__x_vet(spmd_req *r, int k, const spmd__xview *h) {
     spmd_status s;
     if (!spmd__sig_differs(&h->sig, &r->sig, r->dev->mesh->check)) return SPMD_OK;
     if ((s = spmd__sig_refused(&h->sig, &r->sig)) == SPMD_OK) return spmd__x_mismatch(r, k, h);
-    if (r->xr) {
-        r->xr->refused = k + 1;
-        r->xr->refused_st = s;
+    if (r->lf.xr) {
+        r->lf.xr->refused = k + 1;
+        r->lf.xr->refused_st = s;
     } else {
-        r->xrefused = k + 1;
-        r->xrefused_st = s;
+        r->lf.xrefused = k + 1;
+        r->lf.xrefused_st = s;
     }
     return SPMD_OK;
 }
@@ -14957,9 +14970,9 @@ static spmd_status spmd__x_outcome(spmd_req *r, int by, spmd_status st) {
 static spmd_status spmd__x_scan(spmd_req *r, int full) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int k, ready = 1, all = 1, ragged = r->sig.kind == SPMD__KIND_RAGGED;
     char who[64];
 #define WHO spmd__x_who(m, g->members[k], who, sizeof who)
@@ -15046,9 +15059,9 @@ static spmd_status spmd__x_scan(spmd_req *r, int full) {
    failure (d->err says). xlock held. */
 static spmd_status spmd__x_bscan(spmd_req *r) {
     spmd_dev *d = r->dev;
-    spmd__fab *f = d->mesh->fab;
+    spmd__fab *f = d->mesh->lf.fab;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int P = g->nrp + 1, k;
     spmd_status st;
     while (x->brecv < x->bsteps) {
@@ -15131,25 +15144,25 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int i, me = r->gr->me;
-    if (r->xq && g->xq) { /* its receives and the sends still waiting for room in a ring */
+    if (r->lf.xq && g->lf.xq) { /* its receives and the sends still waiting for room in a ring */
         for (i = 0; i < g->G; i++)
-            if (i != me) spmd__fab_cancel(m->fab, &g->xq->rop[i], s, "the operation failed");
-        for (i = 0; i < g->nrp; i++) spmd__fab_cancel(m->fab, &g->xq->sop[i], s, "the operation failed");
-        for (i = 0; g->xq->lop && i < g->G; i++) /* its one-way slot */
-            spmd__fab_cancel(m->fab, &g->xq->lop[((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G + (size_t)i], s,
+            if (i != me) spmd__fab_cancel(m->lf.fab, &g->lf.xq->rop[i], s, "the operation failed");
+        for (i = 0; i < g->nrp; i++) spmd__fab_cancel(m->lf.fab, &g->lf.xq->sop[i], s, "the operation failed");
+        for (i = 0; g->lf.xq->lop && i < g->G; i++) /* its one-way slot */
+            spmd__fab_cancel(m->lf.fab, &g->lf.xq->lop[((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)g->G + (size_t)i], s,
                              "the operation failed");
     }
     if (x) {
         size_t li = (size_t)g->lidx[me];
         for (i = 0; i < 3 * g->nrp; i++) {
-            spmd__fab_cancel(m->fab, &x->sop[3 * li * (size_t)g->nrp + (size_t)i], s, "the operation failed");
+            spmd__fab_cancel(m->lf.fab, &x->sop[3 * li * (size_t)g->nrp + (size_t)i], s, "the operation failed");
         } /* (cancel reads the op's state under the transport's lock: only active ones end) */
         if (me == x->lead) { /* data receives (some land in its output) and split sends are called off */
-            for (i = 0; i < g->G; i++) spmd__fab_cancel(m->fab, &x->rop[3 * i + 1], s, "the operation failed");
+            for (i = 0; i < g->G; i++) spmd__fab_cancel(m->lf.fab, &x->rop[3 * i + 1], s, "the operation failed");
             for (i = 0; i < 4 * g->nrp && r->sig.algo != SPMD__ALG_BRUCK; i++)
-                spmd__fab_cancel(m->fab, &x->aop[i], s, "the operation failed");
+                spmd__fab_cancel(m->lf.fab, &x->aop[i], s, "the operation failed");
         } /* (the Bruck steps touch only the exchange's buffer: the other members end on their own) */
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
@@ -15157,7 +15170,7 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
         spmd__x_quiesce(m, x, g->G); /* nor reads its input */
         x->left++;
         pthread_mutex_unlock(&m->xlock);
-        r->xr = NULL; /* the exchange stays listed; freed with the mesh */
+        r->lf.xr = NULL; /* the exchange stays listed; freed with the mesh */
     }
     spmd__break(m, s, d->id, d->err);
     spmd__finish(r, s);
@@ -15180,9 +15193,9 @@ static void spmd__x_wake(spmd_req *r) {
 static spmd_status spmd__x_split(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int G = g->G, me = r->gr->me, i, k;
     size_t lo, hi;
     unsigned char *sum;
@@ -15255,7 +15268,7 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
         /* never posted (read without the transport's lock: whoever posts
            r's ops did so before r got here, see spmd__x_progress) */
         if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue;
-        st = spmd__fab_test(r->dev->mesh->fab, &ops[i]);
+        st = spmd__fab_test(r->dev->mesh->lf.fab, &ops[i]);
         if (st == SPMD_ERR_STATE) continue;
         if (st == SPMD_ERR_BUSY) { all = st; continue; }
         if (st != SPMD_OK)
@@ -15276,7 +15289,7 @@ static spmd_status spmd__x_ended(spmd_req *r, spmd__fab_op *ops, size_t n) {
    chunk of at least SPMD__X_EARLY_MIN bytes; all_to_all when the others'
    chunks land in place (the own chunk is then one run; an in-place input
    was copied aside by spmd__x_post, being larger than a header carries).
-   Chunks never overlap. r->xeoff counts what is copied: input elements of
+   Chunks never overlap. r->lf.xeoff counts what is copied: input elements of
    all_gather, bytes of all_to_all. */
 #define SPMD__X_EARLY_MIN ((size_t)64 << 10)
 #define SPMD__X_EARLY_PIECE ((size_t)256 << 10)
@@ -15285,32 +15298,32 @@ enum { SPMD__XE_UNSEEN = 0, SPMD__XE_NO, SPMD__XE_COPIED, SPMD__XE_PART };
 static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
     const spmd__group *g = r->gr->g;
     int me = r->gr->me, G = g->G;
-    if (r->xearly == SPMD__XE_UNSEEN) {
+    if (r->lf.xearly == SPMD__XE_UNSEEN) {
         size_t chunk = r->sig.kind == SPMD__KIND_ALLGATHER ? r->in_bytes : r->blk.run;
-        r->xearly = SPMD__XE_NO;
+        r->lf.xearly = SPMD__XE_NO;
         if (g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || chunk < SPMD__X_EARLY_MIN || !r->recv ||
             !(r->sig.kind == SPMD__KIND_ALLGATHER || (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold)))
             return;
-        r->xearly = SPMD__XE_PART;
-        r->xeoff = 0;
+        r->lf.xearly = SPMD__XE_PART;
+        r->lf.xeoff = 0;
     }
-    while (r->xearly == SPMD__XE_PART) {
+    while (r->lf.xearly == SPMD__XE_PART) {
         if (r->sig.kind == SPMD__KIND_ALLGATHER) {
             const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
             void **outs = (void **)(ins + G);
             size_t len = spmd__unit_len(r), step = SPMD__X_EARLY_PIECE / r->in_size;
-            size_t hi = len - r->xeoff < step ? len : r->xeoff + step;
+            size_t hi = len - r->lf.xeoff < step ? len : r->lf.xeoff + step;
             ins[me] = x->in[me];
             outs[me] = x->out[me];
-            spmd__work(r, G, (uint32_t)me, r->xeoff, hi, ins, outs, me, cur);
-            r->xeoff = hi;
-            if (hi == len) r->xearly = SPMD__XE_COPIED;
+            spmd__work(r, G, (uint32_t)me, r->lf.xeoff, hi, ins, outs, me, cur);
+            r->lf.xeoff = hi;
+            if (hi == len) r->lf.xearly = SPMD__XE_COPIED;
         } else {
-            size_t run = r->blk.run, n = run - r->xeoff < SPMD__X_EARLY_PIECE ? run - r->xeoff : SPMD__X_EARLY_PIECE;
-            memcpy((unsigned char *)r->recv + (size_t)me * (size_t)r->dst_step + r->xeoff,
-                   (const unsigned char *)x->in[me] + (size_t)me * (size_t)r->src_step + r->xeoff, n);
-            r->xeoff += n;
-            if (r->xeoff == run) r->xearly = SPMD__XE_COPIED;
+            size_t run = r->blk.run, n = run - r->lf.xeoff < SPMD__X_EARLY_PIECE ? run - r->lf.xeoff : SPMD__X_EARLY_PIECE;
+            memcpy((unsigned char *)r->recv + (size_t)me * (size_t)r->dst_step + r->lf.xeoff,
+                   (const unsigned char *)x->in[me] + (size_t)me * (size_t)r->src_step + r->lf.xeoff, n);
+            r->lf.xeoff += n;
+            if (r->lf.xeoff == run) r->lf.xearly = SPMD__XE_COPIED;
         }
         if (!all) break;
     }
@@ -15347,7 +15360,7 @@ static void spmd__x_early(spmd_req *r, spmd__xrec *x, int all) {
 /* spmd__x_inline for g's quick exchange: once its header buffers exist,
    their size says it (no arithmetic per call). */
 static size_t spmd__xq_inline(const spmd_mesh *m, const spmd__group *g) {
-    return g->xq ? g->xq->hb - SPMD__X_HDR : spmd__x_inline(m, g->G);
+    return g->lf.xq ? g->lf.xq->hb - SPMD__X_HDR : spmd__x_inline(m, g->G);
 }
 
 /* Does r's call (blocking, across processes) fit the quick exchange? It
@@ -15355,23 +15368,23 @@ static size_t spmd__xq_inline(const spmd_mesh *m, const spmd__group *g) {
    on its first call; without memory for them the call goes the general way. */
 static int spmd__xq_ready(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
     int64_t most = spmd__x_expect(r, r->root); /* the largest input: the root's, or everyone's */
     int k, oneway = 0;
-    if (r->dev->head != r || r->next || m->no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
+    if (r->dev->head != r || r->next || m->lf.no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__xq_inline(m, g))
         return 0;
-    if ((!g->xq || !g->xq->lop) && spmd__rooted(r->sig.kind)) /* (one way: rooted kinds only; once their slots are there, no need to ask) */
+    if ((!g->lf.xq || !g->lf.xq->lop) && spmd__rooted(r->sig.kind)) /* (one way: rooted kinds only; once their slots are there, no need to ask) */
         for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
-    if (g->xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
+    if (g->lf.xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
         spmd__fab_progress(f);
         pthread_mutex_lock(&m->xlock);
         spmd__x_reap(f, g);
         pthread_mutex_unlock(&m->xlock);
-        if (g->xlive) return 0;
+        if (g->lf.xlive) return 0;
     }
-    if (!g->xq) {
+    if (!g->lf.xq) {
         size_t hb = SPMD__X_HDR + spmd__x_inline(m, g->G), at = (sizeof(spmd__xq) + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
         size_t nops = (size_t)g->G + (size_t)g->nrp;
         unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, at + nops * sizeof(spmd__fab_op) + (size_t)g->G * hb);
@@ -15383,17 +15396,17 @@ static int spmd__xq_ready(spmd_req *r) {
         q->sop = q->rop + g->G;
         q->hbuf = (unsigned char *)(q->sop + g->nrp);
         spmd__fab_mr_own(f, q->hbuf, (size_t)g->G * hb);
-        g->xq = q;
+        g->lf.xq = q;
     }
-    if (oneway && !g->xq->lop) { /* the slots of the headers one-way calls do not wait for */
+    if (oneway && !g->lf.xq->lop) { /* the slots of the headers one-way calls do not wait for */
         size_t nl = (size_t)m->D * (size_t)g->G;
-        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, nl * (sizeof(spmd__fab_op) + g->xq->hb));
+        unsigned char *blk = (unsigned char *)spmd__alloc(&m->alloc, nl * (sizeof(spmd__fab_op) + g->lf.xq->hb));
         if (!blk) return 0;
-        g->xq->lop = (spmd__fab_op *)(void *)blk;
-        g->xq->lbuf = blk + nl * sizeof(spmd__fab_op);
-        spmd__fab_mr_own(f, g->xq->lbuf, nl * g->xq->hb);
+        g->lf.xq->lop = (spmd__fab_op *)(void *)blk;
+        g->lf.xq->lbuf = blk + nl * sizeof(spmd__fab_op);
+        spmd__fab_mr_own(f, g->lf.xq->lbuf, nl * g->lf.xq->hb);
     }
-    r->dev->xq_calls++;
+    r->dev->lf.xq_calls++;
     return 1;
 }
 
@@ -15401,14 +15414,14 @@ static int spmd__xq_ready(spmd_req *r) {
 static spmd_status spmd__xq_post(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
-    spmd__xq *q = g->xq;
+    spmd__xq *q = g->lf.xq;
     int G = g->G, me = r->gr->me, k;
     unsigned char *h;
     spmd_status st;
     h = q->hbuf + (size_t)me * q->hb;
-    r->xq_going = 0;
+    r->lf.xq_going = 0;
     spmd__x_short(h, r, 1, r->in_bytes);
     if (r->in_bytes) memcpy(h + SPMD__X_SHDR, r->send, r->in_bytes);
     /* the sends first: a peer may be waiting for them (the receives are
@@ -15419,7 +15432,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
                                  h, SPMD__X_SHDR + r->in_bytes);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
                                              r->gr->text, g->rprocs[k], f->err);
-        r->xq_going |= spmd__fab_peek(f, &q->sop[k]) != SPMD_OK;
+        r->lf.xq_going |= spmd__fab_peek(f, &q->sop[k]) != SPMD_OK;
     }
     for (k = 0; k < G; k++) {
         size_t at = ((size_t)r->gseq & (size_t)(m->D - 1)) * (size_t)G + (size_t)k; /* its one-way slot */
@@ -15440,7 +15453,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
 static spmd_status spmd__xq_compute(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__group *g = r->gr->g;
-    spmd__xq *q = g->xq;
+    spmd__xq *q = g->lf.xq;
     const void **ins = d->ptrs;
     int k, me = r->gr->me;
     char who[64];
@@ -15489,12 +15502,12 @@ static spmd_status spmd__xq_slot(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__group *g = r->gr->g;
     uint64_t due = spmd__x_ack_due(d->mesh, r->gseq);
-    spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
+    spmd__fab_op *ops = g->lf.xq->lop + ((size_t)due & (size_t)(d->mesh->D - 1)) * (size_t)g->G;
     char who[64];
     int k;
-    if (due == UINT64_MAX || due == g->xq->due_seen) return SPMD_OK;
+    if (due == UINT64_MAX || due == g->lf.xq->due_seen) return SPMD_OK;
     for (k = 0; k < g->G; k++) {
-        spmd_status st = spmd__fab_peek(d->mesh->fab, &ops[k]);
+        spmd_status st = spmd__fab_peek(d->mesh->lf.fab, &ops[k]);
         if (st == SPMD_OK || st == SPMD_ERR_STATE) continue; /* came, or never posted */
         if (st == SPMD_ERR_BUSY) return st;
         return spmd__fail(d, st, "%s over '%s': receiving %s's header of operation #%llu of the group (after a "
@@ -15502,37 +15515,37 @@ static spmd_status spmd__xq_slot(spmd_req *r) {
                           spmd__x_who(d->mesh, g->members[k], who, sizeof who),
                           (unsigned long long)due, spmd__fab_reason(&ops[k]));
     }
-    g->xq->due_seen = due;
+    g->lf.xq->due_seen = due;
     return SPMD_OK;
 }
 
 static void spmd__xq_progress(spmd_req *r) {
     spmd_dev *d = r->dev;
-    spmd__fab *f = d->mesh->fab;
+    spmd__fab *f = d->mesh->lf.fab;
     spmd__group *g = r->gr->g;
     int k, me = r->gr->me;
     spmd_status st;
     char who[64];
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
-        if (g->xq->lop && (st = spmd__xq_slot(r)) != SPMD_OK) {
+        if (g->lf.xq->lop && (st = spmd__xq_slot(r)) != SPMD_OK) {
             if (st != SPMD_ERR_BUSY) spmd__x_fail(r, st);
             else spmd__fab_progress(f); /* max_inflight operations ahead: until the slot's headers come */
             return;
         }
         if ((st = spmd__xq_post(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
-        r->xpolls = 0;
+        r->lf.xpolls = 0;
     }
     if (r->state == SPMD__R_ARRIVE) {
         for (k = 0; k < g->G; k++) {
-            spmd__fab_op *op = &g->xq->rop[k];
+            spmd__fab_op *op = &g->lf.xq->rop[k];
             if (k == me || !spmd__x_needs(r, k) || (st = spmd__fab_take(f, op)) == SPMD_OK) continue;
             if (st == SPMD_ERR_BUSY) {
                 /* lazy receives take their message themselves: the transport's
                    own progress (the libfabric provider, what other ops wait
                    for, lost peers) every 16th poll; every poll otherwise */
-                if (!op->lazy || (++r->xpolls & 15u) == 0) spmd__fab_progress(f);
+                if (!op->lazy || (++r->lf.xpolls & 15u) == 0) spmd__fab_progress(f);
                 return;
             }
             spmd__x_fail(r, spmd__fail(d, st, "%s over '%s': receiving from %s: %s", spmd__x_what(r), r->gr->text,
@@ -15542,8 +15555,8 @@ static void spmd__xq_progress(spmd_req *r) {
         if ((st = spmd__xq_compute(r)) != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_DRAIN;
     }
-    for (k = 0; r->xq_going && k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
-        spmd__fab_op *op = &g->xq->sop[k];
+    for (k = 0; r->lf.xq_going && k < g->nrp; k++) { /* done at once (the lane, an inject), unless a ring was full or the provider sends */
+        spmd__fab_op *op = &g->lf.xq->sop[k];
         if (!spmd__x_hdr_to(r, me, g->rprocs[k]) || (st = spmd__fab_peek(f, op)) == SPMD_OK) continue;
         if (st == SPMD_ERR_BUSY) {
             spmd__fab_progress(f);
@@ -15553,7 +15566,7 @@ static void spmd__xq_progress(spmd_req *r) {
                                    g->rprocs[k], spmd__fab_reason(op)));
         return;
     }
-    spmd__finish(r, spmd__x_outcome(r, r->xrefused, r->xrefused_st));
+    spmd__finish(r, spmd__x_outcome(r, r->lf.xrefused, r->lf.xrefused_st));
 }
 
 /* The arrive phase's look at the members' inputs (the scan, or not: see
@@ -15564,7 +15577,7 @@ static spmd_status spmd__x_look(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int me = r->gr->me, look, inl;
     uint64_t moved;
     spmd_status st;
@@ -15584,8 +15597,8 @@ static spmd_status spmd__x_look(spmd_req *r) {
        runs: gated, 8 processes of 8 devices on 2 CPUs took 2x longer
        (no forced scan found anything new: the cheaper polls spun
        more, taking CPU from the other processes) */
-    moved = SPMD__LD_ACQ(&m->fab->moved);
-    look = (++r->xpolls & 15u) == 0;
+    moved = SPMD__LD_ACQ(&m->lf.fab->moved);
+    look = (++r->lf.xpolls & 15u) == 0;
     inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
           (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
     if (x->all_in || x->cst[me] == SPMD__XC_DONE) /* (its output computed: every input it needs came) */
@@ -15625,7 +15638,7 @@ static int spmd__x_compute(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     const void **ins = d->ptrs, **cur = ins + 2 * g->G;
     void **outs = (void **)(ins + g->G);
     int G = g->G, me = r->gr->me, list[64], j, k, n = 0, mine_done;
@@ -15643,21 +15656,21 @@ static int spmd__x_compute(spmd_req *r) {
         cur[k] = x->meta[k];
     }
     pthread_mutex_unlock(&m->xlock);
-    if (r->xearly == SPMD__XE_PART) spmd__x_early(r, x, 1); /* what is left of the own chunk */
+    if (r->lf.xearly == SPMD__XE_PART) spmd__x_early(r, x, 1); /* what is left of the own chunk */
     for (j = 0; j < n; j++) {
         outs[list[j]] = x->out[list[j]];
         if (r->sig.kind == SPMD__KIND_ALLTOALL && x->hold) { /* chunks landed in place are skipped */
             unsigned char *o = (unsigned char *)outs[list[j]];
             for (k = 0; k < G; k++)
                 if ((!x->pre[k] || x->pdst[k] != o + (size_t)k * (size_t)r->dst_step) &&
-                    !(k == me && r->xearly == SPMD__XE_COPIED))
+                    !(k == me && r->lf.xearly == SPMD__XE_COPIED))
                     spmd__blk_copy(&r->blk, o + (size_t)k * (size_t)r->dst_step,
                                    (const unsigned char *)ins[k] + (size_t)list[j] * (size_t)r->src_step);
         } else if (j && r->sig.kind == SPMD__KIND_ALLREDUCE) { /* every member's output is the same: reduced once */
             if (r->count && outs[list[j]] != outs[list[0]])
                 memcpy(outs[list[j]], outs[list[0]], r->count * r->out_size);
         } else {
-            spmd__compute_own(r, G, list[j], ins, outs, cur, r->xearly == SPMD__XE_COPIED ? me : -1);
+            spmd__compute_own(r, G, list[j], ins, outs, cur, r->lf.xearly == SPMD__XE_COPIED ? me : -1);
         }
     }
     pthread_mutex_lock(&m->xlock);
@@ -15677,7 +15690,7 @@ static void spmd__x_drain(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int G = g->G, me = r->gr->me, k, last, by;
     spmd_status st, bst;
     size_t li = (size_t)g->lidx[me];
@@ -15704,19 +15717,19 @@ static void spmd__x_drain(spmd_req *r) {
     by = x->refused;
     bst = x->refused_st;
     if (last) { /* the last local member: the exchange is spare again, */
-        SPMD_ASSERT(spmd__fab_ops_idle(m->fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
-        if (spmd__fab_ops_idle(m->fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
-            spmd__xrec **pp = &g->xlive;
+        SPMD_ASSERT(spmd__fab_ops_idle(m->lf.fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
+        if (spmd__fab_ops_idle(m->lf.fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
+            spmd__xrec **pp = &g->lf.xlive;
             while (*pp != x) pp = &(*pp)->next;
             *pp = x->next;
-            x->next = g->xfree;
-            g->xfree = x;
-            g->xnlive--;
+            x->next = g->lf.xfree;
+            g->lf.xfree = x;
+            g->lf.xnlive--;
         }
     }
     pthread_mutex_unlock(&m->xlock);
-    r->xr = NULL;
-    if (r->xscratch) spmd__fab_mr_forget(m->fab, r->xscratch, r->in_bytes);
+    r->lf.xr = NULL;
+    if (r->xscratch) spmd__fab_mr_forget(m->lf.fab, r->xscratch, r->in_bytes);
     spmd__finish(r, spmd__x_outcome(r, by, bst));
     if (last) spmd__x_wake(r); /* members may wait for a spare one */
 }
@@ -15727,12 +15740,12 @@ static void spmd__x_progress(spmd_req *r) {
     if (r->state == SPMD__R_DONE) return;
     if (r->state == SPMD__R_POST) {
         st = spmd__x_post(r);
-        if (st == SPMD_ERR_BUSY) { spmd__fab_progress(m->fab); return; } /* too many in flight: later */
+        if (st == SPMD_ERR_BUSY) { spmd__fab_progress(m->lf.fab); return; } /* too many in flight: later */
         if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
     }
-    spmd__fab_progress(m->fab);
-    if (m->fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
+    spmd__fab_progress(m->lf.fab);
+    if (m->lf.fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
         spmd__x_fail(r, st);
         return;
     }
@@ -15759,7 +15772,7 @@ static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, const char *
 static int spmd__x_gone_check(spmd_req *r) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     char why[200];
     int k, gone = -1;
     uint64_t lost;
@@ -15788,7 +15801,7 @@ static int spmd__x_check_missing(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     int k, have;
     if (!x || r->p2p || r->state != SPMD__R_ARRIVE) return 0;
     for (k = 0; k < g->G; k++) {
@@ -15819,13 +15832,13 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xrec *x = r->xr;
+    spmd__xrec *x = r->lf.xr;
     char who[200], what[192], step[96] = "";
     size_t at = 0;
     int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
-    if ((x || (r->xq && g->xq)) && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
+    if ((x || (r->lf.xq && g->lf.xq)) && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
         pthread_mutex_lock(&m->xlock);
         if (x && bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
@@ -15833,7 +15846,7 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
         for (k = 0; k < g->G; k++) {
             int have = x ? x->have[k]
                        : k == r->gr->me || !spmd__x_needs(r, k) ||
-                                 SPMD__LD_ACQ(&g->xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
+                                 SPMD__LD_ACQ(&g->lf.xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
             if (bruck && g->lidx[k] < 0) { /* its process's block comes in step j, 2^j <= t < 2^(j + 1) */
                 int P = g->nrp + 1, t = (g->pos_of[m->proc_of[g->members[k]]] - g->ppos + P) % P, j = 0;
                 while ((2 << j) <= t) j++;
@@ -15852,10 +15865,10 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
         pthread_mutex_unlock(&m->xlock);
         if (missing > shown && at < sizeof who) snprintf(who + at, sizeof who - at, " and %d more", missing - shown);
     }
-    if (!x && r->xq && g->xq && g->xq->lop && r->state == SPMD__R_POST && expired &&
+    if (!x && r->lf.xq && g->lf.xq && g->lf.xq->lop && r->state == SPMD__R_POST && expired &&
         spmd__x_ack_due(m, r->gseq) != UINT64_MAX) { /* a one-way call's acknowledgement still to come */
         uint64_t due = spmd__x_ack_due(m, r->gseq);
-        const spmd__fab_op *ops = g->xq->lop + ((size_t)due & (size_t)(m->D - 1)) * (size_t)g->G;
+        const spmd__fab_op *ops = g->lf.xq->lop + ((size_t)due & (size_t)(m->D - 1)) * (size_t)g->G;
         snprintf(step, sizeof step, ": %d operations ahead (max_inflight), waiting for headers of operation #%llu",
                  m->D, (unsigned long long)due);
         for (k = 0; k < g->G; k++) {
@@ -15867,19 +15880,19 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
             missing++;
         }
     }
-    if ((x || (r->xq && g->xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
+    if ((x || (r->lf.xq && g->lf.xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
         int n = !x ? g->nrp : bruck ? x->bsteps : 3 * g->nrp;
         for (k = 0; k < n && at < sizeof who; k++) {
-            spmd__fab_op *op = !x     ? &g->xq->sop[k]
+            spmd__fab_op *op = !x     ? &g->lf.xq->sop[k]
                                : bruck ? &x->aop[2 * k + 1]
                                        : &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
             int w = 0;
-            spmd__slock(&m->fab->lock);
+            spmd__slock(&m->lf.fab->lock);
             if (op->state == SPMD__FOP_ACTIVE)
                 w = snprintf(who + at, sizeof who - at, " to process %d (%zu bytes, %u of %u segments posted, %u done)",
                              op->peer, op->len, (unsigned)op->posted, (unsigned)op->nseg, (unsigned)op->done);
-            spmd__sunlock(&m->fab->lock);
+            spmd__sunlock(&m->lf.fab->lock);
             if (w > 0) at += (size_t)w;
         }
     }
@@ -15961,22 +15974,22 @@ static int spmd__xp_hdr_ok(const spmd__phdr *h, size_t n, int a, int b, uint64_t
 static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
-    spmd__xchan *c = g->xchan;
+    spmd__xchan *c = g->lf.xchan;
     int G = g->G, a, b;
     if (c) { *out = c; return SPMD_OK; }
     if (G > 4096) return spmd__fail(r->dev, SPMD_ERR_SIZE, "send/recv between processes: groups of at most 4096");
     c = (spmd__xchan *)spmd__alloc(&m->alloc, sizeof *c);
     if (!c) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
     {
-        size_t lim = m->fab->cts && m->fab->inject < m->fab->seg ? m->fab->inject : m->fab->seg; /* see spmd__x_get */
+        size_t lim = m->lf.fab->cts && m->lf.fab->inject < m->lf.fab->seg ? m->lf.fab->inject : m->lf.fab->seg; /* see spmd__x_get */
         c->hb = SPMD__P_HDR + (lim > SPMD__P_HDR + SPMD__X_INLINE ? SPMD__X_INLINE : lim - SPMD__P_HDR);
     }
     c->hop = (spmd__fab_op *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->hop);
     c->hbuf = (unsigned char *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * c->hb);
-    spmd__fab_mr_own(m->fab, c->hbuf, (size_t)G * (size_t)g->nloc * c->hb);
+    spmd__fab_mr_own(m->lf.fab, c->hbuf, (size_t)G * (size_t)g->nloc * c->hb);
     c->rseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->rseq);
     c->sseq = (uint64_t *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->sseq);
-    g->xchan = c;
+    g->lf.xchan = c;
     if (!c->hop || !c->hbuf || !c->rseq || !c->sseq)
         return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
     for (a = 0; a < G; a++)
@@ -15984,10 +15997,10 @@ static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
             size_t i = (size_t)a * (size_t)g->nloc + (size_t)g->lidx[b];
             spmd_status st;
             if (g->lidx[a] >= 0 || g->lidx[b] < 0) continue;
-            st = spmd__fab_post_recv_upto(m->fab, &c->hop[i], m->proc_of[g->members[a]],
+            st = spmd__fab_post_recv_upto(m->lf.fab, &c->hop[i], m->proc_of[g->members[a]],
                                           SPMD__FAB_P2P_TAG(g->gid, a, b, 0, 0), c->hbuf + i * c->hb, c->hb,
                                           UINT64_MAX);
-            if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->fab->err);
+            if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->lf.fab->err);
         }
     *out = c;
     return SPMD_OK;
@@ -16007,7 +16020,7 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         spmd_status st;
         size_t n;
         if (g->lidx[a] >= 0) continue;
-        st = spmd__fab_test(m->fab, op);
+        st = spmd__fab_test(m->lf.fab, op);
         if (st == SPMD_ERR_BUSY) continue;
         if (st != SPMD_OK) return spmd__fail(r->dev, st, "messages from device %d (process %d): %s", g->members[a],
                                              m->proc_of[g->members[a]], spmd__fab_reason(op));
@@ -16030,10 +16043,10 @@ static spmd_status spmd__xp_poll(spmd_req *r, spmd__xchan *c, int b) {
         if (c->tail) c->tail->next = x; else c->head = x;
         c->tail = x;
         c->rseq[i]++;
-        st = spmd__fab_post_recv_upto(m->fab, op, m->proc_of[g->members[a]],
+        st = spmd__fab_post_recv_upto(m->lf.fab, op, m->proc_of[g->members[a]],
                                       SPMD__FAB_P2P_TAG(g->gid, a, b, c->rseq[i], 0), (unsigned char *)h, c->hb,
                                       UINT64_MAX);
-        if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->fab->err);
+        if (st != SPMD_OK) return spmd__fail(r->dev, st, "posting a message receive: %s", m->lf.fab->err);
     }
     return SPMD_OK;
 }
@@ -16070,19 +16083,19 @@ static void spmd__xp_send_post(spmd_req *r, spmd__fab_op *ops) {
     h->tag = r->tag;
     h->has_inline = len <= inl;
     if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
-    st = spmd__fab_post_send(m->fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
+    st = spmd__fab_post_send(m->lf.fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
                              SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
-    r->xsent = h->has_inline;
-    if (st == SPMD_OK && !h->has_inline && m->fab->cts) /* the data goes on the clear-to-send */
-        st = spmd__fab_post_recv(m->fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
+    r->lf.xsent = h->has_inline;
+    if (st == SPMD_OK && !h->has_inline && m->lf.fab->cts) /* the data goes on the clear-to-send */
+        st = spmd__fab_post_recv(m->lf.fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
                                  NULL, 0, UINT64_MAX);
     else if (st == SPMD_OK && !h->has_inline) {
-        st = spmd__fab_post_send(m->fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
+        st = spmd__fab_post_send(m->lf.fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
                                  len, UINT64_MAX);
-        r->xsent = 1;
+        r->lf.xsent = 1;
     }
     if (st != SPMD_OK) {
-        spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->fab->err);
+        spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text, m->lf.fab->err);
         spmd__finish(r, st);
         return;
     }
@@ -16147,18 +16160,18 @@ static void spmd__xp_recv_match(spmd_req *r, spmd__fab_op *ops) {
         if (r->status != SPMD_OK) {
             r->xscratch = spmd__alloc(&m->alloc, len);
             dst = r->xscratch;
-            spmd__fab_mr_own(m->fab, dst, len);
+            spmd__fab_mr_own(m->lf.fab, dst, len);
         }
-        st = dst ? spmd__fab_post_recv(m->fab, &ops[1], m->proc_of[g->members[x->h.src]],
+        st = dst ? spmd__fab_post_recv(m->lf.fab, &ops[1], m->proc_of[g->members[x->h.src]],
                                        SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
                  : SPMD_ERR_NOMEM;
-        if (st == SPMD_OK && m->fab->cts)
-            st = spmd__fab_post_send(m->fab, &ops[0], m->proc_of[g->members[x->h.src]],
+        if (st == SPMD_OK && m->lf.fab->cts)
+            st = spmd__fab_post_send(m->lf.fab, &ops[0], m->proc_of[g->members[x->h.src]],
                                      SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
                                      UINT64_MAX);
         spmd__xp_put(m, c, x);
         if (st != SPMD_OK) {
-            spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->fab->err);
+            spmd__fail(d, st, "recv over '%s': %s", r->gr->text, m->lf.fab->err);
             spmd__finish(r, st);
             return;
         }
@@ -16175,26 +16188,26 @@ static void spmd__xp_drain(spmd_req *r, spmd__fab_op *ops) {
     spmd_status st;
     int me = r->gr->me;
     int i;
-    if (r->sig.kind == SPMD__KIND_SEND && !r->xsent) { /* waiting for the clear-to-send */
+    if (r->sig.kind == SPMD__KIND_SEND && !r->lf.xsent) { /* waiting for the clear-to-send */
         const spmd__phdr *h = (const spmd__phdr *)(const void *)((unsigned char *)r->temp + 3 * sizeof(spmd__fab_op));
-        st = spmd__fab_peek(m->fab, &ops[2]);
+        st = spmd__fab_peek(m->lf.fab, &ops[2]);
         if (st == SPMD_ERR_BUSY) return;
         if (st == SPMD_OK)
-            st = spmd__fab_post_send(m->fab, &ops[1], m->proc_of[g->members[r->peer]],
+            st = spmd__fab_post_send(m->lf.fab, &ops[1], m->proc_of[g->members[r->peer]],
                                      SPMD__FAB_P2P_TAG(g->gid, me, r->peer, h->seq, 1), r->send,
                                      r->count * r->in_size, UINT64_MAX);
         if (st != SPMD_OK) {
             spmd__fail(d, st, "send to %d (tag %d) over '%s': %s", r->peer, r->tag, r->gr->text,
-                       ops[2].status ? ops[2].err : m->fab->err);
+                       ops[2].status ? ops[2].err : m->lf.fab->err);
             spmd__break(m, st, d->id, d->err);
             spmd__finish(r, st);
             return;
         }
-        r->xsent = 1;
+        r->lf.xsent = 1;
     }
     for (i = 0; i < 3; i++) {
         if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_IDLE) continue; /* others settle it (release) */
-        st = spmd__fab_test(m->fab, &ops[i]);
+        st = spmd__fab_test(m->lf.fab, &ops[i]);
         if (st == SPMD_ERR_BUSY) return;
         if (st != SPMD_OK) {
             spmd__fail(d, st, "%s over '%s': %s process %d: %s", spmd__kind_names[r->sig.kind], r->gr->text,
@@ -16206,7 +16219,7 @@ static void spmd__xp_drain(spmd_req *r, spmd__fab_op *ops) {
         }
     }
     for (i = 0; i < 3; i++)
-        if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->fab, ops[i].buf, ops[i].len);
+        if (SPMD__LD_ACQ(&ops[i].state) != SPMD__FOP_IDLE && ops[i].buf) spmd__fab_mr_forget(m->lf.fab, ops[i].buf, ops[i].len);
     spmd__free(&m->alloc, r->xscratch);
     r->xscratch = NULL;
     spmd__finish(r, r->status);
@@ -16233,7 +16246,7 @@ static void spmd__xp_progress(spmd_req *r) {
         }
     }
     ops = (spmd__fab_op *)r->temp;
-    spmd__fab_progress(m->fab);
+    spmd__fab_progress(m->lf.fab);
     if (r->sig.kind == SPMD__KIND_SEND && r->state == SPMD__R_POST) spmd__xp_send_post(r, ops);
     else if (r->sig.kind != SPMD__KIND_SEND && r->state == SPMD__R_ARRIVE) spmd__xp_recv_match(r, ops);
     if (r->state == SPMD__R_DRAIN) spmd__xp_drain(r, ops);
@@ -16247,7 +16260,7 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
         spmd__fab_op *ops = (spmd__fab_op *)r->temp;
         int i;
         for (i = 0; i < 3; i++)
-            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->fab, &ops[i], s, why);
+            if (SPMD__LD_ACQ(&ops[i].state) == SPMD__FOP_ACTIVE) spmd__fab_cancel(m->lf.fab, &ops[i], s, why);
     }
     spmd__fail(r->dev, s, "%s of %s x %zu %s %d (tag %d; -1 = any) over '%s' %s", spmd__kind_names[r->sig.kind],
                spmd__dtype_names[r->sig.dtype], r->count, r->sig.kind == SPMD__KIND_SEND ? "to" : "from", r->peer,
@@ -16262,9 +16275,9 @@ static int spmd__xp_abandon(spmd_req *r, spmd_status s, const char *why) {
 
 /* This process's mesh m broke: tell the others (see spmd__boot_announce). */
 static void spmd__fab_announce(spmd_mesh *m) {
-    spmd__slock(&m->fab->lock);
-    spmd__boot_announce(m->fab->boot, m->mesh_id, (uint32_t)m->broken_status, m->broken_msg);
-    spmd__sunlock(&m->fab->lock);
+    spmd__slock(&m->lf.fab->lock);
+    spmd__boot_announce(m->lf.fab->boot, m->mesh_id, (uint32_t)m->broken_status, m->broken_msg);
+    spmd__sunlock(&m->lf.fab->lock);
 }
 
 /* The report across processes (spmd__break, once per mesh and process):
@@ -16301,7 +16314,7 @@ static char *spmd__fab_recs_text(spmd_mesh *m) {
 }
 
 static void spmd__fab_recs_send(spmd_mesh *m, const char *text) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     uint64_t wait = (uint64_t)m->timeout_ms * 50000u; /* (a twentieth of the deadline, in ns) */
     spmd__slock(&f->lock);
     spmd__boot_send_recs(f->boot, m->mesh_id, text);
@@ -16313,7 +16326,7 @@ static void spmd__fab_recs_send(spmd_mesh *m, const char *text) {
 /* Wait until every other live process's lines about m came, or until.
    Through process 0 (they are passed on there): once it is lost, none can. */
 static void spmd__fab_recs_wait(spmd_mesh *m, uint64_t until) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     int i;
     for (;;) {
         int p, missing = 0;
@@ -16341,10 +16354,10 @@ static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap) {
     const char *p;
     size_t n;
     int found = 0;
-    if (!m->fab || !m->proc_of || cap == 0) return 0;
+    if (!m->lf.fab || !m->proc_of || cap == 0) return 0;
     snprintf(key, sizeof key, "  device %d: ", dev);
-    spmd__slock(&m->fab->lock);
-    e = spmd__boot_recs_of(m->fab->boot, m->mesh_id, (uint32_t)m->proc_of[dev]);
+    spmd__slock(&m->lf.fab->lock);
+    e = spmd__boot_recs_of(m->lf.fab->boot, m->mesh_id, (uint32_t)m->proc_of[dev]);
     for (p = e ? e->text : NULL; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         if (strncmp(p, key, strlen(key)) != 0) continue;
         p += strlen(key);
@@ -16355,7 +16368,7 @@ static int spmd__fab_recs_line(spmd_mesh *m, int dev, char *out, size_t cap) {
         found = 1;
         break;
     }
-    spmd__sunlock(&m->fab->lock);
+    spmd__sunlock(&m->lf.fab->lock);
     return found;
 }
 
@@ -16375,21 +16388,21 @@ static void spmd__fab_recs_log(spmd_mesh *m) {
 
 /* Announcements came since m last looked: break m if one is about it. */
 static void spmd__fab_heard(spmd_mesh *m) {
-    spmd__boot *b = m->fab->boot;
+    spmd__boot *b = m->lf.fab->boot;
     char why[SPMD__BOOT_BROKEN_MAX + 64];
     spmd_status s = SPMD_OK;
     uint32_t k, n;
-    spmd__slock(&m->fab->lock);
+    spmd__slock(&m->lf.fab->lock);
     n = b->nbroken;
-    k = n - m->heard > SPMD__BOOT_BROKEN_KEEP ? n - SPMD__BOOT_BROKEN_KEEP : m->heard; /* older ones are gone */
+    k = n - m->lf.heard > SPMD__BOOT_BROKEN_KEEP ? n - SPMD__BOOT_BROKEN_KEEP : m->lf.heard; /* older ones are gone */
     for (; k != n && s == SPMD_OK; k++) {
         const spmd__boot_broken *e = &b->broken[k % SPMD__BOOT_BROKEN_KEEP];
         if (e->mesh_id != m->mesh_id || (int)e->proc == b->rank) continue; /* (our own: broken here already) */
         s = (spmd_status)e->status;
         snprintf(why, sizeof why, "process %u: %s", (unsigned)e->proc, e->text);
     }
-    SPMD__ST_REL(&m->heard, n);
-    spmd__sunlock(&m->fab->lock);
+    SPMD__ST_REL(&m->lf.heard, n);
+    spmd__sunlock(&m->lf.fab->lock);
     if (s != SPMD_OK) spmd__break(m, s, -1, why);
 }
 
@@ -16399,16 +16412,16 @@ static void spmd__fab_heard(spmd_mesh *m) {
    those waiting on the lost process (a call waiting on a live process that
    broke on the loss itself would otherwise wait out its deadline). */
 static void spmd__fab_lost_heard(spmd_mesh *m) {
-    spmd__boot *b = m->fab->boot;
+    spmd__boot *b = m->lf.fab->boot;
     int n = SPMD__LD_ACQ(&b->nlost), i, p = -1;
     char why[128];
-    spmd__slock(&m->fab->lock);
+    spmd__slock(&m->lf.fab->lock);
     for (i = 0; i < m->size && p < 0; i++) {
         int q = m->proc_of ? m->proc_of[i] : 0;
         if (q != b->rank && q < b->nprocs && b->lost[q] == 1) p = q;
     }
-    spmd__sunlock(&m->fab->lock);
-    SPMD__ST_REL(&m->lost_heard, n);
+    spmd__sunlock(&m->lf.fab->lock);
+    SPMD__ST_REL(&m->lf.lost_heard, n);
     if (p < 0 || SPMD__LD_ACQ(&m->broken)) return;
     snprintf(why, sizeof why, "process %d lost (it died or its host is unreachable)", p);
     spmd__break(m, SPMD_ERR_PEER_LOST, -1, why);
@@ -16425,7 +16438,7 @@ static void spmd__fab_lost_heard(spmd_mesh *m) {
    (spmd__poll); one that arrives within those ~2 ms before a call that
    finds every header here already is not seen by that call. */
 static void spmd__fab_news(spmd_mesh *m) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     struct timespec ts;
     uint64_t now;
     if (m->nprocs < 2) return;
@@ -16444,8 +16457,8 @@ static void spmd__fab_news(spmd_mesh *m) {
         }
         spmd__sunlock(&f->lock);
     }
-    if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
-    if (SPMD__LD_ACQ(&f->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
+    if (SPMD__LD_ACQ(&f->boot->nbroken) != SPMD__LD_ACQ(&m->lf.heard)) spmd__fab_heard(m);
+    if (SPMD__LD_ACQ(&f->boot->nlost) != SPMD__LD_ACQ(&m->lf.lost_heard)) spmd__fab_lost_heard(m);
 }
 
 /* What the end-of-run agreement heard (spmd__fab_agree): process p's
@@ -16491,7 +16504,7 @@ static int spmd__fab_agree_pick(const unsigned char *all, size_t cap, const size
    devices (the same answer in every process): a process hosting none
    runs nothing (shard_map refuses at once), so it would not come. */
 SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
     size_t *lens, n = 4, cap = sizeof mine, i;
     uint32_t broken = SPMD__LD_ACQ(&m->broken), got;
@@ -16551,11 +16564,11 @@ static void spmd__fabric_progress(spmd_req *r) {
         /* a device waiting inside its process still drives the transport:
            a peer's large send may complete only when this process reads
            its queue (shm), and the local wait may hinge on that peer */
-        spmd__fab_progress(r->dev->mesh->fab);
+        spmd__fab_progress(r->dev->mesh->lf.fab);
         spmd__thread_progress(r);
     } else if (r->p2p) {
         spmd__xp_progress(r);
-    } else if (r->xq) {
+    } else if (r->lf.xq) {
         spmd__xq_progress(r);
     } else {
         spmd__x_progress(r);
@@ -16660,7 +16673,7 @@ SPMD__SETUP static spmd_status spmd__world_open(spmd_mesh *m) {
    algorithm, compared by the bootstrap's allgather. all and lens: room
    for P answers (freed here). */
 SPMD__SETUP static spmd_status spmd__mesh_compare(spmd_mesh *m, int L, uint32_t *all, size_t *lens) {
-    spmd__fab *f = m->fab;
+    spmd__fab *f = m->lf.fab;
     uint32_t mine[4 + SPMD_MAX_AXES];
     int p, i, P = m->nprocs;
     spmd_status st;
@@ -16717,9 +16730,13 @@ SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
     }
     f = spmd__world;
     m->mesh_id = spmd__world_meshes++;
-    m->heard = SPMD__LD_ACQ(&f->boot->nbroken); /* before the mesh exists elsewhere: none is about it */
+    m->lf.heard = SPMD__LD_ACQ(&f->boot->nbroken); /* before the mesh exists elsewhere: none is about it */
     pthread_mutex_unlock(&spmd__world_lock);
-    m->fab = f;
+    m->lf.fab = f;
+    {
+        const char *q = getenv("SPMD_QUICK_EXCHANGE");
+        m->lf.no_xq = q && strcmp(q, "0") == 0;
+    }
     m->nprocs = P = f->nprocs;
     m->proc = f->rank;
     if (!L) {
@@ -16765,49 +16782,49 @@ SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
 /* Exchanges still listed (a failure left them) and the spare ones. */
 SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
     size_t b;
-    if (!m->gtab || !m->fab) return;
+    if (!m->gtab || !m->lf.fab) return;
     for (b = 0; b < m->gbuckets; b++) {
         spmd__group *g;
         for (g = m->gtab[b]; g; g = g->next) {
             int pass;
             for (pass = 0; pass < 2; pass++) {
-                spmd__xrec *x = pass ? g->xfree : g->xlive, *nx;
+                spmd__xrec *x = pass ? g->lf.xfree : g->lf.xlive, *nx;
                 for (; x; x = nx) {
                     size_t i, held = 0;
                     nx = x->next;
                     for (i = 0; i < spmd__x_nops(g); i++) /* rop, sop and aop are one array */
                         if (!spmd__fab_op_idle(&x->rop[i]) &&
-                            spmd__fab_cancel(m->fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                            spmd__fab_cancel(m->lf.fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                             held = 1;
                     if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                         "operation; they stay allocated");
                     else spmd__x_free(m, g, x);
                 }
-                if (pass) g->xfree = NULL; else g->xlive = NULL;
-                g->xnlive = 0;
+                if (pass) g->lf.xfree = NULL; else g->lf.xlive = NULL;
+                g->lf.xnlive = 0;
             }
-            if (g->xq) {
+            if (g->lf.xq) {
                 int i, held = 0;
                 for (i = 0; i < g->G + g->nrp; i++)
-                    if (!spmd__fab_op_idle(&g->xq->rop[i]) &&
-                        spmd__fab_cancel(m->fab, &g->xq->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                    if (!spmd__fab_op_idle(&g->lf.xq->rop[i]) &&
+                        spmd__fab_cancel(m->lf.fab, &g->lf.xq->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                         held = 1;
-                for (i = 0; g->xq->lop && i < m->D * g->G; i++)
-                    if (!spmd__fab_op_idle(&g->xq->lop[i]) &&
-                        spmd__fab_cancel(m->fab, &g->xq->lop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                for (i = 0; g->lf.xq->lop && i < m->D * g->G; i++)
+                    if (!spmd__fab_op_idle(&g->lf.xq->lop[i]) &&
+                        spmd__fab_cancel(m->lf.fab, &g->lf.xq->lop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                         held = 1;
-                spmd__fab_mr_forget(m->fab, g->xq->hbuf, (size_t)g->G * g->xq->hb);
-                if (g->xq->lop) spmd__fab_mr_forget(m->fab, g->xq->lbuf, (size_t)m->D * (size_t)g->G * g->xq->hb);
+                spmd__fab_mr_forget(m->lf.fab, g->lf.xq->hbuf, (size_t)g->G * g->lf.xq->hb);
+                if (g->lf.xq->lop) spmd__fab_mr_forget(m->lf.fab, g->lf.xq->lbuf, (size_t)m->D * (size_t)g->G * g->lf.xq->hb);
                 if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                     "operation; they stay allocated");
                 else {
-                    spmd__free(&m->alloc, g->xq->lop);
-                    spmd__free(&m->alloc, g->xq);
+                    spmd__free(&m->alloc, g->lf.xq->lop);
+                    spmd__free(&m->alloc, g->lf.xq);
                 }
-                g->xq = NULL;
+                g->lf.xq = NULL;
             }
-            if (g->xchan) {
-                spmd__xchan *c = g->xchan;
+            if (g->lf.xchan) {
+                spmd__xchan *c = g->lf.xchan;
                 size_t i, n = (size_t)g->G * (size_t)g->nloc;
                 int held = 0;
                 while (c->head) {
@@ -16822,9 +16839,9 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
                 }
                 for (i = 0; c->hop && i < n; i++)
                     if (!spmd__fab_op_idle(&c->hop[i]) &&
-                        spmd__fab_cancel(m->fab, &c->hop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                        spmd__fab_cancel(m->lf.fab, &c->hop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                         held = 1;
-                if (c->hbuf) spmd__fab_mr_forget(m->fab, c->hbuf, n * c->hb);
+                if (c->hbuf) spmd__fab_mr_forget(m->lf.fab, c->hbuf, n * c->hb);
                 if (!held) { /* else the provider may still write them: they stay allocated */
                     spmd__free(&m->alloc, c->hbuf);
                     spmd__free(&m->alloc, c->hop);
@@ -16832,7 +16849,7 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
                 spmd__free(&m->alloc, c->rseq);
                 spmd__free(&m->alloc, c->sseq);
                 spmd__free(&m->alloc, c);
-                g->xchan = NULL;
+                g->lf.xchan = NULL;
             }
         }
     }
@@ -16869,7 +16886,7 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
    wait for, when their messages never meet). */
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    const spmd__fab *f = r->dev->mesh->fab;
+    const spmd__fab *f = r->dev->mesh->lf.fab;
     size_t total = 0;
     int k, lanes;
     if (r->sig.kind == SPMD__KIND_ALLREDUCE && want != SPMD_ALGO_EAGER && want != SPMD_ALGO_BRUCK &&
@@ -16905,34 +16922,34 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
 /* The hooks of the libfabric backend's table (spmd__backend_vt). */
 static void spmd__fab_x_start(spmd_req *r, spmd_algo algo, int blocking) {
     r->sig.algo = spmd__x_algo(r, algo);
-    r->xq = blocking && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+    r->lf.xq = blocking && spmd__xq_ready(r); /* blocking, small: the quick exchange */
 }
 static void spmd__fab_heard_all(spmd_mesh *m) {
-    if (!m->fab) return;
-    if (SPMD__LD_ACQ(&m->fab->boot->nbroken) != SPMD__LD_ACQ(&m->heard)) spmd__fab_heard(m);
-    if (SPMD__LD_ACQ(&m->fab->boot->nlost) != SPMD__LD_ACQ(&m->lost_heard)) spmd__fab_lost_heard(m);
+    if (!m->lf.fab) return;
+    if (SPMD__LD_ACQ(&m->lf.fab->boot->nbroken) != SPMD__LD_ACQ(&m->lf.heard)) spmd__fab_heard(m);
+    if (SPMD__LD_ACQ(&m->lf.fab->boot->nlost) != SPMD__LD_ACQ(&m->lf.lost_heard)) spmd__fab_lost_heard(m);
 }
 static void spmd__fab_news_any(spmd_mesh *m) {
-    if (m->fab) spmd__fab_news(m);
+    if (m->lf.fab) spmd__fab_news(m);
 }
-static uint64_t spmd__fab_moved(const spmd_mesh *m) { return m->fab ? SPMD__LD_ACQ(&m->fab->moved) : 0; }
-static char *spmd__fab_recs_any(spmd_mesh *m) { return m->fab ? spmd__fab_recs_text(m) : NULL; }
+static uint64_t spmd__fab_moved(const spmd_mesh *m) { return m->lf.fab ? SPMD__LD_ACQ(&m->lf.fab->moved) : 0; }
+static char *spmd__fab_recs_any(spmd_mesh *m) { return m->lf.fab ? spmd__fab_recs_text(m) : NULL; }
 /* After a break: a break of ours is announced (a lost process is by the
    bootstrap's LOST already), and our devices' report lines go out now;
    the other processes' lines are waited for when spmd_run ends
    (spmd__report_settle), not by the call that broke the mesh. */
 static void spmd__fab_broke(spmd_mesh *m, spmd_status s, int dev, int first, char *recs) {
-    if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->fab && m->nprocs > 1) spmd__fab_announce(m);
+    if (first && dev >= 0 && s != SPMD_ERR_PEER_LOST && m->lf.fab && m->nprocs > 1) spmd__fab_announce(m);
     if (first && recs) spmd__fab_recs_send(m, recs);
     if (recs) spmd__free(&m->alloc, recs);
 }
 static void spmd__fab_report_settle(spmd_mesh *m, uint64_t until) {
-    if (!m->fab) return;
+    if (!m->lf.fab) return;
     spmd__fab_recs_wait(m, until);
     spmd__fab_recs_log(m);
 }
 static void spmd__fab_run_end(spmd_mesh *m) {
-    if (m->fab) spmd__fab_agree(m);
+    if (m->lf.fab) spmd__fab_agree(m);
 }
 /* One message of the survivors' agreement, another process's bytes: its
    type and its payload (len bytes): the agreement's round (4 bytes), then
@@ -16959,7 +16976,7 @@ static int spmd__shrink_take(unsigned type, const unsigned char *payload, size_t
    process knows (nonzero: lost), out: the coordinator's decision. why gets
    the reason on failure. The bootstrap's lock (f->lock) is held. */
 static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
-    spmd__boot *b = m->fab->boot;
+    spmd__boot *b = m->lf.fab->boot;
     int P = b->nprocs, i;
     uint64_t deadline = spmd__now_ns() + (uint64_t)(b->timeout_ms > m->timeout_ms ? b->timeout_ms : m->timeout_ms) *
                                              1000000u + (b->rank ? 1000000000u : 0u); /* (hear the verdict) */
@@ -17059,22 +17076,22 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
 static spmd_status spmd__fab_lost_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
     spmd_status s;
     int i;
-    if (!m->fab) return SPMD_OK;
-    spmd__slock(&m->fab->lock);
-    spmd__boot_poll(m->fab->boot);
-    for (i = 0; i < m->nprocs; i++) gone[i] = m->fab->boot->lost[i] != 0;
+    if (!m->lf.fab) return SPMD_OK;
+    spmd__slock(&m->lf.fab->lock);
+    spmd__boot_poll(m->lf.fab->boot);
+    for (i = 0; i < m->nprocs; i++) gone[i] = m->lf.fab->boot->lost[i] != 0;
     s = spmd__shrink_agree(m, gone, why, wlen);
-    spmd__sunlock(&m->fab->lock);
+    spmd__sunlock(&m->lf.fab->lock);
     return s;
 }
 /* spmd_mesh_lost: also the devices of the processes this one knows are gone. */
 static int spmd__fab_lost_devices(const spmd_mesh *m, int *devices, int cap) {
     int n;
-    if (!m->fab) return spmd__shrink_lost(m, NULL, devices, cap);
-    spmd__slock(&m->fab->lock);
-    spmd__boot_poll(m->fab->boot);
-    n = spmd__shrink_lost(m, m->fab->boot->lost, devices, cap);
-    spmd__sunlock(&m->fab->lock);
+    if (!m->lf.fab) return spmd__shrink_lost(m, NULL, devices, cap);
+    spmd__slock(&m->lf.fab->lock);
+    spmd__boot_poll(m->lf.fab->boot);
+    n = spmd__shrink_lost(m, m->lf.fab->boot->lost, devices, cap);
+    spmd__sunlock(&m->lf.fab->lock);
     return n;
 }
 

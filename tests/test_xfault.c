@@ -304,10 +304,10 @@ static void wait_spare(spmd_dev *d, child *c) {
     double end = p_now() + 10;
     int listed = 1;
     while (g && listed && p_now() < end) {
-        spmd__fab_progress(d->mesh->fab);
+        spmd__fab_progress(d->mesh->lf.fab);
         pthread_mutex_lock(&d->mesh->xlock);
-        spmd__x_reap(d->mesh->fab, g);
-        listed = g->xlive != NULL;
+        spmd__x_reap(d->mesh->lf.fab, g);
+        listed = g->lf.xlive != NULL;
         pthread_mutex_unlock(&d->mesh->xlock);
         if (listed) sched_yield();
     }
@@ -596,7 +596,7 @@ static void late_dev(spmd_dev *d, void *arg) {
            within 2 ms of its last read does not read it again (spmd__fab_news): wait until the thread
            has taken the announcement in, so that the call is what must notice it */
         while (getenv("SPMD_PROGRESS_THREAD") && strcmp(getenv("SPMD_PROGRESS_THREAD"), "1") == 0 &&
-               !__atomic_load_n(&spmd_device_mesh(d)->fab->boot->nbroken, __ATOMIC_ACQUIRE) && p_now() < end)
+               !__atomic_load_n(&spmd_device_mesh(d)->lf.fab->boot->nbroken, __ATOMIC_ACQUIRE) && p_now() < end)
             usleep(1000);
     }
     memset(&o, 0, sizeof o);
@@ -1035,7 +1035,7 @@ static int child_main(const char *mode) {
         snprintf(other, sizeof other, "%d (process 1)", (i ^ 1) + 2); /* (quick) the sibling's partner */
         snprintf(sig16, sizeof sig16, "psum(f32 x 16, %s) over '%s'", bruck16 ? "bruck" : "eager", c.ax);
         printf("device %d: %s after %.2f s (%llu quick): %s\n", i, spmd_status_name(c.st[i]), c.took[i],
-               (unsigned long long)m->devs[i]->xq_calls, c.msg[i]);
+               (unsigned long long)m->devs[i]->lf.xq_calls, c.msg[i]);
         if (strcmp(mode, "kill") == 0) { /* found here, or (BROKEN) by the sibling first: naming the op and the dead */
             char victim[32], sig[48], axes[16];
             snprintf(victim, sizeof victim, "process %d lost", c.nprocs - 1);
@@ -1068,9 +1068,9 @@ static int child_main(const char *mode) {
             ok = i == 1 || ((c.st[i] == SPMD_ERR_DEADLOCK || c.st[i] == SPMD_ERR_BROKEN) && c.took[i] < 5.0 &&
                             strstr(c.msg[i], "device 1 returned from its function without calling it"));
         else if (strcmp(mode, "rooted") == 0) /* every call quick: the rooted ones one way where they need fewer */
-            ok = c.st[i] == SPMD_OK && c.took[i] < 2.5 && m->devs[i]->xq_calls == 5;
+            ok = c.st[i] == SPMD_OK && c.took[i] < 2.5 && m->devs[i]->lf.xq_calls == 5;
         else if (strcmp(mode, "oneway") == 0) /* every call took the quick exchange */
-            ok = c.st[i] == SPMD_OK && m->devs[i]->xq_calls == (c.general ? 0 : (uint64_t)c.may[i]) && c.may[i] > 300;
+            ok = c.st[i] == SPMD_OK && m->devs[i]->lf.xq_calls == (c.general ? 0 : (uint64_t)c.may[i]) && c.may[i] > 300;
         else if (strcmp(mode, "onewaycheck") == 0) /* both members, the one-way one too */
             ok = i % 2 || ((c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "x 5") &&
                            strstr(c.msg[i], "x 7"));
@@ -1078,8 +1078,8 @@ static int child_main(const char *mode) {
             ok = i % 2 || (i == 0 ? c.st[i] == SPMD_OK
                                   : c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], "x 5") && strstr(c.msg[i], "x 7"));
         else if (strcmp(mode, "kinds") == 0) /* every call took the quick exchange (rooted ones one way) */
-            ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->xq_calls == (uint64_t)c.may[i]
-                                                              : m->devs[i]->xq_calls == 0);
+            ok = c.st[i] == SPMD_OK && (c.quick && !c.general ? m->devs[i]->lf.xq_calls == (uint64_t)c.may[i]
+                                                              : m->devs[i]->lf.xq_calls == 0);
         else if (strcmp(mode, "announce") == 0 || strcmp(mode, "report") == 0) /* process 1 names process 0's timeout */
             ok = c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < 5.0 && strstr(c.msg[i], "recv of i32 x 4 from 2 (tag 7") &&
                  strstr(c.msg[i], "timed out after 300 ms") &&
@@ -1101,7 +1101,7 @@ static int child_main(const char *mode) {
         strcmp(mode, "axesmix") != 0) { /* (check mode never takes it) */
         uint64_t taken = 0;
         for (i = 0; i < 4; i++)
-            if (spmd_device_is_local(m, i)) taken += m->devs[i]->xq_calls;
+            if (spmd_device_is_local(m, i)) taken += m->devs[i]->lf.xq_calls;
         if (!taken) {
             printf("no call of this process took the quick exchange\n");
             bad++;
