@@ -332,8 +332,10 @@
      Start the same program as N processes (tools/spmdrun -n N -- prog, srun,
      mpirun); every process creates the same meshes in the same order (mesh
      creation compares them, with check mode and SPMD_ALGO) and hosts one
-     contiguous block of device ids (minor axes stay inside a process;
-     desc.devices_per_process fixes the block size). spmd_run and spmd_attach
+     contiguous block of device ids (dealt in rows of the minor-most axis,
+     so that it stays inside a process, unless there are fewer rows than
+     processes: the log says so at info level; desc.devices_per_process
+     fixes the block size). spmd_run and spmd_attach
      take only this process's devices (spmd_device_is_local). A group inside
      one process runs on threads; a group spanning processes exchanges
      signatures and inputs by tagged messages and reduces in group order
@@ -633,7 +635,8 @@ typedef struct spmd_mesh_desc {
                                                16 KiB..1 GiB (else SPMD_ERR_INVALID) */
     int devices_per_process;                /* libfabric: devices each process hosts; 0: env
                                                SPMD_DEVICES_PER_PROCESS, else the mesh cut into one
-                                               contiguous block per process (minor axes stay inside) */
+                                               contiguous block per process, in rows of the minor-most
+                                               axis when there are as many rows as processes */
     int trace_depth;                        /* flight recorder: calls kept per device; 0: 64, negative:
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
     const char *faults;                     /* fault plan for tests, both backends: "device=3,seq=17,kind=lose;
@@ -3705,6 +3708,9 @@ SPMD__SETUP static void spmd__rep_now(spmd__text *t, const spmd_dev *d, uint64_t
     } else if (!n) {
         spmd__tx(t, "running its own code, no calls yet\n");
         return;
+    } else if (!spmd__rec_read(d, n - 1, &e)) { /* a blocking call records itself once it waited a moment */
+        spmd__tx(t, t->brief ? "in a call not yet recorded" : "in its call #%llu, not yet recorded (a blocking call "
+                 "is recorded once it has waited a moment)", (unsigned long long)(n - 1));
     } else if (have_last && (last.state & 255u) >= SPMD__REC_DONE) {
         if (t->brief) spmd__tx(t, "running its own code");
         else spmd__tx(t, "running its own code for %.3f ms", spmd__ms(last.t1, now));
@@ -3818,7 +3824,11 @@ SPMD__SETUP static void spmd__rep_group(spmd__text *t, spmd_mesh *m, const spmd_
             absent++;
             continue;
         }
-        if (!found) {
+        if (!found && n && SPMD__LD_ACQ(&p->attached) && !spmd__rec_read(p, n - 1, &e)) {
+            absent++; /* (not known to have arrived) */
+            spmd__tx(t, "  device %d: in its call #%llu, not yet recorded (it may be this one: a blocking call is "
+                     "recorded once it has waited a moment)\n", p->id, (unsigned long long)(n - 1));
+        } else if (!found) {
             absent++;
             spmd__tx(t, "  device %d: no call on this group in its last %u calls: did not arrive\n", p->id,
                      m->rmask + 1);
@@ -16717,9 +16727,41 @@ SPMD__SETUP static spmd_status spmd__mesh_compare(spmd_mesh *m, int L, uint32_t 
     return st;
 }
 
+/* Which process hosts which devices: process p one contiguous block.
+   With L devices per process, block p is [pL, (p+1)L). Else the mesh is
+   dealt in rows of its minor-most axis (R rows of shape[ndim-1] devices;
+   process p takes rows [Rp/P, R(p+1)/P)), so that the minor axis stays
+   inside a process even when P does not divide the mesh (4x2 on 3
+   processes: 2, 2 and 4 devices). With fewer rows than processes the
+   devices are dealt one by one ([np/P, n(p+1)/P)) and some row spans two
+   processes: the log says so (info), since that axis's calls then cross
+   processes. A 1-D mesh is one row: it is always dealt device by device. */
+SPMD__SETUP static void spmd__place(spmd_mesh *m, int L) {
+    int P = m->nprocs, p, i, w = m->ndim > 1 ? m->shape[m->ndim - 1] : 1, R = m->size / w;
+    if (L) {
+        w = L;
+        R = P;
+    } else if (R < P) {
+        w = 1;
+        R = m->size;
+    }
+    for (p = 0; p < P; p++) { /* process p: devices [lo, hi) */
+        int lo = w * (int)((int64_t)R * p / P), hi = w * (int)((int64_t)R * (p + 1) / P);
+        for (i = lo; i < hi; i++) m->proc_of[i] = p;
+        if (p == m->proc) {
+            m->first_local = lo;
+            m->nlocal = hi - lo;
+        }
+    }
+    if (!L && m->ndim > 1 && w == 1 && m->shape[m->ndim - 1] > 1) /* (fewer rows than processes) */
+        spmd__log(m, SPMD_LOG_INFO, -1, "mesh #%u: %d processes for %d rows of minor axis '%s': its rows span "
+                  "processes (its calls cross them; devices_per_process or fewer processes keep it inside one)",
+                  m->mesh_id, P, m->size / m->shape[m->ndim - 1], m->names[m->ndim - 1]);
+}
+
 SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
     spmd__fab *f;
-    int P, p, i, L = m->want_dpp;
+    int P, i, L = m->want_dpp;
     uint32_t *all;
     size_t *lens;
     spmd_status st;
@@ -16756,14 +16798,7 @@ SPMD__SETUP static spmd_status spmd__fabric_init(spmd_mesh *m) {
         spmd__free(&m->alloc, lens);
         return SPMD_ERR_NOMEM;
     }
-    for (p = 0; p < P && !m->shrink_procs; p++) { /* process p: devices [lo, hi) */
-        int lo = L ? p * L : (int)((int64_t)m->size * p / P), hi = L ? lo + L : (int)((int64_t)m->size * (p + 1) / P);
-        for (i = lo; i < hi; i++) m->proc_of[i] = p;
-        if (p == m->proc) {
-            m->first_local = lo;
-            m->nlocal = hi - lo;
-        }
-    }
+    if (!m->shrink_procs) spmd__place(m, L);
     if (m->shrink_procs) { /* >>shrink: the survivors keep their devices; the shape was agreed on */
         spmd__free(&m->alloc, all);
         spmd__free(&m->alloc, lens);

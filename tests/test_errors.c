@@ -850,6 +850,65 @@ static void test_double_wait(void) {
     spmd_mesh_destroy(m);
 }
 
+/* ---- the break's report names no member of the call as absent ----------- */
+
+/* Device 3 returns without calling; the others block in a psum over every
+   device, which breaks at once (SPMD_ERR_DEADLOCK). The report logged at
+   the break is read from the log: a blocking call is recorded only once
+   it has waited a moment, so a member may be in the psum with nothing
+   recorded yet. Whichever it is, the report must not say a member of the
+   psum is running its own code or did not arrive: it says it is blocked in
+   the psum, or in a call not yet recorded (issue: the report contradicted
+   the one-line error). */
+static void report_device(spmd_dev *d, void *p) {
+    int32_t x = 1, y = 0;
+    (void)p;
+    if (spmd_device_id(d) == 3) return;
+    (void)spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL);
+}
+static void test_report_wording(void) {
+    int rep, ok = 1, dev;
+    char why[300] = "";
+    for (rep = 0; rep < 20 && ok; rep++) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m = NULL;
+        static const char *const names[1] = {"i"};
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 1;
+        desc.shape[0] = 4;
+        desc.axis_names[0] = names[0];
+        desc.timeout_ms = 20000;
+        desc.log_level = SPMD_LOG_ERROR;
+        desc.log_fn = log_keep;
+        log_clear();
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) { ok = 0; snprintf(why, sizeof why, "mesh_create"); break; }
+        if (spmd_run(m, report_device, NULL) != SPMD_ERR_DEADLOCK) { ok = 0; snprintf(why, sizeof why, "run"); }
+        spmd_mesh_destroy(m);
+        pthread_mutex_lock(&log_lock);
+        for (dev = 0; dev < 3 && ok; dev++) {
+            char key[32];
+            const char *l;
+            snprintf(key, sizeof key, "  device %d: ", dev);
+            for (l = strstr(log_text, key); l && ok; l = strstr(l + 1, key)) {
+                const char *e = strchr(l, '\n');
+                size_t n = e ? (size_t)(e - l) : strlen(l);
+                int in_call = (memmem(l, n, "blocked in #0 psum", 18) || memmem(l, n, "in its call #0, not yet recorded", 32) ||
+                               memmem(l, n, "last call #0 psum", 17) || memmem(l, n, "reached op #0", 13));
+                if (memmem(l, n, "did not arrive", 14) || memmem(l, n, "running its own code", 20) || !in_call) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "run %d: \"%.*s\"", rep, (int)(n < 200 ? n : 200), l);
+                }
+            }
+        }
+        if (ok && !strstr(log_text, "device 3 returned from its function without calling it")) {
+            ok = 0;
+            snprintf(why, sizeof why, "run %d: the break names no device 3", rep);
+        }
+        pthread_mutex_unlock(&log_lock);
+    }
+    T_CHECK(ok, "report at a break: every member in the psum is shown in it or in a call not yet recorded: %s", why);
+}
+
 int main(void) {
     test_bad_input();
     test_bad_group();
@@ -861,5 +920,6 @@ int main(void) {
     test_async_inflight();
     test_leak();
     test_double_wait();
+    test_report_wording();
     return t_summary();
 }

@@ -1071,6 +1071,85 @@ static int child_sched(void) {
     return bad;
 }
 
+/* mode "place" (under spmdrun, 3 processes): which process hosts which
+   device, by shape, against tables written out by hand: the devices are
+   dealt in rows of the minor-most axis when there are as many rows as
+   processes (4x2: 2, 2, 4 devices; every pair of the minor axis in one
+   process), else one by one (2x2: 1, 1, 2, one row spanning two processes,
+   which the log says at info level; a 1-D mesh: 2, 3, 3); desc's
+   devices_per_process gives each process that many. And a psum over the
+   minor axis is exact whichever way it was dealt. */
+static char place_msg[512];
+static void place_log(void *user, spmd_log_level level, int device, const char *msg) {
+    (void)user, (void)level, (void)device;
+    if (strstr(msg, "rows span processes")) snprintf(place_msg, sizeof place_msg, "%s", msg);
+}
+static void place_device(spmd_dev *d, void *p) {
+    int *bad = (int *)p, id = spmd_device_id(d), w = spmd_mesh_axis_size(spmd_device_mesh(d), "b"), row = id / w, k;
+    int32_t in = id + 1, out = 0, want = 0;
+    for (k = 0; k < w; k++) want += row * w + k + 1;
+    if (spmd_psum(d, &in, &out, 1, SPMD_I32, "b", NULL) != SPMD_OK || out != want)
+        __atomic_store_n(bad, 1, __ATOMIC_RELAXED);
+}
+static int place_mesh(int ndim, int s0, int s1, int dpp, const int *want, const char *log_want) {
+    static const char *const names[2] = {"a", "b"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status st;
+    int i, bad = 0, n = ndim == 1 ? s0 : s0 * s1;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = ndim;
+    desc.shape[0] = s0;
+    desc.shape[1] = s1;
+    desc.axis_names[0] = ndim == 1 ? names[1] : names[0];
+    desc.axis_names[1] = names[1];
+    desc.devices_per_process = dpp;
+    desc.timeout_ms = 20000;
+    desc.log_level = SPMD_LOG_INFO;
+    desc.log_fn = place_log;
+    place_msg[0] = '\0';
+    if ((st = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("FAILED: mesh %dx%d: %s\n", s0, ndim == 1 ? 1 : s1, spmd_status_name(st));
+        return 1;
+    }
+    for (i = 0; i < n; i++)
+        if (spmd_device_process(m, i) != want[i]) {
+            printf("FAILED: mesh %dx%d (devices_per_process %d): device %d in process %d, want %d\n", s0,
+                   ndim == 1 ? 1 : s1, dpp, i, spmd_device_process(m, i), want[i]);
+            bad = 1;
+        }
+    if (log_want ? !strstr(place_msg, log_want) : place_msg[0] != '\0') {
+        printf("FAILED: mesh %dx%d: log \"%s\", want %s\n", s0, ndim == 1 ? 1 : s1, place_msg,
+               log_want ? log_want : "nothing about rows");
+        bad = 1;
+    }
+    if ((st = spmd_run(m, place_device, &bad)) != SPMD_OK) {
+        printf("FAILED: mesh %dx%d: run %s\n", s0, ndim == 1 ? 1 : s1, spmd_status_name(st));
+        bad = 1;
+    }
+    spmd_mesh_destroy(m);
+    printf("%s: mesh %dx%d on 3 processes\n", bad ? "FAILED" : "ok", s0, ndim == 1 ? 1 : s1);
+    return bad;
+}
+static int child_place(void) {
+    static const int m42[8] = {0, 0, 1, 1, 2, 2, 2, 2}, m22[4] = {0, 1, 2, 2}, m8[8] = {0, 0, 1, 1, 1, 2, 2, 2};
+    static const int m23[6] = {0, 0, 1, 1, 2, 2}, m63[18] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
+    static const int m32dpp[6] = {0, 0, 1, 1, 2, 2}, m53[15] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2};
+    int bad = 0;
+    if (atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1") != 3) {
+        printf("FAILED: mode place wants 3 processes\n");
+        return 1;
+    }
+    bad |= place_mesh(2, 4, 2, 0, m42, NULL);
+    bad |= place_mesh(2, 2, 2, 0, m22, "3 processes for 2 rows of minor axis 'b'");
+    bad |= place_mesh(1, 8, 0, 0, m8, NULL);
+    bad |= place_mesh(2, 2, 3, 0, m23, "3 processes for 2 rows of minor axis 'b'");
+    bad |= place_mesh(2, 6, 3, 0, m63, NULL);
+    bad |= place_mesh(2, 5, 3, 0, m53, NULL);
+    bad |= place_mesh(2, 3, 2, 2, m32dpp, NULL);
+    return bad;
+}
+
 /* mode "many" (under spmdrun): more local devices than one batch of the
    exchange computes for (64), so the general exchange's shared work is
    split: each process hosts MANY_LOCAL devices of a 1-D mesh. Every device
@@ -1409,6 +1488,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "mrreuse") == 0) return child_mrreuse();
         if (strcmp(argv[2], "checkinject") == 0) return child_checkinject();
         if (strcmp(argv[2], "sched") == 0) return child_sched();
+        if (strcmp(argv[2], "place") == 0) return child_place();
         if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
@@ -1440,6 +1520,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-mrreuse-strict-2", 2, "--provider tcp", "mrreuse", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-checkinject-net-2", 2, "--provider net", "checkinject", "SPMD_FABRIC_STRICT=1 SPMD_SHM_LANE=0");
     run_mode("fabric-sched-shm-2", 2, "--provider shm", "sched", "unset SPMD_SCHEDULER;");
+    run_mode("fabric-place-tcp-3", 3, "--provider tcp", "place", "SPMD_SHM_LANE=0");
     run_mode("fabric-many-shm-2", 2, "--provider shm", "many", "");
     run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
