@@ -454,6 +454,11 @@
      SPMDCOLL_IMPLEMENTATION   compile the implementation into this file
      SPMD_STATIC               make every function static (private copy per file)
      SPMD_API                  override the linkage of the public functions
+     SPMD_WARN_UNUSED          gcc/clang warn where the status of a call is
+                               ignored (warn_unused_result on every function
+                               returning spmd_status but spmd_mesh_destroy).
+                               Opt-in: gcc's warning is not silenced by a
+                               (void) cast; read the status or test it
      SPMDCOLL_LIBFABRIC        compile the libfabric backend in (link
                                -lfabric); the thread backend stays too
      SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
@@ -494,6 +499,13 @@
 #else
 #define SPMD_API extern
 #endif
+#endif
+
+/* SPMD_MUST: a status the caller should read (SPMD_WARN_UNUSED: warned if not). */
+#if defined(SPMD_WARN_UNUSED) && (defined(__GNUC__) || defined(__clang__))
+#define SPMD_MUST __attribute__((warn_unused_result))
+#else
+#define SPMD_MUST
 #endif
 
 #define SPMD_MAX_AXES 8          /* axes of a mesh */
@@ -689,12 +701,12 @@ SPMD_API float spmd_bf16_to_f32(uint16_t h);
    over ins[0..n_in-1][i], in that order, with the dtype rules of
    spmd_allreduce (G = n_in for pmean). out may be one of the inputs.
    Thread-safe; no mesh needed. For benchmarks and for local reductions. */
-SPMD_API spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count,
                                        spmd_dtype dt, spmd_op op);
 
 /* ---- mesh ------------------------------------------------------------- */
 /* Create a mesh. Thread-safe; meshes are independent of each other. */
-SPMD_API spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out);
+SPMD_API SPMD_MUST spmd_status spmd_mesh_create(const spmd_mesh_desc *desc, spmd_mesh **out);
 /* Destroy a mesh. Fails with SPMD_ERR_BUSY (and frees nothing) while devices
    are attached; reports requests never waited. */
 SPMD_API spmd_status spmd_mesh_destroy(spmd_mesh *m);
@@ -708,7 +720,7 @@ SPMD_API spmd_backend spmd_mesh_backend(const spmd_mesh *m);
 /* Who runs spmd_run's devices: SPMD_SCHEDULER_THREADS or _FIBERS. */
 SPMD_API spmd_scheduler spmd_mesh_scheduler(const spmd_mesh *m);
 /* SPMD_OK, or the status that broke the mesh (timeout, mismatch). */
-SPMD_API spmd_status spmd_mesh_status(const spmd_mesh *m);
+SPMD_API SPMD_MUST spmd_status spmd_mesh_status(const spmd_mesh *m);
 SPMD_API const char *spmd_mesh_error(const spmd_mesh *m);  /* why it broke, or "" */
 /* What went wrong, in text: the groups in trouble (which member reached
    which operation, which did not arrive) and what every device is doing
@@ -765,7 +777,7 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    everywhere, even one whose own calls all succeeded (a call can
    complete from messages its peers sent just before they gave up on it:
    docs/recovery.md). */
-SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
+SPMD_API SPMD_MUST spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
    until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
    Each device is attached by at most one thread at a time
@@ -773,8 +785,8 @@ SPMD_API spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
    its scratch (3 pointers per mesh device; SPMD_ERR_NOMEM without it).
    spmd_detach may be called from another thread once the device's thread is
    done with it. */
-SPMD_API spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
-SPMD_API spmd_status spmd_detach(spmd_dev *d);
+SPMD_API SPMD_MUST spmd_status spmd_attach(spmd_mesh *m, int device, spmd_dev **out);
+SPMD_API SPMD_MUST spmd_status spmd_detach(spmd_dev *d);
 
 /* ---- recovery: shrink after a loss (docs/recovery.md) ------------------ */
 /* Options of spmd_mesh_shrink; zero fields mean defaults. */
@@ -801,7 +813,7 @@ typedef struct spmd_shrink_desc {
    the processes gone, counting one that leaves or does not come within
    the deadline during the agreement, so every survivor gets the same mesh;
    each device stays in its process. */
-SPMD_API spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *desc,
+SPMD_API SPMD_MUST spmd_status spmd_mesh_shrink(spmd_mesh *m, const char *axis, const spmd_shrink_desc *desc,
                                       spmd_mesh **out);
 /* The devices this mesh lost, in increasing order: up to cap ids written to
    devices (may be NULL with cap 0); returns how many were lost (a negative
@@ -827,27 +839,27 @@ SPMD_API const char *spmd_last_error(const spmd_dev *d);
 /* ---- reductions ------------------------------------------------------- */
 /* recv[i] = op over the group of send[i]; count elements of dtype dt.
    send == recv is in place. Blocking: returns when recv holds the result. */
-SPMD_API spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_allreduce(spmd_dev *d, const void *send, void *recv, size_t count,
                                     spmd_dtype dt, spmd_op op, const char *axes,
                                     const spmd_opts *opts);
-SPMD_API spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_psum(spmd_dev *d, const void *send, void *recv, size_t count,
                                spmd_dtype dt, const char *axes, const spmd_opts *opts);
-SPMD_API spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmean(spmd_dev *d, const void *send, void *recv, size_t count,
                                 spmd_dtype dt, const char *axes, const spmd_opts *opts);
-SPMD_API spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmax(spmd_dev *d, const void *send, void *recv, size_t count,
                                spmd_dtype dt, const char *axes, const spmd_opts *opts);
-SPMD_API spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmin(spmd_dev *d, const void *send, void *recv, size_t count,
                                spmd_dtype dt, const char *axes, const spmd_opts *opts);
-SPMD_API spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pprod(spmd_dev *d, const void *send, void *recv, size_t count,
                                 spmd_dtype dt, const char *axes, const spmd_opts *opts);
 /* recv[i] = index in the group of the device with the max (min) send[i].
    One axis only; no axis_index_groups (as in JAX). */
-SPMD_API spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pargmax(spmd_dev *d, const void *send, int32_t *recv, size_t count,
                                   spmd_dtype dt, const char *axis, const spmd_opts *opts);
-SPMD_API spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pargmin(spmd_dev *d, const void *send, int32_t *recv, size_t count,
                                   spmd_dtype dt, const char *axis, const spmd_opts *opts);
 /* Every device of the group arrives before any leaves. */
-SPMD_API spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts);
+SPMD_API SPMD_MUST spmd_status spmd_barrier(spmd_dev *d, const char *axes, const spmd_opts *opts);
 
 /* ---- array views -------------------------------------------------------- */
 SPMD_API spmd_array spmd_array_1d(void *data, spmd_dtype dt, int64_t n0);
@@ -863,41 +875,41 @@ SPMD_API spmd_array spmd_array_nd(void *data, spmd_dtype dt, int rank, const int
 
 /* untiled: out = x with a new dimension of size G at `axis` (block j = x_j);
    tiled: out = x with dimension `axis` multiplied by G (blocks concatenated). */
-SPMD_API spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_all_gather(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int axis, int tiled, const spmd_opts *opts);
 /* Same data as all_gather; JAX's variant whose result is typed invariant
    (replicated) over the axes. Here the two are the same operation. */
-SPMD_API spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_all_gather_invariant(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                                const char *axes, int axis, int tiled,
                                                const spmd_opts *opts);
 /* The psum, split along scatter_dimension into G chunks, chunk i kept:
    untiled needs x.shape[dim] == G and drops the dimension; tiled needs it
    divisible by G and divides it. */
-SPMD_API spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_psum_scatter(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                        const char *axes, int scatter_dimension, int tiled,
                                        const spmd_opts *opts);
 /* x split along split_axis into G chunks, chunk j sent to device j; the
    chunks received are placed in sender order along concat_axis. untiled:
    x.shape[split_axis] == G and out shape = insert(delete(shape, split_axis),
    concat_axis, G); tiled: split_axis divided by G, concat_axis multiplied. */
-SPMD_API spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_all_to_all(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int split_axis, int concat_axis, int tiled,
                                      const spmd_opts *opts);
 /* all_to_all(x, axis, axis), untiled: x.shape[axis] must be G. */
-SPMD_API spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pswapaxes(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                     const char *axes, int axis, const spmd_opts *opts);
 /* perm: npairs (source, destination) pairs of group indices, flattened
    {s0, d0, s1, d1, ...}; sources unique, destinations unique. Device d gets
    x of its source; a device that is no destination gets zeros. */
-SPMD_API spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_ppermute(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                    const char *axes, const int *perm, int npairs,
                                    const spmd_opts *opts);
 /* perm: G entries, a permutation; out on device i comes from device perm[i]. */
-SPMD_API spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pshuffle(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                    const char *axes, const int *perm, const spmd_opts *opts);
 /* x of device `source` on every device (x is not read, nor checked, on
    the others). */
-SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                      const char *axes, int source, const spmd_opts *opts);
 /* The two halves of a ppermute (JAX's psend/precv): psend publishes x and
    returns at once with a token; precv, called by every device with the same
@@ -905,9 +917,9 @@ SPMD_API spmd_status spmd_pbroadcast(spmd_dev *d, const spmd_array *x, const spm
    device as destination) and finishes the token. Between the two, x belongs
    to the library. The token must be finished by spmd_precv (spmd_wait on it
    returns SPMD_ERR_STATE). */
-SPMD_API spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm,
+SPMD_API SPMD_MUST spmd_status spmd_psend(spmd_dev *d, const spmd_array *x, const char *axes, const int *perm,
                                 int npairs, const spmd_opts *opts, spmd_req **token);
-SPMD_API spmd_status spmd_precv(spmd_dev *d, spmd_req *token, const spmd_array *out, const char *axes,
+SPMD_API SPMD_MUST spmd_status spmd_precv(spmd_dev *d, spmd_req *token, const spmd_array *out, const char *axes,
                                 const int *perm, int npairs, const spmd_opts *opts);
 /* Ragged all_to_all, as JAX: operand (N, ...) and output (M, ...) share the
    trailing dimensions; the four arrays have k entries, k divisible by G, S =
@@ -918,7 +930,7 @@ SPMD_API spmd_status spmd_precv(spmd_dev *d, spmd_req *token, const spmd_array *
    values (output is updated in place). Offsets and sizes are checked before
    anything moves (SPMD_ERR_INVALID); a recv_sizes entry that disagrees with
    its sender's send_sizes is SPMD_ERR_MISMATCH. */
-SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
+SPMD_API SPMD_MUST spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *operand, const spmd_array *output,
                                             const int64_t *input_offsets, const int64_t *send_sizes,
                                             const int64_t *output_offsets, const int64_t *recv_sizes,
                                             int64_t k, const char *axes, const spmd_opts *opts);
@@ -930,27 +942,27 @@ SPMD_API spmd_status spmd_ragged_all_to_all(spmd_dev *d, const spmd_array *opera
    bcast and scatter) is never read, written or checked there, as in MPI:
    it may be NULL or overlap the other. */
 /* recv (G*count) = every device's send, in group order. */
-SPMD_API spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_allgather(spmd_dev *d, const void *send, void *recv, size_t count,
                                     spmd_dtype dt, const char *axes, const spmd_opts *opts);
 /* send and recv hold G*count: block j of send goes to device j, block j of
    recv comes from device j. */
-SPMD_API spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_alltoall(spmd_dev *d, const void *send, void *recv, size_t count,
                                    spmd_dtype dt, const char *axes, const spmd_opts *opts);
 /* recv = send of the root (read on the root only); in place allowed. */
-SPMD_API spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_bcast(spmd_dev *d, const void *send, void *recv, size_t count,
                                 spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
 /* root's recv (G*count) = every device's send, in group order. */
-SPMD_API spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_gather(spmd_dev *d, const void *send, void *recv, size_t count,
                                  spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
 /* recv = block i of the root's send (G*count, read on the root only). */
-SPMD_API spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_scatter(spmd_dev *d, const void *send, void *recv, size_t count,
                                   spmd_dtype dt, int root, const char *axes, const spmd_opts *opts);
 /* root's recv = op over the group of send (as spmd_allreduce). */
-SPMD_API spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_reduce(spmd_dev *d, const void *send, void *recv, size_t count,
                                  spmd_dtype dt, spmd_op op, int root, const char *axes,
                                  const spmd_opts *opts);
 /* Inclusive prefix: recv on device i = op over devices 0..i of send. */
-SPMD_API spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_scan(spmd_dev *d, const void *send, void *recv, size_t count,
                                spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *opts);
 
 /* ---- point to point (MPI-style) -----------------------------------------
@@ -969,114 +981,114 @@ typedef struct spmd_recv_info {
     int tag;
     size_t count;    /* elements received */
 } spmd_recv_info;
-SPMD_API spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
+SPMD_API SPMD_MUST spmd_status spmd_send(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest, int tag,
                                const char *axes, const spmd_opts *opts);
-SPMD_API spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
+SPMD_API SPMD_MUST spmd_status spmd_recv(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source, int tag,
                                const char *axes, const spmd_opts *opts, spmd_recv_info *info);
 /* Send to dest and receive from source at once (no deadlock with peers doing
    the same). */
-SPMD_API spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag,
+SPMD_API SPMD_MUST spmd_status spmd_sendrecv(spmd_dev *d, const void *sendbuf, size_t sendcount, int dest, int sendtag,
                                    void *recvbuf, size_t recvcount, int source, int recvtag, spmd_dtype dt,
                                    const char *axes, const spmd_opts *opts, spmd_recv_info *info);
 
 /* ---- asynchronous forms ----------------------------------------------- */
 /* Start the operation and return at once with *req set (NULL on error).
    The buffers belong to the library until spmd_wait/spmd_test finish it. */
-SPMD_API spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv,
+SPMD_API SPMD_MUST spmd_status spmd_allreduce_start(spmd_dev *d, const void *send, void *recv,
                                           size_t count, spmd_dtype dt, spmd_op op,
                                           const char *axes, const spmd_opts *opts,
                                           spmd_req **req);
-SPMD_API spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_psum_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                      spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                      spmd_req **req);
-SPMD_API spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts,
+SPMD_API SPMD_MUST spmd_status spmd_barrier_start(spmd_dev *d, const char *axes, const spmd_opts *opts,
                                         spmd_req **req);
-SPMD_API spmd_status spmd_pmean_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmean_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                       spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                       spmd_req **req);
-SPMD_API spmd_status spmd_pmax_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmax_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                      spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                      spmd_req **req);
-SPMD_API spmd_status spmd_pmin_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pmin_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                      spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                      spmd_req **req);
-SPMD_API spmd_status spmd_pprod_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pprod_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                       spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                       spmd_req **req);
-SPMD_API spmd_status spmd_pargmax_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pargmax_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
                                         spmd_dtype dt, const char *axis, const spmd_opts *opts,
                                         spmd_req **req);
-SPMD_API spmd_status spmd_pargmin_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_pargmin_start(spmd_dev *d, const void *send, int32_t *recv, size_t count,
                                         spmd_dtype dt, const char *axis, const spmd_opts *opts,
                                         spmd_req **req);
-SPMD_API spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_all_gather_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                            const char *axes, int axis, int tiled,
                                            const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x,
+SPMD_API SPMD_MUST spmd_status spmd_all_gather_invariant_start(spmd_dev *d, const spmd_array *x,
                                                      const spmd_array *out, const char *axes, int axis,
                                                      int tiled, const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_psum_scatter_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                              const char *axes, int scatter_dimension, int tiled,
                                              const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_all_to_all_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                            const char *axes, int split_axis, int concat_axis,
                                            int tiled, const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pswapaxes_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                           const char *axes, int axis, const spmd_opts *opts,
                                           spmd_req **req);
-SPMD_API spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_ppermute_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                          const char *axes, const int *perm, int npairs,
                                          const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pshuffle_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                          const char *axes, const int *perm, const spmd_opts *opts,
                                          spmd_req **req);
-SPMD_API spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
+SPMD_API SPMD_MUST spmd_status spmd_pbroadcast_start(spmd_dev *d, const spmd_array *x, const spmd_array *out,
                                            const char *axes, int source, const spmd_opts *opts,
                                            spmd_req **req);
-SPMD_API spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand,
+SPMD_API SPMD_MUST spmd_status spmd_ragged_all_to_all_start(spmd_dev *d, const spmd_array *operand,
                                                   const spmd_array *output, const int64_t *input_offsets,
                                                   const int64_t *send_sizes, const int64_t *output_offsets,
                                                   const int64_t *recv_sizes, int64_t k, const char *axes,
                                                   const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_allgather_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                           spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                           spmd_req **req);
-SPMD_API spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_alltoall_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                          spmd_dtype dt, const char *axes, const spmd_opts *opts,
                                          spmd_req **req);
-SPMD_API spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_bcast_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                       spmd_dtype dt, int root, const char *axes,
                                       const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_gather_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                        spmd_dtype dt, int root, const char *axes,
                                        const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_scatter_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                         spmd_dtype dt, int root, const char *axes,
                                         const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_reduce_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                        spmd_dtype dt, spmd_op op, int root, const char *axes,
                                        const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count,
+SPMD_API SPMD_MUST spmd_status spmd_scan_start(spmd_dev *d, const void *send, void *recv, size_t count,
                                      spmd_dtype dt, spmd_op op, const char *axes,
                                      const spmd_opts *opts, spmd_req **req);
-SPMD_API spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest,
+SPMD_API SPMD_MUST spmd_status spmd_send_start(spmd_dev *d, const void *buf, size_t count, spmd_dtype dt, int dest,
                                      int tag, const char *axes, const spmd_opts *opts, spmd_req **req);
 /* info, if not NULL, is filled when the request finishes. */
-SPMD_API spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source,
+SPMD_API SPMD_MUST spmd_status spmd_recv_start(spmd_dev *d, void *buf, size_t count, spmd_dtype dt, int source,
                                      int tag, const char *axes, const spmd_opts *opts,
                                      spmd_recv_info *info, spmd_req **req);
 /* Block until the request finishes; returns its status and frees it.
    spmd_wait(NULL) returns SPMD_ERR_NULL and, having no device, writes no
    message: a _start that failed left *req NULL, and spmd_last_error of its
    device still says why that _start failed. */
-SPMD_API spmd_status spmd_wait(spmd_req *req);
+SPMD_API SPMD_MUST spmd_status spmd_wait(spmd_req *req);
 /* Same as spmd_wait (JAX's name for the second half of an async pair). */
-SPMD_API spmd_status spmd_done(spmd_req *req);
+SPMD_API SPMD_MUST spmd_status spmd_done(spmd_req *req);
 /* Poll: *done = 1 and the request is freed when it has finished (the
    return value is then its status); *done = 0 and SPMD_OK otherwise. */
-SPMD_API spmd_status spmd_test(spmd_req *req, int *done);
+SPMD_API SPMD_MUST spmd_status spmd_test(spmd_req *req, int *done);
 /* Wait for n requests (NULL entries skipped); returns the first failure. */
-SPMD_API spmd_status spmd_wait_all(spmd_req **reqs, int n);
+SPMD_API SPMD_MUST spmd_status spmd_wait_all(spmd_req **reqs, int n);
 
 /* ---- sharding ---- */
 /* A PartitionSpec (spmd_spec) says, per array dimension, which mesh axes
@@ -1106,11 +1118,11 @@ typedef struct spmd_msg {
    SPMD_ERR_INVALID for syntax or a name with ',' '*' blanks or quotes,
    SPMD_ERR_DUP_AXIS for an axis named twice; *out is unchanged on failure.
    spmd_spec_format's text parses back to an equal spec. */
-SPMD_API spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why);
+SPMD_API SPMD_MUST spmd_status spmd_spec_parse(const char *text, spmd_spec *out, spmd_msg *why);
 /* Build a spec: dims[i] is "x", "x,y" (major first), or NULL / "" for None;
    partial is NULL, "" or "y,z". dims may be NULL when rank is 0. Errors as
    spmd_spec_parse; *out is unchanged on failure. */
-SPMD_API spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial,
+SPMD_API SPMD_MUST spmd_status spmd_spec_init(spmd_spec *out, int rank, const char *const *dims, const char *partial,
                                     spmd_msg *why);
 /* Write the text form into buf (always terminated when len > 0); returns the
    length it needs (like snprintf), or -1 for a NULL or invalid spec. */
@@ -1118,20 +1130,20 @@ SPMD_API int spmd_spec_format(const spmd_spec *s, char *buf, size_t len);
 /* Check a spec against a mesh and a global shape (rank dims): SPMD_ERR_AXIS
    unknown axis, SPMD_ERR_DUP_AXIS repeated axis, SPMD_ERR_SHAPE spec longer
    than the array or a dimension the axes' sizes do not divide. */
-SPMD_API spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
+SPMD_API SPMD_MUST spmd_status spmd_spec_check(const spmd_mesh *m, const spmd_spec *s, int rank, const int64_t *global_shape,
                                      spmd_msg *why);
 /* The shape of every device's block: global_shape[i] / product of the sizes
    of the axes sharding dim i. */
-SPMD_API spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank,
+SPMD_API SPMD_MUST spmd_status spmd_block_shape(const spmd_mesh *m, const spmd_spec *s, int rank,
                                       const int64_t *global_shape, int64_t *block_shape, spmd_msg *why);
 /* Where device's block starts in the global array (rank entries). */
-SPMD_API spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank,
+SPMD_API SPMD_MUST spmd_status spmd_block_start(const spmd_mesh *m, const spmd_spec *s, int rank,
                                       const int64_t *global_shape, int device, int64_t *start, spmd_msg *why);
 /* jax.device_put for one device: copy its block out of the row-major global
    array into block (dtype equal, shape = spmd_block_shape). With partial
    axes, the device at coordinate 0 on all of them gets the data, the others
    zeros (the sum is the array). */
-SPMD_API spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
+SPMD_API SPMD_MUST spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, const spmd_array *global, int device,
                                      const spmd_array *block, spmd_msg *why);
 /* Assemble global from every device's block (blocks[d] for device d, each
    of the block shape and global's dtype): blocks are concatenated along the
@@ -1139,13 +1151,13 @@ SPMD_API spmd_status spmd_device_put(const spmd_mesh *m, const spmd_spec *s, con
    coordinate 0), and in check mode (the mesh's check flag) every copy is
    compared bitwise with it: SPMD_ERR_MISMATCH names the devices that
    differ. Partial axes are summed (bool: logical or). */
-SPMD_API spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
+SPMD_API SPMD_MUST spmd_status spmd_assemble(const spmd_mesh *m, const spmd_spec *s, const void *const *blocks,
                                    const spmd_array *global, spmd_msg *why);
 /* A text picture of the sharding, like jax.debug.visualize_array_sharding:
    rank 1 and 2 draw the grid of blocks with the devices holding each; rank
    0 one cell; rank 3 and more list the blocks as index ranges, one a line.
    Returns SPMD_ERR_SIZE (with the text cut) when len is too small. */
-SPMD_API spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
+SPMD_API SPMD_MUST spmd_status spmd_sharding_text(const spmd_mesh *m, const spmd_spec *s, int rank,
                                         const int64_t *global_shape, char *buf, size_t len, spmd_msg *why);
 
 /* ---- shard_map ----
@@ -1178,7 +1190,7 @@ typedef struct spmd_shard_map_desc {
    shared (one all_gather over the mesh's axes), so every process writes
    the same global outputs and returns the same status (SPMD_ERR_STATE in
    a process hosting none of the mesh's devices). */
-SPMD_API spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
+SPMD_API SPMD_MUST spmd_status spmd_shard_map(spmd_mesh *m, const spmd_shard_map_desc *desc, spmd_msg *why);
 
 /* ---- resharding and its cost ---- */
 typedef enum spmd_coll {
@@ -1218,7 +1230,7 @@ typedef struct spmd_cost {
    log2 G*B/2. Local steps cost nothing. SPMD_ERR_INVALID (out unchanged)
    for an unknown kind, G outside 1..SPMD_MAX_DEVICES, bytes negative or
    NaN, or a bad model. Thread-safe. */
-SPMD_API spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model,
+SPMD_API SPMD_MUST spmd_status spmd_collective_cost(spmd_coll kind, int G, double bytes, const spmd_cost_model *model,
                                           spmd_cost *out);
 #define SPMD_MAX_RESHARD_STEPS 40
 typedef struct spmd_reshard_step {
@@ -1246,7 +1258,7 @@ typedef struct spmd_reshard_plan {
    dimension that the target wants next, in that order, on another move by
    one all_to_all, the rest is all_gathered; replicated -> partial is local.
    model may be NULL (the defaults). Thread-safe; no communication. */
-SPMD_API spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to,
+SPMD_API SPMD_MUST spmd_status spmd_reshard_plan_make(const spmd_mesh *m, const spmd_spec *from, const spmd_spec *to,
                                             spmd_dtype dt, int rank, const int64_t *global_shape,
                                             const spmd_cost_model *model, spmd_reshard_plan *plan,
                                             spmd_msg *why);
@@ -1261,7 +1273,7 @@ SPMD_API int spmd_reshard_plan_text(const spmd_reshard_plan *p, char *buf, size_
    of bool are reduced by logical or. out may be block (in place) or
    overlap it. Bad arguments are refused before anything moves, alike on
    every device (message in spmd_last_error); out is then unchanged. */
-SPMD_API spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
+SPMD_API SPMD_MUST spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block, const spmd_spec *from, const spmd_spec *to,
                                   const spmd_array *out, spmd_reshard_plan *plan);
 
 #ifdef __cplusplus
@@ -1402,6 +1414,10 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
 #define SPMD__CHUNK_TASK 4096           /* bytes: an all_to_all chunk from which each chunk is a task of its own */
+
+/* A status the implementation does not need (SPMD_WARN_UNUSED: a (void)
+   cast would not silence gcc). */
+static void spmd__ignore(spmd_status s) { (void)s; }
 
 // >>atomics and time
 /* The memory-order vocabulary every other section uses (SPMD__LD_ACQ,
@@ -6785,7 +6801,7 @@ static void spmd__fiber_entry(spmd__carrier *c) {
     spmd__sunlock(&s->lock);
     s->fn(d, s->arg);
     spmd__run_returned(d);
-    spmd_detach(d);
+    spmd__ignore(spmd_detach(d));
     spmd__slock(&s->lock);
     f->state = SPMD__F_DONE;
     s->nlive--;
@@ -7138,7 +7154,7 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     }
     for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
     for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
-        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd_detach(m->devs[lo + i]);
+        if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd__ignore(spmd_detach(m->devs[lo + i]));
     spmd__free(&m->alloc, s.fibs);
     spmd__free(&m->alloc, s.ready);
     spmd__free(&m->alloc, s.cars);
@@ -7920,7 +7936,7 @@ static spmd_status spmd__assemble(const spmd_mesh *m, const spmd_spec *s, const 
                 }
                 ins[v] = blocks[spmd__dev_at(m, pc)];
             }
-            spmd_reduce_local(tmp, ins, P, nb, g->dtype, g->dtype == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_SUM);
+            spmd__ignore(spmd_reduce_local(tmp, ins, P, nb, g->dtype, g->dtype == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_SUM));
             src = tmp;
         }
         spmd__copy_box((unsigned char *)g->data, g->shape, st, (const unsigned char *)src, bs, zero, bs, g->rank, es);
@@ -8120,7 +8136,7 @@ static void spmd__sm_dev(spmd_dev *d, void *arg) {
         o.groups = c->groups;
         o.group_size = c->groups ? c->gsize : 0;
         memcpy(mine, &v, sizeof v);
-        (void)spmd_all_gather(d, &x, &y, "*", 0, 1, &o); /* a failure is spmd_run's status */
+        spmd__ignore(spmd_all_gather(d, &x, &y, "*", 0, 1, &o)); /* a failure is spmd_run's status */
     }
 }
 
@@ -9485,7 +9501,7 @@ static void *spmd__run_thread(void *p) {
         c->fn(d, c->arg);
         spmd__run_returned(d);
     }
-    spmd_detach(d);
+    spmd__ignore(spmd_detach(d));
     return NULL;
 }
 
@@ -9533,7 +9549,7 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     for (i = 0; i < n; i++) {
         spmd_dev *dummy;
         if ((s = spmd__attach(m, lo + i, &dummy, m->sched != SPMD_SCHEDULER_FIBERS)) != SPMD_OK) {
-            while (i-- > 0) spmd_detach(m->devs[lo + i]);
+            while (i-- > 0) spmd__ignore(spmd_detach(m->devs[lo + i]));
             spmd__free(&m->alloc, args);
             spmd__free(&m->alloc, th);
             SPMD__ST_SC(&m->running, 0u);
@@ -9573,7 +9589,7 @@ SPMD__SETUP spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     pthread_cond_broadcast(&c.cond);
     pthread_mutex_unlock(&c.lock);
     for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = started; i < n; i++) spmd_detach(m->devs[lo + i]);
+    for (i = started; i < n; i++) spmd__ignore(spmd_detach(m->devs[lo + i]));
     pthread_mutex_destroy(&c.lock);
     pthread_cond_destroy(&c.cond);
     spmd__free(&m->alloc, args);

@@ -183,6 +183,17 @@ run_compile() {
             *) echo "  compile $cc c11 stdio first: the first error is not the header's: $first: FAILED"; F=$((F + 1)) ;;
         esac
     done
+    # SPMD_WARN_UNUSED: main.c reads every status, so it builds with it; a
+    # status ignored (SPMD_TEST_IGNORED) must be an error naming it
+    for cc in gcc clang; do compile_one $cc "-std=c11" "-DSPMD_WARN_UNUSED" "$cc c11 SPMD_WARN_UNUSED"; done
+    for cc in gcc clang; do
+        if ! command -v $cc >/dev/null 2>&1; then skip 1 "compile $cc ignored status: $cc not installed"; continue; fi
+        first=$($cc -std=c11 -Wall -Werror -DSPMD_WARN_UNUSED -DSPMD_TEST_IGNORED -pthread -c tests/compile/main.c -o /dev/null 2>&1 | grep -m 1 'error')
+        case $first in
+            *"ignoring return value"*spmd_psum*|*spmd_psum*"ignoring return value"*|*"ignoring return value of function declared with"*) P=$((P + 1)) ;;
+            *) echo "  compile $cc ignored status: not refused under SPMD_WARN_UNUSED: $first: FAILED"; F=$((F + 1)) ;;
+        esac
+    done
     if have_fabric; then # with the libfabric backend compiled in: every compiler and language once
         for cc in gcc clang; do
             compile_one $cc "-std=c99" "-DSPMDCOLL_LIBFABRIC" "$cc c99 fabric" -lfabric

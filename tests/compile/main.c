@@ -2,7 +2,9 @@
    gcc and clang, -Wall -Wextra -Wpedantic -Werror, with and without
    SPMD_STATIC. other.c is a second translation unit of the same program.
    SPMD_TEST_STDIO_FIRST: a system header before the implementation, as most
-   C files start (in the GNU dialects, where that must work). */
+   C files start (in the GNU dialects, where that must work).
+   SPMD_TEST_IGNORED: a collective's status ignored, which SPMD_WARN_UNUSED
+   must refuse (tests/run.sh checks the first error). */
 #ifdef SPMD_TEST_STDIO_FIRST
 #include <stdio.h>
 #endif
@@ -17,6 +19,9 @@ static void step(spmd_dev *d, void *arg) {
     int32_t x = spmd_device_id(d) + 1, y = 0;
     int *sum = (int *)arg;
     if (spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL) == SPMD_OK && spmd_device_id(d) == 0) *sum = y;
+#ifdef SPMD_TEST_IGNORED
+    spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL); /* a status ignored: an error under SPMD_WARN_UNUSED */
+#endif
 }
 
 int main(void) {
