@@ -8,9 +8,13 @@
    with status 3, stdio flushed); kind=corrupt (every member's result is the
    reference with that byte flipped, for psum, all_to_all in place, all_gather
    and send; in check mode SPMD_ERR_MISMATCH naming the device and call on
-   every member); the parse errors of the new kinds. Device threads record
-   what they saw, the main thread checks it against what docs/faults.md says,
-   written out here. */
+   every member; a plan listed out of order); a skipped call followed by
+   the device's return (its peers' SPMD_ERR_DEADLOCK, the report and the
+   flight recorder's record of the skip); the plan's grammar: every kind,
+   odd device ids and numbers, missing and unknown fields, a second fault
+   for one (device, seq), what is accepted, SPMD_FAULTS against desc.faults.
+   Device threads record what they saw, the main thread checks it against
+   what docs/faults.md says, written out here. */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
@@ -298,6 +302,73 @@ static void test_delay_skip(void) {
                     "[%s] skip: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]), seen.msg[i][1]);
         }
     }
+}
+
+/* ---- skip, then return ----------------------------------------------------
+   3 devices: device 1's call #0 is held 50 ms, device 2's call #1 skipped,
+   after which device 2 returns from its function at once (under both
+   schedulers: nothing holds it here). The delayed call still joins: every
+   device's sum is 1 + 2 + 3 = 6, device 1's own included, and device 1
+   spent at least 50 ms in it. The skipped call returns SPMD_OK, its output
+   untouched; its peers find device 2 returned without calling theirs
+   (SPMD_ERR_DEADLOCK, or SPMD_ERR_BROKEN once the other broke the mesh),
+   long before the 30 s deadline. Then the mesh's report has device 2 at op
+   #0 of the group, not arrived at #1 (a skip takes no place in the group's
+   sequence), and device 2's own records show its call #1 as skipped. */
+static void skip_returns(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    float x = (float)(id + 1), y = -1;
+    spmd_status s;
+    double t0 = now_s();
+    (void)arg;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 1: held 50 ms */
+    keep(d, 0, s, y);
+    if (id == 1) keep(d, 2, SPMD_OK, now_s() - t0);
+    y = -1;
+    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 2: skipped; then it returns */
+    keep(d, 1, s, y);
+}
+
+static void test_skip_returns(void) {
+    spmd_status st, rs, ms;
+    char rep[8192];
+    double took;
+    spmd_mesh *m = mesh_n(3, 30000, "device=2,seq=1,kind=skip;device=1,seq=0,kind=delay:50", 0, &st);
+    T_CHECK(st == SPMD_OK && m, "[%s] skip, return: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    clear_seen();
+    took = now_s();
+    rs = spmd_run(m, skip_returns, NULL);
+    took = now_s() - took;
+    ms = spmd_mesh_status(m);
+    T_CHECK(took < 10.0, "[%s] skip, return: ended within 10 s (deadline 30 s): %.1f s", sched_name(), took);
+    T_CHECK(rs == SPMD_ERR_DEADLOCK && ms == SPMD_ERR_DEADLOCK, "[%s] skip, return: spmd_run %s, mesh %s",
+            sched_name(), spmd_status_name(rs), spmd_status_name(ms));
+    for (int i = 0; i < 3; i++)
+        T_CHECK(seen.s[i][0] == SPMD_OK && seen.v[i][0] == 6.0, "[%s] skip, return: device %d's call #0 (device 1's "
+                "delayed) joined: %s %g", sched_name(), i, spmd_status_name(seen.s[i][0]), seen.v[i][0]);
+    T_CHECK(seen.v[1][2] >= 0.05, "[%s] skip, return: device 1 held %.3f s", sched_name(), seen.v[1][2]);
+    for (int i = 0; i < 3; i++) {
+        if (i == 2)
+            T_CHECK(seen.s[2][1] == SPMD_OK && seen.v[2][1] == -1.0,
+                    "[%s] skip, return: the skipped call returns SPMD_OK, its output untouched: %s %g", sched_name(),
+                    spmd_status_name(seen.s[2][1]), seen.v[2][1]);
+        else
+            T_CHECK((seen.s[i][1] == SPMD_ERR_DEADLOCK || seen.s[i][1] == SPMD_ERR_BROKEN) &&
+                        strstr(seen.msg[i][1], "psum(f32 x 1, eager) over 'i' (operation #1 of this device, #1 of its "
+                                               "group) can never complete: device 2 returned from its function without "
+                                               "calling it"),
+                    "[%s] skip, return: device %d: %s (%s)", sched_name(), i, spmd_status_name(seen.s[i][1]),
+                    seen.msg[i][1]);
+    }
+    spmd_report(m, -1, rep, sizeof rep);
+    T_CHECK(strstr(rep, "  device 2: reached op #0 (did not arrive)") != NULL,
+            "[%s] skip, return: the report has device 2 not arrived:\n%s", sched_name(), rep);
+    spmd_report(m, 2, rep, sizeof rep);
+    T_CHECK(strstr(rep, "#1 psum(f32 x 1, eager) over 'i' (op #1 of group [0 1 2], index 2): skipped by the fault "
+                        "plan (SPMD_FAULTS)") != NULL,
+            "[%s] skip, return: device 2's record of call #1 says skipped:\n%s", sched_name(), rep);
+    spmd_mesh_destroy(m);
 }
 
 /* ---- kind=skip: a forgotten call ------------------------------------------
@@ -685,29 +756,148 @@ static void test_corrupt_check(int64_t n) {
     spmd_mesh_destroy(m);
 }
 
-/* ---- parse errors of the kinds ------------------------------------------- */
+/* ---- a plan in any order ---------------------------------------------------
+   The faults listed out of order, the fields of each in any order, two for
+   one device with the later call first: device 2's calls #0 and #2 and
+   device 0's call #1 are corrupted, nothing else. Three psums of 5 int32 on
+   NDEV devices: every member's result is the sum of cval over the devices
+   with the first element of exactly those three contributions flipped
+   (order_hit, written out from the plan). */
+static const char order_plan[] = "seq=2,kind=corrupt,device=2;kind=corrupt,device=0,seq=1;device=2,seq=0,kind=corrupt";
+static int order_hit(int k, int c) { return (k == 2 && (c == 0 || c == 2)) || (k == 0 && c == 1); }
+static int order_bad[NDEV][3]; /* per device and call: elements wrong (-1: the status) */
+
+static void order_dev(spmd_dev *d, void *arg) {
+    int id = spmd_device_id(d);
+    (void)arg;
+    for (int c = 0; c < 3; c++) {
+        int32_t x[5], y[5];
+        int bad = 0;
+        spmd_status s;
+        for (int j = 0; j < 5; j++) x[j] = cval(id, c, j);
+        s = spmd_psum(d, x, y, 5, SPMD_I32, "i", NULL);
+        for (int j = 0; j < 5; j++) {
+            int32_t want = 0;
+            for (int k = 0; k < NDEV; k++) want += j == 0 && order_hit(k, c) ? flip0(cval(k, c, j)) : cval(k, c, j);
+            bad += y[j] != want;
+        }
+        order_bad[id][c] = s == SPMD_OK ? bad : -1;
+    }
+}
+
+static void test_plan_order(void) {
+    spmd_status st;
+    spmd_mesh *m = mesh_n(NDEV, 30000, order_plan, 0, &st);
+    T_CHECK(st == SPMD_OK && m, "[%s] plan in any order: mesh %s", sched_name(), spmd_status_name(st));
+    if (!m) return;
+    memset(order_bad, 0x7f, sizeof order_bad);
+    st = spmd_run(m, order_dev, NULL);
+    T_CHECK(st == SPMD_OK, "[%s] plan in any order: spmd_run %s", sched_name(), spmd_status_name(st));
+    for (int i = 0; i < NDEV; i++)
+        for (int c = 0; c < 3; c++)
+            T_CHECK(order_bad[i][c] == 0, "[%s] plan in any order: device %d call #%d: %d elements differ from the "
+                    "sum with device 2's #0 and #2 and device 0's #1 flipped (-1: failed)", sched_name(), i, c,
+                    order_bad[i][c]);
+    spmd_mesh_destroy(m);
+}
+
+/* ---- the plan's grammar ------------------------------------------------------
+   Plans given to a mesh of NDEV (4) devices, each with what spmd_mesh_create
+   must do, written out from the grammar (docs/faults.md, "The plan"):
+   accept it (says NULL: a mesh, nothing logged about the plan), or fail
+   with SPMD_ERR_INVALID, no mesh, and an error line that says `says`. */
+static const struct { const char *spec, *says; } plans[] = {
+    /* a kind that is not one; only delay takes an argument */
+    {"device=1,seq=2,kind=lost", "desc.faults: bad token 'kind=lost'"},
+    {"device=1,seq=2,kind=LOSE", "desc.faults: bad token 'kind=LOSE'"},
+    {"device=1,seq=2,kind=lose:5", "desc.faults: bad token 'kind=lose:5'"},
+    {"device=0,seq=0,kind=exit:3", "desc.faults: bad token 'kind=exit:3'"},
+    {"device=0,seq=0,kind=corrupt:1", "desc.faults: bad token 'kind=corrupt:1'"},
+    /* across processes only: the thread backend refuses them */
+    {"device=0,seq=0,kind=lose:posted", "desc.faults: bad token 'kind=lose:posted'"},
+    {"device=3,seq=1,kind=lose:done", "desc.faults: bad token 'kind=lose:done'"},
+    /* delay:MS, MS a whole number of ms in 0..3600000 */
+    {"device=0,seq=1,kind=delay:", "desc.faults: bad token 'kind=delay:'"},
+    {"device=0,seq=1,kind=delay:5ms", "desc.faults: bad token 'kind=delay:5ms'"},
+    {"device=0,seq=1,kind=delay:-5", "desc.faults: bad token 'kind=delay:-5'"},
+    {"device=0,seq=1,kind=delay:3600001", "desc.faults: bad token 'kind=delay:3600001'"},
+    /* device: 0..3, a plain decimal number */
+    {"device=4,seq=2,kind=lose", "desc.faults: bad token 'device=4'"},
+    {"device=-1,seq=0,kind=skip", "desc.faults: bad token 'device=-1'"},
+    {"device=+1,seq=0,kind=skip", "desc.faults: bad token 'device=+1'"},
+    {"device=1.0,seq=0,kind=skip", "desc.faults: bad token 'device=1.0'"},
+    {"device=,seq=0,kind=skip", "desc.faults: bad token 'device='"},
+    {"device=0,seq=0,kind=skip;device=9,seq=0,kind=skip", "desc.faults: bad token 'device=9'"}, /* not the first */
+    /* seq: a non-negative integer */
+    {"device=1,seq=-1,kind=lose", "desc.faults: bad token 'seq=-1'"},
+    {"device=0,seq=x,kind=skip", "desc.faults: bad token 'seq=x'"},
+    /* fields: device, seq and kind, each as key=value */
+    {"device=0,seq=1,colour=red,kind=skip", "desc.faults: bad token 'colour=red'"},
+    {"device=0,seq=0,kind=skip,kind", "desc.faults: bad token 'kind'"},
+    {"device=0,seq=1", "desc.faults: 'device=0,seq=1' needs device=, seq= and kind="},
+    {"seq=1,kind=skip", "desc.faults: 'seq=1,kind=skip' needs device=, seq= and kind="},
+    /* at most one fault per (device, seq): the second one is named, wherever it is */
+    {"device=1,seq=4,kind=skip;device=1,seq=4,kind=delay:3",
+     "desc.faults: 'device=1,seq=4,kind=delay:3': a second fault for device 1, seq 4"},
+    {"device=2,seq=7,kind=corrupt;device=2,seq=7,kind=corrupt",
+     "desc.faults: 'device=2,seq=7,kind=corrupt': a second fault for device 2, seq 7"},
+    {"device=3,seq=9,kind=skip;device=0,seq=1,kind=exit;seq=9,device=3,kind=lose",
+     "desc.faults: 'seq=9,device=3,kind=lose': a second fault for device 3, seq 9"},
+    /* accepted: every kind of the thread backend (delay:0 the shortest), the
+       fields in another order (delay:3600000 the longest), one device at two
+       calls and one call number on two devices, a leading zero */
+    {"device=0,seq=0,kind=skip;device=1,seq=0,kind=lose;device=2,seq=0,kind=exit;device=3,seq=0,kind=corrupt;"
+     "device=0,seq=1,kind=delay:0", NULL},
+    {"seq=3,kind=delay:3600000,device=3", NULL},
+    {"device=1,seq=4,kind=skip;device=1,seq=5,kind=skip;device=2,seq=4,kind=skip", NULL},
+    {"device=03,seq=10,kind=lose", NULL},
+};
+
 static void test_parse(void) {
-    static const struct { const char *spec, *token; } bad[] = {
-        {"device=1,seq=2,kind=lose:5", "kind=lose:5"},
-        {"device=1,seq=2,kind=LOSE", "kind=LOSE"},
-        {"device=4,seq=2,kind=lose", "device=4"},
-        {"device=1,seq=-1,kind=lose", "seq=-1"},
-        {"device=0,seq=0,kind=exit:3", "kind=exit:3"},
-        {"device=0,seq=0,kind=corrupt:1", "kind=corrupt:1"},
-    };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        spmd_status st;
-        spmd_mesh *m;
-        char want[80];
+    spmd_status st;
+    spmd_mesh *m;
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         log_clear();
-        m = mesh_n(NDEV, 1000, bad[k].spec, 0, &st);
-        T_CHECK(st == SPMD_ERR_INVALID && m == NULL, "'%s': %s", bad[k].spec, spmd_status_name(st));
+        m = mesh_n(NDEV, 1000, plans[k].spec, 0, &st);
+        if (plans[k].says)
+            T_CHECK(st == SPMD_ERR_INVALID && m == NULL, "'%s': %s (want SPMD_ERR_INVALID, no mesh)", plans[k].spec,
+                    spmd_status_name(st));
+        else
+            T_CHECK(st == SPMD_OK && m != NULL, "'%s': %s (want a mesh)", plans[k].spec, spmd_status_name(st));
         if (m) spmd_mesh_destroy(m);
-        snprintf(want, sizeof want, "desc.faults: bad token '%s'", bad[k].token);
         pthread_mutex_lock(&log_lock);
-        T_CHECK(strstr(log_text, want) != NULL, "'%s': the message names the token: %s", bad[k].spec, log_text);
+        if (plans[k].says)
+            T_CHECK(strstr(log_text, plans[k].says) != NULL, "'%s': the log says \"%s\": %s", plans[k].spec,
+                    plans[k].says, log_text);
+        else
+            T_CHECK(strstr(log_text, "faults") == NULL, "'%s': nothing logged about the plan: %s", plans[k].spec,
+                    log_text);
         pthread_mutex_unlock(&log_lock);
     }
+    /* SPMD_FAULTS wins over desc.faults: a bad one fails the mesh (the whole
+       line as docs/faults.md quotes it); a good one is taken without reading
+       the desc; set but empty, it is not there */
+    setenv("SPMD_FAULTS", "device=0,seq=0,kind=explode", 1);
+    log_clear();
+    m = mesh_n(NDEV, 1000, "device=0,seq=0,kind=skip", 0, &st);
+    T_CHECK(st == SPMD_ERR_INVALID && !m &&
+                strstr(log_text, "SPMD_FAULTS: bad token 'kind=explode' (want device=0..3, seq=N, kind=skip, lose, "
+                                 "exit, corrupt or delay:MS; across processes also lose:posted or lose:done)"),
+            "env: a bad SPMD_FAULTS wins over a good desc.faults: %s, %s", spmd_status_name(st), log_text);
+    if (m) spmd_mesh_destroy(m);
+    setenv("SPMD_FAULTS", "device=0,seq=0,kind=skip", 1);
+    log_clear();
+    m = mesh_n(NDEV, 1000, "device=0,seq=0,kind=explode", 0, &st);
+    T_CHECK(st == SPMD_OK && m && !strstr(log_text, "faults"),
+            "env: a good SPMD_FAULTS wins over a bad desc.faults: %s, %s", spmd_status_name(st), log_text);
+    if (m) spmd_mesh_destroy(m);
+    setenv("SPMD_FAULTS", "", 1);
+    log_clear();
+    m = mesh_n(NDEV, 1000, "device=0,seq=0,kind=explode", 0, &st);
+    T_CHECK(st == SPMD_ERR_INVALID && !m && strstr(log_text, "desc.faults: bad token 'kind=explode'"),
+            "env: SPMD_FAULTS empty, desc.faults is read: %s, %s", spmd_status_name(st), log_text);
+    if (m) spmd_mesh_destroy(m);
+    unsetenv("SPMD_FAULTS");
 }
 
 int main(void) {
@@ -720,12 +910,14 @@ int main(void) {
         test_lose_async();
         test_lose_p2p();
         test_delay_skip();
+        test_skip_returns();
         test_skip_pairs();
         test_skip_sites();
         test_exit();
         test_corrupt();
         test_corrupt_check(5);
         test_corrupt_check(BIG);
+        test_plan_order();
     }
     return t_summary();
 }

@@ -3,16 +3,11 @@
    and two, seeded runs that replay exactly and differ between seeds,
    deadlocks reported at once with SPMD_ERR_DEADLOCK and a report naming
    every device, a returned device under both schedulers, bad desc fields,
-   and a stack overflow that faults on the guard page (in a child process).
-   Also the combining path of large groups (SPMD__COMBINE_MIN = 16 and up:
-   one member reduces for all): psum over groups of 16, 17 and 33 under both
-   schedulers, several dtypes and ops on random inputs against a reference
-   computed here in device order, async calls waited in reverse, barriers,
-   and a count mismatch that every member reports; all_gather (combining
-   up to 64 bytes per member), bcast, reduce and ppermute in groups of 5 to
-   64 on random inputs, buffers and arrays, blocking and async; wakes that
-   must come at once under fibers (a ppermute's post, a returned peer of a
-   recv), told by flags, not the clock. */
+   and a stack overflow that faults on the guard page (in a child process);
+   wakes that must come at once under fibers (a ppermute's post, a returned
+   peer of a recv), told by flags, not the clock. (The combining path of
+   large groups, under both schedulers: test_reduce.c for psum and barrier,
+   test_movement.c for all_gather, bcast, reduce and ppermute.) */
 #define _GNU_SOURCE 1 /* sigaltstack, siginfo_t */
 #include "../spmdcoll.h"
 #include "harness.h"
@@ -21,29 +16,6 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static spmd_mesh *fmesh(int a, int b, spmd_scheduler sch, int carriers, uint64_t seed, int64_t timeout_ms,
-                        spmd_log_fn log, void *user) {
-    spmd_mesh_desc desc;
-    spmd_mesh *m = NULL;
-    spmd_status s;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 2;
-    desc.shape[0] = a;
-    desc.shape[1] = b;
-    desc.axis_names[0] = "a";
-    desc.axis_names[1] = "b";
-    desc.scheduler = sch;
-    desc.carriers = carriers;
-    desc.sched_seed = seed;
-    desc.timeout_ms = timeout_ms;
-    desc.log_fn = log;
-    desc.log_user = user;
-    desc.log_level = log ? SPMD_LOG_ERROR : SPMD_LOG_OFF;
-    s = spmd_mesh_create(&desc, &m);
-    T_CHECK(s == SPMD_OK, "mesh (%d, %d): %s", a, b, stname(s));
-    return m;
-}
 
 /* A 1-D mesh of 4 devices "i" as fibers on one carrier (the rest zero). */
 static void desc4_one_carrier(spmd_mesh_desc *desc) {
@@ -114,7 +86,7 @@ static void test_big(void) {
         double t0 = now_s();
         if (quick && cs[i].n == 4096 && cs[i].over_all) continue; /* sanitizers: 4,096 once */
         if (cs[i].n > most) continue;
-        m = fmesh(cs[i].n / 8, 8, SPMD_SCHEDULER_FIBERS, cs[i].carriers, 0, 0, NULL, NULL);
+        m = tl_mesh_ab(cs[i].n / 8, 8, SPMD_SCHEDULER_FIBERS, cs[i].carriers, 0, 0, NULL, NULL);
         if (!m) continue;
         memset(&a, 0, sizeof a);
         a.iters = cs[i].iters;
@@ -129,259 +101,6 @@ static void test_big(void) {
         T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
     }
 }
-
-/* ---- combining groups against a plain reference ---------------------------- */
-
-typedef struct comb_case { spmd_dtype dt; spmd_op op; int count; } comb_case;
-static const comb_case comb_cases[] = {
-    {SPMD_F32, SPMD_OP_SUM, 7},  {SPMD_F64, SPMD_OP_SUM, 33}, {SPMD_I32, SPMD_OP_SUM, 200}, {SPMD_U8, SPMD_OP_MAX, 17},
-    {SPMD_I16, SPMD_OP_MIN, 9},  {SPMD_F32, SPMD_OP_MEAN, 5}, {SPMD_BF16, SPMD_OP_SUM, 40}, {SPMD_F16, SPMD_OP_MAX, 3},
-    {SPMD_BOOL, SPMD_OP_SUM, 11}, {SPMD_F32, SPMD_OP_SUM, 1}};
-#define COMB_NC ((int)(sizeof comb_cases / sizeof comb_cases[0]))
-
-/* Device id's element i of case c: small random values (sums stay exact in
-   integers; floats in device order as the library adds them). */
-static uint64_t comb_bits(int c, int id, int i) {
-    uint64_t st = ((uint64_t)c << 40) ^ ((uint64_t)id << 20) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
-    return splitmix64(&st);
-}
-static double comb_in(int c, int id, int i) { /* the value as a double */
-    uint64_t b = comb_bits(c, id, i);
-    switch (comb_cases[c].dt) {
-    case SPMD_BOOL: return (double)(b & 1);
-    case SPMD_U8: return (double)(b & 0xff);
-    case SPMD_I16: return (double)(int16_t)(b & 0xffff);
-    case SPMD_I32: return (double)(int32_t)(b & 0xfffff) - 0x80000;
-    case SPMD_F16: return (double)ref_f16_to_f32((uint16_t)(0x3c00 + (b & 0x3ff)) ^ (uint16_t)((b >> 10 & 1) << 15));
-    case SPMD_BF16: return (double)ref_bf16_to_f32((uint16_t)(0x3f80 + (b & 0x7f)));
-    default: return (double)((int64_t)(b % 2001) - 1000) / 8.0;
-    }
-}
-static void comb_store(spmd_dtype dt, void *buf, int i, double v) {
-    switch (dt) {
-    case SPMD_BOOL: case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case SPMD_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
-    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case SPMD_F16: ((uint16_t *)buf)[i] = ref_f32_to_f16((float)v); break;
-    case SPMD_BF16: ((uint16_t *)buf)[i] = ref_f32_to_bf16((float)v); break;
-    case SPMD_F64: ((double *)buf)[i] = v; break;
-    default: ((float *)buf)[i] = (float)v; break;
-    }
-}
-/* The expected output element: reduce over the group's members in order. */
-static int comb_expect_ok(int c, const int *members, int G, const void *out, int i) {
-    const comb_case *k = &comb_cases[c];
-    double acc = comb_in(c, members[0], i);
-    float facc = (float)acc;
-    int j;
-    for (j = 1; j < G; j++) {
-        double x = comb_in(c, members[j], i);
-        if (k->op == SPMD_OP_MAX) acc = x > acc ? x : acc;
-        else if (k->op == SPMD_OP_MIN) acc = x < acc ? x : acc;
-        else acc += x;
-        facc = k->op == SPMD_OP_MAX ? (x > facc ? (float)x : facc) : facc + (float)x; /* f32 arithmetic, in order */
-    }
-    switch (k->dt) {
-    case SPMD_BOOL: return ((const int32_t *)out)[i] == (int32_t)acc;
-    case SPMD_U8: return ((const uint8_t *)out)[i] == (uint8_t)acc;
-    case SPMD_I16: return ((const int16_t *)out)[i] == (int16_t)acc;
-    case SPMD_I32: return ((const int32_t *)out)[i] == (int32_t)acc;
-    case SPMD_F16: return ((const uint16_t *)out)[i] == ref_f32_to_f16(facc);
-    case SPMD_BF16: return ((const uint16_t *)out)[i] == ref_f32_to_bf16(facc);
-    case SPMD_F64: return ((const double *)out)[i] == acc; /* eighths: exact */
-    default: return ((const float *)out)[i] == (k->op == SPMD_OP_MEAN ? facc / (float)G : facc);
-    }
-}
-
-typedef struct comb_arg { int mismatch; long bad; spmd_status st; int nmis; } comb_arg;
-
-static void comb_device(spmd_dev *d, void *p) {
-    comb_arg *a = (comb_arg *)p;
-    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), c, i, j;
-    int members[64], wrong = 0;
-    unsigned char in[COMB_NC][1600], out[COMB_NC][1600];
-    spmd_req *rq[COMB_NC];
-    spmd_status s;
-    for (j = 0; j < G; j++) members[j] = id - me + j; /* "b" is the minor axis */
-    for (c = 0; c < COMB_NC; c++)
-        for (i = 0; i < comb_cases[c].count; i++) comb_store(comb_cases[c].dt, in[c], i, comb_in(c, id, i));
-    if (a->mismatch) { /* the last member of every group asks for one element more */
-        s = spmd_psum(d, in[0], out[0], comb_cases[0].count + (me == G - 1), SPMD_F32, "b", NULL);
-        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
-        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
-        return;
-    }
-    for (c = 0; c < COMB_NC; c++) { /* blocking; the same calls on every device, right or wrong */
-        s = spmd_allreduce(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt, comb_cases[c].op, "b", NULL);
-        if (s != SPMD_OK) { a->st = s; return; }
-        for (i = 0; i < comb_cases[c].count; i++)
-            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
-        if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) { a->st = s; return; }
-    }
-    memset(out, 0, sizeof out);
-    for (c = 0; c < COMB_NC; c++) /* all in flight, waited in reverse */
-        if ((s = spmd_allreduce_start(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt,
-                                      comb_cases[c].op, "b", NULL, &rq[c])) != SPMD_OK) { a->st = s; return; }
-    for (c = COMB_NC - 1; c >= 0; c--) {
-        if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
-        for (i = 0; i < comb_cases[c].count; i++)
-            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
-    }
-    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
-}
-
-/* Every member of groups of 5 to 64, under both schedulers, makes fn's calls
-   (comb_arg: right, or a mismatch every member must report). */
-static void run_groups(const char *what, spmd_fn fn) {
-    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
-        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
-        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1},  {1, 64, SPMD_SCHEDULER_FIBERS, 2},
-        {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
-    int i, mis;
-    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
-        for (mis = 0; mis < 2; mis++) {
-            spmd_mesh *m = fmesh(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 5, mis ? 20000 : 0, NULL, NULL);
-            comb_arg a;
-            spmd_status run;
-            double t0 = now_s();
-            if (!m) continue;
-            memset(&a, 0, sizeof a);
-            a.mismatch = mis;
-            run = spmd_run(m, fn, &a);
-            if (!mis)
-                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
-                        "%s over (%d, %d) %s, %d carriers: run %s, a call %s, %ld devices with wrong results", what,
-                        cs[i].rows, cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", cs[i].carriers,
-                        stname(run), stname(a.st), a.bad);
-            else /* every member of every group reports it, long before the 20 s deadline */
-                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
-                            now_s() - t0 < 10.0,
-                        "%s mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s", what,
-                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
-            spmd_mesh_destroy(m);
-        }
-}
-
-static void test_combining(void) { run_groups("psum (combining)", comb_device); }
-
-/* ---- all_gather and the one-way kinds in large groups ------------------------ */
-
-/* all_gather combines up to 64 bytes per member (SPMD__GATHER_COMBINE: the
-   combiner copies every input into the group's board, the others copy the
-   board); bcast, reduce and ppermute members wake only the member reading
-   their input. Random bytes per (case, device, round), expected outputs
-   assembled here from the inputs, more rounds than slots (16). */
-typedef struct ag_case { spmd_dtype dt; int count; } ag_case;
-static const ag_case ag_cases[] = {{SPMD_U8, 1}, {SPMD_I16, 3}, {SPMD_F32, 8}, {SPMD_F64, 8}, {SPMD_I32, 17},
-                                   {SPMD_BF16, 5}};
-#define AG_NC ((int)(sizeof ag_cases / sizeof ag_cases[0]))
-#define AG_ROUNDS 20
-
-/* A failure seen by any device (several may store one at once). */
-static void st_set(spmd_status *p, spmd_status s) { __atomic_store_n(p, s, __ATOMIC_RELAXED); }
-
-static void ag_input(int c, int id, int round, unsigned char *buf, size_t bytes) {
-    size_t i;
-    for (i = 0; i < bytes; i++) buf[i] = (unsigned char)comb_bits(100 + c * AG_ROUNDS + round, id, (int)i);
-}
-
-static void move_device(spmd_dev *d, void *p) {
-    comb_arg *a = (comb_arg *)p;
-    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), base = id - me;
-    int c, j, k, round, wrong = 0;
-    unsigned char in[AG_NC][136], out[AG_NC][64 * 136], want[136];
-    spmd_req *rq[AG_NC];
-    spmd_status s;
-    if (a->mismatch) { /* the last member of every group gathers one element more */
-        ag_input(0, id, 0, in[0], 8);
-        s = spmd_allgather(d, in[0], out[0], 4 + (me == G - 1), SPMD_U8, "b", NULL);
-        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
-        else st_set(&a->st, s == SPMD_OK ? SPMD_ERR_INVALID : s);
-        return;
-    }
-    for (round = 0; round < AG_ROUNDS; round++) { /* (the same calls on every device, right or wrong) */
-        int root = (round * 7) % G, shift = 1 + round % 3;
-        float x[6], y[64 * 6], bx[5], by[5];
-        int32_t rx[4], ry[4], pairs[2 * 64], np = 0;
-        spmd_array X = {x, SPMD_F32, 2, {2, 3}}, Yu = {y, SPMD_F32, 3, {2, 0, 3}}, Yt = {y, SPMD_F32, 2, {0, 3}};
-        spmd_array P = {x, SPMD_F32, 1, {6}}, Q = {y, SPMD_F32, 1, {6}};
-        /* blocking all_gather of buffers, every case */
-        for (c = 0; c < AG_NC; c++) {
-            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
-            ag_input(c, id, round, in[c], n);
-            s = spmd_allgather(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL);
-            if (s != SPMD_OK) {
-                st_set(&a->st, s);
-                return;
-            }
-            for (j = 0; j < G; j++) {
-                ag_input(c, base + j, round, want, n);
-                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
-            }
-        }
-        /* async, waited in reverse */
-        memset(out, 0, sizeof out);
-        for (c = 0; c < AG_NC; c++)
-            if ((s = spmd_allgather_start(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL,
-                                          &rq[c])) != SPMD_OK) { st_set(&a->st, s); return; }
-        for (c = AG_NC - 1; c >= 0; c--) {
-            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
-            if ((s = spmd_wait(rq[c])) != SPMD_OK) { st_set(&a->st, s); return; }
-            for (j = 0; j < G; j++) {
-                ag_input(c, base + j, round, want, n);
-                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
-            }
-        }
-        /* arrays: untiled along axis 1 (rows interleave the members), tiled along axis 0 */
-        for (k = 0; k < 6; k++) x[k] = (float)(id * 10 + k + round);
-        Yu.shape[1] = G;
-        Yt.shape[0] = 2 * (int64_t)G;
-        if ((s = spmd_all_gather(d, &X, &Yu, "b", 1, 0, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
-        for (k = 0; k < 2; k++)
-            for (j = 0; j < G; j++)
-                for (c = 0; c < 3; c++)
-                    if (y[(k * G + j) * 3 + c] != (float)((base + j) * 10 + k * 3 + c + round)) wrong = 1;
-        if ((s = spmd_all_gather(d, &X, &Yt, "b", 0, 1, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
-        for (j = 0; j < G; j++)
-            for (k = 0; k < 6; k++)
-                if (y[j * 6 + k] != (float)((base + j) * 10 + k + round)) wrong = 1;
-        /* bcast from a moving root */
-        for (k = 0; k < 5; k++) bx[k] = (float)(id * 5 + k - round);
-        if ((s = spmd_bcast(d, bx, by, 5, SPMD_F32, root, "b", NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
-        for (k = 0; k < 5; k++)
-            if (by[k] != (float)((base + root) * 5 + k - round)) wrong = 1;
-        /* reduce to it: the others' buffers untouched */
-        for (k = 0; k < 4; k++) {
-            rx[k] = (int32_t)(comb_bits(7, id, k + 4 * round) & 0xffff);
-            ry[k] = -7;
-        }
-        if ((s = spmd_reduce(d, rx, ry, 4, SPMD_I32, SPMD_OP_SUM, root, "b", NULL)) != SPMD_OK) {
-            st_set(&a->st, s);
-            return;
-        }
-        for (k = 0; k < 4; k++) {
-            int32_t sum = 0;
-            for (j = 0; j < G; j++) sum += (int32_t)(comb_bits(7, base + j, k + 4 * round) & 0xffff);
-            if (ry[k] != (me == root ? sum : -7)) wrong = 1;
-        }
-        /* ppermute by shift, one pair left out on odd rounds (its destination gets zeros) */
-        for (j = 0; j < G; j++)
-            if (!(round & 1) || j != G - 1) {
-                pairs[2 * np] = j;
-                pairs[2 * np + 1] = (j + shift) % G;
-                np++;
-            }
-        if ((s = spmd_ppermute(d, &P, &Q, "b", pairs, np, NULL)) != SPMD_OK) { st_set(&a->st, s); return; }
-        {
-            int src = (me - shift + G) % G, has = !(round & 1) || src != G - 1;
-            for (k = 0; k < 6; k++)
-                if (y[k] != (has ? (float)((base + src) * 10 + k + round) : 0.0f)) wrong = 1;
-        }
-    }
-    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
-}
-
-static void test_large_groups(void) { run_groups("all_gather, bcast, reduce, ppermute", move_device); }
 
 /* ---- wakes that must come at once (fibers, 2 carriers) ------------------------ */
 
@@ -455,11 +174,11 @@ static void post_wake_device(spmd_dev *d, void *p) {
         s = spmd_pshuffle(d, &X, &Y, "b", perm, NULL);
         if (id == 1) flag_set(&a->done1);
     }
-    if (s != SPMD_OK) st_set(&a->st, s);
+    if (s != SPMD_OK) tl_st_set(&a->st, s);
     if (y != (float)((id + G - 1) % G)) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
-    if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) st_set(&a->st, s);
-    if (id == G - 2 && (s = spmd_send(d, &token, 1, SPMD_I32, G - 1, 5, "b", NULL)) != SPMD_OK) st_set(&a->st, s);
-    if (rr && !done && (s = spmd_wait(rr)) != SPMD_OK) st_set(&a->st, s);
+    if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) tl_st_set(&a->st, s);
+    if (id == G - 2 && (s = spmd_send(d, &token, 1, SPMD_I32, G - 1, 5, "b", NULL)) != SPMD_OK) tl_st_set(&a->st, s);
+    if (rr && !done && (s = spmd_wait(rr)) != SPMD_OK) tl_st_set(&a->st, s);
 }
 
 /* Device 0 receives from device 1, which returns without sending, while
@@ -482,7 +201,7 @@ static void return_wake_device(spmd_dev *d, void *p) {
         int32_t t = 0;
         if (a->carriers == 1) { /* device 3 is index 1 over "a" */
             spmd_status s = spmd_recv(d, &t, 1, SPMD_I32, 1, 3, "a", NULL, NULL);
-            if (s != SPMD_OK) st_set(&a->st, s);
+            if (s != SPMD_OK) tl_st_set(&a->st, s);
             a->parked = s == SPMD_OK && t == 3;
         } else {
             flag_set(&a->in1);
@@ -498,15 +217,15 @@ static void return_wake_device(spmd_dev *d, void *p) {
             if (id == 3 && !flag_get(&a->seen) && flag_get(&a->posted0) && (a->carriers == 1 || flag_get(&a->in1))) {
                 flag_set(&a->seen); /* device 0 is parked in its recv */
                 if (a->carriers == 1 && (s = spmd_send_start(d, &three, 1, SPMD_I32, 0, 3, "a", NULL, &told)) != SPMD_OK) {
-                    st_set(&a->st, s);
+                    tl_st_set(&a->st, s);
                     break;
                 }
             }
             s = spmd_psum(d, &seen, &any, 1, SPMD_I32, "b", NULL);
-            if (s != SPMD_OK) { st_set(&a->st, s); break; }
+            if (s != SPMD_OK) { tl_st_set(&a->st, s); break; }
             if (any) break;
         }
-        if (told && (s = spmd_wait(told)) != SPMD_OK) st_set(&a->st, s);
+        if (told && (s = spmd_wait(told)) != SPMD_OK) tl_st_set(&a->st, s);
         if (id == 2) a->loops = n;
     }
 }
@@ -514,7 +233,7 @@ static void return_wake_device(spmd_dev *d, void *p) {
 static void test_wakes(void) {
     int carriers;
     for (carriers = 1; carriers <= 2; carriers++) {
-        spmd_mesh *m = fmesh(2, 2, SPMD_SCHEDULER_FIBERS, carriers, 0, 0, NULL, NULL);
+        spmd_mesh *m = tl_mesh_ab(2, 2, SPMD_SCHEDULER_FIBERS, carriers, 0, 0, NULL, NULL);
         wake_arg a;
         spmd_status run;
         if (!m) continue;
@@ -529,7 +248,7 @@ static void test_wakes(void) {
         spmd_mesh_destroy(m);
     }
     {
-        spmd_mesh *m = fmesh(1, 32, SPMD_SCHEDULER_FIBERS, 2, 0, 0, NULL, NULL);
+        spmd_mesh *m = tl_mesh_ab(1, 32, SPMD_SCHEDULER_FIBERS, 2, 0, 0, NULL, NULL);
         wake_arg a;
         spmd_status run;
         if (m) {
@@ -576,7 +295,7 @@ static void trace_device(spmd_dev *d, void *p) {
 static trace_arg traces[4];
 
 static void run_trace(trace_arg *t, uint64_t seed) {
-    spmd_mesh *m = fmesh(4, 8, SPMD_SCHEDULER_FIBERS, 1, seed, 0, NULL, NULL);
+    spmd_mesh *m = tl_mesh_ab(4, 8, SPMD_SCHEDULER_FIBERS, 1, seed, 0, NULL, NULL);
     spmd_status run;
     memset(t, 0, sizeof *t);
     if (!m) return;
@@ -667,7 +386,7 @@ static void deadlock_case(int kind, spmd_scheduler sch, int carriers, uint64_t s
              recorder ? "" : ", recorder off");
     a->kind = kind;
     /* a 60 s deadline: anything reported sooner was not the deadline */
-    m = fmesh(2, 4, sch, carriers, seed, 60000, dl_log, a);
+    m = tl_mesh_ab(2, 4, sch, carriers, seed, 60000, dl_log, a);
     if (!m) { free(a); return; }
     t0 = now_s();
     run = spmd_run(m, dl_device, a);
@@ -741,7 +460,7 @@ static void dl_big_device(spmd_dev *d, void *arg) {
 
 static void test_big_deadlock_report(void) {
     dl_arg *a = (dl_arg *)calloc(1, sizeof *a);
-    spmd_mesh *m = a ? fmesh(32, 32, SPMD_SCHEDULER_FIBERS, 1, 0, 60000, dl_log, a) : NULL;
+    spmd_mesh *m = a ? tl_mesh_ab(32, 32, SPMD_SCHEDULER_FIBERS, 1, 0, 60000, dl_log, a) : NULL;
     const char *rep, *at;
     spmd_status run;
     if (!m) { free(a); return; }
@@ -924,8 +643,6 @@ static void test_watchdog(void) {
 int main(void) {
     test_bad_desc();
     test_big();
-    test_combining();
-    test_large_groups();
     test_wakes();
     test_seeds();
     test_deadlocks();

@@ -20,7 +20,15 @@
    the large cases from 1<<20 to 1<<16 bytes per device (sanitizer builds);
    SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case (or async cluster)
    in N (the fabric matrix). Under several processes each process checks
-   its own devices. */
+   its own devices.
+
+   Then large groups (5 to 64 members, under both schedulers: the thread
+   engine's combining all_gather, up to 64 bytes per member, and the
+   one-way kinds that wake only their reader): all_gather of buffers and
+   arrays, blocking and async, bcast, reduce and ppermute on random inputs
+   against outputs assembled here from the inputs, and a count mismatch
+   every member reports; in one process only (tests/testlib.h,
+   tl_groups_here). */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
 #endif
@@ -2069,6 +2077,122 @@ static int open_mesh(meshctx *mc, const meshdef *md, rng_t *r) {
     return 1;
 }
 
+/* ---- all_gather and the one-way kinds in large groups ------------------------ */
+
+/* all_gather combines up to 64 bytes per member (SPMD__GATHER_COMBINE: the
+   combiner copies every input into the group's board, the others copy the
+   board); bcast, reduce and ppermute members wake only the member reading
+   their input. Random bytes per (case, device, round), expected outputs
+   assembled here from the inputs, more rounds than slots (16). */
+typedef struct ag_case { spmd_dtype dt; int count; } ag_case;
+static const ag_case ag_cases[] = {{SPMD_U8, 1}, {SPMD_I16, 3}, {SPMD_F32, 8}, {SPMD_F64, 8}, {SPMD_I32, 17},
+                                   {SPMD_BF16, 5}};
+#define AG_NC ((int)(sizeof ag_cases / sizeof ag_cases[0]))
+#define AG_ROUNDS 20
+
+static void ag_input(int c, int id, int round, unsigned char *buf, size_t bytes) {
+    size_t i;
+    for (i = 0; i < bytes; i++) buf[i] = (unsigned char)tl_case_bits(100 + c * AG_ROUNDS + round, id, (int)i);
+}
+
+static void move_device(spmd_dev *d, void *p) {
+    tl_groups_arg *a = (tl_groups_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), base = id - me;
+    int c, j, k, round, wrong = 0;
+    unsigned char in[AG_NC][136], out[AG_NC][64 * 136], want[136];
+    spmd_req *rq[AG_NC];
+    spmd_status s;
+    if (a->mismatch) { /* the last member of every group gathers one element more */
+        ag_input(0, id, 0, in[0], 8);
+        s = spmd_allgather(d, in[0], out[0], 4 + (me == G - 1), SPMD_U8, "b", NULL);
+        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
+        else tl_st_set(&a->st, s == SPMD_OK ? SPMD_ERR_INVALID : s);
+        return;
+    }
+    for (round = 0; round < AG_ROUNDS; round++) { /* (the same calls on every device, right or wrong) */
+        int root = (round * 7) % G, shift = 1 + round % 3;
+        float x[6], y[64 * 6], bx[5], by[5];
+        int32_t rx[4], ry[4], pairs[2 * 64], np = 0;
+        spmd_array X = {x, SPMD_F32, 2, {2, 3}}, Yu = {y, SPMD_F32, 3, {2, 0, 3}}, Yt = {y, SPMD_F32, 2, {0, 3}};
+        spmd_array P = {x, SPMD_F32, 1, {6}}, Q = {y, SPMD_F32, 1, {6}};
+        /* blocking all_gather of buffers, every case */
+        for (c = 0; c < AG_NC; c++) {
+            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
+            ag_input(c, id, round, in[c], n);
+            s = spmd_allgather(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL);
+            if (s != SPMD_OK) {
+                tl_st_set(&a->st, s);
+                return;
+            }
+            for (j = 0; j < G; j++) {
+                ag_input(c, base + j, round, want, n);
+                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
+            }
+        }
+        /* async, waited in reverse */
+        memset(out, 0, sizeof out);
+        for (c = 0; c < AG_NC; c++)
+            if ((s = spmd_allgather_start(d, in[c], out[c], (size_t)ag_cases[c].count, ag_cases[c].dt, "b", NULL,
+                                          &rq[c])) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+        for (c = AG_NC - 1; c >= 0; c--) {
+            size_t n = (size_t)ag_cases[c].count * spmd_dtype_size(ag_cases[c].dt);
+            if ((s = spmd_wait(rq[c])) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+            for (j = 0; j < G; j++) {
+                ag_input(c, base + j, round, want, n);
+                if (memcmp(out[c] + (size_t)j * n, want, n) != 0) wrong = 1;
+            }
+        }
+        /* arrays: untiled along axis 1 (rows interleave the members), tiled along axis 0 */
+        for (k = 0; k < 6; k++) x[k] = (float)(id * 10 + k + round);
+        Yu.shape[1] = G;
+        Yt.shape[0] = 2 * (int64_t)G;
+        if ((s = spmd_all_gather(d, &X, &Yu, "b", 1, 0, NULL)) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+        for (k = 0; k < 2; k++)
+            for (j = 0; j < G; j++)
+                for (c = 0; c < 3; c++)
+                    if (y[(k * G + j) * 3 + c] != (float)((base + j) * 10 + k * 3 + c + round)) wrong = 1;
+        if ((s = spmd_all_gather(d, &X, &Yt, "b", 0, 1, NULL)) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+        for (j = 0; j < G; j++)
+            for (k = 0; k < 6; k++)
+                if (y[j * 6 + k] != (float)((base + j) * 10 + k + round)) wrong = 1;
+        /* bcast from a moving root */
+        for (k = 0; k < 5; k++) bx[k] = (float)(id * 5 + k - round);
+        if ((s = spmd_bcast(d, bx, by, 5, SPMD_F32, root, "b", NULL)) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+        for (k = 0; k < 5; k++)
+            if (by[k] != (float)((base + root) * 5 + k - round)) wrong = 1;
+        /* reduce to it: the others' buffers untouched */
+        for (k = 0; k < 4; k++) {
+            rx[k] = (int32_t)(tl_case_bits(7, id, k + 4 * round) & 0xffff);
+            ry[k] = -7;
+        }
+        if ((s = spmd_reduce(d, rx, ry, 4, SPMD_I32, SPMD_OP_SUM, root, "b", NULL)) != SPMD_OK) {
+            tl_st_set(&a->st, s);
+            return;
+        }
+        for (k = 0; k < 4; k++) {
+            int32_t sum = 0;
+            for (j = 0; j < G; j++) sum += (int32_t)(tl_case_bits(7, base + j, k + 4 * round) & 0xffff);
+            if (ry[k] != (me == root ? sum : -7)) wrong = 1;
+        }
+        /* ppermute by shift, one pair left out on odd rounds (its destination gets zeros) */
+        for (j = 0; j < G; j++)
+            if (!(round & 1) || j != G - 1) {
+                pairs[2 * np] = j;
+                pairs[2 * np + 1] = (j + shift) % G;
+                np++;
+            }
+        if ((s = spmd_ppermute(d, &P, &Q, "b", pairs, np, NULL)) != SPMD_OK) { tl_st_set(&a->st, s); return; }
+        {
+            int src = (me - shift + G) % G, has = !(round & 1) || src != G - 1;
+            for (k = 0; k < 6; k++)
+                if (y[k] != (has ? (float)((base + src) * 10 + k + round) : 0.0f)) wrong = 1;
+        }
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_large_groups(void) { tl_run_groups("all_gather, bcast, reduce, ppermute", move_device); }
+
 int main(void) {
     double t0 = now_s();
     uint64_t seed = env_seed(7731);
@@ -2122,6 +2246,13 @@ int main(void) {
     rg_vectors();
     run_ragged_mismatch(seed);
     printf("  ragged_all_to_all: JAX's example and 4 mismatches, %.2f s\n", now_s() - t6);
+    if (tl_groups_here()) {
+        double t7 = now_s();
+        test_large_groups();
+        printf("  all_gather, bcast, reduce, ppermute in groups of 5 to 64: %.2f s\n",
+               now_s() - t7);
+        fflush(stdout);
+    }
     free(g_exp);
     free(g_sum);
     printf("test_movement: %ld cases checked in %.2f s\n", g_checked, now_s() - t0);

@@ -15,7 +15,13 @@
    Env: SPMD_TEST_SEED overrides the seed (printed); SPMD_TEST_QUICK=1 caps
    the long length at 1<<16 and runs fewer repetitions (sanitizer builds);
    SPMD_TEST_QUICK=N (N >= 2) also keeps one sweep case in N (the fabric
-   matrix). Under several processes each process checks its own devices. */
+   matrix). Under several processes each process checks its own devices.
+
+   Then the combining path of large groups (one member reduces for all):
+   psum, allreduce and barrier over groups of 5 to 64 under both schedulers
+   against a reference computed here in device order, and a count mismatch
+   every member reports; in one process only (tests/testlib.h,
+   tl_groups_here). */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
 #endif
@@ -1178,6 +1184,108 @@ static void reference_sanity(void) {
     T_CHECK(ok, "reference sanity (hand-computed results)");
 }
 
+/* ---- combining groups against a plain reference ----------------------------
+   The thread engine's combining path (SPMD__COMBINE_MIN = 16 members and
+   up: one member reduces for all): psum over groups of 16, 17, 33 and 64
+   (and 5, below it) under both schedulers (tests/testlib.h tl_run_groups),
+   several dtypes and ops on random inputs against a reference computed here
+   in device order, blocking with a barrier after each, async calls waited
+   in reverse, and a count mismatch that every member reports. */
+
+typedef struct comb_case { spmd_dtype dt; spmd_op op; int count; } comb_case;
+static const comb_case comb_cases[] = {
+    {SPMD_F32, SPMD_OP_SUM, 7},  {SPMD_F64, SPMD_OP_SUM, 33}, {SPMD_I32, SPMD_OP_SUM, 200}, {SPMD_U8, SPMD_OP_MAX, 17},
+    {SPMD_I16, SPMD_OP_MIN, 9},  {SPMD_F32, SPMD_OP_MEAN, 5}, {SPMD_BF16, SPMD_OP_SUM, 40}, {SPMD_F16, SPMD_OP_MAX, 3},
+    {SPMD_BOOL, SPMD_OP_SUM, 11}, {SPMD_F32, SPMD_OP_SUM, 1}};
+#define COMB_NC ((int)(sizeof comb_cases / sizeof comb_cases[0]))
+
+/* Device id's element i of case c, as a double: small random values (sums
+   stay exact in integers; floats in device order as the library adds them). */
+static double comb_in(int c, int id, int i) {
+    uint64_t b = tl_case_bits(c, id, i);
+    switch (comb_cases[c].dt) {
+    case SPMD_BOOL: return (double)(b & 1);
+    case SPMD_U8: return (double)(b & 0xff);
+    case SPMD_I16: return (double)(int16_t)(b & 0xffff);
+    case SPMD_I32: return (double)(int32_t)(b & 0xfffff) - 0x80000;
+    case SPMD_F16: return (double)ref_f16_to_f32((uint16_t)(0x3c00 + (b & 0x3ff)) ^ (uint16_t)((b >> 10 & 1) << 15));
+    case SPMD_BF16: return (double)ref_bf16_to_f32((uint16_t)(0x3f80 + (b & 0x7f)));
+    default: return (double)((int64_t)(b % 2001) - 1000) / 8.0;
+    }
+}
+static void comb_store(spmd_dtype dt, void *buf, int i, double v) {
+    switch (dt) {
+    case SPMD_BOOL: case SPMD_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case SPMD_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case SPMD_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case SPMD_F16: ((uint16_t *)buf)[i] = ref_f32_to_f16((float)v); break;
+    case SPMD_BF16: ((uint16_t *)buf)[i] = ref_f32_to_bf16((float)v); break;
+    case SPMD_F64: ((double *)buf)[i] = v; break;
+    default: ((float *)buf)[i] = (float)v; break;
+    }
+}
+/* The expected output element: reduce over the group's members in order. */
+static int comb_expect_ok(int c, const int *members, int G, const void *out, int i) {
+    const comb_case *k = &comb_cases[c];
+    double acc = comb_in(c, members[0], i);
+    float facc = (float)acc;
+    int j;
+    for (j = 1; j < G; j++) {
+        double x = comb_in(c, members[j], i);
+        if (k->op == SPMD_OP_MAX) acc = x > acc ? x : acc;
+        else if (k->op == SPMD_OP_MIN) acc = x < acc ? x : acc;
+        else acc += x;
+        facc = k->op == SPMD_OP_MAX ? (x > facc ? (float)x : facc) : facc + (float)x; /* f32 arithmetic, in order */
+    }
+    switch (k->dt) {
+    case SPMD_BOOL: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_U8: return ((const uint8_t *)out)[i] == (uint8_t)acc;
+    case SPMD_I16: return ((const int16_t *)out)[i] == (int16_t)acc;
+    case SPMD_I32: return ((const int32_t *)out)[i] == (int32_t)acc;
+    case SPMD_F16: return ((const uint16_t *)out)[i] == ref_f32_to_f16(facc);
+    case SPMD_BF16: return ((const uint16_t *)out)[i] == ref_f32_to_bf16(facc);
+    case SPMD_F64: return ((const double *)out)[i] == acc; /* eighths: exact */
+    default: return ((const float *)out)[i] == (k->op == SPMD_OP_MEAN ? facc / (float)G : facc);
+    }
+}
+
+static void comb_device(spmd_dev *d, void *p) {
+    tl_groups_arg *a = (tl_groups_arg *)p;
+    int id = spmd_device_id(d), G = spmd_axis_size(d, "b"), me = spmd_axis_index(d, "b"), c, i, j;
+    int members[64], wrong = 0;
+    unsigned char in[COMB_NC][1600], out[COMB_NC][1600];
+    spmd_req *rq[COMB_NC];
+    spmd_status s;
+    for (j = 0; j < G; j++) members[j] = id - me + j; /* "b" is the minor axis */
+    for (c = 0; c < COMB_NC; c++)
+        for (i = 0; i < comb_cases[c].count; i++) comb_store(comb_cases[c].dt, in[c], i, comb_in(c, id, i));
+    if (a->mismatch) { /* the last member of every group asks for one element more */
+        s = spmd_psum(d, in[0], out[0], comb_cases[0].count + (me == G - 1), SPMD_F32, "b", NULL);
+        if (s == SPMD_ERR_MISMATCH || s == SPMD_ERR_BROKEN) __atomic_fetch_add(&a->nmis, 1, __ATOMIC_RELAXED);
+        else a->st = s == SPMD_OK ? SPMD_ERR_INVALID : s;
+        return;
+    }
+    for (c = 0; c < COMB_NC; c++) { /* blocking; the same calls on every device, right or wrong */
+        s = spmd_allreduce(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt, comb_cases[c].op, "b", NULL);
+        if (s != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+        if ((s = spmd_barrier(d, "b", NULL)) != SPMD_OK) { a->st = s; return; }
+    }
+    memset(out, 0, sizeof out);
+    for (c = 0; c < COMB_NC; c++) /* all in flight, waited in reverse */
+        if ((s = spmd_allreduce_start(d, in[c], out[c], (size_t)comb_cases[c].count, comb_cases[c].dt,
+                                      comb_cases[c].op, "b", NULL, &rq[c])) != SPMD_OK) { a->st = s; return; }
+    for (c = COMB_NC - 1; c >= 0; c--) {
+        if ((s = spmd_wait(rq[c])) != SPMD_OK) { a->st = s; return; }
+        for (i = 0; i < comb_cases[c].count; i++)
+            if (!comb_expect_ok(c, members, G, out[c], i)) wrong = 1;
+    }
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_combining(void) { tl_run_groups("psum (combining)", comb_device); }
+
 int main(void) {
     double t0 = now_s();
     uint64_t seed = env_seed(20261122);
@@ -1229,6 +1337,12 @@ int main(void) {
                nsweep, nstart, t3 - t2, nlong, mc.nvar, now_s() - t1);
         fflush(stdout);
         close_mesh(&mc);
+    }
+    if (tl_groups_here()) {
+        double t4 = now_s();
+        test_combining();
+        printf("  combining groups of 5 to 64: %.2f s\n", now_s() - t4);
+        fflush(stdout);
     }
     free(g_ref);
     printf("test_reduce: %ld cases checked in %.2f s\n", g_cases_checked, now_s() - t0);

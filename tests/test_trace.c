@@ -1,9 +1,9 @@
 /* test_trace.c - saying why a run went wrong: the flight recorder's records
    of a known call sequence (through spmd_report), the report of a deliberate
    timeout, report truncation, the SPMD_TRACE timeline (parsed here) and its
-   unwritable-path warning, the recorder turned off, the fault plan (parse
-   errors naming the token, a delayed call, a skipped one), the report
-   logged on SPMD_REPORT_SIGNAL. */
+   unwritable-path warning, the recorder turned off, the report logged on
+   SPMD_REPORT_SIGNAL. (The fault plan, SPMD_FAULTS, with what the recorder
+   and the report say of a skipped call: tests/test_faults.c.) */
 #define _GNU_SOURCE 1 /* setenv */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
@@ -366,105 +366,6 @@ static void test_off(void) {
     spmd_mesh_destroy(m);
 }
 
-/* ---- the fault plan ----------------------------------------------------- */
-static spmd_mesh *mesh3(int64_t timeout_ms, const char *faults, spmd_status *st) {
-    static const char *names[1] = {"i"};
-    spmd_mesh_desc desc;
-    spmd_mesh *m = NULL;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 1;
-    desc.shape[0] = 3;
-    desc.axis_names[0] = names[0];
-    desc.timeout_ms = timeout_ms;
-    desc.faults = faults;
-    desc.log_level = SPMD_LOG_WARN;
-    desc.log_fn = log_keep;
-    *st = spmd_mesh_create(&desc, &m);
-    return m;
-}
-
-static void test_fault_parse(void) {
-    static const struct { const char *spec, *token; } bad[] = {
-        {"device=1,seq=2,kind=lost", "kind=lost"},
-        {"device=3,seq=0,kind=skip", "device=3"},
-        {"device=-1,seq=0,kind=skip", "device=-1"},
-        {"device=0,seq=x,kind=skip", "seq=x"},
-        {"device=0,seq=1,kind=delay:", "kind=delay:"},
-        {"device=0,seq=1,kind=delay:5ms", "kind=delay:5ms"},
-        {"device=0,seq=1,colour=red,kind=skip", "colour=red"},
-        {"device=0,seq=1", "device=0,seq=1"},
-        {"device=1,seq=4,kind=skip;device=1,seq=4,kind=delay:3", "device=1,seq=4,kind=delay:3"},
-    };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        spmd_status st;
-        spmd_mesh *m;
-        char want[80];
-        log_clear();
-        m = mesh3(1000, bad[k].spec, &st);
-        T_CHECK(st == SPMD_ERR_INVALID && m == NULL, "'%s': %s", bad[k].spec, spmd_status_name(st));
-        if (m) spmd_mesh_destroy(m);
-        snprintf(want, sizeof want, "'%s'", bad[k].token);
-        pthread_mutex_lock(&log_lock);
-        T_CHECK(strstr(log_text, "desc.faults: ") && strstr(log_text, want), "'%s': the message names %s: %s",
-                bad[k].spec, want, log_text);
-        pthread_mutex_unlock(&log_lock);
-    }
-    /* the env wins over the desc, and is checked the same way */
-    {
-        spmd_status st;
-        spmd_mesh *m;
-        setenv("SPMD_FAULTS", "device=0,seq=0,kind=explode", 1);
-        log_clear();
-        m = mesh3(1000, "device=0,seq=0,kind=skip", &st);
-        unsetenv("SPMD_FAULTS");
-        T_CHECK(st == SPMD_ERR_INVALID && !m && strstr(log_text, "SPMD_FAULTS: bad token 'kind=explode'"),
-                "env: %s, %s", spmd_status_name(st), log_text);
-        if (m) spmd_mesh_destroy(m);
-    }
-}
-
-static int64_t ms_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void skip_run(spmd_dev *d, void *arg) {
-    int id = spmd_device_id(d);
-    float x = (float)(id + 1), y = -1;
-    spmd_status s;
-    int64_t t0;
-    (void)arg;
-    t0 = ms_now();
-    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 1: call #0 delayed 50 ms */
-    T_CHECK(s == SPMD_OK && y == 6.0f, "device %d: delayed psum %s, %g", id, spmd_status_name(s), (double)y);
-    if (id == 1) T_CHECK(ms_now() - t0 >= 50, "device 1 held %lld ms", (long long)(ms_now() - t0));
-    y = -1;
-    s = spmd_psum(d, &x, &y, 1, SPMD_F32, "i", NULL); /* device 2: call #1 skipped */
-    if (id == 2) T_CHECK(s == SPMD_OK && y == -1.0f, "device 2: skipped psum returns OK, output untouched: %s %g",
-                         spmd_status_name(s), (double)y);
-    else /* BROKEN: a call begun after the other one broke the mesh */
-        T_CHECK(s == SPMD_ERR_DEADLOCK || s == SPMD_ERR_BROKEN, "device %d: the others see device 2 returned: %s", id,
-                spmd_status_name(s));
-}
-
-static void test_fault_run(void) {
-    spmd_status st;
-    char rep[8192];
-    spmd_mesh *m = mesh3(300, "device=2,seq=1,kind=skip;device=1,seq=0,kind=delay:50", &st);
-    T_CHECK(st == SPMD_OK && m, "mesh with a fault plan: %s", spmd_status_name(st));
-    if (!m) return;
-    spmd_run(m, skip_run, NULL);
-    T_CHECK(spmd_mesh_status(m) == SPMD_ERR_DEADLOCK, "broken by the returned device: %s",
-            spmd_status_name(spmd_mesh_status(m)));
-    spmd_report(m, -1, rep, sizeof rep);
-    T_CHECK(strstr(rep, "  device 2: reached op #0 (did not arrive)") != NULL, "device 2 absent:\n%s", rep);
-    spmd_report(m, 2, rep, sizeof rep);
-    T_CHECK(strstr(rep, "#1 psum(f32 x 1, eager) over 'i' (op #1 of group [0 1 2], index 2): skipped by the fault plan") !=
-                NULL, "device 2's record says skipped:\n%s", rep);
-    spmd_mesh_destroy(m);
-}
-
 /* ---- the report on a signal (SPMD_REPORT_SIGNAL) ------------------------- */
 static pthread_cond_t log_cond = PTHREAD_COND_INITIALIZER;
 static void log_tell(void *user, spmd_log_level level, int device, const char *msg) {
@@ -576,8 +477,6 @@ int main(void) {
     test_timeout_report();
     test_timeline();
     test_off();
-    test_fault_parse();
-    test_fault_run();
     test_signal_report();
     return t_summary();
 }

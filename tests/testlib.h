@@ -1,8 +1,9 @@
 /* testlib.h - infrastructure shared by the spmdcoll test programs: a clock,
    seeded RNGs and the SPMD_TEST_* environment, dtype facts, plain reference
    half-precision conversions, the sweep meshes with their axis variants and
-   groups, which devices this process hosts (several processes), and a few
-   helpers for failure messages.
+   groups, which devices this process hosts (several processes), a few
+   helpers for failure messages, meshes under a chosen scheduler and the
+   runner of the large-group (combining) tests.
 
    Include after "../spmdcoll.h" and "harness.h". Every test is its own
    program, so everything here is static; functions are `static inline` and
@@ -835,5 +836,94 @@ static inline void tl_run_errors(meshctx *mc, const tl_sweep *sw, void *cs, int 
         if (again && !recreate_mesh(mc)) return;
     }
     T_CHECK(spmd_mesh_status(mc->m) == SPMD_OK, "mesh %s broken after refused calls: %s", ms, spmd_mesh_error(mc->m));
+}
+
+/* ---- meshes under a chosen scheduler; large groups ---------------------------------
+   test_fibers.c's meshes, and the large-group tests of the thread engine's
+   combining path (SPMD__COMBINE_MIN = 16 members and up: one member
+   reduces, or gathers, for all): psum and barrier in test_reduce.c,
+   all_gather and the one-way kinds in test_movement.c. */
+
+/* A 2-D mesh (a, b), axes "a" and "b", under scheduler sch (0: the default)
+   on `carriers` carriers (0: the default), with sched_seed seed and deadline
+   timeout_ms (0: the default); log NULL: nothing logged, else errors go to
+   log(user). One check: it was made. */
+static inline spmd_mesh *tl_mesh_ab(int a, int b, spmd_scheduler sch, int carriers, uint64_t seed, int64_t timeout_ms,
+                                    spmd_log_fn log, void *user) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_status s;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2;
+    desc.shape[0] = a;
+    desc.shape[1] = b;
+    desc.axis_names[0] = "a";
+    desc.axis_names[1] = "b";
+    desc.scheduler = sch;
+    desc.carriers = carriers;
+    desc.sched_seed = seed;
+    desc.timeout_ms = timeout_ms;
+    desc.log_fn = log;
+    desc.log_user = user;
+    desc.log_level = log ? SPMD_LOG_ERROR : SPMD_LOG_OFF;
+    s = spmd_mesh_create(&desc, &m);
+    T_CHECK(s == SPMD_OK, "mesh (%d, %d): %s", a, b, stname(s));
+    return m;
+}
+
+/* A failure seen by any device (several may store one at once). */
+static inline void tl_st_set(spmd_status *p, spmd_status s) { __atomic_store_n(p, s, __ATOMIC_RELAXED); }
+
+/* 64 random bits for device id's element i of case c (the large-group
+   tests' inputs: what a device sends and what the reference reads). */
+static inline uint64_t tl_case_bits(int c, int id, int i) {
+    uint64_t st = ((uint64_t)c << 40) ^ ((uint64_t)id << 20) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
+    return splitmix64(&st);
+}
+
+/* What the devices of a tl_run_groups run saw: mismatch asks for the
+   mismatch (every member must report it, counted in nmis); bad counts the
+   devices with a wrong result; st keeps a failing status. */
+typedef struct tl_groups_arg { int mismatch; long bad; spmd_status st; int nmis; } tl_groups_arg;
+
+/* Whether the large-group tests run here: in one process only (the thread
+   engine's path: across processes the groups would span them, and the
+   mismatch check counts every member of every group in this process); in
+   the sweeps' thinned runs (SPMD_TEST_QUICK=N:K, N >= 2) only where K = 0:
+   the ASan and TSan runs (K = 0), and two of the four settings of
+   tests/run.sh's scheduler matrix instead of all four (its SPMD_SCHEDULER
+   overrides the cases' own desc.scheduler there). */
+static inline int tl_groups_here(void) { return tl_env_processes() == 1 && env_thin_offset() % env_thin() == 0; }
+
+/* Every member of groups of 5 to 64, under both schedulers, makes fn's calls
+   (tl_groups_arg: right, or a mismatch every member must report). */
+static inline void tl_run_groups(const char *what, spmd_fn fn) {
+    static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
+        {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
+        {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1},  {1, 64, SPMD_SCHEDULER_FIBERS, 2},
+        {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
+    int i, mis;
+    for (i = 0; i < (int)(sizeof cs / sizeof cs[0]); i++)
+        for (mis = 0; mis < 2; mis++) {
+            spmd_mesh *m = tl_mesh_ab(cs[i].rows, cs[i].G, cs[i].sch, cs[i].carriers, 5, mis ? 20000 : 0, NULL, NULL);
+            tl_groups_arg a;
+            spmd_status run;
+            double t0 = now_s();
+            if (!m) continue;
+            memset(&a, 0, sizeof a);
+            a.mismatch = mis;
+            run = spmd_run(m, fn, &a);
+            if (!mis)
+                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                        "%s over (%d, %d) %s, %d carriers: run %s, a call %s, %ld devices with wrong results", what,
+                        cs[i].rows, cs[i].G, cs[i].sch == SPMD_SCHEDULER_FIBERS ? "fibers" : "threads", cs[i].carriers,
+                        stname(run), stname(a.st), a.bad);
+            else /* every member of every group reports it, long before the 20 s deadline */
+                T_CHECK(run == SPMD_ERR_MISMATCH && a.nmis == cs[i].rows * cs[i].G && a.st == SPMD_OK &&
+                            now_s() - t0 < 10.0,
+                        "%s mismatch (%d, %d): run %s, %d of %d members reported it, other status %s, %.1f s", what,
+                        cs[i].rows, cs[i].G, stname(run), a.nmis, cs[i].rows * cs[i].G, stname(a.st), now_s() - t0);
+            spmd_mesh_destroy(m);
+        }
 }
 #endif
