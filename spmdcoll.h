@@ -4244,9 +4244,9 @@ static spmd_req *spmd__req_new(spmd_dev *d) {
 /* A finished request's buffers freed and the request out of the list. */
 static inline void spmd__req_drop(spmd_req *r) {
     spmd_dev *d = r->dev;
-    if (r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
-    spmd__free(&d->mesh->alloc, r->xscratch);
-    spmd__free(&d->mesh->alloc, r->fault_copy);
+    if (r->temp && r->temp != r->xp_blk) spmd__free(&d->mesh->alloc, r->temp);
+    if (r->xscratch) spmd__free(&d->mesh->alloc, r->xscratch);
+    if (r->fault_copy) spmd__free(&d->mesh->alloc, r->fault_copy);
     r->fault_copy = NULL;
     r->xscratch = NULL;
     r->temp = NULL;
@@ -4308,9 +4308,9 @@ static int spmd__rules(const spmd_mesh *m, int kind, spmd_dtype dt, spmd_op op, 
     }
     if (spmd__reduces(kind)) {
         if ((int)op <= SPMD_OP_NONE || (int)op >= SPMD_OP_COUNT) return SPMD__RULE_OP;
-        if (!spmd__kernel_in(m->ktab, dt, op) || (kind == SPMD__KIND_PSUM_SCATTER && dt == SPMD_BOOL))
+        if (!(*kern = spmd__kernel_in(m->ktab, dt, op)) || (kind == SPMD__KIND_PSUM_SCATTER && dt == SPMD_BOOL))
             return SPMD__RULE_KERNEL;
-        *kern = spmd__kernel_in(m->ktab, dt, kind == SPMD__KIND_PSUM_SCATTER ? SPMD_OP_SUM : op);
+        if (kind == SPMD__KIND_PSUM_SCATTER) *kern = spmd__kernel_in(m->ktab, dt, SPMD_OP_SUM);
     }
     if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT)) return SPMD__RULE_ALGO;
     if (o && o->timeout_ms < 0) return SPMD__RULE_TIMEOUT;
