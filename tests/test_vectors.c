@@ -140,7 +140,7 @@ enum {
     K_PSUM, K_PMEAN, K_PMAX, K_PMIN, K_PPROD, K_PARGMAX, K_PARGMIN, K_ALLREDUCE_SUM,
     K_DIV_PSUM,  /* x / psum(x), in the dtype */
     K_DIV_PMEAN, /* x / pmean(x) */
-    K_AXIS_INDEX, K_AXIS_SIZE,
+    K_AXIS_INDEX, K_AXIS_SIZE, K_BARRIER,
     K_PSUM_ASYNC
 };
 
@@ -196,6 +196,7 @@ static void vdev(spmd_dev *d, void *arg) {
     } break;
     case K_AXIS_INDEX: ((int32_t *)out)[0] = spmd_axis_index(d, j->axes); break;
     case K_AXIS_SIZE: ((int32_t *)out)[0] = spmd_axis_size(d, j->axes); break;
+    case K_BARRIER: s = spmd_barrier(d, j->axes, op); break;
     default: break;
     }
     j->st[me] = s;
@@ -587,6 +588,12 @@ static void test_bool(void) {
     for (int d = 0; d < 4; d++) ok &= !tl_local(m, d) || (j.out[d][0] == 0 && j.st[d] == SPMD_OK);
     if (d0 >= 0)
         T_CHECK(ok, "pmin of bool [F T T T] is [F F F F]");
+    /* every device's pmin done before any refuses the pmean: across processes
+       a refusal breaks the mesh, and a process still receiving its last pmin
+       data (another spmd_run, not synchronised with this one) would be told
+       to abandon it */
+    j.kind = K_BARRIER;
+    (void)spmd_run(m, vdev, &j);
     j.kind = K_PMEAN;
     (void)spmd_run(m, vdev, &j);
     ok = 1;
