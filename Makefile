@@ -243,15 +243,17 @@ plots: $(BUILD)/bench
 	bash bench/plot.sh -o $(BUILD)/plots
 	bash bench/plot.sh -S -o $(BUILD)/plots
 
-# The header, spmdcoll.pc for pkg-config and the package config for CMake's
-# find_package(spmdcoll) (CMAKE_PREFIX_PATH=PREFIX); cmake --install of
-# CMakeLists.txt installs the same files.
+# The header, spmdcoll.pc and spmdcoll-fabric.pc (the libfabric backend:
+# -DSPMDCOLL_LIBFABRIC, requires libfabric's own .pc) for pkg-config, and the
+# package config for CMake's find_package(spmdcoll) (CMAKE_PREFIX_PATH=PREFIX);
+# cmake --install of CMakeLists.txt installs the same files.
 SPMD_VERSION = $(shell sed -n 's/^\#define SPMD_VERSION_STRING "\(.*\)"/\1/p' spmdcoll.h)
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll
 	install -m 644 spmdcoll.h $(DESTDIR)$(PREFIX)/include/spmdcoll.h
 	install -m 755 tools/spmdrun $(DESTDIR)$(PREFIX)/bin/spmdrun
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcoll-fabric.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmdcoll-fabric.pc
 	install -m 644 tools/spmdcollConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfig.cmake
 	sed -e 's|@VERSION@|$(SPMD_VERSION)|' tools/spmdcollConfigVersion.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/spmdcoll/spmdcollConfigVersion.cmake
 

@@ -2,7 +2,8 @@
 
    A device mesh with named axes, one function run per device, and the
    collectives of jax.lax (psum, pmean, all_gather, psum_scatter, all_to_all,
-   ppermute, ...) with JAX's semantics, plus the MPI-style operations of
+   ppermute, ...) with JAX's semantics (the few deviations: docs/semantics.md,
+   "Where spmdcoll differs from JAX"), plus the MPI-style operations of
    mpi4jax (bcast, gather, scatter, reduce, scan, send/recv, ...), each also
    asynchronous, on threads of one process or across processes and hosts
    through libfabric (tcp, shm, verbs, EFA, ...). Single header, stb style,
@@ -17,6 +18,8 @@
    USAGE
      Define SPMDCOLL_IMPLEMENTATION in exactly one .c or .cpp file before
      including this header; include it without the define everywhere else.
+     The stb habit: a file of its own for it (impl.c: the define and the
+     include, nothing else), so editing the program never recompiles it.
      In that one file, include spmdcoll.h before any system header (or build
      with -D_GNU_SOURCE or -std=gnu11): the implementation needs POSIX.
      Link with -pthread; with SPMDCOLL_LIBFABRIC also -lfabric. C99, C11 and
@@ -29,7 +32,8 @@
      static void step(spmd_dev *d, void *arg) {
          float g[4] = {1, 2, 3, (float)spmd_device_id(d)};
          spmd_status s = spmd_pmean(d, g, g, 4, SPMD_F32, "row,col", NULL); // in place
-         if (s != SPMD_OK) fprintf(stderr, "%s\n", spmd_last_error(d));
+         if (s == SPMD_OK) printf("device %d: %g\n", spmd_device_id(d), g[3]); // 3.5
+         else fprintf(stderr, "%s\n", spmd_last_error(d));
          (void)arg;
      }
      int main(void) {
@@ -335,8 +339,10 @@
      contiguous block of device ids (dealt in rows of the minor-most axis,
      so that it stays inside a process, unless there are fewer rows than
      processes: the log says so at info level; desc.devices_per_process
-     fixes the block size). spmd_run and spmd_attach
-     take only this process's devices (spmd_device_is_local). A group inside
+     fixes the block size). spmd_run and spmd_attach take only this
+     process's devices (spmd_device_is_local), so after spmd_run a process
+     holds only their results: check or print those (or do it inside the
+     device function). A group inside
      one process runs on threads; a group spanning processes exchanges
      signatures and inputs by tagged messages and reduces in group order
      with the same kernels, so results are bit-identical to the thread
@@ -689,8 +695,8 @@ SPMD_API const char *spmd_status_name(spmd_status s);       /* "SPMD_ERR_TIMEOUT
 SPMD_API size_t spmd_dtype_size(spmd_dtype t);              /* 0 for an invalid dtype */
 SPMD_API const char *spmd_dtype_name(spmd_dtype t);         /* "f32" */
 SPMD_API const char *spmd_op_name(spmd_op op);              /* "sum" */
-SPMD_API const char *spmd_backend_name(spmd_backend b);     /* "threads", "libfabric" */
-SPMD_API const char *spmd_scheduler_name(spmd_scheduler s); /* "threads", "fibers" */
+SPMD_API const char *spmd_backend_name(spmd_backend b);     /* "default", "threads", "libfabric" */
+SPMD_API const char *spmd_scheduler_name(spmd_scheduler s); /* "default", "threads", "fibers" */
 /* Scalar conversions used by the kernels (round to nearest even, NaN kept). */
 SPMD_API uint16_t spmd_f32_to_f16(float f);
 SPMD_API float spmd_f16_to_f32(uint16_t h);

@@ -16,20 +16,33 @@
 #     the top comment;
 #  5. every status of SPMD_STATUS_LIST is named in the top comment (which
 #     says what to do about it);
-#  6. the header's QUICK START and the README's first C program compile as
-#     C99 with warnings as errors, and run with exit status 0.
-# One check per link, function, variable and macro; each failure says what
-# is missing where. Closing line "N passed, N failed".
+#  6. the header's QUICK START and the README's first C program compile with
+#     warnings as errors and run with exit status 0 (threads): each as C99
+#     and as C++17, each as written and with <stdio.h> included before
+#     everything (a C file's usual first line; C with -D_GNU_SOURCE then, as
+#     the header's USAGE says; g++ defines it itself); in strict C99 that
+#     order must stop at the header's #error that says what to do (its text
+#     is read from the header);
+#  7. the README's first program, unchanged, compiled with
+#     -DSPMDCOLL_LIBFABRIC, runs as 2 processes (tools/spmdrun --provider
+#     tcp), exits 0 and prints, without spmdrun's "[k] " prefixes, the lines
+#     it prints on threads (sorted: devices print in any order). Skipped
+#     without the libfabric headers.
+# One check per link, function, variable, macro, program and build; each
+# failure says what is missing where. Closing line "N passed, N failed",
+# with ", N skipped" when a check could not run (each on stderr: "SKIP: ...").
 #   sh tests/docs.sh [REPO_DIR]       (default: the directory above tests/)
+# Environment: CC (default cc), CXX (default g++).
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2
 H=spmdcoll.h
 tmp=${TMPDIR:-/tmp}/spmd-docs.$$
 mkdir -p "$tmp" || exit 2
 trap 'rm -rf "$tmp"' EXIT
-P=0 F=0
+P=0 F=0 S=0
 pass() { P=$((P + 1)); }
 fail() { F=$((F + 1)); echo "FAIL: $*" >&2; }
+skip() { S=$((S + 1)); echo "SKIP: $*" >&2; }
 
 # ---- 1. links ---------------------------------------------------------------
 # The anchors of a markdown file, one a line (awk: fenced code is skipped).
@@ -157,23 +170,126 @@ for mac in $(cat "$tmp/macros"); do
 done
 echo "macros: $(wc -l <"$tmp/macros") configuration macros checked"
 
-# 6. the programs the manual shows compile (C99, warnings as errors) and run:
-#    the header's QUICK START and README.md's first C block
+# 6, 7. the programs the manual shows, built as a user would and run. Every
+# build is a job writing $tmp/<job>.res ("pass" or "fail: why"); NJOBS lanes
+# (background subshells) run them, job k in lane k mod NJOBS; the results
+# are tallied in order at the end.
 sed -n '/^   QUICK START$/,/^   CONCEPTS$/p' $H | sed '1d;$d' | sed 's/^     //' >"$tmp/quick.c"
 awk '/^```c/ { p = 1; next } /^```/ { if (p) exit } p' README.md >"$tmp/readme.c"
+CC=${CC:-cc} CXX=${CXX:-g++}
+CFLAGS_DOC="-std=c99 -Wall -Wextra -Wpedantic -Werror -O0 -pthread -I."
+CXXFLAGS_DOC="-std=c++17 -Wall -Wextra -Werror -O0 -pthread -I."
+NJOBS=$(nproc 2>/dev/null || echo 2)
+JOBS=""
+TAB=$(printf '\t')
+: >"$tmp/jobs"
+job_add() { # $1 = job name, $2 = a function, $3.. its arguments (at most 3, no tabs)
+    JOBS="$JOBS $1"
+    echo "fail: the job did not run" >"$tmp/$1.res"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "${4:-}" "${5:-}" >>"$tmp/jobs"
+}
+jobs_run() {
+    lane=0 pids=""
+    while [ $lane -lt "$NJOBS" ]; do
+        ( k=0
+          while IFS=$TAB read -r j fn a1 a2 a3; do
+              [ $((k % NJOBS)) = $lane ] && "$fn" "$a1" "$a2" "$a3" >"$tmp/$j.res" 2>&1
+              k=$((k + 1))
+          done <"$tmp/jobs" ) &
+        pids="$pids $!" lane=$((lane + 1))
+    done
+    wait $pids
+}
+# build_run SRC EXE "FLAGS": compile (as C++ when FLAGS name c++), run; the
+# program's output in EXE.out; prints "pass" or "fail: ..."
+build_run() {
+    case $3 in *c++*) cc=$CXX lang="-x c++" ;; *) cc=$CC lang="-x c" ;; esac
+    if ! $cc $3 $lang "$1" -x none -o "$2" 2>"$2.err"; then
+        echo "fail: does not compile ($cc $3): $(head -n 3 "$2.err" | tr '\n' ' ')"; return
+    fi
+    timeout 60 "$2" >"$2.out" 2>"$2.err"; rc=$?
+    if [ $rc = 0 ]; then echo pass
+    else echo "fail: exits with status $rc ($cc $3): $(head -n 3 "$2.err" | tr '\n' ' ')"; fi
+}
+# strict_error SRC: strict C99 with <stdio.h> first must stop at the header's
+# #error (the first error the compiler reports is that text)
+strict_error() {
+    out=$($CC -std=c99 -pthread -I. -fsyntax-only "$1" 2>&1); rc=$?
+    first=$(printf '%s\n' "$out" | grep -m 1 'error')
+    if [ $rc = 0 ]; then echo "fail: compiles in strict C99 with <stdio.h> first: the header's #error did not fire"
+    else case $first in
+        *"$posix_error"*) echo pass ;;
+        *) echo "fail: in strict C99 with <stdio.h> first the first error is not the header's #error: $first" ;;
+    esac; fi
+}
+# across_processes EXE: the README's program as 2 processes over tcp prints
+# what it printed on threads (the C99 build's output, compared at the tally)
+across_processes() {
+    if ! $CC $CFLAGS_DOC -DSPMDCOLL_LIBFABRIC "$tmp/readme.c" -o "$1" -lfabric 2>"$1.err"; then
+        echo "fail: does not compile with -DSPMDCOLL_LIBFABRIC: $(head -n 3 "$1.err" | tr '\n' ' ')"; return
+    fi
+    tools/spmdrun -n 2 --provider tcp --timeout 60 -- "$1" >"$1.out" 2>"$1.err"; rc=$?
+    if [ $rc = 0 ]; then echo pass
+    else echo "fail: tools/spmdrun -n 2 --provider tcp exits with status $rc: $(head -n 3 "$1.err" | tr '\n' ' ')"; fi
+}
+
+posix_error=$(sed -n 's/^[ \t]*#[ \t]*error[ \t]*"\(.*_GNU_SOURCE.*\)"[ \t]*$/\1/p' $H | head -n 1)
+[ -n "$posix_error" ] || fail "$H: no #error naming _GNU_SOURCE (what strict ISO C with a system header first must be told)"
+have_cxx=1
+command -v "$CXX" >/dev/null 2>&1 || have_cxx=0
 for prog in quick readme; do
     where=$H; [ $prog = readme ] && where=README.md
     if [ ! -s "$tmp/$prog.c" ]; then fail "$where: its program was not found"; continue; fi
-    if ! ${CC:-cc} -std=c99 -Wall -Wextra -Wpedantic -Werror -O0 -pthread -I. "$tmp/$prog.c" -o "$tmp/$prog" \
-            2>"$tmp/$prog.err"; then
-        fail "$where: its program does not compile: $(head -n 3 "$tmp/$prog.err" | tr '\n' ' ')"
+    { echo '#include <stdio.h>'; cat "$tmp/$prog.c"; } >"$tmp/$prog-stdio.c"
+    # C++: desc{} for = {0} (g++ -Wextra warns of the missing initializers;
+    # the README and the header say "C++: desc{}")
+    if [ "$(grep -c 'spmd_mesh_desc desc = {0};' "$tmp/$prog.c")" != 1 ]; then
+        fail "$where: its program has no 'spmd_mesh_desc desc = {0};' to make 'desc{}' for C++"
     else
-        timeout 60 "$tmp/$prog" >"$tmp/$prog.out" 2>&1; rc=$?
-        if [ $rc = 0 ]; then pass
-        else fail "$where: its program exits with status $rc: $(head -n 3 "$tmp/$prog.out" | tr '\n' ' ')"; fi
+        for v in "" -stdio; do
+            sed 's/spmd_mesh_desc desc = {0};/spmd_mesh_desc desc{};/' "$tmp/$prog$v.c" >"$tmp/$prog$v.cpp.src"
+        done
     fi
+    job_add $prog-c99 build_run "$tmp/$prog.c" "$tmp/$prog-c99" "$CFLAGS_DOC"
+    job_add $prog-c99-stdio build_run "$tmp/$prog-stdio.c" "$tmp/$prog-c99-stdio" "$CFLAGS_DOC -D_GNU_SOURCE"
+    [ -n "$posix_error" ] && job_add $prog-c99-stdio-strict strict_error "$tmp/$prog-stdio.c"
+    for v in "" -stdio; do
+        if [ $have_cxx = 0 ]; then skip "$where: its program, C++17${v:+ with <stdio.h> first}: $CXX not installed"
+        elif [ -f "$tmp/$prog$v.cpp.src" ]; then
+            job_add $prog-cxx17$v build_run "$tmp/$prog$v.cpp.src" "$tmp/$prog-cxx17$v" "$CXXFLAGS_DOC"
+        fi
+    done
 done
-echo "programs: the QUICK START and the README's first program checked"
+have_fabric=0
+printf '#include <rdma/fabric.h>\n' | $CC -E -x c - >/dev/null 2>&1 && have_fabric=1
+if [ $have_fabric = 0 ]; then skip "README.md: its program as 2 processes: no libfabric headers (apt-get install libfabric-dev)"
+elif [ -s "$tmp/readme.c" ]; then job_add readme-fabric across_processes "$tmp/readme-fabric"
+fi
+jobs_run
+for j in $JOBS; do
+    res=$(cat "$tmp/$j.res")
+    case $j in quick*) where=$H ;; *) where=README.md ;; esac
+    case $j in
+        *-c99) what="its program, C99" ;;
+        *-c99-stdio) what="its program, C99 with <stdio.h> first and -D_GNU_SOURCE" ;;
+        *-c99-stdio-strict) what="its program, strict C99 with <stdio.h> first" ;;
+        *-cxx17) what="its program, C++17" ;;
+        *-cxx17-stdio) what="its program, C++17 with <stdio.h> first" ;;
+        readme-fabric) what="its program as 2 processes (libfabric, tcp)" ;;
+        *) what=$j ;;
+    esac
+    if [ "$res" != pass ]; then fail "$where: $what: ${res#fail: }"; continue; fi
+    if [ $j = readme-fabric ]; then # the same lines as on threads
+        sed 's/^\[[0-9]*\] //' "$tmp/readme-fabric.out" | sort >"$tmp/fabric.sorted"
+        sort "$tmp/readme-c99.out" >"$tmp/threads.sorted" 2>/dev/null
+        if [ ! -s "$tmp/fabric.sorted" ] || ! cmp -s "$tmp/fabric.sorted" "$tmp/threads.sorted"; then
+            fail "$where: $what: its output is not the lines it prints on threads: $(diff "$tmp/threads.sorted" "$tmp/fabric.sorted" | sed -n '2,4p' | tr '\n' ' ')"
+            continue
+        fi
+    fi
+    pass
+done
+echo "programs: the QUICK START and the README's first program: $(echo $JOBS | wc -w) builds checked"
 
-echo "$P passed, $F failed"
+if [ $S -gt 0 ]; then echo "$P passed, $F failed, $S skipped"; else echo "$P passed, $F failed"; fi
 [ $F = 0 ]
