@@ -17006,11 +17006,7 @@ static void spmd__fab_heard_all(spmd_mesh *m) {
     if (SPMD__LD_ACQ(&m->lf.fab->boot->nbroken) != SPMD__LD_ACQ(&m->lf.heard)) spmd__fab_heard(m);
     if (SPMD__LD_ACQ(&m->lf.fab->boot->nlost) != SPMD__LD_ACQ(&m->lf.lost_heard)) spmd__fab_lost_heard(m);
 }
-static void spmd__fab_news_any(spmd_mesh *m) {
-    if (m->lf.fab) spmd__fab_news(m);
-}
 static uint64_t spmd__fab_moved(const spmd_mesh *m) { return m->lf.fab ? SPMD__LD_ACQ(&m->lf.fab->moved) : 0; }
-static char *spmd__fab_recs_any(spmd_mesh *m) { return m->lf.fab ? spmd__fab_recs_text(m) : NULL; }
 /* After a break: a break of ours is announced (a lost process is by the
    bootstrap's LOST already), and our devices' report lines go out now;
    the other processes' lines are waited for when spmd_run ends
@@ -17024,9 +17020,6 @@ static void spmd__fab_report_settle(spmd_mesh *m, uint64_t until) {
     if (!m->lf.fab) return;
     spmd__fab_recs_wait(m, until);
     spmd__fab_recs_log(m);
-}
-static void spmd__fab_run_end(spmd_mesh *m) {
-    if (m->lf.fab) spmd__fab_agree(m);
 }
 /* One message of the survivors' agreement, another process's bytes: its
    type and its payload (len bytes): the agreement's round (4 bytes), then
@@ -17175,9 +17168,9 @@ static int spmd__fab_lost_devices(const spmd_mesh *m, int *devices, int cap) {
 static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
                                                  spmd__fabric_progress, 1, spmd__fab_x_start, spmd__xq_inline,
                                                  spmd__x_gone_check, spmd__x_check_missing, spmd__x_give_up,
-                                                 spmd__fab_news_any, spmd__fab_heard_all, spmd__fab_moved,
-                                                 spmd__fab_recs_any, spmd__fab_broke, spmd__fab_recs_line,
-                                                 spmd__fab_report_settle, spmd__fab_run_end, spmd__fab_lost_agree,
+                                                 spmd__fab_news, spmd__fab_heard_all, spmd__fab_moved,
+                                                 spmd__fab_recs_text, spmd__fab_broke, spmd__fab_recs_line,
+                                                 spmd__fab_report_settle, spmd__fab_agree, spmd__fab_lost_agree,
                                                  spmd__fab_lost_devices};
 static const spmd__backend_vt *spmd__fabric_table(void) { return &spmd__fabric_vt; }
 #endif /* SPMD__HAS_LIBFABRIC */
