@@ -216,9 +216,13 @@
             the max/min (ties: smallest j), one axis only, as JAX's
             definition: if the max is NaN, no device equals it and the
             result is INT32_MAX.
-     f16 and bf16 are reduced in f32 (inputs combined in device order
-     0..G-1) and rounded to nearest even once at the end. Every device of a
-     group gets bit-identical results. send == recv (in place) is allowed
+     Floats are combined in one canonical order, a function of G alone:
+     with P the largest power of two <= G and r = G - P, the first 2r
+     inputs in pairs (x0+x1, x2+x3, ...), then those r pairs and the other
+     inputs, in group order, as the leaves of a perfect binary tree (G = 4:
+     (x0+x1)+(x2+x3)). f16 and bf16 are reduced in f32 and rounded to
+     nearest even once at the end. Every device of a group gets
+     bit-identical results, on every backend and process layout. send == recv (in place) is allowed
      wherever the element sizes match; other overlaps of buffers a device
      uses are refused (a buffer it does not use, as a non-root's recv of
      gather, is not checked).
@@ -344,9 +348,9 @@
      holds only their results: check or print those (or do it inside the
      device function). A group inside
      one process runs on threads; a group spanning processes exchanges
-     signatures and inputs by tagged messages and reduces in group order
-     with the same kernels, so results are bit-identical to the thread
-     backend. Inputs up to 4 KiB travel with the signature; larger ones
+     signatures and inputs by tagged messages and reduces in the same
+     canonical order with the same kernels, so results are bit-identical
+     to the thread backend. Inputs up to 4 KiB travel with the signature; larger ones
      follow in a second message, only to the processes that read them. Small
      operations on 8 processes and more, and unrooted ones with two or more
      devices per process, take the Bruck exchange (ceil(log2 P) messages per
@@ -704,8 +708,8 @@ SPMD_API uint16_t spmd_f32_to_bf16(float f);
 SPMD_API float spmd_bf16_to_f32(uint16_t h);
 
 /* The reduction kernel the collectives use, on local buffers: out[i] = op
-   over ins[0..n_in-1][i], in that order, with the dtype rules of
-   spmd_allreduce (G = n_in for pmean). out may be one of the inputs.
+   over ins[0..n_in-1][i], in the canonical order (a tree over n_in inputs,
+   above), with the dtype rules of spmd_allreduce (G = n_in for pmean). out may be one of the inputs.
    Thread-safe; no mesh needed. For benchmarks and for local reductions. */
 SPMD_API SPMD_MUST spmd_status spmd_reduce_local(void *out, const void *const *ins, int n_in, size_t count,
                                        spmd_dtype dt, spmd_op op);
@@ -2093,7 +2097,8 @@ static inline uint16_t spmd__f2b(float f) {
 }
 
 // >>reduce kernels
-/* A kernel reduces G inputs elementwise into out, in device order 0..G-1.
+/* A kernel reduces G inputs elementwise into out, in the canonical order
+   (below, at spmd__reduce_tiles).
    It is an entry of a table (spmd__kern: sizes and four loops), run by one
    driver, spmd__reduce:
      load   inputs -> accumulator type (f16 and bf16 to f32, integers to a
@@ -2502,34 +2507,76 @@ static void spmd__argreduce(spmd__kernel k, int32_t *out, const void *const *in,
     }
 }
 
-/* spmd__reduce through the tiles. */
+/* The canonical reduction order, a function of the number of inputs G
+   alone, which every backend and algorithm reproduces (so results are
+   bit-identical in every layout): let P be the largest power of two <= G
+   and r = G - P. The first 2r inputs are combined in pairs, (x0 OP x1),
+   (x2 OP x3), ...; those r pairs and the remaining inputs x_2r..x_G-1, in
+   order, are P leaves, combined as a perfect binary tree (neighbours first,
+   the left operand always the lower one). G = 4: (x0+x1)+(x2+x3); G = 5:
+   ((x0+x1)+x2)+(x3+x4); G = 3: (x0+x1)+x2. This is the order of recursive
+   halving and doubling across processes with the usual pre-step for sizes
+   that are not powers of two, and a pairwise sum is more accurate than a
+   left fold (docs/semantics.md). f16 and bf16 are combined in f32 and
+   rounded once, at the end. spmd__reduce_tiles walks the tree leaf by leaf
+   with a stack of partials, one tile each. */
+#define SPMD__TREE_BYTES 8192 /* the stack of partials and the load buffer, on the C stack */
+/* Tile elements for G inputs: the stack's log2 P + 1 entries and one load
+   buffer, of the accumulator's type, in SPMD__TREE_BYTES (SPMD__TILE at
+   most, a power of two). */
+static size_t spmd__tree_tile(spmd__kernel k, int G) {
+    size_t m, depth = 1;
+    while (((size_t)2 << (depth - 1)) <= (size_t)G) depth++;
+    m = SPMD__TREE_BYTES / ((depth + 1) * k->acc_size);
+    while (m & (m - 1)) m &= m - 1; /* a power of two: tiles aligned as their chunks are */
+    return m < SPMD__TILE ? m : SPMD__TILE;
+}
+/* spmd__reduce through the tiles: per tile, the P leaves in order onto a
+   stack of partials (slot i of the stack in buf + i m), and after leaf v
+   as many combines as v + 1 has trailing zero bits, which is the perfect
+   tree; the last combine writes the output (or, with a fin, slot 0). */
 static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
-    uint64_t acc[2 * SPMD__TILE], tmp[2 * SPMD__TILE]; /* 16 bytes an element at most */
-    size_t base, m;
-    int j;
+    uint64_t area[SPMD__TREE_BYTES / 8];
+    unsigned char *buf = (unsigned char *)area;
+    const void *at[24]; /* (24 > log2 P + 1 for any G < 2^23) */
+    size_t base, m = spmd__tree_tile(k, G), sb;
+    int P = 1, r, v, c, top, left;
     if (k->argeq) {
         spmd__argreduce(k, (int32_t *)out, in, G, n);
         return;
     }
+    while (P * 2 <= G) P *= 2;
+    r = G - P;
     for (base = 0; base < n; base += m) {
         unsigned char *o = (unsigned char *)out + base * k->out_size;
-        void *last = k->fin ? (void *)acc : (void *)o; /* where the last step writes */
-        const void *run;
-        m = n - base < SPMD__TILE ? n - base : SPMD__TILE;
-        run = spmd__kblock(k, in, 0, base, m, acc);
-        for (j = 1; j < G; j++) {
-            void *to = j == G - 1 ? last : (void *)acc;
-            k->comb(to, run, spmd__kblock(k, in, j, base, m, tmp), m);
-            run = to;
+        void *last;
+        if (n - base < m) m = n - base; /* (the last tile: the slots shrink with it) */
+        sb = m * k->acc_size;
+        last = k->fin ? (void *)buf : (void *)o;
+        for (v = 0, top = 0, left = G - 1; v < P; v++) {
+            int j = v < r ? 2 * v : v + r; /* leaf v: x_j, or x_j OP x_j+1 (the pre-step's pair) */
+            at[top] = spmd__kblock(k, in, j, base, m, buf + (size_t)top * sb);
+            if (v < r) {
+                void *d = --left ? (void *)(buf + (size_t)top * sb) : last;
+                k->comb(d, at[top], spmd__kblock(k, in, j + 1, base, m, buf + (size_t)(top + 1) * sb), m);
+                at[top] = d;
+            }
+            top++;
+            for (c = v + 1; !(c & 1); c >>= 1, top--) { /* two subtrees of equal height */
+                void *d = --left ? (void *)(buf + (size_t)(top - 2) * sb) : last;
+                k->comb(d, at[top - 2], at[top - 1], m);
+                at[top - 2] = d;
+            }
         }
-        if (k->fin) k->fin(o, run, m, G);
-        else if (run != o) memmove(o, run, m * k->out_size);
+        if (k->fin) k->fin(o, at[0], m, G);
+        else if (at[0] != o) memmove(o, at[0], m * k->out_size);
     }
 }
 
-/* out = in[0] OP in[1] OP ... OP in[G-1], n elements, with kernel k: two
-   inputs of the accumulator's type in one pass, with no accumulator (the
-   small psum's case, inlined), the rest through tiles. */
+/* out = in[0] OP in[1] OP ... OP in[G-1] in the canonical order above, n
+   elements, with kernel k: two inputs of the accumulator's type in one
+   pass, with no accumulator (the small psum's case, inlined), the rest
+   through tiles. */
 static inline void spmd__reduce(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
     if (G == 2 && !k->load && !k->fin && !k->argeq) k->comb(out, in[0], in[1], n);
     else spmd__reduce_tiles(k, out, in, G, n);
@@ -14047,15 +14094,15 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
    straight from the caller's buffer, and only to processes that read it
    (spmd__x_wants). Headers are compared like the thread engine's
    signatures. Once every input is here, each local member's output is
-   computed by spmd__compute_own over the inputs in group order -- the
-   thread engine's arithmetic, so the results are bit-identical -- by
+   computed by spmd__compute_own over the inputs in the canonical order
+   -- the thread engine's arithmetic, so the results are bit-identical -- by
    whichever local member gets there first.
 
    A large psum (see SPMD__X_SPLIT_MIN) is split instead (reduce-
    scatter, then all-gather): each process of the group owns one slice of
    the elements, every member sends each process only that process's
    slice, the process reduces its slice once (not once per local member),
-   in group order as above, into one local member's output (the leader's),
+   in the canonical order as above, into one local member's output (the leader's),
    and sends the result to every other process, whose slices land in the
    leader's output; the other local members copy it. Each process sends
    and receives 2 (P - 1) / P of the data instead of (P - 1) times it, and
@@ -14412,7 +14459,7 @@ static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
    ceil(log2 P) steps it holds all P blocks, in position order from its
    own. Each process sends ceil(log2 P) messages instead of a header to
    every other one; every output is then computed as on the direct
-   exchange, from all inputs in group order (bit-identical). Every receive
+   exchange, from all inputs in the canonical order (bit-identical). Every receive
    is posted with the exchange (its size is known), the send of step s
    once the receives of the steps before it ended: aop[2s] and aop[2s + 1].
    Tags: step SPMD__X_BSTEP(s), from the top of the step field down. */

@@ -192,25 +192,26 @@ static size_t g_sumcap;
 static void ref_psum(spmd_dtype dt, size_t n, unsigned char *const *ins, int G, unsigned char *out) {
     size_t es = dsize(dt);
     for (size_t e = 0; e < n; e++) {
+        /* floats: in the canonical order (testlib.h's tl_tree_*) */
         switch (dt) {
         case SPMD_F32: {
-            float a, b;
-            memcpy(&a, ins[0] + 4 * e, 4);
-            for (int j = 1; j < G; j++) { memcpy(&b, ins[j] + 4 * e, 4); a = a + b; }
+            float x[MAXDEV], a;
+            for (int j = 0; j < G; j++) memcpy(&x[j], ins[j] + 4 * e, 4);
+            a = tl_tree_f32(x, G, 0);
             memcpy(out + 4 * e, &a, 4);
         } break;
         case SPMD_F64: {
-            double a, b;
-            memcpy(&a, ins[0] + 8 * e, 8);
-            for (int j = 1; j < G; j++) { memcpy(&b, ins[j] + 8 * e, 8); a = a + b; }
+            double x[MAXDEV], a;
+            for (int j = 0; j < G; j++) memcpy(&x[j], ins[j] + 8 * e, 8);
+            a = tl_tree_f64(x, G, 0);
             memcpy(out + 8 * e, &a, 8);
         } break;
         case SPMD_F16: case SPMD_BF16: {
             const float *tab = dt == SPMD_F16 ? H2F : B2F;
+            float x[MAXDEV];
             uint16_t h;
-            memcpy(&h, ins[0] + 2 * e, 2);
-            float a = tab[h];
-            for (int j = 1; j < G; j++) { memcpy(&h, ins[j] + 2 * e, 2); a = a + tab[h]; }
+            for (int j = 0; j < G; j++) { memcpy(&h, ins[j] + 2 * e, 2); x[j] = tab[h]; }
+            float a = tl_tree_f32(x, G, 0);
             h = dt == SPMD_F16 ? ref_f32_to_f16(a) : ref_f32_to_bf16(a);
             memcpy(out + 2 * e, &h, 2);
         } break;

@@ -103,19 +103,21 @@ static void ref_red_int(spmd_dtype dt, spmd_op op, int n, unsigned char *const *
 }
 
 /* one float type: T storage, A accumulation, LD(p) loads as A, ST(a, p) stores */
-#define DEF_RED_FLT(NAME, A, ES, LD, ST)                                                            \
+#define DEF_RED_FLT(NAME, A, ES, LD, ST, TREE)                                                      \
     static void NAME(spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) { \
         for (size_t e = 0; e < count; e++) {                                                        \
-            A acc = LD(ins[0] + e * ES);                                                            \
+            A acc = LD(ins[0] + e * ES), xs[MAXDEV];                                                \
+            for (int j = 0; j < n; j++) xs[j] = LD(ins[j] + e * ES);                                \
             for (int j = 1; j < n; j++) {                                                           \
-                A x = LD(ins[j] + e * ES);                                                          \
+                A x = xs[j];                                                                        \
                 switch (op) {                                                                       \
-                case SPMD_OP_SUM: case SPMD_OP_MEAN: acc = acc + x; break;                          \
-                case SPMD_OP_PROD: acc = acc * x; break;                                            \
+                case SPMD_OP_SUM: case SPMD_OP_MEAN: case SPMD_OP_PROD: break; /* (below) */        \
                 case SPMD_OP_MAX: case SPMD_OP_ARGMAX: if (x > acc || isnan(x)) acc = isnan(acc) ? acc : x; break; \
                 default: if (x < acc || isnan(x)) acc = isnan(acc) ? acc : x; break;                \
                 }                                                                                   \
             }                                                                                       \
+            if (op == SPMD_OP_SUM || op == SPMD_OP_MEAN || op == SPMD_OP_PROD)                      \
+                acc = TREE(xs, n, op == SPMD_OP_PROD); /* the canonical order (testlib.h) */         \
             if (op == SPMD_OP_MEAN) acc = acc / (A)n;                                               \
             if (isarg(op)) {                                                                        \
                 int32_t idx = INT32_MAX;                                                            \
@@ -135,10 +137,10 @@ static void st_f32(float a, unsigned char *p) { memcpy(p, &a, 4); }
 static void st_f64(double a, unsigned char *p) { memcpy(p, &a, 8); }
 static void st_f16(float a, unsigned char *p) { uint16_t h = ref_f32_to_f16(a); memcpy(p, &h, 2); }
 static void st_bf16(float a, unsigned char *p) { uint16_t h = ref_f32_to_bf16(a); memcpy(p, &h, 2); }
-DEF_RED_FLT(red_f32, float, 4, ld_f32, st_f32)
-DEF_RED_FLT(red_f64, double, 8, ld_f64, st_f64)
-DEF_RED_FLT(red_f16, float, 2, ld_f16, st_f16)
-DEF_RED_FLT(red_bf16, float, 2, ld_bf16, st_bf16)
+DEF_RED_FLT(red_f32, float, 4, ld_f32, st_f32, tl_tree_f32)
+DEF_RED_FLT(red_f64, double, 8, ld_f64, st_f64, tl_tree_f64)
+DEF_RED_FLT(red_f16, float, 2, ld_f16, st_f16, tl_tree_f32)
+DEF_RED_FLT(red_bf16, float, 2, ld_bf16, st_bf16, tl_tree_f32)
 
 static void ref_red_bool(spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
     for (size_t e = 0; e < count; e++) {

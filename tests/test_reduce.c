@@ -156,26 +156,26 @@ DEF_REF_INT(ref_u32, uint32_t, uint32_t, uint64_t)
 DEF_REF_INT(ref_i64, int64_t, uint64_t, __int128)
 DEF_REF_INT(ref_u64, uint64_t, uint64_t, unsigned __int128)
 
-/* Floats. LOAD gives the element as the accumulation type A; STORE rounds. */
-#define DEF_REF_FLOAT(NAME, T, A, LOAD, STORE)                                        \
+/* Floats. LOAD gives the element as the accumulation type A; STORE rounds;
+   sums and products in the canonical order (TREE, testlib.h's tl_tree_*). */
+#define MAXG 4096 /* the largest group reduced here */
+#define DEF_REF_FLOAT(NAME, T, A, LOAD, STORE, TREE)                                  \
     static void NAME(spmd_op op, size_t n, inlist in, int G, unsigned char *outp) {   \
         T *out = (T *)outp;                                                           \
         int32_t *oi = (int32_t *)outp;                                                \
         for (size_t i = 0; i < n; i++) {                                              \
-            A acc = LOAD(in[0], i);                                                   \
+            A acc = LOAD(in[0], i), xs[MAXG];                                         \
+            for (int j = 0; j < G && op != SPMD_OP_MAX && op != SPMD_OP_MIN; j++)     \
+                xs[j] = LOAD(in[j], i);                                               \
             switch (op) {                                                             \
             case SPMD_OP_SUM:                                                         \
-                for (int j = 1; j < G; j++) acc = acc + LOAD(in[j], i);               \
-                out[i] = STORE(acc);                                                  \
+                out[i] = STORE(TREE(xs, G, 0));                                       \
                 break;                                                                \
             case SPMD_OP_MEAN:                                                        \
-                for (int j = 1; j < G; j++) acc = acc + LOAD(in[j], i);               \
-                acc = acc / (A)G;                                                     \
-                out[i] = STORE(acc);                                                  \
+                out[i] = STORE(TREE(xs, G, 0) / (A)G);                                \
                 break;                                                                \
             case SPMD_OP_PROD:                                                        \
-                for (int j = 1; j < G; j++) acc = acc * LOAD(in[j], i);               \
-                out[i] = STORE(acc);                                                  \
+                out[i] = STORE(TREE(xs, G, 1));                                       \
                 break;                                                                \
             case SPMD_OP_MAX: case SPMD_OP_ARGMAX:                                    \
                 for (int j = 1; j < G; j++) { A x = LOAD(in[j], i); acc = FMAX(acc, x); } \
@@ -200,10 +200,10 @@ DEF_REF_INT(ref_u64, uint64_t, uint64_t, unsigned __int128)
 #define LD_F16(p, i) (H2F[((const uint16_t *)(p))[i]])
 #define LD_BF16(p, i) (B2F[((const uint16_t *)(p))[i]])
 #define ST_SAME(x) (x)
-DEF_REF_FLOAT(ref_f32, float, float, LD_F32, ST_SAME)
-DEF_REF_FLOAT(ref_f64, double, double, LD_F64, ST_SAME)
-DEF_REF_FLOAT(ref_f16, uint16_t, float, LD_F16, ref_f32_to_f16)
-DEF_REF_FLOAT(ref_bf16, uint16_t, float, LD_BF16, ref_f32_to_bf16)
+DEF_REF_FLOAT(ref_f32, float, float, LD_F32, ST_SAME, tl_tree_f32)
+DEF_REF_FLOAT(ref_f64, double, double, LD_F64, ST_SAME, tl_tree_f64)
+DEF_REF_FLOAT(ref_f16, uint16_t, float, LD_F16, ref_f32_to_f16, tl_tree_f32)
+DEF_REF_FLOAT(ref_bf16, uint16_t, float, LD_BF16, ref_f32_to_bf16, tl_tree_f32)
 
 /* bool: psum counts nonzero inputs (int32); max = any, min = all, prod = all;
    argmax/argmin compare truth values. */
@@ -1181,7 +1181,109 @@ static void reference_sanity(void) {
     uint16_t hr[1];
     ref_reduce(SPMD_F16, SPMD_OP_SUM, 1, hi, 3, (unsigned char *)hr);
     ok &= hr[0] == 0x4202; /* 3 + 1.5 * 2^-9: a tie between 0x4201 and 0x4202, to even */
+    /* the canonical order, where a left fold gives 1: G = 4 is (x0+x1)+(x2+x3)
+       = 1e8 + -1e8; G = 5 is ((x0+x1)+x2)+(x3+x4) = 1e8 + -1e8 (1e8 + 1 is 1e8 in f32) */
+    float t4[4] = {1e8f, 1.0f, -1e8f, 1.0f}, t5[5] = {1.0f, 1e8f, 1.0f, -1e8f, 1.0f}, t3[3] = {1e8f, -1e8f, 1.0f};
+    ok &= tl_tree_f32(t4, 4, 0) == 0.0f && tl_tree_f32(t5, 5, 0) == 0.0f && tl_tree_f32(t3, 3, 0) == 1.0f;
     T_CHECK(ok, "reference sanity (hand-computed results)");
+}
+
+/* ---- the canonical order at every size --------------------------------------
+   spmd_reduce_local (the collectives' kernel driver) against testlib.h's
+   recursive tl_tree_* for G = 1..70 and 4,096 inputs, every float dtype,
+   sum, prod and mean, counts across the driver's tiles; random data. */
+static void tree_inputs(rng_t *r, spmd_dtype dt, int prod, void *buf, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double v = prod ? 0.5 + (double)rbelow(r, 1u << 20) / (1u << 20) /* [0.5, 1.5): products stay finite */
+                        : ((double)rbelow(r, 1u << 30) - (1u << 29)) * ldexp(1.0, (int)rbelow(r, 40) - 40);
+        switch (dt) {
+        case SPMD_F32: ((float *)buf)[i] = (float)v; break;
+        case SPMD_F64: ((double *)buf)[i] = v; break;
+        case SPMD_F16: ((uint16_t *)buf)[i] = ref_f32_to_f16((float)v); break;
+        default: ((uint16_t *)buf)[i] = ref_f32_to_bf16((float)v); break;
+        }
+    }
+}
+static void test_tree_order(void) {
+    static const spmd_dtype dts[4] = {SPMD_F32, SPMD_F64, SPMD_F16, SPMD_BF16};
+    static const spmd_op ops[3] = {SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MEAN};
+    static const size_t counts[4] = {1, 7, 300, 1029};
+    rng_t r = {0x7e5e0d5u};
+    int bad = 0, checked = 0, G;
+    for (G = 1; G <= 4096; G = G < 70 ? G + 1 : G == 70 ? 4096 : 4097) {
+        for (int di = 0; di < 4; di++)
+            for (int oi = 0; oi < 3; oi++) {
+                spmd_dtype dt = dts[di];
+                size_t n = counts[(size_t)(G + di + oi) % 4], es = esize(dt);
+                if (G == 4096 && n > 300) n = 300;
+                unsigned char *in = (unsigned char *)xmalloc((size_t)G * n * es), *out = (unsigned char *)xmalloc(n * es),
+                              *exp = (unsigned char *)xmalloc(n * es);
+                const unsigned char **ins = (const unsigned char **)xmalloc((size_t)G * sizeof *ins);
+                for (int j = 0; j < G; j++) ins[j] = in + (size_t)j * n * es;
+                tree_inputs(&r, dt, ops[oi] == SPMD_OP_PROD, in, (size_t)G * n);
+                ref_reduce(dt, ops[oi], n, ins, G, exp);
+                spmd_status st = spmd_reduce_local(out, (const void *const *)ins, G, n, dt, ops[oi]);
+                checked++;
+                if (st != SPMD_OK || memcmp(out, exp, n * es) != 0) {
+                    if (bad++ < 3)
+                        T_CHECK(0, "spmd_reduce_local %s %s G %d n %zu: %s, not the canonical order's result", dname(dt),
+                                oname(ops[oi]), G, n, spmd_status_name(st));
+                }
+                free(in), free(out), free(exp), free(ins);
+            }
+    }
+    T_CHECK(bad == 0, "the canonical order: %d of %d reductions (G = 1..70 and 4096) differ", bad, checked);
+}
+
+/* ---- the tree is more accurate than a left fold ------------------------------
+   4,096 inputs of random sign and magnitude, 256 elements: the canonical
+   tree (spmd_reduce_local) and a left fold (here) against an f64 sum of
+   the same values, in f32 and in bf16 (accumulated in f32 both ways,
+   rounded once). f32: the tree's mean error must be the smaller. bf16:
+   the final rounding to 8 bits dominates both, so the tree's must be no
+   larger, and its results correctly rounded (the f64 sum's bf16) at least
+   as often. */
+static void test_tree_accuracy(void) {
+    enum { G = 4096, N = 256 };
+    rng_t r = {0xacc0u};
+    for (int b = 0; b < 2; b++) {
+        spmd_dtype dt = b ? SPMD_BF16 : SPMD_F32;
+        size_t es = esize(dt);
+        unsigned char *in = (unsigned char *)xmalloc((size_t)G * N * es), *out = (unsigned char *)xmalloc(N * es);
+        const unsigned char **ins = (const unsigned char **)xmalloc(G * sizeof *ins);
+        double etree = 0, efold = 0;
+        int rtree = 0, rfold = 0; /* results equal to the exact sum rounded once */
+        for (int j = 0; j < G; j++) ins[j] = in + (size_t)j * N * es;
+        for (size_t i = 0; i < (size_t)G * N; i++) { /* positive: sums grow, and so does a fold's error */
+            float v = (float)(1.0 + (double)rbelow(&r, 1u << 24) / (1u << 24));
+            if (b) ((uint16_t *)in)[i] = ref_f32_to_bf16(v);
+            else ((float *)in)[i] = v;
+        }
+        spmd_status st = spmd_reduce_local(out, (const void *const *)ins, G, N, dt, SPMD_OP_SUM);
+        for (int i = 0; i < N; i++) {
+            double exact = 0;
+            float fold = 0;
+            for (int j = 0; j < G; j++) {
+                float x = b ? B2F[((const uint16_t *)ins[j])[i]] : ((const float *)ins[j])[i];
+                exact += x;
+                fold += x;
+            }
+            double t = b ? B2F[((uint16_t *)out)[i]] : ((float *)out)[i];
+            double f = b ? B2F[ref_f32_to_bf16(fold)] : fold;
+            double rounded = b ? B2F[ref_f32_to_bf16((float)exact)] : (float)exact;
+            etree += fabs(t - exact) / exact;
+            efold += fabs(f - exact) / exact;
+            rtree += t == rounded;
+            rfold += f == rounded;
+        }
+        printf("  %s sum of %d inputs, mean relative error: tree %.3g, left fold %.3g (%.1fx); correctly rounded: "
+               "tree %d, left fold %d of %d\n", dname(dt), G, etree / N, efold / N, etree > 0 ? efold / etree : 0.0,
+               rtree, rfold, N);
+        T_CHECK(st == SPMD_OK && (b ? etree <= efold && rtree >= rfold : etree < efold),
+                "%s: the tree's error %.3g (%d correctly rounded) is not below the left fold's %.3g (%d)", dname(dt),
+                etree / N, rtree, efold / N, rfold);
+        free(in), free(out), free(ins);
+    }
 }
 
 /* ---- combining groups against a plain reference ----------------------------
@@ -1200,7 +1302,7 @@ static const comb_case comb_cases[] = {
 #define COMB_NC ((int)(sizeof comb_cases / sizeof comb_cases[0]))
 
 /* Device id's element i of case c, as a double: small random values (sums
-   stay exact in integers; floats in device order as the library adds them). */
+   stay exact in integers; floats in the library's canonical order). */
 static double comb_in(int c, int id, int i) {
     uint64_t b = tl_case_bits(c, id, i);
     switch (comb_cases[c].dt) {
@@ -1224,18 +1326,26 @@ static void comb_store(spmd_dtype dt, void *buf, int i, double v) {
     default: ((float *)buf)[i] = (float)v; break;
     }
 }
-/* The expected output element: reduce over the group's members in order. */
+/* The expected output element: reduce over the group's members, floats in
+   the canonical order (tl_tree_f32/f64). */
 static int comb_expect_ok(int c, const int *members, int G, const void *out, int i) {
     const comb_case *k = &comb_cases[c];
-    double acc = comb_in(c, members[0], i);
-    float facc = (float)acc;
+    double acc = comb_in(c, members[0], i), xs[MAXG];
+    float facc = (float)acc, fs[MAXG];
     int j;
-    for (j = 1; j < G; j++) {
+    for (j = 0; j < G; j++) {
         double x = comb_in(c, members[j], i);
+        xs[j] = x;
+        fs[j] = (float)x;
+        if (j == 0) continue;
         if (k->op == SPMD_OP_MAX) acc = x > acc ? x : acc;
         else if (k->op == SPMD_OP_MIN) acc = x < acc ? x : acc;
         else acc += x;
-        facc = k->op == SPMD_OP_MAX ? (x > facc ? (float)x : facc) : facc + (float)x; /* f32 arithmetic, in order */
+        if (k->op == SPMD_OP_MAX) facc = x > facc ? (float)x : facc;
+    }
+    if (k->op == SPMD_OP_SUM || k->op == SPMD_OP_MEAN) {
+        if (k->dt == SPMD_F64) acc = tl_tree_f64(xs, G, 0);
+        facc = tl_tree_f32(fs, G, 0); /* f32 arithmetic */
     }
     switch (k->dt) {
     case SPMD_BOOL: return ((const int32_t *)out)[i] == (int32_t)acc;
@@ -1296,6 +1406,8 @@ int main(void) {
     fflush(stdout);
     init_half_tables();
     reference_sanity();
+    test_tree_order();
+    test_tree_accuracy();
 
     size_t budget = (size_t)256 << 20;
     for (int mi = 0; mi < NMESHES; mi++) {

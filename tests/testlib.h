@@ -175,6 +175,52 @@ static inline int nan_bits(spmd_dtype t, const unsigned char *p) {
     return 0;
 }
 
+/* ---- the canonical reduction order -------------------------------------------------
+   What spmdcoll.h defines (its >>reduce kernels), written here plainly and
+   recursively as the tests' own reference: with P the largest power of two
+   <= G and r = G - P, a perfect binary tree over P leaves, leaf v being
+   x[2v] OP x[2v+1] for v < r and x[v + r] otherwise; the left operand is
+   always the lower one. f16/bf16 go through the f32 version (rounded once
+   by the caller). Integers need none of this (their sums wrap, in any order). */
+static inline float tl_tree_f32_at(const float *x, int r, int lo, int n, int prod) {
+    float a, b;
+    if (n == 1) {
+        if (lo >= r) return x[lo + r];
+        a = x[2 * lo];
+        b = x[2 * lo + 1];
+    } else {
+        a = tl_tree_f32_at(x, r, lo, n / 2, prod);
+        b = tl_tree_f32_at(x, r, lo + n / 2, n / 2, prod);
+    }
+    return prod ? a * b : a + b;
+}
+static inline double tl_tree_f64_at(const double *x, int r, int lo, int n, int prod) {
+    double a, b;
+    if (n == 1) {
+        if (lo >= r) return x[lo + r];
+        a = x[2 * lo];
+        b = x[2 * lo + 1];
+    } else {
+        a = tl_tree_f64_at(x, r, lo, n / 2, prod);
+        b = tl_tree_f64_at(x, r, lo + n / 2, n / 2, prod);
+    }
+    return prod ? a * b : a + b;
+}
+static inline int tl_tree_leaves(int G) {
+    int P = 1;
+    while (P * 2 <= G) P *= 2;
+    return P;
+}
+/* x[0] OP ... OP x[G-1] in the canonical order (prod: *, else +). */
+static inline float tl_tree_f32(const float *x, int G, int prod) {
+    int P = tl_tree_leaves(G);
+    return tl_tree_f32_at(x, G - P, 0, P, prod);
+}
+static inline double tl_tree_f64(const double *x, int G, int prod) {
+    int P = tl_tree_leaves(G);
+    return tl_tree_f64_at(x, G - P, 0, P, prod);
+}
+
 /* ---- reference half precision (plain; not the library's converters) --------------- */
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
