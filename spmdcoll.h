@@ -92,7 +92,9 @@
        spmd_mesh_size, spmd_mesh_ndim, spmd_mesh_axis_name,
        spmd_mesh_axis_size(m, axes), spmd_mesh_backend, spmd_mesh_scheduler,
        spmd_mesh_process_count, spmd_mesh_process_id, spmd_device_process,
-       spmd_device_is_local (libfabric: which process hosts which device)
+       spmd_device_is_local (libfabric: which process hosts which device),
+       spmd_mesh_counters, spmd_mesh_counters_reset, spmd_count_kind_name
+       (what this process sent: messages, bytes, peers per link and kind)
      Reduce (send, recv, count, dtype, axes, opts; recv == send is in place)
        spmd_psum, spmd_pmean, spmd_pmax, spmd_pmin, spmd_pprod,
        spmd_pargmax, spmd_pargmin (int32 results), spmd_allreduce (any
@@ -767,6 +769,29 @@ SPMD_API int spmd_mesh_process_count(const spmd_mesh *m);
 SPMD_API int spmd_mesh_process_id(const spmd_mesh *m);
 SPMD_API int spmd_device_process(const spmd_mesh *m, int device);
 SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
+
+/* What this process sent over the mesh's transport since the mesh was made
+   or spmd_mesh_counters_reset: messages, bytes and the distinct processes
+   sent to, in all, per link class (the shared-memory lane to a process on
+   this host, or the libfabric provider) and per operation kind
+   (spmd_count_kind_name: "allreduce", "all_gather", "send"...). Every
+   message counts (headers, data, clear-to-send); the bootstrap's control
+   traffic does not. Exact, so tests can assert them. All zero on the
+   threads backend, where nothing leaves the process. */
+typedef enum spmd_link { SPMD_LINK_LANE = 0, SPMD_LINK_NETWORK, SPMD_LINK_COUNT } spmd_link;
+#define SPMD_COUNT_KINDS 16
+typedef struct spmd_count {
+    uint64_t messages, bytes;
+    int peers; /* distinct processes */
+} spmd_count;
+typedef struct spmd_counters {
+    spmd_count total;
+    spmd_count link[SPMD_LINK_COUNT];
+    spmd_count kind[SPMD_COUNT_KINDS];
+} spmd_counters;
+SPMD_API SPMD_MUST spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out);
+SPMD_API SPMD_MUST spmd_status spmd_mesh_counters_reset(spmd_mesh *m);
+SPMD_API const char *spmd_count_kind_name(int kind); /* "invalid" outside 0..SPMD_COUNT_KINDS-1 */
 
 /* ---- running devices -------------------------------------------------- */
 /* Run fn(dev, arg) on one new thread per device of this process (every
@@ -1581,6 +1606,7 @@ static int spmd__rooted(int kind) {
            kind == SPMD__KIND_SCATTER;
 }
 enum { SPMD__M_POSTED = 1, SPMD__M_CLAIMED, SPMD__M_COPIED, SPMD__M_FAILED };
+typedef char spmd__kinds_counted[SPMD__KIND_COUNT <= SPMD_COUNT_KINDS ? 1 : -1]; /* (spmd_counters.kind) */
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
     "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv", "refused"};
@@ -1913,6 +1939,7 @@ typedef struct spmd__backend_vt {
     void (*run_end)(spmd_mesh *m);  /* spmd_run's end: every process agrees on the mesh's break */
     spmd_status (*lost_agree)(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen); /* shrink */
     int (*lost_devices)(const spmd_mesh *m, int *devices, int cap); /* spmd_mesh_lost */
+    void (*counters)(spmd_mesh *m, spmd_counters *out, int reset); /* spmd_mesh_counters: out, or reset */
 } spmd__backend_vt;
 
 struct spmd_mesh {
@@ -6087,7 +6114,7 @@ static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
 
 static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
                                                  spmd__thread_progress, 0, NULL, NULL, NULL, NULL, NULL, NULL,
-                                                 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                                                 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 // >>point to point
 /* A send is a request linked into its destination's mailbox; the receiver
@@ -9463,6 +9490,20 @@ void spmd_set_site(spmd_dev *d, const char *file, int line) {
 }
 
 int spmd_mesh_process_count(const spmd_mesh *m) { return m ? m->nprocs : -(int)SPMD_ERR_NULL; }
+spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out) {
+    if (!m || !out) return SPMD_ERR_NULL;
+    memset(out, 0, sizeof *out);
+    if (m->vt->counters) m->vt->counters((spmd_mesh *)(uintptr_t)m, out, 0);
+    return SPMD_OK;
+}
+spmd_status spmd_mesh_counters_reset(spmd_mesh *m) {
+    if (!m) return SPMD_ERR_NULL;
+    if (m->vt->counters) m->vt->counters(m, NULL, 1);
+    return SPMD_OK;
+}
+const char *spmd_count_kind_name(int kind) {
+    return kind >= 0 && kind < SPMD__KIND_COUNT ? spmd__kind_names[kind] : "invalid";
+}
 int spmd_mesh_process_id(const spmd_mesh *m) { return m ? m->proc : -(int)SPMD_ERR_NULL; }
 int spmd_device_process(const spmd_mesh *m, int device) {
     if (!m) return -(int)SPMD_ERR_NULL;
@@ -11843,6 +11884,7 @@ typedef struct spmd__fab_op {
     size_t len, received;
     int upto;                 /* a receive that may carry fewer bytes */
     int lazy;                 /* posted lazy and not yet taken or posted (its owner's word, no lock) */
+    int what;                 /* a send: the operation kind it is for (spmd__x_send; counters) */
     uint32_t nseg, posted, done, inflight;
     spmd__fab_mr *mr;
     uint64_t deadline_ns;
@@ -11884,6 +11926,9 @@ typedef struct spmd__fab {
     struct spmd__lane *lanes;
     int nlanes;
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
+    uint64_t cmsgs[SPMD_LINK_COUNT][SPMD_COUNT_KINDS], cbytes[SPMD_LINK_COUNT][SPMD_COUNT_KINDS]; /* sent (the lock) */
+    uint64_t *cpeers;         /* row link * SPMD_COUNT_KINDS + kind, cwords words: bit p, sent to process p */
+    int cwords;
     size_t lane_max, lane_cap;
     size_t bulk_cap;          /* bytes of a bulk ring; 0: larger messages go through libfabric */
     spmd__lane_tab lpost;     /* receives posted on the lane */
@@ -13309,6 +13354,7 @@ static void spmd__lane_close(spmd__fab *f) {
     spmd__free(&f->alloc, f->lpost.b);
     spmd__free(&f->alloc, f->lanes);
     spmd__free(&f->alloc, f->lane_of);
+    spmd__free(&f->alloc, f->cpeers);
 }
 
 /* The fields of an op that every post sets, a lazy one's too (spmd__fab_post_lazy). */
@@ -13360,6 +13406,15 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     return SPMD_OK;
 }
 
+/* A send posted (lock held): the counters (spmd_mesh_counters). */
+static void spmd__fab_count(spmd__fab *f, const spmd__fab_op *op, int link) {
+    int k = op->what > 0 && op->what < SPMD_COUNT_KINDS ? op->what : 0;
+    if (op->kind != SPMD__FOP_SEND) return;
+    f->cmsgs[link][k]++;
+    f->cbytes[link][k] += op->len;
+    f->cpeers[(size_t)(link * SPMD_COUNT_KINDS + k) * (size_t)f->cwords + (size_t)op->peer / 64] |= 1ull << op->peer % 64;
+}
+
 /* Post an initialised op (lock held). */
 static spmd_status spmd__fab_post_locked(spmd__fab *f, spmd__fab_op *op) {
     spmd_status st;
@@ -13368,10 +13423,13 @@ static spmd_status spmd__fab_post_locked(spmd__fab *f, spmd__fab_op *op) {
         return spmd__fab_fail(f, SPMD_ERR_PEER_LOST, "process %d lost (it died or its host is unreachable): no %s it",
                               peer, op->kind == SPMD__FOP_SEND ? "send to" : "receive from");
     if (f->nlanes && f->lane_of[peer] >= 0 &&
-        (op->len <= f->lane_max || f->bulk_cap || (op->upto && op->kind == SPMD__FOP_RECV)))
-        return spmd__lane_post(f, op);
+        (op->len <= f->lane_max || f->bulk_cap || (op->upto && op->kind == SPMD__FOP_RECV))) {
+        if ((st = spmd__lane_post(f, op)) == SPMD_OK) spmd__fab_count(f, op, SPMD_LINK_LANE);
+        return st;
+    }
     st = spmd__fab_mr_get(f, op->buf, op->len, &op->mr);
     if (st != SPMD_OK) return st;
+    spmd__fab_count(f, op, SPMD_LINK_NETWORK);
     SPMD__ST_REL(&op->state, SPMD__FOP_ACTIVE);
     op->next = f->head;
     if (f->head) f->head->prev = op;
@@ -13616,6 +13674,7 @@ static spmd_status spmd__fab_post_lazy(spmd__fab *f, spmd__fab_op *op, int kind,
             spmd__lane_push(f, l, SPMD__LANE_REC, tag, buf, len)) {
             op->lane = 1;
             op->posted = op->done = 1;
+            spmd__fab_count(f, op, SPMD_LINK_LANE);
             SPMD__ST_REL(&op->state, SPMD__FOP_DONE); /* like fi_tinject */
             spmd__sunlock(&f->lock);
             return SPMD_OK;
@@ -14043,7 +14102,9 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     if (prov && !*prov) prov = NULL;
     lens = (size_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *lens);
     blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * SPMD__BOOT_BLOB_MAX);
-    if (!lens || !blobs) st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
+    f->cwords = (f->nprocs + 63) / 64;
+    f->cpeers = (uint64_t *)spmd__alloc(&f->alloc, (size_t)SPMD_LINK_COUNT * SPMD_COUNT_KINDS * (size_t)f->cwords * 8);
+    if (!lens || !blobs || !f->cpeers) st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
     if (st == SPMD_OK) st = spmd__fab_pick(f, prov, blobs, lens, deadline);
     if (st == SPMD_OK) st = spmd__fab_limits(f, &seg);
     if (st == SPMD_OK) st = spmd__fab_endpoint(f);
@@ -14440,13 +14501,21 @@ static int spmd__x_wants(const spmd_req *r, int k, int p) {
     }
 }
 
+/* Every send of a call across processes: the transport's post, the
+   message counted under the call's kind (spmd_mesh_counters). */
+static spmd_status spmd__x_send(spmd_req *r, spmd__fab_op *op, int peer, uint64_t tag, const void *buf, size_t len,
+                                uint64_t deadline_ns) {
+    op->what = r->sig.kind;
+    return spmd__fab_post_send(r->dev->mesh->lf.fab, op, peer, tag, buf, len, deadline_ns);
+}
+
 /* The receive for member k's data is posted: tell its process to send
    (providers that need it, see SPMD__X_CTS). */
 static spmd_status spmd__x_clear(spmd_req *r, spmd__xrec *x, int k) {
     spmd_mesh *m = r->dev->mesh;
     spmd__group *g = r->gr->g;
     if (!m->lf.fab->cts) return SPMD_OK;
-    return spmd__fab_post_send(m->lf.fab, &x->rop[3 * k + 2], m->proc_of[g->members[k]],
+    return spmd__x_send(r, &x->rop[3 * k + 2], m->proc_of[g->members[k]],
                                SPMD__FAB_TAG(g->gid, r->gseq, 2 * k + 1) | SPMD__X_CTS, NULL, 0, UINT64_MAX);
 }
 
@@ -14691,7 +14760,7 @@ static spmd_status spmd__x_recvs(spmd_req *r, spmd__xrec *x) {
             spmd__x_slice(r, p, &lo, &hi);
             st = spmd__fab_post_recv(f, op, p, tag, (unsigned char *)r->recv + lo * r->out_size,
                                      (hi - lo) * r->out_size, UINT64_MAX);
-            if (st == SPMD_OK && f->cts) st = spmd__fab_post_send(f, op + 1, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+            if (st == SPMD_OK && f->cts) st = spmd__x_send(r, op + 1, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
             if (st == SPMD_OK && f->cts) st = spmd__fab_post_recv(f, op + 3, p, tag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
             if (st != SPMD_OK) return spmd__fail(d, st, "receiving process %d's part of the sum: %s", p, f->err);
         }
@@ -14872,7 +14941,7 @@ static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *h
             x->dsent[at] = 1;
             continue;
         }
-        st = spmd__fab_post_send(f, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
+        st = spmd__x_send(r, op, p, SPMD__FAB_TAG(g->gid, r->gseq, 2 * me), hb, hsize + (inl ? len : 0),
                                  UINT64_MAX);
         if (st == SPMD_OK && (inl || !len || !spmd__x_wants(r, me, p))) {
             x->dsent[at] = 1; /* nothing more for p */
@@ -14881,7 +14950,7 @@ static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *h
         } else if (st == SPMD_OK) {
             size_t off, n;
             spmd__x_range(r, p, len, &off, &n);
-            st = spmd__fab_post_send(f, op + 1, p, dtag, data + off, n, UINT64_MAX);
+            st = spmd__x_send(r, op + 1, p, dtag, data + off, n, UINT64_MAX);
             x->dsent[at] = 1;
         }
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
@@ -14976,7 +15045,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
         if (st == SPMD_OK) {
             size_t off, n;
             spmd__x_range(r, g->rprocs[i], r->in_bytes, &off, &n);
-            st = spmd__fab_post_send(f, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
+            st = spmd__x_send(r, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
                                      (const unsigned char *)r->lf.xdata + off, n, UINT64_MAX);
         }
         if (st != SPMD_OK)
@@ -15176,7 +15245,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
     }
     while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->joins == g->nloc) {
         int dd = 1 << x->bsent, n = dd < P - dd ? dd : P - dd, to = g->procs[(g->ppos - dd + P) % P];
-        st = spmd__fab_post_send(f, &x->aop[2 * x->bsent + 1], to,
+        st = spmd__x_send(r, &x->aop[2 * x->bsent + 1], to,
                                  SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(x->bsent)), x->bbuf, x->boff[n],
                                  UINT64_MAX);
         if (st != SPMD_OK)
@@ -15329,7 +15398,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
                             spmd__fab_reason(op + 3));
             continue;
         }
-        st = spmd__fab_post_send(f, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
+        st = spmd__x_send(r, op + 2, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * G),
                                  sum + lo * r->out_size, (hi - lo) * r->out_size, UINT64_MAX);
         if (st != SPMD_OK)
             spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
@@ -15527,6 +15596,7 @@ static spmd_status spmd__xq_post(spmd_req *r) {
        lazy, posted nowhere, or take what came meanwhile in order) */
     for (k = 0; k < g->nrp; k++) {
         if (!spmd__x_hdr_to(r, me, g->rprocs[k])) continue;
+        q->sop[k].what = r->sig.kind;
         st = spmd__fab_post_lazy(f, &q->sop[k], SPMD__FOP_SEND, g->rprocs[k], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me),
                                  h, SPMD__X_SHDR + r->in_bytes);
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r),
@@ -16182,14 +16252,14 @@ static void spmd__xp_send_post(spmd_req *r, spmd__fab_op *ops) {
     h->tag = r->tag;
     h->has_inline = len <= inl;
     if (h->has_inline && len) memcpy(hb + SPMD__P_HDR, r->send, len);
-    st = spmd__fab_post_send(m->lf.fab, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
+    st = spmd__x_send(r, &ops[0], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 0), hb,
                              SPMD__P_HDR + (h->has_inline ? len : 0), UINT64_MAX);
     r->lf.xsent = h->has_inline;
     if (st == SPMD_OK && !h->has_inline && m->lf.fab->cts) /* the data goes on the clear-to-send */
         st = spmd__fab_post_recv(m->lf.fab, &ops[2], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1) | SPMD__X_CTS,
                                  NULL, 0, UINT64_MAX);
     else if (st == SPMD_OK && !h->has_inline) {
-        st = spmd__fab_post_send(m->lf.fab, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
+        st = spmd__x_send(r, &ops[1], p, SPMD__FAB_P2P_TAG(g->gid, me, r->peer, seq, 1), r->send,
                                  len, UINT64_MAX);
         r->lf.xsent = 1;
     }
@@ -16265,7 +16335,7 @@ static void spmd__xp_recv_match(spmd_req *r, spmd__fab_op *ops) {
                                        SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1), dst, len, UINT64_MAX)
                  : SPMD_ERR_NOMEM;
         if (st == SPMD_OK && m->lf.fab->cts)
-            st = spmd__fab_post_send(m->lf.fab, &ops[0], m->proc_of[g->members[x->h.src]],
+            st = spmd__x_send(r, &ops[0], m->proc_of[g->members[x->h.src]],
                                      SPMD__FAB_P2P_TAG(g->gid, x->h.src, me, x->h.seq, 1) | SPMD__X_CTS, NULL, 0,
                                      UINT64_MAX);
         spmd__xp_put(m, c, x);
@@ -16292,7 +16362,7 @@ static void spmd__xp_drain(spmd_req *r, spmd__fab_op *ops) {
         st = spmd__fab_peek(m->lf.fab, &ops[2]);
         if (st == SPMD_ERR_BUSY) return;
         if (st == SPMD_OK)
-            st = spmd__fab_post_send(m->lf.fab, &ops[1], m->proc_of[g->members[r->peer]],
+            st = spmd__x_send(r, &ops[1], m->proc_of[g->members[r->peer]],
                                      SPMD__FAB_P2P_TAG(g->gid, me, r->peer, h->seq, 1), r->send,
                                      r->count * r->in_size, UINT64_MAX);
         if (st != SPMD_OK) {
@@ -17188,6 +17258,43 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
     return SPMD_OK;
 }
 
+/* spmd_mesh_counters: the transport's counts, summed per link class and
+   per kind, the peers' bits OR-ed row by row (or all cleared: reset). */
+static void spmd__fab_counters(spmd_mesh *m, spmd_counters *out, int reset) {
+    spmd__fab *f = m->lf.fab;
+    int l, k, w;
+    if (!f) return;
+    spmd__slock(&f->lock);
+    if (reset) {
+        memset(f->cmsgs, 0, sizeof f->cmsgs);
+        memset(f->cbytes, 0, sizeof f->cbytes);
+        memset(f->cpeers, 0, (size_t)SPMD_LINK_COUNT * SPMD_COUNT_KINDS * (size_t)f->cwords * 8);
+    }
+    for (l = 0; out && l < SPMD_LINK_COUNT; l++)
+        for (k = 0; k < SPMD_COUNT_KINDS; k++) {
+            out->link[l].messages += f->cmsgs[l][k];
+            out->link[l].bytes += f->cbytes[l][k];
+            out->kind[k].messages += f->cmsgs[l][k];
+            out->kind[k].bytes += f->cbytes[l][k];
+            out->total.messages += f->cmsgs[l][k];
+            out->total.bytes += f->cbytes[l][k];
+        }
+    for (w = 0; out && w < f->cwords; w++) {
+        uint64_t all = 0, link[SPMD_LINK_COUNT] = {0}, kind[SPMD_COUNT_KINDS] = {0}, bits;
+        for (l = 0; l < SPMD_LINK_COUNT; l++)
+            for (k = 0; k < SPMD_COUNT_KINDS; k++) {
+                bits = f->cpeers[(size_t)(l * SPMD_COUNT_KINDS + k) * (size_t)f->cwords + (size_t)w];
+                link[l] |= bits;
+                kind[k] |= bits;
+                all |= bits;
+            }
+        out->total.peers += __builtin_popcountll(all);
+        for (l = 0; l < SPMD_LINK_COUNT; l++) out->link[l].peers += __builtin_popcountll(link[l]);
+        for (k = 0; k < SPMD_COUNT_KINDS; k++) out->kind[k].peers += __builtin_popcountll(kind[k]);
+    }
+    spmd__sunlock(&f->lock);
+}
+
 /* The survivors' agreement for spmd_mesh_shrink: gone in: nothing; out:
    the processes lost, as the coordinator decided. */
 static spmd_status spmd__fab_lost_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
@@ -17218,7 +17325,7 @@ static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init,
                                                  spmd__fab_news, spmd__fab_heard_all, spmd__fab_moved,
                                                  spmd__fab_recs_text, spmd__fab_broke, spmd__fab_recs_line,
                                                  spmd__fab_report_settle, spmd__fab_agree, spmd__fab_lost_agree,
-                                                 spmd__fab_lost_devices};
+                                                 spmd__fab_lost_devices, spmd__fab_counters};
 static const spmd__backend_vt *spmd__fabric_table(void) { return &spmd__fabric_vt; }
 #endif /* SPMD__HAS_LIBFABRIC */
 

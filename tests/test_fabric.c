@@ -1245,6 +1245,84 @@ static int child_many(void) {
     return st != SPMD_OK || a.bad;
 }
 
+/* mode "counters" (under spmdrun, one device per process): what
+   spmd_mesh_counters says this process sent for one call at a time (reset
+   before each, read after its spmd_run): an 8-byte psum is one message to
+   each other process, over the link the job uses (COUNTERS_LINK: lane or
+   network); a 16 MiB psum and a 16 MiB bcast move at least what any
+   algorithm must (2 (P-1)/P n; the root n); the per-link and per-kind
+   rows add up to the total; reset clears. The figures are printed (the
+   state of issue 36's table). */
+typedef struct { int op; size_t n; } ctr_arg;
+static void ctr_device(spmd_dev *d, void *p) {
+    ctr_arg *a = (ctr_arg *)p;
+    float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
+    spmd_status st = !x || !y ? SPMD_ERR_NOMEM
+                     : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
+                                  : spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL);
+    if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
+    free(x);
+    free(y);
+}
+static int ctr_sums_ok(const spmd_counters *c) {
+    uint64_t m = 0, b = 0, km = 0, kb = 0;
+    for (int l = 0; l < SPMD_LINK_COUNT; l++) m += c->link[l].messages, b += c->link[l].bytes;
+    for (int k = 0; k < SPMD_COUNT_KINDS; k++) km += c->kind[k].messages, kb += c->kind[k].bytes;
+    return m == c->total.messages && b == c->total.bytes && km == m && kb == b;
+}
+static int ctr_call(spmd_mesh *m, int op, size_t n, spmd_counters *c) {
+    ctr_arg a = {op, n};
+    spmd_status st = spmd_mesh_counters_reset(m);
+    if (st == SPMD_OK) st = spmd_run(m, ctr_device, &a);
+    if (st == SPMD_OK) st = spmd_mesh_counters(m, c);
+    return st == SPMD_OK;
+}
+static int child_counters(void) {
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0;
+    int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
+    size_t big = (size_t)4 << 20; /* f32: 16 MiB */
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_counters c;
+    desc_1d(&desc, P);
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
+        printf("FAILED: counters: mesh_create\n");
+        return 1;
+    }
+    me = spmd_mesh_process_id(m);
+    if (!ctr_call(m, 0, 2, &c) || c.total.messages != (uint64_t)(P - 1) || c.total.peers != P - 1 ||
+        c.link[link].messages != (uint64_t)(P - 1) || c.kind[1].messages != (uint64_t)(P - 1) ||
+        strcmp(spmd_count_kind_name(1), "allreduce") != 0 || c.total.bytes < 8u * (uint64_t)(P - 1) || !ctr_sums_ok(&c)) {
+        printf("FAILED: counters: psum 8 B: %llu messages to %d peers (%llu on the link), %llu bytes; want %d to %d\n",
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.link[link].messages,
+               (unsigned long long)c.total.bytes, P - 1, P - 1);
+        bad = 1;
+    } else
+        printf("ok: counters: psum 8 B: %llu messages, %d peers, %llu bytes\n", (unsigned long long)c.total.messages,
+               c.total.peers, (unsigned long long)c.total.bytes);
+    if (!ctr_call(m, 0, big, &c) || c.total.bytes < 2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P || !ctr_sums_ok(&c) ||
+        c.kind[1].messages != c.total.messages || c.total.peers > P - 1) {
+        printf("FAILED: counters: psum 16 MiB: %llu bytes (at least %llu), %d peers\n", (unsigned long long)c.total.bytes,
+               (unsigned long long)(2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P), c.total.peers);
+        bad = 1;
+    } else
+        printf("ok: counters: psum 16 MiB: %llu messages, %d peers, %.2f n bytes\n", (unsigned long long)c.total.messages,
+               c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (!ctr_call(m, 1, big, &c) || (me == 0 && c.total.bytes < big * 4) || !ctr_sums_ok(&c)) {
+        printf("FAILED: counters: bcast 16 MiB: %llu bytes\n", (unsigned long long)c.total.bytes);
+        bad = 1;
+    } else
+        printf("ok: counters: bcast 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
+        c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
+        printf("FAILED: counters: not zero after a reset\n");
+        bad = 1;
+    }
+    spmd_mesh_destroy(m);
+    return bad;
+}
+
 /* mode "shmkill" (shm provider, under spmdrun): every process says its pid,
    then, once all have opened the transport (so libfabric's shm provider
    has made its region in /dev/shm), dies by SIGKILL, which runs no
@@ -1490,6 +1568,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "sched") == 0) return child_sched();
         if (strcmp(argv[2], "place") == 0) return child_place();
         if (strcmp(argv[2], "many") == 0) return child_many();
+        if (strcmp(argv[2], "counters") == 0) return child_counters();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
@@ -1524,6 +1603,8 @@ int main(int argc, char **argv) {
     run_mode("fabric-many-shm-2", 2, "--provider shm", "many", "");
     run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
+    run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
+    run_mode("fabric-counters-lane-3", 3, "--provider shm", "counters", "COUNTERS_LINK=lane");
     test_lanekill();
     test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");

@@ -1333,6 +1333,37 @@ static void test_reuse(void) {
     spmd_mesh_destroy(m);
 }
 
+/* spmd_mesh_counters on the threads backend: nothing leaves the process,
+   so every count is zero after calls; NULL arguments are refused; the
+   kinds are named (spmd_count_kind_name), invalid ones "invalid". The
+   counts across processes: test_fabric's mode "counters". */
+static void test_counters(void) {
+    spmd_mesh_desc d = base_desc(1, (int[]){3}, (const char *[]){"i"});
+    spmd_mesh *m = NULL;
+    spmd_counters c;
+    dev_fail f = {0, ""};
+    int zero = 1;
+    if (spmd_mesh_create(&d, &m) != SPMD_OK) {
+        T_CHECK(0, "counters: create");
+        return;
+    }
+    memset(&c, 0xff, sizeof c);
+    T_CHECK(spmd_run(m, reuse_device, &f) == SPMD_OK && spmd_mesh_counters(m, &c) == SPMD_OK,
+            "counters: a run, then spmd_mesh_counters");
+    zero = c.total.messages == 0 && c.total.bytes == 0 && c.total.peers == 0;
+    for (int l = 0; l < SPMD_LINK_COUNT; l++) zero &= !c.link[l].messages && !c.link[l].bytes && !c.link[l].peers;
+    for (int k = 0; k < SPMD_COUNT_KINDS; k++) zero &= !c.kind[k].messages && !c.kind[k].bytes && !c.kind[k].peers;
+    T_CHECK(zero, "counters: all zero on the threads backend");
+    T_CHECK(spmd_mesh_counters(NULL, &c) == SPMD_ERR_NULL && spmd_mesh_counters(m, NULL) == SPMD_ERR_NULL &&
+                spmd_mesh_counters_reset(NULL) == SPMD_ERR_NULL && spmd_mesh_counters_reset(m) == SPMD_OK,
+            "counters: NULL refused, reset");
+    T_CHECK(!strcmp(spmd_count_kind_name(1), "allreduce") && !strcmp(spmd_count_kind_name(6), "all_gather") &&
+                !strcmp(spmd_count_kind_name(13), "send") && !strcmp(spmd_count_kind_name(-1), "invalid") &&
+                !strcmp(spmd_count_kind_name(SPMD_COUNT_KINDS), "invalid"),
+            "spmd_count_kind_name of kinds, and of invalid ones");
+    spmd_mesh_destroy(m);
+}
+
 int main(void) {
     const char *q = getenv("SPMD_TEST_QUICK");
     quick = q && *q && strcmp(q, "0");
@@ -1350,6 +1381,7 @@ int main(void) {
     test_log();
     test_log_stderr();
     test_reuse();
+    test_counters();
     test_64_loop();
     test_256();
     printf("  test_mesh took %.2f s%s\n", now_s() - t0, quick ? " (quick)" : "");
