@@ -6,7 +6,7 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink test_plans
 FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults test_alloc
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
@@ -175,7 +175,7 @@ NODISPATCH := test_f16 test_reduce
 # libfabric): tests/run.sh reads these lists and the ones above (make
 # print-VAR) and fails a run of all that left one of them unrun.
 TEST_PROGRAMS := $(TESTS:%=$(BUILD)/plain/%) $(TESTS:%=$(BUILD)/asan/%) $(TESTS:%=$(BUILD)/tsan/%) \
-                 $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%) $(ALLOC_BUILDS)
+                 $(EXAMPLES:%=$(BUILD)/ex/%) $(NODISPATCH:%=$(BUILD)/nodispatch/%) $(ALLOC_BUILDS) $(BUILD)/bench
 FABRIC_PROGRAMS := $(FABRIC_TESTS:%=$(BUILD)/fabric/%) $(FABRIC_CONF:%=$(BUILD)/fabric/%) \
                    $(FABRIC_ONCE:%=$(BUILD)/fabric/%) $(FABRIC_TSAN:%=$(BUILD)/fabric-tsan/%) $(BUILD)/fabric-tsan/test_xfault
 print-%:

@@ -10313,6 +10313,112 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
     return first;
 }
 
+// >>plans
+/* Schedules of the algorithms across processes, as data. A plan is what
+   one rank (of P, one input each) does for one operation, step by step:
+   a pure function of the algorithm, P, the rank and the element count n,
+   so every process computes every other's and tests check plans without a
+   network (tests/test_plans.c). A step sends a range of the rank's buffer
+   to a peer and/or receives a range from it; a received range is copied
+   in or combined with what is there, the lower rank's data always the left
+   operand. Reductions keep the canonical order (>>reduce kernels): P' the
+   largest power of two <= P and r = P - P', ranks 2i and 2i+1 (i < r) first
+   combine into one (the pre-step), then P' virtual ranks (2i+1 for i < r,
+   else rank - r) run steps at distances 1, 2, 4, ..., which combine
+   neighbouring subtrees, and the pair ranks get the result back at the end
+   (the post-step).
+     SPMD__PLAN_RD   recursive doubling: every step exchanges the whole
+                     vector; ceil(log2 P) messages of n elements a rank
+                     (small operations).
+     SPMD__PLAN_RAB  Rabenseifner: reduce-scatter by recursive halving,
+                     then all-gather by recursive doubling; about
+                     2 log2 P messages and 2 (P'-1)/P' n elements a rank
+                     (large operations).
+   Calls nothing; the exchange across processes will execute these (issue
+   36's next step: today's exchange does not use them yet). */
+enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB };
+enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
+#define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31 */
+typedef struct spmd__pstep {
+    int peer;           /* the other rank */
+    int64_t soff, slen; /* elements sent (slen 0: none) */
+    int64_t roff, rlen; /* elements received (rlen 0: none) */
+    int how;            /* SPMD__PLAN_*: what a received element does */
+} spmd__pstep;
+typedef struct spmd__plan_x {
+    int nsteps;
+    spmd__pstep step[SPMD__PLAN_STEPS];
+} spmd__plan_x;
+
+static int spmd__plan_pow2(int P) {
+    int p = 1;
+    while (p <= P / 2) p *= 2;
+    return p;
+}
+/* Rank of virtual rank v (r pairs). */
+static int spmd__plan_real(int v, int r) { return v < r ? 2 * v + 1 : v + r; }
+static void spmd__plan_add(spmd__plan_x *x, int peer, int64_t soff, int64_t slen, int64_t roff, int64_t rlen, int how) {
+    spmd__pstep *s = &x->step[x->nsteps++];
+    s->peer = peer;
+    s->soff = soff;
+    s->slen = slen;
+    s->roff = roff;
+    s->rlen = rlen;
+    s->how = how;
+}
+/* Block b of P' over n elements: [n b / P', n (b + 1) / P'). */
+static int64_t spmd__plan_blk(int64_t n, int b, int Pp) { return n / Pp * b + n % Pp * b / Pp; /* (no overflow) */ }
+
+/* The plan of rank `rank` of P for an allreduce of n elements by algo
+   (SPMD__PLAN_RD or SPMD__PLAN_RAB). 0, or -1 for arguments outside.
+   (Unused by the library until the exchange runs plans: tests, bench.) */
+static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t n, spmd__plan_x *x) {
+    int Pp, r, v, k, logp = 0;
+    int64_t blo, bhi;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || n < 0 || (algo != SPMD__PLAN_RD && algo != SPMD__PLAN_RAB)) return -1;
+    Pp = spmd__plan_pow2(P);
+    r = P - Pp;
+    while ((1 << logp) < Pp) logp++;
+    if (rank < 2 * r && rank % 2 == 0) { /* the pre-step's left half: its input in, the result back */
+        spmd__plan_add(x, rank + 1, 0, n, 0, 0, SPMD__PLAN_COPY);
+        spmd__plan_add(x, rank + 1, 0, 0, 0, n, SPMD__PLAN_COPY);
+        return 0;
+    }
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, 0, n, SPMD__PLAN_LEFT);
+    v = rank < 2 * r ? rank / 2 : rank - r;
+    if (algo == SPMD__PLAN_RD) {
+        for (k = 0; k < logp; k++) {
+            int pv = v ^ (1 << k);
+            spmd__plan_add(x, spmd__plan_real(pv, r), 0, n, 0, n, pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
+        }
+    } else {
+        int lo = 0, hi = Pp; /* the blocks this rank still reduces */
+        for (k = 0; k < logp; k++) { /* reduce-scatter: bit k of v picks the half kept */
+            int pv = v ^ (1 << k), mid = lo + (hi - lo) / 2, up = v >> k & 1;
+            int klo = up ? mid : lo, khi = up ? hi : mid, slo = up ? lo : mid, shi = up ? mid : hi;
+            spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, slo, Pp),
+                           spmd__plan_blk(n, shi, Pp) - spmd__plan_blk(n, slo, Pp), spmd__plan_blk(n, klo, Pp),
+                           spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp),
+                           pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
+            lo = klo;
+            hi = khi;
+        }
+        for (k = logp - 1; k >= 0; k--) { /* all-gather: the sibling's blocks, in the reverse order */
+            int pv = v ^ (1 << k), w = hi - lo, up = v >> k & 1;
+            int olo = up ? lo - w : hi, ohi = olo + w;
+            blo = spmd__plan_blk(n, lo, Pp);
+            bhi = spmd__plan_blk(n, hi, Pp);
+            spmd__plan_add(x, spmd__plan_real(pv, r), blo, bhi - blo, spmd__plan_blk(n, olo, Pp),
+                           spmd__plan_blk(n, ohi, Pp) - spmd__plan_blk(n, olo, Pp), SPMD__PLAN_COPY);
+            lo = up ? olo : lo;
+            hi = up ? hi : ohi;
+        }
+    }
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, n, 0, 0, SPMD__PLAN_COPY); /* the post-step */
+    return 0;
+}
+
 // >>bootstrap
 /* How the processes of a libfabric job find each other (internal; compiled
    only with SPMDCOLL_LIBFABRIC).

@@ -174,6 +174,7 @@ static void usage(FILE *f)
           "  -a ALGO    default, eager, split or bruck (spmd_opts.algo)\n"
           "  --overlap  compute while a collective is in flight (psum, all_gather; see bench.c)\n"
           "  --kernels  time the reduction kernel of every dtype x op (see bench.c)\n"
+          "  --plan P [SIZE]  per-process counts of the plans across P processes (see bench.c)\n"
           "  --pin      pin device k's thread to CPU k mod CPUs (as mpirun --bind-to core; thread backend)\n"
           "  --csv      comma-separated output\n",
           f);
@@ -1454,10 +1455,58 @@ static int scale_main(int argc, char **argv)
     return 0;
 }
 
+/* ---- plans (--plan P [SIZE]) ------------------------------------------------
+   The per-process counts of the algorithms across processes (spmdcoll.h's
+   >>plans) for P processes, one device each, and a psum of SIZE bytes of
+   f32 (default 16M): messages, peers and bytes sent, least and most over
+   the processes. No mesh, no network: the plans are pure functions. */
+static int plan_main(int argc, char **argv)
+{
+    static const struct { int algo; const char *name; } algos[] = {{SPMD__PLAN_RD, "rd (recursive doubling)"},
+                                                                   {SPMD__PLAN_RAB, "rab (Rabenseifner)"}};
+    int P = argc > 2 ? (int)parse_long(argv[2], 1, 1 << 24) : 0;
+    size_t bytes = argc > 3 ? parse_size(argv[3]) : (size_t)16 << 20;
+    int64_t n = (int64_t)(bytes / 4);
+    spmd__plan_x *x = (spmd__plan_x *)malloc(sizeof *x);
+    unsigned char *seen = (unsigned char *)calloc(P > 0 ? (size_t)P : 1, 1);
+    if (P < 1 || !x || !seen) die("%s", "usage: bench --plan P [SIZE] (P >= 1)");
+    printf("# plans for a psum of %zu bytes (f32, n = %lld elements) over %d processes, one device each\n", bytes,
+           (long long)n, P);
+    printf("%-26s %9s %9s %9s %14s %14s %9s\n", "algorithm", "msgs min", "msgs max", "peers max", "bytes min",
+           "bytes max", "max / n");
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+        int mmin = INT32_MAX, mmax = 0, pmax = 0;
+        int64_t bmin = INT64_MAX, bmax = 0;
+        for (int r = 0; r < P; r++) {
+            int msgs = 0, peers = 0;
+            int64_t sent = 0;
+            if (spmd__plan_allreduce(algos[a].algo, P, r, n, x) != 0) die("%s", "no plan");
+            for (int k = 0; k < x->nsteps; k++) {
+                if (x->step[k].slen <= 0) continue;
+                msgs++;
+                sent += x->step[k].slen * 4;
+                if (!seen[x->step[k].peer]) seen[x->step[k].peer] = 1, peers++;
+            }
+            for (int k = 0; k < x->nsteps; k++) seen[x->step[k].peer] = 0;
+            if (msgs < mmin) mmin = msgs;
+            if (msgs > mmax) mmax = msgs;
+            if (peers > pmax) pmax = peers;
+            if (sent < bmin) bmin = sent;
+            if (sent > bmax) bmax = sent;
+        }
+        printf("%-26s %9d %9d %9d %14lld %14lld %9.3f\n", algos[a].name, mmin, mmax, pmax, (long long)bmin,
+               (long long)bmax, bytes ? (double)bmax / (double)bytes : 0.0);
+    }
+    free(x);
+    free(seen);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config cfg;
     if (argc > 1 && strcmp(argv[1], "--scale") == 0) return scale_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--plan") == 0) return plan_main(argc, argv);
     parse_args(&cfg, argc, argv);
     spmd_mesh *m = make_mesh(&cfg);
     int first_local = first_local_device(m), lead = spmd_mesh_process_id(m) == 0;

@@ -224,7 +224,9 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 
 # The bench scripts nothing else runs, once each at their smallest (a smoke
 # run: each exits 0 and prints its figures; the figures are not judged):
-# bench/hybrid.sh (libfabric) and bench/insns.sh (valgrind), one check each.
+# bench/hybrid.sh (libfabric) and bench/insns.sh (valgrind), one check each;
+# and bench --plan 16384, whose Rabenseifner counts are exact (28 messages
+# to 14 peers a process).
 run_bench_scripts() {
     for cmd in "hybrid.sh -k 1" "insns.sh -t threads" "insns.sh -t fabric-shm"; do
         name="bench/$cmd" log=$LOG/bench-$(echo "$cmd" | tr ' ' '_')
@@ -245,6 +247,14 @@ run_bench_scripts() {
         add_line "$line" $rc "$name ($((end - start))s): $(grep "$want" $log.out | head -n 1)" $log.err
         if [ $rc != 0 ]; then sed -n '1,20p' $log.err | sed 's/^/      /'; fi
     done
+    # bench --plan: the plans' per-process counts at the largest P the test
+    # samples (no mesh, no network)
+    log=$LOG/bench-plan
+    ran $B/bench
+    timeout 120 $B/bench --plan 16384 >$log.out 2>$log.err; rc=$?
+    want='^rab (Rabenseifner) *28 *28 *14 '
+    if [ $rc = 0 ] && grep -q "$want" $log.out; then line="1 passed, 0 failed"; else line="0 passed, 1 failed"; fi
+    add_line "$line" $rc "bench --plan 16384: $(grep '^rab' $log.out | head -n 1)" $log.err
 }
 
 fault_line() { # $1 = test, $2 = its logs' stem (.out, .err, .rc: exit status and seconds)
