@@ -182,30 +182,21 @@ static inline int nan_bits(spmd_dtype t, const unsigned char *p) {
    x[2v] OP x[2v+1] for v < r and x[v + r] otherwise; the left operand is
    always the lower one. f16/bf16 go through the f32 version (rounded once
    by the caller). Integers need none of this (their sums wrap, in any order). */
-static inline float tl_tree_f32_at(const float *x, int r, int lo, int n, int prod) {
-    float a, b;
-    if (n == 1) {
-        if (lo >= r) return x[lo + r];
-        a = x[2 * lo];
-        b = x[2 * lo + 1];
-    } else {
-        a = tl_tree_f32_at(x, r, lo, n / 2, prod);
-        b = tl_tree_f32_at(x, r, lo + n / 2, n / 2, prod);
+#define TL_TREE_AT(NAME, T)                                             \
+    static inline T NAME(const T *x, int r, int lo, int n, int prod) {  \
+        T a, b;                                                         \
+        if (n == 1) {                                                   \
+            if (lo >= r) return x[lo + r];                              \
+            a = x[2 * lo];                                              \
+            b = x[2 * lo + 1];                                          \
+        } else {                                                        \
+            a = NAME(x, r, lo, n / 2, prod);                            \
+            b = NAME(x, r, lo + n / 2, n / 2, prod);                    \
+        }                                                               \
+        return prod ? a * b : a + b;                                    \
     }
-    return prod ? a * b : a + b;
-}
-static inline double tl_tree_f64_at(const double *x, int r, int lo, int n, int prod) {
-    double a, b;
-    if (n == 1) {
-        if (lo >= r) return x[lo + r];
-        a = x[2 * lo];
-        b = x[2 * lo + 1];
-    } else {
-        a = tl_tree_f64_at(x, r, lo, n / 2, prod);
-        b = tl_tree_f64_at(x, r, lo + n / 2, n / 2, prod);
-    }
-    return prod ? a * b : a + b;
-}
+TL_TREE_AT(tl_tree_f32_at, float)
+TL_TREE_AT(tl_tree_f64_at, double)
 static inline int tl_tree_leaves(int G) {
     int P = 1;
     while (P * 2 <= G) P *= 2;
