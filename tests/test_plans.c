@@ -95,123 +95,148 @@ typedef struct {
     int64_t sent, copied; /* elements sent; received into place */
 } counts;
 
+/* One simulation: every rank's plan, buffer and place in it. */
+typedef struct {
+    int algo, P, n, ok;
+    const char *an;
+    spmd__plan_x *pl;
+    int32_t **buf;
+    msg **inbox; /* each rank's, in the order sent */
+    int *pc, *sent;
+    forest f;
+    counts *out;
+} sim;
+
+/* Rank j's steps as far as its messages let it go; 1 if it moved. */
+static int sim_rank(sim *m, int j) {
+    int moved = 0;
+    while (m->ok && m->pc[j] < m->pl[j].nsteps) {
+        const spmd__pstep *s = &m->pl[j].step[m->pc[j]];
+        if (s->peer < 0 || s->peer >= m->P || s->peer == j || s->soff < 0 || s->roff < 0 ||
+            s->soff + s->slen > m->n || s->roff + s->rlen > m->n) {
+            T_CHECK(0, "%s P %d n %d: rank %d step %d: peer %d or range outside", m->an, m->P, m->n, j, m->pc[j], s->peer);
+            m->ok = 0;
+            break;
+        }
+        if (!m->sent[j] && s->slen > 0) { /* the send: the range as it is before the step */
+            msg *mm = (msg *)xmalloc(sizeof *mm + (size_t)s->slen * sizeof(int32_t)), **at = &m->inbox[s->peer];
+            mm->next = NULL;
+            mm->from = j;
+            mm->len = s->slen;
+            memcpy(mm->data, m->buf[j] + s->soff, (size_t)s->slen * sizeof(int32_t));
+            while (*at) at = &(*at)->next;
+            *at = mm;
+        }
+        m->sent[j] = 1;
+        if (s->rlen > 0) {
+            msg **at = &m->inbox[j], *mm;
+            while (*at && (*at)->from != s->peer) at = &(*at)->next; /* the peer's first */
+            if (!(mm = *at)) break;                                     /* not sent yet: wait */
+            if (mm->len != s->rlen) {
+                T_CHECK(0, "%s P %d n %d: rank %d step %d receives %lld elements, rank %d sent %lld", m->an, m->P, m->n,
+                        j, m->pc[j], (long long)s->rlen, s->peer, (long long)mm->len);
+                m->ok = 0;
+                break;
+            }
+            *at = mm->next;
+            if (s->how == SPMD__PLAN_COPY) m->out[j].copied += s->rlen;
+            for (int64_t e = 0; e < s->rlen; e++) {
+                int32_t *d = &m->buf[j][s->roff + e], x = mm->data[e];
+                *d = s->how == SPMD__PLAN_COPY ? x : s->how == SPMD__PLAN_LEFT ? node(&m->f, x, *d) : node(&m->f, *d, x);
+            }
+            free(mm);
+        }
+        m->pc[j]++;
+        m->sent[j] = 0;
+        moved = 1;
+    }
+    return moved;
+}
+
+/* After the run: nobody waits, nothing is left unreceived, and every
+   element of every rank is the canonical tree. */
+static void sim_results(sim *m) {
+    int j, stuck = 0, Pp = 1;
+    for (j = 0; j < m->P; j++) stuck += m->pc[j] < m->pl[j].nsteps;
+    if (m->ok && stuck) {
+        T_CHECK(0, "%s P %d n %d: deadlock: %d ranks wait for messages never sent", m->an, m->P, m->n, stuck);
+        m->ok = 0;
+    }
+    for (j = 0; m->ok && j < m->P; j++)
+        if (m->inbox[j]) {
+            T_CHECK(0, "%s P %d n %d: rank %d's message to rank %d is never received", m->an, m->P, m->n,
+                    m->inbox[j]->from, j);
+            m->ok = 0;
+        }
+    while (Pp * 2 <= m->P) Pp *= 2;
+    for (int e = 0; m->ok && e < m->n; e++) {
+        int32_t want = canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
+        for (j = 0; j < m->P && m->ok; j++)
+            if (m->buf[j][e] != want) {
+                T_CHECK(0, "%s P %d n %d: rank %d element %d is not the canonical tree", m->an, m->P, m->n, j, e);
+                m->ok = 0;
+            }
+    }
+}
+
+/* Each rank's messages, elements sent and peers, from its plan. */
+static void sim_counts(sim *m) {
+    unsigned char *seen = (unsigned char *)xmalloc((size_t)m->P);
+    for (int j = 0; j < m->P; j++) {
+        memset(seen, 0, (size_t)m->P);
+        m->out[j].msgs = m->out[j].peers = 0;
+        m->out[j].sent = 0;
+        for (int k = 0; k < m->pl[j].nsteps; k++) {
+            const spmd__pstep *s = &m->pl[j].step[k];
+            if (s->slen <= 0) continue;
+            m->out[j].msgs++;
+            m->out[j].sent += s->slen;
+            if (!seen[s->peer]) seen[s->peer] = 1, m->out[j].peers++;
+        }
+    }
+    free(seen);
+}
+
 /* Run the plans of algo for P ranks and n elements; 1 if every check
    held (failures are reported, once per (algo, P, n)). */
 static int simulate(int algo, int P, int n, counts *out) {
-    spmd__plan_x *pl = (spmd__plan_x *)xmalloc((size_t)P * sizeof *pl);
-    int32_t **buf = (int32_t **)xmalloc((size_t)P * sizeof *buf);
-    msg **inbox = (msg **)xmalloc((size_t)P * sizeof *inbox); /* each rank's, in the order sent */
-    int *pc = (int *)xmalloc((size_t)P * sizeof *pc), *sent = (int *)xmalloc((size_t)P * sizeof *sent);
-    unsigned char *seen = (unsigned char *)xmalloc((size_t)P);
-    forest f;
-    int ok = 1, done = 0, j, moved = 1;
-    const char *an = algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
-    memset(&f, 0, sizeof f);
-    f.nleaf = P * n;
-    memset(inbox, 0, (size_t)P * sizeof *inbox);
+    sim m;
+    int j, moved = 1;
+    memset(&m, 0, sizeof m);
+    m.algo = algo, m.P = P, m.n = n, m.ok = 1, m.out = out;
+    m.an = algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
+    m.pl = (spmd__plan_x *)xmalloc((size_t)P * sizeof *m.pl);
+    m.buf = (int32_t **)xmalloc((size_t)P * sizeof *m.buf);
+    m.inbox = (msg **)xmalloc((size_t)P * sizeof *m.inbox);
+    m.pc = (int *)xmalloc((size_t)P * sizeof *m.pc);
+    m.sent = (int *)xmalloc((size_t)P * sizeof *m.sent);
+    m.f.nleaf = P * n;
     for (j = 0; j < P; j++) {
+        m.buf[j] = (int32_t *)xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
+        for (int e = 0; e < n; e++) m.buf[j][e] = j * n + e;
+        m.inbox[j] = NULL;
+        m.pc[j] = m.sent[j] = 0;
         out[j].copied = 0;
-        buf[j] = (int32_t *)xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
-        for (int e = 0; e < n; e++) buf[j][e] = j * n + e;
-        pc[j] = sent[j] = 0;
-        if (spmd__plan_allreduce(algo, P, j, n, &pl[j]) != 0) {
-            T_CHECK(0, "%s P %d n %d: no plan for rank %d", an, P, n, j);
-            ok = 0;
+        if (spmd__plan_allreduce(algo, P, j, n, &m.pl[j]) != 0) {
+            T_CHECK(0, "%s P %d n %d: no plan for rank %d", m.an, P, n, j);
+            m.ok = 0;
         }
     }
-    while (ok && done < P && moved) { /* each pass: every rank moves as far as it can */
-        moved = 0;
-        for (j = 0; j < P && ok; j++) {
-            while (pc[j] < pl[j].nsteps) {
-                const spmd__pstep *s = &pl[j].step[pc[j]];
-                if (s->peer < 0 || s->peer >= P || s->peer == j || s->soff < 0 || s->roff < 0 ||
-                    s->soff + s->slen > n || s->roff + s->rlen > n) {
-                    T_CHECK(0, "%s P %d n %d: rank %d step %d: peer %d or range outside", an, P, n, j, pc[j], s->peer);
-                    ok = 0;
-                    break;
-                }
-                if (!sent[j] && s->slen > 0) { /* the send: the range as it is before the step */
-                    msg *mm = (msg *)xmalloc(sizeof *mm + (size_t)s->slen * sizeof(int32_t)), **at = &inbox[s->peer];
-                    mm->next = NULL;
-                    mm->from = j;
-                    mm->len = s->slen;
-                    memcpy(mm->data, buf[j] + s->soff, (size_t)s->slen * sizeof(int32_t));
-                    while (*at) at = &(*at)->next;
-                    *at = mm;
-                }
-                sent[j] = 1;
-                if (s->rlen > 0) {
-                    msg **at = &inbox[j], *mm;
-                    while (*at && (*at)->from != s->peer) at = &(*at)->next; /* the peer's first */
-                    if (!(mm = *at)) break; /* not sent yet: wait */
-                    if (mm->len != s->rlen) {
-                        T_CHECK(0, "%s P %d n %d: rank %d step %d receives %lld elements, rank %d sent %lld", an, P, n,
-                                j, pc[j], (long long)s->rlen, s->peer, (long long)mm->len);
-                        ok = 0;
-                        break;
-                    }
-                    *at = mm->next;
-                    if (s->how == SPMD__PLAN_COPY) out[j].copied += s->rlen;
-                    for (int64_t e = 0; e < s->rlen; e++) {
-                        int32_t *d = &buf[j][s->roff + e], x = mm->data[e];
-                        *d = s->how == SPMD__PLAN_COPY ? x : s->how == SPMD__PLAN_LEFT ? node(&f, x, *d) : node(&f, *d, x);
-                    }
-                    free(mm);
-                }
-                pc[j]++;
-                sent[j] = 0;
-                moved = 1;
-                if (pc[j] == pl[j].nsteps) done++;
-            }
-        }
-    }
-    if (ok) {
-        int stuck = 0;
-        for (j = 0; j < P; j++) stuck += pc[j] < pl[j].nsteps;
-        if (stuck) {
-            T_CHECK(0, "%s P %d n %d: deadlock: %d ranks wait for messages never sent", an, P, n, stuck);
-            ok = 0;
-        }
-        for (j = 0; ok && j < P; j++)
-            if (inbox[j]) {
-                T_CHECK(0, "%s P %d n %d: rank %d's message to rank %d is never received", an, P, n, inbox[j]->from, j);
-                ok = 0;
-            }
-    }
-    for (int e = 0; ok && e < n; e++) { /* the canonical tree everywhere */
-        int Pp = 1;
-        while (Pp * 2 <= P) Pp *= 2;
-        int32_t want = canon_at(&f, n, e, P - Pp, 0, Pp);
-        for (j = 0; j < P && ok; j++)
-            if (buf[j][e] != want) {
-                T_CHECK(0, "%s P %d n %d: rank %d element %d is not the canonical tree", an, P, n, j, e);
-                ok = 0;
-            }
-    }
-    for (j = 0; j < P; j++) { /* the counts */
-        int np = 0;
-        memset(seen, 0, (size_t)P);
-        out[j].msgs = 0;
-        out[j].sent = 0;
-        for (int k = 0; k < pl[j].nsteps; k++) {
-            const spmd__pstep *s = &pl[j].step[k];
-            if (s->slen <= 0) continue;
-            out[j].msgs++;
-            out[j].sent += s->slen;
-            if (!seen[s->peer]) seen[s->peer] = 1, np++;
-        }
-        out[j].peers = np;
-    }
-    for (j = 0; j < P; j++)
-        while (inbox[j]) {
-            msg *mm = inbox[j];
-            inbox[j] = mm->next;
+    while (m.ok && moved) /* each pass: every rank moves as far as it can */
+        for (j = 0, moved = 0; j < P && m.ok; j++) moved |= sim_rank(&m, j);
+    sim_results(&m);
+    sim_counts(&m);
+    for (j = 0; j < P; j++) {
+        while (m.inbox[j]) {
+            msg *mm = m.inbox[j];
+            m.inbox[j] = mm->next;
             free(mm);
         }
-    for (j = 0; j < P; j++) free(buf[j]);
-    free(buf), free(pl), free(inbox), free(pc), free(sent), free(seen);
-    free(f.l), free(f.r), free(f.tab);
-    return ok;
+        free(m.buf[j]);
+    }
+    free(m.buf), free(m.pl), free(m.inbox), free(m.pc), free(m.sent);
+    free(m.f.l), free(m.f.r), free(m.f.tab);
+    return m.ok;
 }
 
 static int ceil_log2(int P) {
