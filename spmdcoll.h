@@ -10334,9 +10334,15 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      then all-gather by recursive doubling; about
                      2 log2 P messages and 2 (P'-1)/P' n elements a rank
                      (large operations).
+     SPMD__PLAN_TREE bcast and reduce on binomial trees (small
+                     operations): a bcast's rank receives once from its
+                     parent and sends to at most ceil(log2 P) children;
+                     a reduce combines the canonical tree towards virtual
+                     rank 0 (each rank sends once), which hands the result
+                     to the root.
    Calls nothing; the exchange across processes will execute these (issue
    36's next step: today's exchange does not use them yet). */
-enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB };
+enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE };
 enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
 #define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31 */
 typedef struct spmd__pstep {
@@ -10416,6 +10422,51 @@ static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t 
         }
     }
     if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, n, 0, 0, SPMD__PLAN_COPY); /* the post-step */
+    return 0;
+}
+
+/* A bcast of n elements from root on a binomial tree over the ranks
+   relative to the root: rank v (0: the root) receives from v less its
+   lowest set bit, then sends to v + 2^k for each 2^k below that bit (the
+   root: below P), largest first. */
+static SPMD__UNUSED int spmd__plan_bcast(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
+    int v, low = 1, k;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
+    v = (rank - root + P) % P;
+    while (low < P && !(v & low)) low *= 2; /* (the root: the first power of two >= P) */
+    if (v) spmd__plan_add(x, (v - low + root) % P, 0, 0, 0, n, SPMD__PLAN_COPY);
+    for (k = low / 2; k >= 1; k /= 2)
+        if (v + k < P) spmd__plan_add(x, (v + k + root) % P, 0, n, 0, 0, SPMD__PLAN_COPY);
+    return 0;
+}
+
+/* A reduce of n elements to root in the canonical order: the pre-step's
+   pairs, then at step k virtual rank v with bit k set sends its partial to
+   v - 2^k, which combines it on the right; virtual rank 0 ends with the
+   whole tree and sends it to the root (unless it is the root). */
+static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
+    int Pp, r, v, k, top;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
+    Pp = spmd__plan_pow2(P);
+    r = P - Pp;
+    top = spmd__plan_real(0, r); /* (who ends with the result) */
+    if (rank < 2 * r && rank % 2 == 0) {
+        spmd__plan_add(x, rank + 1, 0, n, 0, 0, SPMD__PLAN_COPY);
+    } else {
+        if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, 0, n, SPMD__PLAN_LEFT);
+        v = rank < 2 * r ? rank / 2 : rank - r;
+        for (k = 1; k < Pp; k *= 2) {
+            if (v & k) {
+                spmd__plan_add(x, spmd__plan_real(v - k, r), 0, n, 0, 0, SPMD__PLAN_COPY);
+                break;
+            }
+            spmd__plan_add(x, spmd__plan_real(v + k, r), 0, 0, 0, n, SPMD__PLAN_RIGHT);
+        }
+        if (rank == top && root != top) spmd__plan_add(x, root, 0, n, 0, 0, SPMD__PLAN_COPY);
+    }
+    if (rank == root && root != top) spmd__plan_add(x, top, 0, 0, 0, n, SPMD__PLAN_COPY);
     return 0;
 }
 

@@ -1457,20 +1457,23 @@ static int scale_main(int argc, char **argv)
 
 /* ---- plans (--plan P [SIZE]) ------------------------------------------------
    The per-process counts of the algorithms across processes (spmdcoll.h's
-   >>plans) for P processes, one device each, and a psum of SIZE bytes of
-   f32 (default 16M): messages, peers and bytes sent, least and most over
-   the processes. No mesh, no network: the plans are pure functions. */
+   >>plans) for P processes, one device each, and SIZE bytes of f32
+   (default 16M): messages, peers and bytes sent, least and most over the
+   processes, for a psum (two algorithms), a bcast and a reduce. No mesh,
+   no network: the plans are pure functions. */
 static int plan_main(int argc, char **argv)
 {
     static const struct { int algo; const char *name; } algos[] = {{SPMD__PLAN_RD, "rd (recursive doubling)"},
-                                                                   {SPMD__PLAN_RAB, "rab (Rabenseifner)"}};
+                                                                   {SPMD__PLAN_RAB, "rab (Rabenseifner)"},
+                                                                   {-1, "bcast tree (root 0)"},
+                                                                   {-2, "reduce tree (root 0)"}};
     int P = argc > 2 ? (int)parse_long(argv[2], 1, 1 << 24) : 0;
     size_t bytes = argc > 3 ? parse_size(argv[3]) : (size_t)16 << 20;
     int64_t n = (int64_t)(bytes / 4);
     spmd__plan_x *x = (spmd__plan_x *)malloc(sizeof *x);
     unsigned char *seen = (unsigned char *)calloc(P > 0 ? (size_t)P : 1, 1);
     if (P < 1 || !x || !seen) die("%s", "usage: bench --plan P [SIZE] (P >= 1)");
-    printf("# plans for a psum of %zu bytes (f32, n = %lld elements) over %d processes, one device each\n", bytes,
+    printf("# plans for %zu bytes (f32, n = %lld elements) over %d processes, one device each\n", bytes,
            (long long)n, P);
     printf("%-26s %9s %9s %9s %14s %14s %9s\n", "algorithm", "msgs min", "msgs max", "peers max", "bytes min",
            "bytes max", "max / n");
@@ -1480,7 +1483,10 @@ static int plan_main(int argc, char **argv)
         for (int r = 0; r < P; r++) {
             int msgs = 0, peers = 0;
             int64_t sent = 0;
-            if (spmd__plan_allreduce(algos[a].algo, P, r, n, x) != 0) die("%s", "no plan");
+            int rc = algos[a].algo == -1   ? spmd__plan_bcast(P, r, 0, n, x)
+                     : algos[a].algo == -2 ? spmd__plan_reduce(P, r, 0, n, x)
+                                           : spmd__plan_allreduce(algos[a].algo, P, r, n, x);
+            if (rc != 0) die("%s", "no plan");
             for (int k = 0; k < x->nsteps; k++) {
                 if (x->step[k].slen <= 0) continue;
                 msgs++;

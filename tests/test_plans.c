@@ -95,9 +95,22 @@ typedef struct {
     int64_t sent, copied; /* elements sent; received into place */
 } counts;
 
+/* The operations planned: allreduce (recursive doubling, Rabenseifner),
+   bcast and reduce (binomial trees). */
+enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE };
+static const char *op_name(int op, int algo) {
+    return op == OP_BCAST ? "bcast (tree)" : op == OP_REDUCE ? "reduce (tree)"
+           : algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
+}
+static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__plan_x *x) {
+    return op == OP_BCAST    ? spmd__plan_bcast(P, rank, root, n, x)
+           : op == OP_REDUCE ? spmd__plan_reduce(P, rank, root, n, x)
+                             : spmd__plan_allreduce(algo, P, rank, n, x);
+}
+
 /* One simulation: every rank's plan, buffer and place in it. */
 typedef struct {
-    int algo, P, n, ok;
+    int op, algo, P, n, root, ok;
     const char *an;
     spmd__plan_x *pl;
     int32_t **buf;
@@ -154,7 +167,9 @@ static int sim_rank(sim *m, int j) {
 }
 
 /* After the run: nobody waits, nothing is left unreceived, and every
-   element of every rank is the canonical tree. */
+   element is what the operation says: on every rank the canonical tree
+   (allreduce), the root's leaf (bcast); on the root the canonical tree
+   (reduce). */
 static void sim_results(sim *m) {
     int j, stuck = 0, Pp = 1;
     for (j = 0; j < m->P; j++) stuck += m->pc[j] < m->pl[j].nsteps;
@@ -170,10 +185,11 @@ static void sim_results(sim *m) {
         }
     while (Pp * 2 <= m->P) Pp *= 2;
     for (int e = 0; m->ok && e < m->n; e++) {
-        int32_t want = canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
+        int32_t want = m->op == OP_BCAST ? m->root * m->n + e : canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
         for (j = 0; j < m->P && m->ok; j++)
-            if (m->buf[j][e] != want) {
-                T_CHECK(0, "%s P %d n %d: rank %d element %d is not the canonical tree", m->an, m->P, m->n, j, e);
+            if (m->buf[j][e] != want && (m->op != OP_REDUCE || j == m->root)) {
+                T_CHECK(0, "%s P %d n %d root %d: rank %d element %d is not %s", m->an, m->P, m->n, m->root, j, e,
+                        m->op == OP_BCAST ? "the root's" : "the canonical tree");
                 m->ok = 0;
             }
     }
@@ -197,14 +213,14 @@ static void sim_counts(sim *m) {
     free(seen);
 }
 
-/* Run the plans of algo for P ranks and n elements; 1 if every check
-   held (failures are reported, once per (algo, P, n)). */
-static int simulate(int algo, int P, int n, counts *out) {
+/* Run the plans of op (by algo) for P ranks, n elements and a root; 1 if
+   every check held (failures are reported, once per run). */
+static int simulate(int op, int algo, int P, int n, int root, counts *out) {
     sim m;
     int j, moved = 1;
     memset(&m, 0, sizeof m);
-    m.algo = algo, m.P = P, m.n = n, m.ok = 1, m.out = out;
-    m.an = algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
+    m.op = op, m.algo = algo, m.P = P, m.n = n, m.root = root, m.ok = 1, m.out = out;
+    m.an = op_name(op, algo);
     m.pl = (spmd__plan_x *)xmalloc((size_t)P * sizeof *m.pl);
     m.buf = (int32_t **)xmalloc((size_t)P * sizeof *m.buf);
     m.inbox = (msg **)xmalloc((size_t)P * sizeof *m.inbox);
@@ -217,7 +233,7 @@ static int simulate(int algo, int P, int n, counts *out) {
         m.inbox[j] = NULL;
         m.pc[j] = m.sent[j] = 0;
         out[j].copied = 0;
-        if (spmd__plan_allreduce(algo, P, j, n, &m.pl[j]) != 0) {
+        if (plan_of(op, algo, P, j, root, n, &m.pl[j]) != 0) {
             T_CHECK(0, "%s P %d n %d: no plan for rank %d", m.an, P, n, j);
             m.ok = 0;
         }
@@ -243,6 +259,29 @@ static int ceil_log2(int P) {
     int k = 0;
     while ((1 << k) < P) k++;
     return k;
+}
+
+/* The trees' bounds: a bcast's rank receives the data once (the root
+   never) and sends at most ceil(log2 P) messages, P - 1 in all; a
+   reduce's rank sends once (n elements), the root not unless it is the
+   one left with the result, and the root receives at most ceil(log2 P) + 2
+   messages. */
+static int tree_bounds_ok(int op, int P, int n, int root, const counts *c) {
+    int j, bad = -1, total = 0;
+    for (j = 0; j < P && bad < 0; j++) {
+        total += c[j].msgs;
+        if (op == OP_BCAST && (c[j].copied != (j == root ? 0 : n) || c[j].msgs > ceil_log2(P) ||
+                               c[j].sent != (int64_t)c[j].msgs * n))
+            bad = j;
+        if (op == OP_REDUCE && (c[j].msgs > 1 || c[j].sent != (int64_t)c[j].msgs * n ||
+                                (j != root && n > 0 && c[j].msgs != 1)))
+            bad = j;
+    }
+    if (bad < 0 && op == OP_BCAST && n > 0 && total != P - 1) bad = root;
+    if (bad >= 0)
+        T_CHECK(0, "%s P %d n %d root %d: rank %d sends %d messages, %lld elements, copies %lld in: outside the bounds",
+                op_name(op, 0), P, n, root, bad, c[bad].msgs, (long long)c[bad].sent, (long long)c[bad].copied);
+    return bad < 0;
 }
 
 /* The bounds of one (algo, P, n); 1 if they hold. */
@@ -274,10 +313,12 @@ static int bounds_ok(int algo, int P, int n, const counts *c) {
     return bad < 0;
 }
 
-static void check(int algo, int P, int n, int *runs, int *good) {
+static void check(int op, int algo, int P, int n, int root, int *runs, int *good) {
     counts *c = (counts *)xmalloc((size_t)P * sizeof *c);
     (*runs)++;
-    if (simulate(algo, P, n, c) && bounds_ok(algo, P, n, c)) (*good)++;
+    if (simulate(op, algo, P, n, root, c) &&
+        (op == OP_ALLREDUCE ? bounds_ok(algo, P, n, c) : tree_bounds_ok(op, P, n, root, c)))
+        (*good)++;
     free(c);
 }
 
@@ -290,17 +331,28 @@ int main(void) {
                 spmd__plan_allreduce(SPMD__PLAN_RD, 4, 4, 1, &(spmd__plan_x){0}) == -1 &&
                 spmd__plan_allreduce(7, 4, 0, 1, &(spmd__plan_x){0}) == -1,
             "plans: P, rank or algorithm outside refused");
-    T_CHECK(simulate(SPMD__PLAN_RD, 1, 3, &c1) && c1.msgs == 0, "plans: one rank sends nothing");
-    for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++)
-        for (P = 1; P <= 64; P++) {
-            int ns[6] = {0, 1, 3, P - 1, P + 2, 3 * P + 5};
-            for (i = 0; i < 6; i++)
-                if (ns[i] >= 0 && (i == 0 || ns[i] != ns[i - 1])) check(a, P, ns[i], &runs, &good);
+    T_CHECK(simulate(OP_ALLREDUCE, SPMD__PLAN_RD, 1, 3, 0, &c1) && c1.msgs == 0, "plans: one rank sends nothing");
+    T_CHECK(spmd__plan_bcast(4, 0, 4, 1, &(spmd__plan_x){0}) == -1 && spmd__plan_reduce(4, 0, -1, 1, &(spmd__plan_x){0}) == -1,
+            "plans: a root outside refused");
+    for (P = 1; P <= 64; P++) {
+        int ns[6] = {0, 1, 3, P - 1, P + 2, 3 * P + 5}, roots[3] = {0, P - 1, P / 2};
+        for (i = 0; i < 6; i++) {
+            if (ns[i] < 0 || (i > 0 && ns[i] == ns[i - 1])) continue;
+            for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, P, ns[i], 0, &runs, &good);
+            for (int k = 0; k < 3; k++) {
+                check(OP_BCAST, SPMD__PLAN_TREE, P, ns[i], roots[k], &runs, &good);
+                check(OP_REDUCE, SPMD__PLAN_TREE, P, ns[i], roots[k], &runs, &good);
+            }
         }
-    for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) /* (quick, as under the sanitizers: up to 4,097) */
-        for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 4097); i++)
-            check(a, big[i], big[i] > 4096 ? 3 : 7, &runs, &good);
+    }
+    for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 4097); i++) {
+        int n = big[i] > 4096 ? 3 : 7; /* (quick, as under the sanitizers: up to 4,097) */
+        for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, big[i], n, 0, &runs, &good);
+        check(OP_BCAST, SPMD__PLAN_TREE, big[i], n, big[i] / 3, &runs, &good);
+        check(OP_REDUCE, SPMD__PLAN_TREE, big[i], n, big[i] - 2, &runs, &good);
+    }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
-    printf("test_plans: %d runs, P 1..64 and samples to %d, in %.2f s\n", runs, env_quick() ? 4097 : 16384, now_s() - t0);
+    printf("test_plans: %d runs (allreduce, bcast, reduce), P 1..64 and samples to %d, in %.2f s\n", runs,
+           env_quick() ? 4097 : 16384, now_s() - t0);
     return t_summary();
 }
