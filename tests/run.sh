@@ -88,9 +88,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         else
-            # the sanitizers look for races and memory errors, not values: one
-            # sweep case in 8 under TSan (its slowest), one in 2 under ASan
-            SPMD_TEST_QUICK=$(case $kind in tsan) echo 8 ;; asan) echo 2 ;; *) echo 1 ;; esac) \
+            SPMD_TEST_QUICK=$(case $kind in tsan) echo 4 ;; asan) echo 2 ;; *) echo 1 ;; esac) \
             ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
