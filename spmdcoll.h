@@ -2548,12 +2548,23 @@ static void spmd__argreduce(spmd__kernel k, int32_t *out, const void *const *in,
    rounded once, at the end. spmd__reduce_tiles walks the tree leaf by leaf
    with a stack of partials, one tile each. */
 #define SPMD__TREE_BYTES 8192 /* the stack of partials and the load buffer, on the C stack */
+/* The tree's P leaves (the largest power of two <= G) and its height log2 P;
+   the plans across processes (>>plans) use the same two. */
+static int spmd__tree_leaves(int G) {
+    int P = 1;
+    while (P <= G / 2) P *= 2;
+    return P;
+}
+static int spmd__log2(int P) {
+    int k = 0;
+    while ((1 << k) < P) k++;
+    return k;
+}
 /* Tile elements for G inputs: the stack's log2 P + 1 entries and one load
    buffer, of the accumulator's type, in SPMD__TREE_BYTES (SPMD__TILE at
    most, a power of two). */
 static size_t spmd__tree_tile(spmd__kernel k, int G) {
-    size_t m, depth = 1;
-    while (((size_t)2 << (depth - 1)) <= (size_t)G) depth++;
+    size_t depth = (size_t)spmd__log2(spmd__tree_leaves(G)) + 1, m;
     m = SPMD__TREE_BYTES / ((depth + 1) * k->acc_size);
     while (m & (m - 1)) m &= m - 1; /* a power of two: tiles aligned as their chunks are */
     return m < SPMD__TILE ? m : SPMD__TILE;
@@ -2567,13 +2578,11 @@ static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in,
     unsigned char *buf = (unsigned char *)area;
     const void *at[24]; /* (24 > log2 P + 1 for any G < 2^23) */
     size_t base, m = spmd__tree_tile(k, G), sb;
-    int P = 1, r, v, c, top, left;
+    int P = spmd__tree_leaves(G), r = G - P, v, c, top, left;
     if (k->argeq) {
         spmd__argreduce(k, (int32_t *)out, in, G, n);
         return;
     }
-    while (P * 2 <= G) P *= 2;
-    r = G - P;
     for (base = 0; base < n; base += m) {
         unsigned char *o = (unsigned char *)out + base * k->out_size;
         void *last;
@@ -10340,7 +10349,8 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      a reduce combines the canonical tree towards virtual
                      rank 0 (each rank sends once), which hands the result
                      to the root.
-   Calls nothing; the exchange across processes will execute these (issue
+   Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
+   kernels); the exchange across processes will execute these (issue
    36's next step: today's exchange does not use them yet). */
 enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE };
 enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
@@ -10356,11 +10366,6 @@ typedef struct spmd__plan_x {
     spmd__pstep step[SPMD__PLAN_STEPS];
 } spmd__plan_x;
 
-static int spmd__plan_pow2(int P) {
-    int p = 1;
-    while (p <= P / 2) p *= 2;
-    return p;
-}
 /* Rank of virtual rank v (r pairs). */
 static int spmd__plan_real(int v, int r) { return v < r ? 2 * v + 1 : v + r; }
 static void spmd__plan_add(spmd__plan_x *x, int peer, int64_t soff, int64_t slen, int64_t roff, int64_t rlen, int how) {
@@ -10379,13 +10384,13 @@ static int64_t spmd__plan_blk(int64_t n, int b, int Pp) { return n / Pp * b + n 
    (SPMD__PLAN_RD or SPMD__PLAN_RAB). 0, or -1 for arguments outside.
    (Unused by the library until the exchange runs plans: tests, bench.) */
 static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t n, spmd__plan_x *x) {
-    int Pp, r, v, k, logp = 0;
+    int Pp, r, v, k, logp;
     int64_t blo, bhi;
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || n < 0 || (algo != SPMD__PLAN_RD && algo != SPMD__PLAN_RAB)) return -1;
-    Pp = spmd__plan_pow2(P);
+    Pp = spmd__tree_leaves(P);
     r = P - Pp;
-    while ((1 << logp) < Pp) logp++;
+    logp = spmd__log2(Pp);
     if (rank < 2 * r && rank % 2 == 0) { /* the pre-step's left half: its input in, the result back */
         spmd__plan_add(x, rank + 1, 0, n, 0, 0, SPMD__PLAN_COPY);
         spmd__plan_add(x, rank + 1, 0, 0, 0, n, SPMD__PLAN_COPY);
@@ -10449,7 +10454,7 @@ static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, 
     int Pp, r, v, k, top;
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
-    Pp = spmd__plan_pow2(P);
+    Pp = spmd__tree_leaves(P);
     r = P - Pp;
     top = spmd__plan_real(0, r); /* (who ends with the result) */
     if (rank < 2 * r && rank % 2 == 0) {
