@@ -5088,7 +5088,11 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
        the same bad call gets the same status */
     if ((s = spmd__coll_args(d, c, gr, o, out, &r, &max_in, &out_bytes)) != SPMD_OK)
         return d->lost || SPMD__LD_ACQ(&m->broken) ? s : spmd__refuse(d, c, gr, o, s);
-    if ((s = spmd__check_dev(d)) != SPMD_OK) {
+    if ((s = spmd__check_dev(d)) != SPMD_OK) { /* named: "psum(f32 x 4) over 'i': mesh is broken: ..." */
+        char what[160], why[sizeof d->err];
+        spmd__req_what(r, what, sizeof what);
+        memcpy(why, d->err, sizeof why);
+        snprintf(d->err, sizeof d->err, "%s over '%.64s': %.250s", what, gr->text, why);
         spmd__req_release(r);
         return s;
     }
@@ -14482,6 +14486,7 @@ typedef struct spmd__xrec {
     size_t *bat;              /* G: Bruck: where member k's record starts in bbuf */
     size_t *boff;             /* 2P + 1: where block t (of process procs[(ppos + t) % P]) starts; cursors */
     spmd_status gone;         /* a local member failed: the others stop using the exchange */
+    char gone_msg[320];       /* ... and why, as that member's error said (set once, before gone) */
     int refused;              /* member + 1 that refused the call (spmd__stand_in): every local member fails */
     spmd_status refused_st;   /* ... with that member's status */
     uint8_t *dsent;           /* nloc nrp: that data send is posted (or not needed) */
@@ -14931,6 +14936,15 @@ static spmd_status spmd__x_recvs(spmd_req *r, spmd__xrec *x) {
     return SPMD_OK;
 }
 
+/* The first local member to fail in exchange x says why (xlock held, or x
+   not yet shared): the others quote it (spmd__x_gone). The mesh's break,
+   which names the cause too, is recorded later: a sibling may look first. */
+static void spmd__x_gone_set(spmd__xrec *x, spmd_status st, int dev, const char *why) {
+    if (x->gone != SPMD_OK) return;
+    snprintf(x->gone_msg, sizeof x->gone_msg, "device %d: %.290s", dev, why);
+    x->gone = st;
+}
+
 static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
@@ -14972,7 +14986,7 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     if (r->sig.algo == SPMD__ALG_BRUCK) {
         st = spmd__x_bplan(r, x);
         if (st == SPMD_OK) *out = x;
-        else x->gone = st; /* the other local members must not use it */
+        else spmd__x_gone_set(x, st, d->id, d->err); /* the other local members must not use it */
         return st;
     }
     if ((st = spmd__x_recvs(r, x)) != SPMD_OK) return st;
@@ -15020,13 +15034,11 @@ static void spmd__x_short(void *h, const spmd_req *r, int inl, size_t len) {
     sh->sig = spmd__x_sig_out(r);
 }
 
-/* A member of this process failed in the exchange r takes part in: fail r
-   with that status, naming the cause (the mesh's break) where there is one. */
-static spmd_status spmd__x_gone(spmd_req *r, spmd_status gone) {
-    spmd_mesh *m = r->dev->mesh;
-    return spmd__fail(r->dev, gone, "%s over '%s': another device of this process failed in it%s%.300s",
-                      spmd__x_what(r), r->gr->text, SPMD__LD_ACQ(&m->broken) ? ": " : "",
-                      SPMD__LD_ACQ(&m->broken) ? m->broken_msg : "");
+/* A member of this process failed in the exchange r takes part in (x->gone,
+   seen under xlock): fail r with that status and that member's reason. */
+static spmd_status spmd__x_gone(spmd_req *r, const spmd__xrec *x) {
+    return spmd__fail(r->dev, x->gone, "%s over '%s': another device of this process failed in it: %s",
+                      spmd__x_what(r), r->gr->text, x->gone_msg);
 }
 
 /* Take part: publish this member's input, post its sends. 0 on failure (r failed). */
@@ -15149,7 +15161,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
         spmd__sig_text(&x->sig, b, sizeof b);
         pthread_mutex_unlock(&m->xlock);
         if (x->gone != SPMD_OK)
-            return spmd__x_gone(r, x->gone);
+            return spmd__x_gone(r, x);
         return spmd__fail(d, SPMD_ERR_MISMATCH, "device %d called %s over '%s' but another device of this process "
                           "called %s (operation #%llu of this device)", d->id, a, r->gr->text, b,
                           (unsigned long long)r->global);
@@ -15380,7 +15392,7 @@ static spmd_status spmd__x_scan(spmd_req *r, int full) {
     }
     x->all_in = all && k == g->G; /* (not when it stopped early) */
     if (ready && x->gone != SPMD_OK) /* a local member's input is the caller's again */
-        return spmd__x_gone(r, x->gone);
+        return spmd__x_gone(r, x);
     return ready ? SPMD_OK : SPMD_ERR_BUSY;
 }
 #undef WHO
@@ -15451,7 +15463,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
     }
     x->bparsed = 1;
     if (x->gone != SPMD_OK) /* a local member's input is the caller's again */
-        return spmd__x_gone(r, x->gone);
+        return spmd__x_gone(r, x);
     return SPMD_OK;
 }
 
@@ -15498,7 +15510,7 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
         } /* (the Bruck steps touch only the exchange's buffer: the other members end on their own) */
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
-        if (x->gone == SPMD_OK) x->gone = s;
+        spmd__x_gone_set(x, s, d->id, d->err);
         spmd__x_quiesce(m, x, g->G); /* nor reads its input */
         x->left++;
         pthread_mutex_unlock(&m->xlock);
@@ -15577,7 +15589,7 @@ static spmd_status spmd__x_split(spmd_req *r) {
                        g->rprocs[i], spmd__fab_reason(&x->aop[4 * i]));
     }
     if (st == SPMD_OK && x->gone != SPMD_OK)
-        st = spmd__x_gone(r, x->gone);
+        st = spmd__x_gone(r, x);
     if (st == SPMD_OK && me != x->lead) {
         x->cst[me] = SPMD__XC_COMPUTING;
         pthread_mutex_unlock(&m->xlock);
@@ -15935,7 +15947,7 @@ static spmd_status spmd__x_look(spmd_req *r) {
     inl = r->sig.algo == SPMD__ALG_EAGER && r->sig.kind != SPMD__KIND_RAGGED &&
           (uint64_t)spmd__x_expect(r, r->root) <= x->inl;
     if (x->all_in || x->cst[me] == SPMD__XC_DONE) /* (its output computed: every input it needs came) */
-        st = x->gone != SPMD_OK ? spmd__x_gone(r, x->gone) : SPMD_OK; /* (as the scan would say) */
+        st = x->gone != SPMD_OK ? spmd__x_gone(r, x) : SPMD_OK; /* (as the scan would say) */
     else if (!look && r->sig.algo != SPMD__ALG_BRUCK &&
              ((inl && x->joins < g->nloc) || (moved == x->seen_moved && x->joins == x->seen_joins)))
         st = SPMD_ERR_BUSY;

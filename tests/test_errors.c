@@ -861,14 +861,18 @@ static void test_double_wait(void) {
    recorded once it has waited a moment: a break within that moment finds
    it so), or, one that failed of the same break first, back in its own
    code after the psum. */
+static int report_started; /* devices 0-2 about to call their psum */
 static void report_device(spmd_dev *d, void *p) {
     int32_t x = 1, y = 0;
     (void)p;
-    if (spmd_device_id(d) == 3) { /* returns once the others are surely in their psum */
+    if (spmd_device_id(d) == 3) { /* returns once the others are surely in their psum: a busy machine
+                                     (TSan, 2 CPUs) may start them more than 20 ms late */
         struct timespec ts = {0, 20 * 1000000};
+        while (__atomic_load_n(&report_started, __ATOMIC_ACQUIRE) < 3) sched_yield();
         nanosleep(&ts, NULL);
         return;
     }
+    __atomic_fetch_add(&report_started, 1, __ATOMIC_RELEASE);
     (void)spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL);
 }
 static void test_report_wording(void) {
@@ -885,7 +889,9 @@ static void test_report_wording(void) {
         desc.timeout_ms = 20000;
         desc.log_level = SPMD_LOG_ERROR;
         desc.log_fn = log_keep;
+        desc.scheduler = SPMD_SCHEDULER_THREADS; /* (device 3 spins until the others started) */
         log_clear();
+        report_started = 0;
         if (spmd_mesh_create(&desc, &m) != SPMD_OK) { ok = 0; snprintf(why, sizeof why, "mesh_create"); break; }
         if (spmd_run(m, report_device, NULL) != SPMD_ERR_DEADLOCK) { ok = 0; snprintf(why, sizeof why, "run"); }
         spmd_mesh_destroy(m);
