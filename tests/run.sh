@@ -25,12 +25,12 @@ mkdir -p $LOG
 T0=${SPMD_TEST_T0:-$(date +%s)} # make test passes the time its builds started
 
 # The lists of programs, as the Makefile builds them (make print-VAR): TESTS
-# (plain, asan, tsan), NODISPATCH, EXAMPLES, FABRIC_TESTS (the fabric-only
+# (plain, asan), TSAN_TESTS, NODISPATCH, EXAMPLES, FABRIC_TESTS (the fabric-only
 # tests; test_alloc runs in run_alloc), FABRIC_CONF (the fabric matrix),
 # FABRIC_ONCE (fabric flavour, one process), FABRIC_TSAN, FUZZ_TARGETS, and
 # TEST_PROGRAMS and FABRIC_PROGRAMS: every program make test builds. make
 # failing, or TESTS, EXAMPLES or TEST_PROGRAMS empty (renamed?), fails.
-for v in TESTS NODISPATCH EXAMPLES FABRIC_TESTS FABRIC_CONF FABRIC_ONCE FABRIC_TSAN FUZZ_TARGETS TEST_PROGRAMS \
+for v in TESTS TSAN_TESTS NODISPATCH EXAMPLES FABRIC_TESTS FABRIC_CONF FABRIC_ONCE FABRIC_TSAN FUZZ_TARGETS TEST_PROGRAMS \
          FABRIC_PROGRAMS; do
     if ! val=$(MAKEFLAGS='' make -s --no-print-directory BUILD=$B print-$v 2>$LOG/print-$mode.err) ||
        { [ -z "$val" ] && case $v in TESTS | EXAMPLES | TEST_PROGRAMS) true ;; *) false ;; esac; }; then
@@ -80,6 +80,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
     kind=$1
     tests=$TESTS
     [ "$kind" = nodispatch ] && tests=$NODISPATCH # the baseline kernels at -O0
+    [ "$kind" = tsan ] && tests=$TSAN_TESTS
     for t in $tests; do
         exe=$B/$kind/$t
         if [ ! -x "$exe" ]; then echo "  $kind/$t: not built: FAILED"; F=$((F + 1)); continue; fi
@@ -269,12 +270,12 @@ fault_line() { # $1 = test, $2 = its logs' stem (.out, .err, .rc: exit status an
 # mesh's announcement and the devices' threads race). Then FABRIC_ONCE, as
 # one process each. Not built (libfabric missing): skipped.
 run_fabric() {
-    bg="" list=fabric/test_xfault
+    bg="" list="fabric/test_xfault fabric-tsan/test_xfault"
     for t in $FABRIC_TESTS; do
         case $t in test_xfault | test_alloc) ;; *) list="$list fabric/$t" ;; esac
     done
     for t in $FABRIC_ONCE; do list="$list fabric/$t"; done
-    for t in $list fabric-tsan/test_xfault; do
+    for t in $list; do
         exe=$B/$t
         log=$LOG/$(echo $t | tr / -)
         if [ ! -x "$exe" ]; then
@@ -283,13 +284,15 @@ run_fabric() {
             continue
         fi
         ran "$exe"
-        # fabric/test_xfault mostly waits out deadlines (15 s of CPU in 64): it runs beside the others
+        # test_xfault mostly waits out deadlines (15 s of CPU in 64; under TSan 60 in 180): both builds
+        # run beside the others, the TSan one logging its processes apart
         ( start=$(date +%s)
+          [ $t = fabric-tsan/test_xfault ] && export SPMD_TEST_LOGDIR=$LOG/tsan-xfault
           TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 timeout 300 "$exe" >$log.out 2>$log.err
           echo "$? $(($(date +%s) - start))" >$log.rc ) &
-        if [ $t = fabric/test_xfault ]; then bg=$!; else wait $!; fault_line $t $log; fi
+        case $t in */test_xfault) bg="$bg $!:$t" ;; *) wait $!; fault_line $t $log ;; esac
     done
-    if [ -n "$bg" ]; then wait $bg; fault_line fabric/test_xfault $LOG/fabric-test_xfault; fi
+    for j in $bg; do wait ${j%%:*}; fault_line ${j#*:} $LOG/$(echo ${j#*:} | tr / -); done
     # Two hosts: network namespaces joined by a veth pair, test_fabric's
     # transfers between them (needs root and ip netns, else skipped).
     if [ -x $B/fabric/test_fabric ]; then

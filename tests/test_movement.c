@@ -2226,7 +2226,7 @@ int main(void) {
         if (mc.ndev >= 2 && mc.ndev <= 8 && (mi % 2 == 0 || mc.md.nd == 2)) {
             L.n = 0;
             build_large(&L, &mc, &r);
-            nlarge = L.n;
+            nlarge = L.n = tl_thin_large(L.a, sizeof *L.a, L.n, mi);
             tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)160 << 20);
         }
         double t4 = now_s();

@@ -1123,7 +1123,7 @@ int main(void) {
         if (mi == 2 || mi == 4 || mi == 5 || mi == 7 || mi == 9) {
             L.n = 0;
             build_large(&L, &mc, &r);
-            nlarge = L.n;
+            nlarge = L.n = tl_thin_large(L.a, sizeof *L.a, L.n, mi);
             tl_run_batch(&mc, &SWEEP, L.a, L.n, &r, (size_t)160 << 20);
         }
         free(L.a);

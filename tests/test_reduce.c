@@ -1441,6 +1441,7 @@ int main(void) {
         if (mc.md.nd == 2 && mc.md.sh[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
         else if (mc.md.nd == 1 && mc.md.sh[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
         else if (mc.md.nd == 3 && mc.md.sh[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1); nlong = n; }
+        if (nlong) nlong = tl_thin_large(cases, sizeof *cases, nlong, mi);
         if (nlong) run_cases(&mc, cases, nlong, &r, budget, 64);
         free(cases);
         char ms[32];

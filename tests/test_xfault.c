@@ -138,10 +138,10 @@
                 every process's spmd_run returns SPMD_ERR_TIMEOUT (what
                 broke the mesh);
      window     the agreement at the end of spmd_run (issue 21, defect 1): 2
-                processes of one device, 25 rounds of a new mesh each: a
+                processes of one device, 13 rounds of a new mesh each: a
                 psum both leave together, then one that process 1 calls at
                 once with a 40 ms deadline and process 0 only after a delay
-                swept from 34 to 46 ms (the fault: a late process), so that
+                swept from 34 to 46 ms by 1 ms (the fault: a late process), so that
                 in some rounds process 1 times out just as process 0 finds
                 its header and completes. Every round, both processes'
                 spmd_run return the same status and the same cause (one's
@@ -652,7 +652,7 @@ static int late_main(const char *mode) {
 
 /* mode "window": see the top comment. Process 0's delay is the fault (how
    late it is), not an ordering: whatever the timing, both runs must agree. */
-#define WINDOW_ROUNDS 25
+#define WINDOW_ROUNDS 13
 typedef struct window {
     int proc, round;
     spmd_status call;
@@ -666,7 +666,7 @@ static void window_dev(spmd_dev *d, void *arg) {
     w->call = spmd_psum(d, a, b, 4, SPMD_F64, "i", NULL); /* both leave it at about the same time */
     if (w->call != SPMD_OK) return;
     if (w->proc == 0) {
-        double until = p_now() + (34.0 + 0.5 * w->round) * 1e-3;
+        double until = p_now() + (34.0 + 1.0 * w->round) * 1e-3;
         while (p_now() < until) {}
     }
     o.timeout_ms = 40;

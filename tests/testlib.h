@@ -76,9 +76,9 @@ static inline int tl_slow_cases(void) { return env_thin_offset() % env_thin() ==
    (those at env_thin_offset() modulo every), where a unit is the case and
    the unit_len(case) - 1 cases after it (an async cluster counts as one);
    returns the new count (env_thin). */
-static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len)(const void *c)) {
+static inline int tl_thin_at(void *a, size_t elem, int n, int every, int keep, int (*unit_len)(const void *c)) {
     unsigned char *b = (unsigned char *)a;
-    int w = 0, unit = 0, keep = env_thin_offset() % every;
+    int w = 0, unit = 0;
     for (int k = 0; k < n; unit++) {
         int len = unit_len(b + (size_t)k * elem);
         if (unit % every == keep) {
@@ -88,6 +88,20 @@ static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len
         k += len;
     }
     return w;
+}
+
+static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len)(const void *c)) {
+    return tl_thin_at(a, elem, n, every, env_thin_offset() % every, unit_len);
+}
+
+/* The large cases of mesh number `mesh` (each takes 0.03-0.3 s across
+   processes, most of a thinned run's time): in a thinned run one in
+   min(N, 3), the third kept turning with the mesh so that every kind and
+   dtype runs in every configuration; all of them otherwise. */
+static inline int tl_unit1(const void *c) { (void)c; return 1; }
+static inline int tl_thin_large(void *a, size_t elem, int n, int mesh) {
+    int every = env_thin() < 3 ? env_thin() : 3;
+    return tl_thin_at(a, elem, n, every, (env_thin_offset() + mesh) % every, tl_unit1);
 }
 
 /* malloc that never returns NULL (n == 0 allowed); out of memory ends the test. */
