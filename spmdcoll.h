@@ -387,13 +387,17 @@
                        default: fibers when a process's devices outnumber its CPUs)
      SPMD_CARRIERS     fibers: carrier threads (default: the CPUs available)
      SPMD_SCHED_SEED   fibers: seed of the order in which ready devices run
-     SPMD_ALGO         eager, split or bruck: force an algorithm (bench); across
-                       processes eager = direct exchange, split = reduce-scatter +
-                       all-gather, bruck = every input to every process in
-                       ceil(log2 processes) steps (default for small operations
-                       from 8 processes on, or unrooted with 2+ devices per
-                       process); on threads an input larger than
-                       eager's slot runs split, and messages say so
+     SPMD_ALGO         eager, split, bruck, rd or rab: force an algorithm (bench);
+                       across processes eager = direct exchange, split =
+                       reduce-scatter + all-gather, bruck = every input to every
+                       process in ceil(log2 processes) steps (default for small
+                       operations from 8 processes on, or unrooted with 2+
+                       devices per process); a reduction over one device per
+                       process runs a plan instead: rd = recursive doubling
+                       (default for small ones from 8 processes on), rab =
+                       Rabenseifner (default for large ones from 4 on); on
+                       threads an input larger than eager's slot runs split,
+                       and messages say so
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
                        desc.trace_depth; 0 here or a negative desc field: off)
      SPMD_REPORT_SIGNAL  USR1, USR2 or a signal number: on that signal every
@@ -610,6 +614,11 @@ typedef enum spmd_algo {
     SPMD_ALGO_BRUCK,   /* across processes: every input reaches every process in
                           log2(processes) steps (small operations, many processes);
                           on threads the same as the default */
+    SPMD_ALGO_RD,      /* across processes, a reduction over one device per process:
+                          recursive doubling, ceil(log2 P) messages of the whole
+                          vector (small); elsewhere the same as the default */
+    SPMD_ALGO_RAB,     /* ... reduce-scatter by recursive halving, then all-gather
+                          by recursive doubling (Rabenseifner: large) */
     SPMD_ALGO_COUNT
 } spmd_algo;
 
@@ -1610,7 +1619,9 @@ typedef char spmd__kinds_counted[SPMD__KIND_COUNT <= SPMD_COUNT_KINDS ? 1 : -1];
 static const char *spmd__kind_names[SPMD__KIND_COUNT] = {
     "none", "allreduce", "barrier", "reduce", "scan", "psum_scatter", "all_gather", "gather",
     "broadcast", "scatter", "ppermute", "all_to_all", "ragged_all_to_all", "send", "recv", "refused"};
-enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT, SPMD__ALG_BRUCK };
+enum { SPMD__ALG_LOCAL = 0, SPMD__ALG_EAGER, SPMD__ALG_SPLIT, SPMD__ALG_BRUCK, SPMD__ALG_RD, SPMD__ALG_RAB };
+/* the algorithms that run a plan (>>plans) across processes */
+static SPMD__UNUSED int spmd__alg_plans(int algo) { return algo == SPMD__ALG_RD || algo == SPMD__ALG_RAB; }
 enum { SPMD__R_POST = 0, SPMD__R_ARRIVE, SPMD__R_RUN, SPMD__R_DRAIN, SPMD__R_DONE };
 enum { SPMD__S_ARRIVING = 0, SPMD__S_RUNNING = 1, SPMD__S_ABORTED = 2, SPMD__S_MISMATCH = 3, SPMD__S_CHECKING = 4 };
 #define SPMD__S_SHIFT 3 /* state word: seq << 3 | phase */
@@ -3176,6 +3187,8 @@ static void spmd__sig_text(const spmd__sig *s, char *buf, size_t len) {
                  s->algo == SPMD__ALG_EAGER   ? ", eager"
                  : s->algo == SPMD__ALG_SPLIT ? ", split"
                  : s->algo == SPMD__ALG_BRUCK ? ", bruck"
+                 : s->algo == SPMD__ALG_RD    ? ", rd"
+                 : s->algo == SPMD__ALG_RAB   ? ", rab"
                                               : "");
 }
 
@@ -3715,7 +3728,8 @@ static const char *spmd__rec_op(uint64_t what) {
 static const char *spmd__rec_algo(uint64_t what) {
     unsigned a = (unsigned)(what >> 24 & 255u), kind = (unsigned)(what & 255u);
     if (kind == SPMD__KIND_SEND || kind == SPMD__KIND_RECV) return "p2p";
-    return a == SPMD__ALG_LOCAL ? "local" : a == SPMD__ALG_EAGER ? "eager" : a == SPMD__ALG_SPLIT ? "split" : "bruck";
+    static const char *const names[] = {"local", "eager", "split", "bruck", "rd", "rab"};
+    return a < sizeof names / sizeof names[0] ? names[a] : "?";
 }
 static const char *spmd__rec_dtype(uint64_t what) {
     unsigned t = (unsigned)(what >> 8 & 255u);
@@ -9363,8 +9377,10 @@ SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *
         if (a && strcmp(a, "eager") == 0) m->forced_algo = SPMD_ALGO_EAGER;
         else if (a && strcmp(a, "split") == 0) m->forced_algo = SPMD_ALGO_SPLIT;
         else if (a && strcmp(a, "bruck") == 0) m->forced_algo = SPMD_ALGO_BRUCK;
+        else if (a && strcmp(a, "rd") == 0) m->forced_algo = SPMD_ALGO_RD;
+        else if (a && strcmp(a, "rab") == 0) m->forced_algo = SPMD_ALGO_RAB;
         else if (a && *a && strcmp(a, "default") != 0)
-            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, default)", a);
+            spmd__log(m, SPMD_LOG_WARN, -1, "ignoring SPMD_ALGO=%s (eager, split, bruck, rd, rab, default)", a);
     }
     m->vt = spmd__mesh_backend(desc->backend, &m->backend);
 }
@@ -10354,8 +10370,9 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      rank 0 (each rank sends once), which hands the result
                      to the root.
    Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
-   kernels); the exchange across processes will execute these (issue
-   36's next step: today's exchange does not use them yet). */
+   kernels). The exchange across processes runs the allreduce plans (see
+   spmd__x_pplan); bcast's and reduce's are checked (tests/test_plans.c)
+   but not run yet. */
 enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE };
 enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
 #define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31 */
@@ -10386,7 +10403,7 @@ static int64_t spmd__plan_blk(int64_t n, int b, int Pp) { return n / Pp * b + n 
 
 /* The plan of rank `rank` of P for an allreduce of n elements by algo
    (SPMD__PLAN_RD or SPMD__PLAN_RAB). 0, or -1 for arguments outside.
-   (Unused by the library until the exchange runs plans: tests, bench.) */
+   (Unused in a build without libfabric.) */
 static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t n, spmd__plan_x *x) {
     int Pp, r, v, k, logp;
     int64_t blo, bhi;
@@ -14455,6 +14472,18 @@ static int spmd__x_parse(unsigned char *h, size_t received, int k, uint64_t ghas
    come without its output buffer (psend before its precv) */
 enum { SPMD__XC_ABSENT = 0, SPMD__XC_JOINED, SPMD__XC_COMPUTING, SPMD__XC_DONE, SPMD__XC_NORECV };
 
+/* A plan exchange's state (see spmd__x_pplan). */
+typedef struct spmd__xplan {
+    spmd__plan_x plan;
+    size_t at[2 * SPMD__PLAN_STEPS]; /* in buf: step s's receive stage (2s), its send stage (2s + 1) */
+    uint8_t nth[2 * SPMD__PLAN_STEPS]; /* ... which message between the two ranks that is, each way (its tag) */
+    unsigned char *buf;              /* the work vector, then the stages */
+    size_t cap;
+    int done, sent;                  /* steps combined, sends posted */
+    int nops;
+    spmd__fab_op *op;                /* step s's receive (2s) and send (2s + 1) */
+} spmd__xplan;
+
 /* One allocation: this header, then its arrays (see spmd__x_get); the
    arrays from `in` to `dsent` are cleared for every operation, the stage
    buffers are kept. */
@@ -14481,6 +14510,7 @@ typedef struct spmd__xrec {
     int bsteps, bsent, brecv; /* Bruck: steps, sends posted, receives ended (aop: 2s receive, 2s + 1 send) */
     int bparsed;              /* Bruck: the remote records read (local ones are in once joins == nloc) */
     spmd__sig sig;            /* the signature of the member that made it (Bruck: the layout's) */
+    struct spmd__xplan *xp;   /* a plan's (SPMD__ALG_RD, _RAB): made on first use, kept */
     unsigned char *bbuf;      /* Bruck: every process's block of records, this one's first */
     size_t bcap;
     size_t *bat;              /* G: Bruck: where member k's record starts in bbuf */
@@ -14540,6 +14570,11 @@ static void spmd__x_free(spmd_mesh *m, spmd__group *g, spmd__xrec *x) {
     if (x->bbuf) {
         spmd__fab_mr_forget(m->lf.fab, x->bbuf, x->bcap);
         spmd__free(&m->alloc, x->bbuf);
+    }
+    if (x->xp) {
+        if (x->xp->buf) spmd__fab_mr_forget(m->lf.fab, x->xp->buf, x->xp->cap);
+        spmd__free(&m->alloc, x->xp->buf);
+        spmd__free(&m->alloc, x->xp);
     }
     for (k = 0; k < g->G; k++)
         if (x->stage[k]) {
@@ -14754,6 +14789,84 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
     return SPMD_OK;
 }
 
+/* The plan exchange (SPMD__ALG_RD, SPMD__ALG_RAB): an allreduce over a
+   group with one member in each of its processes runs the steps of its
+   plan (>>plans) over the transport. A message is a short header (the
+   signature, and a refusal seen so far, which so reaches every rank along
+   with the data that depends on it) and elements of the accumulator's type:
+   f16 and bf16 travel as f32, rounded once at the end, as the canonical
+   order says. The work vector, then per step a receive stage and a send
+   stage, are one registered buffer, kept with the exchange. Every receive
+   is posted with the exchange (spmd__x_pplan), the send of a step once the
+   steps before it are combined (spmd__x_prun). Tags: the j-th message
+   from one rank to another is SPMD__X_BSTEP(j), as Bruck's steps (the
+   ranks' step numbers differ: a pre-step's pair has one more). Memory: the work vector and about 2n
+   elements of stages for Rabenseifner, ceil(log2 P) n for recursive
+   doubling (small operations only). */
+
+static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
+
+/* Make x's plan state (first use), lay r's plan out in its buffer and post
+   the receives. xlock held. */
+static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__fab *f = m->lf.fab;
+    spmd__group *g = r->gr->g;
+    spmd__xplan *p = x->xp;
+    size_t acc = r->kern->acc_size, at;
+    int s;
+    if (!p) { /* ops for the longest plan of the group's size: 2 log2 P' + 2 steps */
+        int nops = 2 * (2 * spmd__log2(spmd__tree_leaves(g->G)) + 2);
+        size_t head = spmd__x_line(sizeof *p);
+        p = (spmd__xplan *)spmd__alloc(&m->alloc, head + (size_t)nops * sizeof(spmd__fab_op));
+        if (!p) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for its plan", spmd__x_what(r));
+        p->op = (spmd__fab_op *)(void *)((unsigned char *)p + head);
+        p->nops = nops;
+        x->xp = p;
+    }
+    spmd__plan_allreduce(r->sig.algo == SPMD__ALG_RD ? SPMD__PLAN_RD : SPMD__PLAN_RAB, g->G, r->gr->me,
+                         (int64_t)r->count, &p->plan);
+    SPMD_ASSERT(2 * p->plan.nsteps <= p->nops);
+    at = spmd__x_line(r->count * acc);
+    for (s = 0; s < p->plan.nsteps; s++) {
+        int j, peer = p->plan.step[s].peer;
+        p->nth[2 * s] = p->nth[2 * s + 1] = 0;
+        for (j = 0; j < s; j++) {
+            p->nth[2 * s] += p->plan.step[j].peer == peer && p->plan.step[j].rlen;
+            p->nth[2 * s + 1] += p->plan.step[j].peer == peer && p->plan.step[j].slen;
+        }
+        p->at[2 * s] = at;
+        at += spmd__x_line(SPMD__X_SHDR + (size_t)p->plan.step[s].rlen * acc);
+        p->at[2 * s + 1] = at;
+        at += spmd__x_line(SPMD__X_SHDR + (size_t)p->plan.step[s].slen * acc);
+    }
+    if (p->cap < at) {
+        if (p->buf) {
+            spmd__fab_mr_forget(f, p->buf, p->cap);
+            spmd__free(&m->alloc, p->buf);
+        }
+        p->cap = 0;
+        if (!(p->buf = (unsigned char *)spmd__alloc(&m->alloc, at)))
+            return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: no memory for the exchange's %zu bytes", spmd__x_what(r),
+                              at);
+        p->cap = at;
+        spmd__fab_mr_own(f, p->buf, at);
+    }
+    p->done = p->sent = 0;
+    for (s = 0; s < p->plan.nsteps; s++) {
+        const spmd__pstep *t = &p->plan.step[s];
+        int from = m->proc_of[g->members[t->peer]];
+        spmd_status st;
+        if (!t->rlen) continue;
+        st = spmd__fab_post_recv(f, &p->op[2 * s], from, SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * s])),
+                                 p->buf + p->at[2 * s], SPMD__X_SHDR + (size_t)t->rlen * acc, UINT64_MAX);
+        if (st != SPMD_OK)
+            return spmd__fail(r->dev, st, "%s over '%s': receiving from process %d: %s", spmd__x_what(r),
+                              r->gr->text, from, f->err);
+    }
+    return SPMD_OK;
+}
+
 /* The bytes of input a header carries inline (the same for every exchange
    of the transport and header form): headers are sent before their receive
    may be posted, so with clear-to-send they must fit the provider's inject
@@ -14804,7 +14917,8 @@ static void spmd__x_reap(spmd__fab *f, spmd__group *g) {
     spmd__xrec **pp, *x;
     for (pp = &g->lf.xlive; (x = *pp) != NULL;) {
         if (x->left != g->nloc || !spmd__fab_ops_idle(f, x->rop, 3 * (size_t)g->G) ||
-            !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp)) { /* (a failed Bruck exchange's steps) */
+            !spmd__fab_ops_idle(f, x->aop, 4 * (size_t)g->nrp) || /* (a failed Bruck exchange's steps) */
+            (x->xp && !spmd__fab_ops_idle(f, x->xp->op, (size_t)x->xp->nops))) {
             pp = &x->next;
             continue;
         }
@@ -14983,8 +15097,8 @@ static spmd_status spmd__x_get(spmd_req *r, spmd__xrec **out) {
     x->next = g->lf.xlive;
     g->lf.xlive = x;
     g->lf.xnlive++;
-    if (r->sig.algo == SPMD__ALG_BRUCK) {
-        st = spmd__x_bplan(r, x);
+    if (r->sig.algo == SPMD__ALG_BRUCK || spmd__alg_plans(r->sig.algo)) {
+        st = r->sig.algo == SPMD__ALG_BRUCK ? spmd__x_bplan(r, x) : spmd__x_pplan(r, x);
         if (st == SPMD_OK) *out = x;
         else spmd__x_gone_set(x, st, d->id, d->err); /* the other local members must not use it */
         return st;
@@ -15050,7 +15164,7 @@ static int spmd__x_copy_in(spmd_req *r, size_t len, const unsigned char **data) 
     spmd_mesh *m = r->dev->mesh;
     int ragged = r->sig.kind == SPMD__KIND_RAGGED;
     *data = (const unsigned char *)(r->xscratch ? r->xscratch : r->send);
-    if (!len || r->xscratch || r->sig.algo == SPMD__ALG_BRUCK ||
+    if (!len || r->xscratch || r->sig.algo == SPMD__ALG_BRUCK || spmd__alg_plans(r->sig.algo) ||
         !(ragged || (r->send && r->send == r->recv && len > spmd__x_inline(m, r->gr->g->G))))
         return 0;
     /* ragged: offsets and sizes then the operand, in one message; in
@@ -15166,7 +15280,13 @@ static spmd_status spmd__x_post(spmd_req *r) {
                           "called %s (operation #%llu of this device)", d->id, a, r->gr->text, b,
                           (unsigned long long)r->global);
     }
-    if (r->sig.algo == SPMD__ALG_BRUCK) { /* the record in this process's block (see spmd__x_bplan) */
+    if (spmd__alg_plans(r->sig.algo)) { /* the input into the work vector; the steps send (spmd__x_prun) */
+        if (r->kern->load) r->kern->load(x->xp->buf, r->send, r->count);
+        else memcpy(x->xp->buf, r->send, len);
+        hb = NULL;
+        inl = 1;
+        x->copied[me] = 1;
+    } else if (r->sig.algo == SPMD__ALG_BRUCK) { /* the record in this process's block (see spmd__x_bplan) */
         SPMD_ASSERT((int64_t)len == spmd__x_expect(r, me));
         hb = x->bbuf + x->bat[me];
         inl = 1;
@@ -15174,8 +15294,8 @@ static spmd_status spmd__x_post(spmd_req *r) {
         hb = x->hbuf + (size_t)me * x->hb;
         inl = len <= x->inl;
     }
-    hsize = spmd__x_header(r, hb, inl, len);
-    if (inl) {
+    hsize = hb ? spmd__x_header(r, hb, inl, len) : 0;
+    if (inl && hb) {
         if (len) memcpy(hb + hsize, data, len);
         data = hb + hsize;
         x->copied[me] = 1;
@@ -15192,12 +15312,12 @@ static spmd_status spmd__x_post(spmd_req *r) {
     }
     r->lf.xr = x;
     if (ragged) r->xmeta = x->meta;
-    if (r->sig.algo == SPMD__ALG_BRUCK) { /* no sends of its own: the process's go in spmd__x_bscan */
-        memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp);
+    if (r->sig.algo == SPMD__ALG_BRUCK || !hb) { /* no sends of its own: the process's go in spmd__x_bscan */
+        memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp); /* (a plan's in spmd__x_prun) */
     }
     pthread_mutex_unlock(&m->xlock);
     r->lf.xdata = data;
-    if (r->sig.algo == SPMD__ALG_BRUCK) return SPMD_OK;
+    if (r->sig.algo == SPMD__ALG_BRUCK || !hb) return SPMD_OK;
     return spmd__x_send_all(r, x, hb, hsize, inl, len, data);
 }
 
@@ -15467,6 +15587,101 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
     return SPMD_OK;
 }
 
+/* The refusal a plan message's short header h carries in its spare word
+   (member + 1, its status << 24; 0: none seen upstream): 1 when well
+   formed for a group of G (*by, *st: member + 1 and status, or 0), else 0. */
+static int spmd__x_pseen(const unsigned char *h, int G, int *by, spmd_status *st) {
+    uint32_t w;
+    memcpy(&w, h + offsetof(spmd__xshort, pad), 4);
+    *by = (int)(w & 0xffffffu);
+    *st = (spmd_status)(w >> 24);
+    return !w || (*by >= 1 && *by <= G && *st > SPMD_OK && (int)*st < SPMD_STATUS_COUNT);
+}
+
+/* A plan step's message came (its header at h): check it, note a refusal
+   it carries, and copy or combine its elements into the work vector. */
+static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned char *h) {
+    spmd__xrec *x = r->lf.xr;
+    spmd__kernel k = r->kern;
+    size_t len = (size_t)t->rlen * k->acc_size;
+    unsigned char *w = x->xp->buf + (size_t)t->roff * k->acc_size;
+    spmd__xview v;
+    const char *bad;
+    int by;
+    spmd_status st, by_st;
+    if (!spmd__x_parse(h, SPMD__X_SHDR + len, t->peer, r->gr->g->xhash, r->gseq, len, &v, &bad) || !v.is_short ||
+        !v.has_inline)
+        return spmd__x_bad(r, t->peer, bad, SPMD__X_SHDR + len);
+    if ((st = spmd__x_vet(r, t->peer, &v)) != SPMD_OK) return st;
+    if (!spmd__x_pseen(h, r->gr->g->G, &by, &by_st)) return spmd__x_bad(r, t->peer, "malformed", SPMD__X_SHDR + len);
+    if (by && !x->refused) {
+        x->refused = by;
+        x->refused_st = by_st;
+    }
+    if (t->how == SPMD__PLAN_COPY) memcpy(w, v.data, len);
+    else if (t->how == SPMD__PLAN_LEFT) k->comb(w, v.data, w, (size_t)t->rlen); /* the lower ranks' on the left */
+    else k->comb(w, w, v.data, (size_t)t->rlen);
+    x->have[t->peer] = 2;
+    return SPMD_OK;
+}
+
+/* Run r's plan as far as the messages that came allow: each step's send
+   (from the work vector as the steps before it left it), then its
+   receive. SPMD_OK once every step is done and the output written,
+   SPMD_ERR_BUSY, else the failure (d->err says). */
+static spmd_status spmd__x_prun(spmd_req *r) {
+    spmd_dev *d = r->dev;
+    spmd_mesh *m = d->mesh;
+    spmd__fab *f = m->lf.fab;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->lf.xr;
+    spmd__xplan *p = x->xp;
+    size_t acc = r->kern->acc_size;
+    spmd_status st;
+    while (p->done < p->plan.nsteps) {
+        const spmd__pstep *t = &p->plan.step[p->done];
+        int proc = m->proc_of[g->members[t->peer]];
+        uint64_t tag = SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * p->done + 1]));
+        if (p->sent == p->done && t->slen) {
+            unsigned char *h = p->buf + p->at[2 * p->done + 1];
+            size_t len = (size_t)t->slen * acc;
+            uint32_t seen = x->refused ? (uint32_t)x->refused_st << 24 | (uint32_t)x->refused : 0;
+            spmd__x_short(h, r, 1, len);
+            memcpy(h + offsetof(spmd__xshort, pad), &seen, 4);
+            memcpy(h + SPMD__X_SHDR, p->buf + (size_t)t->soff * acc, len);
+            st = spmd__x_send(r, &p->op[2 * p->done + 1], proc, tag, h, SPMD__X_SHDR + len, UINT64_MAX);
+            if (st != SPMD_OK)
+                return spmd__fail(d, st, "%s over '%s': sending step %d of %d to process %d: %s", spmd__x_what(r),
+                                  r->gr->text, p->done + 1, p->plan.nsteps, proc, f->err);
+        }
+        p->sent = p->done + 1;
+        if (t->rlen) {
+            spmd__fab_op *op = &p->op[2 * p->done];
+            st = spmd__fab_peek(f, op);
+            if (st == SPMD_ERR_BUSY) {
+                if (spmd__boot_lost(f->boot, proc))
+                    return spmd__fail(d, SPMD_ERR_PEER_LOST, "%s over '%s': step %d of %d: process %d lost (it died "
+                                      "or its host is unreachable)", spmd__x_what(r), r->gr->text, p->done + 1,
+                                      p->plan.nsteps, proc);
+                return SPMD_ERR_BUSY;
+            }
+            if (st != SPMD_OK)
+                return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, "
+                                  "from process %d: %s%s", spmd__x_what(r), r->gr->text, p->done + 1, p->plan.nsteps,
+                                  proc, spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called "
+                                  "different collectives or sizes; SPMD_CHECK=1 names them)" : "");
+            if ((st = spmd__x_pread(r, t, p->buf + p->at[2 * p->done])) != SPMD_OK) return st;
+        }
+        p->done++;
+    }
+    if (r->kern->fin) r->kern->fin(r->recv, p->buf, r->count, g->G);
+    else memcpy(r->recv, p->buf, r->count * r->out_size);
+    pthread_mutex_lock(&m->xlock);
+    x->cst[r->gr->me] = SPMD__XC_DONE;
+    pthread_mutex_unlock(&m->xlock);
+    return SPMD_OK;
+}
+
 /* Wait (briefly, outside the lock) until no local member computes from
    the exchange's inputs. xlock held on entry and exit. */
 static void spmd__x_quiesce(spmd_mesh *m, spmd__xrec *x, int G) {
@@ -15505,9 +15720,11 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
         } /* (cancel reads the op's state under the transport's lock: only active ones end) */
         if (me == x->lead) { /* data receives (some land in its output) and split sends are called off */
             for (i = 0; i < g->G; i++) spmd__fab_cancel(m->lf.fab, &x->rop[3 * i + 1], s, "the operation failed");
-            for (i = 0; i < 4 * g->nrp && r->sig.algo != SPMD__ALG_BRUCK; i++)
+            for (i = 0; i < 4 * g->nrp && r->sig.algo != SPMD__ALG_BRUCK && !spmd__alg_plans(r->sig.algo); i++)
                 spmd__fab_cancel(m->lf.fab, &x->aop[i], s, "the operation failed");
         } /* (the Bruck steps touch only the exchange's buffer: the other members end on their own) */
+        for (i = 0; spmd__alg_plans(r->sig.algo) && x->xp && i < x->xp->nops; i++) /* (the one member: its steps) */
+            spmd__fab_cancel(m->lf.fab, &x->xp->op[i], s, "the operation failed");
         pthread_mutex_lock(&m->xlock);
         x->cst[me] = SPMD__XC_DONE; /* nobody writes its output from now on */
         spmd__x_gone_set(x, s, d->id, d->err);
@@ -16047,6 +16264,7 @@ static void spmd__x_drain(spmd_req *r) {
         st = spmd__x_ended(r, x->aop, 4 * (size_t)g->nrp);
     if (st == SPMD_OK && r->sig.algo == SPMD__ALG_BRUCK) /* the process's sends read the exchange's buffer */
         st = spmd__x_ended(r, x->aop, 2 * (size_t)x->bsteps);
+    if (st == SPMD_OK && spmd__alg_plans(r->sig.algo)) st = spmd__x_ended(r, x->xp->op, (size_t)x->xp->nops);
     if (st == SPMD_ERR_BUSY) return;
     if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
     pthread_mutex_lock(&m->xlock);
@@ -16063,6 +16281,7 @@ static void spmd__x_drain(spmd_req *r) {
     bst = x->refused_st;
     if (last) { /* the last local member: the exchange is spare again, */
         SPMD_ASSERT(spmd__fab_ops_idle(m->lf.fab, x->aop, 4 * (size_t)g->nrp)); /* each waited for its own */
+        SPMD_ASSERT(!x->xp || spmd__fab_ops_idle(m->lf.fab, x->xp->op, (size_t)x->xp->nops));
         if (spmd__fab_ops_idle(m->lf.fab, x->rop, 3 * (size_t)G)) { /* unless headers nobody needed are still to come (x_get frees it then) */
             spmd__xrec **pp = &g->lf.xlive;
             while (*pp != x) pp = &(*pp)->next;
@@ -16093,6 +16312,12 @@ static void spmd__x_progress(spmd_req *r) {
     if (m->lf.fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
         spmd__x_fail(r, st);
         return;
+    }
+    if (r->state == SPMD__R_ARRIVE && spmd__alg_plans(r->sig.algo)) {
+        st = spmd__x_prun(r);
+        if (st == SPMD_ERR_BUSY) return;
+        if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
+        r->state = SPMD__R_DRAIN;
     }
     if (r->state == SPMD__R_ARRIVE && r->sig.algo == SPMD__ALG_SPLIT) {
         st = spmd__x_split(r);
@@ -16180,7 +16405,7 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
     spmd__xrec *x = r->lf.xr;
     char who[200], what[192], step[96] = "";
     size_t at = 0;
-    int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK;
+    int k, shown = 0, missing = 0, bruck = r->sig.algo == SPMD__ALG_BRUCK, plan = spmd__alg_plans(r->sig.algo);
     if (r->p2p) return spmd__xp_abandon(r, s, why);
     who[0] = '\0';
     if ((x || (r->lf.xq && g->lf.xq)) && r->state == SPMD__R_ARRIVE && expired) { /* (a broken mesh's message names them) */
@@ -16188,7 +16413,11 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
         if (x && bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
                      x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
-        for (k = 0; k < g->G; k++) {
+        if (x && plan && x->xp->done < x->xp->plan.nsteps) /* (the step's peer may itself wait for another) */
+            snprintf(step, sizeof step, ": process %d's part of step %d of %d of its plan not received",
+                     m->proc_of[g->members[x->xp->plan.step[x->xp->done].peer]], x->xp->done + 1,
+                     x->xp->plan.nsteps);
+        for (k = 0; k < g->G && !plan; k++) {
             int have = x ? x->have[k]
                        : k == r->gr->me || !spmd__x_needs(r, k) ||
                                  SPMD__LD_ACQ(&g->lf.xq->rop[k].state) == SPMD__FOP_DONE ? 2 : 0;
@@ -16227,10 +16456,11 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
     }
     if ((x || (r->lf.xq && g->lf.xq)) && r->state == SPMD__R_DRAIN) { /* which sends are stuck, and how far they got */
         size_t li = (size_t)g->lidx[r->gr->me];
-        int n = !x ? g->nrp : bruck ? x->bsteps : 3 * g->nrp;
+        int n = !x ? g->nrp : bruck ? x->bsteps : plan ? x->xp->plan.nsteps : 3 * g->nrp;
         for (k = 0; k < n && at < sizeof who; k++) {
             spmd__fab_op *op = !x     ? &g->lf.xq->sop[k]
                                : bruck ? &x->aop[2 * k + 1]
+                               : plan  ? &x->xp->op[2 * k + 1]
                                        : &x->sop[3 * li * (size_t)g->nrp + (size_t)k];
             int w = 0;
             spmd__slock(&m->lf.fab->lock);
@@ -17162,10 +17392,13 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
                 for (; x; x = nx) {
                     size_t i, held = 0;
                     nx = x->next;
-                    for (i = 0; i < spmd__x_nops(g); i++) /* rop, sop and aop are one array */
-                        if (!spmd__fab_op_idle(&x->rop[i]) &&
-                            spmd__fab_cancel(m->lf.fab, &x->rop[i], SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
+                    for (i = 0; i < spmd__x_nops(g) + (x->xp ? (size_t)x->xp->nops : 0); i++) {
+                        /* rop, sop and aop are one array; then a plan's */
+                        spmd__fab_op *op = i < spmd__x_nops(g) ? &x->rop[i] : &x->xp->op[i - spmd__x_nops(g)];
+                        if (!spmd__fab_op_idle(op) &&
+                            spmd__fab_cancel(m->lf.fab, op, SPMD_ERR_STATE, "mesh destroyed") != SPMD_OK)
                             held = 1;
+                    }
                     if (held) spmd__log(m, SPMD_LOG_WARN, -1, "mesh_destroy: the provider keeps buffers of a failed "
                                         "operation; they stay allocated");
                     else spmd__x_free(m, g, x);
@@ -17254,11 +17487,46 @@ SPMD__SETUP static void spmd__fabric_fini(spmd_mesh *m) {
    process decides alike; the signature carries the choice, so processes
    forced differently report a mismatch (or time out, naming whom they
    wait for, when their messages never meet). */
+/* Do the lanes' bulk rings carry every message of r's group? */
+static int spmd__x_lanes(const spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    const spmd__fab *f = r->dev->mesh->lf.fab;
+    int k, lanes = f->bulk_cap != 0;
+    for (k = 0; lanes && k < g->nrp; k++) lanes = f->lane_of[g->rprocs[k]] >= 0;
+    return lanes;
+}
+
+/* A reduction over one member in each process of its group runs a plan
+   (see spmd__x_pplan): Rabenseifner where the split psum would run (a
+   large one) from SPMD__X_RAB_PROCS processes on, recursive doubling from
+   SPMD__X_BRUCK_PROCS on (where Bruck would carry every input to every
+   process), either where forced. Not in check mode (the direct exchange
+   names every mismatch), not for argmax and argmin (an index is no
+   combine), not where large messages wait for a clear-to-send (shm and
+   net without the lanes' bulk rings). 0: none. */
+#define SPMD__X_RAB_PROCS 4
+static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
+    const spmd__group *g = r->gr->g;
+    int P = g->G;
+    if (r->sig.kind != SPMD__KIND_ALLREDUCE || r->dev->mesh->check || !r->kern || !r->kern->comb || r->kern->argeq ||
+        g->nloc != 1 || P != g->nrp + 1 || P < 2 || P > 65535 || r->count < 1 ||
+        want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
+        (r->dev->mesh->lf.fab->cts && !spmd__x_lanes(r)))
+        return 0;
+    if (want == SPMD_ALGO_RAB || want == SPMD_ALGO_RD)
+        return want == SPMD_ALGO_RAB && r->count >= (size_t)P ? SPMD__ALG_RAB : SPMD__ALG_RD;
+    if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && r->in_bytes > SPMD__X_INLINE &&
+        r->in_bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN)
+        return SPMD__ALG_RAB;
+    return P >= SPMD__X_BRUCK_PROCS ? SPMD__ALG_RD : 0;
+}
+
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
     const spmd__fab *f = r->dev->mesh->lf.fab;
     size_t total = 0;
-    int k, lanes;
+    uint8_t plan = spmd__x_plan_algo(r, want);
+    if (plan) return plan;
     if (r->sig.kind == SPMD__KIND_ALLREDUCE && want != SPMD_ALGO_EAGER && want != SPMD_ALGO_BRUCK &&
         r->in_bytes > SPMD__X_INLINE && r->count >= (size_t)g->nrp + 1 &&
         (want == SPMD_ALGO_SPLIT || r->in_bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN))
@@ -17278,9 +17546,7 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
     /* with clear-to-send every message must fit the inject size (see
        SPMD__X_CTS), unless the lane carries them all (its large messages
        go through the bulk ring, announced: later ones do not stall) */
-    lanes = f->bulk_cap != 0;
-    for (k = 0; lanes && k < g->nrp; k++) lanes = f->lane_of[g->rprocs[k]] >= 0;
-    if ((f->cts && total > f->inject && !lanes) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
+    if ((f->cts && total > f->inject && !spmd__x_lanes(r)) || (want != SPMD_ALGO_BRUCK && total > SPMD__X_BRUCK_MAX))
         return SPMD__ALG_EAGER;
     /* on few processes, a block larger than a small message pays for it
        only where it spares many messages (see SPMD__X_BRUCK_PROCS) */

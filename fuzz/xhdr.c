@@ -1,7 +1,8 @@
 /* Fuzz target: the headers that come over libfabric from other processes
    (see the header's ">>libfabric meshes" section): an exchange member's
    header, short or long form (spmd__x_parse, then its signature put into
-   words as a mismatch message does, spmd__sig_text), and a send/recv
+   words as a mismatch message does, spmd__sig_text; a plan's message also
+   the refusal its spare word says, spmd__x_pseen), and a send/recv
    message header (spmd__xp_hdr_ok). The first 24 bytes say what this
    process expects (member, group hash, sequence, inline limit); the rest
    is the header as received, in a buffer of exactly its size. What is
@@ -37,6 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         assert(n >= hdr && v.data == h + hdr);
         if (v.has_inline) assert(v.data_len <= inl && v.data_len == n - hdr);
         if (v.axes) assert(strlen(v.axes) < 32 && v.site && strlen(v.site) < 24);
+        if (v.is_short) {
+            int by, G = (int)(k % 4096) + 1;
+            spmd_status st;
+            if (spmd__x_pseen(h, G, &by, &st) && by) assert(by <= G && st > SPMD_OK && st < SPMD_STATUS_COUNT);
+        }
     } else {
         assert(why && *why);
     }

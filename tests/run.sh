@@ -344,7 +344,10 @@ run_fabric_tsan() {
 # SPMD_ALGO=bruck: every collective but ppermute and ragged_all_to_all
 # through the Bruck exchange, which small operations take by default from
 # 8 processes on, and unrooted ones with two or more devices per process;
-# eager SPMD_ALGO=eager: the direct exchange for those; mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
+# eager SPMD_ALGO=eager: the direct exchange for those; rd, rab SPMD_ALGO=rd
+# or rab: the reductions over one device per process by those plans (on 8
+# processes small ones take rd and large ones rab by default; 3 and 6 give
+# the plans' pre-steps one and two pairs); mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
 # their small blocking collectives take the general exchange while the even
 # ones take the quick one, and the two must agree; fibers each process's
 # devices as fibers on one carrier (SPMD_SCHEDULER=fibers SPMD_CARRIERS=1);
@@ -366,9 +369,9 @@ run_fabric_tsan() {
 # lines of all its processes summed; a process without one, or a non-zero
 # exit with no failure counted, is one failure more. The tests: FABRIC_CONF
 # (from the Makefile).
-FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
-    shm:5:bruck shm:8 shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
-FABRIC_QUICK=${FABRIC_QUICK:-12} # (13 configurations: every offset 0..11 runs, offset 0 twice)
+FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane+rab shm:2 shm:4:eager tcp:2:strict tcp:3:strict+bruck
+    shm:5:bruck shm:8 shm:6:rd shm:3:mixq tcp:3:nolane+mixq net:3:nolane shm:2:fibers tcp:2:nolane+fibers"}
+FABRIC_QUICK=${FABRIC_QUICK:-12} # (14 configurations: every offset 0..11 runs, 0 and 1 twice)
 FABRIC_MAIN=${FABRIC_MAIN:-7} # make test: the first 7 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
@@ -425,6 +428,8 @@ run_fabric_matrix() {
         case "+$modes+" in *+small+*) lane=small ;; esac
         case "+$modes+" in *+bruck+*) algo=bruck ;; esac
         case "+$modes+" in *+eager+*) algo=eager ;; esac
+        case "+$modes+" in *+rd+*) algo=rd ;; esac
+        case "+$modes+" in *+rab+*) algo=rab ;; esac
         case "+$modes+" in *+mixq+*) mixq=1 ;; esac
         fib=""; case "+$modes+" in *+fibers+*) fib=1 ;; esac
         if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then

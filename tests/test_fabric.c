@@ -1245,14 +1245,17 @@ static int child_many(void) {
     return st != SPMD_OK || a.bad;
 }
 
-/* mode "counters" (under spmdrun, one device per process): what
-   spmd_mesh_counters says this process sent for one call at a time (reset
-   before each, read after its spmd_run): an 8-byte psum is one message to
-   each other process (from SPMD__X_BRUCK_PROCS on, ceil(log2 P): Bruck's),
-   over the link the job uses (COUNTERS_LINK: lane or network); a 16 MiB psum and a 16 MiB bcast move at least what any
-   algorithm must (2 (P-1)/P n; the root n); the per-link and per-kind
-   rows add up to the total; reset clears. The figures are printed (the
-   state of issue 36's table). */
+/* mode "counters" (under spmdrun, one device per process, P a power of
+   two): what spmd_mesh_counters says this process sent for one call at a
+   time (reset before each, read after its spmd_run), over the link the
+   job uses (COUNTERS_LINK: lane or network): an 8-byte psum is one message
+   to each other process, from SPMD__X_BRUCK_PROCS on log2 P of 56 bytes
+   (recursive doubling: a 48-byte header and the 8 bytes); a 16 MiB psum
+   from 4 processes on 2 log2 P messages to log2 P peers, at least
+   2 (P-1)/P n bytes and at most that plus a header a message
+   (Rabenseifner; on fewer, at least 2 (P-1)/P n); a 16 MiB bcast at least
+   n out of the root; the per-link and per-kind rows add up to the total;
+   reset clears. The figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
@@ -1291,13 +1294,15 @@ static int child_counters(void) {
     }
     me = spmd_mesh_process_id(m);
     /* the direct exchange: one message to each other process; from
-       SPMD__X_BRUCK_PROCS processes on, Bruck's: ceil(log2 P) */
+       SPMD__X_BRUCK_PROCS processes on, recursive doubling: log2 P */
     int want = P - 1, lg = 0;
+    uint64_t lo = 2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P;
     while ((1 << lg) < P) lg++;
     if (P >= SPMD__X_BRUCK_PROCS) want = lg;
     if (!ctr_call(m, 0, 2, &c) || c.total.messages != (uint64_t)want || c.total.peers != want ||
         c.link[link].messages != (uint64_t)want || c.kind[1].messages != (uint64_t)want ||
-        strcmp(spmd_count_kind_name(1), "allreduce") != 0 || c.total.bytes < 8u * (uint64_t)(P - 1) || !ctr_sums_ok(&c)) {
+        strcmp(spmd_count_kind_name(1), "allreduce") != 0 || c.total.bytes < 8u * (uint64_t)(P - 1) ||
+        (P >= SPMD__X_BRUCK_PROCS && c.total.bytes != 56u * (uint64_t)lg) || !ctr_sums_ok(&c)) {
         printf("FAILED: counters: psum 8 B: %llu messages to %d peers (%llu on the link), %llu bytes; want %d to %d\n",
                (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.link[link].messages,
                (unsigned long long)c.total.bytes, want, want);
@@ -1305,10 +1310,13 @@ static int child_counters(void) {
     } else
         printf("ok: counters: psum 8 B: %llu messages, %d peers, %llu bytes\n", (unsigned long long)c.total.messages,
                c.total.peers, (unsigned long long)c.total.bytes);
-    if (!ctr_call(m, 0, big, &c) || c.total.bytes < 2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P || !ctr_sums_ok(&c) ||
-        c.kind[1].messages != c.total.messages || c.total.peers > P - 1) {
-        printf("FAILED: counters: psum 16 MiB: %llu bytes (at least %llu), %d peers\n", (unsigned long long)c.total.bytes,
-               (unsigned long long)(2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P), c.total.peers);
+    if (!ctr_call(m, 0, big, &c) || c.total.bytes < lo || !ctr_sums_ok(&c) || c.kind[1].messages != c.total.messages ||
+        c.total.peers > P - 1 ||
+        (P >= 4 && (c.total.messages != 2u * (uint64_t)lg || c.total.peers != lg ||
+                    c.total.bytes > lo + 48u * c.total.messages))) {
+        printf("FAILED: counters: psum 16 MiB: %llu messages, %llu bytes (at least %llu), %d peers\n",
+               (unsigned long long)c.total.messages, (unsigned long long)c.total.bytes, (unsigned long long)lo,
+               c.total.peers);
         bad = 1;
     } else
         printf("ok: counters: psum 16 MiB: %llu messages, %d peers, %.2f n bytes\n", (unsigned long long)c.total.messages,
@@ -1609,6 +1617,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
+    run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-lane-3", 3, "--provider shm", "counters", "COUNTERS_LINK=lane");
     test_lanekill();
     test_shmkill();

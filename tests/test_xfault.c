@@ -40,7 +40,10 @@
                 overlapping; device 0 then the last): it gets its own
                 status, its peers SPMD_ERR_REFUSED naming it (or the right
                 result, where they read nothing of it), every next psum is
-                right and the mesh stays usable (4 devices; 2, no lane);
+                right and the mesh stays usable (4 devices; 2, no lane; and
+                4 processes of one device over tcp with SPMD_ALGO=rd and
+                rab: the psums run plans, where the last rank hears of
+                device 0's refusal only from the ranks it combines with);
      announce   process 0's devices wait 0.3 s for a message nobody sends
                 (a timeout, which breaks the mesh), process 1's 20 s for
                 another: process 0 announces the break, so process 1's
@@ -1177,6 +1180,18 @@ static void run_pair(const char *mode, const char *envs) {
     if (rc != 0) p_show(tag, "log");
 }
 
+/* mode refuse as 4 processes of one device, the reductions run by plan algo. */
+static void run_refuse_plan(const char *algo) {
+    char tag[64], env[200];
+    double t0 = p_now();
+    int rc;
+    snprintf(tag, sizeof tag, "xfault-refuse-4-%s", algo);
+    snprintf(env, sizeof env, "SPMD_BOOT_TIMEOUT_MS=30000 XF_DEVS=4 SPMD_SHM_LANE=0 SPMD_ALGO=%s", algo);
+    rc = p_spmdrun(tag, 4, "--provider tcp", "refuse", env);
+    T_CHECK(rc == 0, "refuse (4 processes, %s): exit %d after %.1f s", algo, rc, p_now() - t0);
+    if (rc != 0) p_show(tag, "log");
+}
+
 /* mode oneway: run_pair with a directory for the markers (XF_DIR). */
 static void run_oneway(const char *mode, const char *envs) {
     char dir[400], env[900], path[480];
@@ -1427,6 +1442,8 @@ int main(int argc, char **argv) {
     if (want("localmix")) run_pair("localmix", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     if (want("refuse")) run_pair("refuse", "XF_DEVS=4");
     if (want("refuse")) run_pair("refuse", "XF_DEVS=2 SPMD_SHM_LANE=0");
+    if (want("refuse")) run_refuse_plan("rd");
+    if (want("refuse")) run_refuse_plan("rab");
     if (want("axesmix")) run_pair("axesmix", "XF_QUICK=1 SPMD_TIMEOUT_MS=20000");
     if (want("agree")) run_agree();
     if (want("returned")) run_pair("returned", "SPMD_TIMEOUT_MS=20000");
