@@ -171,7 +171,7 @@ static void usage(FILE *f)
           "  -w N       warm-up ops per size (default: the calibration rounds; 5 with -n)\n"
           "  -n N       timed ops per repetition (default: auto, ~0.25 s per size)\n"
           "  -r N       repetitions, the median is reported (default 5)\n"
-          "  -a ALGO    default, eager, split or bruck (spmd_opts.algo)\n"
+          "  -a ALGO    default, eager, split, bruck, rd or rab (spmd_opts.algo)\n"
           "  --overlap  compute while a collective is in flight (psum, all_gather; see bench.c)\n"
           "  --kernels  time the reduction kernel of every dtype x op (see bench.c)\n"
           "  --plan P [SIZE]  per-process counts of the plans across P processes (see bench.c)\n"
@@ -204,20 +204,17 @@ static spmd_op parse_op(const char *s)
     return SPMD_OP_NONE;
 }
 
+static const char *const algo_names[SPMD_ALGO_COUNT] = {"default", "eager", "split", "bruck", "rd", "rab"};
+
 static spmd_algo parse_algo(const char *s)
 {
-    if (strcmp(s, "default") == 0) return SPMD_ALGO_DEFAULT;
-    if (strcmp(s, "eager") == 0) return SPMD_ALGO_EAGER;
-    if (strcmp(s, "split") == 0) return SPMD_ALGO_SPLIT;
-    if (strcmp(s, "bruck") == 0) return SPMD_ALGO_BRUCK;
-    die("unknown algo '%s' (default eager split bruck)", s);
+    for (int a = 0; a < SPMD_ALGO_COUNT; a++)
+        if (strcmp(s, algo_names[a]) == 0) return (spmd_algo)a;
+    die("unknown algo '%s' (default eager split bruck rd rab)", s);
     return SPMD_ALGO_DEFAULT;
 }
 
-static const char *algo_name(spmd_algo a)
-{
-    return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : a == SPMD_ALGO_BRUCK ? "bruck" : "default";
-}
+static const char *algo_name(spmd_algo a) { return a >= 0 && a < SPMD_ALGO_COUNT ? algo_names[a] : "default"; }
 
 /* The value of option argv[*i]: "-d 8" or "-d8". */
 static const char *opt_value(int *i, int argc, char **argv)
