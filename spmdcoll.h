@@ -392,11 +392,13 @@
                        reduce-scatter + all-gather, bruck = every input to every
                        process in ceil(log2 processes) steps (default for small
                        operations from 8 processes on, or unrooted with 2+
-                       devices per process); a reduction over one device per
-                       process runs a plan instead: rd = recursive doubling
-                       (default for small ones from 8 processes on), rab =
+                       devices per process); a reduction (or bcast, reduce)
+                       over one device per process runs a plan instead: rd =
+                       recursive doubling (default for small reductions from
+                       8 processes on; bcast, reduce: a binomial tree), rab =
                        Rabenseifner (default for large ones from 4 on, when
-                       the group crosses the network); on
+                       the group crosses the network; bcast: scatter then
+                       all-gather, reduce: reduce-scatter then gather); on
                        threads an input larger than eager's slot runs split,
                        and messages say so
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
@@ -615,11 +617,14 @@ typedef enum spmd_algo {
     SPMD_ALGO_BRUCK,   /* across processes: every input reaches every process in
                           log2(processes) steps (small operations, many processes);
                           on threads the same as the default */
-    SPMD_ALGO_RD,      /* across processes, a reduction over one device per process:
-                          recursive doubling, ceil(log2 P) messages of the whole
-                          vector (small); elsewhere the same as the default */
+    SPMD_ALGO_RD,      /* across processes, a reduction, bcast or reduce over one
+                          device per process: recursive doubling, ceil(log2 P)
+                          messages of the whole vector (small), a bcast's or
+                          reduce's binomial tree; elsewhere the default */
     SPMD_ALGO_RAB,     /* ... reduce-scatter by recursive halving, then all-gather
-                          by recursive doubling (Rabenseifner: large) */
+                          by recursive doubling (Rabenseifner: large); a bcast
+                          scatters then all-gathers, a reduce reduce-scatters
+                          then gathers (about 2n through the root) */
     SPMD_ALGO_COUNT
 } spmd_algo;
 
@@ -10370,11 +10375,19 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      a reduce combines the canonical tree towards virtual
                      rank 0 (each rank sends once), which hands the result
                      to the root.
+     SPMD__PLAN_SPLIT bcast and reduce of large operations, so that no
+                     root moves more than about 2n: a bcast scatters the
+                     P' blocks down a binomial tree from the root (n out
+                     of it), then all-gathers them by recursive doubling
+                     (n again), and the r ranks beyond P' get the whole
+                     vector from the last r of the P'; a reduce runs
+                     Rabenseifner's reduce-scatter, then gathers the
+                     blocks up the same tree to the root's virtual rank
+                     (its partner's, when the root is a pre-step's left
+                     half, which then hands it over).
    Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
-   kernels). The exchange across processes runs the allreduce plans (see
-   spmd__x_pplan); bcast's and reduce's are checked (tests/test_plans.c)
-   but not run yet. */
-enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE };
+   kernels). The exchange across processes runs them (spmd__x_pplan). */
+enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE, SPMD__PLAN_SPLIT };
 enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
 #define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31 */
 typedef struct spmd__pstep {
@@ -10402,6 +10415,24 @@ static void spmd__plan_add(spmd__plan_x *x, int peer, int64_t soff, int64_t slen
 /* Block b of P' over n elements: [n b / P', n (b + 1) / P'). */
 static int64_t spmd__plan_blk(int64_t n, int b, int Pp) { return n / Pp * b + n % Pp * b / Pp; /* (no overflow) */ }
 
+/* Reduce-scatter by recursive halving over the P' virtual ranks (r pairs):
+   at step k bit k of v picks the half it keeps, so that v ends with block
+   bitreverse(v), [*lo, *hi) of P', combined in the canonical order. */
+static void spmd__plan_halve(spmd__plan_x *x, int v, int r, int Pp, int64_t n, int *lo, int *hi) {
+    int k;
+    *lo = 0;
+    *hi = Pp;
+    for (k = 0; (1 << k) < Pp; k++) {
+        int pv = v ^ (1 << k), mid = *lo + (*hi - *lo) / 2, up = v >> k & 1;
+        int klo = up ? mid : *lo, khi = up ? *hi : mid, slo = up ? *lo : mid, shi = up ? mid : *hi;
+        spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, slo, Pp),
+                       spmd__plan_blk(n, shi, Pp) - spmd__plan_blk(n, slo, Pp), spmd__plan_blk(n, klo, Pp),
+                       spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp), pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
+        *lo = klo;
+        *hi = khi;
+    }
+}
+
 /* The plan of rank `rank` of P for an allreduce of n elements by algo
    (SPMD__PLAN_RD or SPMD__PLAN_RAB). 0, or -1 for arguments outside.
    (Unused in a build without libfabric.) */
@@ -10426,17 +10457,8 @@ static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t 
             spmd__plan_add(x, spmd__plan_real(pv, r), 0, n, 0, n, pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
         }
     } else {
-        int lo = 0, hi = Pp; /* the blocks this rank still reduces */
-        for (k = 0; k < logp; k++) { /* reduce-scatter: bit k of v picks the half kept */
-            int pv = v ^ (1 << k), mid = lo + (hi - lo) / 2, up = v >> k & 1;
-            int klo = up ? mid : lo, khi = up ? hi : mid, slo = up ? lo : mid, shi = up ? mid : hi;
-            spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, slo, Pp),
-                           spmd__plan_blk(n, shi, Pp) - spmd__plan_blk(n, slo, Pp), spmd__plan_blk(n, klo, Pp),
-                           spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp),
-                           pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
-            lo = klo;
-            hi = khi;
-        }
+        int lo, hi; /* the blocks this rank still reduces */
+        spmd__plan_halve(x, v, r, Pp, n, &lo, &hi);
         for (k = logp - 1; k >= 0; k--) { /* all-gather: the sibling's blocks, in the reverse order */
             int pv = v ^ (1 << k), w = hi - lo, up = v >> k & 1;
             int olo = up ? lo - w : hi, ohi = olo + w;
@@ -10494,6 +10516,84 @@ static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, 
         if (rank == top && root != top) spmd__plan_add(x, root, 0, n, 0, 0, SPMD__PLAN_COPY);
     }
     if (rank == root && root != top) spmd__plan_add(x, top, 0, 0, 0, n, SPMD__PLAN_COPY);
+    return 0;
+}
+
+/* A bcast of n elements from root in about 2n a rank: over ranks v
+   relative to the root, the first P' take block v each down a binomial
+   tree (v receives blocks [v, v + lowbit(v)) from v - lowbit(v), then
+   passes on the upper halves), then all-gather by recursive doubling; the
+   r ranks v >= P' receive the whole vector from v - r, one of the last r
+   of the P' (never the root). */
+static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
+    int v, Pp, r, low, d, k;
+#define SPMD__PR(u) (((u) + root) % P) /* the rank of relative rank u */
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
+    Pp = spmd__tree_leaves(P);
+    r = P - Pp;
+    v = (rank - root + P) % P;
+    if (v >= Pp) {
+        spmd__plan_add(x, SPMD__PR(v - r), 0, 0, 0, n, SPMD__PLAN_COPY);
+        return 0;
+    }
+    low = v ? v & -v : Pp;
+    if (v)
+        spmd__plan_add(x, SPMD__PR(v - low), 0, 0, spmd__plan_blk(n, v, Pp),
+                       spmd__plan_blk(n, v + low, Pp) - spmd__plan_blk(n, v, Pp), SPMD__PLAN_COPY);
+    for (d = low / 2; d >= 1; d /= 2)
+        spmd__plan_add(x, SPMD__PR(v + d), spmd__plan_blk(n, v + d, Pp),
+                       spmd__plan_blk(n, v + 2 * d, Pp) - spmd__plan_blk(n, v + d, Pp), 0, 0, SPMD__PLAN_COPY);
+    for (k = 0; (1 << k) < Pp; k++) { /* v holds the 2^k blocks from base; its partner the next (or previous) 2^k */
+        int base = v & ~((1 << k) - 1), pbase = base ^ (1 << k), pv = v ^ (1 << k); /* (the root has them all) */
+        spmd__plan_add(x, SPMD__PR(pv), spmd__plan_blk(n, base, Pp),
+                       pv ? spmd__plan_blk(n, base + (1 << k), Pp) - spmd__plan_blk(n, base, Pp) : 0,
+                       spmd__plan_blk(n, pbase, Pp),
+                       v ? spmd__plan_blk(n, pbase + (1 << k), Pp) - spmd__plan_blk(n, pbase, Pp) : 0, SPMD__PLAN_COPY);
+    }
+    if (v >= Pp - r) spmd__plan_add(x, SPMD__PR(v + r), 0, n, 0, 0, SPMD__PLAN_COPY);
+#undef SPMD__PR
+    return 0;
+}
+
+/* A reduce of n elements to root in the canonical order and about 2n into
+   the root: the pre-step's pairs, Rabenseifner's reduce-scatter, then the
+   blocks gathered to virtual rank w (the root's, or its partner's when the
+   root is a pre-step's left half) in the all-gather's order: at step k
+   (from log2 P' - 1 down) a rank whose v differs from w in bit k (and none
+   above) sends what it holds to v ^ 2^k and is done; w's rank hands the
+   result to the root if that is another. */
+static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
+    int Pp, r, v, w, k, lo, hi, holder;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
+    Pp = spmd__tree_leaves(P);
+    r = P - Pp;
+    w = root < 2 * r ? root / 2 : root - r;
+    holder = spmd__plan_real(w, r);
+    if (rank < 2 * r && rank % 2 == 0) {
+        spmd__plan_add(x, rank + 1, 0, n, 0, 0, SPMD__PLAN_COPY);
+    } else {
+        if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, 0, n, SPMD__PLAN_LEFT);
+        v = rank < 2 * r ? rank / 2 : rank - r;
+        spmd__plan_halve(x, v, r, Pp, n, &lo, &hi);
+        for (k = spmd__log2(Pp) - 1; k >= 0; k--) {
+            int pv = v ^ (1 << k), wd = hi - lo, up = v >> k & 1;
+            int olo = up ? lo - wd : hi, ohi = olo + wd;
+            if ((v ^ w) >> (k + 1)) break; /* sent already */
+            if ((v ^ w) >> k & 1) {
+                spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, lo, Pp),
+                               spmd__plan_blk(n, hi, Pp) - spmd__plan_blk(n, lo, Pp), 0, 0, SPMD__PLAN_COPY);
+                break;
+            }
+            spmd__plan_add(x, spmd__plan_real(pv, r), 0, 0, spmd__plan_blk(n, olo, Pp),
+                           spmd__plan_blk(n, ohi, Pp) - spmd__plan_blk(n, olo, Pp), SPMD__PLAN_COPY);
+            lo = up ? olo : lo;
+            hi = up ? hi : ohi;
+        }
+        if (rank == holder && root != holder) spmd__plan_add(x, root, 0, n, 0, 0, SPMD__PLAN_COPY);
+    }
+    if (rank == root && root != holder) spmd__plan_add(x, holder, 0, 0, 0, n, SPMD__PLAN_COPY);
     return 0;
 }
 
@@ -14790,13 +14890,13 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
     return SPMD_OK;
 }
 
-/* The plan exchange (SPMD__ALG_RD, SPMD__ALG_RAB): an allreduce over a
-   group with one member in each of its processes runs the steps of its
-   plan (>>plans) over the transport. A message is a short header (the
+/* The plan exchange (SPMD__ALG_RD, SPMD__ALG_RAB): an allreduce, bcast or
+   reduce over a group with one member in each of its processes runs the
+   steps of its plan (>>plans) over the transport. A message is a short header (the
    signature, and a refusal seen so far, which so reaches every rank along
    with the data that depends on it) and elements of the accumulator's type:
    f16 and bf16 travel as f32, rounded once at the end, as the canonical
-   order says. The work vector, then per step a receive stage and a send
+   order says (a bcast's: the dtype's). The work vector, then per step a receive stage and a send
    stage, are one registered buffer, kept with the exchange. Every receive
    is posted with the exchange (spmd__x_pplan), the send of a step once the
    steps before it are combined (spmd__x_prun). Tags: the j-th message
@@ -14807,6 +14907,26 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 
 static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
 
+/* Bytes an element of r's plan messages: the accumulator's of a reduction
+   (f16 and bf16 travel as f32), the dtype's of a bcast. */
+static size_t spmd__x_pes(const spmd_req *r) {
+    return r->sig.kind == SPMD__KIND_BCAST ? r->in_size : r->kern->acc_size;
+}
+
+/* r's plan (rank: its member index; SPMD__ALG_RD: recursive doubling, or a
+   bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
+   bcast's or reduce's split form). */
+static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
+    int P = r->gr->g->G, me = r->gr->me, rd = r->sig.algo == SPMD__ALG_RD;
+    int64_t n = (int64_t)r->count;
+    if (r->sig.kind == SPMD__KIND_BCAST)
+        (void)(rd ? spmd__plan_bcast(P, me, r->root, n, x) : spmd__plan_bcast_split(P, me, r->root, n, x));
+    else if (r->sig.kind == SPMD__KIND_REDUCE)
+        (void)(rd ? spmd__plan_reduce(P, me, r->root, n, x) : spmd__plan_reduce_split(P, me, r->root, n, x));
+    else
+        (void)spmd__plan_allreduce(rd ? SPMD__PLAN_RD : SPMD__PLAN_RAB, P, me, n, x);
+}
+
 /* Make x's plan state (first use), lay r's plan out in its buffer and post
    the receives. xlock held. */
 static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
@@ -14814,7 +14934,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
     spmd__fab *f = m->lf.fab;
     spmd__group *g = r->gr->g;
     spmd__xplan *p = x->xp;
-    size_t acc = r->kern->acc_size, at;
+    size_t acc = spmd__x_pes(r), at;
     int s;
     if (!p) { /* ops for the longest plan of the group's size: 2 log2 P' + 2 steps */
         int nops = 2 * (2 * spmd__log2(spmd__tree_leaves(g->G)) + 2);
@@ -14825,8 +14945,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
         p->nops = nops;
         x->xp = p;
     }
-    spmd__plan_allreduce(r->sig.algo == SPMD__ALG_RD ? SPMD__PLAN_RD : SPMD__PLAN_RAB, g->G, r->gr->me,
-                         (int64_t)r->count, &p->plan);
+    spmd__x_plan_of(r, &p->plan);
     SPMD_ASSERT(2 * p->plan.nsteps <= p->nops);
     at = spmd__x_line(r->count * acc);
     for (s = 0; s < p->plan.nsteps; s++) {
@@ -15282,8 +15401,13 @@ static spmd_status spmd__x_post(spmd_req *r) {
                           (unsigned long long)r->global);
     }
     if (spmd__alg_plans(r->sig.algo)) { /* the input into the work vector; the steps send (spmd__x_prun) */
-        if (r->kern->load) r->kern->load(x->xp->buf, r->send, r->count);
-        else memcpy(x->xp->buf, r->send, len);
+        if (r->sig.kind == SPMD__KIND_BCAST) {
+            if (r->gr->me == r->root) memcpy(x->xp->buf, r->send, r->count * r->in_size);
+        } else if (r->kern->load) {
+            r->kern->load(x->xp->buf, r->send, r->count);
+        } else {
+            memcpy(x->xp->buf, r->send, len);
+        }
         hb = NULL;
         inl = 1;
         x->copied[me] = 1;
@@ -15604,8 +15728,8 @@ static int spmd__x_pseen(const unsigned char *h, int G, int *by, spmd_status *st
 static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned char *h) {
     spmd__xrec *x = r->lf.xr;
     spmd__kernel k = r->kern;
-    size_t len = (size_t)t->rlen * k->acc_size;
-    unsigned char *w = x->xp->buf + (size_t)t->roff * k->acc_size;
+    size_t len = (size_t)t->rlen * spmd__x_pes(r);
+    unsigned char *w = x->xp->buf + (size_t)t->roff * spmd__x_pes(r);
     spmd__xview v;
     const char *bad;
     int by;
@@ -15637,7 +15761,7 @@ static spmd_status spmd__x_prun(spmd_req *r) {
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->lf.xr;
     spmd__xplan *p = x->xp;
-    size_t acc = r->kern->acc_size;
+    size_t acc = spmd__x_pes(r);
     spmd_status st;
     while (p->done < p->plan.nsteps) {
         const spmd__pstep *t = &p->plan.step[p->done];
@@ -15675,8 +15799,12 @@ static spmd_status spmd__x_prun(spmd_req *r) {
         }
         p->done++;
     }
-    if (r->kern->fin) r->kern->fin(r->recv, p->buf, r->count, g->G);
-    else memcpy(r->recv, p->buf, r->count * r->out_size);
+    if (r->sig.kind == SPMD__KIND_REDUCE && r->gr->me != r->root) { /* (its output is not significant) */
+    } else if (r->sig.kind != SPMD__KIND_BCAST && r->kern->fin) {
+        r->kern->fin(r->recv, p->buf, r->count, g->G);
+    } else {
+        memcpy(r->recv, p->buf, r->count * r->out_size);
+    }
     pthread_mutex_lock(&m->xlock);
     x->cst[r->gr->me] = SPMD__XC_DONE;
     pthread_mutex_unlock(&m->xlock);
@@ -17497,7 +17625,7 @@ static int spmd__x_lanes(const spmd_req *r) {
     return lanes;
 }
 
-/* A reduction over one member in each process of its group runs a plan
+/* A reduction (bcast, reduce) over one member in each process of its group runs a plan
    (see spmd__x_pplan): recursive doubling from SPMD__X_BRUCK_PROCS
    processes on (where Bruck would carry every input to every process: 8
    processes, 4 KiB, 0.3 ms against Bruck's 1.6-2.1 over the lane, 2.6
@@ -17506,25 +17634,28 @@ static int spmd__x_lanes(const spmd_req *r) {
    a process over the network (log2 P peers instead of P - 1, the same
    bytes; within a host the split one is 2.5x faster over the lane, 16 MiB
    on 4 and 8 processes, where its copies of the stages cost more than the
-   transfers); either where forced. Not in check mode (the direct exchange
+   transfers; a large bcast or reduce alike, so that its root moves about
+   2n, not (P - 1) n); either where forced (rd: a bcast's or reduce's
+   binomial tree). Not in check mode (the direct exchange
    names every mismatch), not for argmax and argmin (an index is no
    combine), not where large messages wait for a clear-to-send (shm and
    net without the lanes' bulk rings). 0: none. */
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    int P = g->G;
-    if (r->sig.kind != SPMD__KIND_ALLREDUCE || r->dev->mesh->check || !r->kern || !r->kern->comb || r->kern->argeq ||
-        g->nloc != 1 || P != g->nrp + 1 || P < 2 || P > 65535 || r->count < 1 ||
-        want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
+    int P = g->G, kind = r->sig.kind, bcast = kind == SPMD__KIND_BCAST;
+    size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
+    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !bcast) || r->dev->mesh->check ||
+        (!bcast && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 || P != g->nrp + 1 || P < 2 ||
+        P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
         (r->dev->mesh->lf.fab->cts && !spmd__x_lanes(r)))
         return 0;
     if (want == SPMD_ALGO_RAB || want == SPMD_ALGO_RD)
         return want == SPMD_ALGO_RAB && r->count >= (size_t)P ? SPMD__ALG_RAB : SPMD__ALG_RD;
-    if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && r->in_bytes > SPMD__X_INLINE &&
-        r->in_bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && !spmd__x_lanes(r))
+    if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && bytes > SPMD__X_INLINE &&
+        bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && !spmd__x_lanes(r))
         return SPMD__ALG_RAB;
-    return P >= SPMD__X_BRUCK_PROCS ? SPMD__ALG_RD : 0;
+    return P >= SPMD__X_BRUCK_PROCS && kind == SPMD__KIND_ALLREDUCE ? SPMD__ALG_RD : 0;
 }
 
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {

@@ -21,15 +21,6 @@
 static const char *p_self;      /* argv[0] */
 static char p_logdir[256] = "build/test-logs";
 
-/* SPMD_TEST_LOGDIR (made if missing) instead: two builds of one test run side by side */
-__attribute__((constructor)) static void p_logdir_init(void) {
-    const char *e = getenv("SPMD_TEST_LOGDIR");
-    if (e && *e && strlen(e) < sizeof p_logdir) {
-        snprintf(p_logdir, sizeof p_logdir, "%s", e);
-        mkdir(p_logdir, 0755);
-    }
-}
-
 static double p_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -852,7 +852,7 @@ static void test_double_wait(void) {
 
 /* ---- the break's report names no member of the call as absent ----------- */
 
-/* Device 3 returns without calling, 20 ms after the others entered a psum
+/* Device 3 returns without calling once the report shows the others blocked in a psum
    over every device, which then breaks (SPMD_ERR_DEADLOCK). The report
    logged at the break is read from the log. It must not say a member of
    the psum did not arrive or runs its own code with calls in flight
@@ -861,18 +861,21 @@ static void test_double_wait(void) {
    recorded once it has waited a moment: a break within that moment finds
    it so), or, one that failed of the same break first, back in its own
    code after the psum. */
-static int report_started; /* devices 0-2 about to call their psum */
 static void report_device(spmd_dev *d, void *p) {
     int32_t x = 1, y = 0;
-    (void)p;
-    if (spmd_device_id(d) == 3) { /* returns once the others are surely in their psum: a busy machine
-                                     (TSan, 2 CPUs) may start them more than 20 ms late */
-        struct timespec ts = {0, 20 * 1000000};
-        while (__atomic_load_n(&report_started, __ATOMIC_ACQUIRE) < 3) sched_yield();
-        nanosleep(&ts, NULL);
+    if (spmd_device_id(d) == 3) { /* returns once the others are surely in their psum: recorded as blocked
+                                     in it (a busy machine, TSan on 2 CPUs, may start them late) */
+        static char rep[8192];
+        double end = now_s() + 20;
+        int blocked = 0;
+        while (blocked < 3 && now_s() < end) {
+            const char *at = rep;
+            spmd_report((spmd_mesh *)p, -1, rep, sizeof rep);
+            for (blocked = 0; (at = strstr(at, ": blocked in #0 psum")) != NULL; at++) blocked++;
+            if (blocked < 3) sched_yield();
+        }
         return;
     }
-    __atomic_fetch_add(&report_started, 1, __ATOMIC_RELEASE);
     (void)spmd_psum(d, &x, &y, 1, SPMD_I32, "i", NULL);
 }
 static void test_report_wording(void) {
@@ -889,11 +892,10 @@ static void test_report_wording(void) {
         desc.timeout_ms = 20000;
         desc.log_level = SPMD_LOG_ERROR;
         desc.log_fn = log_keep;
-        desc.scheduler = SPMD_SCHEDULER_THREADS; /* (device 3 spins until the others started) */
+        desc.scheduler = SPMD_SCHEDULER_THREADS; /* (device 3 spins until the others are in their psum) */
         log_clear();
-        report_started = 0;
         if (spmd_mesh_create(&desc, &m) != SPMD_OK) { ok = 0; snprintf(why, sizeof why, "mesh_create"); break; }
-        if (spmd_run(m, report_device, NULL) != SPMD_ERR_DEADLOCK) { ok = 0; snprintf(why, sizeof why, "run"); }
+        if (spmd_run(m, report_device, m) != SPMD_ERR_DEADLOCK) { ok = 0; snprintf(why, sizeof why, "run"); }
         spmd_mesh_destroy(m);
         pthread_mutex_lock(&log_lock);
         for (dev = 0; dev < 3 && ok; dev++) {

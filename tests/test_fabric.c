@@ -1254,15 +1254,20 @@ static int child_many(void) {
    from 4 processes on 2 log2 P messages to log2 P peers, at least
    2 (P-1)/P n bytes and at most that plus a header a message
    (Rabenseifner; on fewer, at least 2 (P-1)/P n); a 16 MiB bcast at least
-   n out of the root; the per-link and per-kind rows add up to the total;
-   reset clears. The figures are printed (issue 36's table). */
+   n out of the root, from 4 processes on at most 2 (P-1)/P n and a header
+   a message (scatter, then all-gather); a 16 MiB reduce from 4 processes
+   on at most 2n and a header a message out of any process (reduce-scatter,
+   then gather: tests/test_plans.c bounds what the root receives by 2n);
+   the per-link and per-kind rows add up to the total; reset clears. The
+   figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
-    spmd_status st = !x || !y ? SPMD_ERR_NOMEM
+    spmd_status st = !x || !y    ? SPMD_ERR_NOMEM
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
-                                  : spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL);
+                     : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
+                                  : spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1321,11 +1326,19 @@ static int child_counters(void) {
     } else
         printf("ok: counters: psum 16 MiB: %llu messages, %d peers, %.2f n bytes\n", (unsigned long long)c.total.messages,
                c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 1, big, &c) || (me == 0 && c.total.bytes < big * 4) || !ctr_sums_ok(&c)) {
+    if (!ctr_call(m, 1, big, &c) || (me == 0 && c.total.bytes < big * 4) || !ctr_sums_ok(&c) ||
+        (P >= 4 && me == 0 && c.total.bytes > lo + 48u * c.total.messages)) {
         printf("FAILED: counters: bcast 16 MiB: %llu bytes\n", (unsigned long long)c.total.bytes);
         bad = 1;
     } else
         printf("ok: counters: bcast 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (!ctr_call(m, 2, big, &c) || !ctr_sums_ok(&c) ||
+        (P >= 4 && c.total.bytes > 2 * (uint64_t)big * 4 + 48u * c.total.messages)) {
+        printf("FAILED: counters: reduce 16 MiB: process %d: %llu bytes\n", me, (unsigned long long)c.total.bytes);
+        bad = 1;
+    } else
+        printf("ok: counters: reduce 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {

@@ -16,7 +16,14 @@
                           block but its own exactly once in the all-gather
                           (n - its block elements copied in) and sends
                           between n - its block and twice that (+ n for
-                          the post-step).
+                          the post-step);
+     bcast, reduce trees  a bcast's rank receives once and sends at most
+                          ceil(log2 P) messages; a reduce's sends once;
+     bcast, reduce split  no root sends (bcast) or receives (reduce) more
+                          than 2n (a reduce's root that is a pre-step's
+                          right half: 3n), no rank sends more than 3n nor
+                          more than 2 ceil(log2 P) + 2 messages (+ 2 P'
+                          elements for uneven blocks).
    Sizes: every P from 1 to 64 with several n, and samples up to 16,384
    (4,097 with SPMD_TEST_QUICK, as under the sanitizers). */
 #define SPMD_STATIC /* the implementation's functions stay in this file (make links tests/impl.c too) */
@@ -92,20 +99,24 @@ typedef struct msg {
 } msg;
 typedef struct {
     int msgs, peers;
-    int64_t sent, copied; /* elements sent; received into place */
+    int64_t sent, copied, got; /* elements sent; received into place; received in all */
 } counts;
 
 /* The operations planned: allreduce (recursive doubling, Rabenseifner),
    bcast and reduce (binomial trees). */
 enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE };
 static const char *op_name(int op, int algo) {
-    return op == OP_BCAST ? "bcast (tree)" : op == OP_REDUCE ? "reduce (tree)"
-           : algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
+    if (op != OP_ALLREDUCE) return op == OP_BCAST ? (algo == SPMD__PLAN_SPLIT ? "bcast (split)" : "bcast (tree)")
+                                                  : (algo == SPMD__PLAN_SPLIT ? "reduce (split)" : "reduce (tree)");
+    return algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
 }
 static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__plan_x *x) {
-    return op == OP_BCAST    ? spmd__plan_bcast(P, rank, root, n, x)
-           : op == OP_REDUCE ? spmd__plan_reduce(P, rank, root, n, x)
-                             : spmd__plan_allreduce(algo, P, rank, n, x);
+    if (op == OP_BCAST)
+        return algo == SPMD__PLAN_SPLIT ? spmd__plan_bcast_split(P, rank, root, n, x) : spmd__plan_bcast(P, rank, root, n, x);
+    if (op == OP_REDUCE)
+        return algo == SPMD__PLAN_SPLIT ? spmd__plan_reduce_split(P, rank, root, n, x)
+                                        : spmd__plan_reduce(P, rank, root, n, x);
+    return spmd__plan_allreduce(algo, P, rank, n, x);
 }
 
 /* One simulation: every rank's plan, buffer and place in it. */
@@ -153,6 +164,7 @@ static int sim_rank(sim *m, int j) {
             }
             *at = mm->next;
             if (s->how == SPMD__PLAN_COPY) m->out[j].copied += s->rlen;
+            m->out[j].got += s->rlen;
             for (int64_t e = 0; e < s->rlen; e++) {
                 int32_t *d = &m->buf[j][s->roff + e], x = mm->data[e];
                 *d = s->how == SPMD__PLAN_COPY ? x : s->how == SPMD__PLAN_LEFT ? node(&m->f, x, *d) : node(&m->f, *d, x);
@@ -232,7 +244,7 @@ static int simulate(int op, int algo, int P, int n, int root, counts *out) {
         for (int e = 0; e < n; e++) m.buf[j][e] = j * n + e;
         m.inbox[j] = NULL;
         m.pc[j] = m.sent[j] = 0;
-        out[j].copied = 0;
+        out[j].copied = out[j].got = 0;
         if (plan_of(op, algo, P, j, root, n, &m.pl[j]) != 0) {
             T_CHECK(0, "%s P %d n %d: no plan for rank %d", m.an, P, n, j);
             m.ok = 0;
@@ -284,6 +296,26 @@ static int tree_bounds_ok(int op, int P, int n, int root, const counts *c) {
     return bad < 0;
 }
 
+/* The split bcast and reduce: no root moves more than 2n (a reduce's root
+   that is a pre-step's right half receives its partner's n more), no rank
+   sends more than 3n nor more than 2 ceil(log2 P) + 2 messages (elements:
+   + 2 P' for blocks of uneven size, n not a multiple of P'). */
+static int split_bounds_ok(int op, int P, int n, int root, const counts *c) {
+    int Pp = 1, r, j, bad = -1;
+    while (Pp * 2 <= P) Pp *= 2;
+    r = P - Pp;
+    for (j = 0; j < P && bad < 0; j++)
+        if (c[j].msgs > 2 * ceil_log2(P) + 2 || c[j].sent > 3 * (int64_t)n + 2 * Pp) bad = j;
+    if (bad < 0 && op == OP_BCAST && (c[root].sent > 2 * (int64_t)n + 2 * Pp || c[root].got)) bad = root;
+    if (bad < 0 && op == OP_REDUCE && c[root].got > 2 * (int64_t)n + 2 * Pp + (root < 2 * r && root % 2 ? n : 0))
+        bad = root;
+    if (bad >= 0)
+        T_CHECK(0, "%s P %d n %d root %d: rank %d sends %d messages, %lld elements, receives %lld: outside the bounds",
+                op_name(op, SPMD__PLAN_SPLIT), P, n, root, bad, c[bad].msgs, (long long)c[bad].sent,
+                (long long)c[bad].got);
+    return bad < 0;
+}
+
 /* The bounds of one (algo, P, n); 1 if they hold. */
 static int bounds_ok(int algo, int P, int n, const counts *c) {
     int Pp = 1, lg = 0, r, j, bad = -1;
@@ -317,7 +349,9 @@ static void check(int op, int algo, int P, int n, int root, int *runs, int *good
     counts *c = (counts *)xmalloc((size_t)P * sizeof *c);
     (*runs)++;
     if (simulate(op, algo, P, n, root, c) &&
-        (op == OP_ALLREDUCE ? bounds_ok(algo, P, n, c) : tree_bounds_ok(op, P, n, root, c)))
+        (op == OP_ALLREDUCE        ? bounds_ok(algo, P, n, c)
+         : algo == SPMD__PLAN_SPLIT ? split_bounds_ok(op, P, n, root, c)
+                                    : tree_bounds_ok(op, P, n, root, c)))
         (*good)++;
     free(c);
 }
@@ -339,17 +373,20 @@ int main(void) {
         for (i = 0; i < 6; i++) {
             if (ns[i] < 0 || (i > 0 && ns[i] == ns[i - 1])) continue;
             for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, P, ns[i], 0, &runs, &good);
-            for (int k = 0; k < 3; k++) {
-                check(OP_BCAST, SPMD__PLAN_TREE, P, ns[i], roots[k], &runs, &good);
-                check(OP_REDUCE, SPMD__PLAN_TREE, P, ns[i], roots[k], &runs, &good);
-            }
+            for (int k = 0; k < 3; k++)
+                for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_SPLIT; a++) {
+                    check(OP_BCAST, a, P, ns[i], roots[k], &runs, &good);
+                    check(OP_REDUCE, a, P, ns[i], roots[k], &runs, &good);
+                }
         }
     }
     for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 4097); i++) {
         int n = big[i] > 4096 ? 3 : 7; /* (quick, as under the sanitizers: up to 4,097) */
         for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, big[i], n, 0, &runs, &good);
-        check(OP_BCAST, SPMD__PLAN_TREE, big[i], n, big[i] / 3, &runs, &good);
-        check(OP_REDUCE, SPMD__PLAN_TREE, big[i], n, big[i] - 2, &runs, &good);
+        for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_SPLIT; a++) {
+            check(OP_BCAST, a, big[i], n, big[i] / 3, &runs, &good);
+            check(OP_REDUCE, a, big[i], n, big[i] - 2, &runs, &good);
+        }
     }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
     printf("test_plans: %d runs (allreduce, bcast, reduce), P 1..64 and samples to %d, in %.2f s\n", runs,

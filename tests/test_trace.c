@@ -445,14 +445,17 @@ static void test_signal_report(void) {
         return;
     }
     T_CHECK(pthread_create(&th, NULL, sig_run, m) == 0, "run thread");
-    /* wait (bounded) until devices 0-4 are blocked in their second psum */
-    for (i = 0; i < 2000000 && blocked < 5; i++) {
+    /* wait (bounded) until devices 0-4 are blocked in their second psum and device 5 is back in its own
+       code (on a busy machine it may not have left its first psum yet when the others are blocked) */
+    rep[0] = '\0';
+    for (i = 0; i < 2000000 && (blocked < 5 || !strstr(rep, "  device 5: running its own code for ")); i++) {
         const char *p = rep;
         spmd_report(m, -1, rep, sizeof rep);
         for (blocked = 0; (p = strstr(p, ": blocked in #1 psum")) != NULL; p++) blocked++;
-        if (blocked < 5) sched_yield();
+        if (blocked < 5 || !strstr(rep, "  device 5: running its own code for ")) sched_yield();
     }
-    T_CHECK(blocked == 5, "devices 0-4 blocked in their second psum (%d):\n%s", blocked, rep);
+    T_CHECK(blocked == 5 && strstr(rep, "  device 5: running its own code for "),
+            "devices 0-4 blocked in their second psum (%d), device 5 in its own code:\n%s", blocked, rep);
     T_CHECK(raise(SIGUSR1) == 0, "raise SIGUSR1");
     T_CHECK(log_wait_for("  device 5: running its own code for "), "the report logged on the signal:\n%s", log_text);
     __atomic_store_n(&sig_release, 1, __ATOMIC_RELEASE);
