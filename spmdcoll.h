@@ -14892,18 +14892,19 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 
 /* The plan exchange (SPMD__ALG_RD, SPMD__ALG_RAB): an allreduce, bcast or
    reduce over a group with one member in each of its processes runs the
-   steps of its plan (>>plans) over the transport. A message is a short header (the
-   signature, and a refusal seen so far, which so reaches every rank along
-   with the data that depends on it) and elements of the accumulator's type:
-   f16 and bf16 travel as f32, rounded once at the end, as the canonical
-   order says (a bcast's: the dtype's). The work vector, then per step a receive stage and a send
-   stage, are one registered buffer, kept with the exchange. Every receive
-   is posted with the exchange (spmd__x_pplan), the send of a step once the
-   steps before it are combined (spmd__x_prun). Tags: the j-th message
-   from one rank to another is SPMD__X_BSTEP(j), as Bruck's steps (the
-   ranks' step numbers differ: a pre-step's pair has one more). Memory: the work vector and about 2n
-   elements of stages for Rabenseifner, ceil(log2 P) n for recursive
-   doubling (small operations only). */
+   steps of its plan (>>plans) over the transport. A message is a short
+   header (the signature, and a refusal seen so far, which so reaches every
+   rank along with the data that depends on it) and elements of the
+   accumulator's type: f16 and bf16 travel as f32, rounded once at the end,
+   as the canonical order says (a bcast's: the dtype's). The work vector,
+   then per step a receive stage and a send stage, are one registered
+   buffer, kept with the exchange. Every receive is posted with the
+   exchange (spmd__x_pplan), the send of a step once the steps before it
+   are combined (spmd__x_prun). Tags: the j-th message from one rank to
+   another is SPMD__X_BSTEP(j), as Bruck's steps (the ranks' step numbers
+   differ: a pre-step's pair has one more). Memory: the work vector and
+   about 2n elements of stages for Rabenseifner, ceil(log2 P) n for
+   recursive doubling (small operations only). */
 
 static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -17625,21 +17626,21 @@ static int spmd__x_lanes(const spmd_req *r) {
     return lanes;
 }
 
-/* A reduction (bcast, reduce) over one member in each process of its group runs a plan
-   (see spmd__x_pplan): recursive doubling from SPMD__X_BRUCK_PROCS
-   processes on (where Bruck would carry every input to every process: 8
-   processes, 4 KiB, 0.3 ms against Bruck's 1.6-2.1 over the lane, 2.6
-   against 5.3 over tcp); Rabenseifner where the split psum would run (a
-   large one) from SPMD__X_RAB_PROCS processes on, when the group reaches
-   a process over the network (log2 P peers instead of P - 1, the same
-   bytes; within a host the split one is 2.5x faster over the lane, 16 MiB
-   on 4 and 8 processes, where its copies of the stages cost more than the
-   transfers; a large bcast or reduce alike, so that its root moves about
-   2n, not (P - 1) n); either where forced (rd: a bcast's or reduce's
-   binomial tree). Not in check mode (the direct exchange
-   names every mismatch), not for argmax and argmin (an index is no
-   combine), not where large messages wait for a clear-to-send (shm and
-   net without the lanes' bulk rings). 0: none. */
+/* A reduction (bcast, reduce) over one member in each process of its group
+   runs a plan (see spmd__x_pplan): recursive doubling from
+   SPMD__X_BRUCK_PROCS processes on (where Bruck would carry every input to
+   every process: 8 processes, 4 KiB, 0.3 ms against Bruck's 1.6-2.1 over
+   the lane, 2.6 against 5.3 over tcp); Rabenseifner where the split psum
+   would run (a large one) from SPMD__X_RAB_PROCS processes on, when the
+   group reaches a process over the network (log2 P peers instead of P - 1,
+   the same bytes; within a host the split one is 2.5x faster over the
+   lane, 16 MiB on 4 and 8 processes, where the plan's copies to and from
+   its stages cost more than the transfers; a large bcast or reduce alike, so that its root
+   moves about 2n, not (P - 1) n); either where forced (rd: a bcast's or
+   reduce's binomial tree). Not in check mode (the direct exchange names
+   every mismatch), not for argmax and argmin (an index is no combine), not
+   where large messages wait for a clear-to-send (shm and net without the
+   lanes' bulk rings). 0: none. */
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
