@@ -1258,7 +1258,9 @@ static int child_many(void) {
    a message (scatter, then all-gather); a 16 MiB reduce from 4 processes
    on at most 2n and a header a message out of any process (reduce-scatter,
    then gather: tests/test_plans.c bounds what the root receives by 2n);
-   the per-link and per-kind rows add up to the total; reset clears. The
+   an all_gather of 16 MiB in all from 4 processes on log2 P messages to
+   as many peers, (P - 1) inputs with a 48-byte header each (Bruck); the
+   per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
 static void ctr_device(spmd_dev *d, void *p) {
@@ -1267,7 +1269,8 @@ static void ctr_device(spmd_dev *d, void *p) {
     spmd_status st = !x || !y    ? SPMD_ERR_NOMEM
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
-                                  : spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL);
+                     : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
+                                  : spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1339,6 +1342,15 @@ static int child_counters(void) {
         bad = 1;
     } else
         printf("ok: counters: reduce 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (!ctr_call(m, 3, big, &c) || !ctr_sums_ok(&c) ||
+        (P >= 4 && (c.total.messages != (uint64_t)lg || c.total.peers != lg ||
+                    c.total.bytes != (uint64_t)(P - 1) * (48 + big * 4 / (uint64_t)P)))) {
+        printf("FAILED: counters: all_gather 16 MiB: process %d: %llu messages to %d peers, %llu bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+        bad = 1;
+    } else
+        printf("ok: counters: all_gather 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
