@@ -15643,6 +15643,15 @@ static spmd_status spmd__x_scan(spmd_req *r, int full) {
 }
 #undef WHO
 
+/* Step s (of n) of a Bruck exchange or a plan could not receive (op ended
+   with st): the failure; a message of another size is a mismatch. */
+static spmd_status spmd__x_step_failed(spmd_req *r, spmd_status st, int s, int n, const spmd__fab_op *op) {
+    return spmd__fail(r->dev, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
+                      "process %d: %s%s", spmd__x_what(r), r->gr->text, s + 1, n, op->peer, spmd__fab_reason(op),
+                      st == SPMD_ERR_SIZE ? " (the processes called different collectives or sizes; SPMD_CHECK=1 "
+                      "names them)" : "");
+}
+
 /* The Bruck exchange's scan (see spmd__x_bplan): note the receives that
    ended, post the sends they allow, read the records once all are here.
    SPMD_OK once every input is here, SPMD_ERR_BUSY before, else the
@@ -15658,11 +15667,7 @@ static spmd_status spmd__x_bscan(spmd_req *r) {
         spmd__fab_op *op = &x->aop[2 * x->brecv];
         st = spmd__fab_peek(f, op);
         if (st == SPMD_ERR_BUSY) break;
-        if (st != SPMD_OK)
-            return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, from "
-                              "process %d: %s%s", spmd__x_what(r), r->gr->text, x->brecv + 1, x->bsteps, op->peer,
-                              spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called different "
-                              "collectives or sizes; SPMD_CHECK=1 names them)" : "");
+        if (st != SPMD_OK) return spmd__x_step_failed(r, st, x->brecv, x->bsteps, op);
         x->brecv++;
     }
     while (x->bsent < x->bsteps && x->bsent <= x->brecv && x->joins == g->nloc) {
@@ -15791,11 +15796,7 @@ static spmd_status spmd__x_prun(spmd_req *r) {
                                       p->plan.nsteps, proc);
                 return SPMD_ERR_BUSY;
             }
-            if (st != SPMD_OK)
-                return spmd__fail(d, st == SPMD_ERR_SIZE ? SPMD_ERR_MISMATCH : st, "%s over '%s': step %d of %d, "
-                                  "from process %d: %s%s", spmd__x_what(r), r->gr->text, p->done + 1, p->plan.nsteps,
-                                  proc, spmd__fab_reason(op), st == SPMD_ERR_SIZE ? " (the processes called "
-                                  "different collectives or sizes; SPMD_CHECK=1 names them)" : "");
+            if (st != SPMD_OK) return spmd__x_step_failed(r, st, p->done, p->plan.nsteps, op);
             if ((st = spmd__x_pread(r, t, p->buf + p->at[2 * p->done])) != SPMD_OK) return st;
         }
         p->done++;
