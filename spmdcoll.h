@@ -15017,9 +15017,10 @@ static uint64_t spmd__x_ack_every(const spmd_mesh *m) { return m->D > 1 ? (uint6
 static inline int spmd__x_hdr_to(const spmd_req *r, int k, int p) {
     const spmd_mesh *m = r->dev->mesh;
     uint64_t a;
-    if (!spmd__rooted(r->sig.kind)) return 1;
+    if (!spmd__rooted(r->sig.kind) && r->sig.kind != SPMD__KIND_PPERMUTE) return 1;
     a = spmd__x_ack_every(m);
     if (m->check || r->sig.algo == SPMD__ALG_BRUCK || (r->gseq & (a - 1)) == a - 1) return 1; /* (a mask: no division per call) */
+    if (r->sig.kind == SPMD__KIND_PPERMUTE) return spmd__x_wants(r, k, p); /* the processes of k's destinations */
     if (r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) return k == r->root;
     return m->proc_of[r->gr->g->members[r->root]] == p;
 }
@@ -15482,8 +15483,9 @@ static spmd_status spmd__x_sends(spmd_req *r) {
 /* Does this process wait for member k's header? Rooted operations wait
    only for what their local members' outputs are made of (a bcast for the
    root's, a reduce on a process without the root for nothing), as on
-   threads; check mode waits for all, to compare them. The other headers
-   are read when they come, and the exchange is reused only after. */
+   threads, and a ppermute for its local members' sources; check mode
+   waits for all, to compare them. The other headers are read when they
+   come, and the exchange is reused only after. */
 static inline int spmd__x_needs(const spmd_req *r, int k) {
     const spmd__group *g = r->gr->g;
     const spmd_mesh *m = r->dev->mesh;
@@ -15493,6 +15495,7 @@ static inline int spmd__x_needs(const spmd_req *r, int k) {
     case SPMD__KIND_SCATTER: return k == r->root;
     case SPMD__KIND_REDUCE:
     case SPMD__KIND_GATHER: return m->proc_of[g->members[r->root]] == m->proc;
+    case SPMD__KIND_PPERMUTE: return spmd__x_wants(r, k, m->proc);
     default: return 1;
     }
 }
@@ -16067,7 +16070,8 @@ static int spmd__xq_ready(spmd_req *r) {
     if (r->dev->head != r || r->next || m->lf.no_xq || m->check || g->nloc != 1 || r->sig.algo != SPMD__ALG_EAGER || r->two_phase ||
         r->sig.kind == SPMD__KIND_RAGGED || most < 0 || (uint64_t)most > spmd__xq_inline(m, g))
         return 0;
-    if ((!g->lf.xq || !g->lf.xq->lop) && spmd__rooted(r->sig.kind)) /* (one way: rooted kinds only; once their slots are there, no need to ask) */
+    if ((!g->lf.xq || !g->lf.xq->lop) && (spmd__rooted(r->sig.kind) || r->sig.kind == SPMD__KIND_PPERMUTE))
+        /* (one way: rooted kinds and ppermute only; once their slots are there, no need to ask) */
         for (k = 0; k < g->G; k++) oneway |= k != r->gr->me && !spmd__x_needs(r, k);
     if (g->lf.xlive) { /* a general exchange still listed, e.g. such a rooted call's: spare once its headers came */
         spmd__fab_progress(f);

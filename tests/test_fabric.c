@@ -1259,10 +1259,19 @@ static int child_many(void) {
    on at most 2n and a header a message out of any process (reduce-scatter,
    then gather: tests/test_plans.c bounds what the root receives by 2n);
    an all_gather of 16 MiB in all from 4 processes on log2 P messages to
-   as many peers, (P - 1) inputs with a 48-byte header each (Bruck); the
+   as many peers, (P - 1) inputs with a 48-byte header each (Bruck); a
+   ppermute by one of 8 bytes one message, to the next process only (the
+   group's sixth call: not one of the acknowledgements that go to every
+   process, every max_inflight / 2 = 8th); the
    per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
+static spmd_status ctr_shift(spmd_dev *d, float *x, float *y, size_t n) { /* ppermute: device i to i + 1 */
+    int P = spmd_axis_size(d, "x"), pairs[2 * 64];
+    spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n);
+    for (int i = 0; i < P && i < 64; i++) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % P;
+    return spmd_ppermute(d, &ax, &ay, "x", pairs, P < 64 ? P : 64, NULL);
+}
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
@@ -1270,7 +1279,8 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
                      : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
-                                  : spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL);
+                     : a->op == 3 ? spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL)
+                                  : ctr_shift(d, x, y, a->n);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1352,6 +1362,13 @@ static int child_counters(void) {
     } else
         printf("ok: counters: all_gather 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (!ctr_call(m, 4, 2, &c) || !ctr_sums_ok(&c) || c.total.messages != 1 || c.total.peers != 1) {
+        printf("FAILED: counters: ppermute 8 B: process %d: %llu messages to %d peers\n", me,
+               (unsigned long long)c.total.messages, c.total.peers);
+        bad = 1;
+    } else
+        printf("ok: counters: ppermute 8 B: process %d: %llu message, %d peer, %llu bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
         printf("FAILED: counters: not zero after a reset\n");
