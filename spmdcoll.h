@@ -356,7 +356,11 @@
      follow in a second message, only to the processes that read them. Small
      operations on 8 processes and more, and unrooted ones with two or more
      devices per process, take the Bruck exchange (ceil(log2 P) messages per
-     process), a large psum reduce-scatter + all-gather; in
+     process), a large psum reduce-scatter + all-gather. A reduction, bcast
+     or reduce over one device per process runs a plan of O(log P) steps in
+     the same canonical order (recursive doubling when small; across hosts
+     when large Rabenseifner, scatter + all-gather, reduce-scatter + gather;
+     a large all_gather across hosts Bruck); in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
      one host pass messages through shared-memory rings (SPMD_SHM_LANE).
