@@ -10431,7 +10431,8 @@ static void spmd__plan_halve(spmd__plan_x *x, int v, int r, int Pp, int64_t n, i
         int klo = up ? mid : *lo, khi = up ? *hi : mid, slo = up ? *lo : mid, shi = up ? mid : *hi;
         spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, slo, Pp),
                        spmd__plan_blk(n, shi, Pp) - spmd__plan_blk(n, slo, Pp), spmd__plan_blk(n, klo, Pp),
-                       spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp), pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
+                       spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp),
+                       pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
         *lo = klo;
         *hi = khi;
     }
