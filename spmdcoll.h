@@ -15381,6 +15381,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
     spmd_mesh *m = d->mesh;
     spmd__group *g = r->gr->g;
     int me = r->gr->me, li = g->lidx[me], ragged = r->sig.kind == SPMD__KIND_RAGGED, inl;
+    int stepped = r->sig.algo == SPMD__ALG_BRUCK || spmd__alg_plans(r->sig.algo); /* (the sends go by steps) */
     size_t len = r->in_bytes, hsize;
     const unsigned char *data;
     unsigned char *hb;
@@ -15444,12 +15445,12 @@ static spmd_status spmd__x_post(spmd_req *r) {
     }
     r->lf.xr = x;
     if (ragged) r->xmeta = x->meta;
-    if (r->sig.algo == SPMD__ALG_BRUCK || !hb) { /* no sends of its own: the process's go in spmd__x_bscan */
-        memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp); /* (a plan's in spmd__x_prun) */
+    if (stepped) { /* no sends of its own: the process's go in spmd__x_bscan (a plan's in spmd__x_prun) */
+        memset(x->dsent + (size_t)li * (size_t)g->nrp, 1, (size_t)g->nrp);
     }
     pthread_mutex_unlock(&m->xlock);
     r->lf.xdata = data;
-    if (r->sig.algo == SPMD__ALG_BRUCK || !hb) return SPMD_OK;
+    if (stepped) return SPMD_OK;
     return spmd__x_send_all(r, x, hb, hsize, inl, len, data);
 }
 
@@ -15742,8 +15743,8 @@ static int spmd__x_pseen(const unsigned char *h, int G, int *by, spmd_status *st
 static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned char *h) {
     spmd__xrec *x = r->lf.xr;
     spmd__kernel k = r->kern;
-    size_t len = (size_t)t->rlen * spmd__x_pes(r);
-    unsigned char *w = x->xp->buf + (size_t)t->roff * spmd__x_pes(r);
+    size_t es = spmd__x_pes(r), len = (size_t)t->rlen * es;
+    unsigned char *w = x->xp->buf + (size_t)t->roff * es;
     spmd__xview v;
     const char *bad;
     int by;
