@@ -357,10 +357,12 @@
      operations on 8 processes and more, and unrooted ones with two or more
      devices per process, take the Bruck exchange (ceil(log2 P) messages per
      process), a large psum reduce-scatter + all-gather. A reduction, bcast
-     or reduce over one device per process runs a plan of O(log P) steps in
-     the same canonical order (recursive doubling when small; across hosts
-     when large Rabenseifner, scatter + all-gather, reduce-scatter + gather;
-     a large all_gather across hosts Bruck); in
+     reduce or psum_scatter over one device per process runs a plan of
+     O(log P) steps in the same canonical order (recursive doubling when
+     small; across hosts when large Rabenseifner, scatter + all-gather,
+     reduce-scatter + gather; psum_scatter by recursive halving across hosts
+     or from 8 processes on when small; a large all_gather across hosts
+     Bruck); in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
      one host pass messages through shared-memory rings (SPMD_SHM_LANE).
@@ -396,7 +398,8 @@
                        reduce-scatter + all-gather, bruck = every input to every
                        process in ceil(log2 processes) steps (default for small
                        operations from 8 processes on, or unrooted with 2+
-                       devices per process); a reduction (or bcast, reduce)
+                       devices per process); a reduction (or bcast, reduce,
+                       psum_scatter: recursive halving under either)
                        over one device per process runs a plan instead: rd =
                        recursive doubling (default for small reductions from
                        8 processes on; bcast, reduce: a binomial tree), rab =
@@ -10389,6 +10392,9 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      blocks up the same tree to the root's virtual rank
                      (its partner's, when the root is a pre-step's left
                      half, which then hands it over).
+   A psum_scatter halves as Rabenseifner's first half over a work vector
+   laid out so that each rank ends with its own block (spmd__plan_rscatter);
+   ceil(log2 P) + 1 messages and (P-1)/P n elements a rank at most.
    Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
    kernels). The exchange across processes runs them (spmd__x_pplan). */
 enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE, SPMD__PLAN_SPLIT };
@@ -10419,23 +10425,82 @@ static void spmd__plan_add(spmd__plan_x *x, int peer, int64_t soff, int64_t slen
 /* Block b of P' over n elements: [n b / P', n (b + 1) / P'). */
 static int64_t spmd__plan_blk(int64_t n, int b, int Pp) { return n / Pp * b + n % Pp * b / Pp; /* (no overflow) */ }
 
+/* The lowest `bits` bits of a, reversed. */
+static int spmd__plan_rev(int a, int bits) {
+    int k, b = 0;
+    for (k = 0; k < bits; k++) b |= (a >> k & 1) << (bits - 1 - k);
+    return b;
+}
+/* A psum_scatter's work vector: member q's block of c elements lies in
+   block bitreverse(u) of the P' (u its virtual rank; a pair's block holds
+   both of its members', the lower first), so that recursive halving
+   leaves each virtual rank with its own members' blocks. Where block b
+   of P' starts: c (b + the blocks before it that hold a pair), counted
+   over b's aligned sub-ranges. */
+static int64_t spmd__plan_rs_edge(int Pp, int r, int64_t c, int b) {
+    int L = spmd__log2(Pp), m, base = 0;
+    int64_t pairs = 0;
+    if (b >= Pp) return c * (Pp + r);
+    for (m = L - 1; m >= 0; m--) {
+        if (!(b >> m & 1)) continue; /* blocks j = base + t, t < 2^m: bitreverse(j) = rev(t) 2^(L-m) + s */
+        {
+            int s = spmd__plan_rev(base >> m, L - m), q = L - m;
+            pairs += r > s ? ((int64_t)(r - s) + ((int64_t)1 << q) - 1) >> q : 0;
+        }
+        base += 1 << m;
+    }
+    return c * ((int64_t)b + pairs);
+}
+/* Where member q's block starts in a psum_scatter's work vector. */
+static SPMD__UNUSED int64_t spmd__plan_rs_pos(int P, int q, int64_t c) {
+    int Pp = spmd__tree_leaves(P), r = P - Pp, u = q < 2 * r ? q / 2 : q - r;
+    return spmd__plan_rs_edge(Pp, r, c, spmd__plan_rev(u, spmd__log2(Pp))) + (q < 2 * r && q % 2 ? c : 0);
+}
+/* Block b's start: equal blocks of n, or a psum_scatter's (c > 0). */
+static int64_t spmd__plan_at(int64_t n, int b, int Pp, int r, int64_t c) {
+    return c ? spmd__plan_rs_edge(Pp, r, c, b) : spmd__plan_blk(n, b, Pp);
+}
+
 /* Reduce-scatter by recursive halving over the P' virtual ranks (r pairs):
    at step k bit k of v picks the half it keeps, so that v ends with block
-   bitreverse(v), [*lo, *hi) of P', combined in the canonical order. */
-static void spmd__plan_halve(spmd__plan_x *x, int v, int r, int Pp, int64_t n, int *lo, int *hi) {
+   bitreverse(v), [*lo, *hi) of P', combined in the canonical order (the
+   blocks: equal, or a psum_scatter's for c > 0). */
+static void spmd__plan_halve(spmd__plan_x *x, int v, int r, int Pp, int64_t n, int64_t c, int *lo, int *hi) {
     int k;
     *lo = 0;
     *hi = Pp;
     for (k = 0; (1 << k) < Pp; k++) {
         int pv = v ^ (1 << k), mid = *lo + (*hi - *lo) / 2, up = v >> k & 1;
         int klo = up ? mid : *lo, khi = up ? *hi : mid, slo = up ? *lo : mid, shi = up ? mid : *hi;
-        spmd__plan_add(x, spmd__plan_real(pv, r), spmd__plan_blk(n, slo, Pp),
-                       spmd__plan_blk(n, shi, Pp) - spmd__plan_blk(n, slo, Pp), spmd__plan_blk(n, klo, Pp),
-                       spmd__plan_blk(n, khi, Pp) - spmd__plan_blk(n, klo, Pp),
-                       pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
+        int64_t s0 = spmd__plan_at(n, slo, Pp, r, c), k0 = spmd__plan_at(n, klo, Pp, r, c);
+        spmd__plan_add(x, spmd__plan_real(pv, r), s0, spmd__plan_at(n, shi, Pp, r, c) - s0, k0,
+                       spmd__plan_at(n, khi, Pp, r, c) - k0, pv < v ? SPMD__PLAN_LEFT : SPMD__PLAN_RIGHT);
         *lo = klo;
         *hi = khi;
     }
+}
+
+/* A psum_scatter of c elements a member (n = P c in all) by recursive
+   halving over the work vector laid out as spmd__plan_rs_pos says: a
+   pre-step pair's left half sends its input and gets its block back from
+   its partner; the others end with their own blocks, combined in the
+   canonical order. ceil(log2 P) + 1 messages a rank at most. */
+static SPMD__UNUSED int spmd__plan_rscatter(int P, int rank, int64_t c, spmd__plan_x *x) {
+    int Pp, r, v, lo, hi;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || c < 0) return -1;
+    Pp = spmd__tree_leaves(P);
+    r = P - Pp;
+    if (rank < 2 * r && rank % 2 == 0) {
+        spmd__plan_add(x, rank + 1, 0, c * P, 0, 0, SPMD__PLAN_COPY);
+        spmd__plan_add(x, rank + 1, 0, 0, spmd__plan_rs_pos(P, rank, c), c, SPMD__PLAN_COPY);
+        return 0;
+    }
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, 0, c * P, SPMD__PLAN_LEFT);
+    v = rank < 2 * r ? rank / 2 : rank - r;
+    spmd__plan_halve(x, v, r, Pp, c * P, c, &lo, &hi);
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, spmd__plan_rs_pos(P, rank - 1, c), c, 0, 0, SPMD__PLAN_COPY);
+    return 0;
 }
 
 /* The plan of rank `rank` of P for an allreduce of n elements by algo
@@ -10463,7 +10528,7 @@ static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t 
         }
     } else {
         int lo, hi; /* the blocks this rank still reduces */
-        spmd__plan_halve(x, v, r, Pp, n, &lo, &hi);
+        spmd__plan_halve(x, v, r, Pp, n, 0, &lo, &hi);
         for (k = logp - 1; k >= 0; k--) { /* all-gather: the sibling's blocks, in the reverse order */
             int pv = v ^ (1 << k), w = hi - lo, up = v >> k & 1;
             int olo = up ? lo - w : hi, ohi = olo + w;
@@ -10581,7 +10646,7 @@ static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64
     } else {
         if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, 0, n, SPMD__PLAN_LEFT);
         v = rank < 2 * r ? rank / 2 : rank - r;
-        spmd__plan_halve(x, v, r, Pp, n, &lo, &hi);
+        spmd__plan_halve(x, v, r, Pp, n, 0, &lo, &hi);
         for (k = spmd__log2(Pp) - 1; k >= 0; k--) {
             int pv = v ^ (1 << k), wd = hi - lo, up = v >> k & 1;
             int olo = up ? lo - wd : hi, ohi = olo + wd;
@@ -14921,16 +14986,43 @@ static size_t spmd__x_pes(const spmd_req *r) {
 
 /* r's plan (rank: its member index; SPMD__ALG_RD: recursive doubling, or a
    bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
-   bcast's or reduce's split form). */
+   bcast's or reduce's split form; a psum_scatter's: recursive halving). */
 static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     int P = r->gr->g->G, me = r->gr->me, rd = r->sig.algo == SPMD__ALG_RD;
     int64_t n = (int64_t)r->count;
-    if (r->sig.kind == SPMD__KIND_BCAST)
+    if (r->sig.kind == SPMD__KIND_PSUM_SCATTER)
+        (void)spmd__plan_rscatter(P, me, n / P, x);
+    else if (r->sig.kind == SPMD__KIND_BCAST)
         (void)(rd ? spmd__plan_bcast(P, me, r->root, n, x) : spmd__plan_bcast_split(P, me, r->root, n, x));
     else if (r->sig.kind == SPMD__KIND_REDUCE)
         (void)(rd ? spmd__plan_reduce(P, me, r->root, n, x) : spmd__plan_reduce_split(P, me, r->root, n, x));
     else
         (void)spmd__plan_allreduce(rd ? SPMD__PLAN_RD : SPMD__PLAN_RAB, P, me, n, x);
+}
+
+/* n elements of r's input at src into the work vector at w: as the
+   accumulator's type (a bcast's: as they are). */
+static void spmd__x_pconv(const spmd_req *r, unsigned char *w, const unsigned char *src, size_t n) {
+    if (r->sig.kind != SPMD__KIND_BCAST && r->kern->load) r->kern->load(w, src, n);
+    else memcpy(w, src, n * r->in_size);
+}
+/* r's input into its work vector (a bcast's: the root's only); a
+   psum_scatter's member blocks where its plan keeps them
+   (spmd__plan_rs_pos), each block's rows of the scatter dimension
+   together. */
+static void spmd__x_pload(const spmd_req *r, unsigned char *w) {
+    const unsigned char *in = (const unsigned char *)r->send;
+    size_t acc = spmd__x_pes(r), G = (size_t)r->gr->g->G, i, o;
+    if (r->sig.kind == SPMD__KIND_BCAST && r->gr->me != r->root) return;
+    if (r->sig.kind != SPMD__KIND_PSUM_SCATTER) {
+        spmd__x_pconv(r, w, in, r->count);
+        return;
+    }
+    for (i = 0; i < G; i++) {
+        size_t at = (size_t)spmd__plan_rs_pos((int)G, (int)i, (int64_t)(r->count / G));
+        for (o = 0; o < r->outer; o++)
+            spmd__x_pconv(r, w + (at + o * r->inner) * acc, in + (o * G + i) * r->inner * r->in_size, r->inner);
+    }
 }
 
 /* Make x's plan state (first use), lay r's plan out in its buffer and post
@@ -15409,13 +15501,7 @@ static spmd_status spmd__x_post(spmd_req *r) {
                           (unsigned long long)r->global);
     }
     if (spmd__alg_plans(r->sig.algo)) { /* the input into the work vector; the steps send (spmd__x_prun) */
-        if (r->sig.kind == SPMD__KIND_BCAST) {
-            if (r->gr->me == r->root) memcpy(x->xp->buf, r->send, r->count * r->in_size);
-        } else if (r->kern->load) {
-            r->kern->load(x->xp->buf, r->send, r->count);
-        } else {
-            memcpy(x->xp->buf, r->send, len);
-        }
+        spmd__x_pload(r, x->xp->buf);
         hb = NULL;
         inl = 1;
         x->copied[me] = 1;
@@ -15810,11 +15896,12 @@ static spmd_status spmd__x_prun(spmd_req *r) {
         }
         p->done++;
     }
-    if (r->sig.kind == SPMD__KIND_REDUCE && r->gr->me != r->root) { /* (its output is not significant) */
-    } else if (r->sig.kind != SPMD__KIND_BCAST && r->kern->fin) {
-        r->kern->fin(r->recv, p->buf, r->count, g->G);
-    } else {
-        memcpy(r->recv, p->buf, r->count * r->out_size);
+    if (r->sig.kind != SPMD__KIND_REDUCE || r->gr->me == r->root) { /* (else its output is not significant) */
+        int rs = r->sig.kind == SPMD__KIND_PSUM_SCATTER;
+        size_t n = rs ? r->count / (size_t)g->G : r->count;
+        const unsigned char *res = p->buf + (rs ? (size_t)spmd__plan_rs_pos(g->G, r->gr->me, (int64_t)n) * acc : 0);
+        if (r->sig.kind != SPMD__KIND_BCAST && r->kern->fin) r->kern->fin(r->recv, res, n, g->G);
+        else memcpy(r->recv, res, n * r->out_size);
     }
     pthread_mutex_lock(&m->xlock);
     x->cst[r->gr->me] = SPMD__XC_DONE;
@@ -17655,13 +17742,17 @@ static int spmd__x_lanes(const spmd_req *r) {
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    int P = g->G, kind = r->sig.kind, bcast = kind == SPMD__KIND_BCAST;
+    int P = g->G, kind = r->sig.kind, bcast = kind == SPMD__KIND_BCAST, rs = kind == SPMD__KIND_PSUM_SCATTER;
     size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
-    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !bcast) || r->dev->mesh->check ||
+    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !bcast && !rs) || r->dev->mesh->check ||
         (!bcast && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 || P != g->nrp + 1 || P < 2 ||
         P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
         (r->dev->mesh->lf.fab->cts && !spmd__x_lanes(r)))
         return 0;
+    if (rs) /* recursive halving (rd or rab forced, or where Bruck would carry every input everywhere) */
+        return want || (P >= SPMD__X_RAB_PROCS && !spmd__x_lanes(r)) ||
+                       (P >= SPMD__X_BRUCK_PROCS && bytes * (size_t)P <= SPMD__X_BRUCK_MAX)
+                   ? SPMD__ALG_RAB : 0;
     if (want == SPMD_ALGO_RAB || want == SPMD_ALGO_RD)
         return want == SPMD_ALGO_RAB && r->count >= (size_t)P ? SPMD__ALG_RAB : SPMD__ALG_RD;
     if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && bytes > SPMD__X_INLINE &&

@@ -1457,8 +1457,9 @@ static int scale_main(int argc, char **argv)
    >>plans) for P processes, one device each, and SIZE bytes of f32
    (default 16M): messages, peers and bytes sent, least and most over the
    processes, for a psum (two algorithms), a bcast and a reduce (each
-   as a binomial tree and split: scatter or reduce-scatter first). No mesh,
-   no network: the plans are pure functions. */
+   as a binomial tree and split: scatter or reduce-scatter first) and a
+   psum_scatter of SIZE in all (recursive halving). No mesh, no network:
+   the plans are pure functions. */
 static int plan_main(int argc, char **argv)
 {
     static const struct { int algo; const char *name; } algos[] = {{SPMD__PLAN_RD, "rd (recursive doubling)"},
@@ -1466,7 +1467,8 @@ static int plan_main(int argc, char **argv)
                                                                    {-1, "bcast tree (root 0)"},
                                                                    {-2, "reduce tree (root 0)"},
                                                                    {-3, "bcast split (root 0)"},
-                                                                   {-4, "reduce split (root 0)"}};
+                                                                   {-4, "reduce split (root 0)"},
+                                                                   {-5, "psum_scatter (halving)"}};
     int P = argc > 2 ? (int)parse_long(argv[2], 1, 1 << 24) : 0;
     size_t bytes = argc > 3 ? parse_size(argv[3]) : (size_t)16 << 20;
     int64_t n = (int64_t)(bytes / 4);
@@ -1487,6 +1489,7 @@ static int plan_main(int argc, char **argv)
                      : algos[a].algo == -2 ? spmd__plan_reduce(P, r, 0, n, x)
                      : algos[a].algo == -3 ? spmd__plan_bcast_split(P, r, 0, n, x)
                      : algos[a].algo == -4 ? spmd__plan_reduce_split(P, r, 0, n, x)
+                     : algos[a].algo == -5 ? spmd__plan_rscatter(P, r, n / P, x)
                                            : spmd__plan_allreduce(algos[a].algo, P, r, n, x);
             if (rc != 0) die("%s", "no plan");
             for (int k = 0; k < x->nsteps; k++) {

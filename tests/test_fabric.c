@@ -1262,7 +1262,9 @@ static int child_many(void) {
    as many peers, (P - 1) inputs with a 48-byte header each (Bruck); a
    ppermute by one of 8 bytes one message, to the next process only (the
    group's sixth call: not one of the acknowledgements that go to every
-   process, every max_inflight / 2 = 8th); the
+   process, every max_inflight / 2 = 8th); a psum_scatter of 16 MiB from 4
+   processes on log2 P messages to as many peers, exactly (P - 1)/P n
+   bytes and a 48-byte header each (recursive halving); the
    per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
@@ -1272,6 +1274,11 @@ static spmd_status ctr_shift(spmd_dev *d, float *x, float *y, size_t n) { /* ppe
     for (int i = 0; i < P && i < 64; i++) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % P;
     return spmd_ppermute(d, &ax, &ay, "x", pairs, P < 64 ? P : 64, NULL);
 }
+static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) { /* n / P each (all of n: P a power of two) */
+    int64_t P = spmd_axis_size(d, "x");
+    spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n / P * P), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n / P);
+    return spmd_psum_scatter(d, &ax, &ay, "x", 0, 1, NULL);
+}
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
@@ -1280,7 +1287,8 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
                      : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
                      : a->op == 3 ? spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL)
-                                  : ctr_shift(d, x, y, a->n);
+                     : a->op == 4 ? ctr_shift(d, x, y, a->n)
+                                  : ctr_rscatter(d, x, y, a->n);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1369,6 +1377,15 @@ static int child_counters(void) {
     } else
         printf("ok: counters: ppermute 8 B: process %d: %llu message, %d peer, %llu bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+    if (!ctr_call(m, 5, big, &c) || !ctr_sums_ok(&c) ||
+        (P >= 4 && (c.total.messages != (uint64_t)lg || c.total.peers != lg ||
+                    c.total.bytes != (uint64_t)(P - 1) * (big * 4 / (uint64_t)P) + 48u * (uint64_t)lg))) {
+        printf("FAILED: counters: psum_scatter 16 MiB: process %d: %llu messages to %d peers, %llu bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+        bad = 1;
+    } else
+        printf("ok: counters: psum_scatter 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
         printf("FAILED: counters: not zero after a reset\n");

@@ -23,9 +23,15 @@
                           than 2n (a reduce's root that is a pre-step's
                           right half: 3n), no rank sends more than 3n nor
                           more than 2 ceil(log2 P) + 2 messages (+ 2 P'
-                          elements for uneven blocks).
+                          elements for uneven blocks);
+     psum_scatter         each rank ends with the canonical tree of its own
+                          block (c elements of n = P c); a rank sends
+                          exactly n - c elements (a pre-step's left half:
+                          its n) in log2 P' messages (+ 1 for a pre-step's
+                          pair) to at most log2 P' + 1 peers.
    Sizes: every P from 1 to 64 with several n, and samples up to 16,384
-   (1,025 with SPMD_TEST_QUICK, as under the sanitizers). */
+   (257 with SPMD_TEST_QUICK, as under the sanitizers; psum_scatter's to
+   1,025: its trees and messages grow as P^2). */
 #define SPMD_STATIC /* the implementation's functions stay in this file (make links tests/impl.c too) */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
@@ -104,13 +110,15 @@ typedef struct {
 
 /* The operations planned: allreduce (recursive doubling, Rabenseifner),
    bcast and reduce (binomial trees). */
-enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE };
+enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE, OP_RSCATTER };
 static const char *op_name(int op, int algo) {
+    if (op == OP_RSCATTER) return "psum_scatter (halving)";
     if (op != OP_ALLREDUCE) return op == OP_BCAST ? (algo == SPMD__PLAN_SPLIT ? "bcast (split)" : "bcast (tree)")
                                                   : (algo == SPMD__PLAN_SPLIT ? "reduce (split)" : "reduce (tree)");
     return algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
 }
 static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__plan_x *x) {
+    if (op == OP_RSCATTER) return spmd__plan_rscatter(P, rank, n / P, x);
     if (op == OP_BCAST)
         return algo == SPMD__PLAN_SPLIT ? spmd__plan_bcast_split(P, rank, root, n, x) : spmd__plan_bcast(P, rank, root, n, x);
     if (op == OP_REDUCE)
@@ -196,7 +204,13 @@ static void sim_results(sim *m) {
             m->ok = 0;
         }
     while (Pp * 2 <= m->P) Pp *= 2;
-    for (int e = 0; m->ok && e < m->n; e++) {
+    for (j = 0; m->ok && m->op == OP_RSCATTER && j < m->P; j++)
+        for (int c = m->n / m->P, k = 0; k < c && m->ok; k++)
+            if (m->buf[j][spmd__plan_rs_pos(m->P, j, c) + k] != canon_at(&m->f, m->n, j * c + k, m->P - Pp, 0, Pp)) {
+                T_CHECK(0, "%s P %d n %d: rank %d's element %d is not the canonical tree", m->an, m->P, m->n, j, k);
+                m->ok = 0;
+            }
+    for (int e = 0; m->ok && m->op != OP_RSCATTER && e < m->n; e++) {
         int32_t want = m->op == OP_BCAST ? m->root * m->n + e : canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
         for (j = 0; j < m->P && m->ok; j++)
             if (m->buf[j][e] != want && (m->op != OP_REDUCE || j == m->root)) {
@@ -242,6 +256,9 @@ static int simulate(int op, int algo, int P, int n, int root, counts *out) {
     for (j = 0; j < P; j++) {
         m.buf[j] = (int32_t *)xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
         for (int e = 0; e < n; e++) m.buf[j][e] = j * n + e;
+        if (op == OP_RSCATTER) /* member i's block where the plan keeps it (test_plans checks it ends right) */
+            for (int i = 0, c = n / P; i < P; i++)
+                for (int k = 0; k < c; k++) m.buf[j][spmd__plan_rs_pos(P, i, c) + k] = j * n + i * c + k;
         m.inbox[j] = NULL;
         m.pc[j] = m.sent[j] = 0;
         out[j].copied = out[j].got = 0;
@@ -345,11 +362,36 @@ static int bounds_ok(int algo, int P, int n, const counts *c) {
     return bad < 0;
 }
 
+/* psum_scatter's: exactly n - c elements out of a rank (a pre-step's left
+   half: its n) in log2 P' messages (+ 1 in a pre-step's pair) to at most
+   log2 P' + 1 peers; what is sent is received. */
+static int rs_bounds_ok(int P, int n, const counts *c) {
+    int Pp = 1, lg = 0, r, j, bad = -1, cb = n / P;
+    int64_t sent = 0, got = 0;
+    while (Pp * 2 <= P) Pp *= 2, lg++;
+    r = P - Pp;
+    for (j = 0; j < P && bad < 0; j++) {
+        int pair = j < 2 * r, left = pair && j % 2 == 0;
+        sent += c[j].sent, got += c[j].got;
+        if (left ? c[j].msgs != (n > 0) || c[j].sent != n || c[j].got != cb
+                 : (n > 0 && c[j].msgs != lg + pair) || c[j].peers > lg + 1 || c[j].sent != n - cb)
+            bad = j;
+    }
+    if (bad >= 0)
+        T_CHECK(0, "psum_scatter P %d n %d: rank %d sends %d messages to %d peers, %lld elements, receives %lld: "
+                "outside the bounds", P, n, bad, c[bad].msgs, c[bad].peers, (long long)c[bad].sent,
+                (long long)c[bad].got);
+    else if (sent != got)
+        T_CHECK(0, "psum_scatter P %d n %d: %lld elements sent, %lld received", P, n, (long long)sent, (long long)got);
+    return bad < 0 && sent == got;
+}
+
 static void check(int op, int algo, int P, int n, int root, int *runs, int *good) {
     counts *c = (counts *)xmalloc((size_t)P * sizeof *c);
     (*runs)++;
     if (simulate(op, algo, P, n, root, c) &&
-        (op == OP_ALLREDUCE        ? bounds_ok(algo, P, n, c)
+        (op == OP_RSCATTER         ? rs_bounds_ok(P, n, c)
+         : op == OP_ALLREDUCE      ? bounds_ok(algo, P, n, c)
          : algo == SPMD__PLAN_SPLIT ? split_bounds_ok(op, P, n, root, c)
                                     : tree_bounds_ok(op, P, n, root, c)))
         (*good)++;
@@ -379,17 +421,20 @@ int main(void) {
                     check(OP_REDUCE, a, P, ns[i], roots[k], &runs, &good);
                 }
         }
+        for (i = 0; i < 4; i++) check(OP_RSCATTER, 0, P, P * (i == 3 ? 5 : i), 0, &runs, &good);
     }
-    for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 1025); i++) {
+    for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 257); i++) {
         int n = big[i] > 4096 ? 3 : 7; /* (quick, as under the sanitizers: up to 1,025) */
         for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, big[i], n, 0, &runs, &good);
         for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_SPLIT; a++) {
             check(OP_BCAST, a, big[i], n, big[i] / 3, &runs, &good);
             check(OP_REDUCE, a, big[i], n, big[i] - 2, &runs, &good);
         }
+        if (big[i] <= 1025) /* (n = P c: its trees and messages grow as P^2) */
+            check(OP_RSCATTER, 0, big[i], 2 * big[i], 0, &runs, &good);
     }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
-    printf("test_plans: %d runs (allreduce, bcast, reduce), P 1..64 and samples to %d, in %.2f s\n", runs,
-           env_quick() ? 1025 : 16384, now_s() - t0);
+    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter), P 1..64 and samples to %d, in %.2f s\n", runs,
+           env_quick() ? 257 : 16384, now_s() - t0);
     return t_summary();
 }
