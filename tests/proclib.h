@@ -147,7 +147,11 @@ static int p_spmdrun(const char *tag, int n, const char *extra, const char *mode
     snprintf(cmd, sizeof cmd, "%s %s -n %d --timeout 60 %s -- %s --child %s >%s/%s.log 2>&1", envs ? envs : "", run, n,
              extra ? extra : "", p_self, mode, p_logdir, tag);
     fflush(stdout);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     st = system(cmd);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("  %s: %.1f s\n", tag, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

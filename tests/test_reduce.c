@@ -850,6 +850,8 @@ static int case_unit(const void *p) {
     const tcase *c = (const tcase *)p;
     return c->api == API_ASYNC && c->cluster > 0 ? c->cluster : 1;
 }
+/* The long cases' element count: 2^18 (2^16 quick), enough for many
+   tasks a device (the thread backend's slices are 16 KiB and up) */
 static size_t g_long_n;
 
 static int pick_var(const meshctx *mc, rng_t *r, int need_single) {
@@ -1400,7 +1402,7 @@ int main(void) {
     double t0 = now_s();
     uint64_t seed = env_seed(20261122);
     g_quick = env_quick();
-    g_long_n = g_quick ? ((size_t)1 << 16) : ((size_t)1 << 20);
+    g_long_n = g_quick ? ((size_t)1 << 16) : ((size_t)1 << 18);
     printf("test_reduce: seed %llu%s\n", (unsigned long long)seed,
            env_thin() > 1 ? " (quick, thinned)" : g_quick ? " (quick)" : "");
     fflush(stdout);
