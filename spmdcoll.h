@@ -407,7 +407,9 @@
                        the group crosses the network; bcast: scatter then
                        all-gather, reduce: reduce-scatter then gather); on
                        threads an input larger than eager's slot runs split,
-                       and messages say so
+                       and messages say so; each applies to the calls whose
+                       kind has it (spmd_opts.algo naming another kind's
+                       algorithm is SPMD_ERR_INVALID)
      SPMD_TRACE_DEPTH  calls each device's flight recorder keeps (default 64,
                        desc.trace_depth; 0 here or a negative desc field: off)
      SPMD_REPORT_SIGNAL  USR1, USR2 or a signal number: on that signal every
@@ -616,7 +618,11 @@ typedef enum spmd_check {
     SPMD_CHECK_COUNT
 } spmd_check;
 
-/* Algorithm hint for reductions (spmd_opts.algo, or env SPMD_ALGO). */
+/* Algorithm for a call (spmd_opts.algo, or env SPMD_ALGO for every call).
+   One that is not among the call's kind's (rd or rab for an all_gather,
+   bruck for a ppermute) is SPMD_ERR_INVALID in spmd_opts; SPMD_ALGO
+   applies where it fits. Where the layout does not allow it (rd over two
+   devices of a process, any of these on threads) the default runs. */
 typedef enum spmd_algo {
     SPMD_ALGO_DEFAULT = 0,
     SPMD_ALGO_EAGER,   /* inputs copied into shared slots, every device reduces (small) */
@@ -4410,10 +4416,24 @@ typedef struct spmd__call {
    paths: 0 when they hold, else the rule broken (spmd__rule_fail says it;
    spmd__quick leaves such a call to the general path, which does). *kern:
    a reduction's kernel. */
-enum { SPMD__RULE_DTYPE = 1, SPMD__RULE_COUNT, SPMD__RULE_OP, SPMD__RULE_KERNEL, SPMD__RULE_ALGO, SPMD__RULE_TIMEOUT };
+enum { SPMD__RULE_DTYPE = 1, SPMD__RULE_COUNT, SPMD__RULE_OP, SPMD__RULE_KERNEL, SPMD__RULE_ALGO, SPMD__RULE_TIMEOUT,
+       SPMD__RULE_ALGO_KIND };
 static int spmd__reduces(int kind) {
     return kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE || kind == SPMD__KIND_SCAN ||
            kind == SPMD__KIND_PSUM_SCATTER;
+}
+/* Whether an algorithm asked for in spmd_opts is one of the call's: rd
+   and rab are plans of a reduction (not argmax, argmin), bcast, reduce or
+   psum_scatter, bruck carries every kind but ppermute and
+   ragged_all_to_all; eager and split take any (a kind without a split
+   form runs its own). SPMD_ALGO, which forces every call, applies where it
+   fits and leaves the rest to the default. */
+static int spmd__algo_fits(int kind, spmd_op op, spmd_algo a) {
+    if (a == SPMD_ALGO_RD || a == SPMD_ALGO_RAB)
+        return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_PSUM_SCATTER ||
+               ((kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE) && op != SPMD_OP_ARGMAX &&
+                op != SPMD_OP_ARGMIN);
+    return a != SPMD_ALGO_BRUCK || (kind != SPMD__KIND_PPERMUTE && kind != SPMD__KIND_RAGGED);
 }
 static int spmd__rules(const spmd_mesh *m, int kind, spmd_dtype dt, spmd_op op, size_t count, const spmd_opts *o,
                        spmd__kernel *kern) {
@@ -4430,6 +4450,7 @@ static int spmd__rules(const spmd_mesh *m, int kind, spmd_dtype dt, spmd_op op, 
     }
     if (o && ((int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT)) return SPMD__RULE_ALGO;
     if (o && o->timeout_ms < 0) return SPMD__RULE_TIMEOUT;
+    if (o && !spmd__algo_fits(kind, op, o->algo)) return SPMD__RULE_ALGO_KIND;
     return 0;
 }
 static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, const spmd_opts *o) {
@@ -4445,6 +4466,11 @@ static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, c
                                                "convert first)"
                                              : "");
     case SPMD__RULE_ALGO: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
+    case SPMD__RULE_ALGO_KIND:
+        return spmd__fail(d, SPMD_ERR_INVALID, "%s: algo %s is not one of its algorithms (rd and rab: a reduction "
+                          "but argmax/argmin, bcast, reduce or psum_scatter; bruck: all but ppermute and "
+                          "ragged_all_to_all); SPMD_ALGO_DEFAULT chooses", name,
+                          o->algo == SPMD_ALGO_BRUCK ? "bruck" : o->algo == SPMD_ALGO_RD ? "rd" : "rab");
     default: return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
     }
 }
@@ -6565,6 +6591,16 @@ static int spmd__gone_or_broken(spmd_req *r) {
     return spmd__gone_check(r);
 }
 
+/* How long a sleeper on a polled backend (nothing rings it when a message
+   comes) sleeps between looks, the wait so far `waited`: 100 us, then a
+   64th of the wait up to 1 ms, so that a message that comes late in a
+   long wait is seen at most ~1.6% later, and a process waiting out a
+   straggler polls 1,000 times a second, not 10,000. */
+static uint64_t spmd__poll_gap(uint64_t waited) {
+    uint64_t g = waited / 64;
+    return g < 100000u ? 100000u : g > 1000000u ? 1000000u : g;
+}
+
 /* Spin briefly, then yield, then sleep on the device's futex word. With more
    devices than CPUs a spinning thread only delays the peers it waits for
    (they need its CPU), so it yields at once. */
@@ -6597,7 +6633,8 @@ static spmd_status spmd__block(spmd_req *r) {
             if (spmd__gone_or_broken(r)) break;
         }
         if (d->fib) { /* a fiber: no spinning, its carrier runs the others meanwhile */
-            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->vt->polled ? 100000u : UINT64_MAX;
+            uint64_t left = r->deadline > now ? r->deadline - now : 0;
+            uint64_t cap = m->vt->polled ? spmd__poll_gap(t0 ? now - t0 : 0) : UINT64_MAX;
             /* on libfabric nothing rings a fiber when a message comes: for
                the spin time it polls again once the others had their turn */
             if (!t0) t0 = now;
@@ -6632,7 +6669,8 @@ static spmd_status spmd__block(spmd_req *r) {
         } else if (waited < spin + m->yield_ns) {
             sched_yield();
         } else {
-            uint64_t left = r->deadline > now ? r->deadline - now : 0, cap = m->vt->polled ? 100000u : 50000000u;
+            uint64_t left = r->deadline > now ? r->deadline - now : 0;
+            uint64_t cap = m->vt->polled ? spmd__poll_gap(waited) : 50000000u;
             /* on libfabric nothing wakes a sleeper when a message comes: poll */
             spmd__sleep(d, r, left < cap ? left + 1000 : cap, gone);
         }

@@ -464,7 +464,7 @@ typedef struct devctx {
     spmd_dev *dev;
     int id, ndev;
     shared *sh;
-    spmd_opts opts;
+    spmd_opts opts, plain; /* -a ALGO's, and the default's for the collectives without it */
     unsigned char *send, *recv;
     size_t cap_bytes;             /* send capacity; recv holds 4x for bool sums */
     spmd_dtype filled_dt;         /* what the send buffer holds */
@@ -672,9 +672,19 @@ static int verify_mine(devctx *c, const job *j)
 
 /* ---- the operations ------------------------------------------------------------ */
 
+/* -a applies to the collectives that have that algorithm (spmd_opts.algo
+   naming another kind's is an error); the others run the default. */
+static const spmd_opts *coll_opts(const devctx *c, const job *j)
+{
+    spmd_algo a = c->opts.algo;
+    int plan = j->coll == COLL_PSUM || j->coll == COLL_PSUM_SCATTER || j->coll == COLL_BCAST || j->coll == COLL_REDUCE;
+    int fits = a == SPMD_ALGO_RD || a == SPMD_ALGO_RAB ? plan : a != SPMD_ALGO_BRUCK || j->coll != COLL_PPERMUTE;
+    return fits ? &c->opts : &c->plain;
+}
+
 static spmd_status run_coll(devctx *c, const job *j)
 {
-    const spmd_opts *o = &c->opts;
+    const spmd_opts *o = coll_opts(c, j);
     switch (j->coll) {
     case COLL_PSUM: return spmd_allreduce(c->dev, c->send, c->recv, j->count, j->dt, j->op, AXIS, o);
     case COLL_ALL_GATHER: return spmd_all_gather(c->dev, &c->x, &c->out, AXIS, 0, 1, o);
@@ -689,7 +699,7 @@ static spmd_status run_coll(devctx *c, const job *j)
 
 static spmd_status start_coll(devctx *c, const job *j, spmd_req **r)
 {
-    const spmd_opts *o = &c->opts;
+    const spmd_opts *o = coll_opts(c, j);
     switch (j->coll) {
     case COLL_PSUM: return spmd_allreduce_start(c->dev, c->send, c->recv, j->count, j->dt, j->op, AXIS, o, r);
     case COLL_ALL_GATHER: return spmd_all_gather_start(c->dev, &c->x, &c->out, AXIS, 0, 1, o, r);

@@ -33,7 +33,7 @@ typedef struct bad_case {
     spmd_status want;
 } bad_case;
 
-#define NBAD 34
+#define NBAD 37
 static const bad_case bad_cases[NBAD] = {
     {"NULL send", SPMD_ERR_NULL},
     {"NULL recv", SPMD_ERR_NULL},
@@ -71,6 +71,10 @@ static const bad_case bad_cases[NBAD] = {
     {"reduce with NULL send after a reduce", SPMD_ERR_NULL},
     {"ppermute with NULL pairs after the same ppermute", SPMD_ERR_NULL},
     {"ppermute with a source twice after a ppermute of the same shapes", SPMD_ERR_PERM},
+    /* an algorithm the kind does not have (spmd_opts.algo; the message names it) */
+    {"all_gather with algo rab", SPMD_ERR_INVALID},
+    {"ppermute with algo bruck", SPMD_ERR_INVALID},
+    {"pargmax with algo rd", SPMD_ERR_INVALID},
 };
 
 typedef struct bad_result {
@@ -159,6 +163,23 @@ static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
             o.data = out;
             return spmd_ppermute(d, &x, &o, "x", c == 32 ? NULL : twice, 4, NULL);
         }
+        case 34: {
+            spmd_opts a = {0};
+            a.algo = SPMD_ALGO_RAB;
+            return spmd_all_gather(d, &x, &o, "x", 0, 1, &a);
+        }
+        case 35: {
+            static const int ring[8] = {0, 1, 1, 2, 2, 3, 3, 0};
+            spmd_opts a = {0};
+            a.algo = SPMD_ALGO_BRUCK;
+            o = spmd_array_nd(po, SPMD_F32, 1, s2);
+            return spmd_ppermute(d, &x, &o, "x", ring, 4, &a);
+        }
+        case 36: {
+            spmd_opts a = {0};
+            a.algo = SPMD_ALGO_RD;
+            return spmd_pargmax(d, buf, (int32_t *)out, 4, SPMD_F32, "x", &a);
+        }
         }
     }
     return SPMD_OK;
@@ -179,7 +200,8 @@ static void bad_input_device(spmd_dev *d, void *arg) {
         res->untouched[c] = 1;
         for (i = 0; i < 8; i++)
             if (buf[i] != (float)i || out[i] != -7.0f) res->untouched[c] = 0;
-        res->message_ok[c] = strlen(spmd_last_error(d)) > 0;
+        res->message_ok[c] = c >= 34 ? strstr(spmd_last_error(d), "is not one of its algorithms") != NULL
+                                     : strlen(spmd_last_error(d)) > 0;
     }
     /* the mesh is still usable */
     buf[0] = 1.0f;
