@@ -1264,7 +1264,9 @@ static int child_many(void) {
    group's sixth call: not one of the acknowledgements that go to every
    process, every max_inflight / 2 = 8th); a psum_scatter of 16 MiB from 4
    processes on log2 P messages to as many peers, exactly (P - 1)/P n
-   bytes and a 48-byte header each (recursive halving); the
+   bytes and a 48-byte header each (recursive halving); a barrier from 8
+   processes on log2 P messages to as many peers (dissemination, as
+   Bruck's exchange of nothing); the
    per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
@@ -1288,7 +1290,8 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
                      : a->op == 3 ? spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL)
                      : a->op == 4 ? ctr_shift(d, x, y, a->n)
-                                  : ctr_rscatter(d, x, y, a->n);
+                     : a->op == 5 ? ctr_rscatter(d, x, y, a->n)
+                                  : spmd_barrier(d, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1386,6 +1389,13 @@ static int child_counters(void) {
     } else
         printf("ok: counters: psum_scatter 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
+    if (!ctr_call(m, 6, 1, &c) || !ctr_sums_ok(&c) || (P >= SPMD__X_BRUCK_PROCS && (c.total.messages != (uint64_t)lg || c.total.peers != lg))) {
+        printf("FAILED: counters: barrier: process %d: %llu messages to %d peers, %llu bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+        bad = 1;
+    } else
+        printf("ok: counters: barrier: process %d: %llu messages, %d peers, %llu bytes\n", me,
+               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
         printf("FAILED: counters: not zero after a reset\n");
