@@ -357,11 +357,12 @@
      operations on 8 processes and more, and unrooted ones with two or more
      devices per process, take the Bruck exchange (ceil(log2 P) messages per
      process), a large psum reduce-scatter + all-gather. A reduction, bcast
-     reduce or psum_scatter over one device per process runs a plan of
-     O(log P) steps in the same canonical order (recursive doubling when
-     small; across hosts when large Rabenseifner, scatter + all-gather,
-     reduce-scatter + gather; psum_scatter by recursive halving across hosts
-     or from 8 processes on when small; a large all_gather across hosts
+     reduce, psum_scatter, scatter or gather over one device per process
+     runs a plan of O(log P) steps in the same canonical order (recursive
+     doubling when small; across hosts when large Rabenseifner, scatter +
+     all-gather, reduce-scatter + gather; psum_scatter by recursive halving
+     across hosts or from 8 processes on when small; small scatters and
+     gathers on binomial trees there; a large all_gather across hosts
      Bruck); in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
@@ -399,7 +400,8 @@
                        process in ceil(log2 processes) steps (default for small
                        operations from 8 processes on, or unrooted with 2+
                        devices per process); a reduction (or bcast, reduce,
-                       psum_scatter: recursive halving under either)
+                       psum_scatter: recursive halving under either,
+                       scatter, gather: binomial trees under either)
                        over one device per process runs a plan instead: rd =
                        recursive doubling (default for small reductions from
                        8 processes on; bcast, reduce: a binomial tree), rab =
@@ -4423,14 +4425,15 @@ static int spmd__reduces(int kind) {
            kind == SPMD__KIND_PSUM_SCATTER;
 }
 /* Whether an algorithm asked for in spmd_opts is one of the call's: rd
-   and rab are plans of a reduction (not argmax, argmin), bcast, reduce or
-   psum_scatter, bruck carries every kind but ppermute and
+   and rab are plans of a reduction (not argmax, argmin), bcast, reduce,
+   psum_scatter, scatter or gather, bruck carries every kind but ppermute and
    ragged_all_to_all; eager and split take any (a kind without a split
    form runs its own). SPMD_ALGO, which forces every call, applies where it
    fits and leaves the rest to the default. */
 static int spmd__algo_fits(int kind, spmd_op op, spmd_algo a) {
     if (a == SPMD_ALGO_RD || a == SPMD_ALGO_RAB)
-        return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_PSUM_SCATTER ||
+        return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_PSUM_SCATTER || kind == SPMD__KIND_SCATTER ||
+               kind == SPMD__KIND_GATHER ||
                ((kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE) && op != SPMD_OP_ARGMAX &&
                 op != SPMD_OP_ARGMIN);
     return a != SPMD_ALGO_BRUCK || (kind != SPMD__KIND_PPERMUTE && kind != SPMD__KIND_RAGGED);
@@ -4468,7 +4471,7 @@ static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, c
     case SPMD__RULE_ALGO: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
     case SPMD__RULE_ALGO_KIND:
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: algo %s is not one of its algorithms (rd and rab: a reduction "
-                          "but argmax/argmin, bcast, reduce or psum_scatter; bruck: all but ppermute and "
+                          "but argmax/argmin, bcast, reduce, psum_scatter, scatter or gather; bruck: all but ppermute and "
                           "ragged_all_to_all); SPMD_ALGO_DEFAULT chooses", name,
                           o->algo == SPMD_ALGO_BRUCK ? "bruck" : o->algo == SPMD_ALGO_RD ? "rd" : "rab");
     default: return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
@@ -10432,7 +10435,8 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      half, which then hands it over).
    A psum_scatter halves as Rabenseifner's first half over a work vector
    laid out so that each rank ends with its own block (spmd__plan_rscatter);
-   ceil(log2 P) + 1 messages and (P-1)/P n elements a rank at most.
+   ceil(log2 P) + 1 messages and (P-1)/P n elements a rank at most. A
+   scatter and a gather run binomial trees (spmd__plan_scatter).
    Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
    kernels). The exchange across processes runs them (spmd__x_pplan). */
 enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE, SPMD__PLAN_SPLIT };
@@ -10595,6 +10599,35 @@ static SPMD__UNUSED int spmd__plan_bcast(int P, int rank, int root, int64_t n, s
     if (v) spmd__plan_add(x, (v - low + root) % P, 0, 0, 0, n, SPMD__PLAN_COPY);
     for (k = low / 2; k >= 1; k /= 2)
         if (v + k < P) spmd__plan_add(x, (v + k + root) % P, 0, n, 0, 0, SPMD__PLAN_COPY);
+    return 0;
+}
+
+/* A scatter (gather) of P blocks of c elements from (to) root on a
+   binomial tree over the ranks v relative to the root, the work vector
+   holding v's block at v c: v's subtree is blocks [v, v + low) (low: v's
+   lowest set bit; the root's: the first power of two >= P), which a
+   scatter's v receives from v - low and passes on as [v + d, v + 2d) to
+   v + d for d = low/2, ..., 1, and a gather's v collects from v + d for
+   d = 1, 2, ... < low and sends up. The root sends (receives) ceil(log2 P)
+   messages, (P - 1) c elements; every other rank receives (sends) once. */
+static SPMD__UNUSED int spmd__plan_scatter(int gather, int P, int rank, int root, int64_t c, spmd__plan_x *x) {
+    int v, low = 1, d;
+#define SPMD__PE(u) ((int64_t)((u) < P ? (u) : P) * c) /* where relative block u starts (P: the end) */
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || c < 0) return -1;
+    v = (rank - root + P) % P;
+    while (low < P && !(v & low)) low *= 2;
+    if (v && !gather)
+        spmd__plan_add(x, (v - low + root) % P, 0, 0, SPMD__PE(v), SPMD__PE(v + low) - SPMD__PE(v), SPMD__PLAN_COPY);
+    for (d = gather ? 1 : low / 2; gather ? d < low : d >= 1; d = gather ? 2 * d : d / 2) {
+        int64_t lo = SPMD__PE(v + d), len = SPMD__PE(v + 2 * d) - lo;
+        if (v + d < P)
+            spmd__plan_add(x, (v + d + root) % P, gather ? 0 : lo, gather ? 0 : len, gather ? lo : 0,
+                           gather ? len : 0, SPMD__PLAN_COPY);
+    }
+    if (v && gather)
+        spmd__plan_add(x, (v - low + root) % P, SPMD__PE(v), SPMD__PE(v + low) - SPMD__PE(v), 0, 0, SPMD__PLAN_COPY);
+#undef SPMD__PE
     return 0;
 }
 
@@ -15017,9 +15050,17 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
 
 /* Bytes an element of r's plan messages: the accumulator's of a reduction
-   (f16 and bf16 travel as f32), the dtype's of a bcast. */
+   (f16 and bf16 travel as f32), the dtype's of a bcast, scatter or gather. */
+static int spmd__x_moves(int kind) {
+    return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER;
+}
 static size_t spmd__x_pes(const spmd_req *r) {
-    return r->sig.kind == SPMD__KIND_BCAST ? r->in_size : r->kern->acc_size;
+    return spmd__x_moves(r->sig.kind) ? r->in_size : r->kern->acc_size;
+}
+/* Elements of r's work vector: a scatter's or gather's G blocks, else the input's. */
+static size_t spmd__x_pn(const spmd_req *r) {
+    int sg = r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER;
+    return sg ? r->count * (size_t)r->gr->g->G : r->count;
 }
 
 /* r's plan (rank: its member index; SPMD__ALG_RD: recursive doubling, or a
@@ -15030,6 +15071,8 @@ static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     int64_t n = (int64_t)r->count;
     if (r->sig.kind == SPMD__KIND_PSUM_SCATTER)
         (void)spmd__plan_rscatter(P, me, n / P, x);
+    else if (r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER)
+        (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, r->root, n, x);
     else if (r->sig.kind == SPMD__KIND_BCAST)
         (void)(rd ? spmd__plan_bcast(P, me, r->root, n, x) : spmd__plan_bcast_split(P, me, r->root, n, x));
     else if (r->sig.kind == SPMD__KIND_REDUCE)
@@ -15041,17 +15084,28 @@ static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
 /* n elements of r's input at src into the work vector at w: as the
    accumulator's type (a bcast's: as they are). */
 static void spmd__x_pconv(const spmd_req *r, unsigned char *w, const unsigned char *src, size_t n) {
-    if (r->sig.kind != SPMD__KIND_BCAST && r->kern->load) r->kern->load(w, src, n);
+    if (!spmd__x_moves(r->sig.kind) && r->kern->load) r->kern->load(w, src, n);
     else memcpy(w, src, n * r->in_size);
 }
-/* r's input into its work vector (a bcast's: the root's only); a
-   psum_scatter's member blocks where its plan keeps them
+/* r's input into its work vector (a bcast's and a scatter's: the root's
+   only); a psum_scatter's member blocks where its plan keeps them
    (spmd__plan_rs_pos), each block's rows of the scatter dimension
-   together. */
+   together; a scatter's and gather's blocks in the order of the ranks
+   relative to the root (spmd__plan_scatter). */
 static void spmd__x_pload(const spmd_req *r, unsigned char *w) {
     const unsigned char *in = (const unsigned char *)r->send;
-    size_t acc = spmd__x_pes(r), G = (size_t)r->gr->g->G, i, o;
-    if (r->sig.kind == SPMD__KIND_BCAST && r->gr->me != r->root) return;
+    size_t acc = spmd__x_pes(r), G = (size_t)r->gr->g->G, i, o, me = (size_t)r->gr->me, root = (size_t)r->root;
+    size_t blk = r->count * r->in_size;
+    if ((r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) && me != root) return;
+    if (r->sig.kind == SPMD__KIND_SCATTER) { /* relative block v is member v + root's */
+        memcpy(w, in + root * blk, (G - root) * blk);
+        memcpy(w + (G - root) * blk, in, root * blk);
+        return;
+    }
+    if (r->sig.kind == SPMD__KIND_GATHER) {
+        memcpy(w + (me + G - root) % G * blk, in, blk);
+        return;
+    }
     if (r->sig.kind != SPMD__KIND_PSUM_SCATTER) {
         spmd__x_pconv(r, w, in, r->count);
         return;
@@ -15083,7 +15137,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
     }
     spmd__x_plan_of(r, &p->plan);
     SPMD_ASSERT(2 * p->plan.nsteps <= p->nops);
-    at = spmd__x_line(r->count * acc);
+    at = spmd__x_line(spmd__x_pn(r) * acc);
     for (s = 0; s < p->plan.nsteps; s++) {
         int j, peer = p->plan.step[s].peer;
         p->nth[2 * s] = p->nth[2 * s + 1] = 0;
@@ -15889,6 +15943,26 @@ static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned cha
     return SPMD_OK;
 }
 
+/* r's output from its work vector w once the plan is done (as
+   spmd__x_pload laid it out); a reduce's and a gather's only on the root. */
+static void spmd__x_pstore(const spmd_req *r, const unsigned char *w) {
+    int kind = r->sig.kind, rs = kind == SPMD__KIND_PSUM_SCATTER;
+    size_t G = (size_t)r->gr->g->G, me = (size_t)r->gr->me, root = (size_t)r->root, blk = r->count * r->in_size;
+    size_t n = rs ? r->count / G : r->count;
+    unsigned char *out = (unsigned char *)r->recv;
+    if ((kind == SPMD__KIND_REDUCE || kind == SPMD__KIND_GATHER) && me != root) return; /* (not significant) */
+    if (kind == SPMD__KIND_GATHER) { /* relative block v is member v + root's */
+        memcpy(out + root * blk, w, (G - root) * blk);
+        memcpy(out, w + (G - root) * blk, root * blk);
+    } else if (kind == SPMD__KIND_SCATTER) {
+        memcpy(out, w + (me + G - root) % G * blk, blk);
+    } else {
+        const unsigned char *res = w + (rs ? (size_t)spmd__plan_rs_pos((int)G, (int)me, (int64_t)n) * spmd__x_pes(r) : 0);
+        if (kind != SPMD__KIND_BCAST && r->kern->fin) r->kern->fin(r->recv, res, n, (int)G);
+        else memcpy(out, res, n * r->out_size);
+    }
+}
+
 /* Run r's plan as far as the messages that came allow: each step's send
    (from the work vector as the steps before it left it), then its
    receive. SPMD_OK once every step is done and the output written,
@@ -15934,13 +16008,7 @@ static spmd_status spmd__x_prun(spmd_req *r) {
         }
         p->done++;
     }
-    if (r->sig.kind != SPMD__KIND_REDUCE || r->gr->me == r->root) { /* (else its output is not significant) */
-        int rs = r->sig.kind == SPMD__KIND_PSUM_SCATTER;
-        size_t n = rs ? r->count / (size_t)g->G : r->count;
-        const unsigned char *res = p->buf + (rs ? (size_t)spmd__plan_rs_pos(g->G, r->gr->me, (int64_t)n) * acc : 0);
-        if (r->sig.kind != SPMD__KIND_BCAST && r->kern->fin) r->kern->fin(r->recv, res, n, g->G);
-        else memcpy(r->recv, res, n * r->out_size);
-    }
+    spmd__x_pstore(r, p->buf);
     pthread_mutex_lock(&m->xlock);
     x->cst[r->gr->me] = SPMD__XC_DONE;
     pthread_mutex_unlock(&m->xlock);
@@ -17780,13 +17848,17 @@ static int spmd__x_lanes(const spmd_req *r) {
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    int P = g->G, kind = r->sig.kind, bcast = kind == SPMD__KIND_BCAST, rs = kind == SPMD__KIND_PSUM_SCATTER;
+    int P = g->G, kind = r->sig.kind, mv = spmd__x_moves(kind), rs = kind == SPMD__KIND_PSUM_SCATTER;
     size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
-    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !bcast && !rs) || r->dev->mesh->check ||
-        (!bcast && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 || P != g->nrp + 1 || P < 2 ||
+    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !mv && !rs) || r->dev->mesh->check ||
+        (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 || P != g->nrp + 1 || P < 2 ||
         P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
         (r->dev->mesh->lf.fab->cts && !spmd__x_lanes(r)))
         return 0;
+    if (kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER) /* trees for small ones (rd or rab forced) */
+        return want || (bytes * (size_t)P <= SPMD__X_BRUCK_MAX &&
+                        (P >= SPMD__X_BRUCK_PROCS || (P >= SPMD__X_RAB_PROCS && !spmd__x_lanes(r))))
+                   ? SPMD__ALG_RD : 0;
     if (rs) /* recursive halving (rd or rab forced, or where Bruck would carry every input everywhere) */
         return want || (P >= SPMD__X_RAB_PROCS && !spmd__x_lanes(r)) ||
                        (P >= SPMD__X_BRUCK_PROCS && bytes * (size_t)P <= SPMD__X_BRUCK_MAX)

@@ -1467,9 +1467,10 @@ static int scale_main(int argc, char **argv)
    >>plans) for P processes, one device each, and SIZE bytes of f32
    (default 16M): messages, peers and bytes sent, least and most over the
    processes, for a psum (two algorithms), a bcast and a reduce (each
-   as a binomial tree and split: scatter or reduce-scatter first) and a
-   psum_scatter of SIZE in all (recursive halving). No mesh, no network:
-   the plans are pure functions. */
+   as a binomial tree and split: scatter or reduce-scatter first), and a
+   psum_scatter (recursive halving), a scatter and a gather (binomial
+   trees) of SIZE in all. No mesh, no network: the plans are pure
+   functions. */
 static int plan_main(int argc, char **argv)
 {
     static const struct { int algo; const char *name; } algos[] = {{SPMD__PLAN_RD, "rd (recursive doubling)"},
@@ -1478,7 +1479,9 @@ static int plan_main(int argc, char **argv)
                                                                    {-2, "reduce tree (root 0)"},
                                                                    {-3, "bcast split (root 0)"},
                                                                    {-4, "reduce split (root 0)"},
-                                                                   {-5, "psum_scatter (halving)"}};
+                                                                   {-5, "psum_scatter (halving)"},
+                                                                   {-6, "scatter tree (root 0)"},
+                                                                   {-7, "gather tree (root 0)"}};
     int P = argc > 2 ? (int)parse_long(argv[2], 1, 1 << 24) : 0;
     size_t bytes = argc > 3 ? parse_size(argv[3]) : (size_t)16 << 20;
     int64_t n = (int64_t)(bytes / 4);
@@ -1500,6 +1503,7 @@ static int plan_main(int argc, char **argv)
                      : algos[a].algo == -3 ? spmd__plan_bcast_split(P, r, 0, n, x)
                      : algos[a].algo == -4 ? spmd__plan_reduce_split(P, r, 0, n, x)
                      : algos[a].algo == -5 ? spmd__plan_rscatter(P, r, n / P, x)
+                     : algos[a].algo <= -6 ? spmd__plan_scatter(algos[a].algo == -7, P, r, 0, n / P, x)
                                            : spmd__plan_allreduce(algos[a].algo, P, r, n, x);
             if (rc != 0) die("%s", "no plan");
             for (int k = 0; k < x->nsteps; k++) {

@@ -1266,7 +1266,10 @@ static int child_many(void) {
    processes on log2 P messages to as many peers, exactly (P - 1)/P n
    bytes and a 48-byte header each (recursive halving); a barrier from 8
    processes on log2 P messages to as many peers (dissemination, as
-   Bruck's exchange of nothing); the
+   Bruck's exchange of nothing); a gather and a scatter of 8 B a process
+   from 4 processes on: ceil(log2 P) messages out of a scatter's root (at
+   most that out of any rank), one out of every other rank of a gather
+   (binomial trees); the
    per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; } ctr_arg;
@@ -1291,7 +1294,9 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 3 ? spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL)
                      : a->op == 4 ? ctr_shift(d, x, y, a->n)
                      : a->op == 5 ? ctr_rscatter(d, x, y, a->n)
-                                  : spmd_barrier(d, "x", NULL);
+                     : a->op == 6 ? spmd_barrier(d, "x", NULL)
+                     : a->op == 7 ? spmd_gather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, 0, "x", NULL)
+                                  : spmd_scatter(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, 0, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1396,6 +1401,19 @@ static int child_counters(void) {
     } else
         printf("ok: counters: barrier: process %d: %llu messages, %d peers, %llu bytes\n", me,
                (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+    for (int op = 7; op <= 8; op++) { /* 8 B a process: the root's ceil(log2 P) messages, the others' one */
+        const char *what = op == 7 ? "gather" : "scatter";
+        uint64_t want_msgs = op == 7 ? me != 0 : (uint64_t)lg; /* (a scatter's other ranks: at most) */
+        if (!ctr_call(m, op, 2 * (size_t)P, &c) || !ctr_sums_ok(&c) ||
+            (P >= 4 && (op == 7 || me == 0 ? c.total.messages != want_msgs : c.total.messages > want_msgs)) ||
+            (P >= 4 && me == 0 && (uint64_t)c.total.peers != want_msgs)) {
+            printf("FAILED: counters: %s 8 B: process %d: %llu messages to %d peers\n", what, me,
+                   (unsigned long long)c.total.messages, c.total.peers);
+            bad = 1;
+        } else
+            printf("ok: counters: %s 8 B: process %d: %llu messages, %d peers, %llu bytes\n", what, me,
+                   (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+    }
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
         printf("FAILED: counters: not zero after a reset\n");

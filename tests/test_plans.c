@@ -28,10 +28,16 @@
                           block (c elements of n = P c); a rank sends
                           exactly n - c elements (a pre-step's left half:
                           its n) in log2 P' messages (+ 1 for a pre-step's
-                          pair) to at most log2 P' + 1 peers.
+                          pair) to at most log2 P' + 1 peers;
+     scatter, gather      every rank ends with the root's block for it (on
+                          the root: every member's); the root sends
+                          (receives) (P - 1) c elements in at most
+                          ceil(log2 P) messages, every other rank receives
+                          (sends) one.
    Sizes: every P from 1 to 64 with several n, and samples up to 16,384
    (257 with SPMD_TEST_QUICK, as under the sanitizers; psum_scatter's to
-   1,025: its trees and messages grow as P^2). */
+   1,025 and scatter's and gather's to 4,097: their trees or vectors grow
+   as P^2). */
 #define SPMD_STATIC /* the implementation's functions stay in this file (make links tests/impl.c too) */
 #define SPMDCOLL_IMPLEMENTATION
 #include "../spmdcoll.h"
@@ -104,21 +110,23 @@ typedef struct msg {
     int32_t data[];
 } msg;
 typedef struct {
-    int msgs, peers;
+    int msgs, peers, rmsgs; /* messages sent, peers sent to, messages received */
     int64_t sent, copied, got; /* elements sent; received into place; received in all */
 } counts;
 
 /* The operations planned: allreduce (recursive doubling, Rabenseifner),
    bcast and reduce (binomial trees). */
-enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE, OP_RSCATTER };
+enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE, OP_RSCATTER, OP_SCATTER, OP_GATHER };
 static const char *op_name(int op, int algo) {
     if (op == OP_RSCATTER) return "psum_scatter (halving)";
+    if (op == OP_SCATTER || op == OP_GATHER) return op == OP_SCATTER ? "scatter (tree)" : "gather (tree)";
     if (op != OP_ALLREDUCE) return op == OP_BCAST ? (algo == SPMD__PLAN_SPLIT ? "bcast (split)" : "bcast (tree)")
                                                   : (algo == SPMD__PLAN_SPLIT ? "reduce (split)" : "reduce (tree)");
     return algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
 }
 static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__plan_x *x) {
     if (op == OP_RSCATTER) return spmd__plan_rscatter(P, rank, n / P, x);
+    if (op == OP_SCATTER || op == OP_GATHER) return spmd__plan_scatter(op == OP_GATHER, P, rank, root, n / P, x);
     if (op == OP_BCAST)
         return algo == SPMD__PLAN_SPLIT ? spmd__plan_bcast_split(P, rank, root, n, x) : spmd__plan_bcast(P, rank, root, n, x);
     if (op == OP_REDUCE)
@@ -210,7 +218,22 @@ static void sim_results(sim *m) {
                 T_CHECK(0, "%s P %d n %d: rank %d's element %d is not the canonical tree", m->an, m->P, m->n, j, k);
                 m->ok = 0;
             }
-    for (int e = 0; m->ok && m->op != OP_RSCATTER && e < m->n; e++) {
+    for (j = 0; m->ok && (m->op == OP_SCATTER || m->op == OP_GATHER) && j < m->P; j++)
+        for (int c = m->n / m->P, k = 0; k < c && m->ok; k++) { /* scatter: j's block; gather: on the root, every one */
+            int v = (j - m->root + m->P) % m->P;
+            if (m->op == OP_SCATTER && m->buf[j][v * c + k] != m->root * m->n + j * c + k) {
+                T_CHECK(0, "%s P %d n %d root %d: rank %d's element %d is not the root's", m->an, m->P, m->n, m->root, j,
+                        k);
+                m->ok = 0;
+            }
+            for (int u = 0; m->op == OP_GATHER && j == m->root && u < m->P && m->ok; u++)
+                if (m->buf[j][u * c + k] != ((u + m->root) % m->P) * m->n + k) {
+                    T_CHECK(0, "%s P %d n %d root %d: block %d element %d on the root is not its member's", m->an,
+                            m->P, m->n, m->root, u, k);
+                    m->ok = 0;
+                }
+        }
+    for (int e = 0; m->ok && m->op != OP_RSCATTER && m->op != OP_SCATTER && m->op != OP_GATHER && e < m->n; e++) {
         int32_t want = m->op == OP_BCAST ? m->root * m->n + e : canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
         for (j = 0; j < m->P && m->ok; j++)
             if (m->buf[j][e] != want && (m->op != OP_REDUCE || j == m->root)) {
@@ -226,10 +249,11 @@ static void sim_counts(sim *m) {
     unsigned char *seen = (unsigned char *)xmalloc((size_t)m->P);
     for (int j = 0; j < m->P; j++) {
         memset(seen, 0, (size_t)m->P);
-        m->out[j].msgs = m->out[j].peers = 0;
+        m->out[j].msgs = m->out[j].peers = m->out[j].rmsgs = 0;
         m->out[j].sent = 0;
         for (int k = 0; k < m->pl[j].nsteps; k++) {
             const spmd__pstep *s = &m->pl[j].step[k];
+            m->out[j].rmsgs += s->rlen > 0;
             if (s->slen <= 0) continue;
             m->out[j].msgs++;
             m->out[j].sent += s->slen;
@@ -256,6 +280,11 @@ static int simulate(int op, int algo, int P, int n, int root, counts *out) {
     for (j = 0; j < P; j++) {
         m.buf[j] = (int32_t *)xmalloc((size_t)(n ? n : 1) * sizeof(int32_t));
         for (int e = 0; e < n; e++) m.buf[j][e] = j * n + e;
+        if (op == OP_SCATTER || op == OP_GATHER) /* relative block v at v c: the root's inputs (scatter), its own */
+            for (int v = 0, c = n / P; v < P; v++)
+                for (int k = 0; k < c; k++)
+                    m.buf[j][v * c + k] = op == OP_GATHER ? (v == (j - root + P) % P ? j * n + k : -1)
+                                          : j == root ? root * n + (v + root) % P * c + k : -1;
         if (op == OP_RSCATTER) /* member i's block where the plan keeps it (test_plans checks it ends right) */
             for (int i = 0, c = n / P; i < P; i++)
                 for (int k = 0; k < c; k++) m.buf[j][spmd__plan_rs_pos(P, i, c) + k] = j * n + i * c + k;
@@ -386,11 +415,32 @@ static int rs_bounds_ok(int P, int n, const counts *c) {
     return bad < 0 && sent == got;
 }
 
+/* The scatter and gather trees: the root sends (scatter) or receives
+   (gather) (P - 1) c elements in at most ceil(log2 P) messages; every other
+   rank receives (scatter) or sends (gather) one message of at least its
+   own block. */
+static int sg_bounds_ok(int op, int P, int n, int root, const counts *c) {
+    int j, bad = -1, cb = n / P, sc = op == OP_SCATTER;
+    for (j = 0; j < P && bad < 0; j++) {
+        int out = sc ? c[j].msgs : c[j].rmsgs, in = sc ? c[j].rmsgs : c[j].msgs;
+        int64_t outn = sc ? c[j].sent : c[j].got, inn = sc ? c[j].got : c[j].sent;
+        if (j == root ? outn != (int64_t)(P - 1) * cb || inn || in || out > ceil_log2(P)
+                      : out > ceil_log2(P) || (n > 0 && (in != 1 || inn < cb)))
+            bad = j;
+    }
+    if (bad >= 0)
+        T_CHECK(0, "%s P %d n %d root %d: rank %d sends %d messages, %lld elements, receives %d, %lld: outside the "
+                "bounds", op_name(op, 0), P, n, root, bad, c[bad].msgs, (long long)c[bad].sent, c[bad].rmsgs,
+                (long long)c[bad].got);
+    return bad < 0;
+}
+
 static void check(int op, int algo, int P, int n, int root, int *runs, int *good) {
     counts *c = (counts *)xmalloc((size_t)P * sizeof *c);
     (*runs)++;
     if (simulate(op, algo, P, n, root, c) &&
         (op == OP_RSCATTER         ? rs_bounds_ok(P, n, c)
+         : op == OP_SCATTER || op == OP_GATHER ? sg_bounds_ok(op, P, n, root, c)
          : op == OP_ALLREDUCE      ? bounds_ok(algo, P, n, c)
          : algo == SPMD__PLAN_SPLIT ? split_bounds_ok(op, P, n, root, c)
                                     : tree_bounds_ok(op, P, n, root, c)))
@@ -422,6 +472,11 @@ int main(void) {
                 }
         }
         for (i = 0; i < 4; i++) check(OP_RSCATTER, 0, P, P * (i == 3 ? 5 : i), 0, &runs, &good);
+        for (i = 0; i < 3; i++)
+            for (int k = 0; k < 3; k++) {
+                check(OP_SCATTER, 0, P, P * (i == 2 ? 3 : i), roots[k], &runs, &good);
+                check(OP_GATHER, 0, P, P * (i == 2 ? 3 : i), roots[k], &runs, &good);
+            }
     }
     for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 257); i++) {
         int n = big[i] > 4096 ? 3 : 7; /* (quick, as under the sanitizers: up to 1,025) */
@@ -432,9 +487,13 @@ int main(void) {
         }
         if (big[i] <= 1025) /* (n = P c: its trees and messages grow as P^2) */
             check(OP_RSCATTER, 0, big[i], 2 * big[i], 0, &runs, &good);
+        if (big[i] <= 4097) { /* (every rank's vector holds all P blocks: P^2) */
+            check(OP_SCATTER, 0, big[i], big[i], big[i] / 3, &runs, &good);
+            check(OP_GATHER, 0, big[i], big[i], big[i] - 2, &runs, &good);
+        }
     }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
-    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter), P 1..64 and samples to %d, in %.2f s\n", runs,
+    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter, scatter, gather), P 1..64 and samples to %d, in %.2f s\n", runs,
            env_quick() ? 257 : 16384, now_s() - t0);
     return t_summary();
 }
