@@ -1314,10 +1314,20 @@ static int ctr_call(spmd_mesh *m, int op, size_t n, spmd_counters *c) {
     if (st == SPMD_OK) st = spmd_mesh_counters(m, c);
     return st == SPMD_OK;
 }
+/* One call's line: "ok: counters: WHAT: ..." with its figures, or FAILED;
+   returns 1 when it failed (held: the checks passed and the sums add up). */
+static int ctr_report(const char *what, int me, int held, const spmd_counters *c, size_t n) {
+    held = held && ctr_sums_ok(c);
+    printf("%s: counters: %s: process %d: %llu messages to %d peers, %llu bytes (%.2f n)\n", held ? "ok" : "FAILED",
+           what, me, (unsigned long long)c->total.messages, c->total.peers, (unsigned long long)c->total.bytes,
+           (double)c->total.bytes / (double)n);
+    return !held;
+}
 static int child_counters(void) {
-    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0;
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
-    size_t big = (size_t)4 << 20; /* f32: 16 MiB */
+    size_t big = (size_t)4 << 20, n = big * 4; /* f32: 16 MiB */
+    uint64_t lo = 2 * (uint64_t)(P - 1) * n / (uint64_t)P, m4;
     spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
     spmd_counters c;
@@ -1327,92 +1337,52 @@ static int child_counters(void) {
         return 1;
     }
     me = spmd_mesh_process_id(m);
+    while ((1 << lg) < P) lg++;
     /* the direct exchange: one message to each other process; from
        SPMD__X_BRUCK_PROCS processes on, recursive doubling: log2 P */
-    int want = P - 1, lg = 0;
-    uint64_t lo = 2 * (uint64_t)(P - 1) * (big * 4) / (uint64_t)P;
-    while ((1 << lg) < P) lg++;
-    if (P >= SPMD__X_BRUCK_PROCS) want = lg;
-    if (!ctr_call(m, 0, 2, &c) || c.total.messages != (uint64_t)want || c.total.peers != want ||
-        c.link[link].messages != (uint64_t)want || c.kind[1].messages != (uint64_t)want ||
-        strcmp(spmd_count_kind_name(1), "allreduce") != 0 || c.total.bytes < 8u * (uint64_t)(P - 1) ||
-        (P >= SPMD__X_BRUCK_PROCS && c.total.bytes != 56u * (uint64_t)lg) || !ctr_sums_ok(&c)) {
-        printf("FAILED: counters: psum 8 B: %llu messages to %d peers (%llu on the link), %llu bytes; want %d to %d\n",
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.link[link].messages,
-               (unsigned long long)c.total.bytes, want, want);
-        bad = 1;
-    } else
-        printf("ok: counters: psum 8 B: %llu messages, %d peers, %llu bytes\n", (unsigned long long)c.total.messages,
-               c.total.peers, (unsigned long long)c.total.bytes);
-    if (!ctr_call(m, 0, big, &c) || c.total.bytes < lo || !ctr_sums_ok(&c) || c.kind[1].messages != c.total.messages ||
-        c.total.peers > P - 1 ||
-        (P >= 4 && (c.total.messages != 2u * (uint64_t)lg || c.total.peers != lg ||
-                    c.total.bytes > lo + 48u * c.total.messages))) {
-        printf("FAILED: counters: psum 16 MiB: %llu messages, %llu bytes (at least %llu), %d peers\n",
-               (unsigned long long)c.total.messages, (unsigned long long)c.total.bytes, (unsigned long long)lo,
-               c.total.peers);
-        bad = 1;
-    } else
-        printf("ok: counters: psum 16 MiB: %llu messages, %d peers, %.2f n bytes\n", (unsigned long long)c.total.messages,
-               c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 1, big, &c) || (me == 0 && c.total.bytes < big * 4) || !ctr_sums_ok(&c) ||
-        (P >= 4 && me == 0 && c.total.bytes > lo + 48u * c.total.messages)) {
-        printf("FAILED: counters: bcast 16 MiB: %llu bytes\n", (unsigned long long)c.total.bytes);
-        bad = 1;
-    } else
-        printf("ok: counters: bcast 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 2, big, &c) || !ctr_sums_ok(&c) ||
-        (P >= 4 && c.total.bytes > 2 * (uint64_t)big * 4 + 48u * c.total.messages)) {
-        printf("FAILED: counters: reduce 16 MiB: process %d: %llu bytes\n", me, (unsigned long long)c.total.bytes);
-        bad = 1;
-    } else
-        printf("ok: counters: reduce 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 3, big, &c) || !ctr_sums_ok(&c) ||
-        (P >= 4 && (c.total.messages != (uint64_t)lg || c.total.peers != lg ||
-                    c.total.bytes != (uint64_t)(P - 1) * (48 + big * 4 / (uint64_t)P)))) {
-        printf("FAILED: counters: all_gather 16 MiB: process %d: %llu messages to %d peers, %llu bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
-        bad = 1;
-    } else
-        printf("ok: counters: all_gather 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 4, 2, &c) || !ctr_sums_ok(&c) || c.total.messages != 1 || c.total.peers != 1) {
-        printf("FAILED: counters: ppermute 8 B: process %d: %llu messages to %d peers\n", me,
-               (unsigned long long)c.total.messages, c.total.peers);
-        bad = 1;
-    } else
-        printf("ok: counters: ppermute 8 B: process %d: %llu message, %d peer, %llu bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
-    if (!ctr_call(m, 5, big, &c) || !ctr_sums_ok(&c) ||
-        (P >= 4 && (c.total.messages != (uint64_t)lg || c.total.peers != lg ||
-                    c.total.bytes != (uint64_t)(P - 1) * (big * 4 / (uint64_t)P) + 48u * (uint64_t)lg))) {
-        printf("FAILED: counters: psum_scatter 16 MiB: process %d: %llu messages to %d peers, %llu bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
-        bad = 1;
-    } else
-        printf("ok: counters: psum_scatter 16 MiB: process %d: %llu messages, %d peers, %.2f n bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (double)c.total.bytes / (double)(big * 4));
-    if (!ctr_call(m, 6, 1, &c) || !ctr_sums_ok(&c) || (P >= SPMD__X_BRUCK_PROCS && (c.total.messages != (uint64_t)lg || c.total.peers != lg))) {
-        printf("FAILED: counters: barrier: process %d: %llu messages to %d peers, %llu bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
-        bad = 1;
-    } else
-        printf("ok: counters: barrier: process %d: %llu messages, %d peers, %llu bytes\n", me,
-               (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
-    for (int op = 7; op <= 8; op++) { /* 8 B a process: the root's ceil(log2 P) messages, the others' one */
-        const char *what = op == 7 ? "gather" : "scatter";
-        uint64_t want_msgs = op == 7 ? me != 0 : (uint64_t)lg; /* (a scatter's other ranks: at most) */
-        if (!ctr_call(m, op, 2 * (size_t)P, &c) || !ctr_sums_ok(&c) ||
-            (P >= 4 && (op == 7 || me == 0 ? c.total.messages != want_msgs : c.total.messages > want_msgs)) ||
-            (P >= 4 && me == 0 && (uint64_t)c.total.peers != want_msgs)) {
-            printf("FAILED: counters: %s 8 B: process %d: %llu messages to %d peers\n", what, me,
-                   (unsigned long long)c.total.messages, c.total.peers);
-            bad = 1;
-        } else
-            printf("ok: counters: %s 8 B: process %d: %llu messages, %d peers, %llu bytes\n", what, me,
-                   (unsigned long long)c.total.messages, c.total.peers, (unsigned long long)c.total.bytes);
+    want = P >= SPMD__X_BRUCK_PROCS ? lg : P - 1;
+    bad |= ctr_report("psum 8 B", me,
+                      ctr_call(m, 0, 2, &c) && c.total.messages == (uint64_t)want && c.total.peers == want &&
+                          c.link[link].messages == (uint64_t)want && c.kind[1].messages == (uint64_t)want &&
+                          strcmp(spmd_count_kind_name(1), "allreduce") == 0 && c.total.bytes >= 8u * (uint64_t)(P - 1) &&
+                          (P < SPMD__X_BRUCK_PROCS || c.total.bytes == 56u * (uint64_t)lg),
+                      &c, 8);
+    bad |= ctr_report("psum 16 MiB", me,
+                      ctr_call(m, 0, big, &c) && c.total.bytes >= lo && c.kind[1].messages == c.total.messages &&
+                          c.total.peers <= P - 1 &&
+                          (P < 4 || (c.total.messages == 2u * (uint64_t)lg && c.total.peers == lg &&
+                                     c.total.bytes <= lo + 48u * c.total.messages)),
+                      &c, n);
+    bad |= ctr_report("bcast 16 MiB", me,
+                      ctr_call(m, 1, big, &c) && (me != 0 || c.total.bytes >= n) &&
+                          (P < 4 || me != 0 || c.total.bytes <= lo + 48u * c.total.messages),
+                      &c, n);
+    bad |= ctr_report("reduce 16 MiB", me,
+                      ctr_call(m, 2, big, &c) && (P < 4 || c.total.bytes <= 2 * (uint64_t)n + 48u * c.total.messages),
+                      &c, n);
+    bad |= ctr_report("all_gather 16 MiB", me,
+                      ctr_call(m, 3, big, &c) &&
+                          (P < 4 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                                     c.total.bytes == (uint64_t)(P - 1) * (48 + n / (uint64_t)P))),
+                      &c, n);
+    bad |= ctr_report("ppermute 8 B", me, ctr_call(m, 4, 2, &c) && c.total.messages == 1 && c.total.peers == 1, &c, 8);
+    bad |= ctr_report("psum_scatter 16 MiB", me,
+                      ctr_call(m, 5, big, &c) &&
+                          (P < 4 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                                     c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
+                      &c, n);
+    bad |= ctr_report("barrier", me,
+                      ctr_call(m, 6, 1, &c) &&
+                          (P < SPMD__X_BRUCK_PROCS || (c.total.messages == (uint64_t)lg && c.total.peers == lg)),
+                      &c, 1);
+    for (op = 7; op <= 8; op++) { /* 8 B a process: the root's ceil(log2 P) messages, the others' one (a scatter's:
+                                     at most ceil(log2 P)) */
+        m4 = op == 7 ? me != 0 : (uint64_t)lg;
+        bad |= ctr_report(op == 7 ? "gather 8 B" : "scatter 8 B", me,
+                          ctr_call(m, op, 2 * (size_t)P, &c) &&
+                              (P < 4 || ((op == 7 || me == 0 ? c.total.messages == m4 : c.total.messages <= m4) &&
+                                         (me != 0 || (uint64_t)c.total.peers == m4))),
+                          &c, 8);
     }
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
