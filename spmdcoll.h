@@ -4471,8 +4471,8 @@ static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, c
     case SPMD__RULE_ALGO: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
     case SPMD__RULE_ALGO_KIND:
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: algo %s is not one of its algorithms (rd and rab: a reduction "
-                          "but argmax/argmin, bcast, reduce, psum_scatter, scatter or gather; bruck: all but ppermute and "
-                          "ragged_all_to_all); SPMD_ALGO_DEFAULT chooses", name,
+                          "but argmax/argmin, bcast, reduce, psum_scatter, scatter or gather; bruck: all but "
+                          "ppermute and ragged_all_to_all); SPMD_ALGO_DEFAULT chooses", name,
                           o->algo == SPMD_ALGO_BRUCK ? "bruck" : o->algo == SPMD_ALGO_RD ? "rd" : "rab");
     default: return spmd__fail(d, SPMD_ERR_INVALID, "%s: negative timeout %lld", name, (long long)o->timeout_ms);
     }
@@ -15957,7 +15957,8 @@ static void spmd__x_pstore(const spmd_req *r, const unsigned char *w) {
     } else if (kind == SPMD__KIND_SCATTER) {
         memcpy(out, w + (me + G - root) % G * blk, blk);
     } else {
-        const unsigned char *res = w + (rs ? (size_t)spmd__plan_rs_pos((int)G, (int)me, (int64_t)n) * spmd__x_pes(r) : 0);
+        size_t at = rs ? (size_t)spmd__plan_rs_pos((int)G, (int)me, (int64_t)n) : 0;
+        const unsigned char *res = w + at * spmd__x_pes(r);
         if (kind != SPMD__KIND_BCAST && r->kern->fin) r->kern->fin(r->recv, res, n, (int)G);
         else memcpy(out, res, n * r->out_size);
     }

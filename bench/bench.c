@@ -175,6 +175,7 @@ static void usage(FILE *f)
           "  --overlap  compute while a collective is in flight (psum, all_gather; see bench.c)\n"
           "  --kernels  time the reduction kernel of every dtype x op (see bench.c)\n"
           "  --plan P [SIZE]  per-process counts of the plans across P processes (see bench.c)\n"
+          "  --model    predicted psum times of each algorithm across processes, per link class\n"
           "  --pin      pin device k's thread to CPU k mod CPUs (as mpirun --bind-to core; thread backend)\n"
           "  --csv      comma-separated output\n",
           f);
@@ -1527,11 +1528,91 @@ static int plan_main(int argc, char **argv)
     return 0;
 }
 
+/* ---- the cost model (--model) ---------------------------------------------
+   Predicted time of a psum of n bytes (f32) over P processes, one device
+   each, by each algorithm across processes, from alpha (a step's latency),
+   o (a message's own cost, sender and receiver), beta (a byte on the link)
+   and gamma (a byte combined): the direct exchange sends P - 1 messages of
+   n in one step and combines (P - 1) n; the split one two steps of P - 1
+   messages of n / P; Bruck ceil(log2 P) steps, step k 2^k inputs (at most
+   P - 2^k); recursive doubling and Rabenseifner their plans' steps, the
+   slowest rank's sum. Link classes, measured here with 2 processes (bench
+   -d 2 -c psum, 8 B and 16 MiB; o and gamma estimated: see
+   docs/performance.md): the shared-memory lane and tcp over loopback. */
+typedef struct { const char *name; double alpha_us, o_us, beta_ns, gamma_ns; } link_model;
+static const link_model LINKS[] = {{"lane", 0.5, 0.25, 0.14, 0.05}, {"tcp", 19.0, 5.0, 0.48, 0.05}};
+
+static double model_plan(const link_model *l, int algo, int P, int64_t n, spmd__plan_x *x)
+{
+    double worst = 0;
+    for (int r = 0; r < P; r++) {
+        double t = 0;
+        if (spmd__plan_allreduce(algo, P, r, n, x) != 0) die("%s", "no plan");
+        for (int k = 0; k < x->nsteps; k++) {
+            const spmd__pstep *s = &x->step[k];
+            t += l->alpha_us + (s->slen ? l->o_us : 0) + 1e-3 * (double)(s->slen * 4) * l->beta_ns +
+                 (s->how != SPMD__PLAN_COPY ? 1e-3 * (double)(s->rlen * 4) * l->gamma_ns : 0);
+        }
+        if (t > worst) worst = t;
+    }
+    return worst;
+}
+
+static double model_time(const link_model *l, int a, int P, int64_t n, spmd__plan_x *x)
+{
+    double b = 4e-3 * (double)n, p1 = P - 1; /* (1e-3: ns to us) */
+    int lg = 0;
+    while ((1 << lg) < P) lg++;
+    if (P == 1) return 0;
+    switch (a) {
+    case 0: return l->alpha_us + p1 * l->o_us + p1 * b * (l->beta_ns + l->gamma_ns);
+    case 1: return 2 * l->alpha_us + 2 * p1 * l->o_us + 2 * p1 / P * b * l->beta_ns + p1 / P * b * l->gamma_ns;
+    case 2: {
+        double t = p1 * b * l->gamma_ns;
+        for (int k = 0; k < lg; k++) {
+            int recs = (1 << k) < P - (1 << k) ? 1 << k : P - (1 << k);
+            t += l->alpha_us + l->o_us + b * recs * l->beta_ns;
+        }
+        return t;
+    }
+    default: return model_plan(l, a == 3 ? SPMD__PLAN_RD : SPMD__PLAN_RAB, P, n, x);
+    }
+}
+
+static int model_main(void)
+{
+    static const char *names[] = {"direct", "split", "bruck", "rd", "rab"};
+    static const int Ps[] = {2, 16, 256, 4096, 16384};
+    static const size_t sizes[] = {8, 4096, (size_t)1 << 20, (size_t)64 << 20, (size_t)1 << 30};
+    spmd__plan_x *x = (spmd__plan_x *)malloc(sizeof *x);
+    if (!x) die("%s", "out of memory");
+    for (size_t l = 0; l < sizeof LINKS / sizeof LINKS[0]; l++) {
+        printf("# %s: alpha %.2f us, o %.2f us, beta %.2f ns/B, gamma %.2f ns/B; psum, us per call (* the least)\n",
+               LINKS[l].name, LINKS[l].alpha_us, LINKS[l].o_us, LINKS[l].beta_ns, LINKS[l].gamma_ns);
+        printf("%-6s %-8s %14s %14s %14s %14s %14s\n", "P", "bytes", names[0], names[1], names[2], names[3], names[4]);
+        for (size_t i = 0; i < sizeof Ps / sizeof Ps[0]; i++)
+            for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+                double t[5], best = 0;
+                char cell[5][24];
+                for (int a = 0; a < 5; a++) {
+                    t[a] = model_time(&LINKS[l], a, Ps[i], (int64_t)(sizes[j] / 4 ? sizes[j] / 4 : 1), x);
+                    if (a == 0 || t[a] < best) best = t[a];
+                }
+                for (int a = 0; a < 5; a++) snprintf(cell[a], sizeof cell[a], "%.4g%s", t[a], t[a] == best ? "*" : "");
+                printf("%-6d %-8zu %14s %14s %14s %14s %14s\n", Ps[i], sizes[j], cell[0], cell[1], cell[2], cell[3],
+                       cell[4]);
+            }
+    }
+    free(x);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config cfg;
     if (argc > 1 && strcmp(argv[1], "--scale") == 0) return scale_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--plan") == 0) return plan_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--model") == 0) return model_main();
     parse_args(&cfg, argc, argv);
     spmd_mesh *m = make_mesh(&cfg);
     int first_local = first_local_device(m), lead = spmd_mesh_process_id(m) == 0;

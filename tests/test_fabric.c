@@ -1279,7 +1279,8 @@ static spmd_status ctr_shift(spmd_dev *d, float *x, float *y, size_t n) { /* ppe
     for (int i = 0; i < P && i < 64; i++) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % P;
     return spmd_ppermute(d, &ax, &ay, "x", pairs, P < 64 ? P : 64, NULL);
 }
-static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) { /* n / P each (all of n: P a power of two) */
+/* psum_scatter: n / P each (all of n where P is a power of two) */
+static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) {
     int64_t P = spmd_axis_size(d, "x");
     spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n / P * P), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n / P);
     return spmd_psum_scatter(d, &ax, &ay, "x", 0, 1, NULL);
@@ -1287,16 +1288,17 @@ static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) { /* 
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
+    size_t per = a->n / (size_t)spmd_axis_size(d, "x");
     spmd_status st = !x || !y    ? SPMD_ERR_NOMEM
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
                      : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
-                     : a->op == 3 ? spmd_allgather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, "x", NULL)
+                     : a->op == 3 ? spmd_allgather(d, x, y, per, SPMD_F32, "x", NULL)
                      : a->op == 4 ? ctr_shift(d, x, y, a->n)
                      : a->op == 5 ? ctr_rscatter(d, x, y, a->n)
                      : a->op == 6 ? spmd_barrier(d, "x", NULL)
-                     : a->op == 7 ? spmd_gather(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, 0, "x", NULL)
-                                  : spmd_scatter(d, x, y, a->n / (size_t)spmd_axis_size(d, "x"), SPMD_F32, 0, "x", NULL);
+                     : a->op == 7 ? spmd_gather(d, x, y, per, SPMD_F32, 0, "x", NULL)
+                                  : spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
     free(x);
     free(y);
@@ -1344,7 +1346,8 @@ static int child_counters(void) {
     bad |= ctr_report("psum 8 B", me,
                       ctr_call(m, 0, 2, &c) && c.total.messages == (uint64_t)want && c.total.peers == want &&
                           c.link[link].messages == (uint64_t)want && c.kind[1].messages == (uint64_t)want &&
-                          strcmp(spmd_count_kind_name(1), "allreduce") == 0 && c.total.bytes >= 8u * (uint64_t)(P - 1) &&
+                          strcmp(spmd_count_kind_name(1), "allreduce") == 0 &&
+                          c.total.bytes >= 8u * (uint64_t)(P - 1) &&
                           (P < SPMD__X_BRUCK_PROCS || c.total.bytes == 56u * (uint64_t)lg),
                       &c, 8);
     bad |= ctr_report("psum 16 MiB", me,

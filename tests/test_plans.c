@@ -222,8 +222,8 @@ static void sim_results(sim *m) {
         for (int c = m->n / m->P, k = 0; k < c && m->ok; k++) { /* scatter: j's block; gather: on the root, every one */
             int v = (j - m->root + m->P) % m->P;
             if (m->op == OP_SCATTER && m->buf[j][v * c + k] != m->root * m->n + j * c + k) {
-                T_CHECK(0, "%s P %d n %d root %d: rank %d's element %d is not the root's", m->an, m->P, m->n, m->root, j,
-                        k);
+                T_CHECK(0, "%s P %d n %d root %d: rank %d's element %d is not the root's", m->an, m->P, m->n,
+                        m->root, j, k);
                 m->ok = 0;
             }
             for (int u = 0; m->op == OP_GATHER && j == m->root && u < m->P && m->ok; u++)
@@ -493,7 +493,8 @@ int main(void) {
         }
     }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
-    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter, scatter, gather), P 1..64 and samples to %d, in %.2f s\n", runs,
+    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter, scatter, gather), P 1..64 and samples to "
+           "%d, in %.2f s\n", runs,
            env_quick() ? 257 : 16384, now_s() - t0);
     return t_summary();
 }
