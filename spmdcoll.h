@@ -15049,11 +15049,12 @@ static spmd_status spmd__x_bplan(spmd_req *r, spmd__xrec *x) {
 
 static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
 
-/* Bytes an element of r's plan messages: the accumulator's of a reduction
-   (f16 and bf16 travel as f32), the dtype's of a bcast, scatter or gather. */
+/* The kinds whose plans move data without combining it. */
 static int spmd__x_moves(int kind) {
     return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER;
 }
+/* Bytes an element of r's plan messages: the accumulator's of a reduction
+   (f16 and bf16 travel as f32), the dtype's of a bcast, scatter or gather. */
 static size_t spmd__x_pes(const spmd_req *r) {
     return spmd__x_moves(r->sig.kind) ? r->in_size : r->kern->acc_size;
 }
@@ -15082,7 +15083,7 @@ static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
 }
 
 /* n elements of r's input at src into the work vector at w: as the
-   accumulator's type (a bcast's: as they are). */
+   accumulator's type (a bcast's, scatter's or gather's: as they are). */
 static void spmd__x_pconv(const spmd_req *r, unsigned char *w, const unsigned char *src, size_t n) {
     if (!spmd__x_moves(r->sig.kind) && r->kern->load) r->kern->load(w, src, n);
     else memcpy(w, src, n * r->in_size);
@@ -17842,10 +17843,14 @@ static int spmd__x_lanes(const spmd_req *r) {
    lane, 16 MiB on 4 and 8 processes, where the plan's copies to and from
    its stages cost more than the transfers; a large bcast or reduce alike, so that its root
    moves about 2n, not (P - 1) n); either where forced (rd: a bcast's or
-   reduce's binomial tree). Not in check mode (the direct exchange names
-   every mismatch), not for argmax and argmin (an index is no combine), not
-   where large messages wait for a clear-to-send (shm and net without the
-   lanes' bulk rings). 0: none. */
+   reduce's binomial tree). A psum_scatter halves (recursive halving, log2 P
+   messages) from SPMD__X_RAB_PROCS processes on across the network, and
+   from SPMD__X_BRUCK_PROCS on where Bruck would take it; a small scatter or
+   gather (G blocks within SPMD__X_BRUCK_MAX) runs a binomial tree there
+   (the root's ceil(log2 P) messages instead of P - 1). Not in check mode
+   (the direct exchange names every mismatch), not for argmax and argmin
+   (an index is no combine), not where large messages wait for a
+   clear-to-send (shm and net without the lanes' bulk rings). 0: none. */
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
