@@ -17843,7 +17843,9 @@ static int spmd__x_lanes(const spmd_req *r) {
    lane, 16 MiB on 4 and 8 processes, where the plan's copies to and from
    its stages cost more than the transfers; a large bcast or reduce alike, so that its root
    moves about 2n, not (P - 1) n); either where forced (rd: a bcast's or
-   reduce's binomial tree). A psum_scatter halves (recursive halving, log2 P
+   reduce's binomial tree; by default a small bcast or reduce from
+   SPMD__X_BRUCK_PROCS processes on across the network: the root's
+   ceil(log2 P) messages instead of P - 1). A psum_scatter halves (recursive halving, log2 P
    messages) from SPMD__X_RAB_PROCS processes on across the network, and
    from SPMD__X_BRUCK_PROCS on where Bruck would take it; a small scatter or
    gather (G blocks within SPMD__X_BRUCK_MAX) runs a binomial tree there
@@ -17874,7 +17876,7 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && bytes > SPMD__X_INLINE &&
         bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && !spmd__x_lanes(r))
         return SPMD__ALG_RAB;
-    return P >= SPMD__X_BRUCK_PROCS && kind == SPMD__KIND_ALLREDUCE ? SPMD__ALG_RD : 0;
+    return P >= SPMD__X_BRUCK_PROCS && (kind == SPMD__KIND_ALLREDUCE || !spmd__x_lanes(r)) ? SPMD__ALG_RD : 0;
 }
 
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {

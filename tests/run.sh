@@ -350,7 +350,9 @@ run_fabric_tsan() {
 # eager SPMD_ALGO=eager: the direct exchange for those; rd, rab SPMD_ALGO=rd
 # or rab: the reductions over one device per process by those plans (on 8
 # processes small ones take rd and large ones rab by default; 3 and 6 give
-# the plans' pre-steps one and two pairs); mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
+# the plans' pre-steps one and two pairs; tcp:4:nolane+mixq takes the plans
+# that are the default across hosts from 4 processes on: Rabenseifner,
+# psum_scatter's halving, scatter and gather trees); mixq SPMD_QUICK_EXCHANGE=0 in the odd processes only:
 # their small blocking collectives take the general exchange while the even
 # ones take the quick one, and the two must agree; fibers each process's
 # devices as fibers on one carrier (SPMD_SCHEDULER=fibers SPMD_CARRIERS=1);
@@ -374,7 +376,7 @@ run_fabric_tsan() {
 # exit with no failure counted, is one failure more. The tests: FABRIC_CONF
 # (from the Makefile).
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane tcp:3:nolane+rab shm:2 shm:4:eager tcp:3:strict+bruck
-    shm:5:bruck shm:8 shm:6:rd shm:3:mixq tcp:3:nolane+mixq net:3:nolane tcp:2:nolane+fibers"}
+    shm:5:bruck shm:8 shm:6:rd shm:3:mixq tcp:4:nolane+mixq net:3:nolane tcp:2:nolane+fibers"}
 FABRIC_QUICK=${FABRIC_QUICK:-12} # (12 configurations: every offset 0..11 runs once)
 FABRIC_MAIN=${FABRIC_MAIN:-6} # make test: the first 6 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}

@@ -1269,10 +1269,25 @@ static int child_many(void) {
    Bruck's exchange of nothing); a gather and a scatter of 8 B a process
    from 4 processes on: ceil(log2 P) messages out of a scatter's root (at
    most that out of any rank), one out of every other rank of a gather
-   (binomial trees); the
+   (binomial trees), and so are a bcast's and a reduce's of 8 B from 8
+   processes on over the network (the bcast's root log2 P messages to as
+   many peers, one out of every rank of the reduce but the root); these
+   small calls' results are checked (ctr_values_ok); the
    per-link and per-kind rows add up to the total; reset clears. The
    figures are printed (issue 36's table). */
-typedef struct { int op; size_t n; } ctr_arg;
+typedef struct { int op; size_t n; int bad; } ctr_arg;
+/* A small call's result, every input device id + 1 (bcast, reduce, gather
+   and scatter from device 0): 1 everywhere (a bcast's, a scatter's), the
+   sum of 1..P (a reduce's root), block k = k + 1 (a gather's root). */
+static int ctr_values_ok(int op, int id, int P, const float *y, size_t n) {
+    size_t per = n / (size_t)P;
+    if (!(op == 1 || op == 8 || (id == 0 && (op == 2 || op == 7)))) return 1;
+    for (size_t i = 0; i < (op == 8 ? per : n); i++) {
+        float want = op == 1 || op == 8 ? 1.0f : op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
+        if (y[i] != want) return 0;
+    }
+    return 1;
+}
 static spmd_status ctr_shift(spmd_dev *d, float *x, float *y, size_t n) { /* ppermute: device i to i + 1 */
     int P = spmd_axis_size(d, "x"), pairs[2 * 64];
     spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n);
@@ -1289,6 +1304,7 @@ static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
     size_t per = a->n / (size_t)spmd_axis_size(d, "x");
+    for (size_t i = 0; x && i < a->n; i++) x[i] = (float)(spmd_device_id(d) + 1);
     spmd_status st = !x || !y    ? SPMD_ERR_NOMEM
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
@@ -1300,6 +1316,8 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 7 ? spmd_gather(d, x, y, per, SPMD_F32, 0, "x", NULL)
                                   : spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
+    if (st != SPMD_OK || (a->n <= 64 && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
+        __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
     free(x);
     free(y);
 }
@@ -1310,11 +1328,11 @@ static int ctr_sums_ok(const spmd_counters *c) {
     return m == c->total.messages && b == c->total.bytes && km == m && kb == b;
 }
 static int ctr_call(spmd_mesh *m, int op, size_t n, spmd_counters *c) {
-    ctr_arg a = {op, n};
+    ctr_arg a = {op, n, 0};
     spmd_status st = spmd_mesh_counters_reset(m);
     if (st == SPMD_OK) st = spmd_run(m, ctr_device, &a);
     if (st == SPMD_OK) st = spmd_mesh_counters(m, c);
-    return st == SPMD_OK;
+    return st == SPMD_OK && !a.bad;
 }
 /* One call's line: "ok: counters: WHAT: ..." with its figures, or FAILED;
    returns 1 when it failed (held: the checks passed and the sums add up). */
@@ -1387,6 +1405,16 @@ static int child_counters(void) {
                                          (me != 0 || (uint64_t)c.total.peers == m4))),
                           &c, 8);
     }
+    /* 8 B bcast and reduce from SPMD__X_BRUCK_PROCS processes on across the network: binomial trees (the
+       bcast's root ceil(log2 P) messages; every rank of the reduce but the root one) */
+    bad |= ctr_report("bcast 8 B", me,
+                      ctr_call(m, 1, 2, &c) && (P < SPMD__X_BRUCK_PROCS || link != SPMD_LINK_NETWORK || me != 0 ||
+                                                (c.total.messages == (uint64_t)lg && c.total.peers == lg)),
+                      &c, 8);
+    bad |= ctr_report("reduce 8 B", me,
+                      ctr_call(m, 2, 2, &c) && (P < SPMD__X_BRUCK_PROCS || link != SPMD_LINK_NETWORK ||
+                                                 c.total.messages == (uint64_t)(me != 0)),
+                      &c, 8);
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
         c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
         printf("FAILED: counters: not zero after a reset\n");
