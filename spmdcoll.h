@@ -362,8 +362,8 @@
      doubling when small; across hosts when large Rabenseifner, scatter +
      all-gather, reduce-scatter + gather; psum_scatter by recursive halving
      across hosts or from 8 processes on when small; small scatters and
-     gathers on binomial trees there; a large all_gather across hosts
-     Bruck); in
+     gathers on binomial trees there, small bcasts and reduces across hosts
+     from 8 processes on; a large all_gather across hosts Bruck); in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
      one host pass messages through shared-memory rings (SPMD_SHM_LANE).
@@ -404,7 +404,8 @@
                        scatter, gather: binomial trees under either)
                        over one device per process runs a plan instead: rd =
                        recursive doubling (default for small reductions from
-                       8 processes on; bcast, reduce: a binomial tree), rab =
+                       8 processes on; bcast, reduce: a binomial tree, their
+                       default there across hosts), rab =
                        Rabenseifner (default for large ones from 4 on, when
                        the group crosses the network; bcast: scatter then
                        all-gather, reduce: reduce-scatter then gather); on
