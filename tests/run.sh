@@ -4,8 +4,8 @@
 # (faults: the libfabric fault suites, the other fabric-only tests and
 # FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, compile, the bench scripts, the matrix's last configurations and fuzz, all's
-# second lane; fuzz: each fuzz target
+# side: faults, cmake, compile, the bench scripts, the matrix's last configurations, fuzz and the
+# schedulers (fibers), all's second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code; examples: each example, which must end with "OK: ...")
 # Each test program prints its own closing line; this sums them. A program
@@ -548,8 +548,9 @@ run_alloc() {
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
 # conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
 # compile matrix, the
-# fabric matrix's configurations after the first $FABRIC_MAIN and the short
-# fuzz runs run in a second lane (mode side) beside the others; their lines
+# fabric matrix's configurations after the first $FABRIC_MAIN, the short
+# fuzz runs and the thread-backend suites under each scheduler run in a
+# second lane (mode side) beside the others; their lines
 # and counts join at the end. The lines "-- X from T" say when each section
 # began: balance the lanes by them, so that both end together.
 run_all() {
@@ -558,7 +559,7 @@ run_all() {
     mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
     mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc
     mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples
-    mark fibers; run_fibers; mark "waiting for the second lane"
+    mark "waiting for the second lane"
     wait $side_pid
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
@@ -615,7 +616,8 @@ case $mode in
     faults) run_fabric ;;
     side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark compile; run_compile
           mark "bench scripts"; run_bench_scripts
-          mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz ;;
+          mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz
+          mark fibers; run_fibers ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
