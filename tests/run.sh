@@ -4,8 +4,8 @@
 # (faults: the libfabric fault suites, the other fabric-only tests and
 # FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, compile, the bench scripts, the matrix's last configurations, fuzz and the
-# schedulers (fibers), all's second lane; fuzz: each fuzz target
+# side: faults, cmake, compile, the bench scripts, the matrix's last configurations, fuzz and two
+# scheduler settings (fibers), all's second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code; examples: each example, which must end with "OK: ...")
 # Each test program prints its own closing line; this sums them. A program
@@ -108,11 +108,14 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
 # two of the four settings; ~50 s): fibers on one carrier with two seeds,
 # on two carriers with a third, and OS threads (the default is fibers where
 # devices outnumber CPUs). A failure names the settings that replay it.
+# run_fibers [FIRST LAST]: the settings FIRST..LAST of the four (all by
+# default; make test runs two in each lane).
 run_fibers() {
-    half=0
+    half=0 first=${1:-1} last=${2:-4} k=0
     for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
         set -- $cfg
-        half=$((1 - half))
+        half=$((1 - half)) k=$((k + 1))
+        [ $k -ge $first ] && [ $k -le $last ] || continue
         for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
             exe=$B/plain/$t
             if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
@@ -549,8 +552,8 @@ run_alloc() {
 # conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
 # compile matrix, the
 # fabric matrix's configurations after the first $FABRIC_MAIN, the short
-# fuzz runs and the thread-backend suites under each scheduler run in a
-# second lane (mode side) beside the others; their lines
+# fuzz runs and two of the four scheduler settings run in a second lane
+# (mode side) beside the others; their lines
 # and counts join at the end. The lines "-- X from T" say when each section
 # began: balance the lanes by them, so that both end together.
 run_all() {
@@ -559,7 +562,7 @@ run_all() {
     mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
     mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc
     mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples
-    mark "waiting for the second lane"
+    mark fibers; run_fibers 1 2; mark "waiting for the second lane"
     wait $side_pid
     sed -n '/^skipped:$/q; /^total time/q; /^[0-9]* passed, [0-9]* failed/q; p' $LOG/lane-side.out
     set -- $(tail -n 1 $LOG/lane-side.out | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)*$/\1 \2 \4/p')
@@ -617,7 +620,7 @@ case $mode in
     side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark compile; run_compile
           mark "bench scripts"; run_bench_scripts
           mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz
-          mark fibers; run_fibers ;;
+          mark fibers; run_fibers 3 4 ;;
     fabric) run_fabric; run_fabric_tsan; run_fabric_matrix ;;
     matrix) run_fabric_matrix ;;
     fibers) run_fibers ;;
