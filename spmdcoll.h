@@ -10603,32 +10603,39 @@ static SPMD__UNUSED int spmd__plan_bcast(int P, int rank, int root, int64_t n, s
     return 0;
 }
 
-/* A scatter (gather) of P blocks of c elements from (to) root on a
-   binomial tree over the ranks v relative to the root, the work vector
-   holding v's block at v c: v's subtree is blocks [v, v + low) (low: v's
-   lowest set bit; the root's: the first power of two >= P), which a
-   scatter's v receives from v - low and passes on as [v + d, v + 2d) to
-   v + d for d = low/2, ..., 1, and a gather's v collects from v + d for
-   d = 1, 2, ... < low and sends up. The root sends (receives) ceil(log2 P)
-   messages, (P - 1) c elements; every other rank receives (sends) once. */
-static SPMD__UNUSED int spmd__plan_scatter(int gather, int P, int rank, int root, int64_t c, spmd__plan_x *x) {
-    int v, low = 1, d;
-#define SPMD__PE(u) ((int64_t)((u) < P ? (u) : P) * c) /* where relative block u starts (P: the end) */
-    x->nsteps = 0;
-    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || c < 0) return -1;
-    v = (rank - root + P) % P;
-    while (low < P && !(v & low)) low *= 2;
-    if (v && !gather)
+/* The binomial tree over relative ranks 0..Q-1 (real rank: (v + root) % P)
+   that moves block u of Q over N elements, [N u / Q, N (u + 1) / Q), down
+   from relative rank 0 (or up to it: gather): v's subtree is blocks
+   [v, v + low) (low: v's lowest set bit; relative rank 0's: the first
+   power of two >= Q), which going down v receives from v - low and passes
+   on as [v + d, v + 2d) to v + d for d = low/2, ..., 1, and going up
+   collects from v + d for d = 1, 2, ... < low and sends to v - low. */
+static void spmd__plan_tree(spmd__plan_x *x, int up, int v, int Q, int64_t N, int P, int root) {
+    int low = 1, d;
+#define SPMD__PE(u) spmd__plan_blk(N, (u) < Q ? (u) : Q, Q) /* where block u starts (Q: the end) */
+    while (low < Q && !(v & low)) low *= 2;
+    if (v && !up)
         spmd__plan_add(x, (v - low + root) % P, 0, 0, SPMD__PE(v), SPMD__PE(v + low) - SPMD__PE(v), SPMD__PLAN_COPY);
-    for (d = gather ? 1 : low / 2; gather ? d < low : d >= 1; d = gather ? 2 * d : d / 2) {
+    for (d = up ? 1 : low / 2; up ? d < low : d >= 1; d = up ? 2 * d : d / 2) {
         int64_t lo = SPMD__PE(v + d), len = SPMD__PE(v + 2 * d) - lo;
-        if (v + d < P)
-            spmd__plan_add(x, (v + d + root) % P, gather ? 0 : lo, gather ? 0 : len, gather ? lo : 0,
-                           gather ? len : 0, SPMD__PLAN_COPY);
+        if (v + d < Q)
+            spmd__plan_add(x, (v + d + root) % P, up ? 0 : lo, up ? 0 : len, up ? lo : 0, up ? len : 0,
+                           SPMD__PLAN_COPY);
     }
-    if (v && gather)
+    if (v && up)
         spmd__plan_add(x, (v - low + root) % P, SPMD__PE(v), SPMD__PE(v + low) - SPMD__PE(v), 0, 0, SPMD__PLAN_COPY);
 #undef SPMD__PE
+}
+
+/* A scatter (gather) of P blocks of c elements from (to) root on the
+   binomial tree over the ranks relative to the root, the work vector
+   holding relative rank v's block at v c: the root sends (receives)
+   ceil(log2 P) messages, (P - 1) c elements; every other rank receives
+   (sends) once. */
+static SPMD__UNUSED int spmd__plan_scatter(int gather, int P, int rank, int root, int64_t c, spmd__plan_x *x) {
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || c < 0) return -1;
+    spmd__plan_tree(x, gather, (rank - root + P) % P, P, c * P, P, root);
     return 0;
 }
 
@@ -10662,13 +10669,12 @@ static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, 
 }
 
 /* A bcast of n elements from root in about 2n a rank: over ranks v
-   relative to the root, the first P' take block v each down a binomial
-   tree (v receives blocks [v, v + lowbit(v)) from v - lowbit(v), then
-   passes on the upper halves), then all-gather by recursive doubling; the
+   relative to the root, the first P' take block v each down the binomial
+   tree (spmd__plan_tree), then all-gather by recursive doubling; the
    r ranks v >= P' receive the whole vector from v - r, one of the last r
    of the P' (never the root). */
 static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
-    int v, Pp, r, low, d, k;
+    int v, Pp, r, k;
 #define SPMD__PR(u) (((u) + root) % P) /* the rank of relative rank u */
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
@@ -10679,13 +10685,7 @@ static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_
         spmd__plan_add(x, SPMD__PR(v - r), 0, 0, 0, n, SPMD__PLAN_COPY);
         return 0;
     }
-    low = v ? v & -v : Pp;
-    if (v)
-        spmd__plan_add(x, SPMD__PR(v - low), 0, 0, spmd__plan_blk(n, v, Pp),
-                       spmd__plan_blk(n, v + low, Pp) - spmd__plan_blk(n, v, Pp), SPMD__PLAN_COPY);
-    for (d = low / 2; d >= 1; d /= 2)
-        spmd__plan_add(x, SPMD__PR(v + d), spmd__plan_blk(n, v + d, Pp),
-                       spmd__plan_blk(n, v + 2 * d, Pp) - spmd__plan_blk(n, v + d, Pp), 0, 0, SPMD__PLAN_COPY);
+    spmd__plan_tree(x, 0, v, Pp, n, P, root);
     for (k = 0; (1 << k) < Pp; k++) { /* v holds the 2^k blocks from base; its partner the next (or previous) 2^k */
         int base = v & ~((1 << k) - 1), pbase = base ^ (1 << k), pv = v ^ (1 << k); /* (the root has them all) */
         spmd__plan_add(x, SPMD__PR(pv), spmd__plan_blk(n, base, Pp),
