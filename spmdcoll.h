@@ -17833,51 +17833,54 @@ static int spmd__x_lanes(const spmd_req *r) {
     return lanes;
 }
 
-/* A reduction (bcast, reduce) over one member in each process of its group
-   runs a plan (see spmd__x_pplan): recursive doubling from
-   SPMD__X_BRUCK_PROCS processes on (where Bruck would carry every input to
-   every process: 8 processes, 4 KiB, 0.3 ms against Bruck's 1.6-2.1 over
-   the lane, 2.6 against 5.3 over tcp); Rabenseifner where the split psum
-   would run (a large one) from SPMD__X_RAB_PROCS processes on, when the
-   group reaches a process over the network (log2 P peers instead of P - 1,
-   the same bytes; within a host the split one is 2.5x faster over the
-   lane, 16 MiB on 4 and 8 processes, where the plan's copies to and from
-   its stages cost more than the transfers; a large bcast or reduce alike, so that its root
-   moves about 2n, not (P - 1) n); either where forced (rd: a bcast's or
-   reduce's binomial tree; by default a small bcast or reduce from
-   SPMD__X_BRUCK_PROCS processes on across the network: the root's
-   ceil(log2 P) messages instead of P - 1). A psum_scatter halves (recursive halving, log2 P
-   messages) from SPMD__X_RAB_PROCS processes on across the network, and
-   from SPMD__X_BRUCK_PROCS on where Bruck would take it; a small scatter or
-   gather (G blocks within SPMD__X_BRUCK_MAX) runs a binomial tree there
-   (the root's ceil(log2 P) messages instead of P - 1). Not in check mode
-   (the direct exchange names every mismatch), not for argmax and argmin
-   (an index is no combine), not where large messages wait for a
-   clear-to-send (shm and net without the lanes' bulk rings). 0: none. */
+/* Which plan (see spmd__x_pplan) r runs, 0: none. Only over one member in
+   each process of the group, not in check mode (the direct exchange names
+   every mismatch), not for argmax and argmin (an index is no combine), not
+   where large messages wait for a clear-to-send (shm and net without the
+   lanes' bulk rings). rd or rab forced: that one (rab needs a block a
+   rank). By default, P processes:
+   - a small reduction from SPMD__X_BRUCK_PROCS on: recursive doubling
+     (where Bruck would carry every input to every process: 8 processes,
+     4 KiB, 0.3 ms against Bruck's 1.6-2.1 over the lane, 2.6 against 5.3
+     over tcp); a small bcast or reduce there, across the network: its
+     binomial tree (the root's ceil(log2 P) messages, not P - 1);
+   - a large reduction, bcast or reduce (where the split psum would run)
+     from SPMD__X_RAB_PROCS on, across the network: Rabenseifner, scatter +
+     all-gather, reduce-scatter + gather (log2 P peers instead of P - 1,
+     the same bytes, about 2n through a root; within a host the split one
+     is 2.5x faster over the lane, 16 MiB on 4 and 8 processes, where the
+     plan's copies to and from its stages cost more than the transfers);
+   - a psum_scatter from SPMD__X_RAB_PROCS on across the network, and from
+     SPMD__X_BRUCK_PROCS on where Bruck would take it: recursive halving;
+   - a small scatter or gather (G blocks within SPMD__X_BRUCK_MAX) from
+     SPMD__X_BRUCK_PROCS on, or SPMD__X_RAB_PROCS across the network: its
+     binomial tree. */
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    int P = g->G, kind = r->sig.kind, mv = spmd__x_moves(kind), rs = kind == SPMD__KIND_PSUM_SCATTER;
+    int P = g->G, kind = r->sig.kind, mv = spmd__x_moves(kind), net;
     size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
-    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && !mv && !rs) || r->dev->mesh->check ||
-        (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 || P != g->nrp + 1 || P < 2 ||
-        P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK ||
-        (r->dev->mesh->lf.fab->cts && !spmd__x_lanes(r)))
+    if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && kind != SPMD__KIND_PSUM_SCATTER && !mv) ||
+        r->dev->mesh->check || (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 ||
+        P != g->nrp + 1 || P < 2 || P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT ||
+        want == SPMD_ALGO_BRUCK)
         return 0;
-    if (kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER) /* trees for small ones (rd or rab forced) */
+    net = !spmd__x_lanes(r); /* (a look at each process of the group: after the cheap tests) */
+    if (r->dev->mesh->lf.fab->cts && net) return 0;
+    if (kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER)
         return want || (bytes * (size_t)P <= SPMD__X_BRUCK_MAX &&
-                        (P >= SPMD__X_BRUCK_PROCS || (P >= SPMD__X_RAB_PROCS && !spmd__x_lanes(r))))
+                        (P >= SPMD__X_BRUCK_PROCS || (P >= SPMD__X_RAB_PROCS && net)))
                    ? SPMD__ALG_RD : 0;
-    if (rs) /* recursive halving (rd or rab forced, or where Bruck would carry every input everywhere) */
-        return want || (P >= SPMD__X_RAB_PROCS && !spmd__x_lanes(r)) ||
+    if (kind == SPMD__KIND_PSUM_SCATTER)
+        return want || (P >= SPMD__X_RAB_PROCS && net) ||
                        (P >= SPMD__X_BRUCK_PROCS && bytes * (size_t)P <= SPMD__X_BRUCK_MAX)
                    ? SPMD__ALG_RAB : 0;
     if (want == SPMD_ALGO_RAB || want == SPMD_ALGO_RD)
         return want == SPMD_ALGO_RAB && r->count >= (size_t)P ? SPMD__ALG_RAB : SPMD__ALG_RD;
     if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && bytes > SPMD__X_INLINE &&
-        bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && !spmd__x_lanes(r))
+        bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && net)
         return SPMD__ALG_RAB;
-    return P >= SPMD__X_BRUCK_PROCS && (kind == SPMD__KIND_ALLREDUCE || !spmd__x_lanes(r)) ? SPMD__ALG_RD : 0;
+    return P >= SPMD__X_BRUCK_PROCS && (kind == SPMD__KIND_ALLREDUCE || net) ? SPMD__ALG_RD : 0;
 }
 
 static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
