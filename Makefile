@@ -10,6 +10,10 @@ TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement
 # Under TSan, the suites that run threads (test_plans simulates its ranks in one)
 TSAN_TESTS := $(filter-out test_plans,$(TESTS))
 FABRIC_TESTS := test_boot test_fabric test_xfault test_pfaults test_alloc
+# those of them that read the transport's internals, so keep the implementation
+# in their own file; the others link tests/impl.c's object
+FABRIC_OWN   := test_boot test_fabric test_xfault
+FABRIC_LINKED := $(filter-out $(FABRIC_OWN),$(FABRIC_TESTS))
 # the conformance tests in the fabric flavour: run.sh's fabric matrix starts
 # them under tools/spmdrun as several processes (one process: threads)
 FABRIC_CONF  := test_reduce test_movement test_mpi test_shard test_p2p test_vectors
@@ -70,8 +74,9 @@ $(BUILD)/cacheline: bench/cacheline.c
 # The conformance tests include the header for its declarations only
 # (-DSPMD_TEST_LINKED_IMPL) and link its implementation, compiled once per
 # flavour from tests/impl.c: that compile is most of the suite's build time.
-# The fabric-only tests (FABRIC_TESTS; two read the transport's internals) keep
-# the implementation in their own file.
+# The fabric-only tests that read the transport's internals (FABRIC_OWN) keep
+# the implementation in their own file. tests/impl.c counts the library's
+# allocations (its SPMD_MALLOC), which test_alloc reads.
 LINKED := -DSPMD_TEST_LINKED_IMPL
 TEST_DEPS := spmdcoll.h tests/harness.h tests/testlib.h
 $(BUILD)/plain/impl.o: tests/impl.c spmdcoll.h
@@ -106,27 +111,27 @@ $(BUILD)/tsan/impl.o: tests/impl.c spmdcoll.h
 $(BUILD)/tsan/%: tests/%.c $(BUILD)/tsan/impl.o $(TEST_DEPS)
 	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/tsan/impl.o -o $@ $(LIBS)
 
-# test_alloc counts the library's allocations through SPMD_MALLOC, so it
-# keeps the implementation in its own file: threads (plain, ASan+UBSan,
-# TSan) here, processes as build/fabric/test_alloc (FABRIC_TESTS).
+# test_alloc reads the count of the library's allocations that tests/impl.c
+# keeps: threads (plain, ASan+UBSan, TSan) here, processes as
+# build/fabric/test_alloc (FABRIC_TESTS).
 ALLOC_BUILDS := $(BUILD)/alloc/test_alloc $(BUILD)/alloc-asan/test_alloc $(BUILD)/alloc-tsan/test_alloc
-$(BUILD)/alloc/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+$(BUILD)/alloc/test_alloc: tests/test_alloc.c $(BUILD)/plain/impl.o $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(BASE) $(WARN) $< -o $@ $(LIBS)
-$(BUILD)/alloc-asan/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+	$(CC) $(CFLAGS) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/plain/impl.o -o $@ $(LIBS)
+$(BUILD)/alloc-asan/test_alloc: tests/test_alloc.c $(BUILD)/asan/impl.o $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
-$(BUILD)/alloc-tsan/test_alloc: tests/test_alloc.c $(TEST_DEPS)
+	$(CC) $(SAN_ASAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/asan/impl.o -o $@ $(LIBS)
+$(BUILD)/alloc-tsan/test_alloc: tests/test_alloc.c $(BUILD)/tsan/impl.o $(TEST_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $< -o $@ $(LIBS)
+	$(CC) $(SAN_TSAN) $(BASE) $(WARN) $(LINKED) $< $(BUILD)/tsan/impl.o -o $@ $(LIBS)
 
 # The fabric flavour: the libfabric backend compiled in (-DSPMDCOLL_LIBFABRIC, -lfabric).
 $(BUILD)/fabric/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC -c $< -o $@
-$(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_ONCE:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(BUILD)/fabric/impl.o $(TEST_DEPS) tests/proclib.h
+$(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_ONCE:%=$(BUILD)/fabric/%) $(FABRIC_LINKED:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(BUILD)/fabric/impl.o $(TEST_DEPS) tests/proclib.h
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $(LINKED) $< $(BUILD)/fabric/impl.o -o $@ $(LIBS) $(FABRIC_LIBS)
-$(FABRIC_TESTS:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(TEST_DEPS) tests/proclib.h
+$(FABRIC_OWN:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(TEST_DEPS) tests/proclib.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 

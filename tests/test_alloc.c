@@ -1,8 +1,8 @@
 /* test_alloc.c - no allocation in the steady state of a small collective.
    Every allocation of the library goes through SPMD_MALLOC (or the desc's
-   allocator, which the transport of several processes does not use); this
-   file defines SPMD_MALLOC/SPMD_FREE as counting wrappers, so it keeps the
-   implementation in its own file. A 1-D mesh "i" of 4 devices runs each
+   allocator, which the transport of several processes does not use), which
+   tests/impl.c defines as a wrapper that counts them (spmd_test_allocs):
+   make links its object, or this file includes it. A 1-D mesh "i" of 4 devices runs each
    small collective (8 bytes per device, f32) to warm up (20 rounds of 16
    calls in flight through its _start form: the pools bounded by the
    requests in flight reach their bound; then 20 blocking calls), then
@@ -12,21 +12,16 @@
    processes: 2 devices per process, over the shared-memory lane or
    libfabric (each process counts its own allocations; libfabric's own
    mallocs inside the provider are not seen by the hook). */
-/* defined below: the implementation must come before any system header */
-void *test_count_malloc(__SIZE_TYPE__ n);
-#define SPMD_MALLOC(n) test_count_malloc(n)
-#define SPMD_FREE(p) free(p)
-#define SPMDCOLL_IMPLEMENTATION
+#ifdef SPMD_TEST_LINKED_IMPL
 #include "../spmdcoll.h"
+extern long spmd_test_allocs; /* allocations through SPMD_MALLOC in this process (tests/impl.c) */
+#else
+#include "impl.c" /* the implementation with its counting SPMD_MALLOC */
+#endif
 #include "harness.h"
 #include <stdio.h>
 #include <string.h>
 
-static long g_allocs; /* allocations through SPMD_MALLOC in this process */
-void *test_count_malloc(size_t n) {
-    __atomic_fetch_add(&g_allocs, 1, __ATOMIC_RELAXED);
-    return malloc(n);
-}
 
 #define G 4      /* devices */
 #define N 2      /* elements per device: 8 bytes of f32 */
@@ -192,12 +187,12 @@ static void device(spmd_dev *d, void *p) {
     }
     for (c = 0; c < WARM && s == SPMD_OK; c++) s = one_call(d, a->op, x, y, NULL);
     if (s == SPMD_OK) s = spmd_barrier(d, "i", NULL);
-    before = __atomic_load_n(&g_allocs, __ATOMIC_RELAXED);
+    before = __atomic_load_n(&spmd_test_allocs, __ATOMIC_RELAXED);
     for (c = 0; c < CALLS && s == SPMD_OK; c++) {
         if (c == CALLS - 1) memset(y, 0xff, sizeof y);
         s = one_call(d, a->op, x, y, NULL);
     }
-    a->allocs[i] = __atomic_load_n(&g_allocs, __ATOMIC_RELAXED) - before;
+    a->allocs[i] = __atomic_load_n(&spmd_test_allocs, __ATOMIC_RELAXED) - before;
     if (s == SPMD_OK) s = spmd_barrier(d, "i", NULL);
     if (s != SPMD_OK) {
         a->bad[i] = 1;

@@ -51,7 +51,10 @@
    for lose and exit, SPMD_ERR_TIMEOUT for skip, SPMD_ERR_MISMATCH for
    corruptlocal, else SPMD_OK); the parent checks the exit codes, the
    times and the lines. */
+#define _GNU_SOURCE 1 /* usleep, setenv, kill */
+#ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
 #define SPMDCOLL_IMPLEMENTATION
+#endif
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
 #endif

@@ -1401,7 +1401,7 @@ static void run_boot_faults(void) {
 }
 
 /* XF_ONLY=name[,name...]: run only those cases (kill, mismatch, ..., late,
-   latebar, boot); unset: all. */
+   latebar, boot; absent1: absent's first run alone); unset: all. */
 static int want(const char *mode) {
     const char *only = getenv("XF_ONLY"), *p;
     size_t n = strlen(mode);
@@ -1421,7 +1421,7 @@ int main(int argc, char **argv) {
     if (want("mismatch")) run_pair("mismatch", "");
     if (want("count")) run_pair("count", "");
     if (want("count")) run_pair("count", "SPMD_ALGO=bruck");
-    if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500");
+    if (want("absent") || want("absent1")) run_pair("absent", "SPMD_TIMEOUT_MS=1500");
     if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=bruck");
     if (want("absent")) run_pair("absent", "SPMD_TIMEOUT_MS=1500 SPMD_ALGO=eager");
     if (want("count")) run_pair("count", "XF_QUICK=1");
