@@ -23,6 +23,13 @@ mkdir -p $LOG
 : >$LOG/skipped-$mode
 : >$LOG/ran-$mode # every program started, one path a line (checked by all)
 T0=${SPMD_TEST_T0:-$(date +%s)} # make test passes the time its builds started
+# libfabric's tcp (ofi_rxm) posts 4,096 receive buffers of 4 KiB to each
+# endpoint's shared receive context by default and clears them when it is
+# enabled: 17 MB per mesh in every process, a fifth of a small two-process
+# job's time here. The tests make hundreds of meshes; 512 buffers (2 MB)
+# leave every path the same (a burst beyond them waits in the socket: the
+# flow control, which the tests then take more often).
+export FI_OFI_RXM_MSG_RX_SIZE=${FI_OFI_RXM_MSG_RX_SIZE:-512}
 
 # The lists of programs, as the Makefile builds them (make print-VAR): TESTS
 # (plain, asan), TSAN_TESTS, NODISPATCH, EXAMPLES, FABRIC_TESTS (the fabric-only
