@@ -807,13 +807,17 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    this host, or the libfabric provider) and per operation kind
    (spmd_count_kind_name: "allreduce", "all_gather", "send"...). Every
    message counts (headers, data, clear-to-send); the bootstrap's control
-   traffic does not. Exact, so tests can assert them. All zero on the
-   threads backend, where nothing leaves the process. */
+   traffic does not. inflight: for all_to_all and ragged_all_to_all (per
+   kind, and their largest in total), the most data messages one device's
+   call had in flight at once: their large inputs go to the peers in
+   pairwise order, at most 8 at a time. Exact, so tests can assert them.
+   All zero on the threads backend, where nothing leaves the process. */
 typedef enum spmd_link { SPMD_LINK_LANE = 0, SPMD_LINK_NETWORK, SPMD_LINK_COUNT } spmd_link;
 #define SPMD_COUNT_KINDS 16
 typedef struct spmd_count {
     uint64_t messages, bytes;
-    int peers; /* distinct processes */
+    int peers;    /* distinct processes */
+    int inflight; /* all_to_all, ragged_all_to_all: the most data sends of one call in flight at once */
 } spmd_count;
 typedef struct spmd_counters {
     spmd_count total;
@@ -1852,6 +1856,7 @@ struct spmd_req {
         struct spmd__xrec *xr; /* the exchange it takes part in */
         const void *xdata; /* the input as sent (a send waiting for clear-to-send) */
         int xsent;         /* send: its data is posted */
+        int xwait;         /* data sends wait for room in its window (spmd__x_sends) */
         int xearly;        /* all_gather/all_to_all: its own chunk into its output early, SPMD__XE_* (spmd__x_early) */
         size_t xeoff;      /* how much of it is there */
         int xrefused;      /* quick exchange: member + 1 whose header said it refused */
@@ -12353,6 +12358,7 @@ typedef struct spmd__fab {
     int nlanes;
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
     uint64_t cmsgs[SPMD_LINK_COUNT][SPMD_COUNT_KINDS], cbytes[SPMD_LINK_COUNT][SPMD_COUNT_KINDS]; /* sent (the lock) */
+    int cinfl[SPMD_COUNT_KINDS]; /* the most data sends of one call in flight at once (the lock; spmd__x_window) */
     uint64_t *cpeers;         /* row link * SPMD_COUNT_KINDS + kind, cwords words: bit p, sent to process p */
     int cwords;
     size_t lane_max, lane_cap;
@@ -15523,15 +15529,33 @@ static size_t spmd__x_header(spmd_req *r, unsigned char *hb, int inl, size_t len
     return SPMD__X_HDR;
 }
 
+/* How many of r's data sends may be in flight at once: all_to_all and
+   ragged_all_to_all send each peer its own block, so a large one goes
+   to its peers in pairwise order (the next process first) at most
+   SPMD__X_WINDOW at a time, as MPI libraries throttle theirs (memory
+   registered and receivers' buffers busy at once, not all P - 1); every
+   other kind sends one input to all at once. 0: no limit. A window's
+   use is counted (spmd_counters.inflight, the lock). */
+#define SPMD__X_WINDOW 8
+static int spmd__x_window(const spmd_req *r) {
+    return r->sig.kind == SPMD__KIND_ALLTOALL || r->sig.kind == SPMD__KIND_RAGGED ? SPMD__X_WINDOW : 0;
+}
+static void spmd__x_inflight(spmd_req *r, int n) {
+    spmd__fab *f = r->dev->mesh->lf.fab;
+    spmd__slock(&f->lock);
+    if (n > f->cinfl[r->sig.kind]) f->cinfl[r->sig.kind] = n;
+    spmd__sunlock(&f->lock);
+}
+
 /* r's sends to every other process of its group: the header (with the
    input inline when it fits), then the input itself, at once or (with
-   clear-to-send) once the receiver asked for it (spmd__x_sends). */
+   clear-to-send, or beyond r's window) later (spmd__x_sends). */
 static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *hb, size_t hsize, int inl, size_t len,
                                     const unsigned char *data) {
     spmd_dev *d = r->dev;
     spmd__fab *f = d->mesh->lf.fab;
     spmd__group *g = r->gr->g;
-    int me = r->gr->me, li = g->lidx[me], j;
+    int me = r->gr->me, li = g->lidx[me], j, win = spmd__x_window(r), busy = 0;
     spmd_status st;
     for (j = 0; j < g->nrp; j++) {
         /* in pairwise order: the next process after this one first, so that
@@ -15550,15 +15574,19 @@ static spmd_status spmd__x_send_all(spmd_req *r, spmd__xrec *x, unsigned char *h
             x->dsent[at] = 1; /* nothing more for p */
         } else if (st == SPMD_OK && f->cts) {
             st = spmd__fab_post_recv(f, op + 2, p, dtag | SPMD__X_CTS, NULL, 0, UINT64_MAX);
+        } else if (st == SPMD_OK && win && busy == win) {
+            r->lf.xwait = 1; /* beyond the window: spmd__x_sends posts it */
         } else if (st == SPMD_OK) {
             size_t off, n;
             spmd__x_range(r, p, len, &off, &n);
             st = spmd__x_send(r, op + 1, p, dtag, data + off, n, UINT64_MAX);
             x->dsent[at] = 1;
+            busy++;
         }
         if (st != SPMD_OK) return spmd__fail(d, st, "%s over '%s': sending to process %d: %s",
                                              spmd__x_what(r), r->gr->text, p, f->err);
     }
+    if (win && busy) spmd__x_inflight(r, busy);
     return SPMD_OK;
 }
 
@@ -15634,34 +15662,42 @@ static spmd_status spmd__x_post(spmd_req *r) {
     return spmd__x_send_all(r, x, hb, hsize, inl, len, data);
 }
 
-/* Data sends waiting for their clear-to-send: post those that got it.
-   SPMD_OK, or the failure (d->err says). */
+/* Data sends waiting for their clear-to-send or for room in r's window
+   (spmd__x_window): post those that may go. SPMD_OK, or the failure
+   (d->err says). */
 static spmd_status spmd__x_sends(spmd_req *r) {
     spmd__fab *f = r->dev->mesh->lf.fab;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->lf.xr;
-    int i, j, me = r->gr->me;
+    spmd__fab_op *mine = &x->sop[3 * (size_t)g->lidx[r->gr->me] * (size_t)g->nrp];
+    int i, j, win = spmd__x_window(r), busy = 0, waiting = 0, posted = 0;
+    for (i = 0; win && i < g->nrp; i++) busy += spmd__fab_peek(f, &mine[3 * i + 1]) == SPMD_ERR_BUSY;
     for (j = 0; j < g->nrp; j++) {
         size_t at;
         spmd__fab_op *op;
-        spmd_status st;
+        spmd_status st = SPMD_OK;
         i = (j + g->ppos) % g->nrp; /* pairwise order, as spmd__x_post */
-        at = (size_t)g->lidx[me] * (size_t)g->nrp + (size_t)i;
-        op = &x->sop[3 * at];
+        at = (size_t)g->lidx[r->gr->me] * (size_t)g->nrp + (size_t)i;
+        op = &mine[3 * i];
         if (x->dsent[at]) continue;
-        st = spmd__fab_peek(f, op + 2);
+        if (win && busy == win) { waiting = 1; break; }
+        if (f->cts) st = spmd__fab_peek(f, op + 2);
         if (st == SPMD_ERR_BUSY) continue;
         if (st == SPMD_OK) {
             size_t off, n;
             spmd__x_range(r, g->rprocs[i], r->in_bytes, &off, &n);
-            st = spmd__x_send(r, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
-                                     (const unsigned char *)r->lf.xdata + off, n, UINT64_MAX);
+            st = spmd__x_send(r, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * r->gr->me + 1),
+                              (const unsigned char *)r->lf.xdata + off, n, UINT64_MAX);
+            busy++;
+            posted = 1;
         }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                               g->rprocs[i], (op + 2)->status ? (op + 2)->err : f->err);
         x->dsent[at] = 1;
     }
+    if (win && posted) spmd__x_inflight(r, busy);
+    r->lf.xwait = waiting;
     return SPMD_OK;
 }
 
@@ -16646,7 +16682,7 @@ static void spmd__x_progress(spmd_req *r) {
         r->state = SPMD__R_ARRIVE;
     }
     spmd__fab_progress(m->lf.fab);
-    if (m->lf.fab->cts && (st = spmd__x_sends(r)) != SPMD_OK) {
+    if ((m->lf.fab->cts || r->lf.xwait) && (st = spmd__x_sends(r)) != SPMD_OK) {
         spmd__x_fail(r, st);
         return;
     }
@@ -18078,6 +18114,7 @@ static void spmd__fab_counters(spmd_mesh *m, spmd_counters *out, int reset) {
     if (reset) {
         memset(f->cmsgs, 0, sizeof f->cmsgs);
         memset(f->cbytes, 0, sizeof f->cbytes);
+        memset(f->cinfl, 0, sizeof f->cinfl);
         memset(f->cpeers, 0, (size_t)SPMD_LINK_COUNT * SPMD_COUNT_KINDS * (size_t)f->cwords * 8);
     }
     for (l = 0; out && l < SPMD_LINK_COUNT; l++)
@@ -18089,6 +18126,10 @@ static void spmd__fab_counters(spmd_mesh *m, spmd_counters *out, int reset) {
             out->total.messages += f->cmsgs[l][k];
             out->total.bytes += f->cbytes[l][k];
         }
+    for (k = 0; out && k < SPMD_COUNT_KINDS; k++) {
+        if (f->cinfl[k] > out->kind[k].inflight) out->kind[k].inflight = f->cinfl[k];
+        if (f->cinfl[k] > out->total.inflight) out->total.inflight = f->cinfl[k];
+    }
     for (w = 0; out && w < f->cwords; w++) {
         uint64_t all = 0, link[SPMD_LINK_COUNT] = {0}, kind[SPMD_COUNT_KINDS] = {0}, bits;
         for (l = 0; l < SPMD_LINK_COUNT; l++)

@@ -1272,16 +1272,20 @@ static int child_many(void) {
    (binomial trees), and so are a bcast's and a reduce's of 8 B from 8
    processes on over the network (the bcast's root log2 P messages to as
    many peers, one out of every rank of the reduce but the root); these
-   small calls' results are checked (ctr_values_ok); the
-   per-link and per-kind rows add up to the total; reset clears. The
-   figures are printed (issue 36's table). */
+   small calls' results are checked (ctr_values_ok); an all_to_all of
+   16 MiB a header and a data message to every other process, with at
+   most 8 data messages in flight at once (exactly min(P - 1, 8): the
+   first ones go out together); the per-link and per-kind rows add up to
+   the total; reset clears. The figures are printed (issue 36's table). */
 typedef struct { int op; size_t n; int bad; } ctr_arg;
 /* A small call's result, every input device id + 1 (bcast, reduce, gather
    and scatter from device 0): 1 everywhere (a bcast's, a scatter's), the
-   sum of 1..P (a reduce's root), block k = k + 1 (a gather's root). */
+   sum of 1..P (a reduce's root), block k = k + 1 (a gather's root, and
+   every all_to_all's, large ones too). */
 static int ctr_values_ok(int op, int id, int P, const float *y, size_t n) {
     size_t per = n / (size_t)P;
-    if (!(op == 1 || op == 8 || (id == 0 && (op == 2 || op == 7)))) return 1;
+    if (op == 9) n = per * (size_t)P;
+    if (!(op == 1 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
     for (size_t i = 0; i < (op == 8 ? per : n); i++) {
         float want = op == 1 || op == 8 ? 1.0f : op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
         if (y[i] != want) return 0;
@@ -1293,6 +1297,12 @@ static spmd_status ctr_shift(spmd_dev *d, float *x, float *y, size_t n) { /* ppe
     spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n);
     for (int i = 0; i < P && i < 64; i++) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % P;
     return spmd_ppermute(d, &ax, &ay, "x", pairs, P < 64 ? P : 64, NULL);
+}
+/* all_to_all: n / P to each (all of n where P is a power of two) */
+static spmd_status ctr_a2a(spmd_dev *d, float *x, float *y, size_t n) {
+    int64_t P = spmd_axis_size(d, "x");
+    spmd_array ax = spmd_array_1d(x, SPMD_F32, (int64_t)n / P * P), ay = spmd_array_1d(y, SPMD_F32, (int64_t)n / P * P);
+    return spmd_all_to_all(d, &ax, &ay, "x", 0, 0, 1, NULL);
 }
 /* psum_scatter: n / P each (all of n where P is a power of two) */
 static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) {
@@ -1314,9 +1324,10 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 5 ? ctr_rscatter(d, x, y, a->n)
                      : a->op == 6 ? spmd_barrier(d, "x", NULL)
                      : a->op == 7 ? spmd_gather(d, x, y, per, SPMD_F32, 0, "x", NULL)
-                                  : spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL);
+                     : a->op == 8 ? spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL)
+                                  : ctr_a2a(d, x, y, a->n);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
-    if (st != SPMD_OK || (a->n <= 64 && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
+    if (st != SPMD_OK || ((a->n <= 64 || a->op == 9) && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
         __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
     free(x);
     free(y);
@@ -1337,10 +1348,12 @@ static int ctr_call(spmd_mesh *m, int op, size_t n, spmd_counters *c) {
 /* One call's line: "ok: counters: WHAT: ..." with its figures, or FAILED;
    returns 1 when it failed (held: the checks passed and the sums add up). */
 static int ctr_report(const char *what, int me, int held, const spmd_counters *c, size_t n) {
+    char infl[48] = "";
     held = held && ctr_sums_ok(c);
-    printf("%s: counters: %s: process %d: %llu messages to %d peers, %llu bytes (%.2f n)\n", held ? "ok" : "FAILED",
+    if (c->total.inflight) snprintf(infl, sizeof infl, ", at most %d data messages at once", c->total.inflight);
+    printf("%s: counters: %s: process %d: %llu messages to %d peers, %llu bytes (%.2f n)%s\n", held ? "ok" : "FAILED",
            what, me, (unsigned long long)c->total.messages, c->total.peers, (unsigned long long)c->total.bytes,
-           (double)c->total.bytes / (double)n);
+           (double)c->total.bytes / (double)n, infl);
     return !held;
 }
 static int child_counters(void) {
@@ -1415,8 +1428,15 @@ static int child_counters(void) {
                       ctr_call(m, 2, 2, &c) && (P < SPMD__X_BRUCK_PROCS || link != SPMD_LINK_NETWORK ||
                                                  c.total.messages == (uint64_t)(me != 0)),
                       &c, 8);
+    for (op = 0; op < SPMD_COUNT_KINDS && strcmp(spmd_count_kind_name(op), "all_to_all") != 0; op++) {}
+    want = P - 1 < 8 ? P - 1 : 8;
+    bad |= ctr_report("all_to_all 16 MiB", me,
+                      ctr_call(m, 9, big, &c) && op < SPMD_COUNT_KINDS && c.kind[op].inflight == want &&
+                          c.total.inflight == want && c.total.messages == 2u * (uint64_t)(P - 1) &&
+                          c.total.peers == P - 1 && c.total.bytes >= (uint64_t)(P - 1) * (n / (uint64_t)P),
+                      &c, n);
     if (spmd_mesh_counters_reset(m) != SPMD_OK || spmd_mesh_counters(m, &c) != SPMD_OK || c.total.messages ||
-        c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers) {
+        c.total.bytes || c.total.peers || c.link[link].peers || c.kind[1].peers || c.total.inflight) {
         printf("FAILED: counters: not zero after a reset\n");
         bad = 1;
     }
