@@ -363,7 +363,9 @@
      all-gather, reduce-scatter + gather; psum_scatter by recursive halving
      across hosts or from 8 processes on when small; small scatters and
      gathers on binomial trees there, small bcasts and reduces across hosts
-     from 8 processes on; a large all_gather across hosts Bruck); in
+     from 8 processes on; a large all_gather across hosts Bruck); a large
+     all_to_all sends its blocks in pairwise order, at most 8 in flight at
+     once (spmd_counters.inflight); in
      a large all_gather or all_to_all a device alone in its process in the
      group copies its own chunk while the others' data comes. Processes of
      one host pass messages through shared-memory rings (SPMD_SHM_LANE).

@@ -4,8 +4,8 @@
 # (faults: the libfabric fault suites, the other fabric-only tests and
 # FABRIC_ONCE (test_f16's fabric flavour); matrix: the fabric matrix of the
 # conformance tests; fabric: both and the conformance tests under TSan;
-# side: faults, cmake, compile, the bench scripts, the matrix's last configurations, fuzz and two
-# scheduler settings (fibers), all's second lane; fuzz: each fuzz target
+# side: faults, docs, cmake, compile, the bench scripts, the matrix's last configurations, fuzz
+# and two scheduler settings (fibers), all's second lane; fuzz: each fuzz target
 # briefly, as make fuzz built them; docs: tests/docs.sh, the documentation
 # against the code; examples: each example, which must end with "OK: ...")
 # Each test program prints its own closing line; this sums them. A program
@@ -81,7 +81,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 }
 
 # The thread-backend suites; asan and tsan at quick sizes, ASan's sweeps one
-# case in two (SPMD_TEST_QUICK=2), TSan's one in twelve (it looks for races
+# case in two (SPMD_TEST_QUICK=2), TSan's one in 24 (it looks for races
 # in the paths, which every kind of case takes; the plain run takes them
 # all, at full sizes).
 run_suite() { # $1 = plain|asan|tsan|nodispatch
@@ -97,7 +97,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         else
-            SPMD_TEST_QUICK=$(case $kind in tsan) echo 12 ;; asan) echo 2 ;; *) echo 1 ;; esac) \
+            SPMD_TEST_QUICK=$(case $kind in tsan) echo 24 ;; asan) echo 2 ;; *) echo 1 ;; esac) \
             ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
@@ -111,25 +111,25 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
 }
 
 # The thread-backend suites under each scheduler set by the environment
-# (plain build, quick sizes, the sweeps' cases in two halves: each runs in
-# two of the four settings; ~50 s): fibers on one carrier with two seeds,
+# (plain build, quick sizes, the sweeps' cases in four quarters: each runs
+# in one of the four settings; ~40 s): fibers on one carrier with two seeds,
 # on two carriers with a third, and OS threads (the default is fibers where
 # devices outnumber CPUs). A failure names the settings that replay it.
 # run_fibers [FIRST LAST]: the settings FIRST..LAST of the four (all by
 # default; make test runs two in each lane).
 run_fibers() {
-    half=0 first=${1:-1} last=${2:-4} k=0
+    first=${1:-1} last=${2:-4} k=0
     for cfg in "fibers 1 1" "fibers 1 2" "fibers 2 7" "threads 1 0"; do
         set -- $cfg
-        half=$((1 - half)) k=$((k + 1))
+        k=$((k + 1)) quarter=$((k - 1))
         [ $k -ge $first ] && [ $k -le $last ] || continue
         for t in test_reduce test_vectors test_movement test_mpi test_p2p test_shard test_errors; do
             exe=$B/plain/$t
             if [ ! -x "$exe" ]; then echo "  fibers/$t: not built: FAILED"; F=$((F + 1)); continue; fi
-            name="SPMD_TEST_QUICK=2:$half SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
+            name="SPMD_TEST_QUICK=4:$quarter SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 $t"
             out=$LOG/sched-$1-$2-$3-$t
             start=$(date +%s)
-            SPMD_TEST_QUICK=2:$half SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
+            SPMD_TEST_QUICK=4:$quarter SPMD_SCHEDULER=$1 SPMD_CARRIERS=$2 SPMD_SCHED_SEED=$3 \
                 timeout 300 "$exe" >$out.out 2>$out.err; rc=$?
             end=$(date +%s)
             add_line "$(tail -n 1 $out.out)" $rc "$name ($((end - start))s)" $out.err
@@ -236,17 +236,18 @@ have_fabric() { printf '#include <rdma/fabric.h>\n' | ${CC:-cc} -E -x c - >/dev/
 
 # The bench scripts nothing else runs, once each at their smallest (a smoke
 # run: each exits 0 and prints its figures; the figures are not judged):
-# bench/hybrid.sh (libfabric) and bench/insns.sh (valgrind), one check each;
+# bench/hybrid.sh (libfabric) and bench/insns.sh -t fabric-shm (valgrind),
+# one check each;
 # and bench --plan 16384, whose Rabenseifner counts are exact (28 messages
 # to 14 peers a process).
 run_bench_scripts() {
-    for cmd in "hybrid.sh -k 1" "insns.sh -t threads" "insns.sh -t fabric-shm"; do
+    for cmd in "hybrid.sh -k 1" "insns.sh -t fabric-shm"; do
         name="bench/$cmd" log=$LOG/bench-$(echo "$cmd" | tr ' ' '_')
         case $cmd in
             hybrid*) want='^median: threads [0-9.e+-]* us, processes [0-9.e+-]* us' ;;
             *) want=' instructions per call$' ;;
         esac
-        if ! have_fabric && [ "$cmd" != "insns.sh -t threads" ]; then
+        if ! have_fabric; then
             echo "  $name: libfabric missing: skipped"; skip 1 "$name: libfabric missing"; continue
         fi
         if ! command -v valgrind >/dev/null 2>&1 && [ "${cmd%% *}" = insns.sh ]; then
@@ -390,7 +391,7 @@ run_fabric_tsan() {
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane+fibers tcp:3:nolane+rab shm:4:eager tcp:3:strict+bruck
     shm:5:bruck shm:8 shm:6:rd shm:3:mixq tcp:4:nolane+mixq net:3:nolane"}
 FABRIC_QUICK=${FABRIC_QUICK:-10} # (10 configurations: every offset 0..9 runs once)
-FABRIC_MAIN=${FABRIC_MAIN:-6} # make test: the first 6 configurations in the main lane, the rest beside it
+FABRIC_MAIN=${FABRIC_MAIN:-5} # make test: the first 5 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
 
@@ -571,8 +572,8 @@ run_alloc() {
 }
 
 # all: the fault suites (mostly waiting out deadlines, little CPU), the
-# conformance tests as 2 processes under ThreadSanitizer, the cmake test, the
-# compile matrix, the
+# conformance tests as 2 processes under ThreadSanitizer, the docs, the cmake
+# test, the compile matrix, the
 # fabric matrix's configurations after the first $FABRIC_MAIN, the short
 # fuzz runs and two of the four scheduler settings run in a second lane
 # (mode side) beside the others; their lines
@@ -581,7 +582,7 @@ run_alloc() {
 run_all() {
     sh tests/run.sh side >$LOG/lane-side.out 2>&1 &
     side_pid=$! # (not "lane": run_fabric_matrix and run_alloc set that)
-    mark docs; run_docs; mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
+    mark plain; run_suite plain; mark nodispatch; run_suite nodispatch
     mark asan; run_suite asan; mark tsan; run_suite tsan; mark alloc; run_alloc
     mark matrix; run_fabric_matrix 1 $FABRIC_MAIN; mark examples; run_examples
     mark fibers; run_fibers 1 2; mark "waiting for the second lane"
@@ -639,7 +640,8 @@ case $mode in
     compile) run_compile ;;
     cmake) run_cmake ;;
     faults) run_fabric ;;
-    side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark cmake; run_cmake; mark compile; run_compile
+    side) mark faults; run_fabric; mark fabric-tsan; run_fabric_tsan; mark docs; run_docs; mark cmake; run_cmake
+          mark compile; run_compile
           mark "bench scripts"; run_bench_scripts
           mark "matrix's last configurations"; run_fabric_matrix $((FABRIC_MAIN + 1)) 999; mark fuzz; run_fuzz
           mark fibers; run_fibers 3 4 ;;
