@@ -96,13 +96,13 @@ static inline int tl_thin(void *a, size_t elem, int n, int every, int (*unit_len
 
 /* The large cases of mesh number `mesh` (each takes 0.03-0.3 s across
    processes, most of a thinned run's time): in a thinned run one in
-   min(N, 3), or one in 5 from N = 10 on (the fabric matrix's ten
+   min(N, 3), or one in 4 from N = 9 on (the fabric matrix's nine
    configurations: each case in two), the one kept turning with the mesh
    so that every kind and dtype runs in (nearly) every configuration; all
    of them otherwise. */
 static inline int tl_unit1(const void *c) { (void)c; return 1; }
 static inline int tl_thin_large(void *a, size_t elem, int n, int mesh) {
-    int every = env_thin() < 3 ? env_thin() : env_thin() < 10 ? 3 : 5;
+    int every = env_thin() < 3 ? env_thin() : env_thin() < 9 ? 3 : 4;
     return tl_thin_at(a, elem, n, every, (env_thin_offset() + mesh) % every, tl_unit1);
 }
 
