@@ -81,7 +81,7 @@ add_line() { # $1 = closing line, $2 = exit status, $3 = name, $4 = its stderr (
 }
 
 # The thread-backend suites; asan and tsan at quick sizes, ASan's sweeps one
-# case in two (SPMD_TEST_QUICK=2), TSan's one in 24 (it looks for races
+# case in three (SPMD_TEST_QUICK=3), TSan's one in 24 (it looks for races
 # in the paths, which every kind of case takes; the plain run takes them
 # all, at full sizes).
 run_suite() { # $1 = plain|asan|tsan|nodispatch
@@ -97,7 +97,7 @@ run_suite() { # $1 = plain|asan|tsan|nodispatch
         if [ "$kind" = plain ]; then
             timeout 600 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
         else
-            SPMD_TEST_QUICK=$(case $kind in tsan) echo 24 ;; *) echo 2 ;; esac) \
+            SPMD_TEST_QUICK=$(case $kind in tsan) echo 24 ;; asan) echo 3 ;; *) echo 2 ;; esac) \
             ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
                 timeout 900 "$exe" >$LOG/$kind-$t.out 2>$LOG/$kind-$t.err; rc=$?
@@ -376,7 +376,7 @@ run_fabric_tsan() {
 # configurations every case crosses processes at least once. Cases that only
 # wait out a deadline run where K = 0 (tcp:2:nolane+fibers; tests/testlib.h
 # tl_slow_cases). Not in the matrix (to keep make test within 10 minutes):
-# shm:2 (five of the tests run so under ThreadSanitizer, run_fabric_tsan),
+# shm:2 (four of the tests run so under ThreadSanitizer, run_fabric_tsan),
 # tcp:2:nolane (tcp:2:nolane+fibers; threads over tcp are tcp:3 and tcp:4),
 # shm:2:small (the lane's small mode is test_fabric's fabric-small-shm-2),
 # shm:5:bruck (Bruck is tcp:3:strict+bruck's, and shm:8's by default),
