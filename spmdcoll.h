@@ -15695,7 +15695,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
         }
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
-                              g->rprocs[i], (op + 2)->status ? (op + 2)->err : f->err);
+                              g->rprocs[i], f->cts && (op + 2)->status ? (op + 2)->err : f->err);
         x->dsent[at] = 1;
     }
     if (win && posted) spmd__x_inflight(r, busy);
