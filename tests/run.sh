@@ -392,7 +392,7 @@ run_fabric_tsan() {
 FABRIC_MATRIX=${FABRIC_MATRIX:-"tcp:2:nolane+fibers tcp:3:nolane+rab shm:4:eager tcp:3:strict+bruck
     shm:8 shm:6:rd shm:3:mixq tcp:4:nolane+mixq net:3:nolane"}
 FABRIC_QUICK=${FABRIC_QUICK:-9} # (9 configurations: every offset 0..8 runs once)
-FABRIC_MAIN=${FABRIC_MAIN:-5} # make test: the first 5 configurations in the main lane, the rest beside it
+FABRIC_MAIN=${FABRIC_MAIN:-6} # make test: the first 6 configurations in the main lane, the rest beside it
 FABRIC_RUN_TIMEOUT=${FABRIC_RUN_TIMEOUT:-150}
 FABRIC_MATRIX_BUDGET=${FABRIC_MATRIX_BUDGET:-600}
 
@@ -599,14 +599,14 @@ run_all() {
     check_ran
 }
 
-# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (2; longer runs: fuzz/README) from
+# The fuzz targets (make fuzz builds them): each runs FUZZ_SECONDS (1; longer runs: fuzz/README) from
 # a copy of its seed corpus (fuzz/corpus/<target>; what it adds stays in
 # build/), then once over each input that once crashed it (fuzz/regress/
 # <target>: fixed since, kept as regression tests). A target that finds
 # something, or a regression input that fails, is a failure (the input is
 # left in build/test-logs). Not built: skipped without clang or libfabric,
 # else failed. The targets: FUZZ_TARGETS (from the Makefile).
-FUZZ_SECONDS=${FUZZ_SECONDS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-1}
 run_fuzz() {
     for t in $FUZZ_TARGETS; do
         exe=$B/fuzz/$t
