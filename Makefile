@@ -134,9 +134,10 @@ $(BUILD)/fabric/impl.o: tests/impl.c spmdcoll.h
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC -c $< -o $@
 $(FABRIC_CONF:%=$(BUILD)/fabric/%) $(FABRIC_ONCE:%=$(BUILD)/fabric/%) $(FABRIC_LINKED:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(BUILD)/fabric/impl.o $(TEST_DEPS) tests/proclib.h
 	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $(LINKED) $< $(BUILD)/fabric/impl.o -o $@ $(LIBS) $(FABRIC_LIBS)
+# (at -O1: each compiles the whole implementation, a third faster than at -O2)
 $(FABRIC_OWN:%=$(BUILD)/fabric/%): $(BUILD)/fabric/%: tests/%.c $(TEST_DEPS) tests/proclib.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
+	$(CC) -O1 -g $(BASE) $(WARN) -DSPMDCOLL_LIBFABRIC $< -o $@ $(LIBS) $(FABRIC_LIBS)
 
 $(BUILD)/fabric-tsan/impl.o: tests/impl.c spmdcoll.h
 	@mkdir -p $(@D)

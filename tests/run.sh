@@ -424,13 +424,14 @@ add_procs() { # $1 = spmdrun's stdout, $2 = exit status, $3 = processes, $4 = na
 }
 
 # The tests of configuration $1: all of FABRIC_CONF, but where it only
-# forces an algorithm (no strict) the sweeps of the collectives it changes:
+# forces an algorithm (no strict), or has 8 processes (where the defaults
+# change algorithm), the sweeps of the collectives that changes:
 # test_reduce, test_movement and test_mpi (test_shard and test_vectors call
 # the same collectives, test_p2p none; they run in the other configurations).
 matrix_tests() {
     case "+${1#*:*:}+" in
         *+strict+*) echo $FABRIC_CONF ;;
-        *+eager+* | *+bruck+* | *+rd+* | *+rab+*)
+        *+eager+* | *+bruck+* | *+rd+* | *+rab+* | +shm:8+)
             for t in $FABRIC_CONF; do case $t in test_reduce | test_movement | test_mpi) echo $t ;; esac; done ;;
         *) echo $FABRIC_CONF ;;
     esac
