@@ -15671,24 +15671,24 @@ static spmd_status spmd__x_sends(spmd_req *r) {
     spmd__fab *f = r->dev->mesh->lf.fab;
     spmd__group *g = r->gr->g;
     spmd__xrec *x = r->lf.xr;
-    spmd__fab_op *mine = &x->sop[3 * (size_t)g->lidx[r->gr->me] * (size_t)g->nrp];
-    int i, j, win = spmd__x_window(r), busy = 0, waiting = 0, posted = 0;
+    int i, j, me = r->gr->me, win = spmd__x_window(r), busy = 0, waiting = 0, posted = 0;
+    size_t row = (size_t)g->lidx[me] * (size_t)g->nrp; /* this member's sends */
+    spmd__fab_op *mine = &x->sop[3 * row];
+    uint8_t *dsent = x->dsent + row;
     for (i = 0; win && i < g->nrp; i++) busy += spmd__fab_peek(f, &mine[3 * i + 1]) == SPMD_ERR_BUSY;
     for (j = 0; j < g->nrp; j++) {
-        size_t at;
         spmd__fab_op *op;
         spmd_status st = SPMD_OK;
         i = (j + g->ppos) % g->nrp; /* pairwise order, as spmd__x_post */
-        at = (size_t)g->lidx[r->gr->me] * (size_t)g->nrp + (size_t)i;
         op = &mine[3 * i];
-        if (x->dsent[at]) continue;
+        if (dsent[i]) continue;
         if (win && busy == win) { waiting = 1; break; }
         if (f->cts) st = spmd__fab_peek(f, op + 2);
         if (st == SPMD_ERR_BUSY) continue;
         if (st == SPMD_OK) {
             size_t off, n;
             spmd__x_range(r, g->rprocs[i], r->in_bytes, &off, &n);
-            st = spmd__x_send(r, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * r->gr->me + 1),
+            st = spmd__x_send(r, op + 1, g->rprocs[i], SPMD__FAB_TAG(g->gid, r->gseq, 2 * me + 1),
                               (const unsigned char *)r->lf.xdata + off, n, UINT64_MAX);
             busy++;
             posted = 1;
@@ -15696,7 +15696,7 @@ static spmd_status spmd__x_sends(spmd_req *r) {
         if (st != SPMD_OK)
             return spmd__fail(r->dev, st, "%s over '%s': sending to process %d: %s", spmd__x_what(r), r->gr->text,
                               g->rprocs[i], f->cts && (op + 2)->status ? (op + 2)->err : f->err);
-        x->dsent[at] = 1;
+        dsent[i] = 1;
     }
     if (win && posted) spmd__x_inflight(r, busy);
     r->lf.xwait = waiting;
