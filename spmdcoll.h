@@ -1759,6 +1759,9 @@ typedef struct spmd__group {
                               order (the positions of a Bruck exchange), */
     int *pos_of;           /* the mesh's processes: their position there, or -1, */
     int ppos;              /* this process's */
+    int pblk;              /* members a process where each holds one block of them, the same power of two
+                              for all, block j at position j: the plans run over the processes (>>plans,
+                              spmd__x_plan_algo); else 0 */
     uint32_t gid;          /* the group field of message tags (spmd__group_gid) */
     uint64_t xhash;        /* member list and mesh, checked in every header */
 #if SPMD__HAS_LIBFABRIC
@@ -2855,6 +2858,9 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
         if (g->procs[k] != m->proc) g->rprocs[g->nrp++] = g->procs[k];
     g->ppos = g->pos_of[m->proc];
     g->span = g->nrp > 0;
+    g->pblk = g->G % np == 0 && !(g->G / np & (g->G / np - 1)) ? g->G / np : 0;
+    for (k = 0; k < g->G && g->pblk; k++)
+        if (g->pos_of[m->proc_of[g->members[k]]] != k / g->pblk) g->pblk = 0;
     g->xhash = (h ^ ((uint64_t)m->mesh_id + 1) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
     g->gid = spmd__group_gid(g->members, g->G, m->mesh_id);
     return SPMD_OK;
@@ -10406,7 +10412,8 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
 
 // >>plans
 /* Schedules of the algorithms across processes, as data. A plan is what
-   one rank (of P, one input each) does for one operation, step by step:
+   one rank (of P, one input each: a process, its members' inputs
+   combined first, see spmd__x_prun) does for one operation, step by step:
    a pure function of the algorithm, P, the rank and the element count n,
    so every process computes every other's and tests check plans without a
    network (tests/test_plans.c). A step sends a range of the rank's buffer
@@ -14607,7 +14614,10 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
    much, in P - 1 steps, but in an order that changes a float sum's
    rounding; the direct exchange keeps results bit-identical to threads.
    Small operations on many processes take the Bruck exchange instead
-   (see spmd__x_bplan). SPMD_ALGO / spmd_opts.algo: eager forces the
+   (see spmd__x_bplan). Many reductions, and any reduction whose
+   processes each hold an equal block of members (a power of two), run a
+   plan over the processes (>>plans, spmd__x_plan_algo, spmd__x_prun): a
+   process's members combine first, so one partial a process crosses. SPMD_ALGO / spmd_opts.algo: eager forces the
    direct exchange, split the split one (any psum larger than the inline
    size), bruck the Bruck one.
 
@@ -14731,6 +14741,8 @@ typedef struct spmd__xplan {
     unsigned char *buf;              /* the work vector, then the stages */
     size_t cap;
     int done, sent;                  /* steps combined, sends posted */
+    int loaded, busy;                /* several members a process: their inputs are in (1), the steps
+                                        done (2); one of them runs the steps now */
     int nops;
     spmd__fab_op *op;                /* step s's receive (2s) and send (2s + 1) */
 } spmd__xplan;
@@ -15073,20 +15085,22 @@ static size_t spmd__x_pn(const spmd_req *r) {
     return sg ? r->count * (size_t)r->gr->g->G : r->count;
 }
 
-/* r's plan (rank: its member index; SPMD__ALG_RD: recursive doubling, or a
+/* r's plan (rank: its process's position in the group, whose members
+   are its block, g->pblk; SPMD__ALG_RD: recursive doubling, or a
    bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
    bcast's or reduce's split form; a psum_scatter's: recursive halving). */
 static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
-    int P = r->gr->g->G, me = r->gr->me, rd = r->sig.algo == SPMD__ALG_RD;
+    const spmd__group *g = r->gr->g;
+    int P = g->nrp + 1, me = g->ppos, rd = r->sig.algo == SPMD__ALG_RD, root = r->root / g->pblk;
     int64_t n = (int64_t)r->count;
     if (r->sig.kind == SPMD__KIND_PSUM_SCATTER)
         (void)spmd__plan_rscatter(P, me, n / P, x);
     else if (r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER)
-        (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, r->root, n, x);
+        (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, root, n, x);
     else if (r->sig.kind == SPMD__KIND_BCAST)
-        (void)(rd ? spmd__plan_bcast(P, me, r->root, n, x) : spmd__plan_bcast_split(P, me, r->root, n, x));
+        (void)(rd ? spmd__plan_bcast(P, me, root, n, x) : spmd__plan_bcast_split(P, me, root, n, x));
     else if (r->sig.kind == SPMD__KIND_REDUCE)
-        (void)(rd ? spmd__plan_reduce(P, me, r->root, n, x) : spmd__plan_reduce_split(P, me, r->root, n, x));
+        (void)(rd ? spmd__plan_reduce(P, me, root, n, x) : spmd__plan_reduce_split(P, me, root, n, x));
     else
         (void)spmd__plan_allreduce(rd ? SPMD__PLAN_RD : SPMD__PLAN_RAB, P, me, n, x);
 }
@@ -15097,15 +15111,48 @@ static void spmd__x_pconv(const spmd_req *r, unsigned char *w, const unsigned ch
     if (!spmd__x_moves(r->sig.kind) && r->kern->load) r->kern->load(w, src, n);
     else memcpy(w, src, n * r->in_size);
 }
-/* r's input into its work vector (a bcast's and a scatter's: the root's
-   only); a psum_scatter's member blocks where its plan keeps them
-   (spmd__plan_rs_pos), each block's rows of the scatter dimension
-   together; a scatter's and gather's blocks in the order of the ranks
-   relative to the root (spmd__plan_scatter). */
-static void spmd__x_pload(const spmd_req *r, unsigned char *w) {
-    const unsigned char *in = (const unsigned char *)r->send;
-    size_t acc = spmd__x_pes(r), G = (size_t)r->gr->g->G, i, o, me = (size_t)r->gr->me, root = (size_t)r->root;
+/* Elements [at, at + n) of this process's L inputs ins (its block of
+   the group, in member order) into the work vector at w: as the
+   accumulator's type, several combined in the canonical order (a subtree
+   of the group's, see g->pblk); a bcast's root's as it is. */
+static void spmd__x_pcomb(const spmd_req *r, unsigned char *w, const void *const *ins, int L, size_t at, size_t n) {
+    const void **src = r->dev->ptrs; /* (3 x the mesh's devices) */
+    spmd__kern acc;
+    int j;
+    if (L == 1 || spmd__x_moves(r->sig.kind)) {
+        spmd__x_pconv(r, w, (const unsigned char *)ins[0] + at * r->in_size, n);
+        return;
+    }
+    acc = *r->kern; /* (no fin: the partial stays in the accumulator's type) */
+    acc.fin = NULL;
+    acc.out_size = acc.acc_size;
+    for (j = 0; j < L; j++) src[j] = (const unsigned char *)ins[j] + at * r->in_size;
+    spmd__reduce(&acc, w, src, L, n);
+}
+/* Where member i's block of a psum_scatter's work vector starts
+   (elements): its process's block where its plan keeps it
+   (spmd__plan_rs_pos), the process's members' blocks in order in it. */
+static size_t spmd__x_rs_at(const spmd_req *r, int i) {
+    const spmd__group *g = r->gr->g;
+    int P = g->G / g->pblk;
+    return (size_t)spmd__plan_rs_pos(P, i / g->pblk, (int64_t)(r->count / (size_t)P)) +
+           (size_t)(i % g->pblk) * (r->count / (size_t)g->G);
+}
+
+/* This process's L inputs ins (member order) into r's work vector (a
+   bcast's and a scatter's: the root's only, L = 1 but for a bcast); a
+   psum_scatter's member blocks where spmd__x_rs_at says, each block's
+   rows of the scatter dimension together; a scatter's and gather's blocks
+   in the order of the ranks relative to the root (spmd__plan_scatter). */
+static void spmd__x_pload(const spmd_req *r, unsigned char *w, const void *const *ins, int L) {
+    const unsigned char *in = (const unsigned char *)ins[0];
+    const spmd__group *g = r->gr->g;
+    size_t acc = spmd__x_pes(r), G = (size_t)g->G, i, o, me = (size_t)r->gr->me, root = (size_t)r->root;
     size_t blk = r->count * r->in_size;
+    if (r->sig.kind == SPMD__KIND_BCAST && L > 1) {
+        if (g->lidx[root] >= 0) memcpy(w, ins[g->lidx[root]], blk);
+        return;
+    }
     if ((r->sig.kind == SPMD__KIND_BCAST || r->sig.kind == SPMD__KIND_SCATTER) && me != root) return;
     if (r->sig.kind == SPMD__KIND_SCATTER) { /* relative block v is member v + root's */
         memcpy(w, in + root * blk, (G - root) * blk);
@@ -15117,14 +15164,13 @@ static void spmd__x_pload(const spmd_req *r, unsigned char *w) {
         return;
     }
     if (r->sig.kind != SPMD__KIND_PSUM_SCATTER) {
-        spmd__x_pconv(r, w, in, r->count);
+        spmd__x_pcomb(r, w, ins, L, 0, r->count);
         return;
     }
-    for (i = 0; i < G; i++) {
-        size_t at = (size_t)spmd__plan_rs_pos((int)G, (int)i, (int64_t)(r->count / G));
+    for (i = 0; i < G; i++)
         for (o = 0; o < r->outer; o++)
-            spmd__x_pconv(r, w + (at + o * r->inner) * acc, in + (o * G + i) * r->inner * r->in_size, r->inner);
-    }
+            spmd__x_pcomb(r, w + (spmd__x_rs_at(r, (int)i) + o * r->inner) * acc, ins, L, (o * G + i) * r->inner,
+                          r->inner);
 }
 
 /* Make x's plan state (first use), lay r's plan out in its buffer and post
@@ -15172,10 +15218,10 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
         p->cap = at;
         spmd__fab_mr_own(f, p->buf, at);
     }
-    p->done = p->sent = 0;
+    p->done = p->sent = p->loaded = p->busy = 0;
     for (s = 0; s < p->plan.nsteps; s++) {
         const spmd__pstep *t = &p->plan.step[s];
-        int from = m->proc_of[g->members[t->peer]];
+        int from = g->procs[t->peer];
         spmd_status st;
         if (!t->rlen) continue;
         st = spmd__fab_post_recv(f, &p->op[2 * s], from, SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * s])),
@@ -15610,10 +15656,12 @@ static spmd_status spmd__x_post(spmd_req *r) {
         pthread_mutex_unlock(&m->xlock);
         return st; /* the copy of the input stays for the next try */
     }
-    if ((r->sig.algo == SPMD__ALG_BRUCK || x->sig.algo == SPMD__ALG_BRUCK) &&
+    if ((r->sig.algo == SPMD__ALG_BRUCK || x->sig.algo == SPMD__ALG_BRUCK ||
+         (g->pblk > 1 && (spmd__alg_plans(r->sig.algo) || spmd__alg_plans(x->sig.algo)))) &&
         (x->gone != SPMD_OK || spmd__sig_differs(&r->sig, &x->sig, 0))) {
-        /* the records were laid out for the first member's call: another
-           call cannot take part (its record would not fit) */
+        /* the records (Bruck), or the plan that combines the process's
+           inputs, were laid out for the first member's call: another call
+           cannot take part (its record or input would not fit) */
         char a[96], b[96];
         spmd__sig_text(&r->sig, a, sizeof a);
         spmd__sig_text(&x->sig, b, sizeof b);
@@ -15624,11 +15672,13 @@ static spmd_status spmd__x_post(spmd_req *r) {
                           "called %s (operation #%llu of this device)", d->id, a, r->gr->text, b,
                           (unsigned long long)r->global);
     }
-    if (spmd__alg_plans(r->sig.algo)) { /* the input into the work vector; the steps send (spmd__x_prun) */
-        spmd__x_pload(r, x->xp->buf);
+    if (spmd__alg_plans(r->sig.algo)) { /* the input into the work vector (several members a process: all
+                                           at once, spmd__x_plocal); the steps send (spmd__x_prun) */
+        const void *in = data;
+        if (g->pblk == 1) spmd__x_pload(r, x->xp->buf, &in, 1);
         hb = NULL;
         inl = 1;
-        x->copied[me] = 1;
+        x->copied[me] = g->pblk == 1;
     } else if (r->sig.algo == SPMD__ALG_BRUCK) { /* the record in this process's block (see spmd__x_bplan) */
         SPMD_ASSERT((int64_t)len == spmd__x_expect(r, me));
         hb = x->bbuf + x->bat[me];
@@ -15965,13 +16015,13 @@ static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned cha
     unsigned char *w = x->xp->buf + (size_t)t->roff * es;
     spmd__xview v;
     const char *bad;
-    int by;
+    int by, from = t->peer * r->gr->g->pblk; /* (its process's first member) */
     spmd_status st, by_st;
-    if (!spmd__x_parse(h, SPMD__X_SHDR + len, t->peer, r->gr->g->xhash, r->gseq, len, &v, &bad) || !v.is_short ||
+    if (!spmd__x_parse(h, SPMD__X_SHDR + len, from, r->gr->g->xhash, r->gseq, len, &v, &bad) || !v.is_short ||
         !v.has_inline)
-        return spmd__x_bad(r, t->peer, bad, SPMD__X_SHDR + len);
-    if ((st = spmd__x_vet(r, t->peer, &v)) != SPMD_OK) return st;
-    if (!spmd__x_pseen(h, r->gr->g->G, &by, &by_st)) return spmd__x_bad(r, t->peer, "malformed", SPMD__X_SHDR + len);
+        return spmd__x_bad(r, from, bad, SPMD__X_SHDR + len);
+    if ((st = spmd__x_vet(r, from, &v)) != SPMD_OK) return st;
+    if (!spmd__x_pseen(h, r->gr->g->G, &by, &by_st)) return spmd__x_bad(r, from, "malformed", SPMD__X_SHDR + len);
     if (by && !x->refused) {
         x->refused = by;
         x->refused_st = by_st;
@@ -15979,7 +16029,7 @@ static spmd_status spmd__x_pread(spmd_req *r, const spmd__pstep *t, unsigned cha
     if (t->how == SPMD__PLAN_COPY) memcpy(w, v.data, len);
     else if (t->how == SPMD__PLAN_LEFT) k->comb(w, v.data, w, (size_t)t->rlen); /* the lower ranks' on the left */
     else k->comb(w, w, v.data, (size_t)t->rlen);
-    x->have[t->peer] = 2;
+    x->have[from] = 2;
     return SPMD_OK;
 }
 
@@ -15997,18 +16047,26 @@ static void spmd__x_pstore(const spmd_req *r, const unsigned char *w) {
     } else if (kind == SPMD__KIND_SCATTER) {
         memcpy(out, w + (me + G - root) % G * blk, blk);
     } else {
-        size_t at = rs ? (size_t)spmd__plan_rs_pos((int)G, (int)me, (int64_t)n) : 0;
+        size_t at = rs ? spmd__x_rs_at(r, (int)me) : 0;
         const unsigned char *res = w + at * spmd__x_pes(r);
         if (kind != SPMD__KIND_BCAST && r->kern->fin) r->kern->fin(r->recv, res, n, (int)G);
         else memcpy(out, res, n * r->out_size);
     }
 }
 
+/* Wake r's fellow local members of its exchange (across processes a
+   finish wakes nobody: the exchange says whom a state it sets lets on). */
+static void spmd__x_wake(spmd_req *r) {
+    if (r->gr->g->nloc < 2) return;
+    SPMD__FENCE(&r->dev->fence_word); /* the states set before the sleepers are read */
+    spmd__wake_group(r->dev->mesh, r->gr->g, r->gr->me);
+}
+
 /* Run r's plan as far as the messages that came allow: each step's send
    (from the work vector as the steps before it left it), then its
-   receive. SPMD_OK once every step is done and the output written,
-   SPMD_ERR_BUSY, else the failure (d->err says). */
-static spmd_status spmd__x_prun(spmd_req *r) {
+   receive. SPMD_OK once every step is done, SPMD_ERR_BUSY, else the
+   failure (d->err says). A message names its process's first member. */
+static spmd_status spmd__x_psteps(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd_mesh *m = d->mesh;
     spmd__fab *f = m->lf.fab;
@@ -16016,16 +16074,20 @@ static spmd_status spmd__x_prun(spmd_req *r) {
     spmd__xrec *x = r->lf.xr;
     spmd__xplan *p = x->xp;
     size_t acc = spmd__x_pes(r);
+    uint16_t first = (uint16_t)(g->ppos * g->pblk);
     spmd_status st;
     while (p->done < p->plan.nsteps) {
         const spmd__pstep *t = &p->plan.step[p->done];
-        int proc = m->proc_of[g->members[t->peer]];
+        int proc = g->procs[t->peer];
         uint64_t tag = SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * p->done + 1]));
         if (p->sent == p->done && t->slen) {
             unsigned char *h = p->buf + p->at[2 * p->done + 1];
             size_t len = (size_t)t->slen * acc;
             uint32_t seen = x->refused ? (uint32_t)x->refused_st << 24 | (uint32_t)x->refused : 0;
             spmd__x_short(h, r, 1, len);
+            memcpy(h + offsetof(spmd__xshort, member), &first, 2);
+            memcpy(h + offsetof(spmd__xshort, sig), &r->sig, sizeof r->sig); /* (a refusal goes in `seen`:
+                                                                                 whoever sends names its member) */
             memcpy(h + offsetof(spmd__xshort, pad), &seen, 4);
             memcpy(h + SPMD__X_SHDR, p->buf + (size_t)t->soff * acc, len);
             st = spmd__x_send(r, &p->op[2 * p->done + 1], proc, tag, h, SPMD__X_SHDR + len, UINT64_MAX);
@@ -16038,7 +16100,7 @@ static spmd_status spmd__x_prun(spmd_req *r) {
             spmd__fab_op *op = &p->op[2 * p->done];
             st = spmd__fab_peek(f, op);
             if (st == SPMD_ERR_BUSY) {
-                if (spmd__boot_lost(f->boot, proc))
+                if (spmd__fab_first_lost(f, &proc, 1) >= 0)
                     return spmd__fail(d, SPMD_ERR_PEER_LOST, "%s over '%s': step %d of %d: process %d lost (it died "
                                       "or its host is unreachable)", spmd__x_what(r), r->gr->text, p->done + 1,
                                       p->plan.nsteps, proc);
@@ -16047,12 +16109,55 @@ static spmd_status spmd__x_prun(spmd_req *r) {
             if (st != SPMD_OK) return spmd__x_step_failed(r, st, p->done, p->plan.nsteps, op);
             if ((st = spmd__x_pread(r, t, p->buf + p->at[2 * p->done])) != SPMD_OK) return st;
         }
-        p->done++;
+        SPMD__ST_REL(&p->done, p->done + 1); /* (a member that gives up reads it: spmd__x_give_up) */
     }
+    return SPMD_OK;
+}
+
+/* r's plan, then its output from the work vector. Several members a
+   process (g->pblk): once all joined, one of them combines their inputs
+   into the work vector (spmd__x_pload; the others wait, and one that
+   fails meanwhile waits for that too) and whoever comes runs the steps,
+   one at a time; each writes its own output at the end. SPMD_OK once r's
+   output is written, SPMD_ERR_BUSY, else the failure (d->err says). */
+static spmd_status spmd__x_prun(spmd_req *r) {
+    spmd_mesh *m = r->dev->mesh;
+    spmd__group *g = r->gr->g;
+    spmd__xrec *x = r->lf.xr;
+    spmd__xplan *p = x->xp;
+    const void **ins = r->dev->ptrs + g->G; /* (spmd__x_pcomb takes the first G) */
+    int me = r->gr->me, j, run = g->pblk == 1;
+    spmd_status st = SPMD_OK;
+    if (!run) {
+        pthread_mutex_lock(&m->xlock);
+        if (x->gone != SPMD_OK) st = spmd__x_gone(r, x);
+        else if (p->loaded < 2 && (p->busy || x->joins < g->nloc)) st = SPMD_ERR_BUSY;
+        else if (p->loaded < 2) run = p->busy = 1;
+        if (run && !p->loaded) {
+            x->cst[me] = SPMD__XC_COMPUTING; /* (reading the others' inputs) */
+            for (j = 0; j < g->nloc; j++) ins[j] = x->in[g->locs[j]];
+            pthread_mutex_unlock(&m->xlock);
+            spmd__x_pload(r, p->buf, ins, g->nloc);
+            pthread_mutex_lock(&m->xlock);
+            x->cst[me] = SPMD__XC_JOINED;
+            p->loaded = 1;
+        }
+        pthread_mutex_unlock(&m->xlock);
+        if (st != SPMD_OK) return st;
+    }
+    if (run) st = spmd__x_psteps(r);
+    if (run && g->pblk > 1) {
+        pthread_mutex_lock(&m->xlock);
+        p->busy = 0;
+        if (st == SPMD_OK) p->loaded = 2; /* (the steps are done: the others may read the work vector) */
+        pthread_mutex_unlock(&m->xlock);
+    }
+    if (st != SPMD_OK) return st;
     spmd__x_pstore(r, p->buf);
     pthread_mutex_lock(&m->xlock);
-    x->cst[r->gr->me] = SPMD__XC_DONE;
+    x->cst[me] = SPMD__XC_DONE;
     pthread_mutex_unlock(&m->xlock);
+    if (g->pblk > 1) spmd__x_wake(r); /* the others may sleep till the steps are done */
     return SPMD_OK;
 }
 
@@ -16109,14 +16214,6 @@ SPMD__SETUP static void spmd__x_fail(spmd_req *r, spmd_status s) {
     }
     spmd__break(m, s, d->id, d->err);
     spmd__finish(r, s);
-}
-
-/* Wake r's fellow local members of its exchange (across processes a
-   finish wakes nobody: the exchange says whom a state it sets lets on). */
-static void spmd__x_wake(spmd_req *r) {
-    if (r->gr->g->nloc < 2) return;
-    SPMD__FENCE(&r->dev->fence_word); /* the states set before the sleepers are read */
-    spmd__wake_group(r->dev->mesh, r->gr->g, r->gr->me);
 }
 
 /* Split psum, once the headers are read: when every input's slice for
@@ -16788,10 +16885,9 @@ SPMD__SETUP static int spmd__x_give_up(spmd_req *r, spmd_status s, int expired, 
         if (x && bruck && x->brecv < x->bsteps) /* the remote inputs come in steps, each from one process */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d not received",
                      x->aop[2 * x->brecv].peer, x->brecv + 1, x->bsteps);
-        if (x && plan && x->xp->done < x->xp->plan.nsteps) /* (the step's peer may itself wait for another) */
+        if (x && plan && (k = SPMD__LD_ACQ(&x->xp->done)) < x->xp->plan.nsteps) /* (its peer may wait for another) */
             snprintf(step, sizeof step, ": process %d's part of step %d of %d of its plan not received",
-                     m->proc_of[g->members[x->xp->plan.step[x->xp->done].peer]], x->xp->done + 1,
-                     x->xp->plan.nsteps);
+                     g->procs[x->xp->plan.step[k].peer], k + 1, x->xp->plan.nsteps);
         for (k = 0; k < g->G && !plan; k++) {
             int have = x ? x->have[k]
                        : k == r->gr->me || !spmd__x_needs(r, k) ||
@@ -17871,12 +17967,21 @@ static int spmd__x_lanes(const spmd_req *r) {
     return lanes;
 }
 
-/* Which plan (see spmd__x_pplan) r runs, 0: none. Only over one member in
-   each process of the group, not in check mode (the direct exchange names
-   every mismatch), not for argmax and argmin (an index is no combine), not
-   where large messages wait for a clear-to-send (shm and net without the
-   lanes' bulk rings). rd or rab forced: that one (rab needs a block a
-   rank). By default, P processes:
+/* Which plan (see spmd__x_pplan) r runs, 0: none. Only where each process
+   of the group holds one block of its members, the same power of two
+   (g->pblk; scatter and gather: one member), not in check mode (the
+   direct exchange names every mismatch), not for argmax and argmin (an
+   index is no combine), not where large messages wait for a clear-to-send
+   (shm and net without the lanes' bulk rings). rd or rab forced: that one
+   (rab needs a block a rank). By default, P processes:
+   - several members a process: a reduction always (whatever the link and
+     P), recursive doubling or, where the split psum would run,
+     Rabenseifner, a psum_scatter recursive halving: the members combine
+     first (in the canonical order, their block being a subtree of the
+     group's tree), so one partial a process crosses, not each member's
+     input or slice (2 processes x 4 devices, 16 MiB: 1.0 n a process, was
+     2.25 n); a block of another size keeps those exchanges (the order of
+     a sum over its members could not be kept), docs/processes.md;
    - a small reduction from SPMD__X_BRUCK_PROCS on: recursive doubling
      (where Bruck would carry every input to every process: 8 processes,
      4 KiB, 0.3 ms against Bruck's 1.6-2.1 over the lane, 2.6 against 5.3
@@ -17896,12 +18001,12 @@ static int spmd__x_lanes(const spmd_req *r) {
 #define SPMD__X_RAB_PROCS 4
 static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     const spmd__group *g = r->gr->g;
-    int P = g->G, kind = r->sig.kind, mv = spmd__x_moves(kind), net;
+    int P = g->nrp + 1, kind = r->sig.kind, mv = spmd__x_moves(kind), many = g->pblk > 1, net, large;
     size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
     if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && kind != SPMD__KIND_PSUM_SCATTER && !mv) ||
-        r->dev->mesh->check || (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || g->nloc != 1 ||
-        P != g->nrp + 1 || P < 2 || P > 65535 || r->count < 1 || want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT ||
-        want == SPMD_ALGO_BRUCK)
+        r->dev->mesh->check || (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || !g->pblk ||
+        (many && kind != SPMD__KIND_BCAST && mv) || P < 2 || g->G > 65535 || r->count < 1 ||
+        want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK)
         return 0;
     net = !spmd__x_lanes(r); /* (a look at each process of the group: after the cheap tests) */
     if (r->dev->mesh->lf.fab->cts && net) return 0;
@@ -17910,14 +18015,15 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
                         (P >= SPMD__X_BRUCK_PROCS || (P >= SPMD__X_RAB_PROCS && net)))
                    ? SPMD__ALG_RD : 0;
     if (kind == SPMD__KIND_PSUM_SCATTER)
-        return want || (P >= SPMD__X_RAB_PROCS && net) ||
+        return want || many || (P >= SPMD__X_RAB_PROCS && net) ||
                        (P >= SPMD__X_BRUCK_PROCS && bytes * (size_t)P <= SPMD__X_BRUCK_MAX)
                    ? SPMD__ALG_RAB : 0;
     if (want == SPMD_ALGO_RAB || want == SPMD_ALGO_RD)
         return want == SPMD_ALGO_RAB && r->count >= (size_t)P ? SPMD__ALG_RAB : SPMD__ALG_RD;
-    if (P >= SPMD__X_RAB_PROCS && r->count >= (size_t)P && bytes > SPMD__X_INLINE &&
-        bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN && net)
-        return SPMD__ALG_RAB;
+    large = r->count >= (size_t)P && bytes > SPMD__X_INLINE && bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN;
+    if (many && !mv) /* several members a process: they combine first, whatever the link */
+        return large ? SPMD__ALG_RAB : SPMD__ALG_RD;
+    if (P >= SPMD__X_RAB_PROCS && large && net) return SPMD__ALG_RAB;
     return P >= SPMD__X_BRUCK_PROCS && (kind == SPMD__KIND_ALLREDUCE || net) ? SPMD__ALG_RD : 0;
 }
 

@@ -1356,6 +1356,47 @@ static int ctr_report(const char *what, int me, int held, const spmd_counters *c
            (double)c->total.bytes / (double)n, infl);
     return !held;
 }
+/* The same mesh with four devices a process: the process's members
+   combine first, then its plan runs over the processes as with one
+   device a process, over any link and from 2 processes on: an 8-byte psum
+   at most ceil(log2 P) messages of 56 bytes (exactly log2 P for a power
+   of two: recursive doubling), 16 MiB ones as Rabenseifner (a power of
+   two: 2 log2 P messages to log2 P peers, 2 (P-1)/P n and a header each;
+   else at most 2n), a psum_scatter as recursive halving, a reduce at most
+   2n; not 4 records or slices a process as before (issue 37). */
+static int ctr_four(int P, int lg, size_t big, size_t n) {
+    uint64_t lo = 2 * (uint64_t)(P - 1) * n / (uint64_t)P;
+    int bad = 0, me, pow2 = !(P & (P - 1));
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    spmd_counters c;
+    desc_1d(&desc, 4 * P);
+    desc.devices_per_process = 4;
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
+        printf("FAILED: counters: mesh_create, 4 devices a process\n");
+        return 1;
+    }
+    me = spmd_mesh_process_id(m);
+    bad |= ctr_report("psum 8 B, 4 devices a process", me,
+                      ctr_call(m, 0, 2, &c) && c.total.messages <= (uint64_t)lg &&
+                          (!pow2 || c.total.messages == (uint64_t)lg) && c.total.bytes == 56u * c.total.messages,
+                      &c, 8);
+    bad |= ctr_report("psum 16 MiB, 4 devices a process", me,
+                      ctr_call(m, 0, big, &c) && c.total.peers <= lg &&
+                          (pow2 ? c.total.messages == 2u * (uint64_t)lg && c.total.peers == lg && c.total.bytes >= lo &&
+                                      c.total.bytes <= lo + 48u * c.total.messages
+                                : c.total.bytes <= 2 * (uint64_t)n + 48u * c.total.messages),
+                      &c, n);
+    bad |= ctr_report("psum_scatter 16 MiB, 4 devices a process", me,
+                      ctr_call(m, 5, big, &c) &&
+                          (!pow2 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                                     c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
+                      &c, n);
+    bad |= ctr_report("reduce 16 MiB, 4 devices a process", me,
+                      ctr_call(m, 2, big, &c) && c.total.bytes <= 2 * (uint64_t)n + 48u * c.total.messages, &c, n);
+    spmd_mesh_destroy(m);
+    return bad;
+}
 static int child_counters(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
@@ -1441,7 +1482,7 @@ static int child_counters(void) {
         bad = 1;
     }
     spmd_mesh_destroy(m);
-    return bad;
+    return bad | ctr_four(P, lg, big, n);
 }
 
 /* mode "shmkill" (shm provider, under spmdrun): every process says its pid,

@@ -19,11 +19,17 @@
      count      without check mode (so the short headers), psum with 5
                 elements on process 0 and 7 on process 1:
                 SPMD_ERR_MISMATCH on all four devices naming both counts and
-                the axis (or SPMD_ERR_BROKEN naming them, as above);
+                the axis (or SPMD_ERR_BROKEN naming them, as above); by
+                default the two devices of a process combine first and
+                their process runs recursive doubling, whose step's message
+                is the wrong length: each names its own count and that
+                both sides must post the same length;
      absent     process 1 skips one psum (SPMD_TIMEOUT_MS=1500): process 0's
                 devices get SPMD_ERR_TIMEOUT within 2.2 s naming the psum, the
-                1500 ms and the devices not heard from (2, 3), or for the
-                second device abandoned by the first's timeout, naming it;
+                1500 ms and what did not come (by default: process 1's part
+                of step 1 of the plan; the direct exchange: the devices not
+                heard from, 2 and 3), or for the second device abandoned by
+                the first's timeout, naming it;
      axesmix    check mode, XF_QUICK's 2 x 2 mesh: device 3 calls pmax over
                 "y" (its group {2, 3} inside process 1), the others psum over
                 "x,y": all four get SPMD_ERR_MISMATCH (or SPMD_ERR_BROKEN)
@@ -84,7 +90,8 @@
                 does not wait) and device 2 gets SPMD_ERR_MISMATCH;
      count, absent and kill once more with SPMD_ALGO=bruck (the Bruck
                 exchange, where each process hears from one process per
-                step; 2 devices per process take it by default for a psum):
+                step; unrooted small calls but reductions of 2 devices per
+                process take it by default):
                 the same statuses; absent names process 1's part of the
                 step not received, and its devices; absent once more with
                 SPMD_ALGO=eager (the direct exchange); kill runs 4 processes of one device,
@@ -985,7 +992,7 @@ static int child_main(const char *mode) {
     spmd_mesh *m = NULL;
     spmd_status s, run;
     child c;
-    int i, bad = 0, found = 0, bruck16;
+    int i, bad = 0, found = 0, bruck16, plan16;
     double t0 = p_now();
     if (strcmp(mode, "late") == 0 || strcmp(mode, "latebar") == 0) return late_main(mode);
     if (strcmp(mode, "window") == 0) return window_main();
@@ -1030,8 +1037,10 @@ static int child_main(const char *mode) {
     }
     run = spmd_run(m, dev_main, &c);
     /* the 16-element psum takes the Bruck exchange when asked, and by default on the 2 x 2 mesh
-       (two devices per process; the quick mesh's axis has one per process) */
-    bruck16 = c.bruck || (!getenv("SPMD_ALGO") && !c.quick);
+       recursive doubling over the processes (two devices per process: they combine first; the quick
+       mesh's axis has one per process) */
+    bruck16 = c.bruck;
+    plan16 = !getenv("SPMD_ALGO") && !c.quick;
     for (i = 0; i < 4; i++) {
         int ok = 1;
         char over[32], partner[32], other[32], sig16[64];
@@ -1039,7 +1048,7 @@ static int child_main(const char *mode) {
         snprintf(over, sizeof over, "over '%s' but", c.ax);
         snprintf(partner, sizeof partner, "%d (process 1", c.quick ? i + 2 : 2); /* the first not heard from */
         snprintf(other, sizeof other, "%d (process 1)", (i ^ 1) + 2); /* (quick) the sibling's partner */
-        snprintf(sig16, sizeof sig16, "psum(f32 x 16, %s) over '%s'", bruck16 ? "bruck" : "eager", c.ax);
+        snprintf(sig16, sizeof sig16, "psum(f32 x 16, %s) over '%s'", bruck16 ? "bruck" : plan16 ? "rd" : "eager", c.ax);
         printf("device %d: %s after %.2f s (%llu quick): %s\n", i, spmd_status_name(c.st[i]), c.took[i],
                (unsigned long long)m->devs[i]->lf.xq_calls, c.msg[i]);
         if (strcmp(mode, "kill") == 0) { /* found here, or (BROKEN) by the sibling first: naming the op and the dead */
@@ -1053,6 +1062,11 @@ static int child_main(const char *mode) {
         else if (strcmp(mode, "mismatch") == 0)
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "psum") &&
                  strstr(c.msg[i], "all_gather");
+        else if (strcmp(mode, "count") == 0 && plan16) /* a step's message of the other length */
+            ok = (c.st[i] == SPMD_ERR_BROKEN || /* (announced by the other process: its own count) */
+                  (c.st[i] == SPMD_ERR_MISMATCH && strstr(c.msg[i], c.proc == 0 ? "psum(f32 x 5, rd)" : "psum(f32 x 7, rd)") &&
+                   strstr(c.msg[i], c.proc == 0 ? "carried 76 bytes, expected 68" : "carried 68 bytes, expected 76"))) &&
+                 strstr(c.msg[i], "both sides must post the same length");
         else if (strcmp(mode, "count") == 0)
             ok = (c.st[i] == SPMD_ERR_MISMATCH || c.st[i] == SPMD_ERR_BROKEN) && strstr(c.msg[i], "x 5") &&
                  strstr(c.msg[i], "x 7") && strstr(c.msg[i], over);
@@ -1061,6 +1075,7 @@ static int child_main(const char *mode) {
                              : c.st[i] == SPMD_ERR_TIMEOUT && c.took[i] < XF_ABSENT_BY && strstr(c.msg[i], sig16) &&
                                    strstr(c.msg[i], "timed out after 1500 ms: ") &&
                                    strstr(c.msg[i], bruck16   ? "process 1's part of step 1 of 1 not received"
+                                                    : plan16  ? "process 1's part of step 1 of 1 of its plan not received"
                                                     : c.quick ? "devices not heard from: "
                                                               : "devices not heard from: 2 (process 1), 3 (process 1)") &&
                                    (!c.quick || strstr(c.msg[i], partner) ||
