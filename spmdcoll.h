@@ -465,6 +465,9 @@
                        one host, else the first)
      SPMD_SOCKET_IFNAME   interface for the bootstrap and the tcp provider
      SPMD_DEVICES_PER_PROCESS   devices each process hosts (desc field wins)
+     SPMD_HOST         the host a process counts as, for the lane and the
+                       choice of shm (default: its host name): containers
+                       of one machine sharing /dev/shm set one value
      SPMD_PROGRESS_THREAD   1: a thread drives the transport while callers
                        compute between start and wait
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
@@ -10683,31 +10686,51 @@ static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, 
 }
 
 /* A bcast of n elements from root in about 2n a rank: over ranks v
-   relative to the root, the first P' take block v each down the binomial
-   tree (spmd__plan_tree), then all-gather by recursive doubling; the
-   r ranks v >= P' receive the whole vector from v - r, one of the last r
+   relative to the root, the first P' = 2^m take block rev(v) each (v's m
+   bits reversed) from a binomial tree whose nearest ranks split first:
+   at step k the ranks v < 2^k pass the upper half of the blocks they
+   hold to v + 2^k; then all-gather by recursive doubling from the
+   farthest partner in: at step j v and v ^ 2^(m-1-j) swap their 2^j
+   blocks (rev(v) with its low j bits cleared on). Both keep the ranges
+   contiguous, and the large transfers go between near ranks: with the
+   processes of a host in aligned blocks the steps inside a host carry
+   half the data and those across hosts the small parts (the root's host
+   sends about 1.5 n over the network, not 2.25 n, 4 hosts of 2). The r
+   ranks v >= P' receive the whole vector from v - r, one of the last r
    of the P' (never the root). */
 static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
-    int v, Pp, r, k;
+    int v, Pp, r, k, m, b, c;
 #define SPMD__PR(u) (((u) + root) % P) /* the rank of relative rank u */
+#define SPMD__PB(u) spmd__plan_blk(n, (u), Pp) /* where block u starts (Pp: the end) */
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
     Pp = spmd__tree_leaves(P);
     r = P - Pp;
+    m = spmd__log2(Pp);
     v = (rank - root + P) % P;
     if (v >= Pp) {
         spmd__plan_add(x, SPMD__PR(v - r), 0, 0, 0, n, SPMD__PLAN_COPY);
         return 0;
     }
-    spmd__plan_tree(x, 0, v, Pp, n, P, root);
-    for (k = 0; (1 << k) < Pp; k++) { /* v holds the 2^k blocks from base; its partner the next (or previous) 2^k */
-        int base = v & ~((1 << k) - 1), pbase = base ^ (1 << k), pv = v ^ (1 << k); /* (the root has them all) */
-        spmd__plan_add(x, SPMD__PR(pv), spmd__plan_blk(n, base, Pp),
-                       pv ? spmd__plan_blk(n, base + (1 << k), Pp) - spmd__plan_blk(n, base, Pp) : 0,
-                       spmd__plan_blk(n, pbase, Pp),
-                       v ? spmd__plan_blk(n, pbase + (1 << k), Pp) - spmd__plan_blk(n, pbase, Pp) : 0, SPMD__PLAN_COPY);
+    for (k = 0; k < m; k++) { /* before it, v < 2^k holds the 2^(m-k) blocks from rev_k(v) 2^(m-k) */
+        c = 1 << (m - k - 1);
+        if (v < (1 << k)) {
+            b = spmd__plan_rev(v, k) * 2 * c + c;
+            spmd__plan_add(x, SPMD__PR(v + (1 << k)), SPMD__PB(b), SPMD__PB(b + c) - SPMD__PB(b), 0, 0, SPMD__PLAN_COPY);
+        } else if (v < (2 << k)) {
+            b = spmd__plan_rev(v, k + 1) * c;
+            spmd__plan_add(x, SPMD__PR(v - (1 << k)), 0, 0, SPMD__PB(b), SPMD__PB(b + c) - SPMD__PB(b), SPMD__PLAN_COPY);
+        }
+    }
+    for (k = 0; k < m; k++) { /* v holds 2^k blocks from b; its partner the next (or previous) 2^k (the root: all) */
+        int pv = v ^ (1 << (m - 1 - k)), pb;
+        b = spmd__plan_rev(v, m) & ~((1 << k) - 1);
+        pb = b ^ (1 << k);
+        spmd__plan_add(x, SPMD__PR(pv), SPMD__PB(b), pv ? SPMD__PB(b + (1 << k)) - SPMD__PB(b) : 0, SPMD__PB(pb),
+                       v ? SPMD__PB(pb + (1 << k)) - SPMD__PB(pb) : 0, SPMD__PLAN_COPY);
     }
     if (v >= Pp - r) spmd__plan_add(x, SPMD__PR(v + r), 0, n, 0, 0, SPMD__PLAN_COPY);
+#undef SPMD__PB
 #undef SPMD__PR
     return 0;
 }
@@ -11218,6 +11241,17 @@ static int spmd__boot_slurm_first_host(const char *list, char *out, size_t n) {
     }
     out[o] = 0;
     return o > 0;
+}
+
+/* This process's host, as the transport groups processes (the lane, the
+   choice of shm): SPMD_HOST when set (containers of one machine that
+   share /dev/shm; or, apart, processes of one machine made to act as
+   hosts), else the host name. */
+static void spmd__host_name(char *out, size_t n) {
+    const char *h = getenv("SPMD_HOST");
+    memset(out, 0, n);
+    if (h && *h) snprintf(out, n, "%s", h);
+    else if (gethostname(out, n - 1) != 0) out[0] = '\0';
 }
 
 /* Where the layout, coordinator and key come from; see the section comment. */
@@ -13437,7 +13471,8 @@ static size_t spmd__lane_host_id(char *out, size_t n) {
     fclose(fp);
     k = strcspn(boot, "\n");
     boot[k] = '\0';
-    if (k == 0 || gethostname(host, sizeof host - 1) != 0) return 0;
+    spmd__host_name(host, sizeof host);
+    if (k == 0 || !host[0]) return 0;
     if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     snprintf(out, n, "%s %s %llu:%llu %u", boot, host, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
              (unsigned)geteuid());
@@ -14356,8 +14391,7 @@ static spmd_status spmd__fab_pick(spmd__fab *f, const char *prov, unsigned char 
     int rc, i, auto_shm = 0;
     if (!prov && f->nprocs > 1) { /* all on one host? then try shm first */
         char host[256];
-        memset(host, 0, sizeof host);
-        gethostname(host, sizeof host - 1);
+        spmd__host_name(host, sizeof host);
         st = spmd__boot_allgather(b, host, strlen(host), blobs, 256, lens, deadline);
         if (st != SPMD_OK) { return spmd__fab_fail(f, st, "fabric: %s", b->err); }
         auto_shm = 1;

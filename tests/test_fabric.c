@@ -1285,9 +1285,9 @@ typedef struct { int op; size_t n; int bad; } ctr_arg;
 static int ctr_values_ok(int op, int id, int P, const float *y, size_t n) {
     size_t per = n / (size_t)P;
     if (op == 9) n = per * (size_t)P;
-    if (!(op == 1 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
+    if (!(op == 0 || op == 1 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
     for (size_t i = 0; i < (op == 8 ? per : n); i++) {
-        float want = op == 1 || op == 8 ? 1.0f : op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
+        float want = op == 1 || op == 8 ? 1.0f : op == 0 || op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
         if (y[i] != want) return 0;
     }
     return 1;
@@ -1327,7 +1327,7 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 8 ? spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL)
                                   : ctr_a2a(d, x, y, a->n);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
-    if (st != SPMD_OK || ((a->n <= 64 || a->op == 9) && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
+    if (st != SPMD_OK || ((a->n <= 64 || a->op == 9 || a->op == 0) && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
         __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
     free(x);
     free(y);
@@ -1395,6 +1395,74 @@ static int ctr_four(int P, int lg, size_t big, size_t n) {
                       &c, n);
     bad |= ctr_report("reduce 16 MiB, 4 devices a process", me,
                       ctr_call(m, 2, big, &c) && c.total.bytes <= 2 * (uint64_t)n + 48u * c.total.messages, &c, n);
+    spmd_mesh_destroy(m);
+    return bad;
+}
+/* mode "hosts" (under spmdrun, HOSTS hosts of P / HOSTS processes, one
+   device each): each process sets SPMD_HOST to its host's name
+   (emul-h<i>, processes in blocks) unless the launcher set it (the
+   namespaces of tests/twohost.sh), so the processes of a host share
+   the lane and hosts meet over the provider, as on a cluster. Per call,
+   what each host sent over the network (its processes' c.link[network],
+   summed over the mesh): a psum of 16 MiB (n) at least 2 (H-1)/H n, the
+   hierarchical bound, and at most that plus a header a message
+   (Rabenseifner with the hosts' processes in blocks: its steps inside a
+   host cross the lane, the others carry 1/K of the data), every host's
+   lane busy when it has several processes; a bcast's root host at most
+   2n and a header a message; results checked (every element of the
+   psum). Prints one line per call and host. */
+typedef struct { const uint64_t *in; uint64_t *out; int n; spmd_status st; } hosts_arg;
+static void hosts_dev(spmd_dev *d, void *p) {
+    hosts_arg *a = (hosts_arg *)p;
+    a->st = spmd_psum(d, a->in, a->out, (size_t)a->n, SPMD_U64, "x", NULL);
+}
+static spmd_status hosts_sum(spmd_mesh *m, const uint64_t *in, uint64_t *out, int n) {
+    hosts_arg a = {in, out, n, SPMD_OK};
+    spmd_status st = spmd_run(m, hosts_dev, &a);
+    return st != SPMD_OK ? st : a.st;
+}
+static int hosts_call(spmd_mesh *m, int op, size_t big, int H, int K, uint64_t *v) {
+    spmd_counters c;
+    int me = spmd_mesh_process_id(m), ok = ctr_call(m, op, big, &c);
+    uint64_t mine[3 * 16] = {0};
+    mine[3 * (me / K)] = c.link[SPMD_LINK_NETWORK].bytes;
+    mine[3 * (me / K) + 1] = c.link[SPMD_LINK_NETWORK].messages;
+    mine[3 * (me / K) + 2] = c.link[SPMD_LINK_LANE].bytes;
+    return ok && hosts_sum(m, mine, v, 3 * H) == SPMD_OK;
+}
+static int child_hosts(void) {
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), H = atoi(getenv("HOSTS") ? getenv("HOSTS") : "2");
+    int me = atoi(getenv("SPMD_PROCESS_ID") ? getenv("SPMD_PROCESS_ID") : "0"), K = H > 0 ? P / H : 0, bad = 0, h, ok;
+    size_t big = (size_t)4 << 20, n = big * 4; /* f32: 16 MiB */
+    uint64_t v[3 * 16], lo;
+    char name[32];
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    if (H < 2 || H > 16 || K < 1 || H * K != P) {
+        printf("FAILED: hosts: %d processes do not make %d hosts\n", P, H);
+        return 1;
+    }
+    snprintf(name, sizeof name, "emul-h%d", me / K);
+    if (!getenv("SPMD_HOST")) setenv("SPMD_HOST", name, 1);
+    desc_1d(&desc, P);
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
+        printf("FAILED: hosts: mesh_create\n");
+        return 1;
+    }
+    lo = 2 * (uint64_t)(H - 1) * n / (uint64_t)H;
+    ok = hosts_call(m, 0, big, H, K, v);
+    for (h = 0; h < H; h++) {
+        int held = ok && v[3 * h] >= lo && v[3 * h] <= lo + 48u * v[3 * h + 1] && (K == 1 || v[3 * h + 2] > 0);
+        printf("%s: hosts: psum 16 MiB: host %d of %d (%d processes) sent %.2f n over the network in %llu messages, "
+               "%.2f n over its lane (bound %.2f n)\n", held ? "ok" : "FAILED", h, H, K, (double)v[3 * h] / (double)n,
+               (unsigned long long)v[3 * h + 1], (double)v[3 * h + 2] / (double)n, (double)lo / (double)n);
+        bad |= !held;
+    }
+    ok = hosts_call(m, 1, big, H, K, v);
+    ok = ok && v[0] <= 2 * (uint64_t)n + 48u * v[1];
+    printf("%s: hosts: bcast 16 MiB: the root's host sent %.2f n over the network (bound 2 n)\n", ok ? "ok" : "FAILED",
+           (double)v[0] / (double)n);
+    bad |= !ok;
     spmd_mesh_destroy(m);
     return bad;
 }
@@ -1732,6 +1800,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "place") == 0) return child_place();
         if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "counters") == 0) return child_counters();
+        if (strcmp(argv[2], "hosts") == 0) return child_hosts();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
@@ -1770,6 +1839,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-lane-3", 3, "--provider shm", "counters", "COUNTERS_LINK=lane");
+    run_mode("fabric-hosts-tcp-8", 8, "--provider tcp", "hosts", "HOSTS=4");
     test_lanekill();
     test_shmkill();
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
