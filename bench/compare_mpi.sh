@@ -145,33 +145,8 @@ if [ $have_mpi = 1 ]; then
     mpirun=(mpirun --oversubscribe --allow-run-as-root -np "$devices" --bind-to "$bind_mpi" "${btl[@]}")
 fi
 
-# Per (collective, size): the median over the rounds' CSV files of the
-# time, busbw and floor columns (7, 9, 11); comments from the first file.
-median_csv() { # $@ = the rounds' CSV files
-    awk -F, -v OFS=, '
-        function med(list,   n, a, i, j, t) {
-            n = split(list, a, " ")
-            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-        }
-        FNR == 1 { file++ }
-        /^#/ || /^coll,/ { if (file == 1) print; next }
-        {
-            k = $1 SUBSEP $2
-            if (!(k in row)) { row[k] = $0; order[++n] = k }
-            t[k] = t[k] " " $7; b[k] = b[k] " " $9; c[k] = c[k] " " $11
-        }
-        END {
-            for (i = 1; i <= n; i++) {
-                k = order[i]
-                nf = split(row[k], f, ",")
-                f[7] = med(t[k]); f[9] = med(b[k]); if (f[11] != "") f[11] = med(c[k])
-                line = f[1]
-                for (j = 2; j <= nf; j++) line = line "," f[j]
-                print line
-            }
-        }' "$@"
-}
+# Per (collective, size): the median over the rounds' CSV files (bench/median.awk).
+median_csv() { awk -F, -v OFS=, -f "$here/median.awk" "$@"; }
 
 ofiles=() mfiles=()
 for ((round = 1; round <= rounds; round++)); do

@@ -1400,8 +1400,9 @@ static int ctr_four(int P, int lg, size_t big, size_t n) {
 }
 /* mode "hosts" (under spmdrun, HOSTS hosts of P / HOSTS processes, one
    device each): each process sets SPMD_HOST to its host's name
-   (emul-h<i>, processes in blocks) unless the launcher set it (the
-   namespaces of tests/twohost.sh), so the processes of a host share
+   (emul-h<i>, processes in blocks) unless the launcher set it or gave
+   each host its own host name (HOSTS_BY_NAME: the namespaces of
+   tests/twohost.sh), so the processes of a host share
    the lane and hosts meet over the provider, as on a cluster. Per call,
    what each host sent over the network (its processes' c.link[network],
    summed over the mesh): a psum of 16 MiB (n) at least 2 (H-1)/H n, the
@@ -1443,7 +1444,7 @@ static int child_hosts(void) {
         return 1;
     }
     snprintf(name, sizeof name, "emul-h%d", me / K);
-    if (!getenv("SPMD_HOST")) setenv("SPMD_HOST", name, 1);
+    if (!getenv("SPMD_HOST") && !getenv("HOSTS_BY_NAME")) setenv("SPMD_HOST", name, 1);
     desc_1d(&desc, P);
     if (spmd_mesh_create(&desc, &m) != SPMD_OK) {
         printf("FAILED: hosts: mesh_create\n");

@@ -155,6 +155,35 @@ elif [ -n "$mesh_exe" ]; then
     check 1 "$mesh_exe not built"
 fi
 
+# Two hosts of two processes: in each namespace two processes, each under
+# `unshare --uts` with its namespace's host name, so that the processes of
+# a "host" share the shared-memory lane (same boot, /dev/shm and name) and
+# the hosts meet over tcp on the veth, as on a cluster: test_fabric's
+# "hosts" mode checks what each host sends over the network for a 16 MiB
+# psum (the hierarchical bound 2 (H-1)/H n, and the psum's result) and the
+# bcast root's host (at most 2 n).
+key=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+port=29502
+hpids=""
+for i in 0 1 2 3; do
+    n=$NA v=$VA h=spmd2h-host-a
+    [ $i -ge 2 ] && n=$NB v=$VB h=spmd2h-host-b
+    timeout -s KILL 120 ip netns exec "$n" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" \
+        env SPMD_NUM_PROCESSES=4 SPMD_PROCESS_ID=$i SPMD_COORDINATOR="$AA:$port" SPMD_JOB_KEY="$key" \
+        SPMD_SOCKET_IFNAME="$v" SPMD_PROVIDER=tcp FI_PROVIDER=tcp SPMD_BOOT_TIMEOUT_MS=20000 HOSTS=2 HOSTS_BY_NAME=1 \
+        "$exe" --child hosts >"$W/twohost-hosts-p$i.out" 2>"$W/twohost-hosts-p$i.err" &
+    hpids="$hpids $!"
+done
+i=0
+for p in $hpids; do
+    wait "$p"; r=$?
+    grep -q '^ok: hosts: psum 16 MiB: host 1 of 2' "$W/twohost-hosts-p$i.out" && ! grep -q FAILED "$W/twohost-hosts-p$i.out"
+    ok=$?
+    [ $r = 0 ] && [ $ok = 0 ]; check $? "hosts: process $i exited with $r: $(grep -m 1 FAILED "$W/twohost-hosts-p$i.out")"
+    i=$((i + 1))
+done
+sed 's/^/  two hosts of two processes: /' "$W/twohost-hosts-p0.out" >&2
+
 # SPMD_SOCKET_IFNAME naming an interface that is down: the tcp provider offers
 # no domain on it, and opening must say so (not fall back to lo, whose
 # address the other host cannot reach).
