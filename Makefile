@@ -216,7 +216,7 @@ test-fabric: fabric
 
 # The compile matrix needs g++ and clang, the fabric flavour libfabric-dev and
 # libfabric-bin, the two-host test ip (iproute2), tests/cmake.sh cmake and
-# pkg-config; installed here when we are root.
+# pkg-config, the launch under mpirun (PMIx) openmpi-bin; installed here when we are root.
 deps:
 	@missing=""; \
 	printf "#include <rdma/fabric.h>\n" | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libfabric-dev libfabric-bin"; \
@@ -226,6 +226,7 @@ deps:
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v mpirun >/dev/null 2>&1 || missing="$$missing openmpi-bin"; \
 	command -v clang >/dev/null 2>&1 && ! ls $$(clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 && \
 	  missing="$$missing libclang-rt-14-dev"; \
 	if [ -n "$$missing" ]; then \

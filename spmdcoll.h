@@ -10786,14 +10786,18 @@ static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64
      OMPI_COMM_WORLD_SIZE / OMPI_COMM_WORLD_RANK   (Open MPI's mpirun)
      PMI_SIZE / PMI_RANK                       (MPICH, Intel MPI, other PMI launchers)
    Coordinator (process 0's host:port, "[v6addr]:port" for IPv6):
-     SPMD_COORDINATOR. Under Slurm without it: the first host of
+     SPMD_COORDINATOR. Under a PMIx launcher without it (PMIX_NAMESPACE and
+     PMIX_RANK set: Open MPI's mpirun, srun --mpi=pmix): process 0 listens
+     on a free port and tells the others through PMIx (spmd__boot_pmix).
+     Under Slurm without either: the first host of
      SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST, which is where srun puts
      task 0 with the default block distribution) and port
      SPMD_COORDINATOR_PORT, else 20000 + (SLURM_JOB_ID * 16 + SLURM_STEP_ID)
-     % 30000. Open MPI and PMI publish no address we could use, so there
-     SPMD_COORDINATOR is required (mpirun -x SPMD_COORDINATOR=host:port).
-   Job key: SPMD_JOB_KEY (spmdrun makes a random one); under Slurm without
-     it "slurm:<job>.<step>"; else empty (logged at info).
+     % 30000. A PMI launcher without PMIx publishes no address we could
+     use: there SPMD_COORDINATOR is required.
+   Job key: SPMD_JOB_KEY (spmdrun makes a random one); under PMIx without
+     it "pmix:<namespace>", under Slurm "slurm:<job>.<step>"; else empty
+     (logged at info).
    Deadlines: SPMD_BOOT_TIMEOUT_MS (else the deadline of the mesh whose
      creation starts the bootstrap: SPMD_TIMEOUT_MS, else its
      desc.timeout_ms, else 60 s) for the whole bootstrap;
@@ -10840,6 +10844,7 @@ static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64
 SPMD__SETUP_BEGIN
 #if SPMD__HAS_LIBFABRIC
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -10919,6 +10924,7 @@ typedef struct spmd__boot {
     char ifname[IF_NAMESIZE + 1];   /* interface actually used ("" unknown) */
     char addr[INET6_ADDRSTRLEN];    /* this process's bootstrap address */
     const char *layout_from;        /* which env family gave the layout */
+    int pmix;                       /* the coordinator's address goes through PMIx (spmd__boot_pmix) */
     int listen_fd;
     spmd__boot_conn coord;          /* rank > 0: the connection to process 0 */
     spmd__boot_conn *peers;         /* rank 0: one per process (index 0 unused) */
@@ -11299,6 +11305,9 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
             return spmd__boot_fail(b, SPMD_ERR_INVALID,
                                    "bootstrap: coordinator '%s' is not host:port (or [v6addr]:port, port 1..65535)",
                                    coord);
+    } else if (b->nprocs > 1 && getenv("PMIX_NAMESPACE") && getenv("PMIX_RANK")) {
+        b->pmix = 1; /* process 0 listens on a free port and says where through PMIx (spmd__boot_pmix) */
+        snprintf(b->coord_port, sizeof b->coord_port, "0");
     } else if (slurm && b->nprocs > 1) {
         int64_t job = 0, step = 0, port = 0;
         const char *nl = getenv("SLURM_STEP_NODELIST");
@@ -11315,10 +11324,14 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
         snprintf(b->coord_port, sizeof b->coord_port, "%d", (int)port);
     } else if (b->nprocs > 1) {
         return spmd__boot_fail(b, SPMD_ERR_INVALID,
-                               "bootstrap: set SPMD_COORDINATOR=host:port of process 0 (layout from %s; "
-                               "with mpirun: -x SPMD_COORDINATOR=host:port)", b->layout_from);
+                               "bootstrap: set SPMD_COORDINATOR=host:port of process 0 (layout from %s, and "
+                               "no PMIx server to ask)", b->layout_from);
     }
     if (!key) key = getenv("SPMD_JOB_KEY");
+    if (!key && b->pmix) { /* the launcher's name of the job */
+        snprintf(slurm_key, sizeof slurm_key, "pmix:%.50s", getenv("PMIX_NAMESPACE"));
+        key = slurm_key;
+    }
     if (!key && slurm && getenv("SLURM_JOB_ID")) {
         const char *st = getenv("SLURM_STEP_ID");
         snprintf(slurm_key, sizeof slurm_key, "slurm:%.20s.%.20s", getenv("SLURM_JOB_ID"), st ? st : "0");
@@ -11429,10 +11442,109 @@ static spmd_status spmd__boot_listen(spmd__boot *b) {
         return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: listen on port %s: %s", b->coord_port, strerror(e));
     }
     sl = sizeof ss;
-    if (getsockname(b->listen_fd, (struct sockaddr *)&ss, &sl) == 0) spmd__boot_note_addr(b, (struct sockaddr *)&ss);
+    if (getsockname(b->listen_fd, (struct sockaddr *)&ss, &sl) == 0) {
+        spmd__boot_note_addr(b, (struct sockaddr *)&ss);
+        snprintf(b->coord_port, sizeof b->coord_port, "%u", /* (port 0: the one the system gave) */
+                 (unsigned)ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                         : ((struct sockaddr_in6 *)&ss)->sin6_port));
+    }
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: coordinator listening on %s port %s (interface %s), %d processes, "
                    "layout from %s", b->addr, b->coord_port, b->ifname[0] ? b->ifname : "any", b->nprocs,
                    b->layout_from);
+    return SPMD_OK;
+}
+
+/* ---- PMIx ----
+   Under a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix: PMIX_NAMESPACE
+   and PMIX_RANK set) with no SPMD_COORDINATOR, process 0 listens on a free
+   port and publishes where ("spmdcoll.coordinator" = host:port, the host
+   SPMD_SOCKET_IFNAME's address, 127.0.0.1 when every process is on its
+   node, else its host name), the others read it after a fence: PMIx_Put,
+   Commit, Fence, Get, from libpmix.so.2 loaded at run time, so a build
+   needs no PMIx and a launch without the library fails naming
+   SPMD_COORDINATOR. The job key is the PMIx namespace (spmd__boot_config).
+   The structures as PMIx 2 to 5 lay them out: pmix_proc_t, and
+   pmix_value_t (a 16-bit type, then a union of 24 bytes). */
+typedef struct { char nspace[256]; uint32_t rank; } spmd__pmix_proc;
+typedef struct { uint16_t type; union { char *string; uint64_t words[3]; } data; } spmd__pmix_value;
+#define SPMD__PMIX_STRING 3 /* PMIX_STRING */
+#define SPMD__PMIX_GLOBAL 3 /* PMIX_GLOBAL */
+typedef struct spmd__pmix_fns {
+    int (*init)(spmd__pmix_proc *, void *, size_t);
+    int (*put)(uint8_t, const char *, spmd__pmix_value *);
+    int (*commit)(void);
+    int (*fence)(const spmd__pmix_proc *, size_t, const void *, size_t);
+    int (*get)(const spmd__pmix_proc *, const char *, const void *, size_t, spmd__pmix_value **);
+    int (*fin)(const void *, size_t);
+} spmd__pmix_fns;
+
+static int spmd__pmix_load(spmd__pmix_fns *p) {
+    static const char *names[6] = {"PMIx_Init", "PMIx_Put", "PMIx_Commit", "PMIx_Fence", "PMIx_Get", "PMIx_Finalize"};
+    void *h = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL), *fn[6];
+    int i;
+    if (!h) h = dlopen("libpmix.so", RTLD_NOW | RTLD_GLOBAL);
+    for (i = 0; h && i < 6; i++)
+        if (!(fn[i] = dlsym(h, names[i]))) return 0;
+    if (!h) return 0;
+    memcpy(&p->init, &fn[0], sizeof fn[0]); /* (object to function pointers: POSIX's dlsym rule) */
+    memcpy(&p->put, &fn[1], sizeof fn[1]);
+    memcpy(&p->commit, &fn[2], sizeof fn[2]);
+    memcpy(&p->fence, &fn[3], sizeof fn[3]);
+    memcpy(&p->get, &fn[4], sizeof fn[4]);
+    memcpy(&p->fin, &fn[5], sizeof fn[5]);
+    return 1; /* (left loaded: MPI in the same process may use it) */
+}
+
+/* Process 0 (listening) says where; the others learn it. */
+static spmd_status spmd__boot_pmix(spmd__boot *b) {
+    spmd__pmix_fns p;
+    spmd__pmix_proc me, zero;
+    spmd__pmix_value v, *got = NULL;
+    char where[300], host[256];
+    const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int rc = 0;
+    spmd_status st;
+    memset(&me, 0, sizeof me);
+    if (!spmd__pmix_load(&p))
+        return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: PMIX_NAMESPACE is set but libpmix.so.2 cannot "
+                               "be loaded (%s): set SPMD_COORDINATOR=host:port of process 0", dlerror());
+    if ((rc = p.init(&me, NULL, 0)) != 0)
+        return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: PMIx_Init failed (%d): set SPMD_COORDINATOR", rc);
+    if (b->rank == 0) {
+        if ((st = spmd__boot_listen(b)) != SPMD_OK) { p.fin(NULL, 0); return st; }
+        if (b->ifname[0] && strcmp(b->addr, "0.0.0.0") != 0 && strcmp(b->addr, "::") != 0)
+            snprintf(host, sizeof host, "%s", b->addr);
+        else if (ls && atoi(ls) == b->nprocs) snprintf(host, sizeof host, "127.0.0.1");
+        else spmd__host_name(host, sizeof host);
+        snprintf(where, sizeof where, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, b->coord_port);
+        memset(&v, 0, sizeof v);
+        v.type = SPMD__PMIX_STRING;
+        v.data.string = where;
+        rc = p.put(SPMD__PMIX_GLOBAL, "spmdcoll.coordinator", &v);
+    }
+    rc = rc ? rc : p.commit();
+    rc = rc ? rc : p.fence(NULL, 0, NULL, 0);
+    if (!rc && b->rank != 0) {
+        zero = me;
+        zero.rank = 0;
+        rc = p.get(&zero, "spmdcoll.coordinator", NULL, 0, &got);
+        if (!rc && (!got || got->type != SPMD__PMIX_STRING || !got->data.string ||
+                    !spmd__boot_split_hostport(got->data.string, b->coord_host, sizeof b->coord_host,
+                                               b->coord_port, sizeof b->coord_port)))
+            rc = -1;
+        if (got) { /* (PMIx's malloc) */
+            free(got->data.string);
+            free(got);
+        }
+    }
+    p.fin(NULL, 0);
+    if (rc)
+        return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: PMIx could not share process 0's address (%d): "
+                               "set SPMD_COORDINATOR=host:port", rc);
+    if (b->rank == 0) spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: told PMIx (namespace %s) the coordinator is at %s",
+                                     me.nspace, where);
+    else spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: coordinator %s:%s from PMIx (namespace %s)", b->coord_host,
+                        b->coord_port, me.nspace);
     return SPMD_OK;
 }
 
@@ -11527,7 +11639,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     struct pollfd *pf;
     char refused[SPMD__BOOT_REFUSED] = "";
     int npend = 0, joined = 1, i, rc;
-    spmd_status st = spmd__boot_listen(b);
+    spmd_status st = b->listen_fd >= 0 ? SPMD_OK : spmd__boot_listen(b); /* (under PMIx: listening already) */
     if (st != SPMD_OK) return st;
     pf = (struct pollfd *)spmd__alloc(&b->alloc, (SPMD__BOOT_MAX_PENDING + 1) * sizeof *pf);
     if (!pf) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
@@ -11763,7 +11875,8 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
     }
     if (st == SPMD_OK && b->nprocs > 1) {
         deadline = spmd__now_ns() + (uint64_t)b->timeout_ms * 1000000u;
-        st = b->rank == 0 ? spmd__boot_serve(b, deadline) : spmd__boot_join(b, deadline);
+        if (b->pmix) st = spmd__boot_pmix(b);
+        if (st == SPMD_OK) st = b->rank == 0 ? spmd__boot_serve(b, deadline) : spmd__boot_join(b, deadline);
     }
     if (st != SPMD_OK) {
         spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);

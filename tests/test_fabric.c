@@ -1467,6 +1467,42 @@ static int child_hosts(void) {
     spmd_mesh_destroy(m);
     return bad;
 }
+/* mode "pmix" (under Open MPI's mpirun, no SPMD_ variable set): the
+   layout from mpirun's variables, the coordinator's address through PMIx;
+   a mesh of two devices a process, a psum and an all_gather checked. */
+typedef struct { int bad; } pmix_arg;
+static void pmix_dev(spmd_dev *d, void *p) {
+    int G = spmd_axis_size(d, "x"), id = spmd_device_id(d), k;
+    float x = (float)(id + 1), s = 0, all[64];
+    spmd_status st = spmd_psum(d, &x, &s, 1, SPMD_F32, "x", NULL);
+    if (st == SPMD_OK && G <= 64) st = spmd_allgather(d, &x, all, 1, SPMD_F32, "x", NULL);
+    if (st != SPMD_OK || s != (float)(G * (G + 1) / 2)) __atomic_store_n(&((pmix_arg *)p)->bad, 1, __ATOMIC_RELAXED);
+    for (k = 0; st == SPMD_OK && k < G && k < 64; k++)
+        if (all[k] != (float)(k + 1)) __atomic_store_n(&((pmix_arg *)p)->bad, 1, __ATOMIC_RELAXED);
+}
+static int child_pmix(void) {
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    pmix_arg a = {0};
+    spmd_status st;
+    int P;
+    if (getenv("SPMD_COORDINATOR") || getenv("SPMD_NUM_PROCESSES")) {
+        printf("FAILED: pmix: SPMD_ variables set\n");
+        return 1;
+    }
+    desc_1d(&desc, 8);
+    desc.devices_per_process = 2;
+    if ((st = spmd_mesh_create(&desc, &m)) != SPMD_OK) {
+        printf("FAILED: pmix: mesh_create: %s\n", spmd_status_name(st));
+        return 1;
+    }
+    P = spmd_mesh_process_count(m);
+    st = spmd_run(m, pmix_dev, &a);
+    printf("%s: pmix: process %d of %d: run %s, results %s\n", st == SPMD_OK && !a.bad && P == 4 ? "ok" : "FAILED",
+           spmd_mesh_process_id(m), P, spmd_status_name(st), a.bad ? "wrong" : "exact");
+    spmd_mesh_destroy(m);
+    return st != SPMD_OK || a.bad || P != 4;
+}
 static int child_counters(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
@@ -1680,6 +1716,30 @@ static void run_job(const char *tag, int n, const char *extra, const char *envs)
     if (rc != 0) p_show(tag, "log");
 }
 
+/* `mpirun -np 4 prog` with no SPMD_ variable: mode pmix in every rank
+   (each checks its results), process 0's coordinator found through PMIx
+   (the log says so). Without Open MPI, skipped (.ci/run installs it). */
+static void test_pmix(void) {
+    char cmd[1400];
+    const char *log;
+    int st, rc;
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        T_SKIP("pmix: no mpirun (Open MPI: apt-get install openmpi-bin)");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 env -u SPMD_COORDINATOR "
+             "-u SPMD_NUM_PROCESSES -u SPMD_PROCESS_ID -u SPMD_JOB_KEY -u SPMD_PROVIDER -u SPMD_SHM_LANE "
+             "SPMD_LOG_LEVEL=info %s --child pmix >%s/fabric-pmix.log 2>&1", p_self, p_logdir);
+    fflush(stdout);
+    st = system(cmd);
+    rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    log = p_read("fabric-pmix", "log");
+    T_CHECK(rc == 0 && strstr(log, "ok: pmix: process 3 of 4") && strstr(log, "coordinator is at") &&
+                strstr(log, "from PMIx") && !strstr(log, "FAILED"),
+            "pmix: mpirun -np 4 with no SPMD_ variable: exit %d", rc);
+    if (rc != 0) p_show("fabric-pmix", "log");
+}
+
 static void test_kill(int victim, const char *prov) {
     char coord[64], tag0[64], tag1[64], mode[16];
     char provenv[64];
@@ -1802,6 +1862,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "counters") == 0) return child_counters();
         if (strcmp(argv[2], "hosts") == 0) return child_hosts();
+        if (strcmp(argv[2], "pmix") == 0) return child_pmix();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
         if (strcmp(argv[2], "kill0") == 0) return child_kill(0);
         if (strcmp(argv[2], "kill1") == 0) return child_kill(1);
@@ -1819,6 +1880,7 @@ int main(int argc, char **argv) {
     run_job("fabric-auto-2", 2, "", "unset SPMD_PROVIDER FI_PROVIDER;");
     test_kill(1, "tcp");
     test_kill(0, "tcp");
+    test_pmix();
     run_mode("fabric-lane-shm-2", 2, "--provider shm", "lane", "");
     run_mode("fabric-lane-tcp-2", 2, "--provider tcp", "lane", "");
     run_mode("fabric-nolane-shm-2", 2, "--provider shm", "lane", "SPMD_SHM_LANE=0");
