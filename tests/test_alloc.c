@@ -186,6 +186,13 @@ static void device(spmd_dev *d, void *p) {
                 if (rq[k][j] && spmd_wait(rq[k][j]) != SPMD_OK) s = SPMD_ERR_SYSTEM;
     }
     for (c = 0; c < WARM && s == SPMD_OK; c++) s = one_call(d, a->op, x, y, NULL);
+    /* and DEPTH barriers in flight: every exchange record laid out once for
+       the barriers around the count too (across processes one the op's
+       calls never took to a barrier would be, once: a device that leaves
+       the count first may enter its barrier during the other's count) */
+    for (c = 0, k = 0; k < DEPTH && s == SPMD_OK; k++, c++) s = one_call(d, OP_BARRIER, x, y, rq[k]);
+    for (k = 0; k < c; k++)
+        if (rq[k][0] && spmd_wait(rq[k][0]) != SPMD_OK) s = SPMD_ERR_SYSTEM;
     if (s == SPMD_OK) s = spmd_barrier(d, "i", NULL);
     before = __atomic_load_n(&spmd_test_allocs, __ATOMIC_RELAXED);
     for (c = 0; c < CALLS && s == SPMD_OK; c++) {
