@@ -11260,44 +11260,9 @@ static void spmd__host_name(char *out, size_t n) {
     else if (gethostname(out, n - 1) != 0) out[0] = '\0';
 }
 
-/* Where the layout, coordinator and key come from; see the section comment. */
-static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
-    static const char *fam[4][3] = {{"SPMD_NUM_PROCESSES", "SPMD_PROCESS_ID", "spmd"},
-                                    {"SLURM_NTASKS", "SLURM_PROCID", "slurm"},
-                                    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "openmpi"},
-                                    {"PMI_SIZE", "PMI_RANK", "pmi"}};
-    const char *coord = d->coordinator, *key = d->job_key, *ifn = d->ifname;
-    int64_t v = 0, n = 0, r = 0;
-    int f, rs, slurm = 0;
-    char slurm_key[64];
-    if (d->num_processes > 0) {
-        n = d->num_processes;
-        r = d->process_id;
-        b->layout_from = "desc";
-        if (n > SPMD__BOOT_MAX_PROCS || r < 0 || r >= n)
-            return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: process %lld of %lld is not a valid layout",
-                                   (long long)r, (long long)n);
-    } else {
-        for (f = 0; f < 4; f++) {
-            int ns = spmd__boot_env_i64(fam[f][0], 1, SPMD__BOOT_MAX_PROCS, &n);
-            rs = spmd__boot_env_i64(fam[f][1], 0, SPMD__BOOT_MAX_PROCS - 1, &r);
-            if (ns == 0 && rs == 0) continue;
-            if (ns != 1 || rs != 1 || r >= n)
-                return spmd__boot_fail(b, SPMD_ERR_INVALID,
-                                       "bootstrap: %s=%s and %s=%s are not a valid layout (1..%d processes, "
-                                       "id below the count)", fam[f][0], getenv(fam[f][0]) ? getenv(fam[f][0]) : "",
-                                       fam[f][1], getenv(fam[f][1]) ? getenv(fam[f][1]) : "", SPMD__BOOT_MAX_PROCS);
-            b->layout_from = fam[f][2];
-            slurm = f == 1;
-            break;
-        }
-        if (f == 4)
-            return spmd__boot_fail(b, SPMD_ERR_INVALID,
-                                   "bootstrap: no process layout: set SPMD_NUM_PROCESSES and SPMD_PROCESS_ID "
-                                   "(tools/spmdrun does), or start under srun or mpirun");
-    }
-    b->nprocs = (int)n;
-    b->rank = (int)r;
+/* Where process 0 listens (see the section comment): SPMD_COORDINATOR, or
+   under PMIx a free port it publishes, or Slurm's first host. */
+static spmd_status spmd__boot_coordinator(spmd__boot *b, const char *coord, int slurm) {
     if (!coord) coord = getenv("SPMD_COORDINATOR");
     if (coord && *coord) {
         if (!spmd__boot_split_hostport(coord, b->coord_host, sizeof b->coord_host, b->coord_port,
@@ -11327,6 +11292,49 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
                                "bootstrap: set SPMD_COORDINATOR=host:port of process 0 (layout from %s, and "
                                "no PMIx server to ask)", b->layout_from);
     }
+    return SPMD_OK;
+}
+
+/* Where the layout, coordinator and key come from; see the section comment. */
+static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
+    static const char *fam[4][3] = {{"SPMD_NUM_PROCESSES", "SPMD_PROCESS_ID", "spmd"},
+                                    {"SLURM_NTASKS", "SLURM_PROCID", "slurm"},
+                                    {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "openmpi"},
+                                    {"PMI_SIZE", "PMI_RANK", "pmi"}};
+    const char *coord = d->coordinator, *key = d->job_key, *ifn = d->ifname;
+    int64_t v = 0, n = 0, r = 0;
+    int f, rs, slurm = 0;
+    char slurm_key[64];
+    spmd_status st;
+    if (d->num_processes > 0) {
+        n = d->num_processes;
+        r = d->process_id;
+        b->layout_from = "desc";
+        if (n > SPMD__BOOT_MAX_PROCS || r < 0 || r >= n)
+            return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: process %lld of %lld is not a valid layout",
+                                   (long long)r, (long long)n);
+    } else {
+        for (f = 0; f < 4; f++) {
+            int ns = spmd__boot_env_i64(fam[f][0], 1, SPMD__BOOT_MAX_PROCS, &n);
+            rs = spmd__boot_env_i64(fam[f][1], 0, SPMD__BOOT_MAX_PROCS - 1, &r);
+            if (ns == 0 && rs == 0) continue;
+            if (ns != 1 || rs != 1 || r >= n)
+                return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                       "bootstrap: %s=%s and %s=%s are not a valid layout (1..%d processes, "
+                                       "id below the count)", fam[f][0], getenv(fam[f][0]) ? getenv(fam[f][0]) : "",
+                                       fam[f][1], getenv(fam[f][1]) ? getenv(fam[f][1]) : "", SPMD__BOOT_MAX_PROCS);
+            b->layout_from = fam[f][2];
+            slurm = f == 1;
+            break;
+        }
+        if (f == 4)
+            return spmd__boot_fail(b, SPMD_ERR_INVALID,
+                                   "bootstrap: no process layout: set SPMD_NUM_PROCESSES and SPMD_PROCESS_ID "
+                                   "(tools/spmdrun does), or start under srun or mpirun");
+    }
+    b->nprocs = (int)n;
+    b->rank = (int)r;
+    if ((st = spmd__boot_coordinator(b, coord, slurm)) != SPMD_OK) return st;
     if (!key) key = getenv("SPMD_JOB_KEY");
     if (!key && b->pmix) { /* the launcher's name of the job */
         snprintf(slurm_key, sizeof slurm_key, "pmix:%.50s", getenv("PMIX_NAMESPACE"));
