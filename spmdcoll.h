@@ -10695,19 +10695,20 @@ static SPMD__UNUSED int spmd__plan_reduce(int P, int rank, int root, int64_t n, 
    contiguous, and the large transfers go between near ranks: with the
    processes of a host in aligned blocks the steps inside a host carry
    half the data and those across hosts the small parts (the root's host
-   sends about 1.5 n over the network, not 2.25 n, 4 hosts of 2). The r
-   ranks v >= P' receive the whole vector from v - r, one of the last r
-   of the P' (never the root). */
+   sends about 1.5 n over the network, not 2.25 n, 4 hosts of 2; for
+   any root: where P is a power of two v is rank XOR root, so near ranks
+   stay near). The r ranks v >= P' receive the whole vector from v - r,
+   one of the last r of the P' (never the root). */
 static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
     int v, Pp, r, k, m, b, c;
-#define SPMD__PR(u) (((u) + root) % P) /* the rank of relative rank u */
+#define SPMD__PR(u) (r ? ((u) + root) % P : (u) ^ root) /* the rank of relative rank u */
 #define SPMD__PB(u) spmd__plan_blk(n, (u), Pp) /* where block u starts (Pp: the end) */
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
     Pp = spmd__tree_leaves(P);
     r = P - Pp;
     m = spmd__log2(Pp);
-    v = (rank - root + P) % P;
+    v = r ? (rank - root + P) % P : rank ^ root;
     if (v >= Pp) {
         spmd__plan_add(x, SPMD__PR(v - r), 0, 0, 0, n, SPMD__PLAN_COPY);
         return 0;
