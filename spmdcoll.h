@@ -11492,9 +11492,9 @@ static int spmd__pmix_load(spmd__pmix_fns *p) {
     void *h = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL), *fn[6];
     int i;
     if (!h) h = dlopen("libpmix.so", RTLD_NOW | RTLD_GLOBAL);
-    for (i = 0; h && i < 6; i++)
-        if (!(fn[i] = dlsym(h, names[i]))) return 0;
     if (!h) return 0;
+    for (i = 0; i < 6; i++)
+        if (!(fn[i] = dlsym(h, names[i]))) return 0;
     memcpy(&p->init, &fn[0], sizeof fn[0]); /* (object to function pointers: POSIX's dlsym rule) */
     memcpy(&p->put, &fn[1], sizeof fn[1]);
     memcpy(&p->commit, &fn[2], sizeof fn[2]);
