@@ -403,6 +403,7 @@
                        operations from 8 processes on, or unrooted with 2+
                        devices per process); a reduction (or bcast, reduce,
                        psum_scatter: recursive halving under either,
+                       all_gather: recursive doubling under either,
                        scatter, gather: binomial trees under either)
                        over one device per process runs a plan instead: rd =
                        recursive doubling (default for small reductions from
@@ -641,7 +642,8 @@ typedef enum spmd_algo {
     SPMD_ALGO_RD,      /* across processes, a reduction, bcast or reduce over one
                           device per process: recursive doubling, ceil(log2 P)
                           messages of the whole vector (small), a bcast's or
-                          reduce's binomial tree; elsewhere the default */
+                          reduce's binomial tree (an all_gather: recursive
+                          doubling under rd and rab); elsewhere the default */
     SPMD_ALGO_RAB,     /* ... reduce-scatter by recursive halving, then all-gather
                           by recursive doubling (Rabenseifner: large); a bcast
                           scatters then all-gathers, a reduce reduce-scatters
@@ -4443,14 +4445,14 @@ static int spmd__reduces(int kind) {
 }
 /* Whether an algorithm asked for in spmd_opts is one of the call's: rd
    and rab are plans of a reduction (not argmax, argmin), bcast, reduce,
-   psum_scatter, scatter or gather, bruck carries every kind but ppermute and
+   psum_scatter, all_gather, scatter or gather, bruck carries every kind but ppermute and
    ragged_all_to_all; eager and split take any (a kind without a split
    form runs its own). SPMD_ALGO, which forces every call, applies where it
    fits and leaves the rest to the default. */
 static int spmd__algo_fits(int kind, spmd_op op, spmd_algo a) {
     if (a == SPMD_ALGO_RD || a == SPMD_ALGO_RAB)
         return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_PSUM_SCATTER || kind == SPMD__KIND_SCATTER ||
-               kind == SPMD__KIND_GATHER ||
+               kind == SPMD__KIND_GATHER || kind == SPMD__KIND_ALLGATHER ||
                ((kind == SPMD__KIND_ALLREDUCE || kind == SPMD__KIND_REDUCE) && op != SPMD_OP_ARGMAX &&
                 op != SPMD_OP_ARGMIN);
     return a != SPMD_ALGO_BRUCK || (kind != SPMD__KIND_PPERMUTE && kind != SPMD__KIND_RAGGED);
@@ -10540,6 +10542,22 @@ static void spmd__plan_halve(spmd__plan_x *x, int v, int r, int Pp, int64_t n, i
     }
 }
 
+/* All-gather by recursive doubling over the P' virtual ranks (r pairs),
+   v holding blocks [lo, hi) of P' (equal, or a psum_scatter's for c > 0),
+   the halving's mirror: from the farthest partner in, each step swaps
+   what the two hold, and the ranges stay contiguous. */
+static void spmd__plan_double(spmd__plan_x *x, int v, int r, int Pp, int64_t n, int64_t c, int lo, int hi) {
+    int k;
+    for (k = spmd__log2(Pp) - 1; k >= 0; k--) {
+        int pv = v ^ (1 << k), w = hi - lo, up = v >> k & 1, olo = up ? lo - w : hi;
+        int64_t s0 = spmd__plan_at(n, lo, Pp, r, c), o0 = spmd__plan_at(n, olo, Pp, r, c);
+        spmd__plan_add(x, spmd__plan_real(pv, r), s0, spmd__plan_at(n, hi, Pp, r, c) - s0, o0,
+                       spmd__plan_at(n, olo + w, Pp, r, c) - o0, SPMD__PLAN_COPY);
+        lo = up ? olo : lo;
+        hi = up ? hi : olo + w;
+    }
+}
+
 /* A psum_scatter of c elements a member (n = P c in all) by recursive
    halving over the work vector laid out as spmd__plan_rs_pos says: a
    pre-step pair's left half sends its input and gets its block back from
@@ -10563,12 +10581,40 @@ static SPMD__UNUSED int spmd__plan_rscatter(int P, int rank, int64_t c, spmd__pl
     return 0;
 }
 
+/* An all_gather of P blocks of c elements (n = P c) over the work vector
+   laid out as spmd__plan_rs_pos says, each rank's own block in place:
+   spmd__plan_rscatter backwards. A pre-step pair's left half hands its
+   block to its partner and gets the whole vector back at the end; the P'
+   virtual ranks double what they hold (block bitreverse(v) of P') from the
+   farthest partner in. ceil(log2 P) + 1 messages a rank at most, n - c
+   elements in (a pre-step's left half: n). With the processes of a host
+   in aligned blocks (a power of two), the steps across hosts come first
+   and carry the small parts: (H - 1)/H n leaves each host, what leaves it
+   when one process a host gathers and the hosts exchange. */
+static SPMD__UNUSED int spmd__plan_allgather(int P, int rank, int64_t c, spmd__plan_x *x) {
+    int Pp, r, v, b;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || c < 0) return -1;
+    Pp = spmd__tree_leaves(P);
+    r = P - Pp;
+    if (rank < 2 * r && rank % 2 == 0) {
+        spmd__plan_add(x, rank + 1, spmd__plan_rs_pos(P, rank, c), c, 0, 0, SPMD__PLAN_COPY);
+        spmd__plan_add(x, rank + 1, 0, 0, 0, c * P, SPMD__PLAN_COPY);
+        return 0;
+    }
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, 0, spmd__plan_rs_pos(P, rank - 1, c), c, SPMD__PLAN_COPY);
+    v = rank < 2 * r ? rank / 2 : rank - r;
+    b = spmd__plan_rev(v, spmd__log2(Pp));
+    spmd__plan_double(x, v, r, Pp, c * P, c, b, b + 1);
+    if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, c * P, 0, 0, SPMD__PLAN_COPY);
+    return 0;
+}
+
 /* The plan of rank `rank` of P for an allreduce of n elements by algo
    (SPMD__PLAN_RD or SPMD__PLAN_RAB). 0, or -1 for arguments outside.
    (Unused in a build without libfabric.) */
 static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t n, spmd__plan_x *x) {
     int Pp, r, v, k, logp;
-    int64_t blo, bhi;
     x->nsteps = 0;
     if (P < 1 || rank < 0 || rank >= P || n < 0 || (algo != SPMD__PLAN_RD && algo != SPMD__PLAN_RAB)) return -1;
     Pp = spmd__tree_leaves(P);
@@ -10589,16 +10635,7 @@ static SPMD__UNUSED int spmd__plan_allreduce(int algo, int P, int rank, int64_t 
     } else {
         int lo, hi; /* the blocks this rank still reduces */
         spmd__plan_halve(x, v, r, Pp, n, 0, &lo, &hi);
-        for (k = logp - 1; k >= 0; k--) { /* all-gather: the sibling's blocks, in the reverse order */
-            int pv = v ^ (1 << k), w = hi - lo, up = v >> k & 1;
-            int olo = up ? lo - w : hi, ohi = olo + w;
-            blo = spmd__plan_blk(n, lo, Pp);
-            bhi = spmd__plan_blk(n, hi, Pp);
-            spmd__plan_add(x, spmd__plan_real(pv, r), blo, bhi - blo, spmd__plan_blk(n, olo, Pp),
-                           spmd__plan_blk(n, ohi, Pp) - spmd__plan_blk(n, olo, Pp), SPMD__PLAN_COPY);
-            lo = up ? olo : lo;
-            hi = up ? hi : ohi;
-        }
+        spmd__plan_double(x, v, r, Pp, n, 0, lo, hi);
     }
     if (rank < 2 * r) spmd__plan_add(x, rank - 1, 0, n, 0, 0, SPMD__PLAN_COPY); /* the post-step */
     return 0;
@@ -15228,29 +15265,35 @@ static size_t spmd__x_line(size_t n) { return (n + 63) / 64 * 64; }
 
 /* The kinds whose plans move data without combining it. */
 static int spmd__x_moves(int kind) {
-    return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER;
+    return kind == SPMD__KIND_BCAST || kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER ||
+           kind == SPMD__KIND_ALLGATHER;
 }
 /* Bytes an element of r's plan messages: the accumulator's of a reduction
-   (f16 and bf16 travel as f32), the dtype's of a bcast, scatter or gather. */
+   (f16 and bf16 travel as f32), the dtype's of a bcast, all_gather, scatter
+   or gather. */
 static size_t spmd__x_pes(const spmd_req *r) {
     return spmd__x_moves(r->sig.kind) ? r->in_size : r->kern->acc_size;
 }
-/* Elements of r's work vector: a scatter's or gather's G blocks, else the input's. */
+/* Elements of r's work vector: an all_gather's, scatter's or gather's G
+   blocks, else the input's. */
 static size_t spmd__x_pn(const spmd_req *r) {
-    int sg = r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER;
-    return sg ? r->count * (size_t)r->gr->g->G : r->count;
+    int k = r->sig.kind, blocks = k == SPMD__KIND_SCATTER || k == SPMD__KIND_GATHER || k == SPMD__KIND_ALLGATHER;
+    return blocks ? r->count * (size_t)r->gr->g->G : r->count;
 }
 
 /* r's plan (rank: its process's position in the group, whose members
    are its block, g->pblk; SPMD__ALG_RD: recursive doubling, or a
    bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
-   bcast's or reduce's split form; a psum_scatter's: recursive halving). */
+   bcast's or reduce's split form; a psum_scatter's: recursive halving,
+   an all_gather's: its mirror). */
 static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     const spmd__group *g = r->gr->g;
     int P = g->nrp + 1, me = g->ppos, rd = r->sig.algo == SPMD__ALG_RD, root = r->root / g->pblk;
     int64_t n = (int64_t)r->count;
     if (r->sig.kind == SPMD__KIND_PSUM_SCATTER)
         (void)spmd__plan_rscatter(P, me, n / P, x);
+    else if (r->sig.kind == SPMD__KIND_ALLGATHER)
+        (void)spmd__plan_allgather(P, me, (int64_t)spmd__x_pn(r) / P, x);
     else if (r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER)
         (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, root, n, x);
     else if (r->sig.kind == SPMD__KIND_BCAST)
@@ -15285,20 +15328,22 @@ static void spmd__x_pcomb(const spmd_req *r, unsigned char *w, const void *const
     for (j = 0; j < L; j++) src[j] = (const unsigned char *)ins[j] + at * r->in_size;
     spmd__reduce(&acc, w, src, L, n);
 }
-/* Where member i's block of a psum_scatter's work vector starts
-   (elements): its process's block where its plan keeps it
+/* Where member i's block of a psum_scatter's or all_gather's work vector
+   starts (elements): its process's block where its plan keeps it
    (spmd__plan_rs_pos), the process's members' blocks in order in it. */
 static size_t spmd__x_rs_at(const spmd_req *r, int i) {
     const spmd__group *g = r->gr->g;
     int P = g->G / g->pblk;
-    return (size_t)spmd__plan_rs_pos(P, i / g->pblk, (int64_t)(r->count / (size_t)P)) +
-           (size_t)(i % g->pblk) * (r->count / (size_t)g->G);
+    size_t n = spmd__x_pn(r);
+    return (size_t)spmd__plan_rs_pos(P, i / g->pblk, (int64_t)(n / (size_t)P)) +
+           (size_t)(i % g->pblk) * (n / (size_t)g->G);
 }
 
 /* This process's L inputs ins (member order) into r's work vector (a
    bcast's and a scatter's: the root's only, L = 1 but for a bcast); a
    psum_scatter's member blocks where spmd__x_rs_at says, each block's
-   rows of the scatter dimension together; a scatter's and gather's blocks
+   rows of the scatter dimension together, an all_gather's inputs there
+   too; a scatter's and gather's blocks
    in the order of the ranks relative to the root (spmd__plan_scatter). */
 static void spmd__x_pload(const spmd_req *r, unsigned char *w, const void *const *ins, int L) {
     const unsigned char *in = (const unsigned char *)ins[0];
@@ -15317,6 +15362,10 @@ static void spmd__x_pload(const spmd_req *r, unsigned char *w, const void *const
     }
     if (r->sig.kind == SPMD__KIND_GATHER) {
         memcpy(w + (me + G - root) % G * blk, in, blk);
+        return;
+    }
+    if (r->sig.kind == SPMD__KIND_ALLGATHER) {
+        for (i = 0; i < (size_t)L; i++) memcpy(w + spmd__x_rs_at(r, g->locs[i]) * acc, ins[i], blk);
         return;
     }
     if (r->sig.kind != SPMD__KIND_PSUM_SCATTER) {
@@ -16202,6 +16251,11 @@ static void spmd__x_pstore(const spmd_req *r, const unsigned char *w) {
         memcpy(out, w + (G - root) * blk, root * blk);
     } else if (kind == SPMD__KIND_SCATTER) {
         memcpy(out, w + (me + G - root) % G * blk, blk);
+    } else if (kind == SPMD__KIND_ALLGATHER) { /* out[o, u, c] = x_u[o, c] */
+        size_t u, o, row = r->inner * r->in_size;
+        for (u = 0; u < G; u++)
+            for (o = 0; o < r->outer; o++)
+                memcpy(out + (o * G + u) * row, w + (spmd__x_rs_at(r, (int)u) + o * r->inner) * r->in_size, row);
     } else {
         size_t at = rs ? spmd__x_rs_at(r, (int)me) : 0;
         const unsigned char *res = w + at * spmd__x_pes(r);
@@ -18151,6 +18205,13 @@ static int spmd__x_lanes(const spmd_req *r) {
      plan's copies to and from its stages cost more than the transfers);
    - a psum_scatter from SPMD__X_RAB_PROCS on across the network, and from
      SPMD__X_BRUCK_PROCS on where Bruck would take it: recursive halving;
+   - an all_gather across the network over a power of two of processes,
+     with several members a process (a step carries all their blocks) or
+     large from SPMD__X_RAB_PROCS on: recursive doubling from the farthest
+     process in, so that with the processes of a host in aligned blocks
+     (H - 1)/H n leaves each host (spmd__plan_allgather), where the direct
+     exchange and Bruck send K times that (K processes a host); within a
+     host the direct one;
    - a small scatter or gather (G blocks within SPMD__X_BRUCK_MAX) from
      SPMD__X_BRUCK_PROCS on, or SPMD__X_RAB_PROCS across the network: its
      binomial tree. */
@@ -18161,7 +18222,7 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     size_t bytes = r->count * r->in_size; /* (a bcast's: the root's input) */
     if ((kind != SPMD__KIND_ALLREDUCE && kind != SPMD__KIND_REDUCE && kind != SPMD__KIND_PSUM_SCATTER && !mv) ||
         r->dev->mesh->check || (!mv && (!r->kern || !r->kern->comb || r->kern->argeq)) || !g->pblk ||
-        (many && kind != SPMD__KIND_BCAST && mv) || P < 2 || g->G > 65535 || r->count < 1 ||
+        (many && (kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER)) || P < 2 || g->G > 65535 || r->count < 1 ||
         want == SPMD_ALGO_EAGER || want == SPMD_ALGO_SPLIT || want == SPMD_ALGO_BRUCK)
         return 0;
     net = !spmd__x_lanes(r); /* (a look at each process of the group: after the cheap tests) */
@@ -18169,6 +18230,10 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     if (kind == SPMD__KIND_SCATTER || kind == SPMD__KIND_GATHER)
         return want || (bytes * (size_t)P <= SPMD__X_BRUCK_MAX &&
                         (P >= SPMD__X_BRUCK_PROCS || (P >= SPMD__X_RAB_PROCS && net)))
+                   ? SPMD__ALG_RD : 0;
+    if (kind == SPMD__KIND_ALLGATHER) /* its process's blocks packed, the small steps across hosts */
+        return want || (net && spmd__tree_leaves(P) == P &&
+                        (many || (P >= SPMD__X_RAB_PROCS && bytes * (size_t)g->G > SPMD__X_BRUCK_MAX)))
                    ? SPMD__ALG_RD : 0;
     if (kind == SPMD__KIND_PSUM_SCATTER)
         return want || many || (P >= SPMD__X_RAB_PROCS && net) ||

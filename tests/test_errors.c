@@ -72,7 +72,7 @@ static const bad_case bad_cases[NBAD] = {
     {"ppermute with NULL pairs after the same ppermute", SPMD_ERR_NULL},
     {"ppermute with a source twice after a ppermute of the same shapes", SPMD_ERR_PERM},
     /* an algorithm the kind does not have (spmd_opts.algo; the message names it) */
-    {"all_gather with algo rab", SPMD_ERR_INVALID},
+    {"all_to_all with algo rab", SPMD_ERR_INVALID},
     {"ppermute with algo bruck", SPMD_ERR_INVALID},
     {"pargmax with algo rd", SPMD_ERR_INVALID},
 };
@@ -166,7 +166,9 @@ static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
         case 34: {
             spmd_opts a = {0};
             a.algo = SPMD_ALGO_RAB;
-            return spmd_all_gather(d, &x, &o, "x", 0, 1, &a);
+            x = spmd_array_nd(px, SPMD_F32, 1, s4);
+            o = spmd_array_nd(po, SPMD_F32, 1, s4);
+            return spmd_all_to_all(d, &x, &o, "x", 0, 0, 1, &a);
         }
         case 35: {
             static const int ring[8] = {0, 1, 1, 2, 2, 3, 3, 0};

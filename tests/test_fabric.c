@@ -1259,7 +1259,9 @@ static int child_many(void) {
    on at most 2n and a header a message out of any process (reduce-scatter,
    then gather: tests/test_plans.c bounds what the root receives by 2n);
    an all_gather of 16 MiB in all from 4 processes on log2 P messages to
-   as many peers, (P - 1) inputs with a 48-byte header each (Bruck); a
+   as many peers, (P - 1)/P n bytes and a 48-byte header each (recursive
+   doubling from the farthest process in; it was Bruck's, a header an
+   input); a
    ppermute by one of 8 bytes one message, to the next process only (the
    group's sixth call: not one of the acknowledgements that go to every
    process, every max_inflight / 2 = 8th); a psum_scatter of 16 MiB from 4
@@ -1281,11 +1283,11 @@ typedef struct { int op; size_t n; int bad; } ctr_arg;
 /* A small call's result, every input device id + 1 (bcast, reduce, gather
    and scatter from device 0): 1 everywhere (a bcast's, a scatter's), the
    sum of 1..P (a reduce's root), block k = k + 1 (a gather's root, and
-   every all_to_all's, large ones too). */
+   every all_gather's and all_to_all's, large ones too). */
 static int ctr_values_ok(int op, int id, int P, const float *y, size_t n) {
     size_t per = n / (size_t)P;
-    if (op == 9) n = per * (size_t)P;
-    if (!(op == 0 || op == 1 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
+    if (op == 9 || op == 3) n = per * (size_t)P;
+    if (!(op == 0 || op == 1 || op == 3 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
     for (size_t i = 0; i < (op == 8 ? per : n); i++) {
         float want = op == 1 || op == 8 ? 1.0f : op == 0 || op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
         if (y[i] != want) return 0;
@@ -1327,7 +1329,7 @@ static void ctr_device(spmd_dev *d, void *p) {
                      : a->op == 8 ? spmd_scatter(d, x, y, per, SPMD_F32, 0, "x", NULL)
                                   : ctr_a2a(d, x, y, a->n);
     if (st != SPMD_OK) printf("FAILED: counters: device %d: %s\n", spmd_device_id(d), spmd_status_name(st));
-    if (st != SPMD_OK || ((a->n <= 64 || a->op == 9 || a->op == 0) && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
+    if (st != SPMD_OK || ((a->n <= 64 || a->op == 9 || a->op == 0 || a->op == 3) && !ctr_values_ok(a->op, spmd_device_id(d), spmd_axis_size(d, "x"), y, a->n)))
         __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
     free(x);
     free(y);
@@ -1363,8 +1365,10 @@ static int ctr_report(const char *what, int me, int held, const spmd_counters *c
    of two: recursive doubling), 4 MiB (n) ones as Rabenseifner (a power of
    two: 2 log2 P messages to log2 P peers, 2 (P-1)/P n and a header each;
    else at most 2n), a psum_scatter as recursive halving, a reduce at most
-   2n; not 4 records or slices a process as before (issue 37). On 2 and 3
-   processes (the 2 x 4 figure, and a pre-step). */
+   2n; not 4 records or slices a process as before (issue 37); a 4 MiB
+   all_gather over a power of two, by recursive doubling: log2 P messages
+   to as many peers, (P-1)/P n and a header each (the process's 4 blocks
+   in each). On 2 and 3 processes (the 2 x 4 figure, and a pre-step). */
 static int ctr_four(int P, int lg, size_t big, size_t n) {
     uint64_t lo = 2 * (uint64_t)(P - 1) * n / (uint64_t)P;
     int bad = 0, me, pow2 = !(P & (P - 1));
@@ -1395,6 +1399,11 @@ static int ctr_four(int P, int lg, size_t big, size_t n) {
                       &c, n);
     bad |= ctr_report("reduce 4 MiB, 4 devices a process", me,
                       ctr_call(m, 2, big, &c) && c.total.bytes <= 2 * (uint64_t)n + 48u * c.total.messages, &c, n);
+    bad |= ctr_report("all_gather 4 MiB, 4 devices a process", me,
+                      ctr_call(m, 3, big / (size_t)(4 * P) * (size_t)(4 * P), &c) &&
+                          (!pow2 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                                     c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
+                      &c, n);
     spmd_mesh_destroy(m);
     return bad;
 }
@@ -1409,9 +1418,12 @@ static int ctr_four(int P, int lg, size_t big, size_t n) {
    hierarchical bound, and at most that plus a header a message
    (Rabenseifner with the hosts' processes in blocks: its steps inside a
    host cross the lane, the others carry 1/K of the data), every host's
-   lane busy when it has several processes; a bcast's root host at most
-   2n and a header a message; results checked (every element of the
-   psum). Prints one line per call and host. */
+   lane busy when it has several processes; an all_gather of 16 MiB
+   (the output) at least (H-1)/H n and at most that and a header a message
+   (recursive doubling from the farthest process in: the steps across
+   hosts carry the small parts); a bcast's root host at most 2n and a
+   header a message; results checked (every element of the psum and the
+   all_gather). Prints one line per call and host. */
 typedef struct { const uint64_t *in; uint64_t *out; int n; spmd_status st; } hosts_arg;
 static void hosts_dev(spmd_dev *d, void *p) {
     hosts_arg *a = (hosts_arg *)p;
@@ -1457,6 +1469,15 @@ static int child_hosts(void) {
         printf("%s: hosts: psum 16 MiB: host %d of %d (%d processes) sent %.2f n over the network in %llu messages, "
                "%.2f n over its lane (bound %.2f n)\n", held ? "ok" : "FAILED", h, H, K, (double)v[3 * h] / (double)n,
                (unsigned long long)v[3 * h + 1], (double)v[3 * h + 2] / (double)n, (double)lo / (double)n);
+        bad |= !held;
+    }
+    lo = (uint64_t)(H - 1) * n / (uint64_t)H;
+    ok = hosts_call(m, 3, big, H, K, v);
+    for (h = 0; h < H; h++) {
+        int held = ok && v[3 * h] >= lo && v[3 * h] <= lo + 48u * v[3 * h + 1];
+        printf("%s: hosts: all_gather 16 MiB: host %d of %d sent %.2f n over the network in %llu messages (bound "
+               "%.2f n)\n", held ? "ok" : "FAILED", h, H, (double)v[3 * h] / (double)n,
+               (unsigned long long)v[3 * h + 1], (double)lo / (double)n);
         bad |= !held;
     }
     ok = hosts_call(m, 1, big, H, K, v);
@@ -1544,7 +1565,7 @@ static int child_counters(void) {
     bad |= ctr_report("all_gather 16 MiB", me,
                       ctr_call(m, 3, big, &c) &&
                           (P < 4 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
-                                     c.total.bytes == (uint64_t)(P - 1) * (48 + n / (uint64_t)P))),
+                                     c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
                       &c, n);
     bad |= ctr_report("ppermute 8 B", me, ctr_call(m, 4, 2, &c) && c.total.messages == 1 && c.total.peers == 1, &c, 8);
     bad |= ctr_report("psum_scatter 16 MiB", me,

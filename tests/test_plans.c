@@ -29,6 +29,12 @@
                           exactly n - c elements (a pre-step's left half:
                           its n) in log2 P' messages (+ 1 for a pre-step's
                           pair) to at most log2 P' + 1 peers;
+     all_gather           every rank ends with every rank's block where
+                          spmd__plan_rs_pos puts it, having received
+                          exactly n - c elements (a pre-step's left half:
+                          n, from its partner at the end) in at most
+                          ceil(log2 P) + 1 messages; what is sent is
+                          received;
      scatter, gather      every rank ends with the root's block for it (on
                           the root: every member's); the root sends
                           (receives) (P - 1) c elements in at most
@@ -117,9 +123,10 @@ typedef struct {
 
 /* The operations planned: allreduce (recursive doubling, Rabenseifner),
    bcast and reduce (binomial trees). */
-enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE, OP_RSCATTER, OP_SCATTER, OP_GATHER };
+enum { OP_ALLREDUCE, OP_BCAST, OP_REDUCE, OP_RSCATTER, OP_SCATTER, OP_GATHER, OP_ALLGATHER };
 static const char *op_name(int op, int algo) {
     if (op == OP_RSCATTER) return "psum_scatter (halving)";
+    if (op == OP_ALLGATHER) return "all_gather (doubling)";
     if (op == OP_SCATTER || op == OP_GATHER) return op == OP_SCATTER ? "scatter (tree)" : "gather (tree)";
     if (op != OP_ALLREDUCE) return op == OP_BCAST ? (algo == SPMD__PLAN_SPLIT ? "bcast (split)" : "bcast (tree)")
                                                   : (algo == SPMD__PLAN_SPLIT ? "reduce (split)" : "reduce (tree)");
@@ -127,6 +134,7 @@ static const char *op_name(int op, int algo) {
 }
 static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__plan_x *x) {
     if (op == OP_RSCATTER) return spmd__plan_rscatter(P, rank, n / P, x);
+    if (op == OP_ALLGATHER) return spmd__plan_allgather(P, rank, n / P, x);
     if (op == OP_SCATTER || op == OP_GATHER) return spmd__plan_scatter(op == OP_GATHER, P, rank, root, n / P, x);
     if (op == OP_BCAST)
         return algo == SPMD__PLAN_SPLIT ? spmd__plan_bcast_split(P, rank, root, n, x) : spmd__plan_bcast(P, rank, root, n, x);
@@ -219,6 +227,14 @@ static void sim_results(sim *m) {
                 T_CHECK(0, "%s P %d n %d: rank %d's element %d is not the canonical tree", m->an, m->P, m->n, j, k);
                 m->ok = 0;
             }
+    for (j = 0; m->ok && m->op == OP_ALLGATHER && j < m->P; j++) /* rank u's block, at u's place */
+        for (int c = m->n / m->P, u = 0; u < m->P && m->ok; u++)
+            for (int k = 0; k < c && m->ok; k++)
+                if (m->buf[j][spmd__plan_rs_pos(m->P, u, c) + k] != u * m->n + k) {
+                    T_CHECK(0, "%s P %d n %d: rank %d's element %d of block %d is not rank %d's", m->an, m->P, m->n,
+                            j, k, u, u);
+                    m->ok = 0;
+                }
     for (j = 0; m->ok && (m->op == OP_SCATTER || m->op == OP_GATHER) && j < m->P; j++)
         for (int c = m->n / m->P, k = 0; k < c && m->ok; k++) { /* scatter: j's block; gather: on the root, every one */
             int v = (j - m->root + m->P) % m->P;
@@ -234,7 +250,7 @@ static void sim_results(sim *m) {
                     m->ok = 0;
                 }
         }
-    for (int e = 0; m->ok && m->op != OP_RSCATTER && m->op != OP_SCATTER && m->op != OP_GATHER && e < m->n; e++) {
+    for (int e = 0; m->ok && m->op < OP_RSCATTER && e < m->n; e++) {
         int32_t want = m->op == OP_BCAST ? m->root * m->n + e : canon_at(&m->f, m->n, e, m->P - Pp, 0, Pp);
         for (j = 0; j < m->P && m->ok; j++)
             if (m->buf[j][e] != want && (m->op != OP_REDUCE || j == m->root)) {
@@ -289,6 +305,9 @@ static int simulate(int op, int algo, int P, int n, int root, counts *out) {
         if (op == OP_RSCATTER) /* member i's block where the plan keeps it (test_plans checks it ends right) */
             for (int i = 0, c = n / P; i < P; i++)
                 for (int k = 0; k < c; k++) m.buf[j][spmd__plan_rs_pos(P, i, c) + k] = j * n + i * c + k;
+        if (op == OP_ALLGATHER) /* only its own block, at its place */
+            for (int e = 0, c = n / P, at = spmd__plan_rs_pos(P, j, c); e < n; e++)
+                m.buf[j][e] = e >= at && e < at + c ? j * n + e - at : -1;
         m.inbox[j] = NULL;
         m.pc[j] = m.sent[j] = 0;
         out[j].copied = out[j].got = 0;
@@ -416,6 +435,28 @@ static int rs_bounds_ok(int P, int n, const counts *c) {
     return bad < 0 && sent == got;
 }
 
+/* all_gather's: n - c elements into a rank (a pre-step's left half: n)
+   in at most ceil(log2 P) + 1 messages; what is sent is received. */
+static int ag_bounds_ok(int P, int n, const counts *c) {
+    int Pp = 1, r, j, bad = -1, cb = n / P;
+    int64_t sent = 0, got = 0;
+    while (Pp * 2 <= P) Pp *= 2;
+    r = P - Pp;
+    for (j = 0; j < P && bad < 0; j++) {
+        int left = j < 2 * r && j % 2 == 0;
+        sent += c[j].sent, got += c[j].got;
+        if (c[j].got != (left ? n : n - cb) || c[j].copied != c[j].got || c[j].msgs > ceil_log2(P) + 1 ||
+            c[j].rmsgs > ceil_log2(P) + 1)
+            bad = j;
+    }
+    if (bad >= 0)
+        T_CHECK(0, "all_gather P %d n %d: rank %d sends %d messages, %lld elements, receives %d, %lld: outside the "
+                "bounds", P, n, bad, c[bad].msgs, (long long)c[bad].sent, c[bad].rmsgs, (long long)c[bad].got);
+    else if (sent != got)
+        T_CHECK(0, "all_gather P %d n %d: %lld elements sent, %lld received", P, n, (long long)sent, (long long)got);
+    return bad < 0 && sent == got;
+}
+
 /* The scatter and gather trees: the root sends (scatter) or receives
    (gather) (P - 1) c elements in at most ceil(log2 P) messages; every other
    rank receives (scatter) or sends (gather) one message of at least its
@@ -441,6 +482,7 @@ static void check(int op, int algo, int P, int n, int root, int *runs, int *good
     (*runs)++;
     if (simulate(op, algo, P, n, root, c) &&
         (op == OP_RSCATTER         ? rs_bounds_ok(P, n, c)
+         : op == OP_ALLGATHER      ? ag_bounds_ok(P, n, c)
          : op == OP_SCATTER || op == OP_GATHER ? sg_bounds_ok(op, P, n, root, c)
          : op == OP_ALLREDUCE      ? bounds_ok(algo, P, n, c)
          : algo == SPMD__PLAN_SPLIT ? split_bounds_ok(op, P, n, root, c)
@@ -473,7 +515,10 @@ int main(void) {
                     check(OP_REDUCE, a, P, ns[i], roots[k], &runs, &good);
                 }
         }
-        for (i = 0; i < 4; i++) check(OP_RSCATTER, 0, P, P * (i == 3 ? 5 : i), 0, &runs, &good);
+        for (i = 0; i < 4; i++) {
+            check(OP_RSCATTER, 0, P, P * (i == 3 ? 5 : i), 0, &runs, &good);
+            check(OP_ALLGATHER, 0, P, P * (i == 3 ? 5 : i), 0, &runs, &good);
+        }
         for (i = 0; i < 3; i++)
             for (int k = 0; k < 3; k++) {
                 check(OP_SCATTER, 0, P, P * (i == 2 ? 3 : i), roots[k], &runs, &good);
@@ -487,15 +532,17 @@ int main(void) {
             check(OP_BCAST, a, big[i], n, big[i] / 3, &runs, &good);
             check(OP_REDUCE, a, big[i], n, big[i] - 2, &runs, &good);
         }
-        if (big[i] <= 1025) /* (n = P c: its trees and messages grow as P^2) */
+        if (big[i] <= 1025) { /* (n = P c: its trees and messages grow as P^2) */
             check(OP_RSCATTER, 0, big[i], 2 * big[i], 0, &runs, &good);
+            check(OP_ALLGATHER, 0, big[i], 2 * big[i], 0, &runs, &good);
+        }
         if (big[i] <= 4097) { /* (every rank's vector holds all P blocks: P^2) */
             check(OP_SCATTER, 0, big[i], big[i], big[i] / 3, &runs, &good);
             check(OP_GATHER, 0, big[i], big[i], big[i] - 2, &runs, &good);
         }
     }
     T_CHECK(good == runs, "plans: %d of %d (algorithm, P, n) runs hold every check", good, runs);
-    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter, scatter, gather), P %s and samples to "
+    printf("test_plans: %d runs (allreduce, bcast, reduce, psum_scatter, all_gather, scatter, gather), P %s and samples to "
            "%d, in %.2f s\n", runs, env_quick() ? "1..33, 48, 63" : "1..64", env_quick() ? 257 : 16384, now_s() - t0);
     return t_summary();
 }
