@@ -441,8 +441,9 @@
                        a mismatch, or out-of-step data); kind=lose: the device is lost
                        (threads: its calls and its peers' fail with
                        SPMD_ERR_PEER_LOST; libfabric: its process ends with
-                       status 4; lose:posted and lose:done end it later in
-                       the call); kind=exit: the process ends with status 3;
+                       status 4; lose:posted, lose:done and lose:step:K end
+                       it later in the call, lose:step:K before step K of
+                       its plan across processes); kind=exit: the process ends with status 3;
                        a bad token: SPMD_ERR_INVALID from mesh creation,
                        naming it
      libfabric backend (see SEVERAL PROCESSES):
@@ -703,7 +704,8 @@ typedef struct spmd_mesh_desc {
                                                off; env SPMD_TRACE_DEPTH wins (0 there: off) */
     const char *faults;                     /* fault plan for tests, both backends: "device=3,seq=17,kind=lose;
                                                device=1,seq=5,kind=delay:50"; kinds delay:MS, skip, lose,
-                                               exit, corrupt (libfabric: also lose:posted, lose:done); env
+                                               exit, corrupt (libfabric: also lose:posted, lose:done,
+                                               lose:step:K); env
                                                SPMD_FAULTS wins (docs/faults.md) */
     spmd_scheduler scheduler;               /* threads or fibers (see the FIBERS notes at the top) */
     int carriers;                           /* fibers: carrier threads; 0: the CPUs available; at most
@@ -1827,7 +1829,8 @@ struct spmd_req {
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
     uint64_t fault_ck;     /* kind=corrupt, check mode: the checksum of the input before (spmd__clog_write) */
-    int fault_die;         /* kind=lose:posted (1) or :done (2) across processes: where the process ends */
+    int fault_die;         /* kind=lose:posted (1), :done (2), :step:K (2 + K) across processes: where the
+                              process ends */
     uint64_t site[2];      /* SPMD_CHECK_SITES: its call site, spmd_set_site's file and line or 0 and the caller's
                               return address (spmd__site_take) */
     int64_t src_step, dst_step; /* all_to_all: bytes between chunks, between blocks */
@@ -3326,10 +3329,12 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
                 have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 &&
                        ((tend - eq - 1 == 11 && strncmp(eq + 1, "lose:posted", 11) == 0) ||
-                        (tend - eq - 1 == 9 && strncmp(eq + 1, "lose:done", 9) == 0)) &&
+                        (tend - eq - 1 == 9 && strncmp(eq + 1, "lose:done", 9) == 0) ||
+                        (tend - eq - 1 > 10 && strncmp(eq + 1, "lose:step:", 10) == 0 &&
+                         spmd__fault_int(eq + 11, (size_t)(tend - eq - 11), 1, 64, &v))) && /* (SPMD__PLAN_STEPS) */
                        m->backend != SPMD_BACKEND_THREADS) {
                 f.kind = SPMD__FAULT_LOSE;
-                f.ms = eq[6] == 'p' ? 1 : 2; /* the phase: spmd__fault_die */
+                f.ms = eq[6] == 'p' ? 1 : eq[6] == 'd' ? 2 : 2 + v; /* the phase: spmd__fault_die */
                 have |= 4;
             } else if (eq && (size_t)(eq - q) == 4 && strncmp(q, "kind", 4) == 0 && tend - eq - 1 == 7 &&
                        strncmp(eq + 1, "corrupt", 7) == 0) {
@@ -3344,7 +3349,7 @@ static spmd_status spmd__faults_parse(spmd_mesh *m, const spmd_mesh_desc *desc) 
             } else {
                 spmd__log(m, SPMD_LOG_ERROR, -1,
                           "%s: bad token '%.*s' (want device=0..%d, seq=N, kind=skip, lose, exit, corrupt or delay:MS; "
-                          "across processes also lose:posted or lose:done)", from, (int)tl, q, m->size - 1);
+                          "across processes also lose:posted, lose:done or lose:step:K)", from, (int)tl, q, m->size - 1);
                 return SPMD_ERR_INVALID;
             }
             q = comma ? comma + 1 : stop;
@@ -3466,17 +3471,20 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
     return 1;
 }
 
-/* kind=lose:posted or :done across processes: the process ends at that
-   point of r (posted: it waits for the first time, everything it sends is
-   posted; done: it completed here; a call that completes before it waits
-   ends there too), as kind=lose does at a call's start. */
+/* kind=lose:posted, :done or :step:K across processes: the process ends
+   at that point of r (posted: it waits for the first time, everything it
+   sends is posted; done: it completed here; step:K: its plan comes to
+   step K, before its send (spmd__x_psteps); a call that completes before
+   it waits, or whose plan has fewer steps or is run by a sibling member,
+   ends at done), as kind=lose does at a call's start. */
 static void spmd__fault_die(spmd_req *r, int phase) {
-    char what[160];
+    char what[160], at[24];
     if (r->fault_die != phase && !(phase == 2 && r->fault_die)) return;
     spmd__req_what(r, what, sizeof what);
+    snprintf(at, sizeof at, r->fault_die > 2 ? "step:%d" : r->fault_die == 1 ? "posted" : "done", r->fault_die - 2);
     spmd__log(r->dev->mesh, SPMD_LOG_ERROR, r->dev->id, "SPMD_FAULTS: %s over '%s' (operation #%llu of this device): "
-              "kind=lose:%s: the process exits with status %d", what, r->gr->text, (unsigned long long)r->global,
-              r->fault_die == 1 ? "posted" : "done", SPMD__FAULT_LOST_STATUS);
+              "kind=lose:%s: the process exits with status %d", what, r->gr->text, (unsigned long long)r->global, at,
+              SPMD__FAULT_LOST_STATUS);
     fflush(NULL);
     _exit(SPMD__FAULT_LOST_STATUS);
 }
@@ -16290,6 +16298,7 @@ static spmd_status spmd__x_psteps(spmd_req *r) {
         const spmd__pstep *t = &p->plan.step[p->done];
         int proc = g->procs[t->peer];
         uint64_t tag = SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * p->done + 1]));
+        if (r->fault_die > 2 && p->sent == p->done) spmd__fault_die(r, 3 + p->done); /* >>faults: lose:step:K */
         if (p->sent == p->done && t->slen) {
             unsigned char *h = p->buf + p->at[2 * p->done + 1];
             size_t len = (size_t)t->slen * acc;
@@ -17667,19 +17676,26 @@ static void spmd__fab_heard(spmd_mesh *m) {
    SPMD_ERR_PEER_LOST at once, so that every call on it ends now, not only
    those waiting on the lost process (a call waiting on a live process that
    broke on the loss itself would otherwise wait out its deadline). */
-static void spmd__fab_lost_heard(spmd_mesh *m) {
+/* The lowest-numbered process of m that died (as this process heard), or
+   -1; its reason in why. */
+static int spmd__fab_lowest_lost(spmd_mesh *m, char *why, size_t n) {
     spmd__boot *b = m->lf.fab->boot;
-    int n = SPMD__LD_ACQ(&b->nlost), i, p = -1;
-    char why[128];
+    int i, p = -1;
     spmd__slock(&m->lf.fab->lock);
     for (i = 0; i < m->size && p < 0; i++) {
         int q = m->proc_of ? m->proc_of[i] : 0;
         if (q != b->rank && q < b->nprocs && b->lost[q] == 1) p = q;
     }
     spmd__sunlock(&m->lf.fab->lock);
+    if (p >= 0) snprintf(why, n, "process %d lost (it died or its host is unreachable)", p);
+    return p;
+}
+static void spmd__fab_lost_heard(spmd_mesh *m) {
+    int n = SPMD__LD_ACQ(&m->lf.fab->boot->nlost);
+    char why[128];
+    int p = spmd__fab_lowest_lost(m, why, sizeof why);
     SPMD__ST_REL(&m->lf.lost_heard, n);
     if (p < 0 || SPMD__LD_ACQ(&m->broken)) return;
-    snprintf(why, sizeof why, "process %d lost (it died or its host is unreachable)", p);
     spmd__break(m, SPMD_ERR_PEER_LOST, -1, why);
 }
 
@@ -17756,9 +17772,25 @@ static int spmd__fab_agree_pick(const unsigned char *all, size_t cap, const size
    spmd_mesh_error the same reason, even a process that completed its last
    call from messages its peers sent before they gave up on it (a call
    that ends within the window before the announcement arrives; see
-   docs/recovery.md). Only when every process hosts one of the mesh's
+   docs/recovery.md). A lost process fails the allgather: every survivor
+   heard of the loss (the coordinator's LOST, or its socket), and each
+   takes the loss of the lowest-numbered process it knows lost, in the
+   same words (one loss: the same text everywhere, whatever each device
+   saw). Only when every process hosts one of the mesh's
    devices (the same answer in every process): a process hosting none
    runs nothing (shard_map refuses at once), so it would not come. */
+static void spmd__fab_agreed(spmd_mesh *m, spmd_status st, const char *why, uint32_t broken) {
+    size_t l = strlen(why);
+    pthread_mutex_lock(&m->lock);
+    m->broken_status = st;
+    if (l >= sizeof m->broken_msg) l = sizeof m->broken_msg - 1;
+    memcpy(m->broken_msg, why, l);
+    m->broken_msg[l] = '\0';
+    SPMD__ST_SC(&m->broken, 1u);
+    pthread_mutex_unlock(&m->lock);
+    if (!broken)
+        spmd__log(m, SPMD_LOG_ERROR, -1, "mesh broken (heard at the end of spmd_run): %s: %s", spmd_status_name(st), why);
+}
 SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
     spmd__fab *f = m->lf.fab;
     unsigned char mine[4 + SPMD__BOOT_BROKEN_MAX], *all;
@@ -17793,23 +17825,11 @@ SPMD__SETUP static void spmd__fab_agree(spmd_mesh *m) {
             snprintf(why, sizeof why, "the agreement at the end of spmd_run failed: %s", f->boot->err);
         spmd__sunlock(&f->lock);
     }
-    if (st != SPMD_OK) { /* a lost process, most likely: that is what every survivor's mesh heard of */
-        if (!broken) spmd__break(m, st, -1, why);
-    } else {
-        p = spmd__fab_agree_pick(all, cap, lens, P, &got, why, sizeof why);
-        if (p >= 0) { /* the same text in every process, that one too */
-            size_t l;
-            pthread_mutex_lock(&m->lock);
-            m->broken_status = (spmd_status)got;
-            l = strlen(why) < sizeof m->broken_msg ? strlen(why) : sizeof m->broken_msg - 1;
-            memcpy(m->broken_msg, why, l);
-            m->broken_msg[l] = '\0';
-            SPMD__ST_SC(&m->broken, 1u);
-            pthread_mutex_unlock(&m->lock);
-            if (!broken)
-                spmd__log(m, SPMD_LOG_ERROR, -1, "mesh broken (heard at the end of spmd_run): %s: %s",
-                          spmd_status_name((spmd_status)got), why);
-        }
+    if (st != SPMD_OK) { /* a lost process, most likely: what every survivor's mesh heard of */
+        if (spmd__fab_lowest_lost(m, why, sizeof why) >= 0) spmd__fab_agreed(m, SPMD_ERR_PEER_LOST, why, broken);
+        else if (!broken) spmd__break(m, st, -1, why);
+    } else if (spmd__fab_agree_pick(all, cap, lens, P, &got, why, sizeof why) >= 0) {
+        spmd__fab_agreed(m, (spmd_status)got, why, broken); /* the same text in every process, that one too */
     }
     spmd__free(&m->alloc, all);
     spmd__free(&m->alloc, lens);

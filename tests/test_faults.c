@@ -816,6 +816,7 @@ static const struct { const char *spec, *says; } plans[] = {
     /* across processes only: the thread backend refuses them */
     {"device=0,seq=0,kind=lose:posted", "desc.faults: bad token 'kind=lose:posted'"},
     {"device=3,seq=1,kind=lose:done", "desc.faults: bad token 'kind=lose:done'"},
+    {"device=3,seq=1,kind=lose:step:1", "desc.faults: bad token 'kind=lose:step:1'"},
     /* delay:MS, MS a whole number of ms in 0..3600000 */
     {"device=0,seq=1,kind=delay:", "desc.faults: bad token 'kind=delay:'"},
     {"device=0,seq=1,kind=delay:5ms", "desc.faults: bad token 'kind=delay:5ms'"},
@@ -882,7 +883,7 @@ static void test_parse(void) {
     m = mesh_n(NDEV, 1000, "device=0,seq=0,kind=skip", 0, &st);
     T_CHECK(st == SPMD_ERR_INVALID && !m &&
                 strstr(log_text, "SPMD_FAULTS: bad token 'kind=explode' (want device=0..3, seq=N, kind=skip, lose, "
-                                 "exit, corrupt or delay:MS; across processes also lose:posted or lose:done)"),
+                                 "exit, corrupt or delay:MS; across processes also lose:posted, lose:done or lose:step:K)"),
             "env: a bad SPMD_FAULTS wins over a good desc.faults: %s, %s", spmd_status_name(st), log_text);
     if (m) spmd_mesh_destroy(m);
     setenv("SPMD_FAULTS", "device=0,seq=0,kind=skip", 1);

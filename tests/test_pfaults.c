@@ -14,6 +14,11 @@
      loseposted, losedone  the same with the kill later in call #0
              (kind=lose:posted, lose:done): call #0 right or failing so,
              call #1 failing so;
+     losestep1, losestep2  4 processes of two devices as 2 hosts of 2
+             (SPMD_HOST): the psum's plan (recursive doubling over the
+             processes) loses process 3 before its step 1 (inside the host)
+             or step 2 (across hosts) (kind=lose:step:K on both its
+             devices): checked as lose;
      loseaside  4 processes of one device, psums over the groups {0, 1}
              and {2, 3}, device 3 lost at its call #0: devices 0 and 1,
              which never wait on it, still fail a psum naming the loss
@@ -48,7 +53,7 @@
 
    Each child checks its own devices and prints one line per device, then
    checks spmd_run's status (the same in every process: SPMD_ERR_PEER_LOST
-   for lose and exit, SPMD_ERR_TIMEOUT for skip, SPMD_ERR_MISMATCH for
+   for lose and exit, with the same reason, "process N lost (...)", SPMD_ERR_TIMEOUT for skip, SPMD_ERR_MISMATCH for
    corruptlocal, else SPMD_OK); the parent checks the exit codes, the
    times and the lines. */
 #define _GNU_SOURCE 1 /* usleep, setenv, kill */
@@ -71,10 +76,10 @@ typedef struct child {
     const char *mode;
     const char *ax;           /* the axis of the psums: "i", or "y" (corruptlocal: groups {0,1} and {2,3}) */
     int proc, nprocs;
-    spmd_status st[4][2];
-    char msg[4][2][512];
-    int32_t y[4][2][NV];
-    double took[4][2];
+    spmd_status st[8][2];
+    char msg[8][2][512];
+    int32_t y[8][2][NV];
+    double took[8][2];
 } child;
 
 /* testlib.h's log keeper, each line also on stderr (the job's log) */
@@ -325,15 +330,22 @@ static int child_main(const char *mode) {
         bad += !ok;
     }
     if (strcmp(mode, "skip") == 0 && c.proc == 0) put_marker();
-    { /* every process's spmd_run agrees on how the run ended (docs/recovery.md): the loss, or the break */
-        spmd_status want = strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0 ? SPMD_ERR_PEER_LOST
+    { /* every process's spmd_run agrees on how the run ended (docs/recovery.md): the loss, in the same words
+         (whatever each device saw), or the break */
+        int lost = strncmp(mode, "lose", 4) == 0 || strcmp(mode, "exit") == 0;
+        char why[96];
+        spmd_status want = lost ? SPMD_ERR_PEER_LOST
                            : strcmp(mode, "skip") == 0                           ? SPMD_ERR_TIMEOUT
                            : strcmp(mode, "corruptlocal") == 0 ||
                                      strcmp(mode, "skipsites") == 0                  ? SPMD_ERR_MISMATCH
                                                                                  : SPMD_OK;
         printf("spmd_run: %s (want %s)%s\n", spmd_status_name(run), spmd_status_name(want),
                run == want ? "" : ": NOT as documented");
-        bad += run != want;
+        snprintf(why, sizeof why, "process %d lost (it died or its host is unreachable)", c.nprocs - 1);
+        printf("spmd_run's reason: %s%s\n", spmd_mesh_error(m),
+               lost && strcmp(spmd_mesh_error(m), why) ? ": NOT as documented" : "");
+        printf("spmd_run took %.2f s\n", p_now() - t0);
+        bad += run != want || (lost && strcmp(spmd_mesh_error(m), why) != 0);
     }
     spmd_mesh_destroy(m);
     fflush(stdout);
@@ -365,8 +377,8 @@ static void shm_cleanup(const pid_t *pid, int n) {
    when one ends); each gets env "XF_DEVICES=<devices>" and SPMD_FAULTS. */
 static const char *job_sched = ""; /* "fibers": the jobs' devices run as fibers (SPMD_SCHEDULER) */
 static void run_job(const char *mode, const char *provider, int n, int devices, const char *plan, int victim_rc) {
-    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320], sc[48];
-    const char *env[4][11];
+    char coord[64], np[32], id[4][32], tag[4][64], dv[32], pv[48], fl[160], dir[300], xd[320], sc[48], host[4][32];
+    const char *env[4][12];
     double t0 = p_now();
     pid_t pid[4];
     int i, rc[4];
@@ -394,7 +406,9 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
         env[i][7] = xd;
         env[i][8] = "SPMD_BOOT_TIMEOUT_MS=30000";
         env[i][9] = sc;
-        env[i][10] = NULL;
+        snprintf(host[i], sizeof host[i], "SPMD_HOST=pf-h%d", i / 2); /* losestep: 2 hosts of 2 processes */
+        env[i][10] = strncmp(mode, "losestep", 8) == 0 ? host[i] : NULL;
+        env[i][11] = NULL;
         pid[i] = p_spawn(tag[i], mode, env[i]);
     }
     for (i = n - 1; i >= 0; i--) rc[i] = p_exit_code(p_wait(pid[i], 60));
@@ -410,6 +424,9 @@ static void run_job(const char *mode, const char *provider, int n, int devices, 
         if (strcmp(mode, "loseposted") == 0 || strcmp(mode, "losedone") == 0) /* kind=lose:posted, lose:done */
             snprintf(want, sizeof want, "over 'i' (operation #0 of this device): kind=lose:%s: the process exits with "
                      "status %d", mode + 4, victim_rc);
+        else if (strncmp(mode, "losestep", 8) == 0) /* kind=lose:step:K */
+            snprintf(want, sizeof want, "over 'i' (operation #0 of this device): kind=lose:step:%s: the process exits "
+                     "with status %d", mode + 8, victim_rc);
         else if (strcmp(mode, "loseaside") == 0)
             snprintf(want, sizeof want, "over 'i' (call #0 of this device): kind=lose: the process exits with status %d",
                      victim_rc);
@@ -445,6 +462,10 @@ int main(int argc, char **argv) {
     run_job("losedone", "tcp", 3, 3, "device=2,seq=0,kind=lose:done", 4);
     run_job("losedone", "shm", 2, 4, "device=3,seq=0,kind=lose:done", 4);
     run_job("loseaside", "tcp", 4, 4, "device=3,seq=0,kind=lose", 4);
+    /* 2 hosts of 2 processes of 2 devices (SPMD_HOST): the psum runs recursive doubling over the processes, step 1
+       inside the host (the lane), step 2 across hosts (tcp); the last process dies before each */
+    run_job("losestep1", "tcp", 4, 8, "device=6,seq=0,kind=lose:step:1;device=7,seq=0,kind=lose:step:1", 4);
+    run_job("losestep2", "tcp", 4, 8, "device=6,seq=0,kind=lose:step:2;device=7,seq=0,kind=lose:step:2", 4);
     run_job("exit", "tcp", 3, 3, "device=2,seq=1,kind=exit", 3);
     run_job("exit", "shm", 2, 4, "device=3,seq=1,kind=exit", 3);
     run_job("delay", "tcp", 2, 4, "device=3,seq=0,kind=delay:300", -1);
