@@ -10861,11 +10861,22 @@ static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64
    Wire (version SPMD__BOOT_VERSION): every message is a 16-byte header, little-endian
        u32 magic "SPMD" (0x444d5053), u16 version, u16 type, u32 rank, u32 length
    then `length` payload bytes. Types and payloads:
-       HELLO    u32 nprocs, u32 keylen, key        (client -> coordinator)
-       WELCOME  -                                  (coordinator -> client)
-       REJECT   reason text (at most 200 bytes)    (coordinator -> client)
-       GATHER   u32 exchange number, blob (at most 4096 bytes)   (client -> coordinator)
-       GATHERED u32 exchange number, nprocs times (u32 len, blob) (coordinator -> client)
+       HELLO    u32 nprocs, u32 keylen, key, u32 port: where the client
+                listens for its children in the tree (0: it has none)
+                                                   (client -> coordinator; child -> parent)
+       WELCOME  -                                  (coordinator -> client; parent -> child)
+       REJECT   reason text (at most 200 bytes)    (coordinator -> client; parent -> child)
+       TREE     u32 parent, u32 port, the parent's address (4 bytes IPv4,
+                16 IPv6): where the client's parent in the tree listens
+                                                   (coordinator -> client)
+       UP       u32 exchange number, then (u32 process, u32 len, blob of
+                at most 4096 bytes) for the sender and every process
+                below it in the tree, in increasing order   (child -> parent)
+       DOWN     the same for every process: the allgather's result
+                                                   (parent -> child)
+       GATHER   u32 exchange number, one byte per process: the survivors'
+                agreement (spmd__shrink_agree)     (client -> coordinator)
+       GATHERED the same: its decision             (coordinator -> client)
        LOST     u32 rank of a process that died    (coordinator -> client)
        BYE      -                                  (either way: clean exit)
        BROKEN   u32 mesh id, u32 status, u32 process, reason (at most 500 bytes):
@@ -10884,9 +10895,29 @@ static SPMD__UNUSED int spmd__plan_reduce_split(int P, int rank, int root, int64
    one silent or slow connection delays nobody.
 
    After the handshake the connections stay open as a star around process 0;
-   they carry the allgather and barrier, and they are how a dead process is
-   noticed: the coordinator sees the socket close without BYE and tells the
-   others (LOST); the others see the coordinator's socket close. */
+   they carry what is small or once per event (the handshake, LOST, BYE,
+   BROKEN, RECORDS, ABORT, the survivors' agreement), and they are how a
+   dead process is noticed: the coordinator sees the socket close without
+   BYE and tells the others (LOST); the others see the coordinator's socket
+   close.
+
+   The allgather (and so the barrier) runs over a binary tree of TCP
+   connections: node v = (rank + P - 1) % P, parent (v - 1) / 2, children
+   2v + 1 and 2v + 2, so process 1 is the root and process 0, the
+   coordinator, the last node: a leaf. A process with children listens
+   (on the address its connection to the coordinator left from, at a port
+   the system picks) and says where in its HELLO; once every process has
+   joined, the coordinator tells each where its parent listens (TREE), and
+   each connects to its parent: HELLO (checked as the coordinator checks
+   it: the job, the key, a child of that process), WELCOME. An allgather
+   sends UP the tree (a node waits for its children's, then sends its
+   subtree's blobs) and the root sends the table DOWN, each node passing it
+   on as it came: 2 log2(P) steps. A node waiting on its parent or children
+   also reads the star (process 0: every process's connection), so a loss
+   anywhere ends every wait (SPMD_ERR_PEER_LOST naming the process), and a
+   tree connection that closes without BYE is a loss too. The coordinator
+   writes a WELCOME and a TREE per process and, per exchange, only its own
+   entry: O(1) bytes per process (the counts: docs/processes.md). */
 SPMD__SETUP_BEGIN
 #if SPMD__HAS_LIBFABRIC
 #include <arpa/inet.h>
@@ -10906,7 +10937,7 @@ SPMD__SETUP_BEGIN
 #endif
 
 #define SPMD__BOOT_MAGIC 0x444d5053u
-#define SPMD__BOOT_VERSION 5u
+#define SPMD__BOOT_VERSION 6u
 #define SPMD__BOOT_HDR 16u
 #define SPMD__BOOT_MAX_PROCS 4096
 #define SPMD__BOOT_KEY_MAX 128u
@@ -10919,7 +10950,8 @@ SPMD__SETUP_BEGIN
 
 enum {
     SPMD__BM_HELLO = 1, SPMD__BM_WELCOME, SPMD__BM_REJECT, SPMD__BM_GATHER, SPMD__BM_GATHERED,
-    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_RECORDS, SPMD__BM_COUNT
+    SPMD__BM_LOST, SPMD__BM_BYE, SPMD__BM_BROKEN, SPMD__BM_ABORT, SPMD__BM_RECORDS, SPMD__BM_TREE, SPMD__BM_UP,
+    SPMD__BM_DOWN, SPMD__BM_COUNT
 };
 #define SPMD__BOOT_BROKEN_KEEP 8 /* announcements of broken meshes kept until read */
 
@@ -10944,6 +10976,7 @@ typedef struct spmd__boot_conn {
     unsigned char *buf;
     size_t len, cap;
     uint64_t deadline_ns;     /* read deadline of a pending handshake */
+    unsigned port;            /* at process 0: where this process listens for its children in the tree (0: none) */
     char peer[64];
 } spmd__boot_conn;
 
@@ -10971,9 +11004,11 @@ typedef struct spmd__boot {
     char addr[INET6_ADDRSTRLEN];    /* this process's bootstrap address */
     const char *layout_from;        /* which env family gave the layout */
     int pmix;                       /* the coordinator's address goes through PMIx (spmd__boot_pmix) */
-    int listen_fd;
+    int listen_fd;                  /* process 0's until everyone joined; another's until its children in the tree did */
     spmd__boot_conn coord;          /* rank > 0: the connection to process 0 */
     spmd__boot_conn *peers;         /* rank 0: one per process (index 0 unused) */
+    spmd__boot_conn up, down[2];    /* the tree: to the parent, to the children (fd -1: none) */
+    struct pollfd *pfds;            /* room for nprocs + 1 (spmd__boot_wait) */
     unsigned char *lost;            /* per process: 1 died, 2 left cleanly */
     int nlost;
     uint32_t round;                 /* allgathers begun: each message carries it */
@@ -10984,6 +11019,7 @@ typedef struct spmd__boot {
     /* RECORDS heard: the last RECS_KEEP of nrecs (under the transport's lock) */
     spmd__boot_recs recs[SPMD__BOOT_RECS_KEEP];
     uint32_t nrecs;
+    uint64_t sent_bytes;            /* written to the bootstrap's sockets (spmd__boot_send), headers included */
     spmd_status aborted;            /* the coordinator's ABORT: its status (0: none) */
     char abort_why[SPMD__BOOT_BROKEN_MAX + 1];   /* and its reason */
     char err[512];
@@ -11042,10 +11078,11 @@ static uint32_t spmd__boot_get32(const unsigned char *p) {
 
 static size_t spmd__boot_max_payload(const spmd__boot *b, unsigned type) {
     switch (type) {
-    case SPMD__BM_HELLO: return 8 + SPMD__BOOT_KEY_MAX;
+    case SPMD__BM_HELLO: return 12 + SPMD__BOOT_KEY_MAX;
     case SPMD__BM_REJECT: return SPMD__BOOT_REASON_MAX;
-    case SPMD__BM_GATHER: return 4 + SPMD__BOOT_BLOB_MAX;
-    case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs * (4 + SPMD__BOOT_BLOB_MAX);
+    case SPMD__BM_GATHER: case SPMD__BM_GATHERED: return 4 + (size_t)b->nprocs;
+    case SPMD__BM_TREE: return 8 + 16;
+    case SPMD__BM_UP: case SPMD__BM_DOWN: return 4 + (size_t)b->nprocs * (8 + SPMD__BOOT_BLOB_MAX);
     case SPMD__BM_LOST: return 4;
     case SPMD__BM_BROKEN: return 12 + SPMD__BOOT_BROKEN_MAX;
     case SPMD__BM_ABORT: return 4 + SPMD__BOOT_BROKEN_MAX;
@@ -11080,7 +11117,7 @@ static void spmd__boot_conn_close(spmd__boot *b, spmd__boot_conn *c) {
    largest message this connection may legally carry. */
 static int spmd__boot_fill(spmd__boot *b, spmd__boot_conn *c) {
     size_t limit = SPMD__BOOT_HDR + (c->rank < 0 ? spmd__boot_max_payload(b, SPMD__BM_HELLO)
-                                                 : spmd__boot_max_payload(b, SPMD__BM_GATHERED));
+                                                 : spmd__boot_max_payload(b, SPMD__BM_DOWN));
     for (;;) {
         ssize_t n;
         if (c->len == c->cap) {
@@ -11167,8 +11204,9 @@ static void spmd__boot_consume(spmd__boot_conn *c, size_t n) {
     c->len -= n;
 }
 
-/* Write a whole message before the deadline. 0 ok, -1 failed. */
-static int spmd__boot_send(int fd, unsigned type, int rank, const void *payload, size_t len,
+/* Write a whole message before the deadline (b->sent_bytes counts what
+   went out, headers included). 0 ok, -1 failed. */
+static int spmd__boot_send(spmd__boot *b, int fd, unsigned type, int rank, const void *payload, size_t len,
                            uint64_t deadline_ns) {
     unsigned char hdr[SPMD__BOOT_HDR];
     const unsigned char *parts[2];
@@ -11182,7 +11220,11 @@ static int spmd__boot_send(int fd, unsigned type, int rank, const void *payload,
     for (i = 0; i < 2; i++) {
         for (off = 0; off < lens[i];) {
             ssize_t n = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
-            if (n > 0) { off += (size_t)n; continue; }
+            if (n > 0) {
+                off += (size_t)n;
+                SPMD__FADD(&b->sent_bytes, (uint64_t)n);
+                continue;
+            }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 struct pollfd pf;
@@ -11419,13 +11461,43 @@ static spmd_status spmd__boot_config(spmd__boot *b, const spmd__boot_desc *d) {
     return SPMD_OK;
 }
 
-/* A HELLO (m, parsed) as the coordinator judges it: 1 when its process may
-   join, else 0 and why. */
-static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, char *why, size_t whylen) {
-    uint32_t np, kl = m->len >= 8 ? spmd__boot_get32(m->payload + 4) : 0;
+/* The tree (see the section comment): process `rank`'s node, a node's
+   process, the parent (-1: the root), the k-th child (-1: none), and
+   whether process x is in the subtree of process top. */
+static int spmd__boot_node(const spmd__boot *b, int rank) { return (rank + b->nprocs - 1) % b->nprocs; }
+static int spmd__boot_proc(const spmd__boot *b, int v) { return (v + 1) % b->nprocs; }
+static int spmd__boot_parent(const spmd__boot *b, int rank) {
+    int v = spmd__boot_node(b, rank);
+    return v == 0 ? -1 : spmd__boot_proc(b, (v - 1) / 2);
+}
+static int spmd__boot_child(const spmd__boot *b, int rank, int k) {
+    int64_t v = 2 * (int64_t)spmd__boot_node(b, rank) + 1 + k;
+    return v < b->nprocs ? spmd__boot_proc(b, (int)v) : -1;
+}
+static int spmd__boot_below(const spmd__boot *b, int top, int x) {
+    int t = spmd__boot_node(b, top), v = spmd__boot_node(b, x);
+    while (v > t) v = (v - 1) / 2;
+    return v == t;
+}
+
+/* Where a HELLO from process `rank` admits it: at the coordinator its
+   peers[rank]; at another process the connection to that child in the
+   tree. NULL: nowhere here. */
+static spmd__boot_conn *spmd__boot_slot(spmd__boot *b, uint32_t rank) {
+    if (rank >= (uint32_t)b->nprocs) return NULL;
+    if (b->rank == 0) return rank ? &b->peers[rank] : NULL;
+    if ((int)rank == spmd__boot_child(b, b->rank, 0)) return &b->down[0];
+    return (int)rank == spmd__boot_child(b, b->rank, 1) ? &b->down[1] : NULL;
+}
+
+/* A HELLO (m, parsed) as the coordinator (or a parent in the tree) judges
+   it: 1 when its process may join, else 0 and why. */
+static int spmd__boot_hello_ok(spmd__boot *b, const spmd__boot_msg *m, char *why, size_t whylen) {
+    uint32_t np, port, kl = m->len >= 12 ? spmd__boot_get32(m->payload + 4) : 0;
+    spmd__boot_conn *slot = spmd__boot_slot(b, m->rank);
     unsigned diff = 0;
     size_t k;
-    if (m->len < 8 || kl != m->len - 8) { /* (the count is read only from a payload that holds it) */
+    if (m->len < 12 || kl != m->len - 12) { /* (the count is read only from a payload that holds it) */
         snprintf(why, whylen, "handshake of %u bytes with a key length of %u", (unsigned)m->len, (unsigned)kl);
         return 0;
     }
@@ -11440,9 +11512,15 @@ static int spmd__boot_hello_ok(const spmd__boot *b, const spmd__boot_msg *m, cha
         snprintf(why, whylen, "job key mismatch (process %u is from another job)", (unsigned)m->rank);
         return 0;
     }
-    if (m->rank == 0 || b->peers[m->rank].fd >= 0) {
-        snprintf(why, whylen, "process id %u %s", (unsigned)m->rank,
-                 m->rank == 0 ? "is the coordinator's own" : "joined already");
+    if (!slot || slot->fd >= 0) {
+        snprintf(why, whylen, "process id %u %s", (unsigned)m->rank, slot ? "joined already" : b->rank == 0 ?
+                 "is the coordinator's own" : "is not a child of this process in the tree");
+        return 0;
+    }
+    port = spmd__boot_get32(m->payload + 8 + kl);
+    if (b->rank == 0 && (port > 65535 || (port != 0) != (spmd__boot_child(b, (int)m->rank, 0) >= 0))) {
+        snprintf(why, whylen, "process %u listens for its children in the tree at port %u", (unsigned)m->rank,
+                 (unsigned)port);
         return 0;
     }
     return 1;
@@ -11603,23 +11681,27 @@ static spmd_status spmd__boot_pmix(spmd__boot *b) {
 }
 
 /* The deadline passed: who is missing, and the last handshake refused. */
-static spmd_status spmd__boot_missing(spmd__boot *b, int joined, const char *refused) {
+static spmd_status spmd__boot_missing(spmd__boot *b, int missing, const char *refused) {
     char miss[256] = "";
     size_t o = 0;
     int i, shown = 0;
-    for (i = 1; i < b->nprocs && o + 16 < sizeof miss; i++)
-        if (b->peers[i].fd < 0) {
+    for (i = 0; i < b->nprocs && o + 16 < sizeof miss; i++)
+        if (spmd__boot_slot(b, (uint32_t)i) && spmd__boot_slot(b, (uint32_t)i)->fd < 0) {
             o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", shown++ ? "," : "", i);
         }
+    if (b->rank != 0)
+        return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of process %d's children in the "
+                               "tree have not connected (missing: %s)%s%s", (long long)b->timeout_ms, missing, b->rank,
+                               miss, refused[0] ? "; " : "", refused);
     return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: after %lld ms, %d of %d processes have not "
-                           "joined (missing: %s)%s%s", (long long)b->timeout_ms, b->nprocs - joined, b->nprocs,
+                           "joined (missing: %s)%s%s", (long long)b->timeout_ms, missing, b->nprocs,
                            miss, refused[0] ? "; " : "", refused);
 }
 
 /* Read the pending connections poll found readable: a valid HELLO joins
-   (WELCOME, it becomes b->peers[rank]); anything else is rejected. */
+   (WELCOME, it becomes its slot: spmd__boot_slot); anything else is rejected. */
 static void spmd__boot_admit(spmd__boot *b, spmd__boot_conn *pend, int *npend, const struct pollfd *pf,
-                             char *refused, int *joined, uint64_t deadline_ns) {
+                             char *refused, int *joined, int want, uint64_t deadline_ns) {
     int i;
     for (i = (*npend) - 1; i >= 0; i--) {
         spmd__boot_conn *c = &pend[i];
@@ -11640,16 +11722,17 @@ static void spmd__boot_admit(spmd__boot *b, spmd__boot_conn *pend, int *npend, c
         if (bad == 0) snprintf(why, sizeof why, "%s after %zu bytes", eof ? "closed" : "oversized", c->len);
         if (bad != 1) {
             spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: rejected connection from %s: %s", c->peer, why);
-            if (hello && m.rank > 0 && b->peers[m.rank].fd < 0)
+            if (hello && spmd__boot_slot(b, m.rank) && spmd__boot_slot(b, m.rank)->fd < 0)
                 snprintf(refused, SPMD__BOOT_REFUSED, "a handshake as process %u was refused: %s", (unsigned)m.rank,
                          why);
-            if (!eof) spmd__boot_send(c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
+            if (!eof) spmd__boot_send(b, c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
             spmd__boot_conn_close(b, c);
             pend[i] = pend[--(*npend)];
             continue;
         }
+        c->port = (unsigned)spmd__boot_get32(m.payload + m.len - 4);
         spmd__boot_consume(c, m.total);
-        if (spmd__boot_send(c->fd, SPMD__BM_WELCOME, 0, NULL, 0, deadline_ns) != 0) {
+        if (spmd__boot_send(b, c->fd, SPMD__BM_WELCOME, b->rank, NULL, 0, deadline_ns) != 0) {
             spmd__boot_log(b, SPMD_LOG_WARN, "bootstrap: process %u at %s vanished during its handshake",
                            (unsigned)m.rank, c->peer);
             spmd__boot_conn_close(b, c);
@@ -11657,11 +11740,11 @@ static void spmd__boot_admit(spmd__boot *b, spmd__boot_conn *pend, int *npend, c
             continue;
         }
         c->rank = (int)m.rank;
-        b->peers[m.rank] = *c;
+        *spmd__boot_slot(b, m.rank) = *c;
         pend[i] = pend[--(*npend)];
         (*joined)++;
         spmd__boot_log(b, SPMD_LOG_DEBUG, "bootstrap: process %u joined from %s (%d of %d)", (unsigned)m.rank,
-                       b->peers[m.rank].peer, *joined, b->nprocs);
+                       spmd__boot_slot(b, m.rank)->peer, *joined, want);
     }
 }
 
@@ -11687,21 +11770,38 @@ static void spmd__boot_accept(spmd__boot *b, spmd__boot_conn *pend, int *npend) 
     }
 }
 
-/* Process 0: listen, then admit every other process. */
-static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
+static SPMD__UNUSED int spmd__boot_poll(spmd__boot *b);
+
+/* Whether the job ended for this process: the coordinator's ABORT (its
+   reason), or a process lost (named). SPMD_OK: neither. */
+static spmd_status spmd__boot_gone(spmd__boot *b, const char *what) {
+    int r;
+    if (b->aborted)
+        return spmd__boot_fail(b, b->aborted, "%s: the coordinator (process 0) ended the job: %s", what, b->abort_why);
+    if (!b->nlost) return SPMD_OK;
+    for (r = 0; r < b->nprocs && b->lost[r] != 1; r++) {}
+    return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, r);
+}
+
+/* Admit `want` processes on b->listen_fd: process 0 every other one (it
+   listens first), another process its children in the tree (while it
+   watches its connection to the coordinator: a loss or an ABORT ends the
+   wait). */
+static spmd_status spmd__boot_serve(spmd__boot *b, int want, uint64_t deadline_ns) {
     spmd__boot_conn pend[SPMD__BOOT_MAX_PENDING];
     struct pollfd *pf;
     char refused[SPMD__BOOT_REFUSED] = "";
-    int npend = 0, joined = 1, i, rc;
+    int npend = 0, joined = 0, i, rc, star = b->rank != 0;
     spmd_status st = b->listen_fd >= 0 ? SPMD_OK : spmd__boot_listen(b); /* (under PMIx: listening already) */
     if (st != SPMD_OK) return st;
-    pf = (struct pollfd *)spmd__alloc(&b->alloc, (SPMD__BOOT_MAX_PENDING + 1) * sizeof *pf);
+    pf = (struct pollfd *)spmd__alloc(&b->alloc, (SPMD__BOOT_MAX_PENDING + 2) * sizeof *pf);
     if (!pf) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
-    while (joined < b->nprocs) {
+    while (joined < want) {
         uint64_t now = spmd__now_ns(), wake = deadline_ns;
         int ms;
+        if (star && (st = spmd__boot_gone(b, "bootstrap")) != SPMD_OK) break;
         if (now >= deadline_ns) {
-            st = spmd__boot_missing(b, joined, refused);
+            st = spmd__boot_missing(b, want - joined, refused);
             break;
         }
         for (i = 0; i < npend; i++) {
@@ -11716,19 +11816,21 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
         }
         pf[0].fd = b->listen_fd; pf[0].events = POLLIN; pf[0].revents = 0;
         for (i = 0; i < npend; i++) { pf[i + 1].fd = pend[i].fd; pf[i + 1].events = POLLIN; pf[i + 1].revents = 0; }
+        pf[npend + 1].fd = star ? b->coord.fd : -1; pf[npend + 1].events = POLLIN; pf[npend + 1].revents = 0;
         ms = spmd__boot_ms_left(wake);
-        rc = poll(pf, (nfds_t)npend + 1, ms ? ms : 1);
+        rc = poll(pf, (nfds_t)npend + 2, ms ? ms : 1);
         if (rc < 0 && errno != EINTR) {
             st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: poll: %s", strerror(errno));
             break;
         }
+        if (star) spmd__boot_poll(b);
         if (rc <= 0) continue;
-        spmd__boot_admit(b, pend, &npend, pf, refused, &joined, deadline_ns);
+        spmd__boot_admit(b, pend, &npend, pf, refused, &joined, want, deadline_ns);
         if (pf[0].revents & POLLIN) spmd__boot_accept(b, pend, &npend);
     }
     for (i = 0; i < npend; i++) {
         if (st != SPMD_OK) /* a handshake still pending: why the job ends */
-            spmd__boot_send(pend[i].fd, SPMD__BM_REJECT, 0, b->err,
+            spmd__boot_send(b, pend[i].fd, SPMD__BM_REJECT, 0, b->err,
                             strlen(b->err) < SPMD__BOOT_REASON_MAX ? strlen(b->err) : SPMD__BOOT_REASON_MAX,
                             spmd__now_ns() + 100000000u);
         spmd__boot_conn_close(b, &pend[i]);
@@ -11739,24 +11841,26 @@ static spmd_status spmd__boot_serve(spmd__boot *b, uint64_t deadline_ns) {
     return st;
 }
 
-/* The coordinator's answer to this process's handshake, at the head of c
-   (what spmd__boot_join reads; a decoder of its own so that fuzz/join.c can
+/* The answer to this process's handshake (the coordinator's, or its
+   parent's in the tree: c->rank says whose), at the head of c (what
+   spmd__boot_welcome reads; a decoder of its own so that fuzz/join.c can
    call it without a coordinator). 1: WELCOME, consumed; 0: not all there
    yet; -1: a REJECT or an invalid answer, *st its status and b->err why (a
    REJECT's reason in printable ASCII only: it is shown to users). */
 static int spmd__boot_answer(spmd__boot *b, spmd__boot_conn *c, spmd_status *st) {
     spmd__boot_msg m;
     char why[160], reason[SPMD__BOOT_REASON_MAX + 1];
+    const char *who = c->rank == 0 ? "coordinator" : "parent in the tree";
     int rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why);
     size_t k;
     if (rc == 0) return 0;
     if (rc < 0) {
-        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s: %s", c->peer, why);
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: %s %s: %s", who, c->peer, why);
         return -1;
     }
-    if (m.rank != 0) {
-        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake as process %u "
-                              "(not a spmdcoll coordinator of this job)", c->peer, (unsigned)m.rank);
+    if (m.rank != (uint32_t)c->rank) {
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: %s %s answered the handshake as process %u "
+                              "(not process %d of this job)", who, c->peer, (unsigned)m.rank, c->rank);
         return -1;
     }
     if (m.type == SPMD__BM_REJECT) {
@@ -11764,29 +11868,30 @@ static int spmd__boot_answer(spmd__boot *b, spmd__boot_conn *c, spmd_status *st)
         reason[m.len] = '\0';
         for (k = 0; k < m.len; k++)
             if ((unsigned char)reason[k] < 32 || (unsigned char)reason[k] > 126) reason[k] = '?';
-        *st = spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: coordinator %s rejected process %d: %s", c->peer,
+        *st = spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: %s %s rejected process %d: %s", who, c->peer,
                               b->rank, reason);
         return -1;
     }
     if (m.type != SPMD__BM_WELCOME) {
-        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: coordinator %s answered the handshake with message "
-                              "type %u", c->peer, m.type);
+        *st = spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: %s %s answered the handshake with message "
+                              "type %u", who, c->peer, m.type);
         return -1;
     }
     spmd__boot_consume(c, m.total);
     return 1;
 }
 
-/* Processes 1..n-1: reach the coordinator, retrying with back-off. */
-static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
+/* Connect c to host:port (whom: "the coordinator", "process 3 (the parent
+   in the tree)"), from SPMD_SOCKET_IFNAME's address when set, retrying
+   with back-off until the deadline. */
+static spmd_status spmd__boot_dial(spmd__boot *b, spmd__boot_conn *c, const char *host, const char *port,
+                                   const char *whom, uint64_t deadline_ns) {
     struct addrinfo hints, *res = NULL, *ai;
     struct sockaddr_storage local;
     socklen_t local_len = 0;
     uint64_t backoff_ms = 10;
     char last[400] = "no attempt";
-    int attempts = 0, one = 1, eof;
-    spmd_status st = SPMD_OK;
-    spmd__boot_conn *c = &b->coord;
+    int attempts = 0, one = 1;
     if (b->ifname[0] && !spmd__boot_if_addr(b->ifname, &local, &local_len))
         return spmd__boot_fail(b, SPMD_ERR_INVALID, "bootstrap: interface %s (SPMD_SOCKET_IFNAME) has no address",
                                b->ifname);
@@ -11796,9 +11901,9 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
         hints.ai_family = b->ifname[0] ? local.ss_family : AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
         attempts++;
-        rc = getaddrinfo(b->coord_host, b->coord_port, &hints, &res);
+        rc = getaddrinfo(host, port, &hints, &res);
         if (rc != 0) {
-            snprintf(last, sizeof last, "resolving %s: %s", b->coord_host, gai_strerror(rc));
+            snprintf(last, sizeof last, "resolving %s: %s", host, gai_strerror(rc));
             res = NULL;
         }
         for (ai = res; ai && c->fd < 0; ai = ai->ai_next) {
@@ -11835,9 +11940,9 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
         if (c->fd >= 0) break;
         ms = spmd__boot_ms_left(deadline_ns);
         if (ms == 0)
-            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: process %d could not reach the coordinator "
-                                   "%s:%s within %lld ms (%d attempts; last: %s)", b->rank, b->coord_host,
-                                   b->coord_port, (long long)b->timeout_ms, attempts, last);
+            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: process %d could not reach %s %s:%s within %lld "
+                                   "ms (%d attempts; last: %s)", b->rank, whom, host, port, (long long)b->timeout_ms,
+                                   attempts, last);
         {
             struct timespec ts;
             uint64_t w = backoff_ms < (uint64_t)ms ? backoff_ms : (uint64_t)ms;
@@ -11848,41 +11953,170 @@ static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
         }
     }
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->rank = 0;
     spmd__boot_peer_name(c->fd, c->peer, sizeof c->peer);
-    {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) == 0) spmd__boot_note_addr(b, (struct sockaddr *)&ss);
-    }
-    {
-        unsigned char hello[8 + SPMD__BOOT_KEY_MAX];
-        spmd__boot_put32(hello, (uint32_t)b->nprocs);
-        spmd__boot_put32(hello + 4, (uint32_t)b->keylen);
-        memcpy(hello + 8, b->key, b->keylen);
-        if (spmd__boot_send(c->fd, SPMD__BM_HELLO, b->rank, hello, 8 + b->keylen, deadline_ns) != 0)
-            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
-                                   strerror(errno));
-    }
-    for (eof = 0;;) {
-        struct pollfd pf;
+    return SPMD_OK;
+}
+
+/* Send the handshake on c: the job, its key, and the port this process
+   listens on for its children in the tree (0: none). */
+static spmd_status spmd__boot_hello(spmd__boot *b, spmd__boot_conn *c, unsigned port, uint64_t deadline_ns) {
+    unsigned char hello[12 + SPMD__BOOT_KEY_MAX];
+    spmd__boot_put32(hello, (uint32_t)b->nprocs);
+    spmd__boot_put32(hello + 4, (uint32_t)b->keylen);
+    memcpy(hello + 8, b->key, b->keylen);
+    spmd__boot_put32(hello + 8 + b->keylen, port);
+    if (spmd__boot_send(b, c->fd, SPMD__BM_HELLO, b->rank, hello, 12 + b->keylen, deadline_ns) != 0)
+        return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: sending the handshake to %s: %s", c->peer,
+                               strerror(errno));
+    return SPMD_OK;
+}
+
+static void spmd__boot_wait(spmd__boot *b, spmd__boot_conn *c, int ms);
+
+/* Wait for the answer to the handshake on c (spmd__boot_answer); from a
+   parent in the tree, watching the coordinator meanwhile. */
+static spmd_status spmd__boot_welcome(spmd__boot *b, spmd__boot_conn *c, uint64_t deadline_ns) {
+    const char *who = c == &b->coord ? "coordinator" : "parent in the tree";
+    spmd_status st = SPMD_OK;
+    for (;;) {
         int rc = spmd__boot_answer(b, c, &st), ms;
         if (rc < 0) return st;
-        if (rc == 1) break;
-        if (eof)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: coordinator %s closed the connection during "
-                                   "the handshake", c->peer);
+        if (rc == 1) return SPMD_OK;
+        if (c->eof)
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: %s %s closed the connection during "
+                                   "the handshake", who, c->peer);
+        if (c != &b->coord && (st = spmd__boot_gone(b, "bootstrap")) != SPMD_OK) return st;
         ms = spmd__boot_ms_left(deadline_ns);
         if (ms == 0)
-            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: coordinator %s did not answer the handshake "
-                                   "within %lld ms", c->peer, (long long)b->timeout_ms);
-        pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
-        poll(&pf, 1, ms);
-        eof = spmd__boot_fill(b, c) < 0;
+            return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "bootstrap: %s %s did not answer the handshake "
+                                   "within %lld ms", who, c->peer, (long long)b->timeout_ms);
+        spmd__boot_wait(b, c, ms);
     }
+}
+
+/* A process with children in the tree listens for them on the address its
+   connection to the coordinator left from, at a port the system picks;
+   *port: that port (0: no children, no listening). */
+static spmd_status spmd__boot_tree_listen(spmd__boot *b, unsigned *port) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int e;
+    *port = 0;
+    if (spmd__boot_child(b, b->rank, 0) < 0) return SPMD_OK;
+    if (getsockname(b->coord.fd, (struct sockaddr *)&ss, &sl) == 0 && (ss.ss_family == AF_INET ||
+                                                                       ss.ss_family == AF_INET6)) {
+        if (ss.ss_family == AF_INET) ((struct sockaddr_in *)&ss)->sin_port = 0;
+        else ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+        b->listen_fd = socket(ss.ss_family, SOCK_STREAM, 0);
+        if (b->listen_fd >= 0 && bind(b->listen_fd, (struct sockaddr *)&ss, sl) == 0 && listen(b->listen_fd, 16) == 0 &&
+            spmd__boot_nonblock(b->listen_fd) == 0 && getsockname(b->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
+            *port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    if (*port == 0) {
+        e = errno;
+        return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: process %d cannot listen for its children in the "
+                               "tree on %s: %s", b->rank, b->addr, strerror(e));
+    }
+    spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: listening for processes %d,%d (children in the tree) on %s port %u",
+                   spmd__boot_child(b, b->rank, 0), spmd__boot_child(b, b->rank, 1), b->addr, *port);
+    return SPMD_OK;
+}
+
+/* Processes 1..n-1: reach the coordinator, retrying with back-off. */
+static spmd_status spmd__boot_join(spmd__boot *b, uint64_t deadline_ns) {
+    spmd__boot_conn *c = &b->coord;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    unsigned port = 0;
+    spmd_status st = spmd__boot_dial(b, c, b->coord_host, b->coord_port, "the coordinator", deadline_ns);
+    if (st != SPMD_OK) return st;
+    c->rank = 0;
+    if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) == 0) spmd__boot_note_addr(b, (struct sockaddr *)&ss);
+    if ((st = spmd__boot_tree_listen(b, &port)) != SPMD_OK || (st = spmd__boot_hello(b, c, port, deadline_ns)) != SPMD_OK ||
+        (st = spmd__boot_welcome(b, c, deadline_ns)) != SPMD_OK)
+        return st;
     spmd__boot_log(b, SPMD_LOG_INFO, "bootstrap: joined coordinator %s from %s (interface %s), layout from %s",
                    c->peer, b->addr, b->ifname[0] ? b->ifname : "?", b->layout_from);
     return SPMD_OK;
+}
+
+/* What TREE says of process `proc` (u32 proc, u32 port, address: 4 or 16
+   bytes), from process 0's connection to it; 0 when unknown. */
+static size_t spmd__boot_where(spmd__boot *b, int proc, unsigned char *p) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    const unsigned char *a;
+    spmd__boot_put32(p, (uint32_t)proc);
+    spmd__boot_put32(p + 4, b->peers[proc].port);
+    if (getpeername(b->peers[proc].fd, (struct sockaddr *)&ss, &sl) != 0) return 0;
+    if (ss.ss_family == AF_INET) {
+        memcpy(p + 8, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        return 12;
+    }
+    if (ss.ss_family != AF_INET6) return 0;
+    a = ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&ss)->sin6_addr)) { /* an IPv4 peer of a dual-stack socket */
+        memcpy(p + 8, a + 12, 4);
+        return 12;
+    }
+    memcpy(p + 8, a, 16);
+    return 24;
+}
+
+/* A TREE payload (the coordinator's bytes: checked before use): u32 this
+   process's parent in the tree, u32 port 1..65535, its address (4 bytes:
+   IPv4, 16: IPv6), as host and port text for spmd__boot_dial. 0, else -1. */
+static int spmd__boot_tree_decode(const spmd__boot *b, const unsigned char *p, size_t len, char *host, size_t hn,
+                                  char *port, size_t pn) {
+    uint32_t pt;
+    if (!p || (len != 12 && len != 24) || hn < INET6_ADDRSTRLEN) return -1;
+    pt = spmd__boot_get32(p + 4);
+    if ((int64_t)spmd__boot_get32(p) != spmd__boot_parent(b, b->rank) || pt == 0 || pt > 65535) return -1;
+    if (!inet_ntop(len == 12 ? AF_INET : AF_INET6, p + 8, host, (socklen_t)hn)) return -1;
+    snprintf(port, pn, "%u", (unsigned)pt);
+    return 0;
+}
+
+static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
+                                    uint64_t deadline_ns, const char *what);
+
+/* Wire the tree, once every process joined: process 0 tells each where
+   its parent listens (TREE; it knows its own); each connects to its
+   parent (HELLO, WELCOME) and admits its children. */
+static spmd_status spmd__boot_tree(spmd__boot *b, uint64_t deadline_ns) {
+    unsigned char p[24];
+    char host[INET6_ADDRSTRLEN], port[8], whom[48];
+    spmd__boot_msg m;
+    spmd_status st = SPMD_OK;
+    int i, par = spmd__boot_parent(b, b->rank), kids = 0, rc = 0;
+    for (i = 0; i < 2; i++) kids += (b->down[i].rank = spmd__boot_child(b, b->rank, i)) >= 0;
+    b->up.rank = par;
+    for (i = 1; b->rank == 0 && i < b->nprocs; i++) {
+        size_t n;
+        if (spmd__boot_parent(b, i) < 0) continue; /* the root */
+        n = spmd__boot_where(b, spmd__boot_parent(b, i), p);
+        if (n == 0 || spmd__boot_send(b, b->peers[i].fd, SPMD__BM_TREE, 0, p, n, deadline_ns) != 0)
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "bootstrap: process %d or %d vanished before the tree "
+                                   "was wired", i, spmd__boot_parent(b, i));
+    }
+    if (b->rank == 0) {
+        rc = spmd__boot_tree_decode(b, p, spmd__boot_where(b, par, p), host, sizeof host, port, sizeof port);
+    } else if (par >= 0) {
+        if ((st = spmd__boot_await(b, &b->coord, SPMD__BM_TREE, &m, deadline_ns, "bootstrap")) != SPMD_OK) return st;
+        rc = spmd__boot_tree_decode(b, m.payload, m.len, host, sizeof host, port, sizeof port);
+        spmd__boot_consume(&b->coord, m.total);
+    }
+    if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "bootstrap: a malformed address of process %d (TREE)", par);
+    if (par >= 0) {
+        snprintf(whom, sizeof whom, "process %d (its parent in the tree)", par);
+        if ((st = spmd__boot_dial(b, &b->up, host, port, whom, deadline_ns)) != SPMD_OK ||
+            (st = spmd__boot_hello(b, &b->up, 0, deadline_ns)) != SPMD_OK)
+            return st;
+    }
+    if (kids && (st = spmd__boot_serve(b, kids, deadline_ns)) != SPMD_OK) return st;
+    if (par >= 0) st = spmd__boot_welcome(b, &b->up, deadline_ns);
+    return st;
 }
 
 static void spmd__boot_close(spmd__boot *b);
@@ -11918,19 +12152,22 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
             if (strcmp(lv, spmd__level_names[i]) == 0) b->log_level = (spmd_log_level)i;
     }
     b->listen_fd = -1;
-    b->coord.fd = -1;
+    b->coord.fd = b->up.fd = b->down[0].fd = b->down[1].fd = -1;
     b->rank = -1;
     st = spmd__boot_config(b, d);
     if (st == SPMD_OK) {
         b->lost = (unsigned char *)spmd__alloc(&b->alloc, (size_t)b->nprocs);
+        b->pfds = (struct pollfd *)spmd__alloc(&b->alloc, ((size_t)b->nprocs + 1) * sizeof *b->pfds);
         if (b->rank == 0) b->peers = (spmd__boot_conn *)spmd__alloc(&b->alloc, (size_t)b->nprocs * sizeof *b->peers);
-        if (!b->lost || (b->rank == 0 && !b->peers)) st = spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
+        if (!b->lost || !b->pfds || (b->rank == 0 && !b->peers))
+            st = spmd__boot_fail(b, SPMD_ERR_NOMEM, "bootstrap: out of memory");
         for (i = 0; b->peers && i < b->nprocs; i++) { b->peers[i].fd = -1; b->peers[i].rank = i; }
     }
     if (st == SPMD_OK && b->nprocs > 1) {
         deadline = spmd__now_ns() + (uint64_t)b->timeout_ms * 1000000u;
         if (b->pmix) st = spmd__boot_pmix(b);
-        if (st == SPMD_OK) st = b->rank == 0 ? spmd__boot_serve(b, deadline) : spmd__boot_join(b, deadline);
+        if (st == SPMD_OK) st = b->rank == 0 ? spmd__boot_serve(b, b->nprocs - 1, deadline) : spmd__boot_join(b, deadline);
+        if (st == SPMD_OK) st = spmd__boot_tree(b, deadline);
     }
     if (st != SPMD_OK) {
         spmd__boot_log(b, SPMD_LOG_ERROR, "%s", b->err);
@@ -11941,7 +12178,7 @@ static SPMD__UNUSED spmd_status spmd__boot_open(const spmd__boot_desc *d, spmd__
                 size_t n = strlen(b->err) < SPMD__BOOT_BROKEN_MAX ? strlen(b->err) : SPMD__BOOT_BROKEN_MAX;
                 spmd__boot_put32(p, (uint32_t)st);
                 memcpy(p + 4, b->err, n);
-                spmd__boot_send(b->peers[i].fd, SPMD__BM_ABORT, 0, p, 4 + n, spmd__now_ns() + 100000000u);
+                spmd__boot_send(b, b->peers[i].fd, SPMD__BM_ABORT, 0, p, 4 + n, spmd__now_ns() + 100000000u);
             }
         spmd__boot_close(b);
         return st;
@@ -11963,7 +12200,7 @@ static void spmd__boot_mark(spmd__boot *b, int rank, int died) {
     spmd__boot_put32(p, (uint32_t)rank);
     for (i = 1; i < b->nprocs; i++)
         if (b->peers[i].fd >= 0 && !b->lost[i])
-            spmd__boot_send(b->peers[i].fd, SPMD__BM_LOST, 0, p, 4, spmd__now_ns() + 100000000u);
+            spmd__boot_send(b, b->peers[i].fd, SPMD__BM_LOST, 0, p, 4, spmd__now_ns() + 100000000u);
 }
 
 /* Broken meshes: a process whose mesh breaks (a timeout, a mismatch, a
@@ -12013,9 +12250,9 @@ static void spmd__boot_announce(spmd__boot *b, uint32_t mesh_id, uint32_t status
     if (b->rank == 0) {
         for (i = 1; i < b->nprocs; i++)
             if (b->peers[i].fd >= 0 && !b->lost[i])
-                spmd__boot_send(b->peers[i].fd, SPMD__BM_BROKEN, 0, p, 12 + n, deadline);
+                spmd__boot_send(b, b->peers[i].fd, SPMD__BM_BROKEN, 0, p, 12 + n, deadline);
     } else if (b->coord.fd >= 0 && !b->lost[0]) {
-        spmd__boot_send(b->coord.fd, SPMD__BM_BROKEN, b->rank, p, 12 + n, deadline);
+        spmd__boot_send(b, b->coord.fd, SPMD__BM_BROKEN, b->rank, p, 12 + n, deadline);
     }
 }
 
@@ -12033,7 +12270,7 @@ static int spmd__boot_heard_broken(spmd__boot *b, spmd__boot_conn *c, const spmd
         return 0; /* that mesh's break is known already */
     for (i = 1; b->rank == 0 && i < b->nprocs; i++)
         if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
-            spmd__boot_send(b->peers[i].fd, SPMD__BM_BROKEN, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
+            spmd__boot_send(b, b->peers[i].fd, SPMD__BM_BROKEN, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
     return 0;
 }
 
@@ -12069,9 +12306,9 @@ static void spmd__boot_send_recs(spmd__boot *b, uint32_t mesh_id, const char *te
     memcpy(p + 8, text, n);
     if (b->rank == 0) {
         for (i = 1; i < b->nprocs; i++)
-            if (b->peers[i].fd >= 0 && !b->lost[i]) spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, p, 8 + n, deadline);
+            if (b->peers[i].fd >= 0 && !b->lost[i]) spmd__boot_send(b, b->peers[i].fd, SPMD__BM_RECORDS, 0, p, 8 + n, deadline);
     } else if (b->coord.fd >= 0 && !b->lost[0]) {
-        spmd__boot_send(b->coord.fd, SPMD__BM_RECORDS, b->rank, p, 8 + n, deadline);
+        spmd__boot_send(b, b->coord.fd, SPMD__BM_RECORDS, b->rank, p, 8 + n, deadline);
     }
 }
 
@@ -12088,7 +12325,7 @@ static int spmd__boot_heard_recs(spmd__boot *b, spmd__boot_conn *c, const spmd__
     SPMD__ST_REL(&b->nrecs, b->nrecs + 1);
     for (i = 1; b->rank == 0 && i < b->nprocs; i++)
         if (i != c->rank && b->peers[i].fd >= 0 && !b->lost[i])
-            spmd__boot_send(b->peers[i].fd, SPMD__BM_RECORDS, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
+            spmd__boot_send(b, b->peers[i].fd, SPMD__BM_RECORDS, 0, m->payload, m->len, spmd__now_ns() + 100000000u);
     return 0;
 }
 
@@ -12109,8 +12346,11 @@ static int spmd__boot_oob(spmd__boot *b, spmd__boot_conn *c) {
     spmd__boot_msg m;
     char why[160];
     int rc;
+    int tree = c == &b->up || c == &b->down[0] || c == &b->down[1]; /* (which carry BYE, UP and DOWN only) */
     while ((rc = spmd__boot_parse(b, c, 0, &m, why, sizeof why)) == 1) {
-        if (m.type == SPMD__BM_LOST && m.len == 4) {
+        if (tree && m.type != SPMD__BM_BYE) {
+            break;
+        } else if (m.type == SPMD__BM_LOST && m.len == 4) {
             uint32_t r = spmd__boot_get32(m.payload);
             if (r < (uint32_t)b->nprocs && (int)r != b->rank) spmd__boot_mark(b, (int)r, 1);
         } else if (m.type == SPMD__BM_BROKEN) {
@@ -12190,30 +12430,45 @@ static SPMD__UNUSED int spmd__boot_lost(const spmd__boot *b, int rank) {
     return b && rank >= 0 && rank < b->nprocs && b->lost[rank] == 1;
 }
 
-/* Wait for the next collective message on c (LOST/BYE handled on the way). */
+/* Sleep until c (if any) or the star (the connection to the coordinator;
+   at process 0, every process's) has something to read, at most ms; then
+   read it: c's bytes into c, the star's through spmd__boot_poll (the
+   out-of-band messages, losses). */
+static void spmd__boot_wait(spmd__boot *b, spmd__boot_conn *c, int ms) {
+    nfds_t n = 0;
+    int i;
+    if (c && c->fd >= 0) { b->pfds[n].fd = c->fd; b->pfds[n++].events = POLLIN; }
+    if (b->rank != 0 && c != &b->coord && b->coord.fd >= 0 && !b->lost[0]) {
+        b->pfds[n].fd = b->coord.fd;
+        b->pfds[n++].events = POLLIN;
+    }
+    for (i = 1; b->rank == 0 && i < b->nprocs; i++)
+        if (b->peers[i].fd >= 0 && !b->lost[i]) { b->pfds[n].fd = b->peers[i].fd; b->pfds[n++].events = POLLIN; }
+    for (i = 0; i < (int)n; i++) b->pfds[i].revents = 0;
+    poll(b->pfds, n, ms);
+    if (c && c->fd >= 0) spmd__boot_fill(b, c);
+    if (c != &b->coord) spmd__boot_poll(b);
+}
+
+/* Wait for the next collective message on c (out-of-band messages handled
+   on the way, the star watched: any process lost ends the wait). */
 static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
                                     uint64_t deadline_ns, const char *what) {
     int grace = b->rank != 0;
+    spmd_status st;
     for (;;) {
         char why[160];
-        struct pollfd pf;
         int rc, ms;
         if (spmd__boot_oob(b, c) < 0)
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
-        if (b->aborted) /* the coordinator's reason, not "it left" */
-            return spmd__boot_fail(b, b->aborted, "%s: the coordinator (process 0) ended the job: %s", what,
-                                   b->abort_why);
-        if (b->rank != 0 && b->nlost) {
-            for (rc = 0; rc < b->nprocs && b->lost[rc] != 1; rc++) {}
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "%s: process %d lost", what, rc);
-        }
+        if ((st = spmd__boot_gone(b, what)) != SPMD_OK) return st;
         rc = spmd__boot_parse(b, c, 0, m, why, sizeof why);
         if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: process %d: %s", what, c->rank, why);
         if (rc == 1) {
             if (m->type != type)
                 return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "%s: process %d sent message type %u, expected %u "
                                        "(processes out of step)", what, c->rank, m->type, type);
-            if (b->rank == 0 && m->rank != (uint32_t)c->rank)
+            if (m->rank != (uint32_t)c->rank)
                 return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: connection of process %d claims to be %u", what,
                                        c->rank, (unsigned)m->rank);
             return SPMD_OK;
@@ -12230,31 +12485,79 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
             continue;
         }
         if (ms == 0) return spmd__boot_fail(b, SPMD_ERR_TIMEOUT, "%s: process %d did not answer in time", what, c->rank);
-        pf.fd = c->fd; pf.events = POLLIN; pf.revents = 0;
-        /* process 0 reads the others too meanwhile (every 2 ms), so that
-           what it passes on (a loss, a broken mesh) is not held up behind
-           the process it awaits, which may be waiting for just that */
-        poll(&pf, 1, b->rank == 0 && ms > 2 ? 2 : ms);
-        spmd__boot_fill(b, c);
-        if (b->rank == 0) spmd__boot_poll(b);
+        spmd__boot_wait(b, c, ms);
     }
+}
+
+/* UP and DOWN: the exchange's number, then (u32 process, u32 len, blob)
+   for each process of top's subtree in increasing order (DOWN: top is the
+   root, every process). spmd__boot_pack makes one (NULL: out of memory). */
+static unsigned char *spmd__boot_pack(spmd__boot *b, int top, uint32_t round, const unsigned char *all, size_t cap,
+                                      const size_t *lens, size_t *plen) {
+    unsigned char *p;
+    size_t n = 4, o = 4, l;
+    int x;
+    for (x = 0; x < b->nprocs; x++)
+        if (spmd__boot_below(b, top, x)) n += 8 + (cap ? lens[x] : 0);
+    if (!(p = (unsigned char *)spmd__alloc(&b->alloc, n))) return NULL;
+    spmd__boot_put32(p, round);
+    for (x = 0; x < b->nprocs; x++) {
+        if (!spmd__boot_below(b, top, x)) continue;
+        l = cap ? lens[x] : 0;
+        spmd__boot_put32(p + o, (uint32_t)x);
+        spmd__boot_put32(p + o + 4, (uint32_t)l);
+        if (l) memcpy(p + o + 8, all + (size_t)x * cap, l);
+        o += 8 + l;
+    }
+    *plen = n;
+    return p;
+}
+
+/* An UP or DOWN payload from process `from` (bytes from another process:
+   checked before use): exactly top's subtree as spmd__boot_pack lays it
+   out, of this exchange, each blob at most cap bytes, this process's own
+   (DOWN) as it sent it. The others' blobs are copied into all and lens.
+   SPMD_OK, else the status and b->err. */
+static spmd_status spmd__boot_take(spmd__boot *b, int from, int top, const unsigned char *p, size_t len,
+                                   uint32_t round, unsigned char *all, size_t cap, size_t *lens) {
+    size_t o = 4;
+    uint32_t l;
+    int x;
+    if (len < 4 || spmd__boot_get32(p) != round)
+        return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "allgather: process %d is at its exchange #%u, this process "
+                               "at #%u (out of step: a process failed or skipped a mesh creation)", from,
+                               len < 4 ? 0u : (unsigned)spmd__boot_get32(p), (unsigned)round);
+    for (x = 0; x < b->nprocs; x++) {
+        if (!spmd__boot_below(b, top, x)) continue;
+        if (len - o < 8 || spmd__boot_get32(p + o) != (uint32_t)x || (l = spmd__boot_get32(p + o + 4)) > cap ||
+            len - o - 8 < l || (x == b->rank && cap && l != lens[x]))
+            return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed message from process %d (at the "
+                                   "entry of process %d)", from, x);
+        if (cap && x != b->rank) {
+            memcpy(all + (size_t)x * cap, p + o + 8, l);
+            lens[x] = l;
+        }
+        o += 8 + l;
+    }
+    if (o != len) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: %zu stray bytes from process %d", len - o, from);
+    return SPMD_OK;
 }
 
 /* Every process contributes `len` bytes (len <= cap <= 4096); afterwards
    all[i * cap ...] holds process i's blob and lens[i] its length. With
    cap 0 this is a barrier. Collective: every process calls it in the same
-   order. Each message carries the exchange's number (the allgathers this
-   process began), so processes out of step fail with SPMD_ERR_MISMATCH
-   instead of pairing different exchanges. */
+   order. Over the tree: each process's subtree UP, the table DOWN (see the
+   section comment). Each message carries the exchange's number (the
+   allgathers this process began), so processes out of step fail with
+   SPMD_ERR_MISMATCH instead of pairing different exchanges. */
 static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *mine, size_t len, void *all,
                                                      size_t cap, size_t *lens, uint64_t deadline_ns) {
-    unsigned char *out = (unsigned char *)all, *pay = NULL;
-    size_t plen = 0, o;
+    unsigned char *out = (unsigned char *)all, *pay;
+    size_t plen = 0;
     spmd_status st = SPMD_OK;
     spmd__boot_msg m;
-    unsigned char msg[4 + SPMD__BOOT_BLOB_MAX]; /* ours, after the exchange's number */
     uint32_t round;
-    int i;
+    int k, par;
     if (!b) return SPMD_ERR_NULL;
     if (cap > SPMD__BOOT_BLOB_MAX || len > cap || (len && !mine) || (cap && (!all || !lens)))
         return spmd__boot_fail(b, SPMD_ERR_SIZE, "allgather: blob of %zu bytes, capacity %zu (at most %u)", len, cap,
@@ -12265,84 +12568,39 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
     }
     if (b->nprocs == 1) return SPMD_OK;
     round = ++b->round;
-    if (b->rank != 0) {
-        if (b->aborted)
-            return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
-                                   b->abort_why);
-        if (b->coord.fd < 0)
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process 0 (the coordinator) is gone");
-        spmd__boot_put32(msg, round);
-        if (len) memcpy(msg + 4, mine, len);
-        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + len, deadline_ns) != 0) {
-            int e = errno;
-            spmd__boot_fill(b, &b->coord); /* an ABORT it sent before it closed says why: prefer it */
-            (void)spmd__boot_oob(b, &b->coord);
-            if (b->aborted)
-                return spmd__boot_fail(b, b->aborted, "allgather: the coordinator (process 0) ended the job: %s",
-                                       b->abort_why);
-            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to the coordinator: %s", strerror(e));
-        }
-        st = spmd__boot_await(b, &b->coord, SPMD__BM_GATHERED, &m, deadline_ns, "allgather");
-        if (st != SPMD_OK) return st;
-        if (m.len < 4 || spmd__boot_get32(m.payload) != round) {
-            uint32_t theirs = m.len < 4 ? 0 : spmd__boot_get32(m.payload);
-            spmd__boot_consume(&b->coord, m.total);
-            return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "allgather: the coordinator answered its exchange #%u, this "
-                                   "process is at #%u (out of step: a process failed or skipped a mesh creation)",
-                                   (unsigned)theirs, (unsigned)round);
-        }
-        for (i = 0, o = 4; i < b->nprocs; i++) {
-            uint32_t l;
-            if (m.len - o < 4 || (l = spmd__boot_get32(m.payload + o)) > cap || m.len - o - 4 < l ||
-                (i == b->rank && l != len)) { /* (our own entry must be what we sent) */
-                spmd__boot_consume(&b->coord, m.total);
-                return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: malformed result from the coordinator "
-                                       "(entry %d)", i);
-            }
-            if (cap) {
-                if (i != b->rank) memcpy(out + (size_t)i * cap, m.payload + o + 4, l);
-                lens[i] = l;
-            }
-            o += 4 + l;
-        }
-        spmd__boot_consume(&b->coord, m.total);
-        if (o != m.len) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "allgather: %zu stray bytes in the result", m.len - o);
-        return SPMD_OK;
-    }
-    for (i = 1; i < b->nprocs && st == SPMD_OK; i++) {
-        spmd__boot_conn *c = &b->peers[i];
-        if (c->fd < 0) { st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process %d is gone", i); break; }
-        st = spmd__boot_await(b, c, SPMD__BM_GATHER, &m, deadline_ns, "allgather");
-        if (st != SPMD_OK) break;
-        if (m.len < 4 || spmd__boot_get32(m.payload) != round) {
-            st = spmd__boot_fail(b, SPMD_ERR_MISMATCH, "allgather: process %d is at its exchange #%u, this process "
-                                 "at #%u (out of step: a process failed or skipped a mesh creation)", i,
-                                 m.len < 4 ? 0u : (unsigned)spmd__boot_get32(m.payload), (unsigned)round);
-        } else if (m.len - 4 > cap) {
-            st = spmd__boot_fail(b, SPMD_ERR_SIZE, "allgather: process %d sent %u bytes, capacity %zu", i,
-                                 (unsigned)m.len - 4, cap);
-        } else if (cap) {
-            memcpy(out + (size_t)i * cap, m.payload + 4, m.len - 4);
-            lens[i] = m.len - 4;
-        }
+    spmd__boot_poll(b); /* a loss or an ABORT that came meanwhile */
+    if ((st = spmd__boot_gone(b, "allgather")) != SPMD_OK) return st;
+    for (k = 0; k < 2 && spmd__boot_child(b, b->rank, k) >= 0; k++) { /* up: the children's subtrees */
+        spmd__boot_conn *c = &b->down[k];
+        if (c->fd < 0) return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: process %d is gone", c->rank);
+        if ((st = spmd__boot_await(b, c, SPMD__BM_UP, &m, deadline_ns, "allgather")) != SPMD_OK) return st;
+        st = spmd__boot_take(b, c->rank, c->rank, m.payload, m.len, round, out, cap, lens);
         spmd__boot_consume(c, m.total);
+        if (st != SPMD_OK) return st;
     }
-    if (st == SPMD_OK) {
-        for (i = 0, plen = 4; i < b->nprocs; i++) plen += 4 + (cap ? lens[i] : 0);
-        pay = (unsigned char *)spmd__alloc(&b->alloc, plen);
-        if (!pay) return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
-        spmd__boot_put32(pay, round);
-        for (i = 0, o = 4; i < b->nprocs; i++) {
-            size_t l = cap ? lens[i] : 0;
-            spmd__boot_put32(pay + o, (uint32_t)l);
-            if (l) memcpy(pay + o + 4, out + (size_t)i * cap, l);
-            o += 4 + l;
-        }
-        for (i = 1; i < b->nprocs; i++)
-            if (spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, pay, plen, deadline_ns) != 0 && st == SPMD_OK)
-                st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending the result to process %d failed", i);
+    if ((par = spmd__boot_parent(b, b->rank)) >= 0) { /* ours to the parent; the table back */
+        if (!(pay = spmd__boot_pack(b, b->rank, round, out, cap, lens, &plen)))
+            return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
+        k = b->up.fd < 0 || spmd__boot_send(b, b->up.fd, SPMD__BM_UP, b->rank, pay, plen, deadline_ns) != 0;
         spmd__free(&b->alloc, pay);
+        if (k) { /* its end, or a LOST on the way, says more */
+            if ((st = spmd__boot_await(b, &b->up, SPMD__BM_DOWN, &m, spmd__now_ns(), "allgather")) != SPMD_OK)
+                return st;
+            return spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending to process %d failed", par);
+        }
+        if ((st = spmd__boot_await(b, &b->up, SPMD__BM_DOWN, &m, deadline_ns, "allgather")) != SPMD_OK) return st;
+        st = spmd__boot_take(b, par, spmd__boot_proc(b, 0), m.payload, m.len, round, out, cap, lens);
+        pay = (unsigned char *)m.payload;
+        plen = m.len;
+    } else if (!(pay = spmd__boot_pack(b, b->rank, round, out, cap, lens, &plen))) {
+        return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
     }
+    for (k = 0; k < 2 && spmd__boot_child(b, b->rank, k) >= 0 && st == SPMD_OK; k++) /* down: passed on as it came */
+        if (spmd__boot_send(b, b->down[k].fd, SPMD__BM_DOWN, b->rank, pay, plen, deadline_ns) != 0)
+            st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending the result to process %d failed",
+                                 b->down[k].rank);
+    if (par >= 0) spmd__boot_consume(&b->up, m.total);
+    else spmd__free(&b->alloc, pay);
     return st;
 }
 
@@ -12355,16 +12613,22 @@ static void spmd__boot_close(spmd__boot *b) {
     int i;
     spmd_allocator a;
     if (!b) return;
-    if (b->coord.fd >= 0) spmd__boot_send(b->coord.fd, SPMD__BM_BYE, b->rank, NULL, 0, spmd__now_ns() + 100000000u);
+    if (b->coord.fd >= 0) spmd__boot_send(b, b->coord.fd, SPMD__BM_BYE, b->rank, NULL, 0, spmd__now_ns() + 100000000u);
     spmd__boot_conn_close(b, &b->coord);
+    for (i = 0; i < 3; i++) { /* the tree's */
+        spmd__boot_conn *c = i < 2 ? &b->down[i] : &b->up;
+        if (c->fd >= 0) spmd__boot_send(b, c->fd, SPMD__BM_BYE, b->rank, NULL, 0, spmd__now_ns() + 100000000u);
+        spmd__boot_conn_close(b, c);
+    }
     for (i = 0; b->peers && i < b->nprocs; i++) {
         if (b->peers[i].fd >= 0)
-            spmd__boot_send(b->peers[i].fd, SPMD__BM_BYE, 0, NULL, 0, spmd__now_ns() + 100000000u);
+            spmd__boot_send(b, b->peers[i].fd, SPMD__BM_BYE, 0, NULL, 0, spmd__now_ns() + 100000000u);
         spmd__boot_conn_close(b, &b->peers[i]);
     }
     if (b->listen_fd >= 0) close(b->listen_fd);
     a = b->alloc;
     spmd__free(&a, b->peers);
+    spmd__free(&a, b->pfds);
     spmd__free(&a, b->lost);
     spmd__free(&a, b);
 }
@@ -18373,7 +18637,7 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
             return SPMD_ERR_PEER_LOST;
         }
         memcpy(msg + 4, gone, (size_t)P);
-        if (spmd__boot_send(b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + (size_t)P, deadline) != 0) {
+        if (spmd__boot_send(b, b->coord.fd, SPMD__BM_GATHER, b->rank, msg, 4 + (size_t)P, deadline) != 0) {
             snprintf(why, wlen, "sending this process's view to the coordinator: %s", strerror(errno));
             return SPMD_ERR_PEER_LOST;
         }
@@ -18449,7 +18713,7 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
     memcpy(msg + 4, gone, (size_t)P);
     for (i = 1; i < P; i++)
         if (!gone[i] && b->peers[i].fd >= 0)
-            spmd__boot_send(b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
+            spmd__boot_send(b, b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
     return SPMD_OK;
 }
 

@@ -23,6 +23,69 @@ static void blob_of(int rank, int round, unsigned char *b, size_t *len) {
     for (i = 0; i < *len; i++) b[i] = (unsigned char)(rank * 7 + round * 3 + i);
 }
 
+/* The allgathers of a mesh creation, about as long as its blobs are (the
+   host's name, the lane's host identity, its segment's name, one bit a
+   process, the endpoint's name, the mesh's description), then a barrier;
+   each result checked against blob_of. Process 0 prints "SENT <bytes it
+   wrote> WANT <bytes>": one WELCOME to each process, one TREE to each
+   process but the root, its HELLO to its parent, its own entry UP per
+   exchange (the section comment's wire format, counted by hand here). */
+static int child_bytes(spmd__boot *b) {
+    static const size_t sizes[] = {12, 40, 30, 1, 44, 48, 0};
+    unsigned char mine[512], want[512], *all = (unsigned char *)calloc((size_t)b->nprocs, 64);
+    size_t *lens = (size_t *)calloc((size_t)b->nprocs, sizeof *lens), k, wl;
+    uint64_t expect = 16u * (uint64_t)(b->nprocs - 1) + 28u * (uint64_t)(b->nprocs - 2) + 16 + 12 + b->keylen;
+    int i, bad = 0;
+    for (k = 0; k < sizeof sizes / sizeof sizes[0] && !bad; k++) {
+        size_t len = sizes[k];
+        for (i = 0; i < (int)len; i++) mine[i] = (unsigned char)(b->rank * 5 + (int)k + i);
+        spmd_status st = spmd__boot_allgather(b, mine, len, all, len ? 64 : 0, len ? lens : NULL,
+                                              spmd__now_ns() + 20000000000ull);
+        if (st != SPMD_OK) { printf("allgather %zu: %s %s\n", k, spmd_status_name(st), b->err); bad = 1; }
+        for (i = 0; i < b->nprocs && !bad && len; i++) {
+            for (wl = 0; wl < len; wl++) want[wl] = (unsigned char)(i * 5 + (int)k + (int)wl);
+            if (lens[i] != len || memcmp(all + (size_t)i * 64, want, len) != 0) {
+                printf("allgather %zu: entry %d wrong\n", k, i);
+                bad = 1;
+            }
+        }
+        expect += 16 + 4 + 8 + len;
+    }
+    if (b->rank == 0) printf("SENT %llu WANT %llu\n", (unsigned long long)b->sent_bytes, (unsigned long long)expect);
+    free(all);
+    free(lens);
+    spmd__boot_close(b);
+    return bad;
+}
+
+static void *kill_soon(void *arg) {
+    (void)arg;
+    usleep(150000);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* One allgather, then a second in which process 2 (in a job of 7: the
+   tree's node 1, parent of processes 4 and 5) is killed while it waits
+   for its children, and process 6 (a leaf on the other side) comes late:
+   every other process prints "LOST <status> <ms> <message>". */
+static int child_killmid(spmd__boot *b) {
+    unsigned char all[8 * 16];
+    size_t lens[8];
+    uint64_t t0;
+    pthread_t t;
+    spmd_status st = spmd__boot_allgather(b, "x", 1, all, 16, lens, spmd__now_ns() + 20000000000ull);
+    if (st != SPMD_OK || b->nprocs != 7) { printf("first allgather: %s %s\n", spmd_status_name(st), b->err); return 1; }
+    if (b->rank == 2 && pthread_create(&t, NULL, kill_soon, NULL) != 0) return 1;
+    if (b->rank == 6) usleep(1000000);
+    t0 = spmd__now_ns();
+    st = spmd__boot_allgather(b, "y", 1, all, 16, lens, spmd__now_ns() + 20000000000ull);
+    printf("LOST %s %.0f %s\n", spmd_status_name(st), (double)(spmd__now_ns() - t0) / 1e6, b->err);
+    fflush(stdout);
+    spmd__boot_close(b);
+    return 0;
+}
+
 /* A process of a job: prints "BOOT <status> <message>" and exits 0 when
    everything it checked held. */
 static int child(const char *mode) {
@@ -35,6 +98,8 @@ static int child(const char *mode) {
     printf("BOOT %s %s\n", spmd_status_name(st), st == SPMD_OK ? "" : err);
     fflush(stdout);
     if (st != SPMD_OK) return strcmp(mode, "status") == 0 ? 0 : 1;
+    if (strcmp(mode, "bytes") == 0) return child_bytes(b);
+    if (strcmp(mode, "killmid") == 0) return child_killmid(b);
     if (strcmp(mode, "gather") == 0) {
         unsigned char mine[512], *all = (unsigned char *)calloc((size_t)b->nprocs, 512);
         size_t len, *lens = (size_t *)calloc((size_t)b->nprocs, sizeof *lens);
@@ -134,16 +199,108 @@ static int count(const char *hay, const char *needle) {
     return n;
 }
 
-static void test_jobs(void) {
-    int n;
-    for (n = 2; n <= 4; n++) {
-        char tag[32];
-        int rc;
-        snprintf(tag, sizeof tag, "boot-job%d", n);
-        rc = p_spmdrun(tag, n, "", "gather", "");
-        T_CHECK(rc == 0, "%d processes through spmdrun: exit %d (see %s/%s.log)", n, rc, p_logdir, tag);
-        if (rc != 0) p_show(tag, "log");
+/* A job of n (<= 64) processes of this program in `mode`, started here
+   (tools/spmdrun, tried in test_jobs, costs ~70 ms a process on a small
+   machine); each writes <tag>-<i>.out/.err. Exit codes in codes; returns
+   how many exited 0. */
+static int spawn_job(const char *tag, int n, const char *mode, int *codes) {
+    char np[40], id[40], coord[64], name[48];
+    const char *env[] = {np, id, coord, "SPMD_JOB_KEY=0123456789abcdef0123456789abcdef", "SPMD_BOOT_TIMEOUT_MS=20000",
+                         NULL};
+    pid_t pid[64];
+    int i, ok = 0;
+    snprintf(np, sizeof np, "SPMD_NUM_PROCESSES=%d", n);
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    for (i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "SPMD_PROCESS_ID=%d", i);
+        snprintf(name, sizeof name, "%s-%d", tag, i);
+        pid[i] = p_spawn(name, mode, env);
     }
+    for (i = 0; i < n; i++) ok += (codes[i] = p_exit_code(p_wait(pid[i], 60))) == 0;
+    return ok;
+}
+
+/* Jobs of 1, 2, 3, 5, 7, 8 and 13 processes (trees full, lopsided, a
+   single edge): three allgathers of blobs of different lengths, each
+   result checked against blob_of, and barriers; 3 processes also through
+   tools/spmdrun. */
+static void test_jobs(void) {
+    static const int sizes[] = {1, 2, 3, 5, 7, 8, 13};
+    int codes[64], rc;
+    size_t k;
+    for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char tag[32];
+        int n = sizes[k], ok, i;
+        snprintf(tag, sizeof tag, "boot-job%d", n);
+        ok = spawn_job(tag, n, "gather", codes);
+        T_CHECK(ok == n, "%d processes: %d exited 0 (see %s/%s-*.out)", n, ok, p_logdir, tag);
+        for (i = 0; i < n && ok != n; i++) {
+            char name[48];
+            snprintf(name, sizeof name, "%s-%d", tag, i);
+            if (codes[i] != 0) { p_show(name, "out"); break; }
+        }
+    }
+    rc = p_spmdrun("boot-job3-spmdrun", 3, "", "gather", "");
+    T_CHECK(rc == 0, "3 processes through spmdrun: exit %d (see %s/boot-job3-spmdrun.log)", rc, p_logdir);
+    if (rc != 0) p_show("boot-job3-spmdrun", "log");
+}
+
+/* What the coordinator writes to its sockets in a job's bootstrap and the
+   exchanges of a mesh creation (child_bytes): exactly the hand count, at
+   most 64 KiB at any size (the issue's bound at 64 processes); printed. */
+static void test_bytes(void) {
+    static const int sizes[] = {8, 16, 32, 64};
+    char line[256] = "coordinator's bootstrap bytes for a mesh creation's exchanges:";
+    int codes[64];
+    size_t k, o = strlen(line);
+    for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char tag[32], name[48];
+        const char *at;
+        unsigned long long sent = 0, expect = 0;
+        int ok, n = sizes[k];
+        snprintf(tag, sizeof tag, "boot-bytes%d", n);
+        snprintf(name, sizeof name, "%s-0", tag);
+        ok = spawn_job(tag, n, "bytes", codes);
+        at = strstr(p_read(name, "out"), "SENT ");
+        T_CHECK(ok == n && at && sscanf(at, "SENT %llu WANT %llu", &sent, &expect) == 2,
+                "%d processes: %d exited 0, no count (see %s/%s-*.out)", n, ok, p_logdir, tag);
+        if (ok != n || !at) { p_show(name, "out"); continue; }
+        T_CHECK(sent == expect && sent <= 65536, "%d processes: the coordinator wrote %llu bytes, the hand count is "
+                "%llu (bound 65536)", n, sent, expect);
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s P=%d %llu B", k ? "," : "", n, sent);
+    }
+    printf("%s\n", line);
+}
+
+/* A process of the tree killed while it waits inside an allgather: every
+   survivor fails with SPMD_ERR_PEER_LOST well within the deadline (20 s),
+   the coordinator naming the process. */
+static void test_killmid(void) {
+    long failed = t__failed;
+    int codes[64], i;
+    spawn_job("boot-killmid", 7, "killmid", codes);
+    T_CHECK(codes[2] == 128 + SIGKILL, "kill mid-allgather: process 2 exit %d, want %d", codes[2], 128 + SIGKILL);
+    for (i = 0; i < 7; i++) {
+        char name[48];
+        const char *at;
+        double ms = 1e9;
+        if (i == 2) continue;
+        snprintf(name, sizeof name, "boot-killmid-%d", i);
+        at = strstr(p_read(name, "out"), "LOST SPMD_ERR_PEER_LOST ");
+        if (at) ms = atof(at + strlen("LOST SPMD_ERR_PEER_LOST "));
+        T_CHECK(codes[i] == 0 && at && ms < 5000, "kill mid-allgather: process %d: exit %d, %s (%.0f ms): %s", i,
+                codes[i], at ? "lost" : "no loss reported", ms, p_read(name, "out"));
+        if (i == 0)
+            T_CHECK(at && strstr(at, "process 2"), "kill mid-allgather: the coordinator does not name process 2: %s",
+                    p_read(name, "out"));
+    }
+    if (t__failed != failed)
+        for (i = 0; i < 7; i++) {
+            char name[48];
+            snprintf(name, sizeof name, "boot-killmid-%d", i);
+            p_show(name, "out");
+            p_show(name, "err");
+        }
 }
 
 static void test_layouts(void) {
@@ -290,6 +447,83 @@ static void test_garbage(void) {
         T_CHECK(strstr(e, "no valid handshake within"), "the truncated connection was not dropped:\n%s", e);
     }
     T_CHECK(p_now() - t0 < 10, "garbage test took %.1f s", p_now() - t0);
+}
+
+/* A HELLO on m: process `rank`, the key, port 0. Its length. */
+static size_t hello_msg(unsigned char *m, uint32_t rank, uint32_t nprocs, const char *key) {
+    size_t n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, rank, 12 + (uint32_t)strlen(key));
+    spmd__boot_put32(m + n, nprocs);
+    spmd__boot_put32(m + n + 4, (uint32_t)strlen(key));
+    memcpy(m + n + 8, key, strlen(key));
+    spmd__boot_put32(m + n + 8 + strlen(key), 0);
+    return n + 12 + strlen(key);
+}
+
+/* Garbage on a tree listener: process 1 of 3 (the root: processes 2 and
+   0 are its children) listens for them while process 2 is not started;
+   random bytes, a header announcing 4 GiB, a HELLO with another key, one
+   from a process that is not its child, and one whose key length
+   disagrees are each rejected and closed; then process 2 starts and the
+   job bootstraps and passes a barrier. */
+static void test_tree_garbage(void) {
+    char coord[64];
+    const char *env[3][8];
+    static const char ids[3][20] = {"SPMD_PROCESS_ID=0", "SPMD_PROCESS_ID=1", "SPMD_PROCESS_ID=2"};
+    unsigned char m[4096];
+    char path[400];
+    const char *at;
+    pid_t pid[3];
+    int i, port = 0, fd;
+    double t0 = p_now();
+    size_t n;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    for (i = 0; i < 3; i++) {
+        env[i][0] = "SPMD_NUM_PROCESSES=3"; env[i][1] = ids[i]; env[i][2] = coord; env[i][3] = "SPMD_JOB_KEY=k";
+        env[i][4] = "SPMD_BOOT_TIMEOUT_MS=15000"; env[i][5] = "SPMD_BOOT_CONN_TIMEOUT_MS=800";
+        env[i][6] = i == 1 ? "SPMD_LOG_LEVEL=info" : NULL; env[i][7] = NULL;
+    }
+    snprintf(path, sizeof path, "%s/boot-tgarb1.err", p_logdir);
+    unlink(path); /* (not an earlier run's: the child truncates it, after the fork) */
+    pid[0] = p_spawn("boot-tgarb0", "status", env[0]);
+    pid[1] = p_spawn("boot-tgarb1", "status", env[1]);
+    while (p_now() - t0 < 10 && !port) {
+        at = strstr(p_read("boot-tgarb1", "err"), "(children in the tree) on 127.0.0.1 port ");
+        if (at) port = atoi(at + strlen("(children in the tree) on 127.0.0.1 port "));
+        else usleep(20000);
+    }
+    T_CHECK(port > 0, "process 1 did not say where it listens for its children:\n%s", p_read("boot-tgarb1", "err"));
+    if (port > 0) {
+        fd = connect_to(port);
+        for (i = 0; i < (int)sizeof m; i++) m[i] = (unsigned char)(rand() >> 7);
+        send_then_closed(fd, m, sizeof m, "tree: random bytes", t0);
+        fd = connect_to(port);
+        n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 2, 0xffffffffu);
+        send_then_closed(fd, m, n, "tree: 4 GiB", t0);
+        fd = connect_to(port);
+        send_then_closed(fd, m, hello_msg(m, 2, 3, "other"), "tree: another key", t0);
+        fd = connect_to(port);
+        send_then_closed(fd, m, hello_msg(m, 1, 3, "k"), "tree: not a child", t0);
+        fd = connect_to(port);
+        n = hello_msg(m, 2, 3, "k");
+        spmd__boot_put32(m + 20, 7);
+        send_then_closed(fd, m, n, "tree: key length", t0);
+    }
+    pid[2] = p_spawn("boot-tgarb2", "status", env[2]);
+    for (i = 0; i < 3; i++) {
+        char tag[32];
+        int rc = p_exit_code(p_wait(pid[i], 20));
+        snprintf(tag, sizeof tag, "boot-tgarb%d", i);
+        T_CHECK(rc == 0 && strstr(p_read(tag, "out"), "BOOT SPMD_OK") && strstr(p_read(tag, "out"), "BARRIER SPMD_OK"),
+                "tree garbage: process %d: exit %d: %s", i, rc, p_read(tag, "out"));
+    }
+    {
+        const char *e = p_read("boot-tgarb1", "err");
+        int rejected = count(e, "rejected connection");
+        T_CHECK(rejected == 5 && strstr(e, "bad magic") && strstr(e, "too large") && strstr(e, "job key mismatch") &&
+                    strstr(e, "not a child of this process") && strstr(e, "key length"),
+                "tree garbage: process 1 logged %d rejections, want 5 with their reasons:\n%s", rejected, e);
+    }
+    T_CHECK(p_now() - t0 < 10, "tree garbage test took %.1f s", p_now() - t0);
 }
 
 static void test_no_coordinator(void) {
@@ -588,11 +822,14 @@ static void test_broken_announcements(void) {
 }
 
 /* Every allgather message carries the exchange's number: a process whose
-   coordinator answers another exchange (it failed one and went on) gets
-   SPMD_ERR_MISMATCH saying so, not the other exchange's data. Process 1 of
-   2 over a socket pair, the test playing the coordinator. */
+   parent in the tree answers another exchange (it failed one and went on)
+   gets SPMD_ERR_MISMATCH saying so, not the other exchange's data.
+   Process 0 of 2 (a leaf; its parent is process 1, the root) over a
+   socket pair, the test playing the parent. */
 static void test_boot_rounds(void) {
     spmd__boot b;
+    spmd__boot_conn peers[2];
+    struct pollfd pfds[3];
     int sv[2], i;
     unsigned char msg[64], got[4096];
     size_t lens[2], n;
@@ -603,26 +840,35 @@ static void test_boot_rounds(void) {
         T_CHECK(0, "socketpair: %s", strerror(errno));
         return;
     }
-    b.rank = 1;
+    b.rank = 0;
     b.nprocs = 2;
     b.lost = (unsigned char *)calloc(2, 1);
+    b.pfds = pfds;
+    b.peers = peers;
+    for (i = 0; i < 2; i++) { memset(&peers[i], 0, sizeof peers[i]); peers[i].fd = -1; peers[i].rank = i; }
+    b.coord.fd = b.down[0].fd = b.down[1].fd = -1;
     spmd__boot_nonblock(sv[0]); /* as the library's own connections are */
-    b.coord.fd = sv[0];
-    b.coord.rank = 0;
+    b.up.fd = sv[0];
+    b.up.rank = 1;
     b.log_level = SPMD_LOG_OFF;
-    b.round = 4; /* this process began 4 exchanges; the coordinator answers its 7th */
-    n = hdr(msg, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_GATHERED, 0, 4 + 2 * 4);
+    b.round = 4; /* this process began 4 exchanges; the parent answers its 7th */
+    n = hdr(msg, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_DOWN, 1, 4 + 2 * 8);
     spmd__boot_put32(msg + n, 7);
-    for (i = 0; i < 2; i++) spmd__boot_put32(msg + n + 4 + 4 * i, 0);
-    T_CHECK(write(sv[1], msg, n + 12) == (ssize_t)(n + 12), "writing the answer");
+    for (i = 0; i < 2; i++) {
+        spmd__boot_put32(msg + n + 4 + 8 * i, (uint32_t)i);
+        spmd__boot_put32(msg + n + 8 + 8 * i, 0);
+    }
+    T_CHECK(write(sv[1], msg, n + 20) == (ssize_t)(n + 20), "writing the answer");
     st = spmd__boot_allgather(&b, "ab", 2, all, 8, lens, spmd__now_ns() + 5000000000ull);
     T_CHECK(st == SPMD_ERR_MISMATCH && strstr(b.err, "#7") && strstr(b.err, "#5") && strstr(b.err, "out of step"),
             "an answer to another exchange: %s %s", spmd_status_name(st), b.err);
-    n = (size_t)read(sv[1], got, sizeof got); /* what it sent: GATHER, exchange #5, its 2 bytes */
-    T_CHECK(n == 16 + 4 + 2 && spmd__boot_get32(got + 12) == 6 && spmd__boot_get32(got + 16) == 5 &&
-                memcmp(got + 20, "ab", 2) == 0,
+    n = (size_t)read(sv[1], got, sizeof got); /* what it sent: UP, exchange #5, its entry: process 0, 2 bytes */
+    T_CHECK(n == 16 + 4 + 8 + 2 && spmd__boot_get32(got + 4) >> 16 == SPMD__BM_UP && spmd__boot_get32(got + 12) == 14 &&
+                spmd__boot_get32(got + 16) == 5 && spmd__boot_get32(got + 20) == 0 && spmd__boot_get32(got + 24) == 2 &&
+                memcmp(got + 28, "ab", 2) == 0,
             "its message: %zu bytes, exchange #%u", n, n >= 20 ? (unsigned)spmd__boot_get32(got + 16) : 0u);
-    spmd__free(&b.alloc, b.coord.buf);
+    T_CHECK(b.sent_bytes == 30, "sent_bytes counts the 30 bytes sent: %llu", (unsigned long long)b.sent_bytes);
+    spmd__free(&b.alloc, b.up.buf);
     free(b.lost);
     close(sv[0]);
     close(sv[1]);
@@ -636,8 +882,11 @@ int main(int argc, char **argv) {
     test_boot_rounds();
     test_layouts();
     test_jobs();
+    test_bytes();
+    test_killmid();
     test_wrong_key();
     test_garbage();
+    test_tree_garbage();
     test_no_coordinator();
     test_spmdrun();
     return t_summary();
