@@ -250,7 +250,7 @@ static void test_jobs(void) {
    most 64 KiB at any size (the issue's bound at 64 processes); printed. */
 static void test_bytes(void) {
     static const int sizes[] = {8, 16, 32, 64};
-    char line[256] = "coordinator's bootstrap bytes for a mesh creation's exchanges:";
+    char line[320] = "coordinator's bootstrap bytes for a mesh creation's exchanges:";
     int codes[64];
     size_t k, o = strlen(line);
     for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -258,16 +258,18 @@ static void test_bytes(void) {
         const char *at;
         unsigned long long sent = 0, expect = 0;
         int ok, n = sizes[k];
+        double t0 = p_now();
         snprintf(tag, sizeof tag, "boot-bytes%d", n);
         snprintf(name, sizeof name, "%s-0", tag);
         ok = spawn_job(tag, n, "bytes", codes);
+        t0 = p_now() - t0;
         at = strstr(p_read(name, "out"), "SENT ");
         T_CHECK(ok == n && at && sscanf(at, "SENT %llu WANT %llu", &sent, &expect) == 2,
                 "%d processes: %d exited 0, no count (see %s/%s-*.out)", n, ok, p_logdir, tag);
         if (ok != n || !at) { p_show(name, "out"); continue; }
         T_CHECK(sent == expect && sent <= 65536, "%d processes: the coordinator wrote %llu bytes, the hand count is "
                 "%llu (bound 65536)", n, sent, expect);
-        o += (size_t)snprintf(line + o, sizeof line - o, "%s P=%d %llu B", k ? "," : "", n, sent);
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s P=%d %llu B (%.1f s)", k ? "," : "", n, sent, t0);
     }
     printf("%s\n", line);
 }
