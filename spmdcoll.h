@@ -11725,7 +11725,7 @@ static void spmd__boot_admit(spmd__boot *b, spmd__boot_conn *pend, int *npend, c
             if (hello && spmd__boot_slot(b, m.rank) && spmd__boot_slot(b, m.rank)->fd < 0)
                 snprintf(refused, SPMD__BOOT_REFUSED, "a handshake as process %u was refused: %s", (unsigned)m.rank,
                          why);
-            if (!eof) spmd__boot_send(b, c->fd, SPMD__BM_REJECT, 0, why, strlen(why), spmd__now_ns() + 100000000u);
+            if (!eof) spmd__boot_send(b, c->fd, SPMD__BM_REJECT, b->rank, why, strlen(why), spmd__now_ns() + 100000000u);
             spmd__boot_conn_close(b, c);
             pend[i] = pend[--(*npend)];
             continue;
@@ -11830,7 +11830,7 @@ static spmd_status spmd__boot_serve(spmd__boot *b, int want, uint64_t deadline_n
     }
     for (i = 0; i < npend; i++) {
         if (st != SPMD_OK) /* a handshake still pending: why the job ends */
-            spmd__boot_send(b, pend[i].fd, SPMD__BM_REJECT, 0, b->err,
+            spmd__boot_send(b, pend[i].fd, SPMD__BM_REJECT, b->rank, b->err,
                             strlen(b->err) < SPMD__BOOT_REASON_MAX ? strlen(b->err) : SPMD__BOOT_REASON_MAX,
                             spmd__now_ns() + 100000000u);
         spmd__boot_conn_close(b, &pend[i]);

@@ -501,8 +501,23 @@ static void test_tree_garbage(void) {
         fd = connect_to(port);
         n = hdr(m, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_HELLO, 2, 0xffffffffu);
         send_then_closed(fd, m, n, "tree: 4 GiB", t0);
-        fd = connect_to(port);
-        send_then_closed(fd, m, hello_msg(m, 2, 3, "other"), "tree: another key", t0);
+        fd = connect_to(port); /* its REJECT comes from process 1, the reason inside */
+        if (fd >= 0) {
+            struct pollfd pf;
+            unsigned char r[256];
+            ssize_t got = 0;
+            T_CHECK(write(fd, m, hello_msg(m, 2, 3, "other")) > 0, "tree: another key: write");
+            pf.fd = fd; pf.events = POLLIN; pf.revents = 0;
+            while ((got < 16 || got < 16 + (ssize_t)spmd__boot_get32(r + 12)) && poll(&pf, 1, 5000) == 1) {
+                ssize_t k = read(fd, r + got, sizeof r - 1 - (size_t)got);
+                if (k <= 0) break;
+                got += k;
+            }
+            T_CHECK(got >= 16 && spmd__boot_get32(r + 4) >> 16 == SPMD__BM_REJECT && spmd__boot_get32(r + 8) == 1 &&
+                        (r[got] = 0, strstr((char *)r + 16, "job key mismatch")),
+                    "tree: another key: the answer (%zd bytes) is not process 1's REJECT naming the key", got);
+        }
+        send_then_closed(fd, NULL, 0, "tree: another key", t0);
         fd = connect_to(port);
         send_then_closed(fd, m, hello_msg(m, 1, 3, "k"), "tree: not a child", t0);
         fd = connect_to(port);
@@ -876,12 +891,45 @@ static void test_boot_rounds(void) {
     close(sv[1]);
 }
 
+/* The answer to a handshake with a parent in the tree (process 3 here):
+   its REJECT carries its own process id and the reason reaches the child
+   (SPMD_ERR_INVALID); a WELCOME that claims another process is refused. */
+static void test_tree_answer(void) {
+    spmd__boot b;
+    spmd__boot_conn c;
+    unsigned char buf[64];
+    spmd_status st = SPMD_OK;
+    size_t n;
+    int rc;
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    b.rank = 7;
+    b.nprocs = 8;
+    b.log_level = SPMD_LOG_OFF;
+    c.fd = -1;
+    c.rank = 3;
+    c.buf = buf;
+    n = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_REJECT, 3, 8);
+    memcpy(buf + n, "go away\n", 8);
+    c.len = c.cap = n + 8;
+    rc = spmd__boot_answer(&b, &c, &st);
+    T_CHECK(rc == -1 && st == SPMD_ERR_INVALID && strstr(b.err, "parent in the tree") && strstr(b.err, "go away?"),
+            "a REJECT from the parent: %d %s %s", rc, spmd_status_name(st), b.err);
+    c.len = c.cap = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_WELCOME, 2, 0);
+    rc = spmd__boot_answer(&b, &c, &st);
+    T_CHECK(rc == -1 && st == SPMD_ERR_SYSTEM && strstr(b.err, "as process 2"), "a WELCOME from process 2 on the "
+            "connection to 3: %d %s %s", rc, spmd_status_name(st), b.err);
+    c.len = c.cap = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_WELCOME, 3, 0);
+    T_CHECK(spmd__boot_answer(&b, &c, &st) == 1 && c.len == 0, "a WELCOME from process 3: taken");
+}
+
 int main(int argc, char **argv) {
     p_self = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
     signal(SIGPIPE, SIG_IGN);
     test_broken_announcements();
     test_boot_rounds();
+    test_tree_answer();
     test_layouts();
     test_jobs();
     test_bytes();
