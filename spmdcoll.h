@@ -12552,7 +12552,8 @@ static spmd_status spmd__boot_take(spmd__boot *b, int from, int top, const unsig
    SPMD_ERR_MISMATCH instead of pairing different exchanges. */
 static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *mine, size_t len, void *all,
                                                      size_t cap, size_t *lens, uint64_t deadline_ns) {
-    unsigned char *out = (unsigned char *)all, *pay;
+    unsigned char *out = (unsigned char *)all, *pay = NULL;
+    const unsigned char *fwd; /* what goes down: ours (the root), else the parent's as it came */
     size_t plen = 0;
     spmd_status st = SPMD_OK;
     spmd__boot_msg m;
@@ -12590,17 +12591,18 @@ static SPMD__UNUSED spmd_status spmd__boot_allgather(spmd__boot *b, const void *
         }
         if ((st = spmd__boot_await(b, &b->up, SPMD__BM_DOWN, &m, deadline_ns, "allgather")) != SPMD_OK) return st;
         st = spmd__boot_take(b, par, spmd__boot_proc(b, 0), m.payload, m.len, round, out, cap, lens);
-        pay = (unsigned char *)m.payload;
+        pay = NULL;
+        fwd = m.payload;
         plen = m.len;
-    } else if (!(pay = spmd__boot_pack(b, b->rank, round, out, cap, lens, &plen))) {
+    } else if (!(fwd = pay = spmd__boot_pack(b, b->rank, round, out, cap, lens, &plen))) {
         return spmd__boot_fail(b, SPMD_ERR_NOMEM, "allgather: out of memory");
     }
     for (k = 0; k < 2 && spmd__boot_child(b, b->rank, k) >= 0 && st == SPMD_OK; k++) /* down: passed on as it came */
-        if (spmd__boot_send(b, b->down[k].fd, SPMD__BM_DOWN, b->rank, pay, plen, deadline_ns) != 0)
+        if (spmd__boot_send(b, b->down[k].fd, SPMD__BM_DOWN, b->rank, fwd, plen, deadline_ns) != 0)
             st = spmd__boot_fail(b, SPMD_ERR_PEER_LOST, "allgather: sending the result to process %d failed",
                                  b->down[k].rank);
     if (par >= 0) spmd__boot_consume(&b->up, m.total);
-    else spmd__free(&b->alloc, pay);
+    spmd__free(&b->alloc, pay);
     return st;
 }
 
