@@ -3600,13 +3600,14 @@ static inline uint32_t spmd__rec_what(const spmd__sig *s) {
 #endif
 }
 
-/* Write device d's record of call n (0-based) whole: generation 0, the
-   words, then the generation with release order. */
+/* Write device d's record of call n (0-based) whole: generation
+   SPMD__REC_BUSY, the words, then the generation with release order. */
+#define SPMD__REC_BUSY UINT64_MAX
 static inline void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
     /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
     spmd__rec *e = &d->ring[n & d->mesh->rmask];
     uint64_t aux = r->sig.kind > SPMD__KIND_BARRIER ? spmd__rec_aux(r) : 0; /* (psum, barrier: none) */
-    SPMD__RST(&e->gen, (uint64_t)0);
+    SPMD__RST(&e->gen, SPMD__REC_BUSY);
     SPMD__RST(&e->gseq, r->p2p ? 0 : r->gseq);
     SPMD__RST(&e->t0, t0);
     SPMD__RST(&e->t1, t1);
@@ -3747,24 +3748,34 @@ static inline void spmd__rec_end(spmd_req *r, spmd_status s) {
 }
 
 /* A reader's copy of device d's call n (0-based); 0 if it left the ring or
-   is being rewritten. */
+   is not written. A record being rewritten (SPMD__REC_BUSY: its call moved
+   on, spmd__rec_put) is read again once it is whole, a few times (a
+   report that read it as missing would say the call never came). */
 static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__recx *out) {
     const spmd__rec *e;
     uint64_t g;
+    int tries;
     if (!d->ring) return 0;
     e = &d->ring[n & d->mesh->rmask];
-    g = SPMD__LD_ACQ(&e->gen);
-    if (g != n + 1) return 0;
-    out->gseq = SPMD__RLD(&e->gseq);
-    out->t0 = SPMD__RLD(&e->t0);
-    out->count = SPMD__RLD(&e->count);
-    out->what = SPMD__RLD(&e->what);
-    out->gref = SPMD__RLD(&e->gref);
-    out->state = SPMD__LD_ACQ(&e->state);
-    out->file = out->state >> 32 ? SPMD__RLD(&d->sites[n & d->mesh->rmask]) : 0;
-    out->t1 = SPMD__RLD(&e->t1);
-    out->gen = g;
-    return SPMD__LD_ACQ(&e->gen) == g;
+    for (tries = 0; tries < 64; tries++) {
+        g = SPMD__LD_ACQ(&e->gen);
+        if (g == SPMD__REC_BUSY) {
+            sched_yield();
+            continue;
+        }
+        if (g != n + 1) return 0;
+        out->gseq = SPMD__RLD(&e->gseq);
+        out->t0 = SPMD__RLD(&e->t0);
+        out->count = SPMD__RLD(&e->count);
+        out->what = SPMD__RLD(&e->what);
+        out->gref = SPMD__RLD(&e->gref);
+        out->state = SPMD__LD_ACQ(&e->state);
+        out->file = out->state >> 32 ? SPMD__RLD(&d->sites[n & d->mesh->rmask]) : 0;
+        out->t1 = SPMD__RLD(&e->t1);
+        out->gen = g;
+        if (SPMD__LD_ACQ(&e->gen) == g) return 1;
+    }
+    return 0;
 }
 
 /* The name users know: psum for an allreduce with sum, else the kind. */
