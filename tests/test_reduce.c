@@ -1113,24 +1113,24 @@ static void run_errors(meshctx *mc, tcase *cases, int ncases, rng_t *r) {
 }
 
 /* The long cases: all dtypes x {psum, pmax} on two meshes, all ops for f32
-   and bf16 on a third. */
-static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int kind) {
+   and bf16 on a third; len elements (the 8 and 15 devices of (4,2) and
+   (3,1,5): half of g_long_n; on 2 CPUs under load they took 10 and 9 s). */
+static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int kind, size_t len) {
     static const spmd_algo algos[] = {SPMD_ALGO_DEFAULT, SPMD_ALGO_EAGER, SPMD_ALGO_SPLIT};
     int rot = 0;
     if (kind == 0) {
         for (int di = 0; di < NDTYPES; di++)
             for (int o = 0; o < 2; o++) {
                 tcase *c = new_case(arr, n, cap);
-                init_case(c, mc, r, ALL_DTYPES[di], o ? SPMD_OP_MAX : SPMD_OP_SUM, g_long_n, rot & 1,
-                          algos[rot % 3]);
+                init_case(c, mc, r, ALL_DTYPES[di], o ? SPMD_OP_MAX : SPMD_OP_SUM, len, rot & 1, algos[rot % 3]);
                 rot++;
             }
-    } else { /* (the 15 devices of (3,1,5): half as long; on 2 CPUs under load they took 9 s) */
+    } else {
         static const spmd_dtype dts[] = {SPMD_F32, SPMD_BF16};
         for (int di = 0; di < 2; di++)
             for (int oi = 0; oi < NOPS; oi++) {
                 tcase *c = new_case(arr, n, cap);
-                init_case(c, mc, r, dts[di], ALL_OPS[oi], g_long_n / 2, rot & 1, algos[rot % 3]);
+                init_case(c, mc, r, dts[di], ALL_OPS[oi], len, rot & 1, algos[rot % 3]);
                 rot++;
             }
     }
@@ -1440,9 +1440,9 @@ int main(void) {
         run_errors(&mc, cases, n, &r);
         /* long cases on three meshes */
         int nlong = 0;
-        if (mc.md.nd == 2 && mc.md.sh[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
-        else if (mc.md.nd == 1 && mc.md.sh[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0); nlong = n; }
-        else if (mc.md.nd == 3 && mc.md.sh[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1); nlong = n; }
+        if (mc.md.nd == 2 && mc.md.sh[0] == 4) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0, g_long_n / 2); nlong = n; }
+        else if (mc.md.nd == 1 && mc.md.sh[0] == 3) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 0, g_long_n); nlong = n; }
+        else if (mc.md.nd == 3 && mc.md.sh[2] == 5) { n = 0; build_long(&mc, &r, &cases, &n, &cap, 1, g_long_n / 2); nlong = n; }
         if (nlong) nlong = tl_thin_large(cases, sizeof *cases, nlong, mi);
         if (nlong) run_cases(&mc, cases, nlong, &r, budget, 64);
         free(cases);
