@@ -363,7 +363,12 @@
      all-gather, reduce-scatter + gather; psum_scatter by recursive halving
      across hosts or from 8 processes on when small; small scatters and
      gathers on binomial trees there, small bcasts and reduces across hosts
-     from 8 processes on; a large all_gather across hosts Bruck); a large
+     from 8 processes on; an all_gather across hosts over a power of two
+     of processes, large or with several devices a process, recursive
+     doubling from the farthest process in: (H-1)/H of it leaves each host;
+     a large one elsewhere across hosts Bruck). Several devices a process,
+     an equal power-of-two block of the group in each: a reduction's
+     members combine first and one partial a process crosses; a large
      all_to_all sends its blocks in pairwise order, at most 8 in flight at
      once (spmd_counters.inflight); in
      a large all_gather or all_to_all a device alone in its process in the
@@ -855,7 +860,8 @@ SPMD_API const char *spmd_count_kind_name(int kind); /* "invalid" outside 0..SPM
    lowest-numbered such process, with the same reason in spmd_mesh_error
    everywhere, even one whose own calls all succeeded (a call can
    complete from messages its peers sent just before they gave up on it:
-   docs/recovery.md). */
+   docs/recovery.md); after a lost process every survivor returns
+   SPMD_ERR_PEER_LOST naming the lowest-numbered process it knows lost. */
 SPMD_API SPMD_MUST spmd_status spmd_run(spmd_mesh *m, spmd_fn fn, void *arg);
 /* For programs with their own threads: the calling thread becomes device k
    until spmd_detach (always an OS thread: the fiber scheduler is spmd_run's).
