@@ -406,11 +406,13 @@
                        reduce-scatter + all-gather, bruck = every input to every
                        process in ceil(log2 processes) steps (default for small
                        operations from 8 processes on, or unrooted with 2+
-                       devices per process); a reduction (or bcast, reduce,
-                       psum_scatter: recursive halving under either,
-                       all_gather: recursive doubling under either,
-                       scatter, gather: binomial trees under either)
-                       over one device per process runs a plan instead: rd =
+                       devices per process where no plan runs); a reduction
+                       (or bcast, reduce, psum_scatter: recursive halving
+                       under either, all_gather: recursive doubling under
+                       either, scatter, gather: binomial trees under either)
+                       over one device per process (the reductions, bcast
+                       and all_gather also over an equal power-of-two block
+                       of devices in each) runs a plan instead: rd =
                        recursive doubling (default for small reductions from
                        8 processes on; bcast, reduce: a binomial tree, their
                        default there across hosts), rab =
@@ -3484,10 +3486,11 @@ static int spmd__fault_at(spmd_req *r, uint64_t n) {
    it waits, or whose plan has fewer steps or is run by a sibling member,
    ends at done), as kind=lose does at a call's start. */
 static void spmd__fault_die(spmd_req *r, int phase) {
-    char what[160], at[24];
+    char what[160], at[64];
     if (r->fault_die != phase && !(phase == 2 && r->fault_die)) return;
     spmd__req_what(r, what, sizeof what);
-    snprintf(at, sizeof at, r->fault_die > 2 ? "step:%d" : r->fault_die == 1 ? "posted" : "done", r->fault_die - 2);
+    snprintf(at, sizeof at, r->fault_die > 2 ? "step:%d%s" : r->fault_die == 1 ? "posted" : "done", r->fault_die - 2,
+             phase == 2 && r->fault_die > 2 ? " (at its completion: no such step here)" : "");
     spmd__log(r->dev->mesh, SPMD_LOG_ERROR, r->dev->id, "SPMD_FAULTS: %s over '%s' (operation #%llu of this device): "
               "kind=lose:%s: the process exits with status %d", what, r->gr->text, (unsigned long long)r->global, at,
               SPMD__FAULT_LOST_STATUS);
@@ -15663,10 +15666,11 @@ static void spmd__x_pload(const spmd_req *r, unsigned char *w, const void *const
         spmd__x_pcomb(r, w, ins, L, 0, r->count);
         return;
     }
-    for (i = 0; i < G; i++)
+    for (i = 0; i < G; i++) {
+        size_t at = spmd__x_rs_at(r, (int)i);
         for (o = 0; o < r->outer; o++)
-            spmd__x_pcomb(r, w + (spmd__x_rs_at(r, (int)i) + o * r->inner) * acc, ins, L, (o * G + i) * r->inner,
-                          r->inner);
+            spmd__x_pcomb(r, w + (at + o * r->inner) * acc, ins, L, (o * G + i) * r->inner, r->inner);
+    }
 }
 
 /* Make x's plan state (first use), lay r's plan out in its buffer and post
@@ -16544,9 +16548,10 @@ static void spmd__x_pstore(const spmd_req *r, const unsigned char *w) {
         memcpy(out, w + (me + G - root) % G * blk, blk);
     } else if (kind == SPMD__KIND_ALLGATHER) { /* out[o, u, c] = x_u[o, c] */
         size_t u, o, row = r->inner * r->in_size;
-        for (u = 0; u < G; u++)
-            for (o = 0; o < r->outer; o++)
-                memcpy(out + (o * G + u) * row, w + (spmd__x_rs_at(r, (int)u) + o * r->inner) * r->in_size, row);
+        for (u = 0; u < G; u++) {
+            const unsigned char *src = w + spmd__x_rs_at(r, (int)u) * r->in_size;
+            for (o = 0; o < r->outer; o++) memcpy(out + (o * G + u) * row, src + o * row, row);
+        }
     } else {
         size_t at = rs ? spmd__x_rs_at(r, (int)me) : 0;
         const unsigned char *res = w + at * spmd__x_pes(r);
@@ -18486,7 +18491,8 @@ static int spmd__x_lanes(const spmd_req *r) {
    direct exchange names every mismatch), not for argmax and argmin (an
    index is no combine), not where large messages wait for a clear-to-send
    (shm and net without the lanes' bulk rings). rd or rab forced: that one
-   (rab needs a block a rank). By default, P processes:
+   (rab needs a block a rank; an all_gather's plan is the same under
+   either). By default, P processes:
    - several members a process: a reduction always (whatever the link and
      P), recursive doubling or, where the split psum would run,
      Rabenseifner, a psum_scatter recursive halving: the members combine
