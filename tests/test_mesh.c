@@ -1386,8 +1386,10 @@ int main(void) {
     test_log_stderr();
     test_reuse();
     test_counters();
+#if !defined(__SANITIZE_THREAD__) /* (threads at scale: plain and ASan; under TSan 7.5 s of its 30) */
     test_64_loop();
     test_256();
+#endif
     printf("  test_mesh took %.2f s%s\n", now_s() - t0, quick ? " (quick)" : "");
     return t_summary();
 }
