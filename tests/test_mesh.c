@@ -1368,6 +1368,11 @@ static void test_counters(void) {
     spmd_mesh_destroy(m);
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#else
+#define UNDER_TSAN 0
+#endif
 int main(void) {
     const char *q = getenv("SPMD_TEST_QUICK");
     quick = q && *q && strcmp(q, "0");
@@ -1386,10 +1391,10 @@ int main(void) {
     test_log_stderr();
     test_reuse();
     test_counters();
-#if !defined(__SANITIZE_THREAD__) /* (threads at scale: plain and ASan; under TSan 7.5 s of its 30) */
-    test_64_loop();
-    test_256();
-#endif
+    if (!UNDER_TSAN) { /* (threads at scale: plain and ASan; under TSan 7.5 s of its 30) */
+        test_64_loop();
+        test_256();
+    }
     printf("  test_mesh took %.2f s%s\n", now_s() - t0, quick ? " (quick)" : "");
     return t_summary();
 }
