@@ -1443,9 +1443,24 @@ static int hosts_call(spmd_mesh *m, int op, size_t big, int H, int K, uint64_t *
     mine[3 * (me / K) + 2] = c.link[SPMD_LINK_LANE].bytes;
     return ok && hosts_sum(m, mine, v, 3 * H) == SPMD_OK;
 }
+/* Each host's line for one call (v: hosts_call's sums): it sent at least
+   lo and at most lo and a header a message over the network (lane: and
+   something over its lane). 1 when one of them did not. */
+static int hosts_check(const char *what, int ok, const uint64_t *v, int H, int K, uint64_t lo, uint64_t n, int lane) {
+    int h, bad = 0;
+    for (h = 0; h < H; h++) {
+        int held = ok && v[3 * h] >= lo && v[3 * h] <= lo + 48u * v[3 * h + 1] && (!lane || v[3 * h + 2] > 0);
+        printf("%s: hosts: %s 16 MiB: host %d of %d (%d processes) sent %.2f n over the network in %llu messages, "
+               "%.2f n over its lane (bound %.2f n)\n", held ? "ok" : "FAILED", what, h, H, K,
+               (double)v[3 * h] / (double)n, (unsigned long long)v[3 * h + 1], (double)v[3 * h + 2] / (double)n,
+               (double)lo / (double)n);
+        bad |= !held;
+    }
+    return bad;
+}
 static int child_hosts(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), H = atoi(getenv("HOSTS") ? getenv("HOSTS") : "2");
-    int me = atoi(getenv("SPMD_PROCESS_ID") ? getenv("SPMD_PROCESS_ID") : "0"), K = H > 0 ? P / H : 0, bad = 0, h, ok;
+    int me = atoi(getenv("SPMD_PROCESS_ID") ? getenv("SPMD_PROCESS_ID") : "0"), K = H > 0 ? P / H : 0, bad = 0, ok;
     size_t big = (size_t)4 << 20, n = big * 4; /* f32: 16 MiB */
     uint64_t v[3 * 16], lo;
     char name[32];
@@ -1464,22 +1479,9 @@ static int child_hosts(void) {
     }
     lo = 2 * (uint64_t)(H - 1) * n / (uint64_t)H;
     ok = hosts_call(m, 0, big, H, K, v);
-    for (h = 0; h < H; h++) {
-        int held = ok && v[3 * h] >= lo && v[3 * h] <= lo + 48u * v[3 * h + 1] && (K == 1 || v[3 * h + 2] > 0);
-        printf("%s: hosts: psum 16 MiB: host %d of %d (%d processes) sent %.2f n over the network in %llu messages, "
-               "%.2f n over its lane (bound %.2f n)\n", held ? "ok" : "FAILED", h, H, K, (double)v[3 * h] / (double)n,
-               (unsigned long long)v[3 * h + 1], (double)v[3 * h + 2] / (double)n, (double)lo / (double)n);
-        bad |= !held;
-    }
-    lo = (uint64_t)(H - 1) * n / (uint64_t)H;
+    bad |= hosts_check("psum", ok, v, H, K, lo, n, K > 1);
     ok = hosts_call(m, 3, big, H, K, v);
-    for (h = 0; h < H; h++) {
-        int held = ok && v[3 * h] >= lo && v[3 * h] <= lo + 48u * v[3 * h + 1];
-        printf("%s: hosts: all_gather 16 MiB: host %d of %d sent %.2f n over the network in %llu messages (bound "
-               "%.2f n)\n", held ? "ok" : "FAILED", h, H, (double)v[3 * h] / (double)n,
-               (unsigned long long)v[3 * h + 1], (double)lo / (double)n);
-        bad |= !held;
-    }
+    bad |= hosts_check("all_gather", ok, v, H, K, (uint64_t)(H - 1) * n / (uint64_t)H, n, 0);
     ok = hosts_call(m, 1, big, H, K, v);
     ok = ok && v[0] <= 2 * (uint64_t)n + 48u * v[1];
     printf("%s: hosts: bcast 16 MiB: the root's host sent %.2f n over the network (bound 2 n)\n", ok ? "ok" : "FAILED",
