@@ -360,7 +360,9 @@
      reduce, psum_scatter, scatter or gather over one device per process
      runs a plan of O(log P) steps in the same canonical order (recursive
      doubling when small; across hosts when large Rabenseifner, scatter +
-     all-gather, reduce-scatter + gather; psum_scatter by recursive halving
+     all-gather (a bcast over 3 to 8 processes: a pipeline through them in
+     16 pieces, so each host's link carries it once), reduce-scatter +
+     gather; psum_scatter by recursive halving
      across hosts or from 8 processes on when small; small scatters and
      gathers on binomial trees there, small bcasts and reduces across hosts
      from 8 processes on; an all_gather across hosts over a power of two
@@ -10481,15 +10483,22 @@ spmd_status spmd_wait_all(spmd_req **reqs, int n) {
                      blocks up the same tree to the root's virtual rank
                      (its partner's, when the root is a pre-step's left
                      half, which then hands it over).
+     SPMD__PLAN_CHAIN bcast of large operations over 3 to
+                     SPMD__PLAN_CHAIN_MAX ranks: a pipeline from the root
+                     through the ranks in order, in SPMD__PLAN_CHUNKS
+                     pieces, so that every rank sends n once and the
+                     links carry data all the time; with the processes of
+                     a host in a block the chain crosses each host's link
+                     once (spmd__plan_chains says when).
    A psum_scatter halves as Rabenseifner's first half over a work vector
    laid out so that each rank ends with its own block (spmd__plan_rscatter);
    ceil(log2 P) + 1 messages and (P-1)/P n elements a rank at most. A
    scatter and a gather run binomial trees (spmd__plan_scatter).
    Calls only the tree's size (spmd__tree_leaves, spmd__log2, >>reduce
    kernels). The exchange across processes runs them (spmd__x_pplan). */
-enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE, SPMD__PLAN_SPLIT };
+enum { SPMD__PLAN_RD = 1, SPMD__PLAN_RAB, SPMD__PLAN_TREE, SPMD__PLAN_SPLIT, SPMD__PLAN_CHAIN };
 enum { SPMD__PLAN_COPY = 0, SPMD__PLAN_LEFT, SPMD__PLAN_RIGHT }; /* received: in place; recv OP mine; mine OP recv */
-#define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31 */
+#define SPMD__PLAN_STEPS 64 /* 2 log2 P + 2 for any P < 2^31; a chain: 2 SPMD__PLAN_CHUNKS */
 typedef struct spmd__pstep {
     int peer;           /* the other rank */
     int64_t soff, slen; /* elements sent (slen 0: none) */
@@ -10798,6 +10807,38 @@ static SPMD__UNUSED int spmd__plan_bcast_split(int P, int rank, int root, int64_
     if (v >= Pp - r) spmd__plan_add(x, SPMD__PR(v + r), 0, n, 0, 0, SPMD__PLAN_COPY);
 #undef SPMD__PB
 #undef SPMD__PR
+    return 0;
+}
+
+/* A bcast's chain: P <= SPMD__PLAN_CHAIN_MAX ranks, each of which passes
+   the pieces on as they come, take (C + P - 2) / C of the time of one link
+   carrying n (C = SPMD__PLAN_CHUNKS pieces: 1.125 n at P = 4, 1.375 n at
+   P = 8), where the split form takes about 2 n over a flat network and two
+   phases that wait for each other across hosts. Emulated hosts at
+   1 Gbit/s, 16 MiB: 2 x 2 processes 151-153 ms against the split form's
+   176 (Open MPI 152-156), 4 x 2 192 against 305 (docs/performance.md).
+   Pieces of 64 KiB at least. */
+#define SPMD__PLAN_CHUNKS 16
+#define SPMD__PLAN_CHAIN_MAX 8
+#define SPMD__PLAN_CHAIN_MIN ((size_t)SPMD__PLAN_CHUNKS << 16)
+static SPMD__UNUSED int spmd__plan_chains(int P, size_t bytes) {
+    return P >= 3 && P <= SPMD__PLAN_CHAIN_MAX && bytes >= SPMD__PLAN_CHAIN_MIN;
+}
+
+/* A bcast of n elements from root down the chain of ranks relative to it
+   (v = 0 the root, v + 1 after v) in C = min(SPMD__PLAN_CHUNKS, n) pieces:
+   a step receives piece i from v - 1 (not the root), the next passes it
+   to v + 1 (not the last rank); 2C steps at most. */
+static SPMD__UNUSED int spmd__plan_bcast_chain(int P, int rank, int root, int64_t n, spmd__plan_x *x) {
+    int v, i, C = n < SPMD__PLAN_CHUNKS ? (int)n : SPMD__PLAN_CHUNKS;
+    x->nsteps = 0;
+    if (P < 1 || rank < 0 || rank >= P || root < 0 || root >= P || n < 0) return -1;
+    v = (rank - root + P) % P;
+    for (i = 0; i < C; i++) {
+        int64_t at = spmd__plan_blk(n, i, C), len = spmd__plan_blk(n, i + 1, C) - at;
+        if (v) spmd__plan_add(x, (rank + P - 1) % P, 0, 0, at, len, SPMD__PLAN_COPY);
+        if (v < P - 1) spmd__plan_add(x, (rank + 1) % P, at, len, 0, 0, SPMD__PLAN_COPY);
+    }
     return 0;
 }
 
@@ -15578,8 +15619,9 @@ static size_t spmd__x_pn(const spmd_req *r) {
 /* r's plan (rank: its process's position in the group, whose members
    are its block, g->pblk; SPMD__ALG_RD: recursive doubling, or a
    bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
-   bcast's or reduce's split form; a psum_scatter's: recursive halving,
-   an all_gather's: its mirror). */
+   bcast's or reduce's split form, a large bcast's chain over a few
+   processes; a psum_scatter's: recursive halving, an all_gather's: its
+   mirror). */
 static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     const spmd__group *g = r->gr->g;
     int P = g->nrp + 1, me = g->ppos, rd = r->sig.algo == SPMD__ALG_RD, root = r->root / g->pblk;
@@ -15591,7 +15633,9 @@ static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     else if (r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER)
         (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, root, n, x);
     else if (r->sig.kind == SPMD__KIND_BCAST)
-        (void)(rd ? spmd__plan_bcast(P, me, root, n, x) : spmd__plan_bcast_split(P, me, root, n, x));
+        (void)(rd ? spmd__plan_bcast(P, me, root, n, x)
+               : spmd__plan_chains(P, r->count * r->in_size) ? spmd__plan_bcast_chain(P, me, root, n, x)
+                                                              : spmd__plan_bcast_split(P, me, root, n, x));
     else if (r->sig.kind == SPMD__KIND_REDUCE)
         (void)(rd ? spmd__plan_reduce(P, me, root, n, x) : spmd__plan_reduce_split(P, me, root, n, x));
     else
@@ -15682,8 +15726,9 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
     spmd__xplan *p = x->xp;
     size_t acc = spmd__x_pes(r), at;
     int s;
-    if (!p) { /* ops for the longest plan of the group's size: 2 log2 P' + 2 steps */
+    if (!p) { /* ops for the longest plan of the group's size: 2 log2 P' + 2 steps, a chain's 2 C */
         int nops = 2 * (2 * spmd__log2(spmd__tree_leaves(g->G)) + 2);
+        if (g->nrp < SPMD__PLAN_CHAIN_MAX && nops < 4 * SPMD__PLAN_CHUNKS) nops = 4 * SPMD__PLAN_CHUNKS;
         size_t head = spmd__x_line(sizeof *p);
         p = (spmd__xplan *)spmd__alloc(&m->alloc, head + (size_t)nops * sizeof(spmd__fab_op));
         if (!p) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for its plan", spmd__x_what(r));
@@ -18553,7 +18598,8 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     large = r->count >= (size_t)P && bytes > SPMD__X_INLINE && bytes * (size_t)g->nrp >= SPMD__X_SPLIT_MIN;
     if (many && !mv) /* several members a process: they combine first, whatever the link */
         return large ? SPMD__ALG_RAB : SPMD__ALG_RD;
-    if (P >= SPMD__X_RAB_PROCS && large && net) return SPMD__ALG_RAB;
+    if ((P >= SPMD__X_RAB_PROCS || (kind == SPMD__KIND_BCAST && spmd__plan_chains(P, bytes))) && large && net)
+        return SPMD__ALG_RAB; /* (a bcast's chain from 3 processes on) */
     return P >= SPMD__X_BRUCK_PROCS && (kind == SPMD__KIND_ALLREDUCE || net) ? SPMD__ALG_RD : 0;
 }
 

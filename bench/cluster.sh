@@ -5,13 +5,15 @@
 # host and L devices a process.
 #
 #   bench/cluster.sh [-H HOSTS] [-K PROCS] [-L DEVICES] [-R RATE] [-c "COLL ..."]
-#                    [-s "SIZE ..."] [-r REPS] [-k ROUNDS]
+#                    [-s "SIZE ..."] [-r REPS] [-k ROUNDS] [-T]
 #
 #   -H 2, -K 2, -L 1 (defaults); -R 1gbit (tc's rate syntax: 100mbit, 10gbit;
 #   "none": not shaped); -c "psum all_gather bcast"; -s "8 16M" (bench's
 #   size S: a device's buffer; all_gather's output); -r 3 repetitions a
 #   run (bench's median); -k 3 rounds, alternating ours and Open MPI, the
-#   median over the rounds.
+#   median over the rounds; -T (2 hosts): also what plain TCP sockets take
+#   for the psum's exchange across the hosts (bench/tcp_xchg.py: K
+#   connections each way at once, 2 rounds of n/2K, for the largest size).
 #
 # Host i is namespace spmdc-<pid>-i with address 10.78.<pid mod 250>.(i+1)/24
 # on a veth (cth0 inside) whose other end is on the bridge; tbf shapes
@@ -33,12 +35,12 @@
 # tc and unshare; Open MPI (mpicc, mpirun) for its column. Everything made
 # is removed on exit.
 set -euo pipefail
-H=2 K=2 L=1 rate=1gbit colls="psum all_gather bcast" sizes="8 16M" reps=3 rounds=3
-usage() { sed -n '7,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "H:K:L:R:c:s:r:k:h" opt; do
+H=2 K=2 L=1 rate=1gbit colls="psum all_gather bcast" sizes="8 16M" reps=3 rounds=3 tcp=0
+usage() { sed -n '7,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "H:K:L:R:c:s:r:k:Th" opt; do
     case $opt in
         H) H=$OPTARG ;; K) K=$OPTARG ;; L) L=$OPTARG ;; R) rate=$OPTARG ;; c) colls=$OPTARG ;;
-        s) sizes=$OPTARG ;; r) reps=$OPTARG ;; k) rounds=$OPTARG ;;
+        s) sizes=$OPTARG ;; r) reps=$OPTARG ;; k) rounds=$OPTARG ;; T) tcp=1 ;;
         *) usage ;;
     esac
 done
@@ -157,3 +159,19 @@ for c in $colls; do
                 fl ? sprintf("%.2f", ours / fl) : "-", fl && mpi ? sprintf("%.2f", mpi / fl) : "-"
         }' "$tmp/o.csv"
 done
+if [ $tcp = 1 ]; then # plain TCP, the psum's exchange across the 2 hosts, for the largest size
+    n=0
+    for s in $sizes; do
+        b=$(echo "$s" | awk '{ v = $0 + 0; u = toupper(substr($0, length($0))); print int(v * (u == "K" ? 1024 : u == "M" ? 1048576 : u == "G" ? 1073741824 : 1)) }')
+        [ "$b" -gt $n ] && n=$b
+    done
+    if [ $H != 2 ] || ! command -v python3 >/dev/null; then
+        echo "# -T: 2 hosts and python3 only"
+    else
+        port=$((20000 + RANDOM % 20000))
+        ip netns exec "$(ns 0)" python3 "$here/tcp_xchg.py" listen "$net.1" $port $K $((n / 2 / K)) 2 9 &
+        line=$(ip netns exec "$(ns 1)" timeout 300 python3 "$here/tcp_xchg.py" connect "$net.1" $port $K $((n / 2 / K)) 2 9)
+        wait
+        echo "$line" | awk -v K=$K -v n=$n '{ printf "# plain TCP, the psum exchange across the hosts (%d connections each way, 2 rounds of %d B): %s ms (median of 9; min %s, max %s)\n", K, n / 2 / K, $2, $3, $4 }'
+    fi
+fi

@@ -128,6 +128,7 @@ static const char *op_name(int op, int algo) {
     if (op == OP_RSCATTER) return "psum_scatter (halving)";
     if (op == OP_ALLGATHER) return "all_gather (doubling)";
     if (op == OP_SCATTER || op == OP_GATHER) return op == OP_SCATTER ? "scatter (tree)" : "gather (tree)";
+    if (op == OP_BCAST && algo == SPMD__PLAN_CHAIN) return "bcast (chain)";
     if (op != OP_ALLREDUCE) return op == OP_BCAST ? (algo == SPMD__PLAN_SPLIT ? "bcast (split)" : "bcast (tree)")
                                                   : (algo == SPMD__PLAN_SPLIT ? "reduce (split)" : "reduce (tree)");
     return algo == SPMD__PLAN_RD ? "recursive doubling" : "Rabenseifner";
@@ -136,6 +137,7 @@ static int plan_of(int op, int algo, int P, int rank, int root, int n, spmd__pla
     if (op == OP_RSCATTER) return spmd__plan_rscatter(P, rank, n / P, x);
     if (op == OP_ALLGATHER) return spmd__plan_allgather(P, rank, n / P, x);
     if (op == OP_SCATTER || op == OP_GATHER) return spmd__plan_scatter(op == OP_GATHER, P, rank, root, n / P, x);
+    if (op == OP_BCAST && algo == SPMD__PLAN_CHAIN) return spmd__plan_bcast_chain(P, rank, root, n, x);
     if (op == OP_BCAST)
         return algo == SPMD__PLAN_SPLIT ? spmd__plan_bcast_split(P, rank, root, n, x) : spmd__plan_bcast(P, rank, root, n, x);
     if (op == OP_REDUCE)
@@ -382,6 +384,25 @@ static int split_bounds_ok(int op, int P, int n, int root, const counts *c) {
     return bad < 0;
 }
 
+/* A bcast's chain: every rank but the root receives n once, in
+   min(16, n) messages from the rank before it (the root nothing), and
+   every rank but the last relative to the root sends n once, in as many
+   messages, to the rank after it only (peers 1). */
+static int chain_bounds_ok(int P, int n, int root, const counts *c) {
+    int j, bad = -1, C = n < 16 ? n : 16;
+    for (j = 0; j < P && bad < 0; j++) {
+        int v = (j - root + P) % P, last = v == P - 1;
+        if (c[j].copied != (v ? n : 0) || c[j].got != c[j].copied || c[j].rmsgs != (v ? C : 0) ||
+            c[j].sent != (last ? 0 : n) || c[j].msgs != (last ? 0 : C) || c[j].peers != (last || !n ? 0 : 1))
+            bad = j;
+    }
+    if (bad >= 0)
+        T_CHECK(0, "%s P %d n %d root %d: rank %d sends %d messages to %d peers, %lld elements, receives %d, %lld: "
+                "outside the bounds", op_name(OP_BCAST, SPMD__PLAN_CHAIN), P, n, root, bad, c[bad].msgs, c[bad].peers,
+                (long long)c[bad].sent, c[bad].rmsgs, (long long)c[bad].got);
+    return bad < 0;
+}
+
 /* The bounds of one (algo, P, n); 1 if they hold. */
 static int bounds_ok(int algo, int P, int n, const counts *c) {
     int Pp = 1, lg = 0, r, j, bad = -1;
@@ -485,6 +506,7 @@ static void check(int op, int algo, int P, int n, int root, int *runs, int *good
          : op == OP_ALLGATHER      ? ag_bounds_ok(P, n, c)
          : op == OP_SCATTER || op == OP_GATHER ? sg_bounds_ok(op, P, n, root, c)
          : op == OP_ALLREDUCE      ? bounds_ok(algo, P, n, c)
+         : algo == SPMD__PLAN_CHAIN ? chain_bounds_ok(P, n, root, c)
          : algo == SPMD__PLAN_SPLIT ? split_bounds_ok(op, P, n, root, c)
                                     : tree_bounds_ok(op, P, n, root, c)))
         (*good)++;
@@ -510,9 +532,9 @@ int main(void) {
             if (ns[i] < 0 || (i > 0 && ns[i] == ns[i - 1])) continue;
             for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, P, ns[i], 0, &runs, &good);
             for (int k = 0; k < 3; k++)
-                for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_SPLIT; a++) {
+                for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_CHAIN; a++) {
                     check(OP_BCAST, a, P, ns[i], roots[k], &runs, &good);
-                    check(OP_REDUCE, a, P, ns[i], roots[k], &runs, &good);
+                    if (a != SPMD__PLAN_CHAIN) check(OP_REDUCE, a, P, ns[i], roots[k], &runs, &good);
                 }
         }
         for (i = 0; i < 4; i++) {
@@ -528,9 +550,9 @@ int main(void) {
     for (i = 0; i < (int)(sizeof big / sizeof big[0]) && (!env_quick() || big[i] <= 257); i++) {
         int n = big[i] > 4096 ? 3 : 7; /* (quick, as under the sanitizers: up to 1,025) */
         for (a = SPMD__PLAN_RD; a <= SPMD__PLAN_RAB; a++) check(OP_ALLREDUCE, a, big[i], n, 0, &runs, &good);
-        for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_SPLIT; a++) {
+        for (a = SPMD__PLAN_TREE; a <= SPMD__PLAN_CHAIN; a++) {
             check(OP_BCAST, a, big[i], n, big[i] / 3, &runs, &good);
-            check(OP_REDUCE, a, big[i], n, big[i] - 2, &runs, &good);
+            if (a != SPMD__PLAN_CHAIN) check(OP_REDUCE, a, big[i], n, big[i] - 2, &runs, &good);
         }
         if (big[i] <= 1025) { /* (n = P c: its trees and messages grow as P^2) */
             check(OP_RSCATTER, 0, big[i], 2 * big[i], 0, &runs, &good);
