@@ -486,6 +486,9 @@
                        8 KiB messages)
      SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
                        clear-to-send (default on for shm and net)
+     SPMD_FABRIC_SEGMENT   bytes: large messages go as segments of this
+                       size (default 1 MiB, shm whole); 131072 is faster
+                       on links of about 1 Gbit/s, slower on fast ones
      SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
                        between processes of one host go through rings in
                        shared memory, not libfabric (at most 8 KiB inline,
@@ -12770,7 +12773,11 @@ SPMD__SETUP_END
    bcast 2.7/1.1 vs 3.0/4.0, reduce 2.6/1.9 vs 3.1/3.2, psum 1.5/1.4 vs
    1.5/1.7, all_gather and all_to_all alike. Not for shm, which copies a
    message in one go (and whose later sends stall behind a segment that
-   arrives before its receive: see SPMD__X_CTS). */
+   arrives before its receive: see SPMD__X_CTS). SPMD_FABRIC_SEGMENT sets
+   it: on a link of about 1 Gbit/s busy both ways, 128 KiB segments take a
+   psum of 16 MiB between 2 emulated hosts from 205-228 ms to 149-157
+   (the floor 134), but cost 15-40% on 10 Gbit/s and on loopback
+   (docs/performance.md). */
 #define SPMD__FAB_SEG_MAX ((size_t)1 << 20)
 #define SPMD__FAB_NAME_MAX 1024
 #define SPMD__FAB_SEG_MAGIC 0x5345474du
@@ -14932,7 +14939,7 @@ static spmd_status spmd__fab_pick(spmd__fab *f, const char *prov, unsigned char 
 /* The provider's limits: the segment size (*seg), inject size, whether
    buffers are registered. */
 static spmd_status spmd__fab_limits(spmd__fab *f, size_t *seg_out) {
-    size_t seg;
+    size_t seg, want;
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
     f->hi15 = spmd__fab_xnet(f->prov);
     f->mr_mode = (uint64_t)f->info->domain_attr->mr_mode;
@@ -14943,6 +14950,8 @@ static spmd_status spmd__fab_limits(spmd__fab *f, size_t *seg_out) {
     if (seg > f->max_msg) seg = f->max_msg;
     if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
     if (seg > SPMD__FAB_SEG_MAX && strncmp(f->prov, "shm", 3) != 0) seg = SPMD__FAB_SEG_MAX;
+    want = f->strict ? 0 : (size_t)spmd__env_int("SPMD_FABRIC_SEGMENT", 4096, (int64_t)1 << 30, 0, NULL);
+    if (want) seg = want < f->max_msg ? want : f->max_msg; /* (the job takes the smallest: spmd__fab_names) */
     if (seg == 0) { return spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); }
     if (f->strict && f->inject > 64) f->inject = 64;
     *seg_out = seg;

@@ -1931,7 +1931,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-2", 2, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
-    run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
+    run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0 SPMD_FABRIC_SEGMENT=131072");
     run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-lane-3", 3, "--provider shm", "counters", "COUNTERS_LINK=lane");
     run_mode("fabric-hosts-tcp-8", 8, "--provider tcp", "hosts", "HOSTS=4");
