@@ -16667,6 +16667,14 @@ static spmd_status spmd__x_psteps(spmd_req *r) {
                                       p->plan.nsteps, proc);
                 return SPMD_ERR_BUSY;
             }
+            if (st != SPMD_OK && g->pblk > 1) { /* cancelled by a fellow member that failed: its reason */
+                int gone;
+                pthread_mutex_lock(&m->xlock);
+                gone = x->gone != SPMD_OK;
+                if (gone) st = spmd__x_gone(r, x);
+                pthread_mutex_unlock(&m->xlock);
+                if (gone) return st;
+            }
             if (st != SPMD_OK) return spmd__x_step_failed(r, st, p->done, p->plan.nsteps, op);
             if ((st = spmd__x_pread(r, t, p->buf + p->at[2 * p->done])) != SPMD_OK) return st;
         }
