@@ -15737,8 +15737,8 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
     int s;
     if (!p) { /* ops for the longest plan of the group's size: 2 log2 P' + 2 steps, a chain's 2 C */
         int nops = 2 * (2 * spmd__log2(spmd__tree_leaves(g->G)) + 2);
-        if (g->nrp < SPMD__PLAN_CHAIN_MAX && nops < 4 * SPMD__PLAN_CHUNKS) nops = 4 * SPMD__PLAN_CHUNKS;
         size_t head = spmd__x_line(sizeof *p);
+        if (g->nrp < SPMD__PLAN_CHAIN_MAX && nops < 4 * SPMD__PLAN_CHUNKS) nops = 4 * SPMD__PLAN_CHUNKS;
         p = (spmd__xplan *)spmd__alloc(&m->alloc, head + (size_t)nops * sizeof(spmd__fab_op));
         if (!p) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "%s: out of memory for its plan", spmd__x_what(r));
         p->op = (spmd__fab_op *)(void *)((unsigned char *)p + head);
