@@ -2034,6 +2034,7 @@ struct spmd_mesh {
     uint32_t running;
     pthread_mutex_t lock;
     spmd__group **gtab;    /* hash buckets */
+    struct spmd__gkey **gkeys; /* groups by axes and first member (as many buckets) */
     size_t gbuckets;
     uint32_t broken;
     spmd_status broken_status;
@@ -2796,6 +2797,65 @@ static int spmd__axes_member(const spmd_dev *d, const int *idx, int n, int v) {
     return id;
 }
 
+/* The group over axes (no axis_index_groups) that d is in, found by the
+   axes and its first member (the one at index 0 along them, d's
+   coordinates elsewhere), which say its members: only the first device
+   to ask builds the member list (spmd__group_get, O(A)); the others find
+   it here in O(naxes), so a mesh's first use of an axes costs O(N), not
+   O(N A). NULL without memory. */
+static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G);
+typedef struct spmd__gkey {
+    int naxes, axes[SPMD_MAX_AXES], first;
+    spmd__group *g;
+    struct spmd__gkey *next;
+} spmd__gkey;
+static spmd__group *spmd__gkey_find(spmd_mesh *m, size_t b, const int *axes, int naxes, int first) {
+    spmd__gkey *k;
+    for (k = m->gkeys[b]; k; k = k->next)
+        if (k->first == first && k->naxes == naxes && memcmp(k->axes, axes, (size_t)naxes * sizeof(int)) == 0)
+            return k->g;
+    return NULL;
+}
+static spmd__group *spmd__group_of_axes(spmd_dev *d, const int *axes, int naxes, int A) {
+    spmd_mesh *m = d->mesh;
+    int first = spmd__axes_member(d, axes, naxes, 0), i, *members;
+    size_t b = (size_t)((spmd__hash_ints(axes, naxes, 1469598103934665603u) ^ (uint64_t)first * 0x9e3779b97f4a7c15u) %
+                        m->gbuckets);
+    spmd__group *g;
+    spmd__gkey *k;
+    pthread_mutex_lock(&m->lock);
+    g = spmd__gkey_find(m, b, axes, naxes, first);
+    pthread_mutex_unlock(&m->lock);
+    if (g) return g;
+    members = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
+    k = (spmd__gkey *)spmd__alloc(&m->alloc, sizeof *k);
+    if (!members || !k) {
+        spmd__free(&m->alloc, members);
+        spmd__free(&m->alloc, k);
+        return NULL;
+    }
+    for (i = 0; i < A; i++) members[i] = spmd__axes_member(d, axes, naxes, i);
+    g = spmd__group_get(m, members, A);
+    spmd__free(&m->alloc, members);
+    if (!g) {
+        spmd__free(&m->alloc, k);
+        return NULL;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (spmd__gkey_find(m, b, axes, naxes, first)) { /* (another member came meanwhile: the same group) */
+        spmd__free(&m->alloc, k);
+    } else {
+        k->naxes = naxes;
+        memcpy(k->axes, axes, (size_t)naxes * sizeof(int));
+        k->first = first;
+        k->g = g;
+        k->next = m->gkeys[b];
+        m->gkeys[b] = k;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return g;
+}
+
 /* Validate axis_index_groups: group_size divides A, every index once. */
 static spmd_status spmd__check_groups(const spmd_opts *o, int A, char *why, size_t whylen) {
     unsigned char seen[SPMD_MAX_DEVICES];
@@ -2999,6 +3059,20 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
     }
     snprintf(gr->text, sizeof gr->text, "%s", text);
     my = spmd__axes_index(d, axes, naxes);
+    if (!gsize) { /* every member in O(1) but the first to come (spmd__group_of_axes) */
+        gr->me = my;
+        gr->g = spmd__group_of_axes(d, axes, naxes, A);
+        if (!gr->g) {
+            spmd__free(&m->alloc, members);
+            spmd__free(&m->alloc, gr);
+            return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group of %d devices", A);
+        }
+        spmd__free(&m->alloc, members);
+        gr->my = &gr->g->mine[gr->me];
+        d->grefs[d->ngrefs++] = gr;
+        *out = gr;
+        return SPMD_OK;
+    }
     if (gsize) {
         int at = 0;
         for (i = 0; i < A; i++)
@@ -9372,6 +9446,13 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
         }
         spmd__free(&a, m->gtab);
     }
+    if (m->gkeys) {
+        for (b = 0; b < m->gbuckets; b++) {
+            struct spmd__gkey *k = m->gkeys[b], *n;
+            for (; k; k = n) { n = k->next; spmd__free(&a, k); }
+        }
+        spmd__free(&a, m->gkeys);
+    }
     spmd__free(&a, m->proc_of);
     spmd__free(&a, m->faults);
     spmd__free(&a, m->origin);
@@ -9541,8 +9622,9 @@ SPMD__SETUP static spmd_status spmd__mesh_create(const spmd_mesh_desc *desc, spm
     spmd__mesh_settings(m, desc);
     m->gbuckets = 1024;
     m->gtab = (spmd__group **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gtab);
+    m->gkeys = (struct spmd__gkey **)spmd__alloc(&m->alloc, m->gbuckets * sizeof *m->gkeys);
     m->devs = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)size * sizeof *m->devs);
-    if (!m->gtab || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
+    if (!m->gtab || !m->gkeys || !m->devs) { spmd__mesh_free(m); return SPMD_ERR_NOMEM; }
     if ((s = spmd__mesh_devices(m, size)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = spmd__faults_parse(m, desc)) != SPMD_OK) { spmd__mesh_free(m); return s; }
     if ((s = m->vt->init(m)) != SPMD_OK) { spmd__mesh_free(m); return s; }

@@ -1369,6 +1369,8 @@ static int *ring_perm(int g)
    around the ring of every device, barrier over "*", bcast of 8 floats from
    device 0 and their reduce (sum) to it over "*". Every device makes the
    same calls; device 0 times them (wall clock, between two barriers).
+   "create+first" is the mesh's creation and its first spmd_run, one psum
+   of 8 floats over "*" (ms: the groups' first use included).
      build/bench --scale [--max N] [--threads-max N] [--carriers K]
    N: 8, 16, ... up to --max (default 4096); OS threads only up to
    --threads-max (default 256: 1,024 threads take seconds per call). */
@@ -1407,6 +1409,12 @@ static void scale_device(spmd_dev *d, void *p)
     free(g);
 }
 
+static void scale_first(spmd_dev *d, void *p)
+{
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    if (spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL) != SPMD_OK) *(int *)p = 1;
+}
+
 static int scale_main(int argc, char **argv)
 {
     static const char *const ops[6] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
@@ -1421,14 +1429,14 @@ static int scale_main(int argc, char **argv)
     if (max > 4096 || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most 4096, --threads-max and --carriers >= 0");
     printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
            carriers);
-    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3], ops[4],
-           ops[5]);
+    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3], ops[4],
+           ops[5], "create+first");
     for (n = 8; n <= max; n *= 2) {
         for (sch = SPMD_SCHEDULER_THREADS; sch <= SPMD_SCHEDULER_FIBERS; sch++) {
             spmd_mesh_desc desc;
             spmd_mesh *m;
-            double t[6];
-            int *perm;
+            double t[6], t0;
+            int *perm, bad = 0;
             if (sch == SPMD_SCHEDULER_THREADS && n > tmax) continue;
             memset(&desc, 0, sizeof desc);
             desc.ndim = 2;
@@ -1438,7 +1446,10 @@ static int scale_main(int argc, char **argv)
             desc.axis_names[1] = "b";
             desc.scheduler = (spmd_scheduler)sch;
             desc.carriers = carriers;
+            t0 = now_s();
             if (spmd_mesh_create(&desc, &m) != SPMD_OK) die("%s", "--scale: mesh_create failed");
+            if (spmd_run(m, scale_first, &bad) != SPMD_OK || bad) die("%s", "--scale: the first psum failed");
+            t0 = now_s() - t0;
             perm = malloc(2 * (size_t)n * sizeof(int));
             for (i = 0; i < n; i++) {
                 perm[2 * i] = i;
@@ -1453,8 +1464,8 @@ static int scale_main(int argc, char **argv)
                     die("--scale: %s failed", ops[op]);
                 t[op] = a.per_call * 1e6;
             }
-            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", n,
-                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5]);
+            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", n,
+                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5], t0 * 1e3);
             fflush(stdout);
             free(perm);
             spmd_mesh_destroy(m);
