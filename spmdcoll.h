@@ -1929,6 +1929,8 @@ struct spmd_dev {
     uint32_t attached;
     spmd__gref **grefs;
     int ngrefs, cap_grefs;
+    spmd__group **memberof; /* the groups it is a member of (spmd__run_returned wakes them) */
+    int nmemberof, cap_memberof;
     spmd_req *free_reqs;
     spmd_req *head, *tail; /* requests in flight */
     int inflight;
@@ -2035,6 +2037,7 @@ struct spmd_mesh {
     pthread_mutex_t lock;
     spmd__group **gtab;    /* hash buckets */
     struct spmd__gkey **gkeys; /* groups by axes and first member (as many buckets) */
+    int wake_all;          /* a device's list of its groups ran out of memory: spmd__run_returned wakes all */
     size_t gbuckets;
     uint32_t broken;
     spmd_status broken_status;
@@ -2948,6 +2951,22 @@ static spmd_status spmd__group_place(spmd_mesh *m, spmd__group *g, uint64_t h) {
 }
 
 /* The mesh-wide communicator for an ordered member list, made on first use. */
+/* Note g among d's groups (m->lock held); 0 without memory. */
+static int spmd__member_of(spmd_mesh *m, spmd_dev *d, spmd__group *g) {
+    if (!d) return 1;
+    if (d->nmemberof == d->cap_memberof) {
+        int cap = d->cap_memberof ? 2 * d->cap_memberof : 4;
+        spmd__group **n = (spmd__group **)spmd__alloc(&m->alloc, (size_t)cap * sizeof *n);
+        if (!n) return 0;
+        if (d->nmemberof) memcpy(n, d->memberof, (size_t)d->nmemberof * sizeof *n);
+        spmd__free(&m->alloc, d->memberof);
+        d->memberof = n;
+        d->cap_memberof = cap;
+    }
+    d->memberof[d->nmemberof++] = g;
+    return 1;
+}
+
 static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
     uint64_t h = spmd__hash_ints(members, G, 1469598103934665603u);
     size_t b = (size_t)(h % m->gbuckets);
@@ -2995,6 +3014,7 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
                 } else {
                     g->next = m->gtab[b];
                     m->gtab[b] = g;
+                    for (k = 0; k < G && !m->wake_all; k++) m->wake_all = !spmd__member_of(m, m->devs[members[k]], g);
                 }
             }
         }
@@ -9422,6 +9442,7 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
                 spmd__free(&a, d->grefs[k]);
             }
             spmd__free(&a, d->grefs);
+            spmd__free(&a, d->memberof);
             for (r = d->free_reqs; r; r = n) {
                 n = r->next;
                 spmd__free(&a, r->src_buf);
@@ -9791,16 +9812,20 @@ spmd_status spmd_detach(spmd_dev *d) {
 /* A device's function returned: peers that wait for it can stop waiting
    (spmd__gone_check); wake those asleep. A sleeper is asleep on the group
    of every call it waits in: their bits, not every device's flag (that
-   was O(devices) per return, O(devices^2) per spmd_run). */
+   was O(devices) per return, O(devices^2) per spmd_run), and only the
+   groups d is a member of can wait for d (d->memberof; every group when
+   a list ran out of memory, m->wake_all). */
 static void spmd__run_returned(spmd_dev *d) {
     spmd_mesh *m = d->mesh;
     spmd__group *g;
     size_t b;
+    int k;
     SPMD__ST_SC(&d->returned, 1u);
     SPMD__FADD(&m->nreturned, 1u);
     pthread_mutex_lock(&m->lock);
-    for (b = 0; b < m->gbuckets; b++)
+    for (b = 0; m->wake_all && b < m->gbuckets; b++)
         for (g = m->gtab[b]; g; g = g->next) spmd__wake_group(m, g, -1);
+    for (k = 0; !m->wake_all && k < d->nmemberof; k++) spmd__wake_group(m, d->memberof[k], -1);
     pthread_mutex_unlock(&m->lock);
 }
 
