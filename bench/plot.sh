@@ -56,7 +56,8 @@ plot() { # $1 = output, $2 = title, $3 = subtitle, $4 = x label, $5 = y label, $
 
 if [ $measure_scale = 1 ]; then
     # bench --scale's rows: devices, scheduler, then µs per call of psum,
-    # all_gather, ppermute, barrier, bcast and reduce (its header names them)
+    # all_gather, ppermute, barrier, bcast and reduce (its header names them),
+    # then ms of mesh creation and its first psum (not plotted)
     echo "measuring: build/bench --scale"
     load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
     "$(dirname "$here")/build/bench" --scale > "$out/scale.txt.tmp"
@@ -64,7 +65,7 @@ if [ $measure_scale = 1 ]; then
     awk -v OFS=, -v subt="mesh (N/8, 8), every device calling; $(nproc) CPUs, $(date -u +%F), load $load at start" \
         'BEGIN { print "# subtitle: " subt; print "scheduler,devices,coll,us_per_call"; split("psum all_gather ppermute barrier bcast reduce", c, " ") }
         /^# / { print; next }
-        $1 ~ /^[0-9]+$/ && NF == 8 { for (i = 1; i <= 6; i++) print $2, $1, c[i], $(i + 2) }' \
+        $1 ~ /^[0-9]+$/ && NF >= 8 { for (i = 1; i <= 6; i++) print $2, $1, c[i], $(i + 2) }' \
         "$out/scale.txt" > "$out/scale.csv"
     scale=$out/scale.csv
 fi
