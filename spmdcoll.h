@@ -3059,9 +3059,9 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
         d->cap_grefs = cap;
     }
     gr = (spmd__gref *)spmd__alloc(&m->alloc, sizeof *gr);
-    members = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
+    members = gsize ? (int *)spmd__alloc(&m->alloc, (size_t)gsize * sizeof(int)) : NULL;
     if (gr && gsize) gr->groups = (int *)spmd__alloc(&m->alloc, (size_t)A * sizeof(int));
-    if (!gr || !members || (gsize && !gr->groups)) {
+    if (!gr || (gsize && (!members || !gr->groups))) {
         if (gr) spmd__free(&m->alloc, gr->groups);
         spmd__free(&m->alloc, gr);
         spmd__free(&m->alloc, members);
@@ -3079,34 +3079,19 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
     }
     snprintf(gr->text, sizeof gr->text, "%s", text);
     my = spmd__axes_index(d, axes, naxes);
-    if (!gsize) { /* every member in O(1) but the first to come (spmd__group_of_axes) */
-        gr->me = my;
-        gr->g = spmd__group_of_axes(d, axes, naxes, A);
-        if (!gr->g) {
-            spmd__free(&m->alloc, members);
-            spmd__free(&m->alloc, gr);
-            return spmd__fail(d, SPMD_ERR_NOMEM, "out of memory for a group of %d devices", A);
-        }
-        spmd__free(&m->alloc, members);
-        gr->my = &gr->g->mine[gr->me];
-        d->grefs[d->ngrefs++] = gr;
-        *out = gr;
-        return SPMD_OK;
-    }
+    G = gsize ? gsize : A;
     if (gsize) {
         int at = 0;
         for (i = 0; i < A; i++)
             if (o->groups[i] == my) at = i;
-        G = gsize;
         for (i = 0; i < G; i++)
             members[i] = spmd__axes_member(d, axes, naxes, o->groups[at / gsize * gsize + i]);
         gr->me = at % gsize;
-    } else {
-        G = A;
-        for (i = 0; i < G; i++) members[i] = spmd__axes_member(d, axes, naxes, i);
+        gr->g = spmd__group_get(m, members, G);
+    } else { /* every member in O(1) but the first to come */
         gr->me = my;
+        gr->g = spmd__group_of_axes(d, axes, naxes, A);
     }
-    gr->g = spmd__group_get(m, members, G);
     spmd__free(&m->alloc, members);
     if (!gr->g) {
         spmd__free(&m->alloc, gr->groups);
