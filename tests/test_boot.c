@@ -790,6 +790,17 @@ static int announce(spmd__boot *b, spmd__boot_conn *c, uint32_t mesh, uint32_t s
     return spmd__boot_heard_broken(b, c, &m);
 }
 
+/* A bootstrap of nprocs as process `rank`, and its connection to process
+   `peer` with no socket behind it: what the message handlers read. */
+static void fake_conn(spmd__boot *b, spmd__boot_conn *c, int rank, int nprocs, int peer) {
+    memset(b, 0, sizeof *b);
+    memset(c, 0, sizeof *c);
+    b->rank = rank;
+    b->nprocs = nprocs;
+    c->fd = -1;
+    c->rank = peer;
+}
+
 static void test_broken_announcements(void) {
     spmd__boot b;
     spmd__boot_conn c, peers[3];
@@ -798,13 +809,8 @@ static void test_broken_announcements(void) {
     char why[160];
     const char *t = "device 4: timed out\x01";
     int i, bad;
-    memset(&b, 0, sizeof b);
-    memset(&c, 0, sizeof c);
-    b.rank = 1;
-    b.nprocs = 3;
+    fake_conn(&b, &c, 1, 3, 0);
     b.lost = lost;
-    c.fd = -1;
-    c.rank = 0;
     T_CHECK(announce(&b, &c, 5, SPMD_ERR_TIMEOUT, 2, t, 12 + strlen(t)) == 0 && b.nbroken == 1 &&
                 b.broken[0].mesh_id == 5 && b.broken[0].status == SPMD_ERR_TIMEOUT && b.broken[0].proc == 2 &&
                 strcmp(b.broken[0].text, "device 4: timed out?") == 0,
@@ -901,13 +907,8 @@ static void test_tree_answer(void) {
     spmd_status st = SPMD_OK;
     size_t n;
     int rc;
-    memset(&b, 0, sizeof b);
-    memset(&c, 0, sizeof c);
-    b.rank = 7;
-    b.nprocs = 8;
+    fake_conn(&b, &c, 7, 8, 3);
     b.log_level = SPMD_LOG_OFF;
-    c.fd = -1;
-    c.rank = 3;
     c.buf = buf;
     n = hdr(buf, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_REJECT, 3, 8);
     memcpy(buf + n, "go away\n", 8);
