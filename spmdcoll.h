@@ -487,8 +487,8 @@
      SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
                        clear-to-send (default on for shm and net)
      SPMD_FABRIC_SEGMENT   bytes: large messages go as segments of this
-                       size (default 1 MiB, shm whole); 131072 is faster
-                       on links of about 1 Gbit/s, slower on fast ones
+                       size (default 1 MiB within a host, shm whole; 256
+                       KiB to another host, 512 KiB of them in flight)
      SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
                        between processes of one host go through rings in
                        shared memory, not libfabric (at most 8 KiB inline,
@@ -12822,8 +12822,10 @@ SPMD__SETUP_END
    spmd__fab_close. Both sides of a message must post the same length: the
    message is cut into segments of f->seg bytes (the minimum over all
    processes of max_msg_size, at most 1 MiB but with shm, and 8 KiB in
-   strict mode), each its own tagged
-   message, at most SPMD__FAB_WINDOW in flight per op. Sends of at most
+   strict mode), each its own tagged message, at most SPMD__FAB_WINDOW in
+   flight per op; to a process of another host, of f->xseg bytes (256 KiB)
+   with at most SPMD__FAB_XFLIGHT bytes of them in flight (spmd__fab_segs).
+   Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
    Between two processes of one host, messages go through the shared-memory
    lane instead (see "shared-memory lane" below; SPMD_SHM_LANE=0 turns it
@@ -12866,11 +12868,19 @@ SPMD__SETUP_END
    1.5/1.7, all_gather and all_to_all alike. Not for shm, which copies a
    message in one go (and whose later sends stall behind a segment that
    arrives before its receive: see SPMD__X_CTS). SPMD_FABRIC_SEGMENT sets
-   it: on a link of about 1 Gbit/s busy both ways, 128 KiB segments take a
-   psum of 16 MiB between 2 emulated hosts from 205-228 ms to 149-157
-   (the floor 134), but cost 15-40% on 10 Gbit/s and on loopback
-   (docs/performance.md). */
+   it, within a host and between hosts alike. */
 #define SPMD__FAB_SEG_MAX ((size_t)1 << 20)
+/* Between hosts, segments of 256 KiB and at most 512 KiB of one message in
+   flight. On a link busy both ways the receiver's requests for the data
+   (rxm's rendezvous over tcp) queue behind the data going the other way,
+   as long as the queue is: 1 MiB segments, 8 in flight, took a psum of 16
+   MiB between 2 emulated hosts at 1 Gbit/s 213-246 ms, these 170-186 (the
+   wire floor 134, Open MPI 240-257); at 10 Gbit/s they cost nothing on the
+   psum and all_gather, 15% on a bcast between two processes. Within a
+   host (the lane off) 1 MiB and 8 stay: smaller ones cost a bcast 30-100%
+   there (docs/performance.md). */
+#define SPMD__FAB_XSEG ((size_t)256 << 10)
+#define SPMD__FAB_XFLIGHT ((size_t)512 << 10)
 #define SPMD__FAB_NAME_MAX 1024
 #define SPMD__FAB_SEG_MAGIC 0x5345474du
 #define SPMD__FAB_TAG_SEG_BITS 16
@@ -12953,6 +12963,8 @@ typedef struct spmd__fab_op {
     int lazy;                 /* posted lazy and not yet taken or posted (its owner's word, no lock) */
     int what;                 /* a send: the operation kind it is for (spmd__x_send; counters) */
     uint32_t nseg, posted, done, inflight;
+    uint32_t win;             /* segments at most in flight */
+    size_t seg;               /* bytes of a segment (the last may be shorter) */
     spmd__fab_mr *mr;
     uint64_t deadline_ns;
     spmd_status status;
@@ -12972,7 +12984,7 @@ typedef struct spmd__fab {
     struct fid_ep *ep;
     fi_addr_t *addrs;
     char prov[64];
-    size_t seg, inject, max_msg;
+    size_t seg, xseg, inject, max_msg; /* xseg: to processes of other hosts */
     uint64_t mr_mode;
     int need_mr;
     spmd__fab_mr **mrs;
@@ -12993,6 +13005,7 @@ typedef struct spmd__fab {
     struct spmd__lane *lanes;
     int nlanes;
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
+    unsigned char *far;       /* per process: 1 on another host (spmd__lane_open; NULL: none is) */
     uint64_t cmsgs[SPMD_LINK_COUNT][SPMD_COUNT_KINDS], cbytes[SPMD_LINK_COUNT][SPMD_COUNT_KINDS]; /* sent (the lock) */
     int cinfl[SPMD_COUNT_KINDS]; /* the most data sends of one call in flight at once (the lock; spmd__x_window) */
     uint64_t *cpeers;         /* row link * SPMD_COUNT_KINDS + kind, cwords words: bit p, sent to process p */
@@ -13242,7 +13255,7 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
     while (op->state == SPMD__FOP_ACTIVE && op->status == SPMD_OK && op->posted < op->nseg) {
         uint32_t i = op->posted;
         spmd__fab_seg *sg = &op->slot[i % SPMD__FAB_WINDOW];
-        size_t off = (size_t)i * f->seg, n = op->len - off < f->seg ? op->len - off : f->seg;
+        size_t off = (size_t)i * op->seg, n = op->len - off < op->seg ? op->len - off : op->seg;
         void *desc = op->mr ? op->mr->desc : NULL;
         uint64_t tag = op->tag | i;
         ssize_t rc;
@@ -13250,7 +13263,7 @@ static void spmd__fab_post_more(spmd__fab *f, spmd__fab_op *op) {
            bit 63 set (clear-to-send, kinds 2 and 3): there (spmd__fab_xnet) it
            travels as bit 15, and messages have half the segments */
         if (f->hi15) tag = (tag & ~(1ull << 63)) | (tag >> 63 << 15);
-        if (sg->busy) break;
+        if (sg->busy || op->inflight >= op->win) break;
         if (f->strict) memset(&sg->ctx, 0xa5, sizeof sg->ctx);
         else memset(&sg->ctx, 0, sizeof sg->ctx);
         sg->op = op;
@@ -14155,10 +14168,10 @@ static void *spmd__lane_map(spmd__fab *f, const char *name, int owner, size_t nr
 
 /* The processes of this host, from spmd__lane_open's first allgather:
    process i's blob is blobs + i * cap, lens[i] bytes (another process's:
-   "1" and its host's identity, or "0"); ours is mine, n bytes ("1" and
-   ours: the bootstrap put it in our own place as it is). A process is
-   local when its blob is ours byte for byte (same identity, and it wants
-   the lane too). Their ids, increasing, into loc (nprocs of room), our
+   "1" or "0", whether it wants the lane, then its host's identity, if it
+   has one); ours is mine, n bytes ("1" and ours: the bootstrap put it in
+   our own place as it is). A process is local when its blob is ours byte
+   for byte (same identity, and it wants the lane too). Their ids, increasing, into loc (nprocs of room), our
    place among them into *me; returns how many. */
 static size_t spmd__lane_locals(const unsigned char *blobs, size_t cap, const size_t *lens, int nprocs, int rank,
                                 const unsigned char *mine, size_t n, int *loc, size_t *me) {
@@ -14169,6 +14182,16 @@ static size_t spmd__lane_locals(const unsigned char *blobs, size_t cap, const si
             loc[nloc++] = (int)i;
         }
     return nloc;
+}
+
+/* From the same blobs, which processes are on another host (far[i] = 1):
+   those whose identity differs from ours (mine, n bytes, the first being
+   "1" or "0"), every other one when we have none (n = 1). */
+static void spmd__lane_far(const unsigned char *blobs, size_t cap, const size_t *lens, int nprocs, int rank,
+                           const unsigned char *mine, size_t n, unsigned char *far) {
+    size_t i;
+    for (i = 0; i < (size_t)nprocs; i++)
+        far[i] = i != (size_t)rank && (n < 2 || lens[i] != n || memcmp(blobs + i * cap + 1, mine + 1, n - 1) != 0);
 }
 
 /* spmd__lane_open's step 2: make this process's segment, one ring (and
@@ -14323,17 +14346,18 @@ SPMD__SETUP static spmd_status spmd__lane_open(spmd__fab *f, int want, uint64_t 
     blobs = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs * cap);
     loc = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *loc);
     f->lane_of = (int *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->lane_of);
-    if (!lens || !blobs || !loc || !f->lane_of) {
+    f->far = (unsigned char *)spmd__alloc(&f->alloc, (size_t)f->nprocs);
+    if (!lens || !blobs || !loc || !f->lane_of || !f->far) {
         st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
         goto done;
     }
-    /* 1: "1" and the host's identity, or "0" */
-    mine[0] = '0';
-    if (want) idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
-    if (idlen) mine[0] = '1';
+    /* 1: "1" (it wants the lane) or "0", and the host's identity */
+    idlen = spmd__lane_host_id((char *)mine + 1, sizeof mine - 1);
+    mine[0] = want && idlen ? '1' : '0';
     st = spmd__boot_allgather(b, mine, 1 + idlen, blobs, cap, lens, deadline);
     if (st != SPMD_OK) { st = spmd__fab_fail(f, st, "fabric: lane: %s", b->err); goto done; }
-    if (idlen) nloc = spmd__lane_locals(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, loc, &me);
+    spmd__lane_far(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, f->far);
+    if (want && idlen) nloc = spmd__lane_locals(blobs, cap, lens, f->nprocs, f->rank, mine, 1 + idlen, loc, &me);
     for (i = 0; i < (size_t)f->nprocs; i++) f->lane_of[i] = -1;
     /* rings of 64 KiB, less when the host has many processes (2 MiB per
        process at most), never less than 4 of the largest records */
@@ -14423,6 +14447,7 @@ static void spmd__lane_close(spmd__fab *f) {
     spmd__free(&f->alloc, f->lpost.b);
     spmd__free(&f->alloc, f->lanes);
     spmd__free(&f->alloc, f->lane_of);
+    spmd__free(&f->alloc, f->far);
     spmd__free(&f->alloc, f->cpeers);
 }
 
@@ -14442,10 +14467,28 @@ static void spmd__fab_op_set(spmd__fab_op *op, int kind, int peer, uint64_t tag,
     op->status = SPMD_OK;
 }
 
+/* How a message of len bytes to or from peer is cut: the segments' size
+   into *seg, how many of them at most in flight into *win; returns how
+   many. Both ends compute the same. */
+static size_t spmd__fab_segs(const spmd__fab *f, int peer, size_t len, size_t *seg, uint32_t *win) {
+    int far = f->far && f->far[peer];
+    size_t s = far ? f->xseg : f->seg, w;
+    size_t nseg = len <= s ? 1 : (len - 1) / s + 1; /* (no division for the common small message) */
+    if (nseg > SPMD__FAB_MAX_SEGS >> f->hi15 && s < f->seg) { /* a very large one: the larger segments */
+        s = f->seg;
+        nseg = (len - 1) / s + 1;
+    }
+    w = far ? SPMD__FAB_XFLIGHT / s : SPMD__FAB_WINDOW;
+    *seg = s;
+    *win = (uint32_t)(w < 1 ? 1 : w > SPMD__FAB_WINDOW ? SPMD__FAB_WINDOW : w);
+    return nseg;
+}
+
 /* Check a post and fill the op in (not yet active). */
 static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, int peer, uint64_t tag, void *buf,
                                      size_t len, uint64_t deadline_ns, int upto) {
-    size_t nseg;
+    size_t nseg, seg;
+    uint32_t win;
     if (!f || !op || (len && !buf)) return SPMD_ERR_NULL;
     if (op->state == SPMD__FOP_ACTIVE || (op->state == SPMD__FOP_DONE && op->inflight))
         return spmd__fab_fail(f, SPMD_ERR_STATE, "post: the op is still in flight");
@@ -14454,10 +14497,10 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     if (tag & SPMD__FAB_TAG_SEG_MASK)
         return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits",
                               (unsigned long long)tag);
-    nseg = len <= f->seg ? 1 : (len - 1) / f->seg + 1; /* (no division for the common small message) */
+    nseg = spmd__fab_segs(f, peer, len, &seg, &win);
     if (nseg > SPMD__FAB_MAX_SEGS >> f->hi15)
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
-                              "transfer", len, nseg, f->seg, SPMD__FAB_MAX_SEGS >> f->hi15);
+                              "transfer", len, nseg, seg, SPMD__FAB_MAX_SEGS >> f->hi15);
     /* every field but the segment slots, which an idle op holds none of
        (busy moves with inflight, zero here; the rest is set per segment):
        clearing the whole op would write ~1 KiB per small message */
@@ -14470,6 +14513,8 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     op->inflight = 0;
     op->err[0] = '\0';
     op->nseg = (uint32_t)nseg;
+    op->seg = seg;
+    op->win = win;
     op->lazy = 0;
     op->deadline_ns = deadline_ns ? deadline_ns : spmd__now_ns() + (uint64_t)f->boot->timeout_ms * 1000000u;
     return SPMD_OK;
@@ -14539,8 +14584,8 @@ static SPMD__UNUSED spmd_status spmd__fab_post_recv_upto(spmd__fab *f, spmd__fab
 static void spmd__fab_seg_done(spmd__fab *f, spmd__fab_seg *sg, size_t len, spmd_status s, const char *why) {
     spmd__fab_op *op = sg->op;
     char what[160];
-    size_t off = (size_t)sg->index * f->seg;
-    size_t want = op->len - off < f->seg ? op->len - off : f->seg;
+    size_t off = (size_t)sg->index * op->seg;
+    size_t want = op->len - off < op->seg ? op->len - off : op->seg;
     sg->busy = 0;
     op->inflight--;
     f->nfab--;
@@ -14954,21 +14999,23 @@ static int spmd__fab_getinfo(spmd__fab *f, const char *prov, struct fi_info **ou
 }
 
 /* A process's endpoint entry as spmd__fab_open publishes it (another
-   process's bytes, len of them): its largest segment (4 bytes, nonzero),
-   its address's length nl (4 bytes), the address (nl bytes, for
-   fi_av_insert), then the provider's name, printable ASCII (a mismatch
-   shows it to users), whose NUL is the entry's last byte. 1 with *seg,
-   *addr and *prov set when it is that; else 0. */
-static int spmd__fab_entry(const unsigned char *p, size_t len, uint32_t *seg, const unsigned char **addr,
+   process's bytes, len of them): its largest segment within a host and
+   between hosts (4 bytes each, nonzero), its address's length nl (4
+   bytes), the address (nl bytes, for fi_av_insert), then the provider's
+   name, printable ASCII (a mismatch shows it to users), whose NUL is the
+   entry's last byte. 1 with seg[0..1], *addr and *prov set when it is
+   that; else 0. */
+static int spmd__fab_entry(const unsigned char *p, size_t len, uint32_t seg[2], const unsigned char **addr,
                            const char **prov) {
     uint32_t nl;
     size_t k;
-    if (len < 9 || (nl = spmd__boot_get32(p + 4)) > len - 9 || p[len - 1] != 0 || (*seg = spmd__boot_get32(p)) == 0)
+    if (len < 13 || (nl = spmd__boot_get32(p + 8)) > len - 13 || p[len - 1] != 0 ||
+        (seg[0] = spmd__boot_get32(p)) == 0 || (seg[1] = spmd__boot_get32(p + 4)) == 0)
         return 0;
-    for (k = 8 + (size_t)nl; k < len - 1; k++)
+    for (k = 12 + (size_t)nl; k < len - 1; k++)
         if (p[k] < 32 || p[k] > 126) return 0;
-    *addr = p + 8;
-    *prov = (const char *)p + 8 + nl;
+    *addr = p + 12;
+    *prov = (const char *)p + 12 + nl;
     return 1;
 }
 
@@ -15028,9 +15075,10 @@ static spmd_status spmd__fab_pick(spmd__fab *f, const char *prov, unsigned char 
     return SPMD_OK;
 }
 
-/* The provider's limits: the segment size (*seg), inject size, whether
-   buffers are registered. */
-static spmd_status spmd__fab_limits(spmd__fab *f, size_t *seg_out) {
+/* The provider's limits: this process's segment sizes (f->seg, f->xseg:
+   spmd__fab_publish takes the job's), inject size, whether buffers are
+   registered. */
+static spmd_status spmd__fab_limits(spmd__fab *f) {
     size_t seg, want;
     snprintf(f->prov, sizeof f->prov, "%s", f->info->fabric_attr->prov_name ? f->info->fabric_attr->prov_name : "?");
     f->hi15 = spmd__fab_xnet(f->prov);
@@ -15046,7 +15094,8 @@ static spmd_status spmd__fab_limits(spmd__fab *f, size_t *seg_out) {
     if (want) seg = want < f->max_msg ? want : f->max_msg; /* (the job takes the smallest: spmd__fab_names) */
     if (seg == 0) { return spmd__fab_fail(f, SPMD_ERR_UNSUPPORTED, "fabric: provider %s has max_msg_size 0", f->prov); }
     if (f->strict && f->inject > 64) f->inject = 64;
-    *seg_out = seg;
+    f->seg = seg;
+    f->xseg = want || seg < SPMD__FAB_XSEG ? seg : SPMD__FAB_XSEG; /* (never above seg) */
     return SPMD_OK;
 }
 
@@ -15095,39 +15144,40 @@ static spmd_status spmd__fab_endpoint(spmd__fab *f) {
 }
 
 /* Publish this endpoint's entry (spmd__fab_entry) to every process and
-   insert theirs: f->addrs, and f->seg, the smallest segment of all. */
-static spmd_status spmd__fab_publish(spmd__fab *f, size_t seg, unsigned char *blobs, size_t *lens, uint64_t deadline) {
+   insert theirs: f->addrs, and f->seg and f->xseg, the smallest of all. */
+static spmd_status spmd__fab_publish(spmd__fab *f, unsigned char *blobs, size_t *lens, uint64_t deadline) {
     spmd__boot *b = f->boot;
     unsigned char mine[SPMD__BOOT_BLOB_MAX];
     size_t namelen = SPMD__FAB_NAME_MAX, ml;
     spmd_status st;
     int rc, i;
     ml = strlen(f->prov) + 1;
-    rc = fi_getname(&f->ep->fid, mine + 8, &namelen);
-    if (rc != 0 || namelen > SPMD__BOOT_BLOB_MAX - 8 - ml) {
+    rc = fi_getname(&f->ep->fid, mine + 12, &namelen);
+    if (rc != 0 || namelen > SPMD__BOOT_BLOB_MAX - 12 - ml) {
         return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_getname: %s (%zu bytes)", rc ? fi_strerror(-rc) : "too long",
                               namelen);
     }
-    spmd__boot_put32(mine, (uint32_t)(seg > 0xffffffffu ? 0xffffffffu : seg));
-    spmd__boot_put32(mine + 4, (uint32_t)namelen);
-    memcpy(mine + 8 + namelen, f->prov, ml);
-    st = spmd__boot_allgather(b, mine, 8 + namelen + ml, blobs, SPMD__BOOT_BLOB_MAX, lens, deadline);
+    spmd__boot_put32(mine, (uint32_t)f->seg); /* (at most 1 GiB: spmd__fab_limits) */
+    spmd__boot_put32(mine + 4, (uint32_t)f->xseg);
+    spmd__boot_put32(mine + 8, (uint32_t)namelen);
+    memcpy(mine + 12 + namelen, f->prov, ml);
+    st = spmd__boot_allgather(b, mine, 12 + namelen + ml, blobs, SPMD__BOOT_BLOB_MAX, lens, deadline);
     if (st != SPMD_OK) { return spmd__fab_fail(f, st, "fabric: exchanging endpoint names: %s", b->err); }
     f->addrs = (fi_addr_t *)spmd__alloc(&f->alloc, (size_t)f->nprocs * sizeof *f->addrs);
     if (!f->addrs) { return spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory"); }
-    f->seg = seg;
     for (i = 0; i < f->nprocs; i++) {
         const unsigned char *addr;
         const char *pn;
-        uint32_t s;
-        if (!spmd__fab_entry(blobs + (size_t)i * SPMD__BOOT_BLOB_MAX, lens[i], &s, &addr, &pn)) {
+        uint32_t s[2];
+        if (!spmd__fab_entry(blobs + (size_t)i * SPMD__BOOT_BLOB_MAX, lens[i], s, &addr, &pn)) {
             return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fabric: malformed endpoint entry of process %d", i);
         }
         if (strcmp(pn, f->prov) != 0) {
             return spmd__fab_fail(f, SPMD_ERR_MISMATCH, "fabric: process %d uses provider %s, this process %s (set "
                                   "SPMD_PROVIDER alike everywhere)", i, pn, f->prov);
         }
-        if (s < f->seg) f->seg = s;
+        if (s[0] < f->seg) f->seg = s[0];
+        if (s[1] < f->xseg) f->xseg = s[1];
         rc = fi_av_insert(f->av, addr, 1, &f->addrs[i], 0, NULL);
         if (rc != 1) {
             return spmd__fab_fail(f, SPMD_ERR_SYSTEM, "fi_av_insert of process %d: %s", i,
@@ -15144,7 +15194,7 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     spmd_status st;
     const char *prov, *sv;
     unsigned char *blobs = NULL;
-    size_t *lens = NULL, seg = 0;
+    size_t *lens = NULL;
     uint64_t deadline;
     memset(&none, 0, sizeof none);
     if (out) *out = NULL;
@@ -15178,9 +15228,9 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
     f->cpeers = (uint64_t *)spmd__alloc(&f->alloc, (size_t)SPMD_LINK_COUNT * SPMD_COUNT_KINDS * (size_t)f->cwords * 8);
     if (!lens || !blobs || !f->cpeers) st = spmd__fab_fail(f, SPMD_ERR_NOMEM, "fabric: out of memory");
     if (st == SPMD_OK) st = spmd__fab_pick(f, prov, blobs, lens, deadline);
-    if (st == SPMD_OK) st = spmd__fab_limits(f, &seg);
+    if (st == SPMD_OK) st = spmd__fab_limits(f);
     if (st == SPMD_OK) st = spmd__fab_endpoint(f);
-    if (st == SPMD_OK) st = spmd__fab_publish(f, seg, blobs, lens, deadline);
+    if (st == SPMD_OK) st = spmd__fab_publish(f, blobs, lens, deadline);
 #if SPMD__HAS_LANE
     if (st == SPMD_OK) {
         /* 0 none, 1 with bulk rings, 2 small messages only (strict mode:
@@ -15200,9 +15250,10 @@ static SPMD__UNUSED spmd_status spmd__fab_open(const spmd__fab_desc *d, spmd__fa
         spmd__fab_close(f);
         return st;
     }
-    spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu, inject %zu, "
-                   "mr_mode 0x%llx%s%s%s", f->prov, f->info->fabric_attr->name ? f->info->fabric_attr->name : "?",
-                   f->info->domain_attr->name ? f->info->domain_attr->name : "?", f->nprocs, f->seg, f->inject,
+    spmd__boot_log(b, SPMD_LOG_INFO, "fabric: provider %s, fabric %s, domain %s, %d processes, segment %zu (%zu between "
+                   "hosts), inject %zu, mr_mode 0x%llx%s%s%s", f->prov,
+                   f->info->fabric_attr->name ? f->info->fabric_attr->name : "?",
+                   f->info->domain_attr->name ? f->info->domain_attr->name : "?", f->nprocs, f->seg, f->xseg, f->inject,
                    (unsigned long long)f->mr_mode, f->need_mr ? ", registering buffers" : "",
                    f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL ? ", manual progress" : "",
                    f->strict ? ", strict" : "");
@@ -15888,7 +15939,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
    48-byte short header, none after the 128-byte long one. */
 static size_t spmd__x_inline(const spmd_mesh *m, int G) {
     const spmd__fab *f = m->lf.fab;
-    size_t lim = f->cts && f->inject < f->seg ? f->inject : f->seg;
+    size_t lim = f->cts && f->inject < f->xseg ? f->inject : f->xseg; /* (xseg <= seg) */
     size_t hdr = m->check || G > 65535 ? SPMD__X_HDR : SPMD__X_SHDR;
     size_t inl = lim > hdr ? lim - hdr : 0;
     return (inl < SPMD__X_INLINE ? inl : SPMD__X_INLINE) & ~(size_t)63;
@@ -17688,7 +17739,7 @@ static spmd_status spmd__xp_chan(spmd_req *r, spmd__xchan **out) {
     c = (spmd__xchan *)spmd__alloc(&m->alloc, sizeof *c);
     if (!c) return spmd__fail(r->dev, SPMD_ERR_NOMEM, "out of memory for a message channel");
     {
-        size_t lim = m->lf.fab->cts && m->lf.fab->inject < m->lf.fab->seg ? m->lf.fab->inject : m->lf.fab->seg; /* see spmd__x_get */
+        size_t lim = m->lf.fab->cts && m->lf.fab->inject < m->lf.fab->xseg ? m->lf.fab->inject : m->lf.fab->xseg; /* see spmd__x_get */
         c->hb = SPMD__P_HDR + (lim > SPMD__P_HDR + SPMD__X_INLINE ? SPMD__X_INLINE : lim - SPMD__P_HDR);
     }
     c->hop = (spmd__fab_op *)spmd__alloc(&m->alloc, (size_t)G * (size_t)g->nloc * sizeof *c->hop);

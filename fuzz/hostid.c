@@ -2,7 +2,8 @@
    "shared-memory lane" section): each process's first blob of
    spmd__lane_open ("1" and its host's identity -- kernel boot, host name,
    /dev/shm, user -- or "0" when it wants no lane), from which
-   spmd__lane_locals picks the processes of this host. The first byte
+   spmd__lane_locals picks the processes of this host and spmd__lane_far
+   those of other hosts (the identity alone). The first byte
    chooses the job's size (2..16 processes), the second this process's id,
    the third the allgather's capacity (from the length of our blob up);
    then our identity (a length byte, its bytes). Then each other process's
@@ -12,7 +13,8 @@
    i's at i times the capacity, ours in our place) in a buffer of exactly
    that size, the bytes past each blob garbage. The processes picked must
    be those whose blob equals ours (a reference decoding here), in
-   increasing order, ours among them at the place given. Build and run:
+   increasing order, ours among them at the place given; the far ones
+   every other whose blob past its first byte differs from ours. Build and run:
    see fuzz/README. */
 #define SPMDCOLL_IMPLEMENTATION
 #define SPMDCOLL_LIBFABRIC
@@ -22,7 +24,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #if SPMD__HAS_LANE
-    unsigned char mine[1 + 255], *blobs;
+    unsigned char mine[1 + 255], *blobs, far[16];
     size_t lens[16], n, cap, me = 99, nloc, i, k, l;
     int loc[16], nprocs, rank;
     if (size < 4) return 0;
@@ -82,6 +84,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     assert(k == nloc);
+    spmd__lane_far(blobs, cap, lens, nprocs, rank, mine, n, far);
+    for (i = 0; i < (size_t)nprocs; i++) {
+        int near = i == (size_t)rank;
+        if (n > 1 && lens[i] == n) /* the same identity: byte by byte past the first */
+            for (near = 1, k = 1; k < n; k++) near &= blobs[i * cap + k] == mine[k];
+        assert(far[i] == !near);
+    }
     free(blobs);
 #else
     (void)data;

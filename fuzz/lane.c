@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f->boot->timeout_ms = 1000;
     f->boot->lost = (unsigned char *)calloc(2, 1);
     f->nprocs = 2;
-    f->seg = (size_t)1 << 20;
+    f->seg = f->xseg = (size_t)1 << 20;
     f->lock = 0;
     f->lane_cap = CAP;
     f->bulk_cap = BULK;

@@ -90,13 +90,35 @@ static int open_fab(spmd__fab **f) {
     return 0;
 }
 
+/* XFER_APART: each process its own host (SPMD_HOST), so every transfer
+   takes the segments between hosts; else one host. Either way the
+   transport must see it so (f->far). 1 when it does not. */
+static int xfer_apart_check(const spmd__fab *f) {
+    int p, bad = 0, apart = getenv("XFER_APART") != NULL;
+#if SPMD__HAS_LANE
+    for (p = 0; p < f->nprocs; p++)
+        if ((f->far ? f->far[p] : 0) != (apart && p != f->rank)) {
+            printf("process %d counts as %s, expected %s\n", p, f->far && f->far[p] ? "far" : "near",
+                   apart && p != f->rank ? "far" : "near");
+            bad = 1;
+        }
+#else
+    (void)p; (void)apart; (void)f;
+#endif
+    return bad;
+}
+
 static int child_xfer(void) {
     spmd__fab *f;
     size_t sizes[NSIZE];
     xfer *x;
-    int *order, nx = 0, i, j, bad = 0, rc = open_fab(&f);
+    int *order, nx = 0, i, j, bad = 0, rc;
     uint64_t seed = 12345u, dl;
-    if (rc) return rc;
+    char host[32];
+    snprintf(host, sizeof host, "xfer-h%s", getenv("SPMD_PROCESS_ID") ? getenv("SPMD_PROCESS_ID") : "0");
+    if (getenv("XFER_APART")) setenv("SPMD_HOST", host, 1);
+    if ((rc = open_fab(&f)) != 0) return rc;
+    bad = xfer_apart_check(f);
     sizes[0] = 0; sizes[1] = 1; sizes[2] = 7;
     sizes[3] = f->inject ? f->inject - 1 : 0; sizes[4] = f->inject; sizes[5] = f->inject + 1;
     sizes[6] = 8191; sizes[7] = 8192; sizes[8] = 8193; sizes[9] = (1u << 20) + 13;
@@ -156,8 +178,9 @@ static int child_xfer(void) {
        of it may stay (the caller could free it and get other pages there) */
     for (i = 0, j = 0; i < f->nmr; i++) j += f->mrs[i]->mr != NULL;
     if (j) { printf("%d registrations of the caller's buffers left after their ops ended\n", j); bad = 1; }
-    printf("%s: %d transfers with %d processes on %s, segment %zu, inject %zu, %d registrations made%s\n",
-           bad ? "FAILED" : "ok", nx, f->nprocs, f->prov, f->seg, f->inject, f->nmr, f->strict ? ", strict" : "");
+    printf("%s: %d transfers with %d processes on %s, segment %zu (%zu between hosts), inject %zu, %d registrations "
+           "made%s\n", bad ? "FAILED" : "ok", nx, f->nprocs, f->prov, f->seg, f->xseg, f->inject, f->nmr,
+           f->strict ? ", strict" : "");
     spmd__fab_close(f);
     for (i = 0; i < nx; i++) free(x[i].buf);
     free(x);
@@ -1838,6 +1861,58 @@ static int coord_of(const int *shape, int nd, int dev, int d) {
    listing its members in mesh order) have distinct fields, on three meshes
    of a process. With a plain 16-bit hash of the member list, 2048 groups of
    two would share fields about 32 times. */
+/* How spmd__fab_segs cuts a message: within a host f->seg, 8 in flight;
+   to another host f->xseg, as many as make 512 KiB in flight (1 to 8);
+   a message that would need more than the tag's segments (65536, 32768
+   with net's bit 15) in xseg takes f->seg. Expected values written out. */
+static void test_segs(void) {
+    static const struct {
+        size_t seg, xseg;
+        int hi15, peer;
+        size_t len, nseg, s;
+        uint32_t win;
+    } c[] = {
+        {1u << 20, 256u << 10, 0, 0, 0, 1, 1u << 20, 8},
+        {1u << 20, 256u << 10, 0, 0, 3u << 20, 3, 1u << 20, 8},
+        {1u << 20, 256u << 10, 0, 0, (3u << 20) + 1, 4, 1u << 20, 8},
+        {1u << 20, 256u << 10, 0, 1, 0, 1, 256u << 10, 2},
+        {1u << 20, 256u << 10, 0, 1, 256u << 10, 1, 256u << 10, 2},
+        {1u << 20, 256u << 10, 0, 1, (1u << 20) + 13, 5, 256u << 10, 2},
+        {1u << 20, 256u << 10, 0, 1, (size_t)16 << 30, 65536, 256u << 10, 2},
+        {1u << 20, 256u << 10, 0, 1, ((size_t)16 << 30) + 1, 16385, 1u << 20, 1},
+        {1u << 20, 256u << 10, 1, 1, (size_t)8 << 30, 32768, 256u << 10, 2},
+        {1u << 20, 256u << 10, 1, 1, ((size_t)8 << 30) + 1, 8193, 1u << 20, 1},
+        {1u << 20, 256u << 10, 1, 0, ((size_t)8 << 30) + 1, 8193, 1u << 20, 8},
+        {131072, 131072, 0, 1, 1u << 20, 8, 131072, 4},
+        {131072, 131072, 0, 0, 1u << 20, 8, 131072, 8},
+        {4096, 4096, 0, 1, 1u << 20, 256, 4096, 8},
+        {8u << 20, 8u << 20, 0, 1, 64u << 20, 8, 8u << 20, 1},
+    };
+    unsigned char far[2] = {0, 1};
+    spmd__fab f;
+    size_t i;
+    for (i = 0; i < sizeof c / sizeof *c; i++) {
+        size_t s = 0, n;
+        uint32_t w = 0;
+        memset(&f, 0, sizeof f);
+        f.seg = c[i].seg;
+        f.xseg = c[i].xseg;
+        f.hi15 = c[i].hi15;
+        f.far = far;
+        n = spmd__fab_segs(&f, c[i].peer, c[i].len, &s, &w);
+        T_CHECK(n == c[i].nseg && s == c[i].s && w == c[i].win,
+                "segments: case %zu (%s, %zu bytes): %zu of %zu, %u in flight; expected %zu of %zu, %u", i,
+                c[i].peer ? "far" : "near", c[i].len, n, s, (unsigned)w, c[i].nseg, c[i].s, (unsigned)c[i].win);
+    }
+    f.far = NULL; /* (no lane: every process near) */
+    f.seg = 4096;
+    f.xseg = 1024;
+    {
+        size_t s = 0, n = spmd__fab_segs(&f, 1, 1u << 20, &s, &(uint32_t){0});
+        T_CHECK(n == 256 && s == 4096, "segments without a far map: %zu of %zu", n, s);
+    }
+}
+
 static void test_gids(void) {
     static const int shapes[][4] = {{2, 2048, 0, 0}, {64, 64, 0, 0}, {16, 16, 16, 0}, {8, 8, 8, 8}, {3, 5, 7, 0}};
     static unsigned char seen[65536];
@@ -1902,8 +1977,10 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     test_gids();
+    test_segs();
     run_job("fabric-tcp-2", 2, "--provider tcp", "SPMD_SHM_LANE=0");
     run_job("fabric-tcp-3", 3, "--provider tcp", "SPMD_SHM_LANE=0");
+    run_job("fabric-tcp-3-apart", 3, "--provider tcp", "XFER_APART=1");
     run_job("fabric-shm-2", 2, "--provider shm", "");
     run_job("fabric-shm-3", 3, "--provider shm", "");
     run_job("fabric-shm-2-nolane", 2, "--provider shm", "SPMD_SHM_LANE=0");
