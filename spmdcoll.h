@@ -487,8 +487,8 @@
      SPMD_FABRIC_CTS   1/0: large messages wait for the receiver's
                        clear-to-send (default on for shm and net)
      SPMD_FABRIC_SEGMENT   bytes: large messages go as segments of this
-                       size (default 1 MiB within a host, shm whole; 256
-                       KiB to another host, 512 KiB of them in flight)
+                       size, 8 in flight (default 1 MiB within a host, shm
+                       whole; to another host 256 KiB, 2 in flight)
      SPMD_SHM_LANE     0: no shared-memory lane; default (1): messages
                        between processes of one host go through rings in
                        shared memory, not libfabric (at most 8 KiB inline,
@@ -12824,7 +12824,9 @@ SPMD__SETUP_END
    processes of max_msg_size, at most 1 MiB but with shm, and 8 KiB in
    strict mode), each its own tagged message, at most SPMD__FAB_WINDOW in
    flight per op; to a process of another host, of f->xseg bytes (256 KiB)
-   with at most SPMD__FAB_XFLIGHT bytes of them in flight (spmd__fab_segs).
+   with at most f->xflight bytes of them in flight (512 KiB; a bcast's chain
+   all 8: spmd__fab_segs). SPMD_FABRIC_SEGMENT sets one size for both, 8 in
+   flight.
    Sends of at most
    f->inject bytes in one segment go out with fi_tinject and are done at once.
    Between two processes of one host, messages go through the shared-memory
@@ -12964,6 +12966,8 @@ typedef struct spmd__fab_op {
     int what;                 /* a send: the operation kind it is for (spmd__x_send; counters) */
     uint32_t nseg, posted, done, inflight;
     uint32_t win;             /* segments at most in flight */
+    int wide;                 /* the caller's, for its next post only: the whole window to another
+                                 host too (spmd__fab_segs) */
     size_t seg;               /* bytes of a segment (the last may be shorter) */
     spmd__fab_mr *mr;
     uint64_t deadline_ns;
@@ -12985,6 +12989,7 @@ typedef struct spmd__fab {
     fi_addr_t *addrs;
     char prov[64];
     size_t seg, xseg, inject, max_msg; /* xseg: to processes of other hosts */
+    size_t xflight;           /* bytes of one message at most in flight to another host */
     uint64_t mr_mode;
     int need_mr;
     spmd__fab_mr **mrs;
@@ -14461,6 +14466,7 @@ static void spmd__fab_op_set(spmd__fab_op *op, int kind, int peer, uint64_t tag,
     op->len = len;
     op->received = 0;
     op->upto = upto;
+    op->wide = 0;
     op->nseg = 1;
     op->posted = op->done = 0;
     op->mr = NULL;
@@ -14469,8 +14475,12 @@ static void spmd__fab_op_set(spmd__fab_op *op, int kind, int peer, uint64_t tag,
 
 /* How a message of len bytes to or from peer is cut: the segments' size
    into *seg, how many of them at most in flight into *win; returns how
-   many. Both ends compute the same. */
-static size_t spmd__fab_segs(const spmd__fab *f, int peer, size_t len, size_t *seg, uint32_t *win) {
+   many. Both ends compute the same cut; the window is each end's own.
+   wide: SPMD__FAB_WINDOW to another host too, for a pipeline whose links
+   carry data one way (a bcast's chain), where a piece must be in flight
+   whole (16 MiB over 4 emulated hosts x 2 at 1 Gbit/s: 187 ms with 256
+   KiB x 8 in flight, 342 with 128 KiB x 8 or 256 KiB x 2). */
+static size_t spmd__fab_segs(const spmd__fab *f, int peer, size_t len, int wide, size_t *seg, uint32_t *win) {
     int far = f->far && f->far[peer];
     size_t s = far ? f->xseg : f->seg, w;
     size_t nseg = len <= s ? 1 : (len - 1) / s + 1; /* (no division for the common small message) */
@@ -14478,7 +14488,7 @@ static size_t spmd__fab_segs(const spmd__fab *f, int peer, size_t len, size_t *s
         s = f->seg;
         nseg = (len - 1) / s + 1;
     }
-    w = far ? SPMD__FAB_XFLIGHT / s : SPMD__FAB_WINDOW;
+    w = far && !wide ? f->xflight / s : SPMD__FAB_WINDOW;
     *seg = s;
     *win = (uint32_t)(w < 1 ? 1 : w > SPMD__FAB_WINDOW ? SPMD__FAB_WINDOW : w);
     return nseg;
@@ -14497,7 +14507,7 @@ static spmd_status spmd__fab_op_init(spmd__fab *f, spmd__fab_op *op, int kind, i
     if (tag & SPMD__FAB_TAG_SEG_MASK)
         return spmd__fab_fail(f, SPMD_ERR_INVALID, "post: tag 0x%016llx uses the segment bits",
                               (unsigned long long)tag);
-    nseg = spmd__fab_segs(f, peer, len, &seg, &win);
+    nseg = spmd__fab_segs(f, peer, len, op->wide, &seg, &win);
     if (nseg > SPMD__FAB_MAX_SEGS >> f->hi15)
         return spmd__fab_fail(f, SPMD_ERR_SIZE, "post: %zu bytes need %zu segments of %zu (at most %u): split the "
                               "transfer", len, nseg, seg, SPMD__FAB_MAX_SEGS >> f->hi15);
@@ -15096,6 +15106,7 @@ static spmd_status spmd__fab_limits(spmd__fab *f) {
     if (f->strict && f->inject > 64) f->inject = 64;
     f->seg = seg;
     f->xseg = want || seg < SPMD__FAB_XSEG ? seg : SPMD__FAB_XSEG; /* (never above seg) */
+    f->xflight = want ? SPMD__FAB_WINDOW * seg : SPMD__FAB_XFLIGHT; /* (set: as within a host) */
     return SPMD_OK;
 }
 
@@ -15424,6 +15435,7 @@ typedef struct spmd__xplan {
     int loaded, busy;                /* several members a process: their inputs are in (1), the steps
                                         done (2); one of them runs the steps now */
     int nops;
+    int wide;                        /* a bcast's chain: each piece in flight whole (spmd__fab_segs) */
     spmd__fab_op *op;                /* step s's receive (2s) and send (2s + 1) */
 } spmd__xplan;
 
@@ -15773,8 +15785,8 @@ static size_t spmd__x_pn(const spmd_req *r) {
    bcast's or reduce's binomial tree; SPMD__ALG_RAB: Rabenseifner, or a
    bcast's or reduce's split form, a large bcast's chain over a few
    processes; a psum_scatter's: recursive halving, an all_gather's: its
-   mirror). */
-static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
+   mirror). 1 for the chain (its links carry data one way), else 0. */
+static int spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
     const spmd__group *g = r->gr->g;
     int P = g->nrp + 1, me = g->ppos, rd = r->sig.algo == SPMD__ALG_RD, root = r->root / g->pblk;
     int64_t n = (int64_t)r->count;
@@ -15784,14 +15796,15 @@ static void spmd__x_plan_of(const spmd_req *r, spmd__plan_x *x) {
         (void)spmd__plan_allgather(P, me, (int64_t)spmd__x_pn(r) / P, x);
     else if (r->sig.kind == SPMD__KIND_SCATTER || r->sig.kind == SPMD__KIND_GATHER)
         (void)spmd__plan_scatter(r->sig.kind == SPMD__KIND_GATHER, P, me, root, n, x);
+    else if (r->sig.kind == SPMD__KIND_BCAST && !rd && spmd__plan_chains(P, r->count * r->in_size))
+        return spmd__plan_bcast_chain(P, me, root, n, x) == 0;
     else if (r->sig.kind == SPMD__KIND_BCAST)
-        (void)(rd ? spmd__plan_bcast(P, me, root, n, x)
-               : spmd__plan_chains(P, r->count * r->in_size) ? spmd__plan_bcast_chain(P, me, root, n, x)
-                                                              : spmd__plan_bcast_split(P, me, root, n, x));
+        (void)(rd ? spmd__plan_bcast(P, me, root, n, x) : spmd__plan_bcast_split(P, me, root, n, x));
     else if (r->sig.kind == SPMD__KIND_REDUCE)
         (void)(rd ? spmd__plan_reduce(P, me, root, n, x) : spmd__plan_reduce_split(P, me, root, n, x));
     else
         (void)spmd__plan_allreduce(rd ? SPMD__PLAN_RD : SPMD__PLAN_RAB, P, me, n, x);
+    return 0;
 }
 
 /* n elements of r's input at src into the work vector at w: as the
@@ -15888,7 +15901,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
         p->nops = nops;
         x->xp = p;
     }
-    spmd__x_plan_of(r, &p->plan);
+    p->wide = spmd__x_plan_of(r, &p->plan);
     SPMD_ASSERT(2 * p->plan.nsteps <= p->nops);
     at = spmd__x_line(spmd__x_pn(r) * acc);
     for (s = 0; s < p->plan.nsteps; s++) {
@@ -15921,6 +15934,7 @@ static spmd_status spmd__x_pplan(spmd_req *r, spmd__xrec *x) {
         int from = g->procs[t->peer];
         spmd_status st;
         if (!t->rlen) continue;
+        p->op[2 * s].wide = p->wide;
         st = spmd__fab_post_recv(f, &p->op[2 * s], from, SPMD__FAB_TAG(g->gid, r->gseq, SPMD__X_BSTEP(p->nth[2 * s])),
                                  p->buf + p->at[2 * s], SPMD__X_SHDR + (size_t)t->rlen * acc, UINT64_MAX);
         if (st != SPMD_OK)
@@ -16794,6 +16808,7 @@ static spmd_status spmd__x_psteps(spmd_req *r) {
                                                                                  whoever sends names its member) */
             memcpy(h + offsetof(spmd__xshort, pad), &seen, 4);
             memcpy(h + SPMD__X_SHDR, p->buf + (size_t)t->soff * acc, len);
+            p->op[2 * p->done + 1].wide = p->wide;
             st = spmd__x_send(r, &p->op[2 * p->done + 1], proc, tag, h, SPMD__X_SHDR + len, UINT64_MAX);
             if (st != SPMD_OK)
                 return spmd__fail(d, st, "%s over '%s': sending step %d of %d to process %d: %s", spmd__x_what(r),

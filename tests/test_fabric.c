@@ -1862,31 +1862,34 @@ static int coord_of(const int *shape, int nd, int dev, int d) {
    of a process. With a plain 16-bit hash of the member list, 2048 groups of
    two would share fields about 32 times. */
 /* How spmd__fab_segs cuts a message: within a host f->seg, 8 in flight;
-   to another host f->xseg, as many as make 512 KiB in flight (1 to 8);
+   to another host f->xseg, as many as make f->xflight (1 to 8), or 8 for
+   a wide post (the same cut);
    a message that would need more than the tag's segments (65536, 32768
    with net's bit 15) in xseg takes f->seg. Expected values written out. */
 static void test_segs(void) {
     static const struct {
-        size_t seg, xseg;
+        size_t seg, xseg, xflight;
         int hi15, peer;
         size_t len, nseg, s;
         uint32_t win;
     } c[] = {
-        {1u << 20, 256u << 10, 0, 0, 0, 1, 1u << 20, 8},
-        {1u << 20, 256u << 10, 0, 0, 3u << 20, 3, 1u << 20, 8},
-        {1u << 20, 256u << 10, 0, 0, (3u << 20) + 1, 4, 1u << 20, 8},
-        {1u << 20, 256u << 10, 0, 1, 0, 1, 256u << 10, 2},
-        {1u << 20, 256u << 10, 0, 1, 256u << 10, 1, 256u << 10, 2},
-        {1u << 20, 256u << 10, 0, 1, (1u << 20) + 13, 5, 256u << 10, 2},
-        {1u << 20, 256u << 10, 0, 1, (size_t)16 << 30, 65536, 256u << 10, 2},
-        {1u << 20, 256u << 10, 0, 1, ((size_t)16 << 30) + 1, 16385, 1u << 20, 1},
-        {1u << 20, 256u << 10, 1, 1, (size_t)8 << 30, 32768, 256u << 10, 2},
-        {1u << 20, 256u << 10, 1, 1, ((size_t)8 << 30) + 1, 8193, 1u << 20, 1},
-        {1u << 20, 256u << 10, 1, 0, ((size_t)8 << 30) + 1, 8193, 1u << 20, 8},
-        {131072, 131072, 0, 1, 1u << 20, 8, 131072, 4},
-        {131072, 131072, 0, 0, 1u << 20, 8, 131072, 8},
-        {4096, 4096, 0, 1, 1u << 20, 256, 4096, 8},
-        {8u << 20, 8u << 20, 0, 1, 64u << 20, 8, 8u << 20, 1},
+        {1u << 20, 256u << 10, 512u << 10, 0, 0, 0, 1, 1u << 20, 8},
+        {1u << 20, 256u << 10, 512u << 10, 0, 0, 3u << 20, 3, 1u << 20, 8},
+        {1u << 20, 256u << 10, 512u << 10, 0, 0, (3u << 20) + 1, 4, 1u << 20, 8},
+        {1u << 20, 256u << 10, 512u << 10, 0, 1, 0, 1, 256u << 10, 2},
+        {1u << 20, 256u << 10, 512u << 10, 0, 1, 256u << 10, 1, 256u << 10, 2},
+        {1u << 20, 256u << 10, 512u << 10, 0, 1, (1u << 20) + 13, 5, 256u << 10, 2},
+        {1u << 20, 256u << 10, 512u << 10, 0, 1, (size_t)16 << 30, 65536, 256u << 10, 2},
+        {1u << 20, 256u << 10, 512u << 10, 0, 1, ((size_t)16 << 30) + 1, 16385, 1u << 20, 1},
+        {1u << 20, 256u << 10, 512u << 10, 1, 1, (size_t)8 << 30, 32768, 256u << 10, 2},
+        {1u << 20, 256u << 10, 512u << 10, 1, 1, ((size_t)8 << 30) + 1, 8193, 1u << 20, 1},
+        {1u << 20, 256u << 10, 512u << 10, 1, 0, ((size_t)8 << 30) + 1, 8193, 1u << 20, 8},
+        {131072, 131072, 1u << 20, 0, 1, 1u << 20, 8, 131072, 8},
+        {131072, 131072, 512u << 10, 0, 1, 1u << 20, 8, 131072, 4},
+        {131072, 131072, 1u << 20, 0, 0, 1u << 20, 8, 131072, 8},
+        {4096, 4096, 32768, 0, 1, 1u << 20, 256, 4096, 8},
+        {8u << 20, 8u << 20, 64u << 20, 0, 1, 64u << 20, 8, 8u << 20, 8},
+        {8u << 20, 8u << 20, 512u << 10, 0, 1, 64u << 20, 8, 8u << 20, 1},
     };
     unsigned char far[2] = {0, 1};
     spmd__fab f;
@@ -1897,18 +1900,22 @@ static void test_segs(void) {
         memset(&f, 0, sizeof f);
         f.seg = c[i].seg;
         f.xseg = c[i].xseg;
+        f.xflight = c[i].xflight;
         f.hi15 = c[i].hi15;
         f.far = far;
-        n = spmd__fab_segs(&f, c[i].peer, c[i].len, &s, &w);
+        n = spmd__fab_segs(&f, c[i].peer, c[i].len, 0, &s, &w);
         T_CHECK(n == c[i].nseg && s == c[i].s && w == c[i].win,
                 "segments: case %zu (%s, %zu bytes): %zu of %zu, %u in flight; expected %zu of %zu, %u", i,
                 c[i].peer ? "far" : "near", c[i].len, n, s, (unsigned)w, c[i].nseg, c[i].s, (unsigned)c[i].win);
+        n = spmd__fab_segs(&f, c[i].peer, c[i].len, 1, &s, &w); /* wide: the same cut, the whole window */
+        T_CHECK(n == c[i].nseg && s == c[i].s && w == 8, "segments: case %zu, wide: %zu of %zu, %u in flight", i, n,
+                s, (unsigned)w);
     }
     f.far = NULL; /* (no lane: every process near) */
     f.seg = 4096;
     f.xseg = 1024;
     {
-        size_t s = 0, n = spmd__fab_segs(&f, 1, 1u << 20, &s, &(uint32_t){0});
+        size_t s = 0, n = spmd__fab_segs(&f, 1, 1u << 20, 0, &s, &(uint32_t){0});
         T_CHECK(n == 256 && s == 4096, "segments without a far map: %zu of %zu", n, s);
     }
 }
