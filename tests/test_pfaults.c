@@ -230,8 +230,18 @@ static int child_main(const char *mode) {
         return 0; /* the parent checks what it printed */
     }
     if (s != SPMD_OK) {
-        printf("mesh_create: %s: %s\n", spmd_status_name(s), log_text);
-        return 1;
+        /* a victim lost at its call #0 may die while a slower survivor still
+           creates the mesh (the victim's creation ended first): then the
+           creation fails naming it, as a call would (seen once in make test,
+           loseaside: process 0 in the creation's last allgather) */
+        const char *np = getenv("SPMD_NUM_PROCESSES");
+        char lost[48];
+        int early = strcmp(mode, "loseaside") == 0 || strcmp(mode, "loseposted") == 0 ||
+                    strncmp(mode, "losestep", 8) == 0, allowed;
+        snprintf(lost, sizeof lost, "process %d lost", (np ? atoi(np) : 1) - 1);
+        allowed = early && s == SPMD_ERR_PEER_LOST && strstr(log_text, lost) && p_now() - t0 < 10.0;
+        printf("mesh_create: %s: %s%s\n", spmd_status_name(s), log_text, allowed ? " (allowed: the victim died first)" : "");
+        return allowed ? 0 : 1;
     }
     c.mode = mode;
     c.proc = spmd_mesh_process_id(m);
