@@ -104,6 +104,88 @@ static void test_big(void) {
     }
 }
 
+/* ---- a large group's ppermute: its pairs checked once a call -------------------
+
+   PN devices over "*" (at least SPMD__PERM_SHARE_MIN, so one member's check
+   serves the call's others when they pass the same array): each round
+   (1) a shift by s through one array every device passes, which device 0
+   rewrites between rounds (between two barriers), (2) the same shift
+   through each device's own array, (3) four ppermute_start in flight at
+   once through four shared arrays of different shifts, the last covering
+   only the even sources (the others' outputs zeros), (4) a pshuffle
+   through a shared permutation. Each output checked against the plain
+   rule: device i receives source j's input when (j, i) is a pair, else
+   zeros. */
+#if defined(__SANITIZE_THREAD__)
+#define PN 256
+#else
+#define PN 512
+#endif
+static int pp_shared[5][2 * PN];
+typedef struct { long bad; spmd_status st; } pp_arg;
+static void pp_fill(int *perm, int n, int s, int evens) { /* pairs (j, j + s), every j or the even ones */
+    int j, k = 0;
+    for (j = 0; j < n; j += evens ? 2 : 1, k++) {
+        perm[2 * k] = j;
+        perm[2 * k + 1] = (j + s) % n;
+    }
+}
+static int pp_check(int id, int n, int s, int evens, int round, const float *y) { /* 1 when y is wrong */
+    int src = (id - s % n + n) % n, k;
+    for (k = 0; k < 4; k++) {
+        float want = evens && src % 2 ? 0.0f : (float)(src * 16 + k + round);
+        if (y[k] != want) return 1;
+    }
+    return 0;
+}
+static void pp_device(spmd_dev *d, void *p) {
+    pp_arg *a = (pp_arg *)p;
+    int id = spmd_device_id(d), n = spmd_mesh_size(spmd_device_mesh(d)), t, q, wrong = 0;
+    static int own[PN][2 * PN];
+    float x[4], y[4][4];
+    spmd_array X = {x, SPMD_F32, 1, {4}}, Y[4];
+    spmd_req *r[4];
+    spmd_status s = SPMD_OK;
+    for (q = 0; q < 4; q++) Y[q] = (spmd_array){y[q], SPMD_F32, 1, {4}};
+    for (t = 0; t < 3 && s == SPMD_OK; t++) {
+        int sh = 1 + 37 * t;
+        for (q = 0; q < 4; q++) x[q] = (float)(id * 16 + q + t);
+        s = spmd_barrier(d, "*", NULL);
+        if (id == 0) {
+            for (q = 0; q < 4; q++) pp_fill(pp_shared[q], n, sh + q, q == 3);
+            for (q = 0; q < n; q++) pp_shared[4][q] = (q + n - sh) % n; /* pshuffle: output q from q - sh */
+        }
+        if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
+        if (s == SPMD_OK) s = spmd_ppermute(d, &X, &Y[0], "*", pp_shared[0], n, NULL);
+        wrong |= s == SPMD_OK && pp_check(id, n, sh, 0, t, y[0]);
+        pp_fill(own[id], n, sh, 0);
+        if (s == SPMD_OK) s = spmd_ppermute(d, &X, &Y[1], "*", own[id], n, NULL);
+        wrong |= s == SPMD_OK && pp_check(id, n, sh, 0, t, y[1]);
+        for (q = 0; q < 4 && s == SPMD_OK; q++)
+            s = spmd_ppermute_start(d, &X, &Y[q], "*", pp_shared[q], q == 3 ? n / 2 : n, NULL, &r[q]);
+        for (q = 0; q < 4 && s == SPMD_OK; q++) {
+            s = spmd_wait(r[q]);
+            wrong |= s == SPMD_OK && pp_check(id, n, sh + q, q == 3, t, y[q]);
+        }
+        if (s == SPMD_OK) s = spmd_pshuffle(d, &X, &Y[0], "*", pp_shared[4], NULL);
+        wrong |= s == SPMD_OK && pp_check(id, n, sh, 0, t, y[0]);
+    }
+    if (s != SPMD_OK) a->st = s;
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+}
+static void test_big_ppermute(void) {
+    spmd_mesh *m = tl_mesh_ab(PN / 8, 8, SPMD_SCHEDULER_FIBERS, 2, 0, 0, NULL, NULL);
+    pp_arg a = {0, SPMD_OK};
+    spmd_status run;
+    T_CHECK(m != NULL, "a mesh of %d devices", PN);
+    if (!m) return;
+    run = spmd_run(m, pp_device, &a);
+    T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+            "ppermute over %d devices: run %s, a call %s, %ld devices with a wrong result", PN, stname(run),
+            stname(a.st), a.bad);
+    T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+}
+
 /* ---- wakes that must come at once (fibers, 2 carriers) ------------------------ */
 
 /* Each waits on flags the devices set, never on the clock: a wake that does
@@ -655,6 +737,7 @@ static void test_watchdog(void) {
 int main(void) {
     test_bad_desc();
     test_big();
+    test_big_ppermute();
     test_wakes();
     test_seeds();
     test_deadlocks();
