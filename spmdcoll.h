@@ -1756,6 +1756,7 @@ typedef struct spmd__mine {
 typedef struct spmd__group {
     uint64_t *sleepers; /* (G + 63) / 64 words: a bit per member asleep on this group (spmd__sleep) */
     uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_behind) */
+    uint64_t scan;     /* need << 24 | k: members 0..k-1 have left >= need (spmd__slot_behind) */
     struct spmd__group *next;
     uint64_t hash;
     int G, D;
@@ -1767,7 +1768,7 @@ typedef struct spmd__group {
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
     unsigned char *board;  /* D * G * gboard: combined all_gathers' outputs (G >= SPMD__COMBINE_MIN, one process) */
-    struct spmd__permc *permc; /* D: a large ppermute's pairs checked once a call (spmd__perm_entry); NULL until then */
+    struct spmd__permc *permc; /* 2 D: a large ppermute's pairs checked once a call (spmd__perm_entries) */
     size_t gboard;         /* bytes per member there: an all_gather of at most this much input combines */
     /* libfabric: where the members live */
     int span;              /* in more than one process: the exchange path */
@@ -4898,9 +4899,12 @@ static spmd_status spmd__setup_ragged(spmd_dev *d, const spmd__call *c, int G, s
    member to check them leaves the result in the call's entry (one a slot);
    a member of the same call that passes the same pairs (the same array,
    count and hash so far) takes it. An entry is rewritten only once every
-   member finished the call it holds (g->minleft, a lower bound), so it
-   never changes under a reader. One process only, and not in check mode
-   (which compares each member's own pairs). */
+   member finished the call it holds (the members' left, scanned when
+   g->minleft, a lower bound, does not tell), so it never changes under a
+   reader. There are 2 D entries: a member sets a call up before it waits
+   for its slot, so the call D back may still run, 2 D back hardly ever.
+   One process only, and not in check mode (which compares each member's
+   own pairs). */
 #define SPMD__PERM_SHARE_MIN 128
 typedef struct spmd__permc {
     uint32_t lock;       /* spmd__slock */
@@ -4920,9 +4924,9 @@ static spmd__permc *spmd__perm_entries(spmd_dev *d, spmd__group *g) {
     if ((e = SPMD__LD_ACQ(&g->permc)) != NULL) return e;
     pthread_mutex_lock(&m->lock);
     if ((e = g->permc) == NULL &&
-        (e = (spmd__permc *)spmd__alloc(&m->alloc, (size_t)g->D * (sizeof *e + 2 * G * sizeof(int)))) != NULL) {
-        int *ints = (int *)(void *)(e + g->D);
-        for (i = 0; i < (size_t)g->D; i++) {
+        (e = (spmd__permc *)spmd__alloc(&m->alloc, 2 * (size_t)g->D * (sizeof *e + 2 * G * sizeof(int)))) != NULL) {
+        int *ints = (int *)(void *)(e + 2 * g->D);
+        for (i = 0; i < 2 * (size_t)g->D; i++) {
             e[i].src_of = ints + 2 * G * i;
             e[i].dst_of = e[i].src_of + G;
         }
@@ -4957,9 +4961,18 @@ static int spmd__perm_take(spmd__permc *e, uint64_t call, const spmd__call *c, i
 
 /* Leave the pairs r checked in e for the call's other members, unless a
    member may still read what e holds. */
-static void spmd__perm_keep(spmd__permc *e, const spmd__group *g, uint64_t call, const spmd__call *c,
-                            const spmd_req *r, uint64_t aux_in, uint64_t aux_out) {
+static void spmd__perm_keep(spmd__permc *e, spmd__group *g, uint64_t call, const spmd__call *c, const spmd_req *r,
+                            uint64_t aux_in, uint64_t aux_out) {
     spmd__slock(&e->lock);
+    if (e->call != call && SPMD__LD_ACQ(&g->minleft) < e->call) { /* a scan may tell more */
+        uint64_t lo = UINT64_MAX;
+        int k;
+        for (k = 0; k < g->G && lo >= e->call; k++) {
+            uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
+            if (v < lo) lo = v;
+        }
+        if (lo >= e->call && lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* (a bound still) */
+    }
     if (e->call != call && SPMD__LD_ACQ(&g->minleft) >= e->call) {
         memcpy(e->src_of, r->src_of, (size_t)g->G * 2 * sizeof(int)); /* src_of and then dst_seen */
         e->perm = c->perm;
@@ -4979,7 +4992,7 @@ static spmd_status spmd__setup_perm(spmd_dev *d, const spmd__call *c, int G, int
     int *dst_seen;
     spmd__permc *e = spmd__perm_entries(d, r->gr->g);
     uint64_t call = r->gr->my->next + 1, aux_in = *aux;
-    if (e) e += SPMD__SLOT(r->gr->g, call - 1);
+    if (e) e += (call - 1) & (2 * (uint64_t)r->gr->g->D - 1);
     if (e && spmd__perm_take(e, call, c, me, r, aux)) return SPMD_OK;
     if (np < 0 || np > G || (np && !c->perm))
         return spmd__fail(d, c->perm || !np ? SPMD_ERR_PERM : SPMD_ERR_NULL,
@@ -5685,8 +5698,8 @@ static void spmd__retag(uint64_t *w, uint64_t gseq, int shift) {
 static int spmd__slot_behind(spmd_req *r) {
     spmd__mine *my = r->gr->my;
     spmd__group *g = r->gr->g;
-    uint64_t need, lo = UINT64_MAX;
-    int i, k;
+    uint64_t need, lo = UINT64_MAX, sc;
+    int k;
     if (r->gseq < (uint64_t)g->D) return -1;
     need = r->gseq - (uint64_t)g->D + 1;
     if (my->minleft >= need) return -1;
@@ -5697,11 +5710,21 @@ static int spmd__slot_behind(spmd_req *r) {
         my->minleft = lo;
         return -1;
     }
-    lo = UINT64_MAX;
-    /* from the member this one watches: a look again mostly ends there */
-    for (i = 0, k = r->slotwait ? r->slotwait - 1 : 0; i < g->G; i++, k = k + 1 < g->G ? k + 1 : 0) {
+    /* from where a scan for this need or a later one stopped (g->scan):
+       the members before are done, and a group whose members wait here
+       one after another scans it once in all, not once each */
+    sc = SPMD__LD_ACQ(&g->scan);
+    k = sc >> 24 >= need ? (int)(sc & 0xffffff) : 0;
+    lo = k ? sc >> 24 : UINT64_MAX; /* (a bound for those before) */
+    for (; k < g->G; k++) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
-        if (v < need) return k;
+        if (v < need) {
+            uint64_t to = need << 24 | (uint64_t)k;
+            while ((sc >> 24 < need || (sc >> 24 == need && (sc & 0xffffff) < (uint64_t)k)) &&
+                   !SPMD__CAS(&g->scan, &sc, to)) {
+            }
+            return k;
+        }
         if (v < lo) lo = v;
     }
     my->minleft = lo;
