@@ -4899,9 +4899,8 @@ static spmd_status spmd__setup_ragged(spmd_dev *d, const spmd__call *c, int G, s
    member to check them leaves the result in the call's entry (one a slot);
    a member of the same call that passes the same pairs (the same array,
    count and hash so far) takes it. An entry is rewritten only once every
-   member finished the call it holds (the members' left, scanned when
-   g->minleft, a lower bound, does not tell), so it never changes under a
-   reader. There are 2 D entries: a member sets a call up before it waits
+   member finished the call it holds (spmd__group_behind), so it never
+   changes under a reader. There are 2 D entries: a member sets a call up before it waits
    for its slot, so the call D back may still run, 2 D back hardly ever.
    One process only, and not in check mode (which compares each member's
    own pairs). */
@@ -4959,21 +4958,14 @@ static int spmd__perm_take(spmd__permc *e, uint64_t call, const spmd__call *c, i
     return hit;
 }
 
+static int spmd__group_behind(spmd__group *g, uint64_t need, uint64_t *lo);
 /* Leave the pairs r checked in e for the call's other members, unless a
    member may still read what e holds. */
 static void spmd__perm_keep(spmd__permc *e, spmd__group *g, uint64_t call, const spmd__call *c, const spmd_req *r,
                             uint64_t aux_in, uint64_t aux_out) {
+    uint64_t lo;
     spmd__slock(&e->lock);
-    if (e->call != call && SPMD__LD_ACQ(&g->minleft) < e->call) { /* a scan may tell more */
-        uint64_t lo = UINT64_MAX;
-        int k;
-        for (k = 0; k < g->G && lo >= e->call; k++) {
-            uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
-            if (v < lo) lo = v;
-        }
-        if (lo >= e->call && lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* (a bound still) */
-    }
-    if (e->call != call && SPMD__LD_ACQ(&g->minleft) >= e->call) {
+    if (e->call != call && spmd__group_behind(g, e->call, &lo) < 0) {
         memcpy(e->src_of, r->src_of, (size_t)g->G * 2 * sizeof(int)); /* src_of and then dst_seen */
         e->perm = c->perm;
         e->npairs = c->npairs;
@@ -5693,29 +5685,20 @@ static void spmd__retag(uint64_t *w, uint64_t gseq, int shift) {
     }
 }
 
-/* r's slot is free once every member finished the group's operation D
-   back: -1, or a member still behind. */
-static int spmd__slot_behind(spmd_req *r) {
-    spmd__mine *my = r->gr->my;
-    spmd__group *g = r->gr->g;
-    uint64_t need, lo = UINT64_MAX, sc;
+/* The first member of g still below need operations finished, or -1 when
+   none is (*lo then a lower bound of every member's count). Another
+   member's last scan may do (g->minleft: left only grows, so any scan's
+   minimum is a lower bound); else the scan starts where one for this need
+   or a later one stopped (g->scan: the members before are done), so that
+   members waiting one after another scan a large group once in all, not
+   once each. */
+static int spmd__group_behind(spmd__group *g, uint64_t need, uint64_t *lo) {
+    uint64_t sc;
     int k;
-    if (r->gseq < (uint64_t)g->D) return -1;
-    need = r->gseq - (uint64_t)g->D + 1;
-    if (my->minleft >= need) return -1;
-    /* another member's last scan may do (left only grows: any scan's
-       minimum is a lower bound), so that a large group scans once, not
-       once per member */
-    if ((lo = SPMD__LD_ACQ(&g->minleft)) >= need) {
-        my->minleft = lo;
-        return -1;
-    }
-    /* from where a scan for this need or a later one stopped (g->scan):
-       the members before are done, and a group whose members wait here
-       one after another scans it once in all, not once each */
+    if ((*lo = SPMD__LD_ACQ(&g->minleft)) >= need) return -1;
     sc = SPMD__LD_ACQ(&g->scan);
     k = sc >> 24 >= need ? (int)(sc & 0xffffff) : 0;
-    lo = k ? sc >> 24 : UINT64_MAX; /* (a bound for those before) */
+    *lo = k ? sc >> 24 : UINT64_MAX; /* (a bound for those before) */
     for (; k < g->G; k++) {
         uint64_t v = SPMD__LD_ACQ(&g->mem[k].left);
         if (v < need) {
@@ -5725,11 +5708,23 @@ static int spmd__slot_behind(spmd_req *r) {
             }
             return k;
         }
-        if (v < lo) lo = v;
+        if (v < *lo) *lo = v;
     }
-    my->minleft = lo;
-    if (lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, lo); /* a race may store a lower one: still a bound */
+    if (*lo > SPMD__LD_ACQ(&g->minleft)) SPMD__ST_REL(&g->minleft, *lo); /* a race may store a lower one: still a bound */
     return -1;
+}
+
+/* r's slot is free once every member finished the group's operation D
+   back: -1, or a member still behind. */
+static int spmd__slot_behind(spmd_req *r) {
+    spmd__mine *my = r->gr->my;
+    uint64_t need, lo;
+    int k;
+    if (r->gseq < (uint64_t)r->gr->g->D) return -1;
+    need = r->gseq - (uint64_t)r->gr->g->D + 1;
+    if (my->minleft >= need) return -1;
+    if ((k = spmd__group_behind(r->gr->g, need, &lo)) < 0) my->minleft = lo;
+    return k;
 }
 
 /* Watch member k (-1: none) for r's slot: counted in its waiters, so that
