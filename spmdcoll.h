@@ -1756,7 +1756,7 @@ typedef struct spmd__mine {
 typedef struct spmd__group {
     uint64_t *sleepers; /* (G + 63) / 64 words: a bit per member asleep on this group (spmd__sleep) */
     uint64_t minleft;  /* the last scan's minimum of the members' left (spmd__slot_behind) */
-    uint64_t scan;     /* need << 24 | k: members 0..k-1 have left >= need (spmd__slot_behind) */
+    uint64_t scan;     /* need << 24 | k: members 0..k-1 have left >= need (spmd__group_behind) */
     struct spmd__group *next;
     uint64_t hash;
     int G, D;
@@ -4896,8 +4896,7 @@ static spmd_status spmd__setup_ragged(spmd_dev *d, const spmd__call *c, int G, s
 
 /* A large group's ppermute checks its pairs once a call, not once a
    member (G^2 steps a call otherwise: 22.9 ms at 4,096 devices). The first
-   member to check them leaves the result in the call's entry (one a slot);
-   a member of the same call that passes the same pairs (the same array,
+   member to check them leaves the result in the call's entry; a member of the same call that passes the same pairs (the same array,
    count and hash so far) takes it. An entry is rewritten only once every
    member finished the call it holds (spmd__group_behind), so it never
    changes under a reader. There are 2 D entries: a member sets a call up before it waits
@@ -4909,7 +4908,7 @@ typedef struct spmd__permc {
     uint32_t lock;       /* spmd__slock */
     uint64_t call;       /* the group's operation it holds, + 1; 0: none */
     const int *perm;     /* the pairs as passed, */
-    int npairs, pairs;   /* their count as passed, and checked */
+    int npairs;          /* and their count (-1: a pshuffle's G) */
     uint64_t aux_in, aux_out; /* the hash before and after them */
     int *src_of, *dst_of; /* G each */
 } spmd__permc;
@@ -4942,7 +4941,7 @@ static int spmd__perm_take(spmd__permc *e, uint64_t call, const spmd__call *c, i
     int hit, k, np;
     spmd__slock(&e->lock);
     hit = e->call == call && e->perm == c->perm && e->npairs == c->npairs && e->aux_in == *aux;
-    np = e->pairs;
+    np = e->npairs < 0 ? r->gr->g->G : e->npairs;
     for (k = 0; hit && k < 3 && np > 0; k++) {
         int i = k == 0 ? 0 : k == 1 ? np / 2 : np - 1;
         int src = c->npairs < 0 ? c->perm[i] : c->perm[2 * i], dst = c->npairs < 0 ? i : c->perm[2 * i + 1];
@@ -4951,7 +4950,7 @@ static int spmd__perm_take(spmd__permc *e, uint64_t call, const spmd__call *c, i
     if (hit) {
         r->src_of = e->src_of; /* (unchanged until every member finished this call) */
         r->dst = e->dst_of[me];
-        r->pairs = e->pairs;
+        r->pairs = np;
         *aux = e->aux_out;
     }
     spmd__sunlock(&e->lock);
@@ -4969,7 +4968,6 @@ static void spmd__perm_keep(spmd__permc *e, spmd__group *g, uint64_t call, const
         memcpy(e->src_of, r->src_of, (size_t)g->G * 2 * sizeof(int)); /* src_of and then dst_seen */
         e->perm = c->perm;
         e->npairs = c->npairs;
-        e->pairs = r->pairs;
         e->aux_in = aux_in;
         e->aux_out = aux_out;
         e->call = call;
