@@ -12709,7 +12709,10 @@ static void spmd__boot_wait(spmd__boot *b, spmd__boot_conn *c, int ms) {
 }
 
 /* Wait for the next collective message on c (out-of-band messages handled
-   on the way, the star watched: any process lost ends the wait). */
+   on the way, the star watched: any process lost ends the wait). A message
+   already read whole is taken even if a loss was heard meanwhile: its
+   sender finished this exchange before it died (the tree's root returns
+   from an allgather once it sent the table down, and may die at once). */
 static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned type, spmd__boot_msg *m,
                                     uint64_t deadline_ns, const char *what) {
     int grace = b->rank != 0;
@@ -12719,9 +12722,9 @@ static spmd_status spmd__boot_await(spmd__boot *b, spmd__boot_conn *c, unsigned 
         int rc, ms;
         if (spmd__boot_oob(b, c) < 0)
             return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: invalid message from process %d", what, c->rank);
-        if ((st = spmd__boot_gone(b, what)) != SPMD_OK) return st;
         rc = spmd__boot_parse(b, c, 0, m, why, sizeof why);
         if (rc < 0) return spmd__boot_fail(b, SPMD_ERR_SYSTEM, "%s: process %d: %s", what, c->rank, why);
+        if (rc != 1 && (st = spmd__boot_gone(b, what)) != SPMD_OK) return st;
         if (rc == 1) {
             if (m->type != type)
                 return spmd__boot_fail(b, SPMD_ERR_MISMATCH, "%s: process %d sent message type %u, expected %u "

@@ -844,11 +844,34 @@ static void test_broken_announcements(void) {
             "an announcement too long: %s", why);
 }
 
+/* Process 0 of 2 (the coordinator, and a leaf of the tree: its parent is
+   process 1, the root) whose connection to the parent is sv[0] (the test
+   plays the parent on sv[1]); its star connection to process 1 is
+   peers[1], none until the test sets one. 0, or -1 if no socket pair. */
+static int leaf_of_two(spmd__boot *b, spmd__boot_conn peers[2], struct pollfd pfds[3], int sv[2]) {
+    int i;
+    memset(b, 0, sizeof *b);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        T_CHECK(0, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    b->rank = 0;
+    b->nprocs = 2;
+    b->lost = (unsigned char *)calloc(2, 1);
+    b->pfds = pfds;
+    b->peers = peers;
+    for (i = 0; i < 2; i++) { memset(&peers[i], 0, sizeof peers[i]); peers[i].fd = -1; peers[i].rank = i; }
+    b->coord.fd = b->down[0].fd = b->down[1].fd = -1;
+    spmd__boot_nonblock(sv[0]); /* as the library's own connections are */
+    b->up.fd = sv[0];
+    b->up.rank = 1;
+    b->log_level = SPMD_LOG_OFF;
+    return 0;
+}
+
 /* Every allgather message carries the exchange's number: a process whose
    parent in the tree answers another exchange (it failed one and went on)
-   gets SPMD_ERR_MISMATCH saying so, not the other exchange's data.
-   Process 0 of 2 (a leaf; its parent is process 1, the root) over a
-   socket pair, the test playing the parent. */
+   gets SPMD_ERR_MISMATCH saying so, not the other exchange's data. */
 static void test_boot_rounds(void) {
     spmd__boot b;
     spmd__boot_conn peers[2];
@@ -858,22 +881,7 @@ static void test_boot_rounds(void) {
     size_t lens[2], n;
     unsigned char all[2 * 8];
     spmd_status st;
-    memset(&b, 0, sizeof b);
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        T_CHECK(0, "socketpair: %s", strerror(errno));
-        return;
-    }
-    b.rank = 0;
-    b.nprocs = 2;
-    b.lost = (unsigned char *)calloc(2, 1);
-    b.pfds = pfds;
-    b.peers = peers;
-    for (i = 0; i < 2; i++) { memset(&peers[i], 0, sizeof peers[i]); peers[i].fd = -1; peers[i].rank = i; }
-    b.coord.fd = b.down[0].fd = b.down[1].fd = -1;
-    spmd__boot_nonblock(sv[0]); /* as the library's own connections are */
-    b.up.fd = sv[0];
-    b.up.rank = 1;
-    b.log_level = SPMD_LOG_OFF;
+    if (leaf_of_two(&b, peers, pfds, sv) != 0) return;
     b.round = 4; /* this process began 4 exchanges; the parent answers its 7th */
     n = hdr(msg, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_DOWN, 1, 4 + 2 * 8);
     spmd__boot_put32(msg + n, 7);
@@ -891,6 +899,44 @@ static void test_boot_rounds(void) {
                 memcmp(got + 28, "ab", 2) == 0,
             "its message: %zu bytes, exchange #%u", n, n >= 20 ? (unsigned)spmd__boot_get32(got + 16) : 0u);
     T_CHECK(b.sent_bytes == 30, "sent_bytes counts the 30 bytes sent: %llu", (unsigned long long)b.sent_bytes);
+    spmd__free(&b.alloc, b.up.buf);
+    free(b.lost);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* The root of the tree returns from an allgather once it sent the table
+   down, and may die at once: its answer, already here whole, is taken even
+   though the loss is heard in the same wait (the star's end closed); the
+   loss is recorded and the next exchange reports it. (Seen on CI: the
+   process whose parent died right after answering failed its barrier.) */
+static void test_answer_then_loss(void) {
+    spmd__boot b;
+    spmd__boot_conn peers[2];
+    spmd__boot_msg m;
+    struct pollfd pfds[3];
+    int sv[2], star[2];
+    unsigned char msg[32];
+    size_t n;
+    spmd_status st;
+    if (leaf_of_two(&b, peers, pfds, sv) != 0) return;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, star) != 0) {
+        T_CHECK(0, "socketpair: %s", strerror(errno));
+        return;
+    }
+    spmd__boot_nonblock(star[0]);
+    peers[1].fd = star[0];
+    n = hdr(msg, SPMD__BOOT_MAGIC, SPMD__BOOT_VERSION, SPMD__BM_DOWN, 1, 4);
+    spmd__boot_put32(msg + n, 1);
+    T_CHECK(write(sv[1], msg, n + 4) == (ssize_t)(n + 4), "writing the answer");
+    close(star[1]); /* process 1 died after answering */
+    st = spmd__boot_await(&b, &b.up, SPMD__BM_DOWN, &m, spmd__now_ns() + 5000000000ull, "allgather");
+    T_CHECK(st == SPMD_OK && m.type == SPMD__BM_DOWN && m.len == 4 && spmd__boot_get32(m.payload) == 1,
+            "the answer that came before the loss: %s %s", spmd_status_name(st), b.err);
+    T_CHECK(b.lost[1] == 1 && b.nlost == 1, "the loss is recorded: lost[1] %d, %d lost", b.lost[1], b.nlost);
+    st = spmd__boot_barrier(&b, spmd__now_ns() + 5000000000ull);
+    T_CHECK(st == SPMD_ERR_PEER_LOST && strstr(b.err, "process 1 lost"), "the next exchange: %s %s",
+            spmd_status_name(st), b.err);
     spmd__free(&b.alloc, b.up.buf);
     free(b.lost);
     close(sv[0]);
@@ -930,6 +976,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     test_broken_announcements();
     test_boot_rounds();
+    test_answer_then_loss();
     test_tree_answer();
     test_layouts();
     test_jobs();
