@@ -317,9 +317,11 @@
      spmd_run runs the devices as fibers on desc.carriers OS threads
      (SPMD_CARRIERS; default one per CPU), each on its own stack of
      desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
-     guard page below it: a device that overflows its stack dies of SIGSEGV
-     there (a sanitizer reports a stack overflow) instead of corrupting
-     memory. A wait hands the carrier to another ready device. With one
+     page below it: a guard for the first 16,384 devices (an overflow dies of
+     SIGSEGV there; a sanitizer reports a stack overflow), beyond them a zero
+     page checked at each switch (an overflow is reported and the process
+     aborted before it reaches the next stack: the kernel allows a process
+     about 65,530 memory maps, two per guard). Memory per device: docs/fibers.md. A wait hands the carrier to another ready device. With one
      carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
      ready devices run is drawn from a generator with that seed: the same
      program and seed give the same interleaving, the same results bit for
@@ -517,7 +519,8 @@
                                kernels (the baseline ones run everywhere)
      SPMD_FIBER_UCONTEXT       fibers switch with swapcontext instead of the
                                hand-written switch (x86-64 and arm64 ELF)
-     Limits: SPMD_MAX_AXES 8, SPMD_MAX_DEVICES 4096, SPMD_MAX_AXIS_NAME 31,
+     Limits: SPMD_MAX_AXES 8, SPMD_MAX_DEVICES 16777214 (memory comes
+     first: docs/fibers.md), SPMD_MAX_AXIS_NAME 31,
      SPMD_MAX_RANK 8, SPMD_MAX_SHARD_ARGS 8, SPMD_MAX_RESHARD_STEPS 40.
 
    LINK FLAGS
@@ -559,7 +562,7 @@
 #endif
 
 #define SPMD_MAX_AXES 8          /* axes of a mesh */
-#define SPMD_MAX_DEVICES 4096    /* devices of a mesh */
+#define SPMD_MAX_DEVICES 16777214 /* devices of a mesh (2^24 - 2: group counters pack a member count in 24 bits) */
 #define SPMD_MAX_AXIS_NAME 31    /* characters of an axis name */
 #define SPMD_MAX_RANK 8          /* dimensions of an array view */
 
@@ -1503,6 +1506,7 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__COMBINE_MIN 16            /* group size from which psum, barrier and small all_gathers combine */
 #define SPMD__GATHER_COMBINE 64         /* bytes per member up to which an all_gather combines */
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
+#define SPMD__EAGER_LOCAL ((size_t)2 << 20) /* ... and for all the process's devices (spmd__group_get) */
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
 #define SPMD__CHUNK_TASK 4096           /* bytes: an all_to_all chunk from which each chunk is a task of its own */
@@ -2861,9 +2865,11 @@ static spmd__group *spmd__group_of_axes(spmd_dev *d, const int *axes, int naxes,
     return g;
 }
 
-/* Validate axis_index_groups: group_size divides A, every index once. */
-static spmd_status spmd__check_groups(const spmd_opts *o, int A, char *why, size_t whylen) {
-    unsigned char seen[SPMD_MAX_DEVICES];
+/* Validate axis_index_groups: group_size divides A, every index once
+   (seen: a bit per index, on the stack up to 4,096 indices, else from a). */
+static spmd_status spmd__check_groups(const spmd_allocator *a, const spmd_opts *o, int A, char *why, size_t whylen) {
+    unsigned char small[512], *seen = small;
+    spmd_status s = SPMD_OK;
     int i;
     if (!o || (!o->groups && o->group_size == 0)) return SPMD_OK;
     if (!o->groups) {
@@ -2874,20 +2880,24 @@ static spmd_status spmd__check_groups(const spmd_opts *o, int A, char *why, size
         snprintf(why, whylen, "group_size %d does not divide the axis size %d", o->group_size, A);
         return SPMD_ERR_GROUPS;
     }
-    memset(seen, 0, (size_t)A);
-    for (i = 0; i < A; i++) {
+    if ((size_t)A > 8 * sizeof small && !(seen = (unsigned char *)spmd__alloc(a, ((size_t)A + 7) / 8))) {
+        snprintf(why, whylen, "out of memory checking groups of an axis of %d", A);
+        return SPMD_ERR_NOMEM;
+    }
+    memset(seen, 0, ((size_t)A + 7) / 8);
+    for (i = 0; i < A && s == SPMD_OK; i++) {
         int v = o->groups[i];
         if (v < 0 || v >= A) {
             snprintf(why, whylen, "groups[%d] = %d is outside 0..%d", i, v, A - 1);
-            return SPMD_ERR_GROUPS;
-        }
-        if (seen[v]) {
+            s = SPMD_ERR_GROUPS;
+        } else if (seen[v >> 3] >> (v & 7) & 1) {
             snprintf(why, whylen, "axis index %d appears twice in groups (must cover every index once)", v);
-            return SPMD_ERR_GROUPS;
+            s = SPMD_ERR_GROUPS;
         }
-        seen[v] = 1;
+        if (s == SPMD_OK) seen[v >> 3] |= (unsigned char)(1u << (v & 7));
     }
-    return SPMD_OK;
+    if (seen != small) spmd__free(a, seen);
+    return s;
 }
 
 static void spmd__group_free(spmd_mesh *m, spmd__group *g) {
@@ -2978,8 +2988,10 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
     for (g = m->gtab[b]; g; g = g->next)
         if (g->hash == h && g->G == G && memcmp(g->members, members, (size_t)G * sizeof(int)) == 0)
             break;
-    if (!g) {
+    if (!g) { /* inline bytes per member: within the group's budget and the process's (a slot's entries
+                 touch a page each when they are 4 KiB apart: 16,384 devices in groups of 8 held 1 GiB) */
         size_t eager = SPMD__EAGER_BUDGET / (size_t)G, stride, fstride;
+        if (m->nlocal > 0 && eager > SPMD__EAGER_LOCAL / (size_t)m->nlocal) eager = SPMD__EAGER_LOCAL / (size_t)m->nlocal;
         if (eager > SPMD__EAGER_MAX) eager = SPMD__EAGER_MAX;
         if (eager < SPMD__LINE) eager = SPMD__LINE;
         stride = (SPMD__ENTRY_HDR + eager + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
@@ -3254,6 +3266,7 @@ static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     uint64_t w[3], t[8], len = (uint64_t)(r->in_bytes - r->meta_bytes);
     uint64_t ck = r->fault_copy ? r->fault_ck : spmd__data_ck(r->send, (size_t)len);
     int i;
+    SPMD_ASSERT(d->clog); /* (check mode's, spmd__mesh_devices) */
     spmd__sig_words(&r->sig, w);
     memset(t, 0, sizeof t);
     memcpy(t, r->gr->text, strlen(r->gr->text) < sizeof t - 1 ? strlen(r->gr->text) : sizeof t - 1);
@@ -3267,10 +3280,13 @@ static void spmd__clog_write(spmd_dev *d, const spmd_req *r) {
     SPMD__ST_SC(&c->stamp, r->global + 1);
 }
 
-/* Device p's declared checksum and length for global index gi; 1 if there. */
+/* Device p's declared checksum and length for global index gi; 1 if there
+   (never out of check mode: no log). */
 static int spmd__clog_ck(spmd_dev *p, uint64_t gi, uint64_t ck[2]) {
-    spmd__clog *c = &p->clog[gi % SPMD__CLOG];
-    uint64_t a = SPMD__LD_SC(&c->stamp), b;
+    spmd__clog *c = p->clog ? &p->clog[gi % SPMD__CLOG] : NULL;
+    uint64_t a, b;
+    if (!c) return 0;
+    a = SPMD__LD_SC(&c->stamp);
     ck[0] = SPMD__LD_SC(&c->ck[0]);
     ck[1] = SPMD__LD_SC(&c->ck[1]);
     b = SPMD__LD_SC(&c->stamp);
@@ -3280,9 +3296,10 @@ static int spmd__clog_ck(spmd_dev *p, uint64_t gi, uint64_t ck[2]) {
 /* Read device p's log entry for global index gi; 1 if it is there intact.
    site: its call site as text (spmd__site_text; the reader's module). */
 static int spmd__clog_read(spmd_dev *me, spmd_dev *p, uint64_t gi, spmd__sig *sig, char text[64], char site[64]) {
-    spmd__clog *c = &p->clog[gi % SPMD__CLOG];
+    spmd__clog *c = p->clog ? &p->clog[gi % SPMD__CLOG] : NULL;
     uint64_t w[3], t[8], at[2], a, b;
     int i;
+    if (!c) return 0;
     a = SPMD__LD_SC(&c->stamp);
     for (i = 0; i < 3; i++) w[i] = SPMD__LD_SC(&c->w[i]);
     for (i = 0; i < 8; i++) t[i] = SPMD__LD_SC(&c->text[i]);
@@ -5146,7 +5163,7 @@ static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *a
     }
     if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK) {
         spmd__fail(d, s, "%s: %s", name, why);
-    } else if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK) {
+    } else if ((s = spmd__check_groups(&d->mesh->alloc, o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK) {
         spmd__fail(d, s, "%s over '%s': %s", name, axes, why);
     } else if ((s = spmd__gref_get(d, ax, nax, o, axes, out)) == SPMD_OK) {
         if (plain && strlen(axes) < sizeof d->last_axes) {
@@ -6939,7 +6956,8 @@ static void spmd__watch(spmd_req *r) {
 
 // >>fibers
 /* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
-   It owns the fibers' stacks (mmap'd, a PROT_NONE guard page below each), the
+   It owns the fibers' stacks (one mapping a run, a page below each: see
+   spmd__stacks_map), the
    context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
    with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
    threads that run the fibers.
@@ -7082,9 +7100,8 @@ typedef struct spmd__fiber {
     spmd_dev *dev;
     struct spmd__sched *s;
     struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
-    unsigned char *map;        /* guard page, then the stack */
-    size_t map_len;
-    unsigned char *lo;         /* the stack: lo .. lo + len */
+    unsigned char *lo;         /* the stack: lo .. lo + len, in the run's mapping (spmd__stacks_map) */
+    const uint64_t *gap;       /* the page below it when that is no guard page, else NULL */
     size_t len;
     int state;                 /* SPMD__F_*; under the scheduler's lock */
     int started;
@@ -7118,6 +7135,8 @@ typedef struct spmd__sched {
     uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
     int n, K;
     spmd__fiber *fibs;
+    unsigned char *stacks;     /* every fiber's stack (spmd__stacks_map) */
+    size_t stacks_len, page;
     spmd__carrier *cars;
     spmd__fiber **ready;       /* ring of n: the ready queue */
     int rhead, rcount;
@@ -7184,8 +7203,59 @@ static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
 #endif
 }
 
+/* The fibers' stacks: one mapping per run, each stack above a page of its
+   own: [gap][stack 0][gap][stack 1]... The first SPMD__FIBER_GUARDS gaps
+   are guard pages (no access: an overflow dies of SIGSEGV there, where a
+   sanitizer names it). A guard splits the mapping twice, and a process has
+   about 65,530 mappings (the kernel's vm.max_map_count), so the gaps of
+   the others stay plain zero pages: a fiber checks the top of its own at
+   every switch and all of it when it ends (spmd__gap_check; it is the
+   kernel's one zero page until written, so the reads stay in cache), and
+   an overflow found there is reported and the process aborted. One that
+   jumped past the gap (a large local array left unwritten) corrupts the
+   stack below unseen: such programs need room (thread_stack_size). */
+#define SPMD__FIBER_GUARDS 16384
+#define SPMD__GAP_WORDS 8
+
+static int spmd__stacks_map(spmd__sched *s, size_t stack) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096u, stride;
+    int i;
+    stack = (stack + page - 1) / page * page;
+    stride = stack + page;
+    s->page = page;
+    s->stacks_len = stride * (size_t)s->n;
+    s->stacks = (unsigned char *)mmap(NULL, s->stacks_len, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (s->stacks == (unsigned char *)MAP_FAILED) {
+        s->stacks = NULL;
+        return 0;
+    }
+    for (i = 0; i < s->n; i++) {
+        spmd__fiber *f = &s->fibs[i];
+        unsigned char *gap = s->stacks + (size_t)i * stride;
+        f->lo = gap + page;
+        f->len = stack;
+        f->gap = i < SPMD__FIBER_GUARDS ? NULL : (const uint64_t *)(const void *)gap;
+        if (i < SPMD__FIBER_GUARDS && mprotect(gap, page, PROT_NONE) != 0) return 0;
+    }
+    return 1;
+}
+
+static void spmd__gap_check(const spmd__fiber *f) {
+    size_t n = f->s->page / 8, i = f->state == SPMD__F_DONE ? 0 : n - SPMD__GAP_WORDS;
+    uint64_t x = 0;
+    if (!f->gap) return;
+    for (; i < n; i++) x |= f->gap[i];
+    if (!x) return;
+    spmd__log(f->s->m, SPMD_LOG_ERROR, f->dev->id, "device %d overflowed its fiber stack of %zu bytes (written below "
+              "it): give the mesh a larger thread_stack_size; aborting (memory is corrupt)", f->dev->id, f->len);
+    abort();
+}
+
 static void spmd__to_carrier(spmd__fiber *f) {
     spmd__carrier *c = f->car;
+    spmd__gap_check(f);
 #ifdef SPMD__ASAN
     __sanitizer_start_switch_fiber(f->state == SPMD__F_DONE ? NULL : &f->fake, c->lo, c->len);
 #endif
@@ -7230,22 +7300,11 @@ static void spmd__fiber_entry_uc(unsigned hi, unsigned lo) {
 }
 #endif
 
-/* Map the stack and lay out the first frame (asm: the entry as the return
-   address; ucontext: made when it first runs, on the carrier it runs on). */
-static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t page = pg > 0 ? (size_t)pg : 4096u;
-    stack = (stack + page - 1) / page * page;
-    f->map_len = stack + page;
-    f->map = (unsigned char *)mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (f->map == (unsigned char *)MAP_FAILED) {
-        f->map = NULL;
-        return 0;
-    }
-    if (mprotect(f->map, page, PROT_NONE) != 0) return 0;
+/* Lay out the first frame on the fiber's stack (asm: the entry as the
+   return address; ucontext: made when it first runs, on the carrier it
+   runs on). */
+static void spmd__fiber_make(spmd__sched *s, spmd__fiber *f) {
     f->s = s;
-    f->lo = f->map + page;
-    f->len = stack;
 #ifdef SPMD__VALGRIND
     f->vg = VALGRIND_STACK_REGISTER(f->lo, f->lo + f->len);
 #endif
@@ -7254,7 +7313,7 @@ static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
 #endif
 #if SPMD__CTX_ASM
     {
-        unsigned char *top = f->map + f->map_len;
+        unsigned char *top = f->lo + f->len;
         void (*entry)(spmd__carrier *) = spmd__fiber_entry;
 #if SPMD__HAS_X86
         uint64_t *fr = (uint64_t *)(void *)(top - 72); /* the ret leaves rsp = top - 8, as after a call */
@@ -7269,17 +7328,15 @@ static int spmd__fiber_make(spmd__sched *s, spmd__fiber *f, size_t stack) {
         f->ctx.sp = (void *)fr;
     }
 #endif
-    return 1;
 }
 
 static void spmd__fiber_unmake(spmd__fiber *f) {
 #ifdef SPMD__VALGRIND
-    if (f->map) VALGRIND_STACK_DEREGISTER(f->vg);
+    if (f->s) VALGRIND_STACK_DEREGISTER(f->vg);
 #endif
 #ifdef SPMD__TSAN
     if (f->tsan) __tsan_destroy_fiber(f->tsan);
 #endif
-    if (f->map) munmap(f->map, f->map_len);
 }
 
 /* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their parked fibers are ready. */
@@ -7495,18 +7552,16 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
     s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
     if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
+    if (s.fibs) memset(s.fibs, 0, (size_t)s.n * sizeof *s.fibs);
+    if (st == SPMD_OK && !spmd__stacks_map(&s, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
+        spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stacks of %d fibers (%zu bytes each): %s", s.n,
+                  m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
+        st = SPMD_ERR_NOMEM;
+    }
     for (i = 0; st == SPMD_OK && i < s.n; i++) {
-        spmd__fiber *f = &s.fibs[i];
-        memset(f, 0, sizeof *f);
-        f->dev = m->devs[lo + i];
-        if (!spmd__fiber_make(&s, f, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
-            spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stack of fiber %d (%zu bytes): %s", i,
-                      m->stack_size ? m->stack_size : SPMD__FIBER_STACK, strerror(errno));
-            st = SPMD_ERR_NOMEM;
-            s.n = i + 1;
-            break;
-        }
-        f->dev->fib = f;
+        s.fibs[i].dev = m->devs[lo + i];
+        spmd__fiber_make(&s, &s.fibs[i]);
+        s.fibs[i].dev->fib = &s.fibs[i];
     }
     if (st == SPMD_OK) {
         for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
@@ -7566,6 +7621,7 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         }
         spmd__fiber_unmake(&s.fibs[i]);
     }
+    if (s.stacks) munmap(s.stacks, s.stacks_len);
     for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
     for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
         if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd__ignore(spmd_detach(m->devs[lo + i]));
@@ -9695,8 +9751,8 @@ SPMD__SETUP static spmd_status spmd__mesh_devices(spmd_mesh *m, int size) {
             rem %= m->stride[j];
         }
         pthread_mutex_init(&d->mbox, NULL);
-        d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog);
-        if (!d->clog) return SPMD_ERR_NOMEM;
+        if (m->check && !(d->clog = (spmd__clog *)spmd__alloc(&m->alloc, SPMD__CLOG * sizeof *d->clog)))
+            return SPMD_ERR_NOMEM; /* (8 KiB: check mode's log) */
         d->check_sites = m->check == 2;
     }
     return SPMD_OK;
@@ -10429,7 +10485,7 @@ spmd_status spmd_precv(spmd_dev *d, spmd_req *t, const spmd_array *out, const ch
         return spmd__fail(d, SPMD_ERR_SHAPE, "precv: out must have the shape and dtype of the psend's x");
     if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "precv: %s", why);
-    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+    if ((s = spmd__check_groups(&d->mesh->alloc, o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "precv: %s", why);
     if ((s = spmd__gref_get(d, ax, nax, o, axes, &gr)) != SPMD_OK) return s;
     G = gr->g->G;
@@ -10521,7 +10577,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
                           kind == SPMD__KIND_SEND ? "" : " or SPMD_ANY_TAG");
     if ((s = spmd__parse_axes(d->mesh, axes, ax, &nax, why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "%s: %s", name, why);
-    if ((s = spmd__check_groups(o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
+    if ((s = spmd__check_groups(&d->mesh->alloc, o, spmd__axes_size(d->mesh, ax, nax), why, sizeof why)) != SPMD_OK)
         return spmd__fail(d, s, "%s: %s", name, why);
     if (o && (o->timeout_ms < 0 || (int)o->algo < 0 || (int)o->algo >= SPMD_ALGO_COUNT))
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid timeout or algo", name);
@@ -12948,7 +13004,7 @@ SPMD__SETUP_END
                                     messages (see SPMD__X_CTS)
        61..46  group id   16 bits   65536 groups (engine numbers its groups)
        45..30  sequence   16 bits   per group, wraps; needs < 65536 requests in flight
-       29..16  step       14 bits   16384 steps (a ring over 4096 devices needs 8190)
+       29..16  step       14 bits   16384 steps (a ring over 4096 processes needs 8190)
        15..0   segment    16 bits   filled in here; so at most 65536 segments per message
    The source is matched by address (FI_DIRECTED_RECV), so it is not in the tag.
 
@@ -18971,13 +19027,14 @@ static int spmd__shrink_take(unsigned type, const unsigned char *payload, size_t
 
 /* The survivors' agreement on the processes lost: gone[p] in: what this
    process knows (nonzero: lost), out: the coordinator's decision. why gets
-   the reason on failure. The bootstrap's lock (f->lock) is held. */
-static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
+   the reason on failure. The bootstrap's lock (f->lock) is held. msg: room
+   for the message, 4 + P bytes (spmd__shrink_agree). */
+static spmd_status spmd__shrink_agree_in(spmd_mesh *m, unsigned char *gone, unsigned char *msg, char *why,
+                                         size_t wlen) {
     spmd__boot *b = m->lf.fab->boot;
     int P = b->nprocs, i;
     uint64_t deadline = spmd__now_ns() + (uint64_t)(b->timeout_ms > m->timeout_ms ? b->timeout_ms : m->timeout_ms) *
                                              1000000u + (b->rank ? 1000000000u : 0u); /* (hear the verdict) */
-    unsigned char msg[4 + SPMD_MAX_DEVICES];
     uint32_t round = ++b->round;
     spmd__boot_msg bm;
     char perr[160];
@@ -19066,6 +19123,18 @@ static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *w
         if (!gone[i] && b->peers[i].fd >= 0)
             spmd__boot_send(b, b->peers[i].fd, SPMD__BM_GATHERED, 0, msg, 4 + (size_t)P, deadline);
     return SPMD_OK;
+}
+
+static spmd_status spmd__shrink_agree(spmd_mesh *m, unsigned char *gone, char *why, size_t wlen) {
+    unsigned char *msg = (unsigned char *)spmd__alloc(&m->alloc, 4 + (size_t)m->lf.fab->boot->nprocs);
+    spmd_status s;
+    if (!msg) {
+        snprintf(why, wlen, "out of memory for the agreement's message");
+        return SPMD_ERR_NOMEM;
+    }
+    s = spmd__shrink_agree_in(m, gone, msg, why, wlen);
+    spmd__free(&m->alloc, msg);
+    return s;
 }
 
 /* spmd_mesh_counters: the transport's counts, summed per link class and

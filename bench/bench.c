@@ -1426,7 +1426,7 @@ static int scale_main(int argc, char **argv)
         else if (strcmp(argv[i], "--carriers") == 0 && i + 1 < argc) carriers = atoi(argv[++i]);
         else die("--scale: unknown option %s", argv[i]);
     }
-    if (max > 4096 || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most 4096, --threads-max and --carriers >= 0");
+    if (max > SPMD_MAX_DEVICES || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most SPMD_MAX_DEVICES, --threads-max and --carriers >= 0");
     printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
            carriers);
     printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3], ops[4],
