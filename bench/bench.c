@@ -1365,20 +1365,35 @@ static int *ring_perm(int g)
 /* ---- devices-scaling mode (--scale) -------------------------------------------
    Time per call against the number of devices, on a 2-axis mesh (N/8, 8)
    named ("a", "b"), under both schedulers of the thread backend: psum of 8
-   floats over "*", all_gather of 1 float over "*", ppermute of 8 floats
-   around the ring of every device, barrier over "*", bcast of 8 floats from
-   device 0 and their reduce (sum) to it over "*". Every device makes the
-   same calls; device 0 times them (wall clock, between two barriers).
-   "create+first" is the mesh's creation and its first spmd_run, one psum
-   of 8 floats over "*" (ms: the groups' first use included).
+   floats over "*", all_gather of 1 float over "*" (up to 16,384 devices:
+   its outputs are 4 N^2 bytes), ppermute of 8 floats around the ring of
+   every device, barrier over "*", bcast of 8 floats from device 0 and
+   their reduce (sum) to it over "*", psum of 8 floats over "b" (N/8
+   groups of 8). Every device makes the same calls; device 0 times them
+   (wall clock, between two barriers). "create+first" is the mesh's
+   creation and its first spmd_run, one psum of 8 floats over "*" (ms: the
+   groups' first use included; every device's result checked). "KiB/dev":
+   the process's resident memory during the psum over "*" (device 0 reads
+   it after the timed calls) less before the mesh was made, over N: the
+   mesh, its groups and the fibers' stacks. -1: not run.
      build/bench --scale [--max N] [--threads-max N] [--carriers K]
    N: 8, 16, ... up to --max (default 4096); OS threads only up to
    --threads-max (default 256: 1,024 threads take seconds per call). */
 typedef struct scale_arg {
     int op, calls, *perm;
     double per_call;
+    long rss; /* pages resident (op 0, device 0, after the timed calls) */
     spmd_status st;
 } scale_arg;
+
+static long resident_pages(void)
+{
+    long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &size, &res) != 2) res = 0;
+    if (f) fclose(f);
+    return res;
+}
 
 static void scale_device(spmd_dev *d, void *p)
 {
@@ -1400,25 +1415,34 @@ static void scale_device(spmd_dev *d, void *p)
         case 2: s = spmd_ppermute(d, &X, &Y, "*", a->perm, n, NULL); break;
         case 4: s = spmd_bcast(d, x, y, 8, SPMD_F32, 0, "*", NULL); break;
         case 5: s = spmd_reduce(d, x, y, 8, SPMD_F32, SPMD_OP_SUM, 0, "*", NULL); break;
+        case 6: s = spmd_psum(d, x, y, 8, SPMD_F32, "b", NULL); break;
         default: s = spmd_barrier(d, "*", NULL); break;
         }
     }
     if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
     if (spmd_device_id(d) == 0) a->per_call = (now_s() - t0) / a->calls;
+    if (spmd_device_id(d) == 0 && a->op == 0) a->rss = resident_pages();
     if (s != SPMD_OK) a->st = s;
     free(g);
 }
 
 static void scale_first(spmd_dev *d, void *p)
 {
-    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    int n = spmd_mesh_size(spmd_device_mesh(d)), id = spmd_device_id(d), k;
+    float x[8], y[8];
+    for (k = 0; k < 8; k++) x[k] = (float)((id + k) % 3); /* exact sums below 2^24 */
     if (spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL) != SPMD_OK) *(int *)p = 1;
+    for (k = 0; k < 8; k++) { /* ids i with (i + k) % 3 == 1 count 1, == 2 count 2 */
+        long want = 0, i;
+        for (i = 0; i < 3; i++) want += (i + k) % 3 * ((n - i + 2) / 3);
+        if (y[k] != (float)want) *(int *)p = 1;
+    }
 }
 
 static int scale_main(int argc, char **argv)
 {
-    static const char *const ops[6] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
-                                       "reduce 8xf32"};
+    static const char *const ops[7] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
+                                       "reduce 8xf32", "psum over b"};
     int max = 4096, tmax = 256, carriers = 0, i, n, op, sch;
     for (i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = atoi(argv[++i]);
@@ -1429,13 +1453,14 @@ static int scale_main(int argc, char **argv)
     if (max > SPMD_MAX_DEVICES || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most SPMD_MAX_DEVICES, --threads-max and --carriers >= 0");
     printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
            carriers);
-    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3], ops[4],
-           ops[5], "create+first");
+    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s %14s %9s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3],
+           ops[4], ops[5], ops[6], "create+first", "KiB/dev");
     for (n = 8; n <= max; n *= 2) {
         for (sch = SPMD_SCHEDULER_THREADS; sch <= SPMD_SCHEDULER_FIBERS; sch++) {
             spmd_mesh_desc desc;
             spmd_mesh *m;
-            double t[6], t0;
+            double t[7], t0, kib = 0;
+            long base = resident_pages();
             int *perm, bad = 0;
             if (sch == SPMD_SCHEDULER_THREADS && n > tmax) continue;
             memset(&desc, 0, sizeof desc);
@@ -1455,17 +1480,21 @@ static int scale_main(int argc, char **argv)
                 perm[2 * i] = i;
                 perm[2 * i + 1] = (i + 1) % n;
             }
-            for (op = 0; op < 6; op++) {
-                scale_arg a = {op, 0, perm, 0, SPMD_OK};
+            for (op = 0; op < 7; op++) {
+                scale_arg a = {op, 0, perm, 0, 0, SPMD_OK};
+                t[op] = -1;
+                if (op == 1 && n > 16384) continue; /* (16 GiB of outputs at 65,536) */
                 /* enough calls for ~0.3 s at the cost of the curve */
                 a.calls = n <= 64 ? 2000 : n <= 256 ? 200 : n <= 1024 ? 50 : 20;
                 if (sch == SPMD_SCHEDULER_THREADS && n >= 128) a.calls = 20;
                 if (spmd_run(m, scale_device, &a) != SPMD_OK || a.st != SPMD_OK)
                     die("--scale: %s failed", ops[op]);
                 t[op] = a.per_call * 1e6;
+                if (op == 0) kib = (double)(a.rss - base) * (double)sysconf(_SC_PAGESIZE) / 1024.0 / n;
             }
-            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n", n,
-                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5], t0 * 1e3);
+            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %9.1f\n", n,
+                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5], t[6],
+                   t0 * 1e3, kib);
             fflush(stdout);
             free(perm);
             spmd_mesh_destroy(m);
