@@ -250,7 +250,7 @@ bench: $(BUILD)/bench
 # psum, all_gather and all_to_all, spmdcoll next to Open MPI (when installed)
 # and the memcpy floor (bench/plot.sh; bench/plot.sh -s FILE plots time per
 # call against devices per scheduler from a CSV), and time per call against
-# devices 8..4096 per scheduler (bench/plot.sh -S: build/bench --scale).
+# devices 8..16384 per scheduler (bench/plot.sh -S: build/bench --scale --max 16384).
 plots: $(BUILD)/bench
 	bash bench/plot.sh -o $(BUILD)/plots
 	bash bench/plot.sh -S -o $(BUILD)/plots

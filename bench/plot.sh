@@ -22,8 +22,8 @@
 #           threads,8,psum,4.1
 #           fibers,8,psum,1.9
 #   bench/plot.sh -S [-o DIR]
-#       measures that first: build/bench --scale (mesh (N/8, 8), N = 8 to
-#       4096, both schedulers; its table is kept as DIR/scale.txt), writes
+#       measures that first: build/bench --scale --max 16384 (mesh (N/8, 8),
+#       N = 8 to 16,384, OS threads to 256; its table is kept as DIR/scale.txt), writes
 #       it as DIR/scale.csv and plots it as -s does.
 #
 # DIR defaults to build/plots (make plots). Exits non-zero when a
@@ -56,16 +56,17 @@ plot() { # $1 = output, $2 = title, $3 = subtitle, $4 = x label, $5 = y label, $
 
 if [ $measure_scale = 1 ]; then
     # bench --scale's rows: devices, scheduler, then µs per call of psum,
-    # all_gather, ppermute, barrier, bcast and reduce (its header names them),
-    # then ms of mesh creation and its first psum (not plotted)
+    # all_gather, ppermute, barrier, bcast, reduce and psum over "b" (its
+    # header names them; -1: not run), then ms of mesh creation and its
+    # first psum and KiB per device (not plotted)
     echo "measuring: build/bench --scale"
     load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-    "$(dirname "$here")/build/bench" --scale > "$out/scale.txt.tmp"
+    "$(dirname "$here")/build/bench" --scale --max 16384 > "$out/scale.txt.tmp"
     mv "$out/scale.txt.tmp" "$out/scale.txt"
     awk -v OFS=, -v subt="mesh (N/8, 8), every device calling; $(nproc) CPUs, $(date -u +%F), load $load at start" \
-        'BEGIN { print "# subtitle: " subt; print "scheduler,devices,coll,us_per_call"; split("psum all_gather ppermute barrier bcast reduce", c, " ") }
+        'BEGIN { print "# subtitle: " subt; print "scheduler,devices,coll,us_per_call"; split("psum all_gather ppermute barrier bcast reduce psum_b", c, " ") }
         /^# / { print; next }
-        $1 ~ /^[0-9]+$/ && NF >= 8 { for (i = 1; i <= 6; i++) print $2, $1, c[i], $(i + 2) }' \
+        $1 ~ /^[0-9]+$/ && NF >= 11 { for (i = 1; i <= 7; i++) if ($(i + 2) >= 0) print $2, $1, c[i], $(i + 2) }' \
         "$out/scale.txt" > "$out/scale.csv"
     scale=$out/scale.csv
 fi
