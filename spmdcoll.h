@@ -48,8 +48,9 @@
      }
 
    CONCEPTS
-     mesh    an n-dimensional grid of devices (1 to 8 axes, up to 4096
-             devices) with named axes, e.g. shape (4,2) named ("row","col").
+     mesh    an n-dimensional grid of devices (1 to 8 axes, up to
+             SPMD_MAX_DEVICES: memory comes first, about 16 KiB a device as
+             fibers) with named axes, e.g. shape (4,2) named ("row","col").
              Device ids are row-major over the coordinates. Meshes are
              independent: several may live in one process (no process-wide
              mutable state).
