@@ -319,11 +319,12 @@
      (SPMD_CARRIERS; default one per CPU), each on its own stack of
      desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
      page below it: a guard for the first 16,384 devices (an overflow dies of
-     SIGSEGV there; a sanitizer reports a stack overflow), beyond them a zero
-     page checked at each switch (an overflow is reported and the process
-     aborted before it reaches the next stack: the kernel allows a process
-     about 65,530 memory maps, two per guard). Memory per device: docs/fibers.md. A wait hands the carrier to another ready device. With one
-     carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
+     SIGSEGV there; a sanitizer reports a stack overflow), beyond them (the
+     kernel allows a process about 65,530 memory maps, two per guard) a zero
+     page checked at each switch and when the device returns: an overflow
+     found there is logged and the process aborted. Memory per device:
+     docs/fibers.md. A wait hands the carrier to another ready device. With
+     one carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
      ready devices run is drawn from a generator with that seed: the same
      program and seed give the same interleaving, the same results bit for
      bit and the same log; loop a test over seeds, print the seed of a
@@ -6957,11 +6958,10 @@ static void spmd__watch(spmd_req *r) {
 
 // >>fibers
 /* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
-   It owns the fibers' stacks (one mapping a run, a page below each: see
-   spmd__stacks_map), the
-   context switch (hand-written for x86-64 and arm64 ELF; ucontext elsewhere or
-   with -DSPMD_FIBER_UCONTEXT), one ready queue under one lock, and the carrier
-   threads that run the fibers.
+   It owns the fibers' stacks (one mapping a run, a page below each:
+   spmd__stacks_map), the context switch (hand-written for x86-64 and arm64
+   ELF; ucontext elsewhere or with -DSPMD_FIBER_UCONTEXT), one ready queue
+   under one lock, and the carrier threads that run the fibers.
    Data flow: spmd_run makes one fiber per device and K carriers; a carrier
    takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
    with one carrier the whole run is then reproducible) and switches to it.

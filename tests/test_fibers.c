@@ -669,15 +669,20 @@ static void deep_device(spmd_dev *d, void *p) {
     printf("%d\n", deep(40) + here); /* ~40 KiB on a 16 KiB stack */
 }
 
+/* fork, with nothing buffered that the child would print again */
+static pid_t fork_flushed(void) {
+    fflush(stdout);
+    fflush(stderr);
+    return fork();
+}
+
 static void test_overflow(void) {
     pid_t pid;
     int status = 0, sanitized = 0;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     sanitized = 1; /* the sanitizer's own SIGSEGV handler reports the overflow */
 #endif
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
+    pid = fork_flushed();
     if (pid == 0) {
         spmd_mesh_desc desc;
         spmd_mesh *m;
@@ -730,9 +735,7 @@ static void test_overflow_gap(void) {
     gap_msg = (char *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (gap_msg == (char *)MAP_FAILED) { T_CHECK(0, "mmap"); return; }
     gap_msg[0] = 0;
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
+    pid = fork_flushed();
     if (pid == 0) {
         spmd_mesh_desc desc;
         spmd_mesh *m;
