@@ -2054,6 +2054,9 @@ struct spmd_mesh {
     int nprocs, proc;      /* processes taking part, and this one (threads: 1, 0) */
     int *proc_of;          /* device -> its process (NULL on threads: all 0) */
     int first_local, nlocal; /* this process's devices: a contiguous block */
+    unsigned char *stacks; /* fibers: the stacks of the last run, kept for the next (spmd__stacks_map) */
+    size_t stacks_len, stacks_each;
+    int stacks_n;
     uint32_t mesh_id;      /* meshes this process made before (across processes: equal on every process) */
 #if SPMD__HAS_LIBFABRIC
     struct {               /* the libfabric backend's own */
@@ -7136,8 +7139,7 @@ typedef struct spmd__sched {
     uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
     int n, K;
     spmd__fiber *fibs;
-    unsigned char *stacks;     /* every fiber's stack (spmd__stacks_map) */
-    size_t stacks_len, page;
+    size_t page;
     spmd__carrier *cars;
     spmd__fiber **ready;       /* ring of n: the ready queue */
     int rhead, rcount;
@@ -7204,8 +7206,10 @@ static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
 #endif
 }
 
-/* The fibers' stacks: one mapping per run, each stack above a page of its
-   own: [gap][stack 0][gap][stack 1]... The first SPMD__FIBER_GUARDS gaps
+/* The fibers' stacks: one mapping, each stack above a page of its own:
+   [gap][stack 0][gap][stack 1]..., kept by the mesh for its next run (a
+   guard costs the kernel a split of the mapping: 4,096 of them took 30 ms
+   a run) and unmapped with it. The first SPMD__FIBER_GUARDS gaps
    are guard pages (no access: an overflow dies of SIGSEGV there, where a
    sanitizer names it). A guard splits the mapping twice, and a process has
    about 65,530 mappings (the kernel's vm.max_map_count), so the gaps of
@@ -7218,27 +7222,41 @@ static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
 #define SPMD__FIBER_GUARDS 16384
 #define SPMD__GAP_WORDS 8
 
+static void spmd__stacks_unmap(spmd_mesh *m) {
+    if (m->stacks) munmap(m->stacks, m->stacks_len);
+    m->stacks = NULL;
+}
+
 static int spmd__stacks_map(spmd__sched *s, size_t stack) {
+    spmd_mesh *m = s->m;
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096u, stride;
-    int i;
+    int i, fresh;
     stack = (stack + page - 1) / page * page;
     stride = stack + page;
     s->page = page;
-    s->stacks_len = stride * (size_t)s->n;
-    s->stacks = (unsigned char *)mmap(NULL, s->stacks_len, PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (s->stacks == (unsigned char *)MAP_FAILED) {
-        s->stacks = NULL;
-        return 0;
+    if (m->stacks && (m->stacks_n != s->n || m->stacks_each != stack)) spmd__stacks_unmap(m);
+    if ((fresh = !m->stacks) != 0) {
+        m->stacks_len = stride * (size_t)s->n;
+        m->stacks = (unsigned char *)mmap(NULL, m->stacks_len, PROT_READ | PROT_WRITE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m->stacks == (unsigned char *)MAP_FAILED) {
+            m->stacks = NULL;
+            return 0;
+        }
+        m->stacks_n = s->n;
+        m->stacks_each = stack;
     }
     for (i = 0; i < s->n; i++) {
         spmd__fiber *f = &s->fibs[i];
-        unsigned char *gap = s->stacks + (size_t)i * stride;
+        unsigned char *gap = m->stacks + (size_t)i * stride;
         f->lo = gap + page;
         f->len = stack;
         f->gap = i < SPMD__FIBER_GUARDS ? NULL : (const uint64_t *)(const void *)gap;
-        if (i < SPMD__FIBER_GUARDS && mprotect(gap, page, PROT_NONE) != 0) return 0;
+        if (fresh && i < SPMD__FIBER_GUARDS && mprotect(gap, page, PROT_NONE) != 0) {
+            spmd__stacks_unmap(m);
+            return 0;
+        }
     }
     return 1;
 }
@@ -7622,7 +7640,6 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         }
         spmd__fiber_unmake(&s.fibs[i]);
     }
-    if (s.stacks) munmap(s.stacks, s.stacks_len);
     for (i = 0; s.cars && i < K; i++) spmd__free(&m->alloc, (void *)s.cars[i].ptrs);
     for (i = 0; i < m->nlocal; i++) /* the devices of fibers never run */
         if (SPMD__LD_ACQ(&m->devs[lo + i]->attached)) spmd__ignore(spmd_detach(m->devs[lo + i]));
@@ -9604,6 +9621,7 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
         }
         spmd__free(&a, m->devs);
     }
+    spmd__stacks_unmap(m);
     if (m->gtab) {
         for (b = 0; b < m->gbuckets; b++) {
             spmd__group *g = m->gtab[b], *n;
