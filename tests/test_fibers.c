@@ -107,6 +107,63 @@ static void test_big(void) {
     }
 }
 
+/* ---- all_to_all of small chunks over a large group: a blocked transpose ----------
+
+   Chunks of at most 16 bytes over 64 devices and more, split algorithm,
+   are moved a tile of receivers at a time (spmd__chunks_tile): G of 64, 67
+   and 1,100 (more than one tile of 1,024 4-byte chunks, the last partial),
+   chunks of 1, 2, 3 (no fast copy), 4, 8, 16 and 17 bytes (the per-chunk
+   path), in place and not. Device i's out block j must be device j's chunk
+   i, every byte: the input bytes name the source, the chunk and the
+   byte's place. */
+typedef struct { int es, count; spmd_dtype dt; int inplace; long bad; spmd_status st; } a2a_arg;
+static unsigned char a2a_byte(int src, int chunk, int b) { return (unsigned char)(src * 31 + chunk * 7 + b * 3 + 1); }
+static void a2a_device(spmd_dev *d, void *p) {
+    a2a_arg *a = (a2a_arg *)p;
+    int id = spmd_device_id(d), n = spmd_mesh_size(spmd_device_mesh(d)), j, b, run = a->es * a->count, wrong = 0;
+    unsigned char *in = malloc((size_t)n * run), *out = a->inplace ? in : malloc((size_t)n * run);
+    spmd_opts o = {NULL, 0, 0, SPMD_ALGO_SPLIT};
+    spmd_status s;
+    for (j = 0; j < n; j++)
+        for (b = 0; b < run; b++) in[(size_t)j * run + b] = a2a_byte(id, j, b);
+    if (!a->inplace) memset(out, 0xee, (size_t)n * run);
+    s = spmd_alltoall(d, in, out, (size_t)a->count, a->dt, "*", &o);
+    if (s != SPMD_OK) a->st = s;
+    for (j = 0; j < n && s == SPMD_OK; j++)
+        for (b = 0; b < run; b++) wrong |= out[(size_t)j * run + b] != a2a_byte(j, id, b);
+    if (wrong) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+    if (out != in) free(out);
+    free(in);
+}
+
+static void test_big_all_to_all(void) {
+    static const struct { int es, count; spmd_dtype dt; } ch[] = {
+        {1, 1, SPMD_U8}, {2, 1, SPMD_I16}, {1, 3, SPMD_U8}, {4, 1, SPMD_F32}, {8, 1, SPMD_F64}, {4, 4, SPMD_U32},
+        {1, 17, SPMD_I8}};
+    static const int Gs[] = {64, 67, 1100};
+    int gi, c, inplace, nG = 3;
+#if defined(__SANITIZE_THREAD__)
+    nG = 2; /* ThreadSanitizer: 1,100 fibers take minutes (the other builds run them) */
+#endif
+    for (gi = 0; gi < nG; gi++) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m;
+        desc4_one_carrier(&desc);
+        desc.shape[0] = Gs[gi];
+        desc.carriers = 2;
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "mesh of %d", Gs[gi]); continue; }
+        for (c = 0; c < (int)(sizeof ch / sizeof ch[0]); c++)
+            for (inplace = 0; inplace < 2; inplace++) {
+                a2a_arg a = {ch[c].es, ch[c].count, ch[c].dt, inplace, 0, SPMD_OK};
+                spmd_status run = spmd_run(m, a2a_device, &a);
+                T_CHECK(run == SPMD_OK && a.st == SPMD_OK && a.bad == 0,
+                        "all_to_all over %d devices, chunks of %d x %d bytes%s: run %s, a call %s, %ld devices wrong",
+                        Gs[gi], ch[c].count, ch[c].es, inplace ? " in place" : "", stname(run), stname(a.st), a.bad);
+            }
+        spmd_mesh_destroy(m);
+    }
+}
+
 /* ---- a large group's ppermute: its pairs checked once a call -------------------
 
    PN devices over "*" (at least SPMD__PERM_SHARE_MIN, so one member's check
@@ -835,6 +892,7 @@ int main(void) {
     test_bad_desc();
     test_big();
     test_big_ppermute();
+    test_big_all_to_all();
     test_wakes();
     test_seeds();
     test_deadlocks();
