@@ -5277,7 +5277,7 @@ static spmd_status spmd__split_plan(spmd_req *r, const spmd__call *c, size_t max
         r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
                        ? (uint32_t)(G * G) : (uint32_t)G;
         if (r->units == (uint32_t)G && G >= 64 && !r->gr->g->span && r->blk.n == 0 && r->blk.run <= 16) {
-            r->a2a_rows = (uint32_t)(4096 / r->blk.run);
+            r->a2a_rows = (uint32_t)(4096 / r->blk.run); /* (a page of each source) */
             r->units = ((uint32_t)G + r->a2a_rows - 1) / r->a2a_rows;
         }
         break;
@@ -6115,10 +6115,10 @@ static void spmd__blk_copy(const spmd__blk *b, unsigned char *dst, const unsigne
     }
 }
 
-/* all_to_all's chunks of run bytes (at most 16, each one piece) from
-   sources s0..s1-1 at offset off of their inputs, to block src of dst (a
-   memcpy of a constant size is a move: 16.7 M of 4 bytes at 4,096
-   devices took 54% of the call through the library's memcpy). */
+/* all_to_all's whole chunks of run bytes from sources s0..s1-1 at offset
+   off of their inputs, each to block s of dst. Up to 16 bytes a chunk is
+   a memcpy of a constant size, a move: 16.7 M calls to memcpy for 4 bytes
+   each took 54% of a call at 4,096 devices. */
 static void spmd__chunks_in(unsigned char *dst, int64_t step, const unsigned char *const *ins, uint32_t s0,
                             uint32_t s1, int64_t off, size_t run) {
     uint32_t s;
@@ -6266,7 +6266,7 @@ static void spmd__work(const spmd_req *r, int G, uint32_t u, size_t lo, size_t h
         uint32_t rcv = r->units == (uint32_t)G * (uint32_t)G ? u / (uint32_t)G : u;
         uint32_t s0 = r->units == (uint32_t)G * (uint32_t)G ? u % (uint32_t)G : 0;
         uint32_t s1 = r->units == (uint32_t)G * (uint32_t)G ? s0 + 1 : (uint32_t)G, src;
-        if (r->blk.n == 0 && r->blk.run <= 16) /* small whole chunks: a copy of known size each */
+        if (r->blk.n == 0) /* whole chunks */
             spmd__chunks_in((unsigned char *)outs[rcv], r->dst_step, (const unsigned char *const *)ins, s0, s1,
                             (int64_t)rcv * r->src_step, r->blk.run);
         else
