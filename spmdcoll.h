@@ -1543,6 +1543,8 @@ static void spmd__ignore(spmd_status s) { (void)s; }
 #define SPMD__FENCE(word) __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 #define SPMD__PREFETCH_W(p) __builtin_prefetch((p), 1)
+#define SPMD__NOINLINE __attribute__((noinline)) /* a public collective (its return address is its call
+                                                    site), a frame of its own */
 #define SPMD__ST_SC(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__FADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define SPMD__FOR(p, v) __atomic_fetch_or((p), (v), __ATOMIC_SEQ_CST)
@@ -2630,6 +2632,8 @@ static void spmd__argreduce(spmd__kernel k, int32_t *out, const void *const *in,
    rounded once, at the end. spmd__reduce_tiles walks the tree leaf by leaf
    with a stack of partials, one tile each. */
 #define SPMD__TREE_BYTES 8192 /* the stack of partials and the load buffer, on the C stack */
+#define SPMD__TREE_SMALL 512  /* ... for a reduction that fits in this (a small psum: its frame
+                                 stays near its caller's, in the lines a fiber's stack already has) */
 /* The tree's P leaves (the largest power of two <= G) and its height log2 P;
    the plans across processes (>>plans) use the same two. */
 static int spmd__tree_leaves(int G) {
@@ -2643,11 +2647,11 @@ static int spmd__log2(int P) {
     return k;
 }
 /* Tile elements for G inputs: the stack's log2 P + 1 entries and one load
-   buffer, of the accumulator's type, in SPMD__TREE_BYTES (SPMD__TILE at
-   most, a power of two). */
-static size_t spmd__tree_tile(spmd__kernel k, int G) {
+   buffer, of the accumulator's type, in `bytes` (SPMD__TILE at most, a
+   power of two). */
+static size_t spmd__tree_tile(spmd__kernel k, int G, size_t bytes) {
     size_t depth = (size_t)spmd__log2(spmd__tree_leaves(G)) + 1, m;
-    m = SPMD__TREE_BYTES / ((depth + 1) * k->acc_size);
+    m = bytes / ((depth + 1) * k->acc_size);
     while (m & (m - 1)) m &= m - 1; /* a power of two: tiles aligned as their chunks are */
     return m < SPMD__TILE ? m : SPMD__TILE;
 }
@@ -2655,16 +2659,11 @@ static size_t spmd__tree_tile(spmd__kernel k, int G) {
    stack of partials (slot i of the stack in buf + i m), and after leaf v
    as many combines as v + 1 has trailing zero bits, which is the perfect
    tree; the last combine writes the output (or, with a fin, slot 0). */
-static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
-    uint64_t area[SPMD__TREE_BYTES / 8];
-    unsigned char *buf = (unsigned char *)area;
+static void spmd__reduce_in(spmd__kernel k, void *out, const void *const *in, int G, size_t n, unsigned char *buf,
+                            size_t m) {
     const void *at[24]; /* (24 > log2 P + 1 for any G < 2^23) */
-    size_t base, m = spmd__tree_tile(k, G), sb;
+    size_t base, sb;
     int P = spmd__tree_leaves(G), r = G - P, v, c, top, left;
-    if (k->argeq) {
-        spmd__argreduce(k, (int32_t *)out, in, G, n);
-        return;
-    }
     for (base = 0; base < n; base += m) {
         unsigned char *o = (unsigned char *)out + base * k->out_size;
         void *last;
@@ -2689,6 +2688,22 @@ static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in,
         if (k->fin) k->fin(o, at[0], m, G);
         else if (at[0] != o) memmove(o, at[0], m * k->out_size);
     }
+}
+
+/* The tree's buffer on the C stack: a small one when the whole reduction
+   fits (one tile), else SPMD__TREE_BYTES (each in a frame of its own). */
+static SPMD__NOINLINE void spmd__reduce_small(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+    uint64_t area[SPMD__TREE_SMALL / 8];
+    spmd__reduce_in(k, out, in, G, n, (unsigned char *)area, spmd__tree_tile(k, G, sizeof area));
+}
+static SPMD__NOINLINE void spmd__reduce_large(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+    uint64_t area[SPMD__TREE_BYTES / 8];
+    spmd__reduce_in(k, out, in, G, n, (unsigned char *)area, spmd__tree_tile(k, G, sizeof area));
+}
+static void spmd__reduce_tiles(spmd__kernel k, void *out, const void *const *in, int G, size_t n) {
+    if (k->argeq) spmd__argreduce(k, (int32_t *)out, in, G, n);
+    else if (spmd__tree_tile(k, G, SPMD__TREE_SMALL) >= n) spmd__reduce_small(k, out, in, G, n);
+    else spmd__reduce_large(k, out, in, G, n);
 }
 
 /* out = in[0] OP in[1] OP ... OP in[G-1] in the canonical order above, n
@@ -3138,13 +3153,11 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
    (spmd__site_take), so every path that compares signatures compares sites;
    the messages name both sites (spmd__site_text). */
 #if defined(__GNUC__)
-#define SPMD__NOINLINE __attribute__((noinline)) /* a public collective: its return address is its call site */
 #define SPMD__CALLER(d)                                                                                               \
     do {                                                                                                              \
         if ((d) && (d)->check_sites && !(d)->site_ra) (d)->site_ra = (uintptr_t)__builtin_return_address(0);         \
     } while (0)
 #else
-#define SPMD__NOINLINE
 #define SPMD__CALLER(d) ((void)0)
 #endif
 
