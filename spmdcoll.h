@@ -5661,13 +5661,15 @@ static int spmd__readers(const spmd_req *r) {
 
 /* Wake the members asleep on g (their bits: a word per 64 members, not a
    line per member; across processes only this one's members sleep here),
-   the fibers of a word under one taking of the scheduler's lock. */
+   the fibers of a word under one taking of their home queue's lock. */
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
     int w, nw = (g->G + 63) / 64;
     for (w = 0; w < nw; w++) {
-        uint64_t bits = SPMD__LD_SC(&g->sleepers[w]);
+        uint64_t bits = SPMD__LD_SC(&g->sleepers[w]), b;
         spmd_dev *ring[64];
         int n = 0;
+        /* (a large group's sleepers are not in cache: their lines load together) */
+        for (b = bits; b; b &= b - 1) SPMD__PREFETCH_W(m->devs[g->members[w * 64 + __builtin_ctzll(b)]]);
         while (bits) {
             int k = w * 64 + __builtin_ctzll(bits);
             spmd_dev *p = m->devs[g->members[k]];
@@ -6850,7 +6852,8 @@ static int spmd__check_missing(spmd_req *r) {
     return 0;
 }
 
-/* The device no longer sleeps: out of the sleeper counts of its groups. */
+/* The device no longer sleeps: out of the sleeper counts of its groups.
+   (Also called by whoever makes a parked fiber ready: it will poll again.) */
 static void spmd__sleep_end(spmd_dev *d) {
     spmd_req *q;
     SPMD__ST_SC(&d->sleeping, 0u);
@@ -7025,11 +7028,16 @@ static void spmd__watch(spmd_req *r) {
 /* The fiber scheduler (desc.scheduler, SPMD_SCHEDULER=fibers): a process's devices.
    It owns the fibers' stacks (one mapping a run, a page below each:
    spmd__stacks_map), the context switch (hand-written for x86-64 and arm64
-   ELF; ucontext elsewhere or with -DSPMD_FIBER_UCONTEXT), one ready queue
-   under one lock, and the carrier threads that run the fibers.
-   Data flow: spmd_run makes one fiber per device and K carriers; a carrier
-   takes a ready fiber (FIFO, or drawn by a generator seeded with desc.sched_seed:
-   with one carrier the whole run is then reproducible) and switches to it.
+   ELF; ucontext elsewhere or with -DSPMD_FIBER_UCONTEXT), the ready
+   queues, and the carrier threads that run the fibers.
+   Data flow: spmd_run makes one fiber per device and K carriers, each with
+   a queue of its own, home to a block of the devices (spmd__runq: their
+   states under its lock, so that carriers running their own devices never
+   wait for each other). A carrier takes a ready fiber from its queue (FIFO,
+   or drawn by a generator seeded with desc.sched_seed: with one carrier
+   the whole run is then reproducible), or from another queue when its own
+   is empty and every 32nd turn, and switches to it, warming the next one
+   (spmd__fiber_warm).
    A device's wait (spmd__block) ends in spmd__sleep, which parks the fiber
    (spmd__fiber_park) instead of sleeping on its futex word, and its carrier
    takes the next one; whoever rings the device's bell (spmd__wake_dev) makes
@@ -7165,11 +7173,12 @@ typedef struct spmd__fiber {
     spmd__ctx ctx;
     spmd_dev *dev;
     struct spmd__sched *s;
+    struct spmd__runq *q;      /* its home queue: its state is under that queue's lock */
     struct spmd__carrier *car; /* the carrier running it (set at each switch in) */
     unsigned char *lo;         /* the stack: lo .. lo + len, in the run's mapping (spmd__stacks_map) */
     const uint64_t *gap;       /* the page below it when that is no guard page, else NULL */
     size_t len;
-    int state;                 /* SPMD__F_*; under the scheduler's lock */
+    int state;                 /* SPMD__F_*; under its home queue's lock */
     int started;
     uint64_t wake_at;          /* parked with a time limit: ready then (0: none) */
     spmd_req *waiting;         /* parked in a wait for this request (the deadlock report) */
@@ -7190,26 +7199,44 @@ typedef struct spmd__carrier {
     size_t len;
     void *fake, *tsan;
     const void **ptrs;         /* the scratch pointers of the device it runs (spmd_dev.ptrs) */
+    struct spmd__runq *own;    /* its queue */
+    unsigned turn;             /* fibers it took */
+    int running;               /* it runs a fiber (set and cleared under that fiber's queue lock) */
 } spmd__carrier;
+
+/* A carrier's ready queue and the fibers whose home it is (a block of the
+   devices: fiber i of n is at home in queue i * K / n): their states, time
+   limits and moves are under its lock, so that a carrier that parks, rings
+   and runs its own devices never waits for another. */
+typedef struct spmd__runq {
+    uint32_t lock;
+    int cap;                   /* its fibers, */
+    int rhead, rcount;         /* the ready ring (of cap; rcount atomic: peeked without the lock) */
+    spmd__fiber *fibs;         /* from here */
+    spmd__fiber **ready;
+    uint64_t next_wake;        /* earliest wake_at of a parked fiber here (UINT64_MAX: none) */
+    uint64_t rng;              /* 0: FIFO; else the generator's state */
+    uint64_t moves;            /* rings and ended waits of its fibers (atomic: an ended wait counts without
+                                  the lock) */
+    char pad[SPMD__LINE - 56]; /* (a line of its own) */
+} spmd__runq;
 
 typedef struct spmd__sched {
     spmd_mesh *m;
     spmd_fn fn;
     void *arg;
-    uint32_t lock;             /* spin lock over everything below */
+    uint32_t lock;             /* spin lock of an idle carrier's look at every queue (the fields below
+                                  it; taken before any queue's) */
     uint32_t gen;              /* futex word of idle carriers: bumped when one is needed */
     uint32_t finished;         /* futex word of the watchdog: 1 when every fiber is done */
     int n, K;
     spmd__fiber *fibs;
     size_t page;
     spmd__carrier *cars;
-    spmd__fiber **ready;       /* ring of n: the ready queue */
-    int rhead, rcount;
-    int nlive, nrunning, nidle;
-    uint64_t next_wake;        /* earliest wake_at of a parked fiber (UINT64_MAX: none) */
-    uint64_t rng;              /* 0: FIFO; else the generator's state */
-    uint64_t moves, mark;      /* rings and ended waits (atomic: an ended wait counts without the
-                                  lock), and their count when a recheck round began */
+    spmd__runq *q;             /* K queues */
+    spmd__fiber **ready;       /* n: the queues' rings */
+    int nlive, nidle;          /* (atomic) */
+    uint64_t mark;             /* the queues' moves when a recheck round began */
     int recheck;               /* a recheck round is under way */
     int judging;               /* a carrier is writing the deadlock report */
 } spmd__sched;
@@ -7225,27 +7252,31 @@ static uint64_t spmd__rand(uint64_t *st) {
     return x * 0x2545f4914f6cdd1du;
 }
 
-static void spmd__ready_push(spmd__sched *s, spmd__fiber *f) {
+/* f ready in its home queue (that queue's lock held); an idle carrier is woken. */
+static void spmd__ready_push(spmd__fiber *f) {
+    spmd__runq *q = f->q;
+    spmd__sched *s = f->s;
     f->state = SPMD__F_READY;
-    s->ready[(s->rhead + s->rcount++) % s->n] = f;
-    if (s->nidle) {
+    q->ready[(q->rhead + q->rcount) % q->cap] = f;
+    SPMD__ST_REL(&q->rcount, q->rcount + 1);
+    if (SPMD__LD_SC(&s->nidle)) {
         SPMD__FADD(&s->gen, 1u);
         spmd__futex_wake(&s->gen);
     }
 }
 
-static spmd__fiber *spmd__ready_take(spmd__sched *s) {
+static spmd__fiber *spmd__ready_take(spmd__runq *q) {
     spmd__fiber *f;
-    if (!s->rcount) return NULL;
-    if (s->rng && s->rcount > 1) { /* swap a drawn one to the head */
-        int k = (s->rhead + (int)(spmd__rand(&s->rng) % (uint64_t)s->rcount)) % s->n;
-        f = s->ready[k];
-        s->ready[k] = s->ready[s->rhead];
-        s->ready[s->rhead] = f;
+    if (!q->rcount) return NULL;
+    if (q->rng && q->rcount > 1) { /* swap a drawn one to the head */
+        int k = (q->rhead + (int)(spmd__rand(&q->rng) % (uint64_t)q->rcount)) % q->cap;
+        f = q->ready[k];
+        q->ready[k] = q->ready[q->rhead];
+        q->ready[q->rhead] = f;
     }
-    f = s->ready[s->rhead];
-    s->rhead = (s->rhead + 1) % s->n;
-    s->rcount--;
+    f = q->ready[q->rhead];
+    q->rhead = (q->rhead + 1) % q->cap;
+    SPMD__ST_REL(&q->rcount, q->rcount - 1);
     return f;
 }
 
@@ -7256,23 +7287,23 @@ static spmd__fiber *spmd__ready_take(spmd__sched *s) {
    each miss would otherwise stall its carrier in turn (a switch to one
    of 16,384 fibers: 200-340 ns, 30 ns with its stack warmed). Lock held. */
 #define SPMD__WARM_STACK 1024 /* bytes above a parked fiber's stack pointer: its frames, measured ~900 */
-static void spmd__fiber_warm(const spmd__sched *s) {
+static void spmd__fiber_warm(const spmd__runq *q) {
     const spmd__fiber *f;
     const char *p;
     size_t i;
-    if (!s->rcount) return;
-    f = s->ready[s->rhead];
+    if (!q->rcount) return;
+    f = q->ready[q->rhead];
 #if SPMD__CTX_ASM
     for (p = (const char *)f->ctx.sp, i = 0; i < SPMD__WARM_STACK; i += SPMD__LINE) SPMD__PREFETCH_W(p + i);
 #endif
     for (p = (const char *)f->dev, i = 0; i < offsetof(spmd_dev, mbox); i += SPMD__LINE) SPMD__PREFETCH_W(p + i);
     if (f->waiting)
         for (p = (const char *)f->waiting, i = 0; i < offsetof(spmd_req, blk); i += SPMD__LINE) SPMD__PREFETCH_W(p + i);
-    if (s->rcount > 1) SPMD__PREFETCH_W(s->ready[(s->rhead + 1) % s->n]); /* the one after: its fiber */
+    if (q->rcount > 1) SPMD__PREFETCH_W(q->ready[(q->rhead + 1) % q->cap]); /* the one after: its fiber */
 }
 
-/* Switch between a carrier's loop and a fiber, with the scheduler's lock
-   held: whoever resumes releases it. */
+/* Switch between a carrier's loop and a fiber, with the fiber's home queue
+   lock held: whoever resumes releases it. */
 static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
 #ifdef SPMD__ASAN
     __sanitizer_start_switch_fiber(&c->fake, f->lo, f->len);
@@ -7385,14 +7416,14 @@ static void spmd__fiber_entry(spmd__carrier *c) {
 #ifdef SPMD__ASAN
     __sanitizer_finish_switch_fiber(NULL, &c->lo, &c->len);
 #endif
-    spmd__sunlock(&s->lock);
+    spmd__sunlock(&f->q->lock);
     s->fn(d, s->arg);
     spmd__run_returned(d);
     spmd__ignore(spmd_detach(d));
-    spmd__slock(&s->lock);
+    spmd__slock(&f->q->lock);
     f->state = SPMD__F_DONE;
-    s->nlive--;
-    SPMD__FADD(&s->moves, (uint64_t)1);
+    SPMD__FADD(&s->nlive, -1);
+    SPMD__FADD(&f->q->moves, (uint64_t)1);
     spmd__to_carrier(f);
     SPMD_ASSERT(!"a finished fiber was resumed");
 }
@@ -7442,79 +7473,127 @@ static void spmd__fiber_unmake(spmd__fiber *f) {
 #endif
 }
 
-/* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their parked fibers are ready. */
+/* What a ring touches of a device, its fiber and requests (spmd__sleep_end),
+   loaded ahead a step at a time: the fiber and the requests (0), then the
+   requests' groups (1). */
+static void spmd__ring_warm(const spmd_dev *d, int step) {
+    const spmd_req *q = d->head;
+    SPMD__PREFETCH_W(d->fib);
+    if (!q) return;
+    if (step == 0) {
+        SPMD__PREFETCH_W(q);
+        SPMD__PREFETCH_W(&q->asleep);
+    } else {
+        SPMD__PREFETCH_W(q->gr);
+        SPMD__PREFETCH_W(&q->gr->me);
+    }
+}
+
+/* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their
+   parked fibers are ready, under one taking of each home queue's lock for
+   a run of devices at home there (a group's members mostly are). */
 static void spmd__fiber_ring(spmd_dev **ds, int n) {
-    spmd__sched *s = ds[0]->fib->s;
+    spmd__runq *q = NULL;
     int i;
-    spmd__slock(&s->lock);
-    SPMD__FADD(&s->moves, (uint64_t)n);
-    for (i = 0; i < n; i++)
-        if (ds[i]->fib->state == SPMD__F_PARKED) {
-            /* it polls again when it runs, and clears its sleeper bits then
-               (spmd__sleep_end): a finisher meanwhile sees it awake */
-            SPMD__ST_SC(&ds[i]->sleeping, 0u);
-            spmd__ready_push(s, ds[i]->fib);
+    for (i = 0; i < n && i < 2; i++) spmd__ring_warm(ds[i], 0);
+    for (i = 0; i < n; i++) {
+        spmd__fiber *f = ds[i]->fib;
+        if (i + 2 < n) spmd__ring_warm(ds[i + 2], 0);
+        if (i + 1 < n) spmd__ring_warm(ds[i + 1], 1);
+        if (f->q != q) {
+            if (q) spmd__sunlock(&q->lock);
+            q = f->q;
+            spmd__slock(&q->lock);
         }
-    spmd__sunlock(&s->lock);
+        SPMD__FADD(&q->moves, (uint64_t)1);
+        if (f->state == SPMD__F_PARKED) {
+            /* it polls again when it runs: out of the sleepers now, so that
+               the finishers meanwhile neither ring it nor look at it (left
+               to the fiber, a bit stayed set until its turn, and every wake
+               of its groups looked at it: ppermute at 16,384 devices went
+               from 9 to 286 ms) */
+            spmd__sleep_end(ds[i]);
+            spmd__ready_push(f);
+        }
+    }
+    if (q) spmd__sunlock(&q->lock);
 }
 
 /* Park the device's fiber until its bell moves from `bell` (or for at most
    ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
 static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
     spmd__fiber *f = d->fib;
-    spmd__sched *s = f->s;
-    spmd__slock(&s->lock);
+    spmd__runq *q = f->q;
+    spmd__slock(&q->lock);
     if (SPMD__LD_SC(&d->bell) != bell) { /* rung since */
-        spmd__sunlock(&s->lock);
+        spmd__sunlock(&q->lock);
         return;
     }
     f->state = SPMD__F_PARKED;
     f->waiting = r;
     f->wake_at = 0;
     if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
-    if (f->wake_at && f->wake_at < s->next_wake) s->next_wake = f->wake_at;
+    if (f->wake_at && f->wake_at < q->next_wake) q->next_wake = f->wake_at;
     spmd__to_carrier(f);
     f->waiting = NULL;
-    spmd__sunlock(&s->lock);
+    spmd__sunlock(&q->lock);
 }
 
-static void spmd__wake_expired(spmd__sched *s, uint64_t now);
+static void spmd__wake_expired(spmd__runq *q, uint64_t now);
 
 /* Let the other ready fibers run first (spmd_test polling). */
 static void spmd__fiber_yield(spmd_dev *d) {
     spmd__fiber *f = d->fib;
-    spmd__sched *s = f->s;
+    spmd__runq *q = f->q;
     uint64_t now = spmd__now_ns();
-    spmd__slock(&s->lock);
+    spmd__slock(&q->lock);
     /* a poll loop keeps the queue from emptying, where the carrier would
        wake the parked fibers whose time limit passed: wake them here (on
        libfabric the transport completes what they wait for without a bell) */
-    if (s->next_wake <= now) spmd__wake_expired(s, now);
-    spmd__ready_push(s, f);
+    if (q->next_wake <= now) spmd__wake_expired(q, now);
+    spmd__ready_push(f);
     spmd__to_carrier(f);
-    spmd__sunlock(&s->lock);
+    spmd__sunlock(&q->lock);
 }
 
 /* A wait ended: a move that a recheck round looks for. Without the lock:
-   no round is judged while a fiber runs (nrunning), and the lock orders
-   what a fiber did before it parks or ends. */
+   no round is judged while a fiber runs (its carrier's running), and the
+   lock orders what a fiber did before it parks or ends. */
 static void spmd__fiber_moved(spmd_dev *d) {
-    SPMD__FADD(&d->fib->s->moves, (uint64_t)1);
+    SPMD__FADD(&d->fib->q->moves, (uint64_t)1);
 }
 
-/* Nothing ready, nothing running, every live fiber parked (lock held). The
-   first time: a recheck round (every parked fiber polls once more). Then,
-   if nothing moved: a deadlock. Returns with the lock held. */
+/* Every queue's lock, taken in order (the scheduler's lock held), or let go. */
+static void spmd__queues_lock(spmd__sched *s, int take) {
+    int i;
+    for (i = 0; i < s->K; i++) {
+        if (take) spmd__slock(&s->q[i].lock);
+        else spmd__sunlock(&s->q[i].lock);
+    }
+}
+
+static uint64_t spmd__sched_moves(spmd__sched *s) {
+    uint64_t n = 0;
+    int i;
+    for (i = 0; i < s->K; i++) n += SPMD__LD_ACQ(&s->q[i].moves);
+    return n;
+}
+
+/* Nothing ready, nothing running, every live fiber parked (the scheduler's
+   lock and every queue's held). The first time: a recheck round (every
+   parked fiber polls once more). Then, if nothing moved: a deadlock.
+   Returns with the scheduler's lock held, the queues' let go. */
 static void spmd__fiber_stuck(spmd__sched *s) {
     spmd_mesh *m = s->m;
     char sum[400], line[400], prev[400];
     size_t at = 0;
     int i, nb = 0, nr = 0, run0 = -1;
-    if (!s->recheck || SPMD__LD_ACQ(&s->moves) != s->mark) {
+    if (!s->recheck || spmd__sched_moves(s) != s->mark) {
         s->recheck = 1;
-        s->mark = SPMD__LD_ACQ(&s->moves);
+        s->mark = spmd__sched_moves(s);
         for (i = 0; i < s->n; i++)
-            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(s, &s->fibs[i]);
+            if (s->fibs[i].state == SPMD__F_PARKED) spmd__ready_push(&s->fibs[i]);
+        spmd__queues_lock(s, 0);
         return;
     }
     s->recheck = 0;
@@ -7533,6 +7612,7 @@ static void spmd__fiber_stuck(spmd__sched *s) {
             if (w > 0) at += (size_t)w;
         }
     if (at < sizeof sum) snprintf(sum + at, sizeof sum - at, "); the report per device is in the log");
+    spmd__queues_lock(s, 0);
     spmd__sunlock(&s->lock);
     spmd__log(m, SPMD_LOG_ERROR, -1, "%s", sum);
     /* the break logs the report (spmd_report's text, as for every cause);
@@ -7559,51 +7639,100 @@ static void spmd__fiber_stuck(spmd__sched *s) {
     s->judging = 0;
 }
 
-/* Nothing ready (lock held): wake timed parks that are due, judge a
-   deadlock, or sleep until a ring or the next time limit. */
-/* Make ready the parked fibers whose time limit passed (lock held). */
-static void spmd__wake_expired(spmd__sched *s, uint64_t now) {
+/* Make ready the parked fibers of q whose time limit passed (its lock held). */
+static void spmd__wake_expired(spmd__runq *q, uint64_t now) {
     uint64_t next = UINT64_MAX;
     int i;
-    for (i = 0; i < s->n; i++) {
-        spmd__fiber *f = &s->fibs[i];
+    for (i = 0; i < q->cap; i++) {
+        spmd__fiber *f = &q->fibs[i];
         if (f->state != SPMD__F_PARKED || !f->wake_at) continue;
-        if (f->wake_at <= now) spmd__ready_push(s, f);
+        if (f->wake_at <= now) spmd__ready_push(f);
         else if (f->wake_at < next) next = f->wake_at;
     }
-    s->next_wake = next;
+    q->next_wake = next;
 }
 
+/* Nothing ready in any queue (no lock held): wake timed parks that are
+   due, judge a deadlock, or sleep until a ring or the next time limit.
+   Counted idle before it looks: a push after the look wakes it. */
 static void spmd__carrier_idle(spmd__sched *s) {
-    uint64_t now = spmd__now_ns(), ns;
+    uint64_t now = spmd__now_ns(), next = UINT64_MAX, ns;
     uint32_t gen;
-    if (s->next_wake <= now) {
-        spmd__wake_expired(s, now);
-        if (s->rcount) return;
-    }
-    if (!s->nrunning && !s->judging && !s->m->vt->polled && !SPMD__LD_ACQ(&s->m->broken)) {
-        spmd__fiber_stuck(s);
-        return;
-    }
-    gen = SPMD__LD_ACQ(&s->gen);
-    ns = s->next_wake == UINT64_MAX ? 100000000u : s->next_wake - now;
-    s->nidle++;
-    spmd__sunlock(&s->lock);
-    spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
+    int i, ready = 0, running = 0;
     spmd__slock(&s->lock);
-    s->nidle--;
+    SPMD__FADD(&s->nidle, 1);
+    gen = SPMD__LD_ACQ(&s->gen);
+    spmd__queues_lock(s, 1);
+    for (i = 0; i < s->K; i++) {
+        spmd__runq *q = &s->q[i];
+        if (q->next_wake <= now) spmd__wake_expired(q, now);
+        if (q->next_wake < next) next = q->next_wake;
+        ready += q->rcount;
+        running += s->cars[i].running;
+    }
+    if (!ready && !running && SPMD__LD_ACQ(&s->nlive) && !s->judging && !s->m->vt->polled &&
+        !SPMD__LD_ACQ(&s->m->broken)) {
+        spmd__fiber_stuck(s); /* (lets the queues go) */
+        ready = 1;            /* (the recheck round's, or the break's rings) */
+    } else {
+        spmd__queues_lock(s, 0);
+    }
+    spmd__sunlock(&s->lock);
+    ns = next == UINT64_MAX ? 100000000u : next - now;
+    if (!ready && SPMD__LD_ACQ(&s->nlive)) spmd__futex_wait(&s->gen, gen, ns < 100000000u ? ns : 100000000u);
+    SPMD__FADD(&s->nidle, -1);
+}
+
+/* One ready fiber of another queue than c's own (the first with one
+   after its own), with its lock held, or NULL with none held. */
+static spmd__fiber *spmd__carrier_steal(spmd__sched *s, spmd__carrier *c) {
+    int i, k0 = (int)(c->own - s->q);
+    spmd__fiber *f;
+    for (i = 1; i < s->K; i++) {
+        spmd__runq *q = &s->q[(k0 + i) % s->K];
+        if (!SPMD__LD_ACQ(&q->rcount)) continue;
+        spmd__slock(&q->lock);
+        if ((f = spmd__ready_take(q)) != NULL) return f;
+        spmd__sunlock(&q->lock);
+    }
+    return NULL;
+}
+
+/* The next fiber for carrier c, which holds `held` (or NULL): its own
+   queue's first, else another queue's. Every SPMD__STEAL_EVERY turns it
+   looks at the others first: a carrier held by one long computation
+   would otherwise leave its queue to wait while this one runs its own
+   busy pollers. Returns with that fiber's home queue lock held, or NULL
+   with none held. */
+#define SPMD__STEAL_EVERY 32
+static spmd__fiber *spmd__carrier_next(spmd__sched *s, spmd__carrier *c, spmd__runq *held) {
+    spmd__fiber *f;
+    if (++c->turn % SPMD__STEAL_EVERY == 0 && s->K > 1) {
+        if (held) spmd__sunlock(&held->lock);
+        if ((f = spmd__carrier_steal(s, c)) != NULL) return f;
+        held = NULL;
+    }
+    if (held != c->own) {
+        if (held) spmd__sunlock(&held->lock);
+        spmd__slock(&c->own->lock);
+    }
+    if ((f = spmd__ready_take(c->own)) != NULL) return f;
+    spmd__sunlock(&c->own->lock);
+    return spmd__carrier_steal(s, c);
 }
 
 static void *spmd__carrier_main(void *p) {
     spmd__carrier *c = (spmd__carrier *)p;
     spmd__sched *s = c->s;
+    spmd__runq *held = NULL;
 #ifdef SPMD__TSAN
     c->tsan = __tsan_get_current_fiber();
 #endif
-    spmd__slock(&s->lock);
-    while (s->nlive) {
-        spmd__fiber *f = spmd__ready_take(s);
+    for (;;) {
+        spmd__fiber *f = spmd__carrier_next(s, c, held);
+        held = f ? f->q : NULL;
         if (!f) {
+            if (!SPMD__LD_ACQ(&s->nlive)) break;
             spmd__carrier_idle(s);
             continue;
         }
@@ -7611,7 +7740,7 @@ static void *spmd__carrier_main(void *p) {
         f->car = c;
         SPMD__ST_REL(&c->cur, f);
         SPMD__ST_REL(&c->switches, c->switches + 1);
-        s->nrunning++;
+        c->running = 1;
 #if !SPMD__CTX_ASM
         if (!f->started) {
             uintptr_t a = (uintptr_t)c;
@@ -7625,9 +7754,9 @@ static void *spmd__carrier_main(void *p) {
 #endif
         f->started = 1;
         f->dev->ptrs = c->ptrs;
-        spmd__fiber_warm(s);
-        spmd__to_fiber(c, f);
-        s->nrunning--;
+        spmd__fiber_warm(held);
+        spmd__to_fiber(c, f); /* (back with f's home queue lock held) */
+        c->running = 0;
         SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);
     }
     /* the last fiber ended: the other carriers and the watchdog go */
@@ -7635,7 +7764,6 @@ static void *spmd__carrier_main(void *p) {
     spmd__futex_wake(&s->gen);
     SPMD__ST_SC(&s->finished, 1u);
     spmd__futex_wake(&s->finished);
-    spmd__sunlock(&s->lock);
     return NULL;
 }
 
@@ -7651,13 +7779,12 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     s.n = m->nlocal;
     K = m->carriers ? m->carriers : m->ncpu;
     s.K = K = K < s.n ? K : s.n;
-    s.next_wake = UINT64_MAX;
-    s.rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u : 0u; /* never 0 when seeded */
     if (s.n == 0) return SPMD_OK;
     s.fibs = (spmd__fiber *)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.fibs);
     s.ready = (spmd__fiber **)spmd__alloc(&m->alloc, (size_t)s.n * sizeof *s.ready);
     s.cars = (spmd__carrier *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.cars);
-    if (!s.fibs || !s.ready || !s.cars) st = SPMD_ERR_NOMEM;
+    s.q = (spmd__runq *)spmd__alloc(&m->alloc, (size_t)K * sizeof *s.q);
+    if (!s.fibs || !s.ready || !s.cars || !s.q) st = SPMD_ERR_NOMEM;
     if (s.fibs) memset(s.fibs, 0, (size_t)s.n * sizeof *s.fibs);
     if (st == SPMD_OK && !spmd__stacks_map(&s, m->stack_size ? m->stack_size : SPMD__FIBER_STACK)) {
         spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: no memory for the stacks of %d fibers (%zu bytes each): %s", s.n,
@@ -7670,11 +7797,27 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
         s.fibs[i].dev->fib = &s.fibs[i];
     }
     if (st == SPMD_OK) {
-        for (i = 0; i < s.n; i++) s.ready[i] = &s.fibs[i];
-        s.rcount = s.nlive = s.n;
+        for (i = 0; i < K; i++) { /* queue i: fibers i * n / K up to (i + 1) * n / K, all ready */
+            spmd__runq *q = &s.q[i];
+            int a = (int)((int64_t)i * s.n / K), b = (int)((int64_t)(i + 1) * s.n / K), j;
+            memset(q, 0, sizeof *q);
+            q->fibs = &s.fibs[a];
+            q->ready = &s.ready[a];
+            q->cap = q->rcount = b - a;
+            q->next_wake = UINT64_MAX;
+            q->rng = m->seed ? m->seed * 0x9e3779b97f4a7c15u + 1u + 2u * (uint64_t)i : 0u;
+            if (m->seed && !q->rng) q->rng = 1; /* never 0 when seeded */
+            for (j = a; j < b; j++) {
+                s.fibs[j].q = q;
+                s.fibs[j].state = SPMD__F_READY;
+                s.ready[j] = &s.fibs[j];
+            }
+        }
+        s.nlive = s.n;
         for (i = 0; i < K; i++) {
             memset(&s.cars[i], 0, sizeof s.cars[i]);
             s.cars[i].s = &s;
+            s.cars[i].own = &s.q[i];
             s.cars[i].ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->size * sizeof(void *));
             if (!s.cars[i].ptrs) st = SPMD_ERR_NOMEM;
         }
@@ -7733,6 +7876,7 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     spmd__free(&m->alloc, s.fibs);
     spmd__free(&m->alloc, s.ready);
     spmd__free(&m->alloc, s.cars);
+    spmd__free(&m->alloc, s.q);
     return st;
 }
 
