@@ -2062,6 +2062,7 @@ struct spmd_mesh {
     unsigned char *stacks; /* fibers: the stacks of the last run, kept for the next (spmd__stacks_map) */
     size_t stacks_len, stacks_each;
     int stacks_n;
+    int stacks_guarded;    /* how many of them (the first) have a guard below (spmd__stacks_guard) */
     uint32_t mesh_id;      /* meshes this process made before (across processes: equal on every process) */
 #if SPMD__HAS_LIBFABRIC
     struct {               /* the libfabric backend's own */
@@ -7328,20 +7329,39 @@ static void spmd__to_fiber(spmd__carrier *c, spmd__fiber *f) {
 }
 
 /* The fibers' stacks: one mapping, each stack above a page of its own:
-   [gap][stack 0][gap][stack 1]..., kept by the mesh for its next run (a
-   guard costs the kernel a split of the mapping: 4,096 of them took 30 ms
-   a run) and unmapped with it. The first SPMD__FIBER_GUARDS gaps
-   are guard pages (no access: an overflow dies of SIGSEGV there, where a
-   sanitizer names it). A guard splits the mapping twice, and a process has
-   about 65,530 mappings (the kernel's vm.max_map_count), so the gaps of
-   the others stay plain zero pages: a fiber checks the top of its own at
-   every switch and all of it when it ends (spmd__gap_check; it is the
-   kernel's one zero page until written, so the reads stay in cache), and
-   an overflow found there is reported and the process aborted. One that
-   jumped past the gap (a large local array left unwritten) corrupts the
-   stack below unseen: such programs need room (thread_stack_size). */
+   [gap][stack 0][gap][stack 1]..., kept by the mesh for its next run and
+   unmapped with it. A gap is a guard (no access: an overflow dies of
+   SIGSEGV there, where a sanitizer names it): a guard region where the
+   kernel has them (Linux 6.13: a marker in the page table, ~1.5 us a
+   page), every gap; else a page made PROT_NONE, which splits the mapping
+   twice (~5 us; 4,096 of them took 22 ms) while a process has about
+   65,530 mappings (the kernel's vm.max_map_count), so only the first
+   SPMD__FIBER_GUARDS. The gaps of the others stay plain zero pages: a
+   fiber checks the top of its own at every switch and all of it when it
+   ends (spmd__gap_check; it is the kernel's one zero page until written,
+   so the reads stay in cache), and an overflow found there is reported
+   and the process aborted. One that jumped past the gap (a large local
+   array left unwritten) corrupts the stack below unseen: such programs
+   need room (thread_stack_size). */
 #define SPMD__FIBER_GUARDS 16384
 #define SPMD__GAP_WORDS 8
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* (Linux 6.13; older C libraries lack the name) */
+#endif
+
+/* Guard the gaps of n stacks `stride` apart from base (see above): how
+   many, the first, are guards, or -1 if a guard page failed. */
+static int spmd__stacks_guard(unsigned char *base, int n, size_t stride, size_t page) {
+    int i, regions = 1;
+    for (i = 0; i < n; i++) {
+        unsigned char *gap = base + (size_t)i * stride;
+        if (regions && madvise(gap, page, MADV_GUARD_INSTALL) == 0) continue;
+        regions = 0; /* (EINVAL: an older kernel) */
+        if (i >= SPMD__FIBER_GUARDS) break;
+        if (mprotect(gap, page, PROT_NONE) != 0) return -1;
+    }
+    return i;
+}
 
 static void spmd__stacks_unmap(spmd_mesh *m) {
     if (m->stacks) munmap(m->stacks, m->stacks_len);
@@ -7352,12 +7372,12 @@ static int spmd__stacks_map(spmd__sched *s, size_t stack) {
     spmd_mesh *m = s->m;
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096u, stride;
-    int i, fresh;
+    int i;
     stack = (stack + page - 1) / page * page;
     stride = stack + page;
     s->page = page;
     if (m->stacks && (m->stacks_n != s->n || m->stacks_each != stack)) spmd__stacks_unmap(m);
-    if ((fresh = !m->stacks) != 0) {
+    if (!m->stacks) {
         m->stacks_len = stride * (size_t)s->n;
         m->stacks = (unsigned char *)mmap(NULL, m->stacks_len, PROT_READ | PROT_WRITE,
                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -7367,17 +7387,17 @@ static int spmd__stacks_map(spmd__sched *s, size_t stack) {
         }
         m->stacks_n = s->n;
         m->stacks_each = stack;
+        if ((m->stacks_guarded = spmd__stacks_guard(m->stacks, s->n, stride, page)) < 0) {
+            spmd__stacks_unmap(m);
+            return 0;
+        }
     }
     for (i = 0; i < s->n; i++) {
         spmd__fiber *f = &s->fibs[i];
         unsigned char *gap = m->stacks + (size_t)i * stride;
         f->lo = gap + page;
         f->len = stack;
-        f->gap = i < SPMD__FIBER_GUARDS ? NULL : (const uint64_t *)(const void *)gap;
-        if (fresh && i < SPMD__FIBER_GUARDS && mprotect(gap, page, PROT_NONE) != 0) {
-            spmd__stacks_unmap(m);
-            return 0;
-        }
+        f->gap = i < m->stacks_guarded ? NULL : (const uint64_t *)(const void *)gap;
     }
     return 1;
 }
