@@ -1874,6 +1874,8 @@ struct spmd_req {
     spmd_recv_info *info;  /* recv: filled at the end */
     int nseen;             /* members seen arrived, in order */
     int comb;              /* combining (spmd__combines): 1 member, 2 the combiner */
+    int counted;           /* split, counted arrival (spmd__split_counts): 1 member, 2 the one that
+                              completed the count (it checks the signatures) */
     int slotwait;          /* waiting for a slot: 1 + the member behind it watches (counted in its waiters) */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered asleep on its group (its bit in sleepers) */
@@ -5837,7 +5839,7 @@ static void spmd__post(spmd_req *r) {
         return;
     }
     SPMD__ST_SC(&e->seq, r->gseq + 1);
-    spmd__wake_group(r->dev->mesh, g, r->gr->me);
+    if (!r->counted) spmd__wake_group(r->dev->mesh, g, r->gr->me); /* (counted: the checker's verdict wakes) */
     if (r->two_phase && r->recv_ready && r->sig.algo == SPMD__ALG_SPLIT) spmd__publish_recv(r);
 }
 
@@ -5980,7 +5982,9 @@ static void spmd__refusal_post(spmd_req *r) {
     r->need = -1;
     spmd__post(r);
     if ((SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) {
+        uint64_t st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
         SPMD__ST_SC(&sh->done, (r->gseq << 24) | (uint64_t)SPMD__COMB_FAILED);
+        SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_MISMATCH); /* (counted split members) */
         r->comb = 2; /* (its finish wakes the group) */
     }
     spmd__finish(r, (spmd_status)r->sig.count);
@@ -6044,6 +6048,45 @@ static int spmd__combines(const spmd_req *r) {
            (r->sig.kind == SPMD__KIND_BARRIER ||
             (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager) ||
             (r->sig.kind == SPMD__KIND_ALLGATHER && r->in_bytes <= g->gboard));
+}
+
+/* Counted arrival (thread backend, split, large groups): each member
+   checking every member's entry and signature costs O(G), O(G^2) in all
+   (an all_to_all of one float over 4,096 devices spent a third of its time
+   there), and every post woke the sleepers to look again. Instead each
+   member counts itself in the slot's `arrived` word, as combining does;
+   the member whose count completes the group checks the signatures and
+   moves the slot on (to RUNNING and wakes the group, or, on a mismatch or
+   a refusal, to MISMATCH: then each member looks for itself, to fail with
+   its own reason). Not for check mode, psend/precv or ragged calls, which
+   check more under SPMD__S_CHECKING. */
+static int spmd__split_counts(const spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
+           r->sig.algo == SPMD__ALG_SPLIT && r->sig.kind != SPMD__KIND_RAGGED;
+}
+
+/* Split: every member posted and the signatures agree, as far as r can
+   tell (the caller then moves the slot to RUNNING, if nobody did). */
+static int spmd__split_agree(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__shared *sh = &g->shared[SPMD__SLOT(g, r->gseq)];
+    uint64_t st;
+    if (r->counted == 2) {
+        r->counted = 1;   /* (checked once) */
+        r->nseen = g->G;  /* every entry is there: the count says so */
+        if (!spmd__sigs_agree(r)) return 0; /* (the slot moved to MISMATCH) */
+        st = (r->gseq << SPMD__S_SHIFT) | SPMD__S_ARRIVING;
+        SPMD__CAS(&sh->state, &st, (r->gseq << SPMD__S_SHIFT) | SPMD__S_RUNNING);
+        spmd__wake_group(r->dev->mesh, g, r->gr->me);
+        return 1;
+    }
+    if (r->counted && r->nseen < g->G) {
+        st = SPMD__LD_ACQ(&sh->state);
+        if ((st >> SPMD__S_SHIFT) != r->gseq || (st & SPMD__S_MASK) == SPMD__S_ARRIVING) return 0;
+        if ((st & SPMD__S_MASK) != SPMD__S_MISMATCH) return 1;
+    }
+    return spmd__all_arrived(r) && spmd__sigs_agree(r);
 }
 
 /* Where the combiner of r's operation leaves the output the others copy, and its bytes. */
@@ -6432,23 +6475,23 @@ static void spmd__thread_progress(spmd_req *r) {
             return;
         }
         r->comb = spmd__combines(r);
-        if (r->comb) {
-            spmd__retag(&sh->arrived, r->gseq, 24);
-            spmd__retag(&sh->done, r->gseq, 24);
-        }
+        r->counted = !r->comb && spmd__split_counts(r);
+        if (r->comb || r->counted) spmd__retag(&sh->arrived, r->gseq, 24);
+        if (r->comb) spmd__retag(&sh->done, r->gseq, 24);
         r->need = spmd__eager_needs(r); /* (before the post: spmd__readers reads it) */
         spmd__post(r);
         r->state = SPMD__R_ARRIVE;
-        if (r->comb && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) r->comb = 2;
+        if ((r->comb || r->counted) && (SPMD__FADD(&sh->arrived, (uint64_t)1) & 0xffffffu) + 1 == (uint64_t)g->G) {
+            if (r->comb) r->comb = 2;
+            else r->counted = 2;
+        }
     }
     if (r->state == SPMD__R_ARRIVE && r->comb) {
         spmd__combine(r);
         return;
     }
     if (r->state == SPMD__R_ARRIVE) {
-        if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r)
-                                           : (!spmd__all_arrived(r) || !spmd__sigs_agree(r)))
-            return;
+        if (r->sig.algo == SPMD__ALG_EAGER ? !spmd__needed_arrived(r) : !spmd__split_agree(r)) return;
         if (r->two_phase && !r->recv_ready) return; /* psend: precv has not come yet */
         if (r->sig.algo == SPMD__ALG_EAGER) {
             spmd__eager(r, 0);

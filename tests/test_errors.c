@@ -740,6 +740,60 @@ static void test_mismatches(void) {
     }
 }
 
+/* A large group on the split path counts its arrivals and one member
+   checks the signatures for all: with a mismatch every member still
+   fails with SPMD_ERR_MISMATCH at once, naming both sides. 17 devices,
+   device `odd` (first, middle or last) differs: psum 32,776 floats
+   against 32,768, or all_to_all 2,048 floats a peer against 2,047
+   (both split). */
+typedef struct counted_arg {
+    int kind, odd;
+    spmd_status st[17];
+    char msg[17][512];
+} counted_arg;
+
+static void counted_device(spmd_dev *d, void *p) {
+    counted_arg *a = (counted_arg *)p;
+    int id = spmd_device_id(d), odd = id == a->odd;
+    size_t n = a->kind == 0 ? (odd ? 32776 : 32768) : 17 * (size_t)(odd ? 2047 : 2048);
+    float *x = (float *)calloc(n, sizeof(float)), *y = (float *)calloc(n, sizeof(float));
+    a->st[id] = a->kind == 0 ? spmd_psum(d, x, y, n, SPMD_F32, "i", NULL)
+                             : spmd_alltoall(d, x, y, n / 17, SPMD_F32, "i", NULL);
+    snprintf(a->msg[id], sizeof a->msg[id], "%s", spmd_last_error(d));
+    free(x);
+    free(y);
+}
+
+static void test_mismatch_counted(void) {
+    static const char *const sides[2][2] = {{"32768", "32776"}, {"2048", "2047"}};
+    static const int odds[3] = {0, 8, 16};
+    int kind, o, k;
+    for (kind = 0; kind < 2; kind++)
+        for (o = 0; o < 3; o++) {
+            spmd_mesh *m = mesh1(17, 4000, SPMD_CHECK_OFF);
+            counted_arg *a = (counted_arg *)calloc(1, sizeof *a);
+            double t0 = now_s(), took;
+            int bad = 0, named = 0;
+            a->kind = kind;
+            a->odd = odds[o];
+            spmd_run(m, counted_device, a);
+            took = now_s() - t0;
+            for (k = 0; k < 17; k++) {
+                bad += a->st[k] != SPMD_ERR_MISMATCH;
+                named += strstr(a->msg[k], sides[kind][0]) && strstr(a->msg[k], sides[kind][1]);
+            }
+            T_CHECK(bad == 0, "counted %s, device %d differs: %d of 17 devices did not get SPMD_ERR_MISMATCH "
+                    "(device 0: %s, '%s')", kind ? "all_to_all" : "psum", a->odd, bad,
+                    spmd_status_name(a->st[0]), a->msg[0]);
+            T_CHECK(named == 17, "counted %s, device %d differs: %d of 17 messages name both sides (device 3: '%s')",
+                    kind ? "all_to_all" : "psum", a->odd, named, a->msg[3]);
+            T_CHECK(took < 3.0, "counted %s: took %.2f s, the mismatch should be found on arrival",
+                    kind ? "all_to_all" : "psum", took);
+            spmd_mesh_destroy(m);
+            free(a);
+        }
+}
+
 /* Without check mode, different axes are different groups: device 1 waits
    over "c" for device 0, which returned after its psum over "r", and device 3
    waits over "r" for device 1. Known at once: SPMD_ERR_DEADLOCK, not the
@@ -955,6 +1009,7 @@ int main(void) {
     test_unhandled();
     test_timeouts();
     test_mismatches();
+    test_mismatch_counted();
     test_axes_without_check();
     test_async_inflight();
     test_leak();
