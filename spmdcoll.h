@@ -2135,12 +2135,12 @@ static spmd_status spmd__fail(spmd_dev *d, spmd_status s, const char *fmt, ...) 
     return s;
 }
 
-static void spmd__fiber_ring(spmd_dev **ds, int n);
+static void spmd__fiber_ring(spmd_dev **ds, int n, int cleared);
 
 /* Ring a device's bell: a sleeping thread wakes, a parked fiber becomes ready. */
 static void spmd__wake_dev(spmd_dev *d) {
     SPMD__FADD(&d->bell, 1u);
-    if (d->fib) spmd__fiber_ring(&d, 1);
+    if (d->fib) spmd__fiber_ring(&d, 1, 0);
     else spmd__futex_wake(&d->bell);
 }
 
@@ -5668,7 +5668,7 @@ static int spmd__readers(const spmd_req *r) {
 static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
     int w, nw = (g->G + 63) / 64;
     for (w = 0; w < nw; w++) {
-        uint64_t bits = SPMD__LD_SC(&g->sleepers[w]), b;
+        uint64_t bits = SPMD__LD_SC(&g->sleepers[w]), b, rung = 0;
         spmd_dev *ring[64];
         int n = 0;
         /* (a large group's sleepers are not in cache: their lines load together) */
@@ -5684,8 +5684,13 @@ static void spmd__wake_group(spmd_mesh *m, spmd__group *g, int self) {
             }
             SPMD__FADD(&p->bell, 1u); /* (as spmd__wake_dev) */
             ring[n++] = p;
+            rung |= (uint64_t)1 << (k & 63);
         }
-        if (n) spmd__fiber_ring(ring, n);
+        if (!n) continue;
+        /* their bits here go in one stroke; the ring leaves the rest of each
+           device alone (its requests, on another carrier's cache) */
+        SPMD__FAND(&g->sleepers[w], ~rung);
+        spmd__fiber_ring(ring, n, 1);
     }
 }
 
@@ -7542,33 +7547,18 @@ static void spmd__fiber_unmake(spmd__fiber *f) {
 #endif
 }
 
-/* What a ring touches of a device, its fiber and requests (spmd__sleep_end),
-   loaded ahead a step at a time: the fiber and the requests (0), then the
-   requests' groups (1). */
-static void spmd__ring_warm(const spmd_dev *d, int step) {
-    const spmd_req *q = d->head;
-    SPMD__PREFETCH_W(d->fib);
-    if (!q) return;
-    if (step == 0) {
-        SPMD__PREFETCH_W(q);
-        SPMD__PREFETCH_W(&q->asleep);
-    } else {
-        SPMD__PREFETCH_W(q->gr);
-        SPMD__PREFETCH_W(&q->gr->me);
-    }
-}
-
 /* The devices' bells rang (see spmd__wake_dev, spmd__wake_group): their
    parked fibers are ready, under one taking of each home queue's lock for
-   a run of devices at home there (a group's members mostly are). */
-static void spmd__fiber_ring(spmd_dev **ds, int n) {
+   a run of devices at home there (a group's members mostly are). `cleared`:
+   the caller took their bits out of the group it wakes (the fiber clears
+   any other when it runs), else the ring does (spmd__sleep_end). */
+static void spmd__fiber_ring(spmd_dev **ds, int n, int cleared) {
     spmd__runq *q = NULL;
     int i;
-    for (i = 0; i < n && i < 2; i++) spmd__ring_warm(ds[i], 0);
+    for (i = 0; i < n && i < 4; i++) SPMD__PREFETCH_W(ds[i]->fib);
     for (i = 0; i < n; i++) {
         spmd__fiber *f = ds[i]->fib;
-        if (i + 2 < n) spmd__ring_warm(ds[i + 2], 0);
-        if (i + 1 < n) spmd__ring_warm(ds[i + 1], 1);
+        if (i + 4 < n) SPMD__PREFETCH_W(ds[i + 4]->fib);
         if (f->q != q) {
             if (q) spmd__sunlock(&q->lock);
             q = f->q;
@@ -7581,7 +7571,8 @@ static void spmd__fiber_ring(spmd_dev **ds, int n) {
                to the fiber, a bit stayed set until its turn, and every wake
                of its groups looked at it: ppermute at 16,384 devices went
                from 9 to 286 ms) */
-            spmd__sleep_end(ds[i]);
+            if (cleared) SPMD__ST_SC(&ds[i]->sleeping, 0u);
+            else spmd__sleep_end(ds[i]);
             spmd__ready_push(f);
         }
     }
