@@ -6667,7 +6667,7 @@ static int spmd__p2p_abandon(spmd_req *r, spmd_status s, const char *why) {
    member that returned (SPMD_ERR_DEADLOCK) and, in check mode, a member
    that called something else (spmd__check_missing). Requests (above) call
    it; it calls the backend through m->vt, and these of the fibers (below): */
-static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns);
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t now, uint64_t ns);
 static void spmd__fiber_moved(spmd_dev *d);
 static void spmd__progress_all(spmd_dev *d) {
     spmd_req *q;
@@ -6913,10 +6913,11 @@ static void spmd__sleep_end(spmd_dev *d) {
         }
 }
 
-/* Sleep until rung (at most ns), unless r is done, the mesh broke or a
-   device returned since the caller saw `gone` of them (spmd__run_returned:
-   its count, then the sleepers' bits; here the bits, then the count). */
-static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns, uint32_t gone) {
+/* Sleep until rung (at most ns from now), unless r is done, the mesh broke
+   or a device returned since the caller saw `gone` of them
+   (spmd__run_returned: its count, then the sleepers' bits; here the bits,
+   then the count). */
+static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t now, uint64_t ns, uint32_t gone) {
     spmd_req *q;
     uint32_t bell;
     /* register in the group of every unfinished request (send and recv: the
@@ -6931,7 +6932,7 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t ns, uint32_t gone) {
     bell = SPMD__LD_SC(&d->bell);
     spmd__progress_all(d);
     if (r->state != SPMD__R_DONE && !SPMD__LD_SC(&d->mesh->broken) && SPMD__LD_SC(&d->mesh->nreturned) == gone) {
-        if (d->fib) spmd__fiber_park(d, r, bell, ns);
+        if (d->fib) spmd__fiber_park(d, r, bell, now, ns);
         else spmd__futex_wait(&d->bell, bell, ns);
     }
     spmd__sleep_end(d);
@@ -6986,15 +6987,20 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t last_yield = 0;
     uint64_t moved = 0;
     int spinning = 1;
-    int parked = 0;
+    int parked = 0, woke = 0;
     if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
     if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
-           every 64 polls, the slower phases every time */
-        if ((++iter & 63u) == 0 || !spinning || d->fib) now = spmd__now_ns();
+           every 64 polls, the slower phases every time, a fiber every time
+           but the first look after it was woken (usually its last) */
+        if ((++iter & 63u) == 0 || !spinning || (d->fib && !woke)) now = spmd__now_ns();
         if (spmd__poll(r, now)) break;
+        if (d->fib && woke) { /* looked without the clock: again with it (its deadline first) */
+            woke = 0;
+            continue;
+        }
         /* a blocking call's record, once the wait is more than a moment:
            when the clock is first read (64 polls), for a fiber once it comes
            back from a park (the deadlock verdict's recheck round is one);
@@ -7014,8 +7020,8 @@ static spmd_status spmd__block(spmd_req *r) {
                 spmd__fiber_yield(d);
                 continue;
             }
-            spmd__sleep(d, r, left < cap - 1000 ? left + 1000 : cap, gone);
-            parked = 1;
+            spmd__sleep(d, r, now, left < cap - 1000 ? left + 1000 : cap, gone);
+            parked = woke = 1;
             continue;
         }
         if (!now) { spmd__pause(); continue; }
@@ -7044,7 +7050,7 @@ static spmd_status spmd__block(spmd_req *r) {
             uint64_t left = r->deadline > now ? r->deadline - now : 0;
             uint64_t cap = m->vt->polled ? spmd__poll_gap(waited) : 50000000u;
             /* on libfabric nothing wakes a sleeper when a message comes: poll */
-            spmd__sleep(d, r, left < cap ? left + 1000 : cap, gone);
+            spmd__sleep(d, r, now, left < cap ? left + 1000 : cap, gone);
         }
     }
     if (d->fib) spmd__fiber_moved(d);
@@ -7587,8 +7593,8 @@ static void spmd__fiber_ring(spmd_dev **ds, int n, int cleared) {
 }
 
 /* Park the device's fiber until its bell moves from `bell` (or for at most
-   ns, 0: no limit), waiting for r; the carrier runs others meanwhile. */
-static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t ns) {
+   ns from now, 0: no limit), waiting for r; the carrier runs others meanwhile. */
+static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t now, uint64_t ns) {
     spmd__fiber *f = d->fib;
     spmd__runq *q = f->q;
     spmd__slock(&q->lock);
@@ -7599,7 +7605,7 @@ static void spmd__fiber_park(spmd_dev *d, spmd_req *r, uint32_t bell, uint64_t n
     f->state = SPMD__F_PARKED;
     f->waiting = r;
     f->wake_at = 0;
-    if (ns && ns < UINT64_MAX / 2) f->wake_at = spmd__now_ns() + ns;
+    if (ns && ns < UINT64_MAX / 2) f->wake_at = now + ns;
     if (f->wake_at && f->wake_at < q->next_wake) q->next_wake = f->wake_at;
     spmd__to_carrier(f);
     f->waiting = NULL;
