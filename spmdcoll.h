@@ -7859,6 +7859,35 @@ static void *spmd__carrier_main(void *p) {
     return NULL;
 }
 
+/* The thread that called spmd_run watches the `started` carriers until
+   every fiber is done: a carrier that runs one device for 10 s (a tenth of
+   the deadline if that is less, at least 1 s) without a switch gets a
+   warning naming it. */
+static void spmd__carriers_watch(spmd__sched *s, int started) {
+    spmd_mesh *m = s->m;
+    int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
+    int i;
+    if (limit < 1) limit = 1;
+    while (!SPMD__LD_ACQ(&s->finished)) {
+        spmd__futex_wait(&s->finished, 0u, 1000000000u);
+        for (i = 0; i < started; i++) {
+            spmd__carrier *c = &s->cars[i];
+            spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
+            uint64_t sw = SPMD__LD_ACQ(&c->switches);
+            c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
+            if (c->quiet == 0) c->warned = 0;
+            c->seen = sw;
+            if (c->quiet >= limit && !c->warned) {
+                c->warned = 1;
+                spmd__log(m, SPMD_LOG_WARN, f->dev->id,
+                          "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked outside the "
+                          "library (its own mutex, a sleep)? Under fibers that stalls every device of the carrier",
+                          f->dev->id, i, c->quiet);
+            }
+        }
+    }
+}
+
 /* spmd_run under fibers (every device attached): run them and return when all are done. */
 static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
     spmd__sched s;
@@ -7930,29 +7959,7 @@ static spmd_status spmd__fibers_run(spmd_mesh *m, spmd_fn fn, void *arg) {
             spmd__log(m, SPMD_LOG_ERROR, -1, "spmd_run: could not start a carrier thread");
             st = SPMD_ERR_SYSTEM;
         } else {
-            /* watch the carriers until every fiber is done: warn after 10 s
-               (a tenth of the deadline if that is less, at least 1 s) */
-            int64_t limit = m->timeout_ms / 10000 < 10 ? m->timeout_ms / 10000 : 10;
-            if (limit < 1) limit = 1;
-            while (!SPMD__LD_ACQ(&s.finished)) {
-                spmd__futex_wait(&s.finished, 0u, 1000000000u);
-                for (i = 0; i < started; i++) {
-                    spmd__carrier *c = &s.cars[i];
-                    spmd__fiber *f = SPMD__LD_ACQ(&c->cur);
-                    uint64_t sw = SPMD__LD_ACQ(&c->switches);
-                    c->quiet = f && sw == c->seen ? c->quiet + 1 : 0;
-                    if (c->quiet == 0) c->warned = 0;
-                    c->seen = sw;
-                    if (c->quiet >= limit && !c->warned) {
-                        c->warned = 1;
-                        spmd__log(m, SPMD_LOG_WARN, f->dev->id,
-                                  "device %d has held carrier %d for %d s without waiting in spmdcoll: blocked "
-                                  "outside the library (its own mutex, a sleep)? Under fibers that stalls "
-                                  "every device of the carrier",
-                                  f->dev->id, i, c->quiet);
-                    }
-                }
-            }
+            spmd__carriers_watch(&s, started);
             for (i = 0; i < started; i++) pthread_join(s.cars[i].th, NULL);
         }
     }
