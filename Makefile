@@ -74,6 +74,11 @@ $(BUILD)/cacheline: bench/cacheline.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(BASE) $(WARN) $< -o $@
 
+# The floor under a large mesh's first run: fresh pages (bench/pagefault.c).
+$(BUILD)/pagefault: bench/pagefault.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(BASE) $(WARN) $< -o $@
+
 # The conformance tests include the header for its declarations only
 # (-DSPMD_TEST_LINKED_IMPL) and link its implementation, compiled once per
 # flavour from tests/impl.c: that compile is most of the suite's build time.
