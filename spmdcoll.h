@@ -318,12 +318,14 @@
      spmd_run runs the devices as fibers on desc.carriers OS threads
      (SPMD_CARRIERS; default one per CPU), each on its own stack of
      desc.thread_stack_size bytes (default 256 KiB, 16 KiB..1 GiB) with a
-     page below it: a guard for the first 16,384 devices (an overflow dies of
-     SIGSEGV there; a sanitizer reports a stack overflow), beyond them (the
-     kernel allows a process about 65,530 memory maps, two per guard) a zero
-     page checked at each switch and when the device returns: an overflow
-     found there is logged and the process aborted. Memory per device:
-     docs/fibers.md. A wait hands the carrier to another ready device. With
+     page below it: a guard (an overflow dies of SIGSEGV there; a sanitizer
+     reports a stack overflow), for every device where the kernel has guard
+     regions (Linux 6.13), else for the first 16,384 (the kernel allows a
+     process about 65,530 memory maps, two per guard page) and beyond them a
+     zero page checked at each switch and when the device returns: an
+     overflow found there is logged and the process aborted. Memory per
+     device: docs/fibers.md. A wait hands the carrier to another ready
+     device (each carrier has a queue of its own from 128 devices each). With
      one carrier and a seed (desc.sched_seed, SPMD_SCHED_SEED) the order in which
      ready devices run is drawn from a generator with that seed: the same
      program and seed give the same interleaving, the same results bit for
