@@ -1507,7 +1507,9 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__DEFAULT_INFLIGHT 16
 #define SPMD__MAX_INFLIGHT 1024
 #define SPMD__EAGER_MAX 4096            /* inline bytes per device and slot, at most */
-#define SPMD__COMBINE_MIN 16            /* group size from which psum, barrier and small all_gathers combine */
+#define SPMD__COMBINE_MIN 8             /* group size from which psum, barrier and small all_gathers combine
+                                           (and split calls count arrivals): 16 before, 8 made a psum over
+                                           an 8-device axis of 16,384 fibers 1.4x faster, no slower at 8 */
 #define SPMD__GATHER_COMBINE 64         /* bytes per member up to which an all_gather combines */
 #define SPMD__EAGER_BUDGET 65536        /* inline bytes per slot for the whole group */
 #define SPMD__EAGER_LOCAL ((size_t)2 << 20) /* ... and for all the process's devices (spmd__group_get) */

@@ -1289,9 +1289,9 @@ static void test_tree_accuracy(void) {
 }
 
 /* ---- combining groups against a plain reference ----------------------------
-   The thread engine's combining path (SPMD__COMBINE_MIN = 16 members and
-   up: one member reduces for all): psum over groups of 16, 17, 33 and 64
-   (and 5, below it) under both schedulers (tests/testlib.h tl_run_groups),
+   The thread engine's combining path (SPMD__COMBINE_MIN = 8 members and
+   up: one member reduces for all): psum over groups of 8, 9, 16, 17, 33
+   and 64 (and 5 and 7, below it) under both schedulers (tests/testlib.h tl_run_groups),
    several dtypes and ops on random inputs against a reference computed here
    in device order, blocking with a barrier after each, async calls waited
    in reverse, and a count mismatch that every member reports. */

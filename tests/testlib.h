@@ -956,6 +956,7 @@ static inline void tl_run_groups(const char *what, spmd_fn fn) {
     static const struct { int rows, G; spmd_scheduler sch; int carriers; } cs[] = {
         {1, 16, SPMD_SCHEDULER_THREADS, 0}, {2, 17, SPMD_SCHEDULER_THREADS, 0}, {1, 33, SPMD_SCHEDULER_FIBERS, 1},
         {3, 17, SPMD_SCHEDULER_FIBERS, 2},  {1, 64, SPMD_SCHEDULER_FIBERS, 1},  {1, 64, SPMD_SCHEDULER_FIBERS, 2},
+        {2, 8, SPMD_SCHEDULER_THREADS, 0},  {3, 9, SPMD_SCHEDULER_FIBERS, 2},   {1, 7, SPMD_SCHEDULER_FIBERS, 1},
         {1, 5, SPMD_SCHEDULER_FIBERS, 1}};
     int i, mis, most = 64;
 #if defined(__SANITIZE_THREAD__)
