@@ -6050,10 +6050,16 @@ static int spmd__sigs_agree(spmd_req *r) {
    doing it, O(G) in all. Decided from the call alone, so every member of a
    group agrees (one that disagrees is a mismatch, which the combiner or its
    own check reports). */
+/* A group where arrivals are counted (combining, or a split call's counted
+   arrival): large, in one process, outside check mode and psend/precv. */
+static int spmd__counting_group(const spmd_req *r) {
+    const spmd__group *g = r->gr->g;
+    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase;
+}
+
 static int spmd__combines(const spmd_req *r) {
     const spmd__group *g = r->gr->g;
-    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
-           r->sig.algo == SPMD__ALG_EAGER &&
+    return spmd__counting_group(r) && r->sig.algo == SPMD__ALG_EAGER &&
            (r->sig.kind == SPMD__KIND_BARRIER ||
             (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= g->eager) ||
             (r->sig.kind == SPMD__KIND_ALLGATHER && r->in_bytes <= g->gboard));
@@ -6070,9 +6076,7 @@ static int spmd__combines(const spmd_req *r) {
    its own reason). Not for check mode, psend/precv or ragged calls, which
    check more under SPMD__S_CHECKING. */
 static int spmd__split_counts(const spmd_req *r) {
-    const spmd__group *g = r->gr->g;
-    return g->G >= SPMD__COMBINE_MIN && !g->span && !r->dev->mesh->check && !r->two_phase &&
-           r->sig.algo == SPMD__ALG_SPLIT && r->sig.kind != SPMD__KIND_RAGGED;
+    return spmd__counting_group(r) && r->sig.algo == SPMD__ALG_SPLIT && r->sig.kind != SPMD__KIND_RAGGED;
 }
 
 /* Split: every member posted and the signatures agree, as far as r can
@@ -6912,8 +6916,9 @@ static void spmd__sleep_end(spmd_dev *d) {
     SPMD__ST_SC(&d->sleeping, 0u);
     for (q = d->head; q; q = q->next)
         if (q->asleep) {
+            uint64_t *w = &q->gr->g->sleepers[q->gr->me >> 6], bit = (uint64_t)1 << (q->gr->me & 63);
             q->asleep = 0;
-            SPMD__FAND(&q->gr->g->sleepers[q->gr->me >> 6], ~((uint64_t)1 << (q->gr->me & 63)));
+            if (SPMD__LD_ACQ(w) & bit) SPMD__FAND(w, ~bit); /* (a group's wake may have taken it: spmd__wake_group) */
         }
 }
 
