@@ -944,8 +944,10 @@ static void report_device(spmd_dev *d, void *p) {
     if (spmd_device_id(d) == 3) { /* returns once the others are surely in their psum: recorded as blocked
                                      in it (a busy machine, TSan on 2 CPUs, may start them late). As fibers
                                      it holds its carrier meanwhile: with one carrier the others ran
-                                     first (FIFO) and blocked; with two the other carrier runs them (a fixed
-                                     20 ms sleep was once not enough on a loaded machine under TSan) */
+                                     first (FIFO) and blocked; with two the other carrier runs them. A
+                                     fiber's call shows as 'not yet recorded' from its start, before its
+                                     post: once all three show, 20 ms more for the posts (a fixed 20 ms
+                                     from the start was once not enough on a loaded machine under TSan) */
         static char rep[8192];
         struct timespec ts = {0, 1000000};
         double end = now_s() + 20;
@@ -958,6 +960,10 @@ static void report_device(spmd_dev *d, void *p) {
                                                                          parked fiber's record comes when it wakes) */
             if (blocked < 3 && spmd_mesh_scheduler((spmd_mesh *)p) == SPMD_SCHEDULER_FIBERS) nanosleep(&ts, NULL);
             else if (blocked < 3) sched_yield();
+        }
+        if (spmd_mesh_scheduler((spmd_mesh *)p) == SPMD_SCHEDULER_FIBERS) {
+            ts.tv_nsec = 20 * 1000000;
+            nanosleep(&ts, NULL);
         }
         return;
     }
