@@ -1409,6 +1409,7 @@ SPMD_API SPMD_MUST spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block
 #include <stdlib.h>
 #define SPMD_MALLOC(sz) malloc(sz)
 #define SPMD_FREE(p) free(p)
+#define SPMD__CALLOC(sz) calloc(1, sz) /* zeroed by the C library: fresh pages stay untouched */
 #endif
 #ifndef SPMD_ASSERT
 #include <assert.h>
@@ -1622,8 +1623,9 @@ static void spmd__sunlock(uint32_t *l) { SPMD__ST_REL(l, 0u); }
 /* Every block the mesh owns goes through its allocator (desc.allocator,
    else SPMD_MALLOC/SPMD_FREE): 64-byte aligned and zeroed, so that a new
    struct's zero fields are its defaults and no two hot words share a line
-   by accident. Tests count these calls (test_alloc). */
-/* Every block the library owns is 64-byte aligned and zeroed. */
+   by accident. Without either, calloc zeroes it: a large block's pages
+   are then touched only when used (a mesh's flight recorder, a group's
+   slots). Tests count these calls (test_alloc). */
 static void *spmd__alloc(const spmd_allocator *a, size_t size) {
     void *p;
     if (size == 0) size = 1;
@@ -1633,10 +1635,17 @@ static void *spmd__alloc(const spmd_allocator *a, size_t size) {
     } else {
         unsigned char *raw;
         if (size > SIZE_MAX - 2 * SPMD__LINE) return NULL;
+#ifdef SPMD__CALLOC
+        raw = (unsigned char *)SPMD__CALLOC(size + 2 * SPMD__LINE);
+#else
         raw = (unsigned char *)SPMD_MALLOC(size + 2 * SPMD__LINE);
+#endif
         if (!raw) return NULL;
         p = raw + SPMD__LINE + (SPMD__LINE - ((uintptr_t)raw % SPMD__LINE)) % SPMD__LINE;
         memcpy((unsigned char *)p - sizeof(void *), &raw, sizeof raw);
+#ifdef SPMD__CALLOC
+        return p;
+#endif
     }
     memset(p, 0, size);
     return p;
@@ -1651,6 +1660,15 @@ static void spmd__free(const spmd_allocator *a, void *p) {
         memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
         SPMD_FREE(raw);
     }
+}
+
+/* Copy text into dst[cap], cut to fit: snprintf's "%s" without its frame
+   (a fiber's first call with an axes text would touch a second stack page). */
+static void spmd__text_copy(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 // >>types
@@ -1959,7 +1977,7 @@ struct spmd_dev {
                               devices' would take 400 MB) */
     spmd__gref *last_gr;   /* the group of the last call without axis_index_groups, */
     char last_axes[64];    /* named by this text: a repeated call skips the parsing */
-    struct spmd__rec *ring;/* flight recorder (>>recorder): the last calls, NULL: off */
+    struct spmd__rec *ring;/* flight recorder (>>recorder): its first record, NULL: off (spmd__rec_at) */
     uint64_t ncalls;       /* calls recorded so far */
     int check_sites;       /* SPMD_CHECK_SITES (a copy of the mesh's, read on every call) */
     struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
@@ -1980,7 +1998,7 @@ struct spmd_dev {
         uint64_t xq_calls; /* calls that took the quick exchange (tests read it) */
     } lf;
 #endif
-    uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has one) */
+    uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has one; spmd__site_at) */
     const char *site_file; /* spmd_set_site: the next call's call site */
     uintptr_t site_ra;     /* SPMD_CHECK_SITES: the return address of the public call (SPMD__CALLER) */
     uintptr_t site_lo, site_hi, site_base; /* its module's code (a cache, spmd__site_take) */
@@ -2083,6 +2101,10 @@ struct spmd_mesh {
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
     uint32_t rmask;        /* flight recorder: ring entries - 1 (a power of two) */
+    uint32_t rstride;      /* and records between one device's two (every local device's record
+                              of call n is in one run: spmd__rec_at) */
+    struct spmd__rec *rings; /* the local devices' rings, one block (d->ring points in it) */
+    uint64_t *rsites;      /* their call sites, likewise (d->sites) */
     struct spmd__fault *faults; /* the fault plan (>>faults), nfaults entries */
     int nfaults;
     int tracing;           /* SPMD_TRACE set: precise times, every record kept for the timeline */
@@ -3122,7 +3144,7 @@ static spmd_status spmd__gref_get(spmd_dev *d, const int *axes, int naxes, const
         if (gsize) h = spmd__hash_ints(gr->groups, A, h ^ (uint64_t)gsize);
         gr->axes_hash = (uint32_t)(h ^ (h >> 32));
     }
-    snprintf(gr->text, sizeof gr->text, "%s", text);
+    spmd__text_copy(gr->text, sizeof gr->text, text);
     my = spmd__axes_index(d, axes, naxes);
     G = gsize ? gsize : A;
     if (gsize) {
@@ -3672,6 +3694,17 @@ enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILE
 #define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define SPMD__RLD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
+/* Device d's record of call n (0-based) and its call site's word. The
+   local devices' records of one call are side by side, so a call on
+   every device writes one run of lines, a page per 64 devices: rings
+   made at creation are touched only as calls fill them. */
+static inline spmd__rec *spmd__rec_at(const spmd_dev *d, uint64_t n) {
+    return d->ring + (size_t)(n & d->mesh->rmask) * d->mesh->rstride;
+}
+static inline uint64_t *spmd__site_at(const spmd_dev *d, uint64_t n) {
+    return d->sites + (size_t)(n & d->mesh->rmask) * d->mesh->rstride;
+}
+
 static inline uint64_t spmd__rec_coarse(void) {
 #ifdef CLOCK_MONOTONIC_COARSE
     struct timespec ts;
@@ -3701,7 +3734,7 @@ static void spmd__trace_keep(spmd_dev *d, const spmd__rec *e) {
     }
     x = &d->tlog[d->tlog_n++];
     memcpy(x, e, sizeof *e);
-    x->file = e->state >> 32 ? d->sites[(e->gen - 1) & m->rmask] : 0;
+    x->file = e->state >> 32 ? *spmd__site_at(d, e->gen - 1) : 0;
 }
 
 /* r->rec: the call number + 1, and these flags. A blocking call's record
@@ -3746,7 +3779,7 @@ static inline uint32_t spmd__rec_what(const spmd__sig *s) {
 #define SPMD__REC_BUSY UINT64_MAX
 static inline void spmd__rec_put(spmd_dev *d, const spmd_req *r, uint64_t n, uint64_t state, uint64_t t0, uint64_t t1) {
     /* the group's number: the call takes gr->my->next when it posts (spmd__rec_begin sets it earlier) */
-    spmd__rec *e = &d->ring[n & d->mesh->rmask];
+    spmd__rec *e = spmd__rec_at(d, n);
     uint64_t aux = r->sig.kind > SPMD__KIND_BARRIER ? spmd__rec_aux(r) : 0; /* (psum, barrier: none) */
     SPMD__RST(&e->gen, SPMD__REC_BUSY);
     SPMD__RST(&e->gseq, r->p2p ? 0 : r->gseq);
@@ -3778,9 +3811,9 @@ static int spmd__rec_begin_full(spmd_req *r) {
         SPMD__ST_REL(&d->ncalls, n + 1);
         return skip;
     }
-    if (m->tracing && n > m->rmask) spmd__trace_keep(d, &d->ring[n & m->rmask]);
+    if (m->tracing && n > m->rmask) spmd__trace_keep(d, spmd__rec_at(d, n));
     if (d->site_file) {
-        SPMD__RST(&d->sites[n & m->rmask], (uint64_t)(uintptr_t)d->site_file);
+        SPMD__RST(spmd__site_at(d, n), (uint64_t)(uintptr_t)d->site_file);
         line = (uint64_t)(uint32_t)d->site_line;
         site = SPMD__REC_SITE;
         d->site_file = NULL;
@@ -3812,7 +3845,7 @@ static spmd__rec *spmd__rec_of(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__rec *e;
     if (!r->rec || (r->rec & SPMD__REC_LATE)) return NULL;
-    e = &d->ring[(SPMD__REC_NUM(r->rec) - 1) & d->mesh->rmask];
+    e = spmd__rec_at(d, SPMD__REC_NUM(r->rec) - 1);
     return e->gen == SPMD__REC_NUM(r->rec) ? e : NULL;
 }
 
@@ -3881,7 +3914,7 @@ static inline void spmd__rec_end(spmd_req *r, spmd_status s) {
                       spmd__rec_late_state(r, s == SPMD_OK ? SPMD__REC_DONE : SPMD__REC_FAILED) | (uint64_t)s << 8, t, t);
         r->rec = SPMD__REC_NUM(r->rec);
     } else if (r->rec & SPMD__REC_POSTED) { /* written while it waited a moment: only its state changes */
-        spmd__rec_close(&r->dev->ring[(SPMD__REC_NUM(r->rec) - 1) & r->dev->mesh->rmask], s);
+        spmd__rec_close(spmd__rec_at(r->dev, SPMD__REC_NUM(r->rec) - 1), s);
         r->rec = SPMD__REC_NUM(r->rec);
     } else if (r->rec) {
         spmd__rec_end_full(r, s);
@@ -3897,7 +3930,7 @@ static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__recx *out) {
     uint64_t g;
     int tries;
     if (!d->ring) return 0;
-    e = &d->ring[n & d->mesh->rmask];
+    e = spmd__rec_at(d, n);
     for (tries = 0; tries < 64; tries++) {
         g = SPMD__LD_ACQ(&e->gen);
         if (g == SPMD__REC_BUSY) {
@@ -3911,7 +3944,7 @@ static int spmd__rec_read(const spmd_dev *d, uint64_t n, spmd__recx *out) {
         out->what = SPMD__RLD(&e->what);
         out->gref = SPMD__RLD(&e->gref);
         out->state = SPMD__LD_ACQ(&e->state);
-        out->file = out->state >> 32 ? SPMD__RLD(&d->sites[n & d->mesh->rmask]) : 0;
+        out->file = out->state >> 32 ? SPMD__RLD(spmd__site_at(d, n)) : 0;
         out->t1 = SPMD__RLD(&e->t1);
         out->gen = g;
         if (SPMD__LD_ACQ(&e->gen) == g) return 1;
@@ -4459,11 +4492,13 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     if (!depth) { spmd__sig_setup(m); return SPMD_OK; }
     while (n < (uint64_t)depth) n *= 2;
     m->rmask = (uint32_t)(n - 1);
-    for (i = m->first_local; i < m->first_local + m->nlocal; i++) {
-        m->devs[i]->ring = (spmd__rec *)spmd__alloc(&m->alloc, (size_t)n * sizeof(spmd__rec));
-        m->devs[i]->sites = (uint64_t *)spmd__alloc(&m->alloc, (size_t)n * sizeof(uint64_t));
-        if (!m->devs[i]->ring || !m->devs[i]->sites) return SPMD_ERR_NOMEM;
-        memset(m->devs[i]->ring, 0, (size_t)n * sizeof(spmd__rec));
+    m->rstride = (uint32_t)m->nlocal;
+    m->rings = (spmd__rec *)spmd__alloc(&m->alloc, (size_t)n * (size_t)m->nlocal * sizeof(spmd__rec));
+    m->rsites = (uint64_t *)spmd__alloc(&m->alloc, (size_t)n * (size_t)m->nlocal * sizeof(uint64_t));
+    if (!m->rings || !m->rsites) return SPMD_ERR_NOMEM;
+    for (i = 0; i < m->nlocal; i++) {
+        m->devs[m->first_local + i]->ring = m->rings + i;
+        m->devs[m->first_local + i]->sites = m->rsites + i;
     }
     spmd__sig_setup(m);
     return SPMD_OK;
@@ -7367,7 +7402,7 @@ static void spmd__fiber_warm(const spmd__runq *q) {
     if (!q->rcount) return;
     f = q->ready[q->rhead];
     if ((r = f->waiting) != NULL && r->rec && f->dev->ring) /* (loaded a turn ago, as the one after) */
-        SPMD__PREFETCH_W(&f->dev->ring[(SPMD__REC_NUM(r->rec) - 1) & f->s->m->rmask]); /* where its record goes */
+        SPMD__PREFETCH_W(spmd__rec_at(f->dev, SPMD__REC_NUM(r->rec) - 1)); /* where its record goes */
     if (q->rcount < 2) return;
     f = q->ready[(q->rhead + 1) % q->cap]; /* the one after */
 #if SPMD__CTX_ASM
@@ -9952,8 +9987,6 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
             }
             for (r = d->head; r; r = n) { n = r->next; spmd__free(&a, r->src_buf); spmd__free(&a, r); }
             spmd__free(&a, d->clog);
-            spmd__free(&a, d->ring);
-            spmd__free(&a, d->sites);
             spmd__free(&a, d->tlog);
             spmd__free(&a, (void *)d->ptrs_own);
             pthread_mutex_destroy(&d->mbox);
@@ -9961,6 +9994,8 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
         }
         spmd__free(&a, m->devs);
     }
+    spmd__free(&a, m->rings);
+    spmd__free(&a, m->rsites);
     spmd__stacks_unmap(m);
     if (m->gtab) {
         for (b = 0; b < m->gbuckets; b++) {
