@@ -1980,6 +1980,7 @@ struct spmd_dev {
     struct spmd__rec *ring;/* flight recorder (>>recorder): its first record, NULL: off (spmd__rec_at) */
     uint64_t ncalls;       /* calls recorded so far */
     int check_sites;       /* SPMD_CHECK_SITES (a copy of the mesh's, read on every call) */
+    const char *site_file; /* spmd_set_site: the next call's call site (read on every call) */
     struct spmd__fault *faults; /* SPMD_FAULTS: this device's, by call number (>>faults) */
     int nfaults, fault_at;
     uint64_t lost;         /* kind=lose: its call number + 1 (peers read it), 0: not lost */
@@ -1999,7 +2000,6 @@ struct spmd_dev {
     } lf;
 #endif
     uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has one; spmd__site_at) */
-    const char *site_file; /* spmd_set_site: the next call's call site */
     uintptr_t site_ra;     /* SPMD_CHECK_SITES: the return address of the public call (SPMD__CALLER) */
     uintptr_t site_lo, site_hi, site_base; /* its module's code (a cache, spmd__site_take) */
     const char *site_mod;  /* and that module's name */
@@ -6945,11 +6945,18 @@ static int spmd__check_missing(spmd_req *r) {
 }
 
 /* The device no longer sleeps: out of the sleeper counts of its groups.
-   (Also called by whoever makes a parked fiber ready: it will poll again.) */
+   (Also called by whoever makes a parked fiber ready: it will poll again.)
+   A fiber rung by a group's wake finds `sleeping` cleared, after its bit
+   there (spmd__fiber_ring): with one request, that was its only group,
+   and the bitmap's line (the waker's now) is left alone. */
 static void spmd__sleep_end(spmd_dev *d) {
-    spmd_req *q;
+    spmd_req *q = d->head;
+    if (q && !q->next && !SPMD__LD_ACQ(&d->sleeping)) {
+        q->asleep = 0;
+        return;
+    }
     SPMD__ST_SC(&d->sleeping, 0u);
-    for (q = d->head; q; q = q->next)
+    for (; q; q = q->next)
         if (q->asleep) {
             uint64_t *w = &q->gr->g->sleepers[q->gr->me >> 6], bit = (uint64_t)1 << (q->gr->me & 63);
             q->asleep = 0;
