@@ -1778,8 +1778,9 @@ typedef struct spmd__mine {
     uint64_t next;         /* next sequence number on this group */
     uint64_t left;         /* operations finished, as a prefix */
     uint64_t minleft;      /* cached minimum of the members' left */
-    uint8_t *fin;          /* D flags: finished out of order */
-    char pad[SPMD__LINE - 32];
+    uint8_t *fin;          /* D flags: finished out of order (here in own[], or in the group's fin
+                              when D is larger: one line a call touches, not two) */
+    uint8_t own[SPMD__LINE - 32];
 } spmd__mine;
 
 /* A communicator: an ordered list of devices, shared by its members. */
@@ -1794,7 +1795,7 @@ typedef struct spmd__group {
     size_t stride, eager;
     spmd__member *mem;     /* G */
     spmd__mine *mine;      /* G */
-    uint8_t *fin;          /* G lines of D flags */
+    uint8_t *fin;          /* G lines of D flags, if D > sizeof mine->own (else NULL) */
     spmd__shared *shared;  /* D */
     unsigned char *slots;  /* D * G * stride */
     unsigned char *board;  /* D * G * gboard: combined all_gathers' outputs (G >= SPMD__COMBINE_MIN, one process) */
@@ -1828,6 +1829,9 @@ typedef struct spmd__group {
 
 /* A device's view of a group it uses: the key it was asked by and its index. */
 typedef struct spmd__gref {
+    spmd__group *g;        /* (the fields a call reads first: one line the scheduler warms) */
+    spmd__mine *my;        /* &g->mine[me] */
+    int me;
     int naxes;
     int axes[SPMD_MAX_AXES];
     int gsize;             /* 0: no axis_index_groups */
@@ -1835,9 +1839,6 @@ typedef struct spmd__gref {
     int A;                 /* size of the named axes */
     uint32_t axes_hash;
     char text[64];         /* the axes as written, for messages */
-    spmd__group *g;
-    int me;
-    spmd__mine *my;        /* &g->mine[me] */
 } spmd__gref;
 
 /* Check-mode log of a device's collectives, read by peers (all atomic). */
@@ -3059,17 +3060,17 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             g->mine = (spmd__mine *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__mine));
             /* each member's flags on lines of their own: written every operation */
             fstride = ((size_t)m->D + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
-            g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
+            if ((size_t)m->D > sizeof g->mine->own) g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
             g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
             g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
             g->sleepers = (uint64_t *)spmd__alloc(&m->alloc, ((size_t)G + 63) / 64 * sizeof(uint64_t));
-            if (!g->members || !g->mem || !g->mine || !g->fin || !g->shared || !g->slots || !g->sleepers) {
+            if (!g->members || !g->mem || !g->mine || (!g->fin && (size_t)m->D > sizeof g->mine->own) || !g->shared || !g->slots || !g->sleepers) {
                 spmd__group_free(m, g);
                 g = NULL;
             } else {
                 int k, placed;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
-                for (k = 0; k < G; k++) g->mine[k].fin = g->fin + (size_t)k * fstride;
+                for (k = 0; k < G; k++) g->mine[k].fin = g->fin ? g->fin + (size_t)k * fstride : g->mine[k].own;
                 placed = !m->proc_of || spmd__group_place(m, g, h) == SPMD_OK;
                 if (placed && G >= SPMD__COMBINE_MIN && !g->span) { /* (spmd__combines) */
                     g->gboard = g->eager < SPMD__GATHER_COMBINE ? g->eager : SPMD__GATHER_COMBINE;
@@ -4136,6 +4137,13 @@ SPMD__SETUP static int spmd__rep_trouble(spmd_mesh *m, int lo, int hi, const spm
     return ntrouble;
 }
 
+/* A record of a collective call on group g (not skipped). */
+SPMD__SETUP static int spmd__rec_on(const spmd__recx *e, const spmd__group *g) {
+    unsigned kind = (unsigned)(e->what & 255u);
+    return ((const spmd__gref *)(uintptr_t)e->gref)->g == g && (e->state & 255u) != SPMD__REC_SKIPPED &&
+           kind != SPMD__KIND_SEND && kind != SPMD__KIND_RECV;
+}
+
 /* One group in trouble at its operation want: each member's place in it
    (another process's from its report lines), or for a large group the
    arrived members as ranges and at most 16 absent ones. */
@@ -4155,18 +4163,23 @@ SPMD__SETUP static void spmd__rep_group(spmd__text *t, spmd_mesh *m, const spmd_
         spmd_dev *p = m->devs[g->members[k]];
         uint64_t n = SPMD__LD_ACQ(&p->ncalls), c, clo = n > (uint64_t)m->rmask + 1 ? n - m->rmask - 1 : 0;
         spmd__recx e;
-        int found = 0;
+        int found = 0, seen = 0; /* seen: its last call's record was read */
         if (m->proc_of && m->proc_of[p->id] != m->proc) {
             spmd__tx(t, "  device %d: ", p->id);
             spmd__rep_remote(t, m, p->id);
             continue;
         }
         for (c = n; c-- > clo && !found;) {
-            if (!spmd__rec_read(p, c, &e) || ((const spmd__gref *)(uintptr_t)e.gref)->g != g ||
-                (e.state & 255u) == SPMD__REC_SKIPPED || (e.what & 255u) == SPMD__KIND_SEND ||
-                (e.what & 255u) == SPMD__KIND_RECV)
-                continue;
-            found = 1;
+            if (!spmd__rec_read(p, c, &e)) continue;
+            seen |= c == n - 1;
+            found = spmd__rec_on(&e, g);
+        }
+        /* its last record, being rewritten then (the device woke at the
+           break), may be whole now: without this look it would be said
+           not to have come */
+        if (!found && n && !seen && spmd__rec_read(p, n - 1, &e)) {
+            seen = 1;
+            found = spmd__rec_on(&e, g);
         }
         if (many && found && e.gseq >= want) {
             spmd__rep_range(&r, &start, &prev, p->id);
@@ -4176,7 +4189,7 @@ SPMD__SETUP static void spmd__rep_group(spmd__text *t, spmd_mesh *m, const spmd_
             absent++;
             continue;
         }
-        if (!found && n && SPMD__LD_ACQ(&p->attached) && !spmd__rec_read(p, n - 1, &e)) {
+        if (!found && n && SPMD__LD_ACQ(&p->attached) && !seen) {
             absent++; /* (not known to have arrived) */
             spmd__tx(t, "  device %d: in its call #%llu, not yet recorded (it may be this one: a blocking call is "
                      "recorded once it has waited a moment)\n", p->id, (unsigned long long)(n - 1));
@@ -7408,8 +7421,10 @@ static void spmd__fiber_warm(const spmd__runq *q) {
     size_t i;
     if (!q->rcount) return;
     f = q->ready[q->rhead];
-    if ((r = f->waiting) != NULL && r->rec && f->dev->ring) /* (loaded a turn ago, as the one after) */
-        SPMD__PREFETCH_W(spmd__rec_at(f->dev, SPMD__REC_NUM(r->rec) - 1)); /* where its record goes */
+    if ((r = f->waiting) != NULL) { /* (loaded a turn ago, as the one after) */
+        if (r->rec && f->dev->ring) SPMD__PREFETCH_W(spmd__rec_at(f->dev, SPMD__REC_NUM(r->rec) - 1)); /* its record */
+        if (r->gr) SPMD__PREFETCH_W(r->gr); /* and its group reference */
+    }
     if (q->rcount < 2) return;
     f = q->ready[(q->rhead + 1) % q->cap]; /* the one after */
 #if SPMD__CTX_ASM
