@@ -1395,30 +1395,35 @@ static long resident_pages(void)
     return res;
 }
 
+static spmd_status scale_call(spmd_dev *d, const scale_arg *a, float *x, float *y, float *g)
+{
+    int n = spmd_mesh_size(spmd_device_mesh(d));
+    spmd_array X = {x, SPMD_F32, 1, {8}}, Y = {y, SPMD_F32, 1, {8}};
+    switch (a->op) {
+    case 0: return spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL);
+    case 1: return spmd_allgather(d, x, g, 1, SPMD_F32, "*", NULL);
+    case 2: return spmd_ppermute(d, &X, &Y, "*", a->perm, n, NULL);
+    case 4: return spmd_bcast(d, x, y, 8, SPMD_F32, 0, "*", NULL);
+    case 5: return spmd_reduce(d, x, y, 8, SPMD_F32, SPMD_OP_SUM, 0, "*", NULL);
+    case 6: return spmd_psum(d, x, y, 8, SPMD_F32, "b", NULL);
+    default: return spmd_barrier(d, "*", NULL);
+    }
+}
+
 static void scale_device(spmd_dev *d, void *p)
 {
     scale_arg *a = (scale_arg *)p;
     int n = spmd_mesh_size(spmd_device_mesh(d)), i;
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
     float *g = a->op == 1 ? malloc((size_t)n * sizeof(float)) : NULL;
-    spmd_array X = {x, SPMD_F32, 1, {8}}, Y = {y, SPMD_F32, 1, {8}};
     double t0 = 0;
     spmd_status s = spmd_barrier(d, "*", NULL);
-    for (i = 0; i < 2 && s == SPMD_OK; i++) /* warm-up: the stacks' first pages, the groups */
-        s = a->op == 0 ? spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL) : spmd_barrier(d, "*", NULL);
+    for (i = 0; i < 2 && s == SPMD_OK; i++) /* warm-up: the stacks' first pages, the op's groups (their
+                                                first use is create+first's) */
+        s = scale_call(d, a, x, y, g);
     if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
     if (spmd_device_id(d) == 0) t0 = now_s();
-    for (i = 0; i < a->calls && s == SPMD_OK; i++) {
-        switch (a->op) {
-        case 0: s = spmd_psum(d, x, y, 8, SPMD_F32, "*", NULL); break;
-        case 1: s = spmd_allgather(d, x, g, 1, SPMD_F32, "*", NULL); break;
-        case 2: s = spmd_ppermute(d, &X, &Y, "*", a->perm, n, NULL); break;
-        case 4: s = spmd_bcast(d, x, y, 8, SPMD_F32, 0, "*", NULL); break;
-        case 5: s = spmd_reduce(d, x, y, 8, SPMD_F32, SPMD_OP_SUM, 0, "*", NULL); break;
-        case 6: s = spmd_psum(d, x, y, 8, SPMD_F32, "b", NULL); break;
-        default: s = spmd_barrier(d, "*", NULL); break;
-        }
-    }
+    for (i = 0; i < a->calls && s == SPMD_OK; i++) s = scale_call(d, a, x, y, g);
     if (s == SPMD_OK) s = spmd_barrier(d, "*", NULL);
     if (spmd_device_id(d) == 0) a->per_call = (now_s() - t0) / a->calls;
     if (spmd_device_id(d) == 0 && a->op == 0) a->rss = resident_pages();
