@@ -5347,7 +5347,7 @@ static spmd_status spmd__split_plan(spmd_req *r, const spmd__call *c, size_t max
         r->units = (uint64_t)G * (uint64_t)G <= SPMD__MAX_TASKS && max_in / (size_t)G >= SPMD__CHUNK_TASK
                        ? (uint32_t)(G * G) : (uint32_t)G;
         if (r->units == (uint32_t)G && G >= 64 && !r->gr->g->span && r->blk.n == 0 && r->blk.run <= 16) {
-            r->a2a_rows = (uint32_t)(4096 / r->blk.run); /* (a page of each source) */
+            r->a2a_rows = (uint32_t)(1024 / r->blk.run); /* (a quarter page of each source) */
             r->units = ((uint32_t)G + r->a2a_rows - 1) / r->a2a_rows;
         }
         break;
@@ -6254,13 +6254,16 @@ static void spmd__chunks_in(unsigned char *dst, int64_t step, const unsigned cha
 }
 
 /* all_to_all's tile of receivers r0 .. r0 + a2a_rows, chunks of run bytes
-   (at most 16; a2a_rows x run: a page of each source): a cache-blocked
-   transpose. The sources go a line's worth of chunks at a time (so each
-   receiver's line of output is written whole), and for each receiver one
-   chunk from each of those sources, which reads every source's page in
-   order, as a prefetcher expects. One receiver at a time reading a chunk
-   of every source missed the cache once a chunk (16.7 M times at 4,096
-   devices of 4 bytes: 200 ms, 20x a memcpy of the bytes). */
+   (at most 16; a2a_rows x run: a quarter page of each source): a
+   cache-blocked transpose. The sources go a line's worth of chunks at a
+   time (so each receiver's line of output is written whole), and for each
+   receiver one chunk from each of those sources, which reads every
+   source's run in order, as a prefetcher expects. One receiver at a time
+   reading a chunk of every source missed the cache once a chunk (16.7 M
+   times at 4,096 devices of 4 bytes: 200 ms, 20x a memcpy of the bytes).
+   A page of each source a tile made 4 tasks at 4,096 devices, for 2
+   carriers: a quarter page makes 16, the carriers' shares even and each
+   tile's receivers' lines 256 pages, not 1,024 (39-44 -> 30-35 ms). */
 static void spmd__chunks_tile(const spmd_req *r, int G, uint32_t r0, const void *const *ins, void *const *outs) {
     uint32_t r1 = r0 + r->a2a_rows < (uint32_t)G ? r0 + r->a2a_rows : (uint32_t)G, sb, s0, s1, k;
     size_t run = r->blk.run;

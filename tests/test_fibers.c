@@ -117,7 +117,7 @@ static void test_big(void) {
 
    Chunks of at most 16 bytes over 64 devices and more, split algorithm,
    are moved a tile of receivers at a time (spmd__chunks_tile): G of 64, 67
-   and 1,100 (more than one tile of 1,024 4-byte chunks, the last partial),
+   and 1,100 (more than one tile of 256 4-byte chunks, the last partial),
    chunks of 1, 2, 3 (no fast copy), 4, 8, 16 and 17 bytes (the per-chunk
    path), in place and not. Device i's out block j must be device j's chunk
    i, every byte: the input bytes name the source, the chunk and the
