@@ -127,6 +127,9 @@
 #include <time.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #include "bench_common.h"
 
@@ -1369,13 +1372,16 @@ static int *ring_perm(int g)
    its outputs are 4 N^2 bytes), ppermute of 8 floats around the ring of
    every device, barrier over "*", bcast of 8 floats from device 0 and
    their reduce (sum) to it over "*", psum of 8 floats over "b" (N/8
-   groups of 8). Every device makes the same calls; device 0 times them
-   (wall clock, between two barriers). "create+first" is the mesh's
-   creation and its first spmd_run, one psum of 8 floats over "*" (ms: the
-   groups' first use included; every device's result checked). "KiB/dev":
-   the process's resident memory during the psum over "*" (device 0 reads
-   it after the timed calls) less before the mesh was made, over N: the
-   mesh, its groups and the fibers' stacks. -1: not run.
+   groups of 8), all_to_all of 1 float per peer over "*" (up to 16,384
+   devices) and its time over one memcpy of the N^2 floats it moves
+   ("a2a/memcpy"). Every device makes the same calls, two first to warm
+   up; device 0 times them (wall clock, between two barriers).
+   "create+first" is the mesh's creation and its first spmd_run, one psum
+   of 8 floats over "*" (ms: the groups' first use included; every
+   device's result checked). "KiB/dev": the process's resident memory
+   during the psum over "*" (device 0 reads it after the timed calls) less
+   before the mesh was made (the heap trimmed), over N: the mesh, its
+   groups and the fibers' stacks. -1: not run.
      build/bench --scale [--max N] [--threads-max N] [--carriers K]
    N: 8, 16, ... up to --max (default 4096); OS threads only up to
    --threads-max (default 256: 1,024 threads take seconds per call). */
@@ -1406,6 +1412,7 @@ static spmd_status scale_call(spmd_dev *d, const scale_arg *a, float *x, float *
     case 4: return spmd_bcast(d, x, y, 8, SPMD_F32, 0, "*", NULL);
     case 5: return spmd_reduce(d, x, y, 8, SPMD_F32, SPMD_OP_SUM, 0, "*", NULL);
     case 6: return spmd_psum(d, x, y, 8, SPMD_F32, "b", NULL);
+    case 7: return spmd_alltoall(d, g, g + n, 1, SPMD_F32, "*", NULL);
     default: return spmd_barrier(d, "*", NULL);
     }
 }
@@ -1415,8 +1422,9 @@ static void scale_device(spmd_dev *d, void *p)
     scale_arg *a = (scale_arg *)p;
     int n = spmd_mesh_size(spmd_device_mesh(d)), i;
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
-    float *g = a->op == 1 ? malloc((size_t)n * sizeof(float)) : NULL;
+    float *g = a->op == 1 || a->op == 7 ? malloc(2 * (size_t)(unsigned)n * sizeof(float)) : NULL;
     double t0 = 0;
+    for (i = 0; g && i < n; i++) g[i] = (float)i;
     spmd_status s = spmd_barrier(d, "*", NULL);
     for (i = 0; i < 2 && s == SPMD_OK; i++) /* warm-up: the stacks' first pages, the op's groups (their
                                                 first use is create+first's) */
@@ -1429,6 +1437,29 @@ static void scale_device(spmd_dev *d, void *p)
     if (spmd_device_id(d) == 0 && a->op == 0) a->rss = resident_pages();
     if (s != SPMD_OK) a->st = s;
     free(g);
+}
+
+/* The time of one memcpy of `bytes` (us; the fastest of three, the pages
+   touched before): what an all_to_all moving them costs at best. */
+static double memcpy_us(size_t bytes)
+{
+    unsigned char *a = malloc(bytes), *b = malloc(bytes);
+    double best = -1;
+    int k;
+    if (!a || !b) die("%s", "--scale: out of memory for the memcpy floor");
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    for (k = 0; k < 3; k++) {
+        double t0 = now_s(), t;
+        a[k] = (unsigned char)k;
+        memcpy(b, a, bytes);
+        t = (now_s() - t0) * 1e6;
+        if (best < 0 || t < best) best = t;
+    }
+    if (b[0] == 3) puts(""); /* (the copy is used) */
+    free(a);
+    free(b);
+    return best;
 }
 
 static void scale_first(spmd_dev *d, void *p)
@@ -1446,8 +1477,8 @@ static void scale_first(spmd_dev *d, void *p)
 
 static int scale_main(int argc, char **argv)
 {
-    static const char *const ops[7] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
-                                       "reduce 8xf32", "psum over b"};
+    static const char *const ops[8] = {"psum 8xf32", "all_gather 1xf32", "ppermute 8xf32", "barrier", "bcast 8xf32",
+                                       "reduce 8xf32", "psum over b", "all_to_all 1xf32"};
     int max = 4096, tmax = 256, carriers = 0, i, n, op, sch;
     for (i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = atoi(argv[++i]);
@@ -1458,15 +1489,19 @@ static int scale_main(int argc, char **argv)
     if (max > SPMD_MAX_DEVICES || tmax < 0 || carriers < 0) die("%s", "--scale: --max at most SPMD_MAX_DEVICES, --threads-max and --carriers >= 0");
     printf("# time per call (us), mesh (N/8, 8), every device calling; fibers on %d carrier(s) (0: one per CPU)\n",
            carriers);
-    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s %14s %9s\n", "devices", "sched", ops[0], ops[1], ops[2], ops[3],
-           ops[4], ops[5], ops[6], "create+first", "KiB/dev");
+    printf("%-8s %-8s %14s %14s %14s %14s %14s %14s %14s %16s %10s %14s %9s\n", "devices", "sched", ops[0], ops[1], ops[2],
+           ops[3], ops[4], ops[5], ops[6], ops[7], "a2a/memcpy", "create+first", "KiB/dev");
     for (n = 8; n <= max; n *= 2) {
         for (sch = SPMD_SCHEDULER_THREADS; sch <= SPMD_SCHEDULER_FIBERS; sch++) {
             spmd_mesh_desc desc;
             spmd_mesh *m;
-            double t[7], t0, kib = 0;
-            long base = resident_pages();
+            double t[8], t0, kib = 0, mc = -1;
+            long base;
             int *perm, bad = 0;
+#ifdef __GLIBC__
+            malloc_trim(0); /* (the last mesh's freed blocks would count as this one's "before") */
+#endif
+            base = resident_pages();
             if (sch == SPMD_SCHEDULER_THREADS && n > tmax) continue;
             memset(&desc, 0, sizeof desc);
             desc.ndim = 2;
@@ -1485,21 +1520,23 @@ static int scale_main(int argc, char **argv)
                 perm[2 * i] = i;
                 perm[2 * i + 1] = (i + 1) % n;
             }
-            for (op = 0; op < 7; op++) {
+            for (op = 0; op < 8; op++) {
                 scale_arg a = {op, 0, perm, 0, 0, SPMD_OK};
                 t[op] = -1;
-                if (op == 1 && n > 16384) continue; /* (16 GiB of outputs at 65,536) */
+                if ((op == 1 || op == 7) && n > 16384) continue; /* (16 GiB of outputs at 65,536) */
                 /* enough calls for ~0.3 s at the cost of the curve */
                 a.calls = n <= 64 ? 2000 : n <= 256 ? 200 : n <= 1024 ? 50 : 20;
                 if (sch == SPMD_SCHEDULER_THREADS && n >= 128) a.calls = 20;
+                if (op == 7 && n >= 8192) a.calls = 5; /* (0.1-0.6 s a call) */
                 if (spmd_run(m, scale_device, &a) != SPMD_OK || a.st != SPMD_OK)
                     die("--scale: %s failed", ops[op]);
                 t[op] = a.per_call * 1e6;
                 if (op == 0) kib = (double)(a.rss - base) * (double)sysconf(_SC_PAGESIZE) / 1024.0 / n;
             }
-            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %9.1f\n", n,
-                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5], t[6],
-                   t0 * 1e3, kib);
+            if (t[7] > 0) mc = t[7] / memcpy_us((size_t)n * (size_t)n * sizeof(float));
+            printf("%-8d %-8s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %16.1f %10.2f %14.1f %9.1f\n", n,
+                   sch == SPMD_SCHEDULER_THREADS ? "threads" : "fibers", t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                   mc, t0 * 1e3, kib);
             fflush(stdout);
             free(perm);
             spmd_mesh_destroy(m);

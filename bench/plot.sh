@@ -57,8 +57,9 @@ plot() { # $1 = output, $2 = title, $3 = subtitle, $4 = x label, $5 = y label, $
 if [ $measure_scale = 1 ]; then
     # bench --scale's rows: devices, scheduler, then µs per call of psum,
     # all_gather, ppermute, barrier, bcast, reduce and psum over "b" (its
-    # header names them; -1: not run), then ms of mesh creation and its
-    # first psum and KiB per device (not plotted)
+    # header names them; -1: not run), then (not plotted) all_to_all and its
+    # ratio to a memcpy, ms of mesh creation and its first psum and KiB per
+    # device
     echo "measuring: build/bench --scale"
     load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
     "$(dirname "$here")/build/bench" --scale --max 16384 > "$out/scale.txt.tmp"
@@ -66,7 +67,7 @@ if [ $measure_scale = 1 ]; then
     awk -v OFS=, -v subt="mesh (N/8, 8), every device calling; $(nproc) CPUs, $(date -u +%F), load $load at start" \
         'BEGIN { print "# subtitle: " subt; print "scheduler,devices,coll,us_per_call"; split("psum all_gather ppermute barrier bcast reduce psum_b", c, " ") }
         /^# / { print; next }
-        $1 ~ /^[0-9]+$/ && NF >= 11 { for (i = 1; i <= 7; i++) if ($(i + 2) >= 0) print $2, $1, c[i], $(i + 2) }' \
+        $1 ~ /^[0-9]+$/ && NF >= 13 { for (i = 1; i <= 7; i++) if ($(i + 2) >= 0) print $2, $1, c[i], $(i + 2) }' \
         "$out/scale.txt" > "$out/scale.csv"
     scale=$out/scale.csv
 fi
