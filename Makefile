@@ -79,6 +79,11 @@ $(BUILD)/pagefault: bench/pagefault.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g $(BASE) $(WARN) $< -o $@
 
+# The floor under a psum of many fibers: a bare switch per fiber (bench/fiberfloor.c).
+$(BUILD)/fiberfloor: bench/fiberfloor.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g $(BASE) $(WARN) $< -o $@
+
 # The conformance tests include the header for its declarations only
 # (-DSPMD_TEST_LINKED_IMPL) and link its implementation, compiled once per
 # flavour from tests/impl.c: that compile is most of the suite's build time.
