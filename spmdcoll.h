@@ -2102,8 +2102,8 @@ struct spmd_mesh {
     pthread_mutex_t xlock; /* libfabric: guards the exchanges of every group */
     int want_dpp;          /* libfabric: desc.devices_per_process */
     uint32_t rmask;        /* flight recorder: ring entries - 1 (a power of two) */
-    uint32_t rstride;      /* and records between one device's two (every local device's record
-                              of call n is in one run: spmd__rec_at) */
+    uint32_t rstride;      /* and records between one device's two: 1, or the local devices when
+                              their records of a call are side by side (spmd__rec_at) */
     struct spmd__rec *rings; /* the local devices' rings, one block (d->ring points in it) */
     uint64_t *rsites;      /* their call sites, likewise (d->sites) */
     struct spmd__fault *faults; /* the fault plan (>>faults), nfaults entries */
@@ -3695,10 +3695,14 @@ enum { SPMD__REC_STARTED = 1, SPMD__REC_WAITING, SPMD__REC_DONE, SPMD__REC_FAILE
 #define SPMD__RST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define SPMD__RLD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/* Device d's record of call n (0-based) and its call site's word. The
-   local devices' records of one call are side by side, so a call on
-   every device writes one run of lines, a page per 64 devices: rings
-   made at creation are touched only as calls fill them. */
+/* Device d's record of call n (0-based) and its call site's word. From
+   SPMD__REC_SIDE devices in the process, the devices' records of one call
+   are side by side, so a call on every device writes one run of lines, a
+   page per 64 devices: rings made at creation are touched only as calls
+   fill them. Below, each device's ring is a run of its own (two devices'
+   records on neighbouring lines, written by two carriers, slowed a bcast
+   of 8 fibers by ~0.3 us: a core loads lines in pairs). */
+#define SPMD__REC_SIDE 256
 static inline spmd__rec *spmd__rec_at(const spmd_dev *d, uint64_t n) {
     return d->ring + (size_t)(n & d->mesh->rmask) * d->mesh->rstride;
 }
@@ -4505,13 +4509,14 @@ static spmd_status spmd__rec_setup(spmd_mesh *m, const spmd_mesh_desc *desc) {
     if (!depth) { spmd__sig_setup(m); return SPMD_OK; }
     while (n < (uint64_t)depth) n *= 2;
     m->rmask = (uint32_t)(n - 1);
-    m->rstride = (uint32_t)m->nlocal;
+    m->rstride = m->nlocal >= SPMD__REC_SIDE ? (uint32_t)m->nlocal : 1u;
     m->rings = (spmd__rec *)spmd__alloc(&m->alloc, (size_t)n * (size_t)m->nlocal * sizeof(spmd__rec));
     m->rsites = (uint64_t *)spmd__alloc(&m->alloc, (size_t)n * (size_t)m->nlocal * sizeof(uint64_t));
     if (!m->rings || !m->rsites) return SPMD_ERR_NOMEM;
-    for (i = 0; i < m->nlocal; i++) {
-        m->devs[m->first_local + i]->ring = m->rings + i;
-        m->devs[m->first_local + i]->sites = m->rsites + i;
+    for (i = 0; i < m->nlocal; i++) { /* (side by side: device i's first record is the i-th) */
+        size_t first = m->rstride > 1 ? (size_t)i : (size_t)i * n;
+        m->devs[m->first_local + i]->ring = m->rings + first;
+        m->devs[m->first_local + i]->sites = m->rsites + first;
     }
     spmd__sig_setup(m);
     return SPMD_OK;
@@ -7421,6 +7426,8 @@ static spmd__fiber *spmd__ready_take(spmd__runq *q) {
    warmed; 512 groups of 8: the group's line alone was 7% of the time).
    Lock held. */
 #define SPMD__WARM_STACK 1024 /* bytes above a parked fiber's stack pointer: its frames, measured ~900 */
+#define SPMD__WARM_MIN 256    /* fibers from which warming pays: fewer stay in a core's caches (a few KiB
+                                 a device), and the prefetches only cost (8 devices: ~0.3 us a psum) */
 static const spmd__fiber *spmd__warm_at(const spmd__runq *q, int i) {
     return i < q->rcount ? q->ready[(q->rhead + i) % q->cap] : NULL;
 }
@@ -7924,7 +7931,7 @@ static void *spmd__carrier_main(void *p) {
 #endif
         f->started = 1;
         f->dev->ptrs = c->ptrs;
-        spmd__fiber_warm(held);
+        if (s->n >= SPMD__WARM_MIN) spmd__fiber_warm(held);
         spmd__to_fiber(c, f); /* (back with f's home queue lock held) */
         c->running = 0;
         SPMD__ST_REL(&c->cur, (spmd__fiber *)NULL);

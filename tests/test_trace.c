@@ -122,6 +122,63 @@ static void test_records(void) {
     T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
 }
 
+/* ---- records of a ring that wrapped, in both layouts ------------------- */
+/* From 256 devices in a process their records of one call sit side by
+   side (spmd__rec_at), below each device's ring is a run of its own: on
+   meshes (R, 3) of 6 and 300 devices, 4 records a device, 6 psums over
+   'y' of 1..6 floats; every device's report must list exactly the last
+   four, numbered, with their sizes and groups. */
+#define WRAP_CALLS 6
+static void wrap_calls(spmd_dev *d, void *arg) {
+    float f[WRAP_CALLS] = {0}, fo[WRAP_CALLS];
+    int k;
+    (void)arg;
+    for (k = 0; k < WRAP_CALLS; k++)
+        T_CHECK(spmd_psum(d, f, fo, (size_t)k + 1, SPMD_F32, "y", NULL) == SPMD_OK, "psum %d", k);
+}
+static void test_records_wrap(void) {
+    static const int rows[2] = {2, 100};
+    static const char *names[2] = {"x", "y"};
+    static char rep[16384];
+    for (int ri = 0; ri < 2; ri++) {
+        spmd_mesh_desc desc;
+        spmd_mesh *m = NULL;
+        int bad = 0, n = rows[ri] * 3;
+        memset(&desc, 0, sizeof desc);
+        desc.ndim = 2;
+        desc.shape[0] = rows[ri];
+        desc.shape[1] = 3;
+        desc.axis_names[0] = names[0];
+        desc.axis_names[1] = names[1];
+        desc.trace_depth = 4;
+        desc.log_level = SPMD_LOG_WARN;
+        desc.log_fn = log_keep;
+        if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "mesh_create %dx3", rows[ri]); continue; }
+        T_CHECK(spmd_run(m, wrap_calls, NULL) == SPMD_OK, "run %dx3", rows[ri]);
+        for (int id = 0; id < n && bad < 3; id++) {
+            const char *at;
+            spmd_report(m, id, rep, sizeof rep);
+            at = strstr(rep, "last calls:\n");
+            if (!at) { T_CHECK(0, "%d devices, device %d: no list of last calls in\n%s", n, id, rep); bad++; continue; }
+            at += strlen("last calls:\n");
+            for (int k = WRAP_CALLS - 4; k < WRAP_CALLS && at; k++) {
+                char want[160];
+                const char *nl = strchr(at, '\n');
+                int row = id / 3, ok;
+                snprintf(want, sizeof want, "  #%d psum(f32 x %d, eager) over 'y' (op #%d of group [%d %d %d], index %d): done",
+                         k, k + 1, k, 3 * row, 3 * row + 1, 3 * row + 2, id % 3);
+                ok = strncmp(at, want, strlen(want)) == 0;
+                bad += !ok;
+                if (!ok) T_CHECK(0, "%d devices, device %d call %d: want '%s' in\n%.*s", n, id, k, want, nl ? (int)(nl - at) : 80, at);
+                at = nl ? nl + 1 : NULL;
+            }
+            if (!at || *at != '\0') { T_CHECK(0, "%d devices, device %d: more than 4 calls: '%s'", n, id, at ? at : ""); bad++; }
+        }
+        T_CHECK(bad == 0, "%d devices, 4 records each: every device's report lists its last 4 calls", n);
+        T_CHECK(spmd_mesh_destroy(m) == SPMD_OK, "destroy");
+    }
+}
+
 /* ---- a deliberate timeout ----------------------------------------------- */
 static int back_from_psum; /* devices 3 and 4 back from their failed psum */
 
@@ -477,6 +534,7 @@ int main(void) {
     unsetenv("SPMD_TRACE_DEPTH");
     unsetenv("SPMD_FAULTS");
     test_records();
+    test_records_wrap();
     test_timeout_report();
     test_timeline();
     test_off();
