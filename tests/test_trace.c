@@ -19,21 +19,25 @@
 
 
 static spmd_scheduler sched23; /* 0: the default (fibers when devices outnumber CPUs) */
-static spmd_mesh *mesh23(int64_t timeout_ms, int trace_depth) {
+/* A mesh (rows, 3) named ("x", "y"), its log kept (log_keep). */
+static void desc_rows3(spmd_mesh_desc *desc, int rows) {
     static const char *names[2] = {"x", "y"};
+    memset(desc, 0, sizeof *desc);
+    desc->ndim = 2;
+    desc->shape[0] = rows;
+    desc->shape[1] = 3;
+    desc->axis_names[0] = names[0];
+    desc->axis_names[1] = names[1];
+    desc->log_level = SPMD_LOG_WARN;
+    desc->log_fn = log_keep;
+}
+static spmd_mesh *mesh23(int64_t timeout_ms, int trace_depth) {
     spmd_mesh_desc desc;
     spmd_mesh *m = NULL;
-    memset(&desc, 0, sizeof desc);
-    desc.ndim = 2;
-    desc.shape[0] = 2;
-    desc.shape[1] = 3;
-    desc.axis_names[0] = names[0];
-    desc.axis_names[1] = names[1];
+    desc_rows3(&desc, 2);
     desc.timeout_ms = timeout_ms;
     desc.trace_depth = trace_depth;
     desc.scheduler = sched23;
-    desc.log_level = SPMD_LOG_WARN;
-    desc.log_fn = log_keep;
     T_CHECK(spmd_mesh_create(&desc, &m) == SPMD_OK, "mesh_create 2x3");
     return m;
 }
@@ -138,21 +142,13 @@ static void wrap_calls(spmd_dev *d, void *arg) {
 }
 static void test_records_wrap(void) {
     static const int rows[2] = {2, 100};
-    static const char *names[2] = {"x", "y"};
     static char rep[16384];
     for (int ri = 0; ri < 2; ri++) {
         spmd_mesh_desc desc;
         spmd_mesh *m = NULL;
         int bad = 0, n = rows[ri] * 3;
-        memset(&desc, 0, sizeof desc);
-        desc.ndim = 2;
-        desc.shape[0] = rows[ri];
-        desc.shape[1] = 3;
-        desc.axis_names[0] = names[0];
-        desc.axis_names[1] = names[1];
+        desc_rows3(&desc, rows[ri]);
         desc.trace_depth = 4;
-        desc.log_level = SPMD_LOG_WARN;
-        desc.log_fn = log_keep;
         if (spmd_mesh_create(&desc, &m) != SPMD_OK) { T_CHECK(0, "mesh_create %dx3", rows[ri]); continue; }
         T_CHECK(spmd_run(m, wrap_calls, NULL) == SPMD_OK, "run %dx3", rows[ri]);
         for (int id = 0; id < n && bad < 3; id++) {
@@ -196,18 +192,12 @@ static void *counted_alloc(size_t size, size_t align, void *user) {
 static void counted_free(void *p, void *user) { (void)user; free(p); }
 static void test_records_blocks(void) {
     static const int rows[2] = {2, 100};
-    static const char *names[2] = {"x", "y"};
     for (int ri = 0; ri < 2; ri++) {
         count_alloc c[2] = {{0, 0}, {0, 0}};
         for (int on = 0; on < 2; on++) {
             spmd_mesh_desc desc;
             spmd_mesh *m = NULL;
-            memset(&desc, 0, sizeof desc);
-            desc.ndim = 2;
-            desc.shape[0] = rows[ri];
-            desc.shape[1] = 3;
-            desc.axis_names[0] = names[0];
-            desc.axis_names[1] = names[1];
+            desc_rows3(&desc, rows[ri]);
             desc.trace_depth = on ? 0 : -1;
             desc.allocator.alloc = counted_alloc;
             desc.allocator.free = counted_free;
