@@ -2000,7 +2000,8 @@ struct spmd_dev {
         uint64_t xq_calls; /* calls that took the quick exchange (tests read it) */
     } lf;
 #endif
-    uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has one; spmd__site_at) */
+    uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has
+                              one; spmd__site_at) */
     uintptr_t site_ra;     /* SPMD_CHECK_SITES: the return address of the public call (SPMD__CALLER) */
     uintptr_t site_lo, site_hi, site_base; /* its module's code (a cache, spmd__site_take) */
     const char *site_mod;  /* and that module's name */
@@ -3044,6 +3045,7 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
     if (!g) { /* inline bytes per member: within the group's budget and the process's (a slot's entries
                  touch a page each when they are 4 KiB apart: 16,384 devices in groups of 8 held 1 GiB) */
         size_t eager = SPMD__EAGER_BUDGET / (size_t)G, stride, fstride;
+        int own;
         if (m->nlocal > 0 && eager > SPMD__EAGER_LOCAL / (size_t)m->nlocal) eager = SPMD__EAGER_LOCAL / (size_t)m->nlocal;
         if (eager > SPMD__EAGER_MAX) eager = SPMD__EAGER_MAX;
         if (eager < SPMD__LINE) eager = SPMD__LINE;
@@ -3058,19 +3060,22 @@ static spmd__group *spmd__group_get(spmd_mesh *m, const int *members, int G) {
             g->members = (int *)spmd__alloc(&m->alloc, (size_t)G * sizeof(int));
             g->mem = (spmd__member *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__member));
             g->mine = (spmd__mine *)spmd__alloc(&m->alloc, (size_t)G * sizeof(spmd__mine));
-            /* each member's flags on lines of their own: written every operation */
+            /* each member's flags in its counters' line when they fit, else on a line of their own
+               (written every operation) */
+            own = (size_t)m->D <= sizeof g->mine->own;
             fstride = ((size_t)m->D + SPMD__LINE - 1) / SPMD__LINE * SPMD__LINE;
-            if ((size_t)m->D > sizeof g->mine->own) g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
+            if (!own) g->fin = (uint8_t *)spmd__alloc(&m->alloc, (size_t)G * fstride);
             g->shared = (spmd__shared *)spmd__alloc(&m->alloc, (size_t)m->D * sizeof(spmd__shared));
             g->slots = (unsigned char *)spmd__alloc(&m->alloc, (size_t)m->D * (size_t)G * stride);
             g->sleepers = (uint64_t *)spmd__alloc(&m->alloc, ((size_t)G + 63) / 64 * sizeof(uint64_t));
-            if (!g->members || !g->mem || !g->mine || (!g->fin && (size_t)m->D > sizeof g->mine->own) || !g->shared || !g->slots || !g->sleepers) {
+            if (!g->members || !g->mem || !g->mine || (!own && !g->fin) || !g->shared || !g->slots ||
+                !g->sleepers) {
                 spmd__group_free(m, g);
                 g = NULL;
             } else {
                 int k, placed;
                 memcpy(g->members, members, (size_t)G * sizeof(int));
-                for (k = 0; k < G; k++) g->mine[k].fin = g->fin ? g->fin + (size_t)k * fstride : g->mine[k].own;
+                for (k = 0; k < G; k++) g->mine[k].fin = own ? g->mine[k].own : g->fin + (size_t)k * fstride;
                 placed = !m->proc_of || spmd__group_place(m, g, h) == SPMD_OK;
                 if (placed && G >= SPMD__COMBINE_MIN && !g->span) { /* (spmd__combines) */
                     g->gboard = g->eager < SPMD__GATHER_COMBINE ? g->eager : SPMD__GATHER_COMBINE;
