@@ -5641,14 +5641,13 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     return (int)s;
 }
 
-static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
-                                      spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
-                                      int one_axis, spmd_req **out) {
+/* The call described whole, for spmd__coll_start: a frame of its own, so
+   that the quick path's callers keep a small one (a parked fiber's frames
+   are what the scheduler warms: spmd_allreduce's was 288 bytes). */
+static SPMD__NOINLINE spmd_status spmd__reduce_call(spmd_dev *d, int kind, const void *send, void *recv,
+                                                   size_t count, spmd_dtype dt, spmd_op op, const char *axes,
+                                                   const spmd_opts *o, int one_axis, spmd_req **out) {
     spmd__call c;
-    if (!out && !one_axis) {
-        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o, NULL);
-        if (q >= 0) return (spmd_status)q;
-    }
     memset(&c, 0, sizeof c);
     c.kind = kind;
     c.name = kind == SPMD__KIND_BARRIER ? "barrier" : (unsigned)op < SPMD_OP_COUNT ? spmd__op_jax[op] : "allreduce";
@@ -5659,6 +5658,16 @@ static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, v
     c.op = op;
     c.one_axis = one_axis;
     return spmd__coll_start(d, &c, axes, o, out);
+}
+
+static spmd_status spmd__reduce_start(spmd_dev *d, int kind, const void *send, void *recv, size_t count,
+                                      spmd_dtype dt, spmd_op op, const char *axes, const spmd_opts *o,
+                                      int one_axis, spmd_req **out) {
+    if (!out && !one_axis) {
+        int q = spmd__quick(d, kind, send, recv, count, dt, op, 0, axes, o, NULL);
+        if (q >= 0) return (spmd_status)q;
+    }
+    return spmd__reduce_call(d, kind, send, recv, count, dt, op, axes, o, one_axis, out);
 }
 
 static spmd_status spmd__req_check(spmd_req *r) {
