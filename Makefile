@@ -112,8 +112,9 @@ $(BUILD)/asan/%: tests/%.c $(BUILD)/asan/impl.o $(TEST_DEPS)
 
 # The baseline reduction kernels (no AVX2/F16C copies) where the CPU would
 # pick the AVX2 ones, at -O0: the kernels' unoptimised form, without their
-# SPMD__FAST paths (the optimised builds run those, in the AVX2 copies). The
-# implementation in the test's own file.
+# SPMD__FAST paths (the optimised builds run those, in the AVX2 copies), as
+# every -O0 build of a user's has them (-DSPMD_NO_DISPATCH says it anyway).
+# The implementation in the test's own file.
 $(BUILD)/nodispatch/%: tests/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) -O0 -g $(BASE) $(WARN) -DSPMD_NO_DISPATCH $< -o $@ $(LIBS)

@@ -520,7 +520,8 @@
      SPMD_MALLOC(sz)/SPMD_FREE(p)   replace malloc/free (define both or none)
      SPMD_ASSERT(x)            replace assert() for internal invariants
      SPMD_NO_DISPATCH          x86-64: no AVX2/F16C copies of the hot reduction
-                               kernels (the baseline ones run everywhere)
+                               kernels (the baseline ones run everywhere; the
+                               default at -O0)
      SPMD_FIBER_UCONTEXT       fibers switch with swapcontext instead of the
                                hand-written switch (x86-64 and arm64 ELF)
      Limits: SPMD_MAX_AXES 8, SPMD_MAX_DEVICES 16777214 (memory comes
@@ -1493,8 +1494,10 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__GCC 0
 #endif
 /* x86-64: the hot reduction kernels are also built for AVX2 and F16C and
-   chosen at run time. */
-#if defined(__x86_64__) && !defined(SPMD_NO_DISPATCH) && (SPMD__GCC || (defined(__clang__) && __clang_major__ >= 9))
+   chosen at run time; not at -O0, where their copies would only cost
+   compile time (a build that debugs is not one that measures). */
+#if defined(__x86_64__) && !defined(SPMD_NO_DISPATCH) && defined(__OPTIMIZE__) && \
+    (SPMD__GCC || (defined(__clang__) && __clang_major__ >= 9))
 #define SPMD__HAS_X86_DISPATCH 1
 #include <cpuid.h>
 #else
