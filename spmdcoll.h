@@ -2319,10 +2319,10 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
         va = SPMD__V_##OP(va, vx, VT, MT);                                               \
         memcpy(d + i + (OFF), &va, sizeof va);                                           \
     }
-/* Code only for an optimised build (the unrolled and whole-block fast
-   paths of the loops here): at -O0 every vector goes through memory
-   anyway, and their copies of a loop's body only cost compile time (a
-   third of the kernels' code); the general loop after them does the rest. */
+/* Code only for an optimised build (the vector and whole-block fast paths
+   of the loops here): at -O0 every vector goes through memory anyway, and
+   their copies of a loop's body only cost compile time (most of the
+   kernels' code); the general loop after them, a scalar one, does it all. */
 #ifdef __OPTIMIZE__
 #define SPMD__FAST(...) __VA_ARGS__
 #else
@@ -2339,8 +2339,8 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
             SPMD__COMB1(OP, VT, MT, 2 * sizeof(VT))                                      \
             SPMD__COMB1(OP, VT, MT, 3 * sizeof(VT))                                      \
         })                                                                               \
-        for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(OP, VT, MT, 0)          \
-        for (; i < n; i += sizeof(T)) { /* the rest one at a time */                     \
+        SPMD__FAST(for (; i + sizeof(VT) <= n; i += sizeof(VT)) SPMD__COMB1(OP, VT, MT, 0)) \
+        for (; i < n; i += sizeof(T)) { /* the rest one at a time (at -O0 all) */        \
             T sa, sx;                                                                    \
             memcpy(&sa, a + i, sizeof sa);                                               \
             memcpy(&sx, x + i, sizeof sx);                                               \
@@ -2416,6 +2416,44 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
             PRE SPMD__K_SIGN BODY memcpy(d + 2 * i, &h, 2 * k);                          \
         }                                                                                \
     }
+
+#ifndef __OPTIMIZE__
+/* At -O0 the half kernels go an element at a time through the scalar
+   conversions above (what the 8-lane bodies compute lane by lane): the
+   lanes' code, unoptimised, was a tenth of the implementation's and its
+   compile time. The nodispatch suite runs these. */
+#undef SPMD__HLOAD
+#undef SPMD__HFIN
+#define SPMD__SCALAR_SPMD__K_B2F spmd__b2f
+#define SPMD__SCALAR_SPMD__K_H2F spmd__h2f
+#define SPMD__SCALAR_SPMD__K_F2B spmd__f2b
+#define SPMD__SCALAR_SPMD__K_F2H spmd__f2h
+#define SPMD__SCALAR_SPMD__K_NONE(f, G) (void)(G)
+#define SPMD__SCALAR_SPMD__K_DIV(f, G) (f) = (f) / (float)(G)
+#define SPMD__HLOAD(ATTR, NAME, BODY)                                                     \
+    ATTR static void NAME(void *d_, const void *x_, size_t m) {                          \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) {                                                        \
+            uint16_t h;                                                                  \
+            float f;                                                                     \
+            memcpy(&h, (const unsigned char *)x_ + 2 * i, 2);                            \
+            f = SPMD__SCALAR_##BODY(h);                                                  \
+            memcpy((unsigned char *)d_ + 4 * i, &f, 4);                                  \
+        }                                                                                \
+    }
+#define SPMD__HFIN(ATTR, NAME, PRE, BODY)                                                 \
+    ATTR static void NAME(void *d_, const void *a_, size_t m, int G) {                   \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) {                                                        \
+            uint16_t h;                                                                  \
+            float f;                                                                     \
+            memcpy(&f, (const unsigned char *)a_ + 4 * i, 4);                            \
+            SPMD__SCALAR_##PRE(f, G);                                                    \
+            h = SPMD__SCALAR_##BODY(f);                                                  \
+            memcpy((unsigned char *)d_ + 2 * i, &h, 2);                                  \
+        }                                                                                \
+    }
+#endif
 
 /* Cold loops: widening loads, the integer means' fins, argmax's pass. */
 #define SPMD__LOAD(NAME, T, A, CVT)                                                       \
