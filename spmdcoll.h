@@ -4224,9 +4224,10 @@ SPMD__SETUP static void spmd__rep_group(spmd__text *t, spmd_mesh *m, const spmd_
             seen |= c == n - 1;
             found = spmd__rec_on(&e, g);
         }
-        /* its last record, being rewritten then (the device woke at the
-           break), may be whole now: without this look it would be said
-           not to have come */
+        /* its last record, not yet written or being rewritten at the first
+           look (the device woke at the break and ended its call), may be
+           whole now: read once more, it would otherwise be said not to
+           have come */
         if (!found && n && !seen && spmd__rec_read(p, n - 1, &e)) {
             seen = 1;
             found = spmd__rec_on(&e, g);
@@ -7707,17 +7708,21 @@ static void spmd__fiber_unmake(spmd__fiber *f) {
    any other when it runs), else the ring does (spmd__sleep_end). */
 static void spmd__fiber_ring(spmd_dev **ds, int n, int cleared) {
     spmd__runq *q = NULL;
-    int i;
+    int i, run = 0; /* (rings in q so far: its moves grow once a taking of its lock) */
     for (i = 0; i < n && i < 4; i++) SPMD__PREFETCH_W(ds[i]->fib);
     for (i = 0; i < n; i++) {
         spmd__fiber *f = ds[i]->fib;
         if (i + 4 < n) SPMD__PREFETCH_W(ds[i + 4]->fib);
         if (f->q != q) {
-            if (q) spmd__sunlock(&q->lock);
+            if (q) {
+                SPMD__FADD(&q->moves, (uint64_t)run);
+                spmd__sunlock(&q->lock);
+            }
             q = f->q;
+            run = 0;
             spmd__slock(&q->lock);
         }
-        SPMD__FADD(&q->moves, (uint64_t)1);
+        run++;
         if (f->state == SPMD__F_PARKED) {
             /* it polls again when it runs: out of the sleepers now, so that
                the finishers meanwhile neither ring it nor look at it (left
@@ -7729,7 +7734,10 @@ static void spmd__fiber_ring(spmd_dev **ds, int n, int cleared) {
             spmd__ready_push(f);
         }
     }
-    if (q) spmd__sunlock(&q->lock);
+    if (q) {
+        SPMD__FADD(&q->moves, (uint64_t)run);
+        spmd__sunlock(&q->lock);
+    }
 }
 
 /* Park the device's fiber until its bell moves from `bell` (or for at most
