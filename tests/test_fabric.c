@@ -1273,7 +1273,9 @@ static int child_many(void) {
    time (reset before each, read after its spmd_run), over the link the
    job uses (COUNTERS_LINK: lane or network): an 8-byte psum is one message
    to each other process, from SPMD__X_BRUCK_PROCS on log2 P of 56 bytes
-   (recursive doubling: a 48-byte header and the 8 bytes); a 16 MiB psum
+   (recursive doubling: a 48-byte header and the 8 bytes), but over the
+   lane still direct when this machine has fewer CPUs than the P devices
+   (crowded); a 16 MiB psum
    from 4 processes on 2 log2 P messages to log2 P peers, at least
    2 (P-1)/P n bytes and at most that plus a header a message
    (Rabenseifner; on fewer, at least 2 (P-1)/P n); a 16 MiB bcast at least
@@ -1293,7 +1295,8 @@ static int child_many(void) {
    processes on log2 P messages to as many peers, exactly (P - 1)/P n
    bytes and a 48-byte header each (recursive halving); a barrier from 8
    processes on log2 P messages to as many peers (dissemination, as
-   Bruck's exchange of nothing); a gather and a scatter of 8 B a process
+   Bruck's exchange of nothing), over the lane of a crowded machine one
+   to each other process; a gather and a scatter of 8 B a process
    from 4 processes on: ceil(log2 P) messages out of a scatter's root (at
    most that out of any rank), one out of every other rank of a gather
    (binomial trees), and so are a bcast's and a reduce's of 8 B from 8
@@ -1315,6 +1318,7 @@ static float ctr_bcast_in(int id, size_t i) { return (float)(id + 1) + (float)(i
 static int ctr_values_ok(int op, int id, int P, const float *y, size_t n) {
     size_t per = n / (size_t)P;
     if (op == 9 || op == 3) n = per * (size_t)P;
+    if (op == 10) op = 0; /* (psum by recursive doubling) */
     if (!(op == 0 || op == 1 || op == 3 || op == 8 || op == 9 || (id == 0 && (op == 2 || op == 7)))) return 1;
     for (size_t i = 0; i < (op == 8 ? per : n); i++) {
         float want = op == 1 ? ctr_bcast_in(0, i) : op == 8 ? 1.0f : op == 0 || op == 2 ? (float)(P * (P + 1) / 2) : (float)(i / per + 1);
@@ -1342,12 +1346,15 @@ static spmd_status ctr_rscatter(spmd_dev *d, float *x, float *y, size_t n) {
 }
 static void ctr_device(spmd_dev *d, void *p) {
     ctr_arg *a = (ctr_arg *)p;
+    spmd_opts rd = {0};
     float *x = (float *)calloc(a->n, sizeof *x), *y = (float *)calloc(a->n, sizeof *y);
     size_t per = a->n / (size_t)spmd_axis_size(d, "x");
     for (size_t i = 0; x && i < a->n; i++)
         x[i] = a->op == 1 ? ctr_bcast_in(spmd_device_id(d), i) : (float)(spmd_device_id(d) + 1);
+    rd.algo = SPMD_ALGO_RD;
     spmd_status st = !x || !y    ? SPMD_ERR_NOMEM
                      : a->op == 0 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", NULL)
+                     : a->op == 10 ? spmd_psum(d, x, y, a->n, SPMD_F32, "x", &rd)
                      : a->op == 1 ? spmd_bcast(d, x, y, a->n, SPMD_F32, 0, "x", NULL)
                      : a->op == 2 ? spmd_reduce(d, x, y, a->n, SPMD_F32, SPMD_OP_SUM, 0, "x", NULL)
                      : a->op == 3 ? spmd_allgather(d, x, y, per, SPMD_F32, "x", NULL)
@@ -1557,7 +1564,7 @@ static int child_pmix(void) {
     return st != SPMD_OK || a.bad || P != 4;
 }
 static int child_counters(void) {
-    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op;
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
     size_t big = (size_t)4 << 20, n = big * 4; /* f32: 16 MiB */
     uint64_t lo = 2 * (uint64_t)(P - 1) * n / (uint64_t)P, m4;
@@ -1572,14 +1579,21 @@ static int child_counters(void) {
     me = spmd_mesh_process_id(m);
     while ((1 << lg) < P) lg++;
     /* the direct exchange: one message to each other process; from
-       SPMD__X_BRUCK_PROCS processes on, recursive doubling: log2 P */
-    want = P >= SPMD__X_BRUCK_PROCS ? lg : P - 1;
+       SPMD__X_BRUCK_PROCS processes on, recursive doubling: log2 P, unless
+       the P processes (all on this machine) outnumber its CPUs and the
+       lane carries the call: there every step would wait for a process to
+       be run */
+    steps = P >= SPMD__X_BRUCK_PROCS && (link == SPMD_LINK_NETWORK || P <= sysconf(_SC_NPROCESSORS_ONLN));
+    want = steps ? lg : P - 1;
     bad |= ctr_report("psum 8 B", me,
                       ctr_call(m, 0, 2, &c) && c.total.messages == (uint64_t)want && c.total.peers == want &&
                           c.link[link].messages == (uint64_t)want && c.kind[1].messages == (uint64_t)want &&
                           strcmp(spmd_count_kind_name(1), "allreduce") == 0 &&
-                          c.total.bytes >= 8u * (uint64_t)(P - 1) &&
-                          (P < SPMD__X_BRUCK_PROCS || c.total.bytes == 56u * (uint64_t)lg),
+                          c.total.bytes >= 8u * (uint64_t)(P - 1) && (!steps || c.total.bytes == 56u * (uint64_t)lg),
+                      &c, 8);
+    bad |= ctr_report("psum 8 B, SPMD_ALGO_RD", me,
+                      ctr_call(m, 10, 2, &c) && ((P & (P - 1)) || (c.total.messages == (uint64_t)lg &&
+                                                                   c.total.peers == lg && c.total.bytes == 56u * (uint64_t)lg)),
                       &c, 8);
     bad |= ctr_report("psum 16 MiB", me,
                       ctr_call(m, 0, big, &c) && c.total.bytes >= lo && c.kind[1].messages == c.total.messages &&
@@ -1608,8 +1622,7 @@ static int child_counters(void) {
                                      c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
                       &c, n);
     bad |= ctr_report("barrier", me,
-                      ctr_call(m, 6, 1, &c) &&
-                          (P < SPMD__X_BRUCK_PROCS || (c.total.messages == (uint64_t)lg && c.total.peers == lg)),
+                      ctr_call(m, 6, 1, &c) && c.total.messages == (uint64_t)want && c.total.peers == want,
                       &c, 1);
     for (op = 7; op <= 8; op++) { /* 8 B a process: the root's ceil(log2 P) messages, the others' one (a scatter's:
                                      at most ceil(log2 P)) */
