@@ -19493,14 +19493,14 @@ static uint8_t spmd__x_plan_algo(const spmd_req *r, spmd_algo want) {
     if ((P >= SPMD__X_RAB_PROCS || (kind == SPMD__KIND_BCAST && spmd__plan_chains(P, bytes))) && large && net)
         return SPMD__ALG_RAB; /* (a bcast's chain from 3 processes on) */
     if (P < SPMD__X_BRUCK_PROCS) return 0;
-    /* a machine with more devices than CPUs (mesh_crowded), the group
-       within a host: a small psum direct, where every process needs the
+    /* a machine with more devices than CPUs (mesh_crowded), a small call
+       within a host: a psum direct, where every process needs the
        CPU once a call, not once a step, and a bcast's or reduce's tree (8
        processes of a device on 2 CPUs, 8 B over the lanes: psum 21.8 us
        direct against 40.6 by steps; reduce 4.9 by its tree, 7.2 direct);
        across the network the steps' fewer messages still win (4 emulated
        hosts of 2 processes: psum 0.31 ms by steps, 0.49 direct) */
-    if (r->dev->mesh->mesh_crowded && !net) return kind == SPMD__KIND_ALLREDUCE ? 0 : SPMD__ALG_RD;
+    if (r->dev->mesh->mesh_crowded && !net && !large) return kind == SPMD__KIND_ALLREDUCE ? 0 : SPMD__ALG_RD;
     return kind == SPMD__KIND_ALLREDUCE || net ? SPMD__ALG_RD : 0;
 }
 

@@ -1278,7 +1278,9 @@ static int child_many(void) {
    (crowded); a 16 MiB psum
    from 4 processes on 2 log2 P messages to log2 P peers, at least
    2 (P-1)/P n bytes and at most that plus a header a message
-   (Rabenseifner; on fewer, at least 2 (P-1)/P n); a 16 MiB bcast at least
+   (Rabenseifner; on fewer, and over the lane where the split exchange
+   takes it, at least 2 (P-1)/P n; the plans of the all_gather, the
+   psum_scatter and a bcast's root below are the network's too); a 16 MiB bcast at least
    n out of the root, from 3 to 8 processes across the network exactly n
    in 16 messages and a header each, to one peer (the chain), from 9 on at most 2 (P-1)/P n and
    a header a message (scatter, then all-gather), its result the root's
@@ -1564,7 +1566,7 @@ static int child_pmix(void) {
     return st != SPMD_OK || a.bad || P != 4;
 }
 static int child_counters(void) {
-    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps;
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps, tree;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
     size_t big = (size_t)4 << 20, n = big * 4; /* f32: 16 MiB */
     uint64_t lo = 2 * (uint64_t)(P - 1) * n / (uint64_t)P, m4;
@@ -1598,12 +1600,12 @@ static int child_counters(void) {
     bad |= ctr_report("psum 16 MiB", me,
                       ctr_call(m, 0, big, &c) && c.total.bytes >= lo && c.kind[1].messages == c.total.messages &&
                           c.total.peers <= P - 1 &&
-                          (P < 4 || (c.total.messages == 2u * (uint64_t)lg && c.total.peers == lg &&
+                          (P < 4 || link == SPMD_LINK_LANE || (c.total.messages == 2u * (uint64_t)lg && c.total.peers == lg &&
                                      c.total.bytes <= lo + 48u * c.total.messages)),
                       &c, n);
     bad |= ctr_report("bcast 16 MiB", me,
                       ctr_call(m, 1, big, &c) && (me != 0 || c.total.bytes >= n) &&
-                          (P < 4 || me != 0 || c.total.bytes <= lo + 48u * c.total.messages) &&
+                          (P < 4 || link == SPMD_LINK_LANE || me != 0 || c.total.bytes <= lo + 48u * c.total.messages) &&
                           (P < 3 || P > 8 || me != 0 || link == SPMD_LINK_LANE ||
                            (c.total.messages == 16 && c.total.peers == 1 && c.total.bytes == n + 48u * 16)),
                       &c, n);
@@ -1612,13 +1614,13 @@ static int child_counters(void) {
                       &c, n);
     bad |= ctr_report("all_gather 16 MiB", me,
                       ctr_call(m, 3, big, &c) &&
-                          (P < 4 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                          (P < 4 || link == SPMD_LINK_LANE || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
                                      c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
                       &c, n);
     bad |= ctr_report("ppermute 8 B", me, ctr_call(m, 4, 2, &c) && c.total.messages == 1 && c.total.peers == 1, &c, 8);
     bad |= ctr_report("psum_scatter 16 MiB", me,
                       ctr_call(m, 5, big, &c) &&
-                          (P < 4 || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
+                          (P < 4 || link == SPMD_LINK_LANE || (c.total.messages == (uint64_t)lg && c.total.peers == lg &&
                                      c.total.bytes == (uint64_t)(P - 1) * (n / (uint64_t)P) + 48u * (uint64_t)lg)),
                       &c, n);
     bad |= ctr_report("barrier", me,
@@ -1633,16 +1635,16 @@ static int child_counters(void) {
                                          (me != 0 || (uint64_t)c.total.peers == m4))),
                           &c, 8);
     }
-    /* 8 B bcast and reduce from SPMD__X_BRUCK_PROCS processes on across the network: binomial trees (the
-       bcast's root ceil(log2 P) messages; every rank of the reduce but the root one) */
+    /* 8 B bcast and reduce from SPMD__X_BRUCK_PROCS processes on across the network, or over the lane of a
+       crowded machine: binomial trees (the bcast's root ceil(log2 P) messages; every rank of the reduce but
+       the root one) */
+    tree = P >= SPMD__X_BRUCK_PROCS && (link == SPMD_LINK_NETWORK || P > sysconf(_SC_NPROCESSORS_ONLN));
     bad |= ctr_report("bcast 8 B", me,
-                      ctr_call(m, 1, 2, &c) && (P < SPMD__X_BRUCK_PROCS || link != SPMD_LINK_NETWORK || me != 0 ||
-                                                (c.total.messages == (uint64_t)lg && c.total.peers == lg)),
+                      ctr_call(m, 1, 2, &c) &&
+                          (!tree || me != 0 || (c.total.messages == (uint64_t)lg && c.total.peers == lg)),
                       &c, 8);
     bad |= ctr_report("reduce 8 B", me,
-                      ctr_call(m, 2, 2, &c) && (P < SPMD__X_BRUCK_PROCS || link != SPMD_LINK_NETWORK ||
-                                                 c.total.messages == (uint64_t)(me != 0)),
-                      &c, 8);
+                      ctr_call(m, 2, 2, &c) && (!tree || c.total.messages == (uint64_t)(me != 0)), &c, 8);
     for (op = 0; op < SPMD_COUNT_KINDS && strcmp(spmd_count_kind_name(op), "all_to_all") != 0; op++) {}
     want = P - 1 < 8 ? P - 1 : 8;
     bad |= ctr_report("all_to_all 16 MiB", me,
@@ -2031,6 +2033,7 @@ int main(int argc, char **argv) {
     run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0 SPMD_FABRIC_SEGMENT=131072");
     run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-lane-3", 3, "--provider shm", "counters", "COUNTERS_LINK=lane");
+    run_mode("fabric-counters-lane-8", 8, "--provider shm", "counters", "COUNTERS_LINK=lane");
     run_mode("fabric-hosts-tcp-8", 8, "--provider tcp", "hosts", "HOSTS=4");
     test_lanekill();
     test_shmkill();
