@@ -5677,7 +5677,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     }
     if (!spmd__req_begin(r)) {
         spmd__req_post(r);
-        if (!r->x) spmd__watch(r); /* (threads only) */
+        if (!r->x && !d->fib) spmd__watch(r); /* (threads only) */
     }
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     /* own the line of the next post before it is written (off the critical path) */
@@ -7069,6 +7069,14 @@ static void spmd__sleep(spmd_dev *d, spmd_req *r, uint64_t now, uint64_t ns, uin
     spmd__sleep_end(d);
 }
 
+/* r's deadline, from the first look at the clock in its wait. */
+static void spmd__deadline_set(spmd_req *r, uint64_t now) {
+    if (!r->deadline) {
+        uint64_t ms = (uint64_t)r->timeout_ms, room = (UINT64_MAX - now) / 1000000u;
+        r->deadline = ms < room ? now + ms * 1000000u : UINT64_MAX; /* saturate */
+    }
+}
+
 /* One poll: progress, then the deadline and a broken mesh. 1 if r is done. */
 static int spmd__poll(spmd_req *r, uint64_t now) {
     spmd_mesh *m = r->dev->mesh;
@@ -7077,10 +7085,7 @@ static int spmd__poll(spmd_req *r, uint64_t now) {
     if (m->vt->heard) m->vt->heard(m); /* other processes' breaks and losses */
     if (SPMD__LD_ACQ(&m->broken) && spmd__on_broken(r)) return 1;
     if (now) {
-        if (!r->deadline) {
-            uint64_t ms = (uint64_t)r->timeout_ms, room = (UINT64_MAX - now) / 1000000u;
-            r->deadline = ms < room ? now + ms * 1000000u : UINT64_MAX; /* saturate */
-        }
+        spmd__deadline_set(r, now);
         if (m->check && spmd__check_missing(r)) return 1;
         if (now >= r->deadline && spmd__expire(r)) return 1;
     }
@@ -7126,6 +7131,9 @@ static spmd_status spmd__block(spmd_req *r) {
     uint64_t moved = 0;
     int spinning = 1;
     int parked = 0, woke = 0;
+    /* a fiber's first look is its sleep's, which polls once it is listed
+       as a sleeper (a poll before it would only repeat the post's) */
+    int look = !d->fib || m->vt->polled;
     if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
     if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
     for (;;) {
@@ -7134,7 +7142,12 @@ static spmd_status spmd__block(spmd_req *r) {
            every 64 polls, the slower phases every time, a fiber every time
            but the first look after it was woken (usually its last) */
         if ((++iter & 63u) == 0 || !spinning || (d->fib && !woke)) now = spmd__now_ns();
-        if (spmd__poll(r, now)) break;
+        if (!look) {
+            spmd__deadline_set(r, now);
+            look = 1;
+        } else if (spmd__poll(r, now)) {
+            break;
+        }
         if (d->fib && woke) { /* looked without the clock: again with it (its deadline first) */
             woke = 0;
             continue;
