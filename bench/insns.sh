@@ -15,15 +15,19 @@
 #   -t fabric-shm  build/bench-fabric, 2 processes of one device over the
 #                  shared-memory lane (tools/spmdrun --bind cpu), only
 #                  process -P (default 0) under valgrind
+#   -t ompi        Open MPI's, to compare: build/mpi_bench as 2 ranks over
+#                  vader (mpirun --bind-to core, btl self,vader), only rank
+#                  -P under valgrind, counting inside the timed call only
+#                  (--toggle-collect=tm_coll: MPI_Bcast and the like)
 #
-# usage: bench/insns.sh [-t threads|fabric-shm] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]
+# usage: bench/insns.sh [-t threads|fabric-shm|ompi] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]
 set -euo pipefail
 mode=threads coll=psum devices=2 size=8 proc=0 keep=""
 while getopts "t:c:d:b:P:f:h" opt; do
     case $opt in
         t) mode=$OPTARG ;; c) coll=$OPTARG ;; d) devices=$OPTARG ;; b) size=$OPTARG ;; P) proc=$OPTARG ;;
         f) keep=$OPTARG ;;
-        *) echo "usage: $0 [-t threads|fabric-shm] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]" >&2; exit 2 ;;
+        *) echo "usage: $0 [-t threads|fabric-shm|ompi] [-c COLL] [-d N] [-b SIZE] [-P PROC] [-f FILE]" >&2; exit 2 ;;
     esac
 done
 command -v valgrind > /dev/null || { echo "$0: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -48,6 +52,15 @@ for n in 5000 25000; do
             chmod +x "$tmp/wrap"
             SPMD_SHM_LANE=1 SPMD_TIMEOUT_MS=600000 "$root/tools/spmdrun" -n 2 --provider shm --bind cpu --timeout 600 -q -- \
                 "$tmp/wrap" "$root/build/bench-fabric" -d 2 -c "$coll" -b "$size" -e "$size" -r 1 -n $n --csv > /dev/null 2>&1
+            per=1 ;;
+        ompi)
+            command -v mpirun > /dev/null || { echo "$0: -t ompi needs Open MPI (mpirun, mpicc)" >&2; exit 2; }
+            make -s -C "$root" build/mpi_bench
+            args=("$root/build/mpi_bench" -c "$coll" -b "$size" -e "$size" -r 1 -n $n --csv)
+            vgo=(valgrind --tool=callgrind --toggle-collect=tm_coll --callgrind-out-file="$out")
+            if [ "$proc" = 0 ]; then ctx=(-np 1 "${vgo[@]}" "${args[@]}" : -np 1 "${args[@]}")
+            else ctx=(-np 1 "${args[@]}" : -np 1 "${vgo[@]}" "${args[@]}"); fi
+            mpirun --oversubscribe --allow-run-as-root --bind-to core --mca btl self,vader "${ctx[@]}" > /dev/null 2>&1
             per=1 ;;
         *) echo "$0: unknown -t $mode" >&2; exit 2 ;;
     esac
