@@ -1958,6 +1958,16 @@ typedef struct spmd__plan {
     int perm[2 * SPMD__PLAN_G], src_of[SPMD__PLAN_G];
 } spmd__plan;
 
+#if SPMD__HAS_LIBFABRIC
+/* What spmd__x_algo read of a call, and what it chose (spmd__fab_x_start). */
+typedef struct spmd__xpick {
+    const spmd__gref *gr;
+    size_t count, in_bytes;
+    int root, want, kind, op, dtype;
+    uint8_t algo;
+} spmd__xpick;
+#endif
+
 struct spmd_dev {
     uint32_t bell;         /* futex word, bumped by peers to wake us */
     uint32_t sleeping;
@@ -2002,6 +2012,7 @@ struct spmd_dev {
 #if SPMD__HAS_LIBFABRIC
     struct {
         uint64_t xq_calls; /* calls that took the quick exchange (tests read it) */
+        spmd__xpick pick;  /* the last choice of spmd__x_algo, with the call it was made for */
     } lf;
 #endif
     uint64_t *sites;       /* the ring's records' call sites' files (a record's line says if it has
@@ -19559,7 +19570,23 @@ static uint8_t spmd__x_algo(const spmd_req *r, spmd_algo want) {
 }
 /* The hooks of the libfabric backend's table (spmd__backend_vt). */
 static void spmd__fab_x_start(spmd_req *r, spmd_algo algo, int blocking) {
-    r->sig.algo = spmd__x_algo(r, algo);
+    /* the choice reads nothing but these and what the group and the mesh
+       keep: a call that repeats them (a loop's) takes it again (~150 of a
+       small call's ~1,700 instructions) */
+    spmd__xpick *p = &r->dev->lf.pick;
+    if (p->gr != r->gr || p->count != r->count || p->in_bytes != r->in_bytes || p->root != r->root ||
+        p->want != (int)algo || p->kind != r->sig.kind || p->op != r->sig.op || p->dtype != r->sig.dtype) {
+        p->gr = r->gr;
+        p->count = r->count;
+        p->in_bytes = r->in_bytes;
+        p->root = r->root;
+        p->want = (int)algo;
+        p->kind = r->sig.kind;
+        p->op = r->sig.op;
+        p->dtype = r->sig.dtype;
+        p->algo = spmd__x_algo(r, algo);
+    }
+    r->sig.algo = p->algo;
     r->lf.xq = blocking && spmd__xq_ready(r); /* blocking, small: the quick exchange */
 }
 static void spmd__fab_heard_all(spmd_mesh *m) {
