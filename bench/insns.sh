@@ -6,7 +6,11 @@
 # sampler), with -n 5000 and -n 25000 timed calls, and prints the
 # difference divided by 20,000 (so warm-up and setup cancel), per device.
 # A waiting member's spinning is counted too: repeat a run to see the
-# spread (about +-300 over the lane here). With -f FILE the second run's
+# spread (about +-300 over the lane here). Between threads, where
+# callgrind runs one thread at a time and the others spin meanwhile, that
+# is most of the count: the line also says what is left without the
+# waits (the inclusive cost of spmd__block and spmd__watch taken out,
+# with whatever progress they ran: a little under the call's own path). With -f FILE the second run's
 # callgrind output is kept there (callgrind_annotate --inclusive=no FILE
 # splits it by function).
 #
@@ -36,7 +40,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 vg=(valgrind --tool=callgrind --toggle-collect=device_main)
 total() { grep '^totals:' "$1" | awk '{ print $2 }'; }
-counts=()
+# the inclusive cost of the waits (threads: spmd__block and spmd__watch)
+waits() {
+    callgrind_annotate --inclusive=yes "$1" 2> /dev/null |
+        awk '/:spmd__(block|watch) \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }'
+}
+counts=() waited=()
 for n in 5000 25000; do
     out=$tmp/cg.$n
     case $mode in
@@ -66,7 +75,10 @@ for n in 5000 25000; do
     esac
     [ -s "$out" ] || { echo "$0: no callgrind output (the run failed)" >&2; exit 1; }
     counts+=("$(total "$out")")
+    waited+=("$(waits "$out")")
 done
 [ -z "$keep" ] || cp "$tmp/cg.25000" "$keep"
+outside=$(( (counts[1] - counts[0] - waited[1] + waited[0]) / 20000 / per ))
 echo "$coll $size B, $mode$([ "$mode" = threads ] && echo ", $devices devices" || echo ", process $proc"):" \
-     "$(( (counts[1] - counts[0]) / 20000 / per )) instructions per call"
+     "$(( (counts[1] - counts[0]) / 20000 / per )) instructions per call" \
+     "$([ "$mode" = threads ] && echo "($outside outside the waits)")"
