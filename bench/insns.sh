@@ -78,7 +78,7 @@ for n in 5000 25000; do
     waited+=("$(waits "$out")")
 done
 [ -z "$keep" ] || cp "$tmp/cg.25000" "$keep"
-outside=$(( (counts[1] - counts[0] - waited[1] + waited[0]) / 20000 / per ))
+more=""
+[ "$mode" != threads ] || more=" ($(( (counts[1] - counts[0] - waited[1] + waited[0]) / 20000 / per )) outside the waits)"
 echo "$coll $size B, $mode$([ "$mode" = threads ] && echo ", $devices devices" || echo ", process $proc"):" \
-     "$(( (counts[1] - counts[0]) / 20000 / per )) instructions per call" \
-     "$([ "$mode" = threads ] && echo "($outside outside the waits)")"
+     "$(( (counts[1] - counts[0]) / 20000 / per )) instructions per call$more"
