@@ -1874,7 +1874,7 @@ struct spmd_req {
     size_t in_bytes;       /* this member's input */
     size_t outer, inner;   /* layout in elements: rows and row length (gather, scatter) */
     int root;              /* root or source, a group index */
-    int *src_of;           /* ppermute: each member's source or -1, */
+    int *src_of;           /* ppermute: each member's source or -1, then (G more) its destination or -1, */
     int pairs, dst;        /* the pairs, and the member reading this one's input (-1: none; -2: not kept) */
     void *temp;            /* copy of an input that the output overwrites */
     void *fault_copy;      /* kind=corrupt: the input with one byte flipped, what send points to (>>faults) */
@@ -1955,7 +1955,7 @@ typedef struct spmd__plan {
     uint64_t aux, shape_hash;
     spmd__blk blk;
     int npairs, nperm;     /* ppermute: the pairs (npairs -1: a pshuffle's permutation), their ints */
-    int perm[2 * SPMD__PLAN_G], src_of[SPMD__PLAN_G];
+    int perm[2 * SPMD__PLAN_G], src_of[2 * SPMD__PLAN_G]; /* (src_of: sources, then destinations) */
 } spmd__plan;
 
 #if SPMD__HAS_LIBFABRIC
@@ -5286,7 +5286,7 @@ static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r,
         p->npairs = c->npairs;
         p->nperm = c->npairs < 0 ? G : 2 * c->npairs;
         if (p->nperm) memcpy(p->perm, c->perm, (size_t)p->nperm * sizeof(int));
-        memcpy(p->src_of, r->src_of, (size_t)G * sizeof(int));
+        memcpy(p->src_of, r->src_of, 2 * (size_t)G * sizeof(int));
     }
 }
 
@@ -16349,10 +16349,9 @@ static int spmd__x_wants(const spmd_req *r, int k, int p) {
         for (j = k; j < g->G; j++)
             if (po[g->members[j]] == p) return 1;
         return 0;
-    case SPMD__KIND_PPERMUTE:
-        for (j = 0; j < g->G; j++)
-            if (r->src_of[j] == k && po[g->members[j]] == p) return 1;
-        return 0;
+    case SPMD__KIND_PPERMUTE: /* (k's destination, if any) */
+        j = r->src_of[g->G + k];
+        return j >= 0 && po[g->members[j]] == p;
     default: return 1;
     }
 }
