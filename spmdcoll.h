@@ -7121,9 +7121,10 @@ static uint64_t spmd__poll_gap(uint64_t waited) {
     return g < 100000u ? 100000u : g > 1000000u ? 1000000u : g;
 }
 
-/* More devices want this host's CPUs than it has: this process's, or with
-   other processes' on the host (8 processes of one device on 2 CPUs), where
-   a spinning waiter only delays the peer it waits for. */
+/* More devices want this machine's CPUs than it has: this process's, or
+   with other processes' there (8 processes of one device on 2 CPUs: the
+   backend's host_crowded), where a spinning waiter only delays the peer it
+   waits for. */
 static int spmd__crowded(const spmd_mesh *m) {
     return SPMD__LD_ACQ(&m->nattached) > (uint32_t)m->ncpu || m->host_crowded;
 }
@@ -19148,10 +19149,6 @@ SPMD__SETUP static spmd_status spmd__world_open(spmd_mesh *m) {
     return SPMD_OK;
 }
 
-/* Every process must have made the same mesh at the same position: its
-   number, shape, devices per process (L), check mode and forced
-   algorithm, compared by the bootstrap's allgather. all and lens: room
-   for P answers (freed here). */
 /* The machine this process runs on: a hash of the kernel's boot id, which
    the processes of one machine share whatever their host names (an
    emulated cluster's "hosts" in network namespaces share its CPUs), or of
@@ -19184,6 +19181,11 @@ SPMD__SETUP static void spmd__fabric_crowd(spmd_mesh *m, const spmd__fab *f) {
 }
 
 #define SPMD__CMP_SAME (4 + SPMD_MAX_AXES) /* words every process's mesh must agree on; then its machine and CPUs */
+/* Every process must have made the same mesh at the same position: its
+   number, shape, devices per process (L), check mode and forced
+   algorithm, compared by the bootstrap's allgather, which also carries
+   each process's machine and CPUs (spmd__fabric_crowd). all and lens:
+   room for P answers (freed here). */
 SPMD__SETUP static spmd_status spmd__mesh_compare(spmd_mesh *m, int L, uint32_t *all, size_t *lens) {
     spmd__fab *f = m->lf.fab;
     uint32_t mine[SPMD__CMP_SAME + 2];
