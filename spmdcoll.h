@@ -13705,8 +13705,8 @@ typedef struct spmd__fab {
     int nlanes;
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
     unsigned char *far;       /* per process: 1 on another host (spmd__lane_open; NULL: none is) */
-    uint32_t *mach;           /* per process: its machine (spmd__machine_id) and that machine's CPUs, */
-    uint32_t *mcpus;          /* as the last spmd__mesh_compare heard (NULL before it) */
+    uint32_t *mach;           /* per process two words, its machine (spmd__machine_id) and that machine's
+                                 CPUs, as the last spmd__mesh_compare heard (NULL before it) */
     uint64_t cmsgs[SPMD_LINK_COUNT][SPMD_COUNT_KINDS], cbytes[SPMD_LINK_COUNT][SPMD_COUNT_KINDS]; /* sent (the lock) */
     int cinfl[SPMD_COUNT_KINDS]; /* the most data sends of one call in flight at once (the lock; spmd__x_window) */
     uint64_t *cpeers;         /* row link * SPMD_COUNT_KINDS + kind, cwords words: bit p, sent to process p */
@@ -15150,7 +15150,6 @@ static void spmd__lane_close(spmd__fab *f) {
     spmd__free(&f->alloc, f->lane_of);
     spmd__free(&f->alloc, f->far);
     spmd__free(&f->alloc, f->mach);
-    spmd__free(&f->alloc, f->mcpus);
     spmd__free(&f->alloc, f->cpeers);
 }
 
@@ -19164,20 +19163,44 @@ SPMD__SETUP static uint32_t spmd__machine_id(void) {
     return h;
 }
 
+/* A process's machine, that machine's CPUs as it said, and its devices. */
+typedef struct spmd__onmach {
+    uint32_t mach, cpus;
+    int64_t n;
+} spmd__onmach;
+static int spmd__onmach_cmp(const void *a, const void *b) {
+    uint32_t x = ((const spmd__onmach *)a)->mach, y = ((const spmd__onmach *)b)->mach;
+    return x < y ? -1 : x > y;
+}
+
 /* Whether a machine of the mesh runs more of its devices than it has CPUs
    (mesh_crowded: every process reads the same tables, so all choose
    alike), and whether this process's does (host_crowded: its waits yield
-   at once). From the machines and CPUs spmd__mesh_compare heard. */
+   at once). From the machines and CPUs spmd__mesh_compare heard: the
+   processes sorted by machine, each machine's run summed (O(devices + P
+   log P): 16,384 processes are 16,384 machines' worth of scans otherwise). */
 SPMD__SETUP static void spmd__fabric_crowd(spmd_mesh *m, const spmd__fab *f) {
-    int i, p;
-    if (!f->mach || !f->mcpus) return;
-    for (p = 0; p < m->nprocs; p++) {
-        int n = 0;
-        for (i = 0; i < m->size; i++) n += f->mach[m->proc_of[i]] == f->mach[p];
-        if ((uint32_t)n <= f->mcpus[p]) continue;
-        m->mesh_crowded = 1;
-        if (f->mach[p] == f->mach[m->proc]) m->host_crowded = 1;
+    int P = m->nprocs, i, j;
+    spmd__onmach *t;
+    if (!f->mach || !(t = (spmd__onmach *)spmd__alloc(&m->alloc, (size_t)P * sizeof *t))) return;
+    for (i = 0; i < P; i++) {
+        t[i].mach = f->mach[2 * i];
+        t[i].cpus = f->mach[2 * i + 1];
     }
+    for (i = 0; i < m->size; i++) t[m->proc_of[i]].n++;
+    qsort(t, (size_t)P, sizeof *t, spmd__onmach_cmp);
+    for (i = 0; i < P; i = j) {
+        int64_t n = 0;
+        uint32_t cpus = t[i].cpus;
+        for (j = i; j < P && t[j].mach == t[i].mach; j++) {
+            n += t[j].n;
+            if (t[j].cpus < cpus) cpus = t[j].cpus;
+        }
+        if (n <= (int64_t)cpus) continue;
+        m->mesh_crowded = 1;
+        if (t[i].mach == f->mach[2 * m->proc]) m->host_crowded = 1;
+    }
+    spmd__free(&m->alloc, t);
 }
 
 #define SPMD__CMP_SAME (4 + SPMD_MAX_AXES) /* words every process's mesh must agree on; then its machine and CPUs */
@@ -19220,12 +19243,8 @@ SPMD__SETUP static spmd_status spmd__mesh_compare(spmd_mesh *m, int L, uint32_t 
                 break;
             }
     }
-    if (st == SPMD_OK && (f->mach || (f->mach = (uint32_t *)spmd__alloc(&f->alloc, (size_t)P * 4)) != NULL) &&
-        (f->mcpus || (f->mcpus = (uint32_t *)spmd__alloc(&f->alloc, (size_t)P * 4)) != NULL)) {
-        for (p = 0; p < P; p++) {
-            f->mach[p] = all[(size_t)p * (sizeof mine / 4) + SPMD__CMP_SAME];
-            f->mcpus[p] = all[(size_t)p * (sizeof mine / 4) + SPMD__CMP_SAME + 1];
-        }
+    if (st == SPMD_OK && (f->mach || (f->mach = (uint32_t *)spmd__alloc(&f->alloc, (size_t)P * 8)) != NULL)) {
+        for (p = 0; p < P; p++) memcpy(&f->mach[2 * p], all + (size_t)p * (sizeof mine / 4) + SPMD__CMP_SAME, 8);
         spmd__fabric_crowd(m, f);
     }
     spmd__free(&m->alloc, all);
