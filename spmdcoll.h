@@ -74,7 +74,22 @@
              dtype, rank 0..8, shape; row-major, contiguous).
      dtypes  SPMD_BOOL, SPMD_I8, SPMD_U8, SPMD_I16, SPMD_U16, SPMD_I32,
              SPMD_U32, SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16 (both stored
-             as uint16_t), SPMD_F32, SPMD_F64.
+             as uint16_t), SPMD_F32, SPMD_F64, SPMD_C64, SPMD_C128
+             (complex: real then imaginary, as C99's float/double complex
+             and numpy), SPMD_F8E4M3FN, SPMD_F8E5M2 (ml_dtypes' fp8, a byte).
+             Reductions: integers wrap; f16, bf16 and fp8 combine in f32
+             and round once, to nearest even; complex sum and prod are
+             complex arithmetic in the element type (a product's parts are
+             ar*xr - ai*xi and ar*xi + ai*xr, each product rounded: no fused
+             multiply-add), pmean divides both parts, and pmax, pmin,
+             pargmax, pargmin refuse complex (SPMD_ERR_DTYPE: no order, as
+             in MPI). fp8 beyond its largest finite value follows ml_dtypes'
+             cast from f32 (float8.h, ConvertImpl without saturation):
+             round to nearest even, then a value above the largest finite
+             one (448 for e4m3fn, 57344 for e5m2) is e5m2's inf, or NaN
+             for e4m3fn, which has no inf. So e4m3fn |x| > 464 is NaN (464
+             rounds to 448), e5m2 |x| >= 61440 is inf; NaN stays NaN with
+             its sign (e4m3fn 0x7f, e5m2 0x7e).
      specs   a PartitionSpec (spmd_spec, text P('row', None)): per array
              dimension the mesh axes sharding it, major first; unnamed axes
              replicate, `partial` axes hold summands. spmd_shard_map runs a
@@ -148,7 +163,9 @@
        spmd_dtype_size, spmd_dtype_name, spmd_op_name, spmd_backend_name,
        spmd_scheduler_name, spmd_reduce_local
        (the collectives' kernel on local buffers), spmd_f32_to_f16,
-       spmd_f16_to_f32, spmd_f32_to_bf16, spmd_bf16_to_f32
+       spmd_f16_to_f32, spmd_f32_to_bf16, spmd_bf16_to_f32,
+       spmd_f32_to_f8e4m3fn, spmd_f8e4m3fn_to_f32, spmd_f32_to_f8e5m2,
+       spmd_f8e5m2_to_f32
 
    ERRORS: THE STATUSES AND WHAT TO DO
      Every call returns an spmd_status (0 = SPMD_OK). Bad input is refused
@@ -170,7 +187,8 @@
        SPMD_ERR_GROUPS      axis_index_groups not equal groups covering
                             every index once
        SPMD_ERR_DTYPE       op not defined for the dtype (pmean, psum_scatter
-                            of bool): convert first
+                            of bool; pmax, pmin, pargmax, pargmin of
+                            complex): convert first
        SPMD_ERR_SIZE        invalid size (mesh shape, counts)
        SPMD_ERR_OVERFLOW    a size overflows
        SPMD_ERR_OVERLAP     buffers overlap other than exactly in place
@@ -213,8 +231,10 @@
             mean truncated toward zero, in the input dtype (JAX would return
             float32; convert first if that is what you want). bool: refused
             with SPMD_ERR_DTYPE.
-     pmax, pmin   elementwise; floats propagate NaN; bool: any / all.
-     pprod  elementwise product; integers wrap; bool: all.
+     pmax, pmin   elementwise; floats propagate NaN; bool: any / all;
+            complex: refused (no order).
+     pprod  elementwise product; integers wrap; bool: all; complex:
+            (ac - bd) + (ad + bc)i, each product rounded (DTYPES).
      pargmax, pargmin   int32 index j in the group of the device holding
             the max/min (ties: smallest j), one axis only, as JAX's
             definition: if the max is NaN, no device equals it and the
@@ -618,6 +638,10 @@ typedef enum spmd_dtype {
     SPMD_F16,    /* IEEE binary16 stored as uint16_t */
     SPMD_BF16,   /* bfloat16 stored as uint16_t */
     SPMD_F32, SPMD_F64,
+    SPMD_C64,      /* complex64: two f32, real then imaginary (C99 float complex, numpy) */
+    SPMD_C128,     /* complex128: two f64, real then imaginary */
+    SPMD_F8E4M3FN, /* ml_dtypes float8_e4m3fn: one byte, bias 7, no inf, NaN 0x7f/0xff */
+    SPMD_F8E5M2,   /* ml_dtypes float8_e5m2: one byte, bias 15, IEEE-like (inf, NaN) */
     SPMD_DTYPE_COUNT
 } spmd_dtype;
 
@@ -764,11 +788,16 @@ SPMD_API const char *spmd_dtype_name(spmd_dtype t);         /* "f32" */
 SPMD_API const char *spmd_op_name(spmd_op op);              /* "sum" */
 SPMD_API const char *spmd_backend_name(spmd_backend b);     /* "default", "threads", "libfabric" */
 SPMD_API const char *spmd_scheduler_name(spmd_scheduler s); /* "default", "threads", "fibers" */
-/* Scalar conversions used by the kernels (round to nearest even, NaN kept). */
+/* Scalar conversions used by the kernels (round to nearest even, NaN kept;
+   fp8 beyond its largest finite value: the DTYPES rule in the manual). */
 SPMD_API uint16_t spmd_f32_to_f16(float f);
 SPMD_API float spmd_f16_to_f32(uint16_t h);
 SPMD_API uint16_t spmd_f32_to_bf16(float f);
 SPMD_API float spmd_bf16_to_f32(uint16_t h);
+SPMD_API uint8_t spmd_f32_to_f8e4m3fn(float f);
+SPMD_API float spmd_f8e4m3fn_to_f32(uint8_t b);
+SPMD_API uint8_t spmd_f32_to_f8e5m2(float f);
+SPMD_API float spmd_f8e5m2_to_f32(uint8_t b);
 
 /* The reduction kernel the collectives use, on local buffers: out[i] = op
    over ins[0..n_in-1][i], in the canonical order (a tree over n_in inputs,
@@ -2217,9 +2246,9 @@ static void spmd__break(spmd_mesh *m, spmd_status s, int dev, const char *msg) {
 SPMD__SETUP_END
 
 // >>half precision
-/* float16 and bfloat16 to and from float32, exact and branch-free (round to
-   nearest even, NaN kept quiet); the reduce kernels and the public
-   spmd_f32_to_f16 ... use them. */
+/* float16, bfloat16 and the two fp8 formats to and from float32, exact and
+   branch-free (round to nearest even, NaN kept quiet); the reduce kernels
+   and the public spmd_f32_to_f16 ... use them. */
 static inline uint32_t spmd__f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float spmd__u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -2247,6 +2276,39 @@ static inline uint16_t spmd__f2h(float f) {
 }
 
 static inline float spmd__b2f(uint16_t h) { return spmd__u2f((uint32_t)h << 16); }
+
+/* fp8 (the manual's DTYPES: ml_dtypes' float8_e4m3fn and float8_e5m2).
+   e5m2 is binary16's top byte. e4m3fn -> f32 as binary16's: its bits
+   shifted into f32's place, scaled by 2^(127 - 7) (exact for normals and
+   subnormals); S.1111.111 is NaN. */
+static inline float spmd__e52f(uint8_t b) { /* (a NaN quiet, as ml_dtypes gives it) */
+    return spmd__u2f(spmd__f2u(spmd__h2f((uint16_t)(b << 8))) | ((b & 0x7fu) > 0x7cu ? 0x00400000u : 0u));
+}
+static inline float spmd__e42f(uint8_t b) {
+    uint32_t em = (uint32_t)b & 0x7fu, s = ((uint32_t)b & 0x80u) << 24;
+    float v = spmd__u2f(em << 20) * spmd__u2f(0x7b800000u); /* 2^120 */
+    return spmd__u2f((em == 0x7fu ? 0x7fc00000u : spmd__f2u(v)) | s);
+}
+/* f32 -> fp8, round to nearest even: normals add half an ulp (plus one
+   when the kept lsb is odd) and rebias; subnormals let the FPU round by
+   adding a constant whose ulp is the format's smallest step (2^14 for
+   e4m3fn's 2^-9, 2^7 for e5m2's 2^-16); beyond the largest finite value
+   (the manual) NaN or inf. Computed for every case and selected. */
+static inline uint8_t spmd__f2e4(float f) {
+    uint32_t x = spmd__f2u(f), a = x & 0x7fffffffu;
+    uint32_t nrm = (a - 0x3c000000u + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+    uint32_t sub = spmd__f2u(spmd__u2f(a) + 16384.0f) - 0x46800000u;
+    uint32_t r = a > 0x43e80000u ? 0x7fu : (a < 0x3c800000u ? sub : nrm);
+    return (uint8_t)(r | ((x >> 24) & 0x80u));
+}
+static inline uint8_t spmd__f2e5(float f) {
+    uint32_t x = spmd__f2u(f), a = x & 0x7fffffffu;
+    uint32_t nrm = (a - 0x38000000u + 0xfffffu + ((a >> 21) & 1u)) >> 21;
+    uint32_t sub = spmd__f2u(spmd__u2f(a) + 128.0f) - 0x43000000u;
+    uint32_t big = a > 0x7f800000u ? 0x7eu : 0x7cu;
+    uint32_t r = a >= 0x47700000u ? big : (a < 0x38800000u ? sub : nrm);
+    return (uint8_t)(r | ((x >> 24) & 0x80u));
+}
 
 /* binary32 -> bfloat16, round to nearest even; NaN stays a quiet NaN */
 static inline uint16_t spmd__f2b(float f) {
@@ -2482,6 +2544,7 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
         T *SPMD__R o = (T *)o_;                                                          \
         const A *SPMD__R a = (const A *)a_;                                              \
         size_t i;                                                                        \
+        (void)G;                                                                         \
         for (i = 0; i < m; i++) o[i] = (T)F(a[i]);                                       \
     }
 #define SPMD__ARGEQ(NAME, T)                                                              \
@@ -2506,7 +2569,12 @@ typedef SPMD__VT(int64_t, 32) spmd__vi64x4;
     SPMD__COMB(ATTR, spmd__add_u32##SUF, uint32_t, SPMD__VU32##SUF, SPMD__VI32##SUF, ADD) \
     SPMD__HLOAD(ATTR, spmd__ld_bf16##SUF, SPMD__K_B2F)                                   \
     SPMD__HFIN(ATTR, spmd__fin_bf16##SUF, SPMD__K_NONE, SPMD__K_F2B)                     \
-    SPMD__HFIN(ATTR, spmd__mean_bf16##SUF, SPMD__K_DIV, SPMD__K_F2B)
+    SPMD__HFIN(ATTR, spmd__mean_bf16##SUF, SPMD__K_DIV, SPMD__K_F2B)                     \
+    SPMD__PAIRS(ATTR, spmd__add_c64##SUF, spmd__add_f32##SUF)                            \
+    SPMD__PAIRS(ATTR, spmd__add_c128##SUF, spmd__add_f64##SUF)
+/* A complex sum is the sum of its parts: 2m floats */
+#define SPMD__PAIRS(ATTR, NAME, PARTS)                                                    \
+    ATTR static void NAME(void *d, const void *a, const void *x, size_t m) { PARTS(d, a, x, 2 * m); }
 #define SPMD__VF32_base spmd__vf32
 #define SPMD__VI32_base spmd__vi32
 #define SPMD__VF64_base spmd__vf64
@@ -2577,6 +2645,104 @@ SPMD__FIN(spmd__mean_u32, uint64_t, uint32_t, SPMD__MEAN_U)
 #define SPMD__MEAN_D(a) ((a) / (double)G)
 SPMD__FIN(spmd__mean_f32, float, float, SPMD__MEAN_F)
 SPMD__FIN(spmd__mean_f64, double, double, SPMD__MEAN_D)
+/* fp8: loads to f32 through a table of the 256 codes' values (constants
+   the compiler folds: SPMD__E4V, SPMD__E5V are the formats' definitions),
+   a lookup an element; fins 4 lanes at a time, the scalar conversions of
+   >>half precision lane by lane, the 4 bytes then gathered into a word
+   (vector code that narrowed or widened bytes, the baseline vectors do a
+   lane at a time through memory: slower than either). */
+#define SPMD__P2(k) ((float)(1u << ((k) < -16 ? 0 : (k) + 16)) / 65536.0f) /* 2^k, -16 <= k <= 15 */
+#define SPMD__E4M(b) ((b) & 0x78 ? (float)(((b) & 7) + 8) * SPMD__P2((((b) >> 3) & 15) - 10) : (float)((b) & 7) / 512.0f)
+#define SPMD__E4V(b) (((b) & 0x7f) == 0x7f ? ((b) & 0x80 ? -__builtin_nanf("") : __builtin_nanf("")) : (b) & 0x80 ? -SPMD__E4M(b) : SPMD__E4M(b))
+#define SPMD__E5M(b)                                                                      \
+    (((b) & 0x7c) == 0x7c ? ((b) & 3 ? __builtin_nanf("") : __builtin_inff())                                   \
+     : (b) & 0x7c          ? (float)(((b) & 3) + 4) * SPMD__P2((((b) >> 2) & 31) - 17)    \
+                           : (float)((b) & 3) / 65536.0f)
+#define SPMD__E5V(b) ((b) & 0x80 ? -SPMD__E5M(b) : SPMD__E5M(b))
+#define SPMD__C16(M, b) M(b), M(b + 1), M(b + 2), M(b + 3), M(b + 4), M(b + 5), M(b + 6), M(b + 7), M(b + 8), \
+        M(b + 9), M(b + 10), M(b + 11), M(b + 12), M(b + 13), M(b + 14), M(b + 15)
+#define SPMD__C256(M) SPMD__C16(M, 0), SPMD__C16(M, 16), SPMD__C16(M, 32), SPMD__C16(M, 48), SPMD__C16(M, 64), \
+        SPMD__C16(M, 80), SPMD__C16(M, 96), SPMD__C16(M, 112), SPMD__C16(M, 128), SPMD__C16(M, 144),      \
+        SPMD__C16(M, 160), SPMD__C16(M, 176), SPMD__C16(M, 192), SPMD__C16(M, 208), SPMD__C16(M, 224),     \
+        SPMD__C16(M, 240)
+static const float spmd__e4tab[256] = {SPMD__C256(SPMD__E4V)};
+static const float spmd__e5tab[256] = {SPMD__C256(SPMD__E5V)};
+#define SPMD__E4T(b) spmd__e4tab[b]
+#define SPMD__E5T(b) spmd__e5tab[b]
+SPMD__LOAD(spmd__ld_e4m3, uint8_t, float, SPMD__E4T)
+SPMD__LOAD(spmd__ld_e5m2, uint8_t, float, SPMD__E5T)
+#define SPMD__K4_F2E4                                                                     \
+    o = SPMD__SEL(a > 0x43e80000u, (a & 0u) | 0x7fu,                                     \
+                  SPMD__SEL(a < 0x3c800000u, (spmd__vu32)((spmd__vf32)a + 16384.0f) - 0x46800000u, \
+                            (a - 0x3c000000u + 0x7ffffu + ((a >> 20) & 1u)) >> 20, spmd__vu32, spmd__vi32), \
+                  spmd__vu32, spmd__vi32);
+#define SPMD__K4_F2E5                                                                     \
+    o = SPMD__SEL(a >= 0x47700000u,                                                      \
+                  SPMD__SEL(a > 0x7f800000u, (a & 0u) | 0x7eu, (a & 0u) | 0x7cu, spmd__vu32, spmd__vi32), \
+                  SPMD__SEL(a < 0x38800000u, (spmd__vu32)((spmd__vf32)a + 128.0f) - 0x43000000u, \
+                            (a - 0x38000000u + 0xfffffu + ((a >> 21) & 1u)) >> 21, spmd__vu32, spmd__vi32), \
+                  spmd__vu32, spmd__vi32);
+#define SPMD__F8FIN(NAME, MEAN, BODY, ONE)                                                \
+    static void NAME(void *d_, const void *a_, size_t m, int G) {                        \
+        unsigned char *d = (unsigned char *)d_;                                          \
+        const unsigned char *s = (const unsigned char *)a_;                              \
+        size_t i = 0;                                                                    \
+        SPMD__FAST(for (; i + 4 <= m; i += 4) {                                          \
+            spmd__vu32 w, a, o;                                                          \
+            uint32_t b;                                                                  \
+            memcpy(&w, s + 4 * i, sizeof w);                                             \
+            if (MEAN) w = (spmd__vu32)((spmd__vf32)w / (float)G);                        \
+            a = w & 0x7fffffffu;                                                         \
+            BODY o |= (w >> 24) & 0x80u;                                                 \
+            b = o[0] | o[1] << 8 | o[2] << 16 | o[3] << 24;                              \
+            memcpy(d + i, &b, 4); /* (little endian) */                                  \
+        })                                                                               \
+        for (; i < m; i++) { /* the rest one at a time (at -O0 all) */                   \
+            float f;                                                                     \
+            memcpy(&f, s + 4 * i, 4);                                                    \
+            d[i] = ONE(MEAN ? f / (float)G : f);                                         \
+        }                                                                                \
+    }
+SPMD__F8FIN(spmd__fin_e4m3, 0, SPMD__K4_F2E4, spmd__f2e4)
+SPMD__F8FIN(spmd__fin_e5m2, 0, SPMD__K4_F2E5, spmd__f2e5)
+SPMD__F8FIN(spmd__mean_e4m3, 1, SPMD__K4_F2E4, spmd__f2e4)
+SPMD__F8FIN(spmd__mean_e5m2, 1, SPMD__K4_F2E5, spmd__f2e5)
+/* Complex: a mean divides both parts; a product is complex arithmetic in
+   the element type, each of its four products rounded before the sum or
+   difference (SPMD__KEEP hides a product from the compiler, which could
+   otherwise fuse it into a multiply-add where the target has one: a
+   result that would then depend on the build). */
+#if defined(__x86_64__)
+#define SPMD__KEEP(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define SPMD__KEEP(v) __asm__("" : "+w"(v))
+#else
+#define SPMD__KEEP(v) (void)(v)
+#endif
+#define SPMD__CMUL(NAME, T)                                                               \
+    static void NAME(void *d_, const void *a_, const void *x_, size_t m) {               \
+        size_t i;                                                                        \
+        for (i = 0; i < m; i++) {                                                        \
+            T a[2], x[2], rr, ii, ri, ir;                                                \
+            memcpy(a, (const unsigned char *)a_ + i * sizeof a, sizeof a);               \
+            memcpy(x, (const unsigned char *)x_ + i * sizeof x, sizeof x);               \
+            rr = a[0] * x[0];                                                            \
+            ii = a[1] * x[1];                                                            \
+            ri = a[0] * x[1];                                                            \
+            ir = a[1] * x[0];                                                            \
+            SPMD__KEEP(rr);                                                              \
+            SPMD__KEEP(ii);                                                              \
+            SPMD__KEEP(ri);                                                              \
+            SPMD__KEEP(ir);                                                              \
+            a[0] = rr - ii;                                                              \
+            a[1] = ri + ir;                                                              \
+            memcpy((unsigned char *)d_ + i * sizeof a, a, sizeof a);                     \
+        }                                                                                \
+    }
+SPMD__CMUL(spmd__mul_c64, float)
+SPMD__CMUL(spmd__mul_c128, double)
+static void spmd__mean_c64(void *o, const void *a, size_t m, int G) { spmd__mean_f32(o, a, 2 * m, G); }
+static void spmd__mean_c128(void *o, const void *a, size_t m, int G) { spmd__mean_f64(o, a, 2 * m, G); }
 #if SPMD__HAS_INT128
 SPMD__LOAD(spmd__ld_i64, int64_t, spmd__i128, SPMD__ID)
 SPMD__LOAD(spmd__ld_u64, uint64_t, spmd__u128, SPMD__ID)
@@ -2587,6 +2753,18 @@ static void spmd__add_u128(void *d, const void *a, const void *x, size_t m) {
     for (i = 0; i < m; i++) ((spmd__u128 *)d)[i] = ((const spmd__u128 *)a)[i] + ((const spmd__u128 *)x)[i];
 }
 #endif
+
+/* complex (W bytes an element): sum, prod and mean; no order, so no
+   max, min, argmax, argmin */
+#define SPMD__KCPLX(W, S, SUF)                                                            \
+    {SPMD__KNONE,                                                                        \
+     {W, W, W, NULL, spmd__add_##S##SUF, NULL, NULL},                                    \
+     {W, W, W, NULL, spmd__mul_##S, NULL, NULL},                                         \
+     SPMD__KNONE,                                                                        \
+     SPMD__KNONE,                                                                        \
+     {W, W, W, NULL, spmd__add_##S##SUF, spmd__mean_##S, NULL},                          \
+     SPMD__KNONE,                                                                        \
+     SPMD__KNONE}
 
 /* The tables: one entry per dtype and op, comb NULL where the op is not
    defined. Columns: input, accumulator and output bytes an element; load,
@@ -2649,7 +2827,10 @@ static void spmd__add_u128(void *d, const void *a, const void *x, size_t m) {
       {8, 8, 8, NULL, spmd__min_f64, NULL, NULL},                                        \
       {8, 8, 8, NULL, spmd__add_f64##SUF, spmd__mean_f64, NULL},                         \
       {8, 8, 4, NULL, spmd__max_f64, NULL, spmd__eq_f64},                                \
-      {8, 8, 4, NULL, spmd__min_f64, NULL, spmd__eq_f64}}}
+      {8, 8, 4, NULL, spmd__min_f64, NULL, spmd__eq_f64}},                              \
+     SPMD__KCPLX(8, c64, SUF), SPMD__KCPLX(16, c128, SUF),                               \
+     SPMD__KF32(1, spmd__ld_e4m3, spmd__fin_e4m3, spmd__mean_e4m3, SUF),                 \
+     SPMD__KF32(1, spmd__ld_e5m2, spmd__fin_e5m2, spmd__mean_e5m2, SUF)}
 
 static const spmd__kern spmd__kernels[SPMD_DTYPE_COUNT][SPMD_OP_COUNT] = SPMD__KTABLE(_base);
 #if SPMD__HAS_X86_DISPATCH
@@ -2801,9 +2982,10 @@ static inline void spmd__reduce(spmd__kernel k, void *out, const void *const *in
     else spmd__reduce_tiles(k, out, in, G, n);
 }
 
-static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+static const size_t spmd__dtype_sizes[SPMD_DTYPE_COUNT] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 8, 16, 1, 1};
 static const char *spmd__dtype_names[SPMD_DTYPE_COUNT] = {
-    "none", "bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64"};
+    "none", "bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64",
+    "c64",  "c128", "f8e4m3fn", "f8e5m2"};
 static const char *spmd__op_names[SPMD_OP_COUNT] = {"none", "sum",  "prod",   "max",
                                                     "min",  "mean", "argmax", "argmin"};
 static const char *spmd__op_jax[SPMD_OP_COUNT] = {"allreduce", "psum", "pprod", "pmax",
@@ -4760,7 +4942,9 @@ static spmd_status spmd__rule_fail(spmd_dev *d, const spmd__call *c, int rule, c
         return spmd__fail(d, SPMD_ERR_DTYPE, "%s is not defined for %s%s", name, spmd__dtype_names[c->dt],
                           c->dt == SPMD_BOOL ? " (JAX's mean of bools is float32, its psum_scatter int32: "
                                                "convert first)"
-                                             : "");
+                          : c->dt == SPMD_C64 || c->dt == SPMD_C128
+                              ? " (complex numbers have no order, as in MPI: reduce their magnitudes or parts)"
+                              : "");
     case SPMD__RULE_ALGO: return spmd__fail(d, SPMD_ERR_INVALID, "%s: invalid algo %d", name, (int)o->algo);
     case SPMD__RULE_ALGO_KIND:
         return spmd__fail(d, SPMD_ERR_INVALID, "%s: algo %s is not one of its algorithms (rd and rab: a reduction "
@@ -10051,6 +10235,10 @@ uint16_t spmd_f32_to_f16(float f) { return spmd__f2h(f); }
 float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
 uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
 float spmd_bf16_to_f32(uint16_t h) { return spmd__b2f(h); }
+uint8_t spmd_f32_to_f8e4m3fn(float f) { return spmd__f2e4(f); }
+float spmd_f8e4m3fn_to_f32(uint8_t b) { return spmd__e42f(b); }
+uint8_t spmd_f32_to_f8e5m2(float f) { return spmd__f2e5(f); }
+float spmd_f8e5m2_to_f32(uint8_t b) { return spmd__e52f(b); }
 
 static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set) {
     const char *v = getenv(name);

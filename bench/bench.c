@@ -166,7 +166,8 @@ static void usage(FILE *f)
           "  -c COLL    psum (default) all_gather psum_scatter all_to_all bcast reduce\n"
           "             ppermute barrier, or all (each in turn)\n"
           "  -d N       devices (default 2), mesh axis \"i\"\n"
-          "  -t DTYPE   bool i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 (default f32)\n"
+          "  -t DTYPE   bool i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 c64 c128 f8e4m3fn f8e5m2\n"
+          "             (default f32)\n"
           "  -o OP      sum prod max min mean, for psum and reduce (default sum)\n"
           "  -b SIZE    min size S (default 8; K M G suffixes, powers of 1024)\n"
           "  -e SIZE    max size S (default 256M)\n"
@@ -254,6 +255,8 @@ static void check_args(config *cfg)
     if (cfg->overlap && cfg->coll == COLL_BARRIER) die("%s", "--overlap needs a collective that moves data");
     if (!cfg->kernels && cfg->dtype == SPMD_BOOL && cfg->op == SPMD_OP_MEAN)
         die("%s", "pmean is not defined for bool (the library refuses it)");
+    if ((cfg->dtype == SPMD_C64 || cfg->dtype == SPMD_C128) && cfg->op != SPMD_OP_SUM && cfg->op != SPMD_OP_MEAN)
+        die("%s", "complex: sum and mean here (max and min are refused; prod is checked by tests/test_reduce.c)");
     if (cfg->kernels && !cfg->algo_set) cfg->algo = SPMD_ALGO_SPLIT;
     if (cfg->overlap && !cfg->max_set) cfg->max_bytes = OVERLAP_BYTES;
 }
@@ -320,7 +323,9 @@ static int64_t gen_tag(spmd_dtype dt, int d, size_t r)
     case SPMD_BOOL: bits = 1; break;
     case SPMD_F16: bits = 11; break;
     case SPMD_BF16: bits = 8; break;
-    case SPMD_F32: bits = 24; break;
+    case SPMD_F32: case SPMD_C64: bits = 24; break;
+    case SPMD_F8E4M3FN: bits = 4; break; /* (every integer to 16) */
+    case SPMD_F8E5M2: bits = 3; break;   /* (to 8) */
     default: bits = spmd_dtype_size(dt) >= 4 ? 32 : (int)spmd_dtype_size(dt) * 8; break;
     }
     return tag_value(d, r, bits, dt != SPMD_BOOL && kind_of(dt) != K_UINT);
@@ -334,14 +339,21 @@ static void put_int(void *p, size_t size, uint64_t v)
     memcpy(p, size == 1 ? (void *)&a : size == 2 ? (void *)&b : size == 4 ? (void *)&c : (void *)&v, size);
 }
 
+/* (complex: v + 0i) */
 static void put_float(void *p, spmd_dtype dt, double v)
 {
-    float f = (float)v;
+    float f = (float)v, fz[2] = {f, 0.0f};
+    double dz[2] = {v, 0.0};
     uint16_t h;
+    uint8_t b;
     switch (dt) {
     case SPMD_F16: h = spmd_f32_to_f16(f); memcpy(p, &h, 2); break;
     case SPMD_BF16: h = spmd_f32_to_bf16(f); memcpy(p, &h, 2); break;
     case SPMD_F32: memcpy(p, &f, 4); break;
+    case SPMD_C64: memcpy(p, fz, 8); break;
+    case SPMD_C128: memcpy(p, dz, 16); break;
+    case SPMD_F8E4M3FN: b = spmd_f32_to_f8e4m3fn(f); memcpy(p, &b, 1); break;
+    case SPMD_F8E5M2: b = spmd_f32_to_f8e5m2(f); memcpy(p, &b, 1); break;
     default: memcpy(p, &v, 8); break;
     }
 }
@@ -383,7 +395,7 @@ static void expect_float(spmd_dtype dt, spmd_op op, int g, size_t r, void *out)
     }
     if (op == SPMD_OP_MEAN) {
         float q = (float)acc / (float)g;       /* f32, f16, bf16: divided in f32 */
-        acc = dt == SPMD_F64 ? acc / g : (double)q;
+        acc = dt == SPMD_F64 || dt == SPMD_C128 ? acc / g : (double)q;
     }
     put_float(out, dt, acc);
 }
@@ -426,15 +438,17 @@ static void expected_pattern(unsigned char *dst, spmd_dtype dt, spmd_op op, int 
 /* "12 (0x0000000c)": one element of a result buffer, for error messages. */
 static void describe(spmd_dtype dt, spmd_op op, const void *p, char *buf, size_t n)
 {
-    size_t sz = out_size(dt, op);
+    size_t sz = out_size(dt, op) > 8 ? 8 : out_size(dt, op); /* (complex128: its real part) */
     uint64_t raw = 0;
     memcpy(&raw, p, sz);
     double v;
     if (dt == SPMD_BOOL && op == SPMD_OP_SUM) v = (double)(int32_t)raw;
     else if (dt == SPMD_F16) v = spmd_f16_to_f32((uint16_t)raw);
     else if (dt == SPMD_BF16) v = spmd_bf16_to_f32((uint16_t)raw);
-    else if (dt == SPMD_F32) { float f; memcpy(&f, p, 4); v = f; }
-    else if (dt == SPMD_F64) memcpy(&v, p, 8);
+    else if (dt == SPMD_F8E4M3FN) v = spmd_f8e4m3fn_to_f32((uint8_t)raw);
+    else if (dt == SPMD_F8E5M2) v = spmd_f8e5m2_to_f32((uint8_t)raw);
+    else if (dt == SPMD_F32 || dt == SPMD_C64) { float f; memcpy(&f, p, 4); v = f; }
+    else if (dt == SPMD_F64 || dt == SPMD_C128) memcpy(&v, p, 8);
     else v = kind_of(dt) == K_SINT ? (double)(int64_t)canon(dt, (int64_t)raw) : (double)raw;
     snprintf(buf, n, "%.17g (0x%0*llx)", v, (int)(2 * sz), (unsigned long long)raw);
 }
@@ -531,7 +545,7 @@ static int alloc_buffers(devctx *c, size_t cap, int bool_sums)
     c->cap_bytes = cap;
     if (posix_memalign((void **)&c->send, 4096, cap ? cap : 1)) c->send = NULL;
     if (posix_memalign((void **)&c->recv, 4096, rcap ? rcap : 1)) c->recv = NULL;
-    c->tagpat = malloc(PATTERN * 8);
+    c->tagpat = malloc(PATTERN * 16);
     c->tagpat_src = -1;
     if (!c->send || !c->recv || !c->tagpat) {
         fprintf(stderr, "bench: device %d: cannot allocate %zu bytes\n", c->id, cap + rcap);
@@ -1150,6 +1164,7 @@ static double local_case(const config *cfg, lcase *k, unsigned char *expect)
 static int selected(const config *cfg, int dt, int op)
 {
     if ((cfg->dtype_set && dt != (int)cfg->dtype) || (cfg->op_set && op != (int)cfg->op)) return 0;
+    if (dt == SPMD_C64 || dt == SPMD_C128) return op == SPMD_OP_SUM || op == SPMD_OP_MEAN; /* (as check_args) */
     return !(dt == SPMD_BOOL && op == SPMD_OP_MEAN);   /* refused by design */
 }
 
@@ -1195,7 +1210,7 @@ static int run_local_kernels(const config *cfg)
     size_t sizes[2] = {16 << 10, 256 << 10};
     int ns = cfg->min_set ? 1 : 2, ok = 1;
     double ratio[2] = {0, 0};
-    unsigned char *expect = malloc(PATTERN * 8);
+    unsigned char *expect = malloc(PATTERN * 16);
     lcase k;
     if (!expect) die("%s", "out of memory");
     if (cfg->min_set) sizes[0] = cfg->min_bytes;
@@ -1702,7 +1717,7 @@ int main(int argc, char **argv)
         spmd_mesh_destroy(m);
         return 2;
     }
-    shared sh = {.cfg = &cfg, .expect = malloc(PATTERN * 8), .perm = ring_perm(cfg.devices),
+    shared sh = {.cfg = &cfg, .expect = malloc(PATTERN * 16), .perm = ring_perm(cfg.devices),
                  .first_local = first_local};
     if (!sh.expect) die("%s", "out of memory");
     if (lead) print_header(&cfg, m);

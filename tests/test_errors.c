@@ -33,7 +33,7 @@ typedef struct bad_case {
     spmd_status want;
 } bad_case;
 
-#define NBAD 37
+#define NBAD 39
 static const bad_case bad_cases[NBAD] = {
     {"NULL send", SPMD_ERR_NULL},
     {"NULL recv", SPMD_ERR_NULL},
@@ -75,6 +75,9 @@ static const bad_case bad_cases[NBAD] = {
     {"all_to_all with algo rab", SPMD_ERR_INVALID},
     {"ppermute with algo bruck", SPMD_ERR_INVALID},
     {"pargmax with algo rd", SPMD_ERR_INVALID},
+    /* no order on complex numbers (the message says so) */
+    {"complex64 pmax", SPMD_ERR_DTYPE},
+    {"complex128 pargmin", SPMD_ERR_DTYPE},
 };
 
 typedef struct bad_result {
@@ -182,6 +185,8 @@ static spmd_status bad_call(spmd_dev *d, int c, float *buf, float *out) {
             a.algo = SPMD_ALGO_RD;
             return spmd_pargmax(d, buf, (int32_t *)out, 4, SPMD_F32, "x", &a);
         }
+        case 37: return spmd_pmax(d, buf, out, 4, SPMD_C64, "x", NULL);
+        case 38: return spmd_pargmin(d, buf, (int32_t *)out, 2, SPMD_C128, "x", NULL);
         }
     }
     return SPMD_OK;
@@ -202,8 +207,9 @@ static void bad_input_device(spmd_dev *d, void *arg) {
         res->untouched[c] = 1;
         for (i = 0; i < 8; i++)
             if (buf[i] != (float)i || out[i] != -7.0f) res->untouched[c] = 0;
-        res->message_ok[c] = c >= 34 ? strstr(spmd_last_error(d), "is not one of its algorithms") != NULL
-                                     : strlen(spmd_last_error(d)) > 0;
+        res->message_ok[c] = c >= 37   ? strstr(spmd_last_error(d), "complex numbers have no order") != NULL
+                             : c >= 34 ? strstr(spmd_last_error(d), "is not one of its algorithms") != NULL
+                                       : strlen(spmd_last_error(d)) > 0;
     }
     /* the mesh is still usable */
     buf[0] = 1.0f;

@@ -1,7 +1,9 @@
 /* test_f16.c - the scalar conversions spmd_f16_to_f32, spmd_f32_to_f16,
-   spmd_bf16_to_f32 and spmd_f32_to_bf16 against the plain references of
-   testlib.h (ldexp for decoding, double arithmetic with explicit tie
-   handling for rounding to nearest even).
+   spmd_bf16_to_f32 and spmd_f32_to_bf16, and fp8's (spmd_f32_to_f8e4m3fn
+   ...), against the plain references of testlib.h (ldexp for decoding,
+   double arithmetic with explicit tie handling for rounding to nearest
+   even, written from the formats' definitions); the kernels of these
+   types and of complex64 and complex128 through spmd_reduce_local.
 
    Covered: every f16 and bf16 bit pattern decoded; every finite value
    encoded back exactly; every midpoint between consecutive values (ties to
@@ -15,6 +17,15 @@
    on random pairs and triples (sum, max, mean: rounded once from f32),
    at lengths that end in every position of a vector block. make test
    also runs this file built with SPMD_NO_DISPATCH (the baseline kernels).
+
+   fp8: every code decoded and encoded back, every midpoint between
+   neighbours and the floats beside it, values named from the formats'
+   tables (the largest finite, the ties past it, inf and NaN: ml_dtypes'
+   rule), random f32 bit patterns; the kernels on every code and random
+   pairs and triples of all five ops, and sums past the largest finite
+   value. Complex: sum, prod and mean of 1 to 9 random inputs (NaN, inf,
+   subnormal and largest parts among them) against complex arithmetic done
+   here in the canonical order; max, min, argmax, argmin refused.
 
    Seed: env SPMD_TEST_SEED, else fixed; printed. */
 #ifndef SPMD_TEST_LINKED_IMPL /* make links tests/impl.c's object instead */
@@ -365,6 +376,208 @@ static void test_kernels(int bf) {
     free(out);
 }
 
+/* ---- fp8 (float8_e4m3fn, float8_e5m2) ------------------------------------ */
+typedef struct {
+    const char *name;
+    spmd_dtype dt;
+    float (*dec)(uint8_t);       /* the library's */
+    uint8_t (*enc)(float);
+    float (*rdec)(uint8_t);      /* the reference's (testlib.h) */
+    uint8_t (*renc)(float);
+} f8fmt;
+static const f8fmt F8[2] = {
+    {"f8e4m3fn", SPMD_F8E4M3FN, spmd_f8e4m3fn_to_f32, spmd_f32_to_f8e4m3fn, ref_f8e4m3fn_to_f32, ref_f32_to_f8e4m3fn},
+    {"f8e5m2", SPMD_F8E5M2, spmd_f8e5m2_to_f32, spmd_f32_to_f8e5m2, ref_f8e5m2_to_f32, ref_f32_to_f8e5m2}};
+
+/* a NaN the library gives must be quiet and keep its sign */
+static int same_f32(float got, float exp) {
+    if (isnan(exp)) return isnan(got) && (f2u(got) & 0x00400000u) && signbit(got) == signbit(exp);
+    return f2u(got) == f2u(exp);
+}
+
+static void chk8(const f8fmt *f, tally *t, float x) {
+    uint8_t got = f->enc(x), exp = f->renc(x);
+    if (got != exp) tally_add(t, f2u(x), got, exp);
+}
+
+/* Every code decoded and encoded back; every midpoint between neighbours
+   and the floats beside it; the edges named; random f32 bit patterns. */
+static void test_fp8_codec(const f8fmt *f) {
+    tally dec = {0}, back = {0}, mid = {0}, rnd = {0};
+    for (int b = 0; b < 256; b++) {
+        float got = f->dec((uint8_t)b), exp = f->rdec((uint8_t)b);
+        if (!same_f32(got, exp)) tally_add(&dec, (uint32_t)b, f2u(got), f2u(exp));
+        if (!isnan(exp) && f->enc(exp) != b) tally_add(&back, (uint32_t)b, f->enc(exp), (uint32_t)b);
+    }
+    CHECK_TALLY(dec, f->name);
+    CHECK_TALLY(back, f->name);
+    for (int s = 0; s < 2; s++)
+        for (int b = 0; b < 0x7f; b++) { /* neighbours b, b + 1 of one sign, both finite */
+            float lo = f->rdec((uint8_t)(b | s << 7)), hi = f->rdec((uint8_t)((b + 1) | s << 7));
+            if (isnan(hi) || isinf(hi)) continue;
+            float m = (float)(((double)lo + (double)hi) / 2); /* exact: 4 bits of mantissa */
+            chk8(f, &mid, m);
+            chk8(f, &mid, nextafterf(m, INFINITY));
+            chk8(f, &mid, nextafterf(m, -INFINITY));
+        }
+    CHECK_TALLY(mid, f->name);
+    for (int i = 0; i < 2000000; i++) chk8(f, &rnd, u2f((uint32_t)rng_next()));
+    CHECK_TALLY(rnd, f->name);
+}
+
+/* Values known from outside (the formats' tables), for the references and
+   the library alike: so a wrong reference cannot hide a wrong library. */
+static void test_fp8_named(void) {
+    static const struct { int e5; float x; uint8_t exp; const char *what; } v[] = {
+        {0, 448.0f, 0x7e, "e4m3fn largest finite"}, {0, 464.0f, 0x7e, "e4m3fn 464: tie, to even 448"},
+        {0, 464.00003f, 0x7f, "e4m3fn above 464: NaN"}, {0, 480.0f, 0x7f, "e4m3fn 480: NaN"},
+        {0, -1e6f, 0xff, "e4m3fn -1e6: -NaN"}, {0, INFINITY, 0x7f, "e4m3fn inf: NaN"},
+        {0, -INFINITY, 0xff, "e4m3fn -inf: -NaN"}, {0, NAN, 0x7f, "e4m3fn NaN"},
+        {0, 0x1p-9f, 0x01, "e4m3fn smallest subnormal"}, {0, 0x1p-10f, 0x00, "e4m3fn half of it: tie to 0"},
+        {0, 0x1.8p-9f, 0x02, "e4m3fn 1.5 steps: tie to 2"}, {0, 0.1f, 0x1d, "e4m3fn 0.1 (0.1015625)"},
+        {0, -1.0f, 0xb8, "e4m3fn -1"}, {0, 0x1p-6f, 0x08, "e4m3fn smallest normal"},
+        {1, 57344.0f, 0x7b, "e5m2 largest finite"}, {1, 61439.996f, 0x7b, "e5m2 below the tie above it"},
+        {1, 61440.0f, 0x7c, "e5m2 61440: tie, to inf"}, {1, INFINITY, 0x7c, "e5m2 inf"},
+        {1, -INFINITY, 0xfc, "e5m2 -inf"}, {1, NAN, 0x7e, "e5m2 NaN"}, {1, 0x1p-16f, 0x01, "e5m2 smallest subnormal"},
+        {1, 0.1f, 0x2e, "e5m2 0.1 (0.09375)"}, {1, -1.0f, 0xbc, "e5m2 -1"}, {1, 0x1p-14f, 0x04, "e5m2 smallest normal"}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const f8fmt *f = &F8[v[i].e5];
+        T_CHECK(f->renc(v[i].x) == v[i].exp && f->enc(v[i].x) == v[i].exp, "%s: reference 0x%02x, library 0x%02x, "
+                "expected 0x%02x", v[i].what, f->renc(v[i].x), f->enc(v[i].x), v[i].exp);
+    }
+    T_CHECK(ref_f8e4m3fn_to_f32(0x7e) == 448.0f && ref_f8e5m2_to_f32(0x7b) == 57344.0f &&
+                ref_f8e4m3fn_to_f32(0x01) == 0x1p-9f && ref_f8e5m2_to_f32(0x83) == -0x3p-16f &&
+                isnan(ref_f8e4m3fn_to_f32(0xff)) && isinf(ref_f8e5m2_to_f32(0x7c)) && isnan(ref_f8e5m2_to_f32(0x7d)),
+            "reference fp8 decoding sanity");
+}
+
+/* The kernels (through f32, rounded once): every code through a group of
+   one; random pairs and triples, sum, prod, max, min, mean; sums beyond the
+   largest finite value. */
+static uint8_t f8_kernel_ref(const f8fmt *f, spmd_op op, const uint8_t *const *in, int G, size_t i) {
+    float acc = f->rdec(in[0][i]);
+    for (int j = 1; j < G; j++) {
+        float x = f->rdec(in[j][i]);
+        if (op == SPMD_OP_MAX) acc = (acc > x || isnan(acc)) ? acc : x;
+        else if (op == SPMD_OP_MIN) acc = (acc < x || isnan(acc)) ? acc : x;
+        else if (op == SPMD_OP_PROD) acc = acc * x;
+        else acc = acc + x;
+    }
+    if (op == SPMD_OP_MEAN) acc = acc / (float)G;
+    return f->renc(acc);
+}
+static void test_fp8_kernels(const f8fmt *f) {
+    size_t n = 4096 + 37, i;
+    uint8_t *x[3], out[4096 + 37];
+    const void *ins[3];
+    tally t = {0};
+    for (int j = 0; j < 3; j++) x[j] = (uint8_t *)malloc(n), ins[j] = x[j];
+    for (i = 0; i < 256; i++) x[0][i] = (uint8_t)i;
+    T_CHECK(spmd_reduce_local(out, ins, 1, 256, f->dt, SPMD_OP_SUM) == SPMD_OK, "%s: reduce_local", f->name);
+    for (i = 0; i < 256; i++)
+        if (out[i] != f->renc(f->rdec((uint8_t)i))) tally_add(&t, (uint32_t)i, out[i], f->renc(f->rdec((uint8_t)i)));
+    CHECK_TALLY(t, f->name);
+    for (int r = 0; r < 250; r++) {
+        static const spmd_op ops[5] = {SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MAX, SPMD_OP_MIN, SPMD_OP_MEAN};
+        spmd_op op = ops[r % 5];
+        int G = 2 + (r / 5) % 2;
+        size_t len = r < 200 ? (size_t)(r % 50) + 1 : n - (size_t)(r % 37);
+        for (int j = 0; j < G; j++)
+            for (i = 0; i < len; i++) x[j][i] = (uint8_t)rng_next();
+        memset(&t, 0, sizeof t);
+        T_CHECK(spmd_reduce_local(out, ins, G, len, f->dt, op) == SPMD_OK, "%s: reduce_local", f->name);
+        for (i = 0; i < len; i++) {
+            uint8_t exp = f8_kernel_ref(f, op, (const uint8_t *const *)x, G, i);
+            /* NaN: any NaN (which operand's sign a NaN result keeps is the
+               compiler's choice: it may swap a product's operands) */
+            if (out[i] != exp && !(isnan(f->rdec(out[i])) && isnan(f->rdec(exp)))) tally_add(&t, (uint32_t)x[0][i] << 16 | (uint32_t)x[1][i] << 8 | x[G - 1][i], out[i], exp);
+        }
+        T_CHECK(t.bad == 0, "%s kernel %s of %d inputs, length %zu: %ld wrong; first inputs 0x%06x -> 0x%02x, "
+                "expected 0x%02x", f->name, spmd_op_name(op), G, len, t.bad, t.first_in, t.first_got, t.first_exp);
+    }
+    /* beyond the largest finite value: e4m3fn 448 + 448 is NaN, 448 + 16 =
+       464 is 448 (the tie); e5m2 57344 + 57344 is inf */
+    x[0][0] = f->enc(f == &F8[0] ? 448.0f : 57344.0f), x[1][0] = x[0][0];
+    x[0][1] = f->enc(f == &F8[0] ? -448.0f : -57344.0f), x[1][1] = x[0][1];
+    x[0][2] = f->enc(f == &F8[0] ? 448.0f : 57344.0f), x[1][2] = f->enc(f == &F8[0] ? 16.0f : 4096.0f);
+    T_CHECK(spmd_reduce_local(out, ins, 2, 3, f->dt, SPMD_OP_SUM) == SPMD_OK &&
+                out[0] == (f == &F8[0] ? 0x7f : 0x7c) && out[1] == (f == &F8[0] ? 0xff : 0xfc) &&
+                out[2] == (f == &F8[0] ? 0x7e : 0x7c),
+            "%s: sums past the largest finite value: 0x%02x 0x%02x 0x%02x", f->name, out[0], out[1], out[2]);
+    for (int j = 0; j < 3; j++) free(x[j]);
+}
+
+/* ---- complex64 and complex128 ------------------------------------------- */
+/* random parts: moderate exponents (prod: near 1), now and then NaN, inf,
+   a subnormal or the largest finite value */
+static double cpart(int c128, int prod) {
+    uint64_t x = rng_next();
+    unsigned sel = (unsigned)(x & 255);
+    double v = ldexp((double)((x >> 8) & 0xffffff) / 0x1p24 + (prod ? 0.5 : 0.0), prod ? 0 : (int)((x >> 40) % 12) - 6);
+    if (x >> 63) v = -v;
+    if (sel == 0) return NAN;
+    if (sel == 1) return x >> 62 & 1 ? -INFINITY : INFINITY;
+    if (sel == 2) return c128 ? 0x1p-1070 : (double)0x1p-140f;
+    if (sel == 3) return c128 ? 1.7976931348623157e308 : (double)FLT_MAX;
+    return v;
+}
+static void test_complex_kernels(int c128) {
+    const char *name = c128 ? "c128" : "c64";
+    spmd_dtype dt = c128 ? SPMD_C128 : SPMD_C64;
+    size_t es = c128 ? 16 : 8;
+    enum { MAXG = 9, MAXN = 300 };
+    unsigned char *x[MAXG], *out = (unsigned char *)malloc(MAXN * 16);
+    const void *ins[MAXG];
+    for (int j = 0; j < MAXG; j++) x[j] = (unsigned char *)malloc(MAXN * 16), ins[j] = x[j];
+    for (int r = 0; r < 120; r++) {
+        static const spmd_op ops[3] = {SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MEAN};
+        spmd_op op = ops[r % 3];
+        int G = 1 + (r / 3) % MAXG;
+        size_t len = 1 + (size_t)(rng_next() % MAXN), bad = 0, first = 0;
+        for (int j = 0; j < G; j++)
+            for (size_t i = 0; i < 2 * len; i++) {
+                double v = cpart(c128, op == SPMD_OP_PROD);
+                if (c128) memcpy(x[j] + 8 * i, &v, 8);
+                else { float f = (float)v; memcpy(x[j] + 4 * i, &f, 4); }
+            }
+        T_CHECK(spmd_reduce_local(out, ins, G, len, dt, op) == SPMD_OK, "%s: reduce_local %s", name, spmd_op_name(op));
+        for (size_t i = 0; i < len; i++) {
+            unsigned char exp[16];
+            if (c128) {
+                double xs[2 * MAXG], o[2];
+                for (int j = 0; j < G; j++) memcpy(xs + 2 * j, x[j] + i * es, 16);
+                tl_ctree_c128(xs, G, op == SPMD_OP_PROD, o);
+                if (op == SPMD_OP_MEAN) o[0] /= G, o[1] /= G;
+                memcpy(exp, o, 16);
+            } else {
+                float xs[2 * MAXG], o[2];
+                for (int j = 0; j < G; j++) memcpy(xs + 2 * j, x[j] + i * es, 8);
+                tl_ctree_c64(xs, G, op == SPMD_OP_PROD, o);
+                if (op == SPMD_OP_MEAN) o[0] /= (float)G, o[1] /= (float)G;
+                memcpy(exp, o, 8);
+            }
+            int ok = 1;
+            for (int p = 0; p < 2; p++) { /* each part: the same bits, or both NaN */
+                double a, b;
+                if (c128) memcpy(&a, out + i * es + 8 * p, 8), memcpy(&b, exp + 8 * p, 8);
+                else { float fa, fb; memcpy(&fa, out + i * es + 4 * p, 4), memcpy(&fb, exp + 4 * p, 4); a = fa, b = fb; }
+                if (!(isnan(a) && isnan(b)) && memcmp(out + i * es + (es / 2) * p, exp + (es / 2) * p, es / 2) != 0) ok = 0;
+            }
+            if (!ok && bad++ == 0) first = i;
+        }
+        T_CHECK(bad == 0, "%s kernel %s of %d inputs, length %zu: %zu wrong, first at %zu", name, spmd_op_name(op), G,
+                len, bad, first);
+    }
+    /* no order: max, min, argmax, argmin refused */
+    for (int op = SPMD_OP_MAX; op <= SPMD_OP_ARGMIN; op++) {
+        if (op == SPMD_OP_MEAN) continue;
+        T_CHECK(spmd_reduce_local(out, ins, 2, 4, dt, (spmd_op)op) == SPMD_ERR_DTYPE, "%s %s refused", name,
+                spmd_op_name((spmd_op)op));
+    }
+    for (int j = 0; j < MAXG; j++) free(x[j]);
+    free(out);
+}
+
 static void test_reference_sanity(void) {
     T_CHECK(ref_f32_to_f16(65520.0f) == 0x7c00 && ref_f32_to_f16(65519.99f) == 0x7bff &&
                 ref_f32_to_f16(0.1f) == 0x2e66 && ref_f32_to_f16(0x1p-25f) == 0 &&
@@ -390,5 +603,12 @@ int main(void) {
     test_bf16_encode();
     test_kernels(0);
     test_kernels(1);
+    test_fp8_named();
+    for (int f = 0; f < 2; f++) {
+        test_fp8_codec(&F8[f]);
+        test_fp8_kernels(&F8[f]);
+    }
+    test_complex_kernels(0);
+    test_complex_kernels(1);
     return t_summary();
 }

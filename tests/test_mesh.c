@@ -251,7 +251,8 @@ static void test_tables(void) {
         {SPMD_I16, 2, "i16"},   {SPMD_U16, 2, "u16"},  {SPMD_I32, 4, "i32"},
         {SPMD_U32, 4, "u32"},   {SPMD_I64, 8, "i64"},  {SPMD_U64, 8, "u64"},
         {SPMD_F16, 2, "f16"},   {SPMD_BF16, 2, "bf16"}, {SPMD_F32, 4, "f32"},
-        {SPMD_F64, 8, "f64"},
+        {SPMD_F64, 8, "f64"},   {SPMD_C64, 8, "c64"},  {SPMD_C128, 16, "c128"},
+        {SPMD_F8E4M3FN, 1, "f8e4m3fn"}, {SPMD_F8E5M2, 1, "f8e5m2"},
     };
     int ndt = (int)(sizeof dt / sizeof dt[0]);
     T_CHECK(ndt == SPMD_DTYPE_COUNT - 1, "every dtype listed");

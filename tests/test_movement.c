@@ -215,6 +215,18 @@ static void ref_psum(spmd_dtype dt, size_t n, unsigned char *const *ins, int G, 
             h = dt == SPMD_F16 ? ref_f32_to_f16(a) : ref_f32_to_bf16(a);
             memcpy(out + 2 * e, &h, 2);
         } break;
+        case SPMD_F8E4M3FN: case SPMD_F8E5M2: {
+            const float *tab = dt == SPMD_F8E4M3FN ? E4F : E5F;
+            float x[MAXDEV];
+            for (int j = 0; j < G; j++) x[j] = tab[ins[j][e]];
+            float a = tl_tree_f32(x, G, 0);
+            out[e] = dt == SPMD_F8E4M3FN ? ref_f32_to_f8e4m3fn(a) : ref_f32_to_f8e5m2(a);
+        } break;
+        case SPMD_C64: case SPMD_C128: { /* a complex sum: its parts' sums */
+            unsigned char *at[MAXDEV];
+            for (int j = 0; j < G; j++) at[j] = ins[j] + es * e;
+            ref_psum(dt == SPMD_C64 ? SPMD_F32 : SPMD_F64, 2, at, G, out + es * e);
+        } break;
         default: { /* integers: wrap modulo 2^bits */
             uint64_t a = 0, b;
             for (int j = 0; j < G; j++) { b = 0; memcpy(&b, ins[j] + es * e, es); a += b; }
@@ -379,16 +391,19 @@ static void gen_input(const mcase *c, unsigned char *p, rng_t *r) {
         }
         return;
     }
-    if (c->kind != K_PSS || !isflt(c->dt)) { /* any bit pattern: NaNs included */
+    if (c->kind != K_PSS || !(isflt(c->dt) || iscplx(c->dt))) { /* any bit pattern: NaNs included (fp8 too) */
         size_t i = 0;
         for (; i + 8 <= n; i += 8) { uint64_t v = rn(r); memcpy(p + i, &v, 8); }
         if (i < n) { uint64_t v = rn(r); memcpy(p + i, &v, n - i); }
         return;
     }
-    /* psum_scatter floats: random mantissa and sign, exponent within a window */
-    int mb = c->dt == SPMD_F16 ? 10 : c->dt == SPMD_BF16 ? 7 : c->dt == SPMD_F32 ? 23 : 52;
-    int bias = c->dt == SPMD_F16 ? 15 : c->dt == SPMD_F64 ? 1023 : 127;
-    int emax = c->dt == SPMD_F16 ? 31 : c->dt == SPMD_F64 ? 2047 : 255;
+    /* psum_scatter floats (complex: their parts): random mantissa and sign,
+       exponent within a window */
+    spmd_dtype pt = c->dt == SPMD_C64 ? SPMD_F32 : c->dt == SPMD_C128 ? SPMD_F64 : c->dt;
+    int mb = pt == SPMD_F16 ? 10 : pt == SPMD_BF16 ? 7 : pt == SPMD_F32 ? 23 : 52;
+    int bias = pt == SPMD_F16 ? 15 : pt == SPMD_F64 ? 1023 : 127;
+    int emax = pt == SPMD_F16 ? 31 : pt == SPMD_F64 ? 2047 : 255;
+    es = dsize(pt), ne = n / es;
     for (size_t i = 0; i < ne; i++) {
         uint64_t v = rn(r), w = rn(r);
         uint64_t e = (uint64_t)(bias - 6 + (int)(v % 12));
@@ -569,7 +584,7 @@ static void verify(const meshctx *mc, mcase *c) {
             size_t ne = c->ob / es, bad = ne;
             for (size_t e = 0; e < ne; e++) {
                 if (memcmp(got + e * es, g_exp + e * es, es) == 0) continue;
-                if (c->kind == K_PSS && nan_bits(c->dt, got + e * es) && nan_bits(c->dt, g_exp + e * es)) continue;
+                if (c->kind == K_PSS && tl_same_elem(c->dt, got + e * es, g_exp + e * es)) continue;
                 bad = e;
                 break;
             }
@@ -871,8 +886,10 @@ static void build_errors(caselist *L, const meshctx *mc, rng_t *r) {
     /* out dtype differs from x */
     for (int k = 0; k < K_N; k++) {
         c = err_case(L, mc, r, k, vany, SHI | ACC(SPMD_ERR_DTYPE), " [out dtype differs]");
-        static const spmd_dtype other[14] = {SPMD_U8, SPMD_U8, SPMD_U8, SPMD_I8, SPMD_U16, SPMD_F16, SPMD_F32,
-                                             SPMD_I32, SPMD_F64, SPMD_I64, SPMD_BF16, SPMD_I16, SPMD_U32, SPMD_U64};
+        static const spmd_dtype other[18] = {SPMD_U8,  SPMD_U8,  SPMD_U8,   SPMD_I8,  SPMD_U16, SPMD_F16,
+                                             SPMD_F32, SPMD_I32, SPMD_F64,  SPMD_I64, SPMD_BF16, SPMD_I16,
+                                             SPMD_U32, SPMD_C64, SPMD_F64,  SPMD_C128, SPMD_F8E5M2, SPMD_F8E4M3FN};
+        if (c->dt == SPMD_C128) c->dt = SPMD_C64; /* (no other dtype of 16 bytes) */
         c->odt = other[c->dt]; /* same element size: only the dtype check can see it */
     }
     /* invalid dtypes */

@@ -112,8 +112,9 @@ static void ref_red_int(spmd_dtype dt, spmd_op op, int n, unsigned char *const *
                 A x = xs[j];                                                                        \
                 switch (op) {                                                                       \
                 case SPMD_OP_SUM: case SPMD_OP_MEAN: case SPMD_OP_PROD: break; /* (below) */        \
-                case SPMD_OP_MAX: case SPMD_OP_ARGMAX: if (x > acc || isnan(x)) acc = isnan(acc) ? acc : x; break; \
-                default: if (x < acc || isnan(x)) acc = isnan(acc) ? acc : x; break;                \
+                /* (a tie, -0 against +0: the later one, as the library's a > x ? a : x) */              \
+                case SPMD_OP_MAX: case SPMD_OP_ARGMAX: if (x >= acc || isnan(x)) acc = isnan(acc) ? acc : x; break; \
+                default: if (x <= acc || isnan(x)) acc = isnan(acc) ? acc : x; break;               \
                 }                                                                                   \
             }                                                                                       \
             if (op == SPMD_OP_SUM || op == SPMD_OP_MEAN || op == SPMD_OP_PROD)                      \
@@ -137,10 +138,16 @@ static void st_f32(float a, unsigned char *p) { memcpy(p, &a, 4); }
 static void st_f64(double a, unsigned char *p) { memcpy(p, &a, 8); }
 static void st_f16(float a, unsigned char *p) { uint16_t h = ref_f32_to_f16(a); memcpy(p, &h, 2); }
 static void st_bf16(float a, unsigned char *p) { uint16_t h = ref_f32_to_bf16(a); memcpy(p, &h, 2); }
+static float ld_e4(const unsigned char *p) { return E4F[p[0]]; }
+static float ld_e5(const unsigned char *p) { return E5F[p[0]]; }
+static void st_e4(float a, unsigned char *p) { p[0] = ref_f32_to_f8e4m3fn(a); }
+static void st_e5(float a, unsigned char *p) { p[0] = ref_f32_to_f8e5m2(a); }
 DEF_RED_FLT(red_f32, float, 4, ld_f32, st_f32, tl_tree_f32)
 DEF_RED_FLT(red_f64, double, 8, ld_f64, st_f64, tl_tree_f64)
 DEF_RED_FLT(red_f16, float, 2, ld_f16, st_f16, tl_tree_f32)
 DEF_RED_FLT(red_bf16, float, 2, ld_bf16, st_bf16, tl_tree_f32)
+DEF_RED_FLT(red_e4, float, 1, ld_e4, st_e4, tl_tree_f32)
+DEF_RED_FLT(red_e5, float, 1, ld_e5, st_e5, tl_tree_f32)
 
 static void ref_red_bool(spmd_op op, int n, unsigned char *const *ins, size_t count, unsigned char *out) {
     for (size_t e = 0; e < count; e++) {
@@ -167,6 +174,11 @@ static void ref_reduce(spmd_dtype dt, spmd_op op, int n, unsigned char *const *i
     case SPMD_F64: red_f64(op, n, ins, count, out); break;
     case SPMD_F16: red_f16(op, n, ins, count, out); break;
     case SPMD_BF16: red_bf16(op, n, ins, count, out); break;
+    case SPMD_F8E4M3FN: red_e4(op, n, ins, count, out); break;
+    case SPMD_F8E5M2: red_e5(op, n, ins, count, out); break;
+    case SPMD_C64: case SPMD_C128:
+        tl_ref_complex(dt == SPMD_C128, op, count, (const unsigned char *const *)ins, n, out);
+        break;
     default: ref_red_int(dt, op, n, ins, count, out); break;
     }
 }
@@ -264,6 +276,25 @@ static void gen_send(const mcase *c, unsigned char *p, size_t nelem, rng_t *r) {
             int t = (v & 3) != 0 ? (int)((v >> 2) & 1) : (v & 4) != 0; /* mostly balanced */
             if (c->narrow) t = (v & 15) != 0; /* mostly true: "all" is reached */
             p[i] = (unsigned char)(t ? (c->boolwide && (v & 32) ? 1 + (v >> 8) % 255 : 1) : 0);
+        }
+        return;
+    }
+    if (iscplx(c->dt)) { /* the parts as f32 or f64 values */
+        mcase parts = *c;
+        parts.dt = c->dt == SPMD_C64 ? SPMD_F32 : SPMD_F64;
+        gen_send(&parts, p, 2 * nelem, r);
+        return;
+    }
+    if (isfp8(c->dt)) { /* any code; pprod: values in [0.5, 2); narrow: small values */
+        int e5 = c->dt == SPMD_F8E5M2, mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
+        static const float small_set[6] = {-2.0f, -1.0f, -0.5f, 0.5f, 1.0f, 2.0f};
+        for (size_t i = 0; i < nelem; i++) {
+            uint64_t v = rn(r);
+            p[i] = (unsigned char)v;
+            if (c->op == SPMD_OP_PROD)
+                p[i] = (unsigned char)((v >> 8 & 1) << 7 | (uint64_t)(bias - 1 + (int)(v >> 9 & 1)) << mb |
+                                       (v >> 16 & ((1u << mb) - 1)));
+            if (c->narrow) p[i] = e5 ? ref_f32_to_f8e5m2(small_set[v % 6]) : ref_f32_to_f8e4m3fn(small_set[v % 6]);
         }
         return;
     }
@@ -418,6 +449,10 @@ static void fmt_val(char *b, size_t cap, spmd_dtype dt, size_t es, const unsigne
     case SPMD_BF16: { uint16_t h; memcpy(&h, p, 2); snprintf(b, cap, "%.8g (0x%04x)", (double)B2F[h], h); } return;
     case SPMD_F32: { float f; uint32_t u; memcpy(&f, p, 4); memcpy(&u, p, 4); snprintf(b, cap, "%.9g (0x%08x)", (double)f, u); } return;
     case SPMD_F64: { double f; memcpy(&f, p, 8); snprintf(b, cap, "%.17g", f); } return;
+    case SPMD_C64: { float f[2]; memcpy(f, p, 8); snprintf(b, cap, "%.9g%+.9gi", (double)f[0], (double)f[1]); } return;
+    case SPMD_C128: { double f[2]; memcpy(f, p, 16); snprintf(b, cap, "%.17g%+.17gi", f[0], f[1]); } return;
+    case SPMD_F8E4M3FN: snprintf(b, cap, "%.8g (0x%02x)", (double)E4F[p[0]], p[0]); return;
+    case SPMD_F8E5M2: snprintf(b, cap, "%.8g (0x%02x)", (double)E5F[p[0]], p[0]); return;
     default: {
         uint64_t u = 0;
         memcpy(&u, p, es);
@@ -519,7 +554,7 @@ static void verify(const meshctx *mc, mcase *c) {
                 size_t bad = ne;
                 for (size_t e = 0; e < ne; e++) {
                     if (memcmp(got + e * oes, g_exp + e * oes, oes) == 0) continue;
-                    if (cmp_dt == c->dt && nan_bits(c->dt, got + e * oes) && nan_bits(c->dt, g_exp + e * oes)) continue;
+                    if (cmp_dt == c->dt && tl_same_elem(c->dt, got + e * oes, g_exp + e * oes)) continue;
                     bad = e;
                     break;
                 }
@@ -636,7 +671,7 @@ static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, sp
     /* in place where send and recv have the same size */
     if (kind == K_BCAST || kind == K_ALLTOALL || (reduces(kind) && res_size(dt, op) == dsize(dt))) c->inplace = rb(r, 3) == 0;
     if ((kind == K_GATHER || kind == K_REDUCE || kind == K_BCAST || kind == K_SCATTER) && !c->inplace) c->nullnr = rb(r, 3) == 0;
-    if (isflt(dt) && reduces(kind)) {
+    if ((isflt(dt) || iscplx(dt)) && reduces(kind)) {
         int maxlike = op == SPMD_OP_MAX || op == SPMD_OP_MIN || isarg(op);
         c->special = rb(r, maxlike ? 4 : 8) == 0;
         c->narrow = !c->special && maxlike && rb(r, 3) == 0;
@@ -644,9 +679,10 @@ static mcase *mk(caselist *L, const meshctx *mc, rng_t *r, int kind, int var, sp
         c->narrow = (op == SPMD_OP_MAX || op == SPMD_OP_MIN || isarg(op) || dt == SPMD_BOOL) && rb(r, 3) == 0;
     }
     c->boolwide = rb(r, 2);
-    if (reduces(kind) && dt == SPMD_BOOL && op == SPMD_OP_MEAN) {
+    if (reduces(kind) && !tl_op_defined(dt, op)) { /* bool pmean, complex pmax ... */
         if (tl_var_in_process(mc, c->var)) c->run.accept = ACC(SPMD_ERR_DTYPE);
-        else c->dt = SPMD_U8; /* (refused across processes, it would break the mesh) */
+        else if (dt == SPMD_BOOL) c->dt = SPMD_U8; /* (refused across processes, it would break the mesh) */
+        else c->op = SPMD_OP_PROD;
     }
     return c;
 }

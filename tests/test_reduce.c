@@ -49,7 +49,7 @@ static unsigned rbelow(rng_t *r, unsigned n) { return (unsigned)(rnext(r) % n); 
 /* ---- dtype facts --------------------------------------------------------------- */
 static const spmd_dtype ALL_DTYPES[] = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16,  SPMD_U16, SPMD_I32,
                                         SPMD_U32,  SPMD_I64, SPMD_U64, SPMD_F16,  SPMD_BF16, SPMD_F32,
-                                        SPMD_F64};
+                                        SPMD_F64,  SPMD_C64, SPMD_C128, SPMD_F8E4M3FN, SPMD_F8E5M2};
 #define NDTYPES ((int)(sizeof ALL_DTYPES / sizeof ALL_DTYPES[0]))
 static const spmd_op ALL_OPS[] = {SPMD_OP_SUM, SPMD_OP_PROD,   SPMD_OP_MAX,   SPMD_OP_MIN,
                                   SPMD_OP_MEAN, SPMD_OP_ARGMAX, SPMD_OP_ARGMIN};
@@ -57,16 +57,17 @@ static const spmd_op ALL_OPS[] = {SPMD_OP_SUM, SPMD_OP_PROD,   SPMD_OP_MAX,   SP
 
 static size_t esize(spmd_dtype t) {
     switch (t) {
-    case SPMD_BOOL: case SPMD_I8: case SPMD_U8: return 1;
+    case SPMD_BOOL: case SPMD_I8: case SPMD_U8: case SPMD_F8E4M3FN: case SPMD_F8E5M2: return 1;
     case SPMD_I16: case SPMD_U16: case SPMD_F16: case SPMD_BF16: return 2;
     case SPMD_I32: case SPMD_U32: case SPMD_F32: return 4;
-    case SPMD_I64: case SPMD_U64: case SPMD_F64: return 8;
+    case SPMD_I64: case SPMD_U64: case SPMD_F64: case SPMD_C64: return 8;
+    case SPMD_C128: return 16;
     default: return 0;
     }
 }
 static const char *dname(spmd_dtype t) {
-    static const char *n[] = {"none", "bool", "i8",  "u8",  "i16", "u16", "i32",
-                              "u32",  "i64",  "u64", "f16", "bf16", "f32", "f64"};
+    static const char *n[] = {"none", "bool", "i8",  "u8",  "i16", "u16",  "i32", "u32",      "i64",
+                              "u64",  "f16",  "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2"};
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
 }
 static const char *oname(spmd_op o) {
@@ -77,7 +78,7 @@ static const char *aname(spmd_algo a) {
     return a == SPMD_ALGO_EAGER ? "eager" : a == SPMD_ALGO_SPLIT ? "split" : "default";
 }
 static int is_float(spmd_dtype t) {
-    return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64;
+    return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64 || iscplx(t) || isfp8(t);
 }
 static int is_arg(spmd_op o) { return o == SPMD_OP_ARGMAX || o == SPMD_OP_ARGMIN; }
 /* element size of the result */
@@ -199,11 +200,15 @@ DEF_REF_INT(ref_u64, uint64_t, uint64_t, unsigned __int128)
 #define LD_F64(p, i) (((const double *)(p))[i])
 #define LD_F16(p, i) (H2F[((const uint16_t *)(p))[i]])
 #define LD_BF16(p, i) (B2F[((const uint16_t *)(p))[i]])
+#define LD_E4(p, i) (E4F[((const uint8_t *)(p))[i]])
+#define LD_E5(p, i) (E5F[((const uint8_t *)(p))[i]])
 #define ST_SAME(x) (x)
 DEF_REF_FLOAT(ref_f32, float, float, LD_F32, ST_SAME, tl_tree_f32)
 DEF_REF_FLOAT(ref_f64, double, double, LD_F64, ST_SAME, tl_tree_f64)
 DEF_REF_FLOAT(ref_f16, uint16_t, float, LD_F16, ref_f32_to_f16, tl_tree_f32)
 DEF_REF_FLOAT(ref_bf16, uint16_t, float, LD_BF16, ref_f32_to_bf16, tl_tree_f32)
+DEF_REF_FLOAT(ref_e4, uint8_t, float, LD_E4, ref_f32_to_f8e4m3fn, tl_tree_f32)
+DEF_REF_FLOAT(ref_e5, uint8_t, float, LD_E5, ref_f32_to_f8e5m2, tl_tree_f32)
 
 /* bool: psum counts nonzero inputs (int32); max = any, min = all, prod = all;
    argmax/argmin compare truth values. */
@@ -243,6 +248,9 @@ static void ref_reduce(spmd_dtype t, spmd_op op, size_t n, inlist in, int G, uns
     case SPMD_BF16: ref_bf16(op, n, in, G, out); break;
     case SPMD_F32: ref_f32(op, n, in, G, out); break;
     case SPMD_F64: ref_f64(op, n, in, G, out); break;
+    case SPMD_C64: case SPMD_C128: tl_ref_complex(t == SPMD_C128, op, n, in, G, out); break;
+    case SPMD_F8E4M3FN: ref_e4(op, n, in, G, out); break;
+    case SPMD_F8E5M2: ref_e5(op, n, in, G, out); break;
     default: break;
     }
 }
@@ -252,6 +260,14 @@ static int elem_equal(spmd_dtype t, spmd_op op, const unsigned char *a, const un
     size_t es = out_esize(t, op);
     if (memcmp(a + i * es, b + i * es, es) == 0) return 1;
     if (is_arg(op) || !is_float(t)) return 0;
+    if (iscplx(t)) { /* each part: the same bits or both NaN */
+        spmd_dtype pt = t == SPMD_C64 ? SPMD_F32 : SPMD_F64;
+        return elem_equal(pt, op, a, b, 2 * i) && elem_equal(pt, op, a, b, 2 * i + 1);
+    }
+    if (isfp8(t)) {
+        const float *tab = t == SPMD_F8E4M3FN ? E4F : E5F;
+        return isnan(tab[a[i]]) && isnan(tab[b[i]]);
+    }
     if (t == SPMD_F16 || t == SPMD_BF16) {
         uint16_t x, y;
         memcpy(&x, a + 2 * i, 2);
@@ -291,6 +307,10 @@ static void fmt_elem(char *buf, size_t cap, spmd_dtype t, spmd_op op, const unsi
     case SPMD_F32: { float v; memcpy(&v, q, 4); snprintf(buf, cap, "%.9g (0x%08x)", (double)v, (unsigned)f2u(v)); } break;
     case SPMD_F64: { double v; uint64_t u; memcpy(&v, q, 8); memcpy(&u, q, 8);
                      snprintf(buf, cap, "%.17g (0x%016llx)", v, (unsigned long long)u); } break;
+    case SPMD_C64: { float v[2]; memcpy(v, q, 8); snprintf(buf, cap, "%.9g%+.9gi", (double)v[0], (double)v[1]); } break;
+    case SPMD_C128: { double v[2]; memcpy(v, q, 16); snprintf(buf, cap, "%.17g%+.17gi", v[0], v[1]); } break;
+    case SPMD_F8E4M3FN: snprintf(buf, cap, "%.9g (0x%02x)", (double)E4F[q[0]], q[0]); break;
+    case SPMD_F8E5M2: snprintf(buf, cap, "%.9g (0x%02x)", (double)E5F[q[0]], q[0]); break;
     default: snprintf(buf, cap, "?"); break;
     }
 }
@@ -408,6 +428,29 @@ typedef struct {
 static void gen_input(tcase *c, unsigned char *buf, rng_t *r) {
     size_t n = c->n;
     switch (c->dt) {
+    case SPMD_C64: case SPMD_C128: { /* the parts as f32 or f64 values */
+        tcase parts = *c;
+        parts.dt = c->dt == SPMD_C64 ? SPMD_F32 : SPMD_F64;
+        parts.n = 2 * n;
+        gen_input(&parts, buf, r);
+    } break;
+    case SPMD_F8E4M3FN: case SPMD_F8E5M2: {
+        /* any code (NaN, inf, subnormals and the largest values among
+           them); pprod: values in [0.5, 2); narrow: a few small values */
+        int e5 = c->dt == SPMD_F8E5M2, mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
+        static const float small_set[] = {-2, -1, -0.5f, 0, 0.5f, 1, 2};
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = rnext(r);
+            uint8_t b = (uint8_t)x;
+            if (c->op == SPMD_OP_PROD)
+                b = (uint8_t)((x >> 8 & 1) << 7 | (uint64_t)(bias - 1 + (int)(x >> 9 & 1)) << mb | (x >> 16 & ((1u << mb) - 1)));
+            if (c->narrow) {
+                float f = small_set[(x >> 12) % 7];
+                b = e5 ? ref_f32_to_f8e5m2(f) : ref_f32_to_f8e4m3fn(f);
+            }
+            buf[i] = b;
+        }
+    } break;
     case SPMD_BOOL:
         for (size_t i = 0; i < n; i++) {
             uint64_t x = rnext(r);
@@ -910,7 +953,7 @@ static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, in
         for (int oi = 0; oi < NOPS; oi++) {
             spmd_dtype dt = ALL_DTYPES[di];
             spmd_op op = ALL_OPS[oi];
-            if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) continue; /* refused: see the error cases */
+            if (!tl_op_defined(dt, op)) continue; /* refused: see the error cases */
             for (int li = 0; li < 4; li++)
                 for (int ip = 0; ip < 2; ip++)
                     for (int ai = 0; ai < 3; ai++) {
@@ -928,7 +971,7 @@ static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, in
     for (int q = 0; q < nmid; q++) {
         spmd_dtype dt = ALL_DTYPES[rbelow(r, NDTYPES)];
         spmd_op op = ALL_OPS[rbelow(r, NOPS)];
-        if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_SUM;
+        if (!tl_op_defined(dt, op)) op = SPMD_OP_SUM;
         size_t len = mids[rbelow(r, g_quick ? 2 : 3)];
         tcase *c = new_case(arr, n, cap);
         init_case(c, mc, r, dt, op, len, (int)rbelow(r, 2), algos[q % 3]);
@@ -942,7 +985,7 @@ static void build_sweep(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, in
         for (int j = 0; j < m; j++) {
             spmd_dtype dt = ALL_DTYPES[rbelow(r, NDTYPES)];
             spmd_op op = ALL_OPS[rbelow(r, NOPS)];
-            if (dt == SPMD_BOOL && op == SPMD_OP_MEAN) op = SPMD_OP_MAX;
+            if (!tl_op_defined(dt, op)) op = dt == SPMD_BOOL ? SPMD_OP_MAX : SPMD_OP_PROD;
             static const size_t alens[] = {1, 7, 1000, 30011};
             tcase *c = new_case(arr, n, cap);
             init_case(c, mc, r, dt, op, alens[rbelow(r, 4)], (int)rbelow(r, 2), algos[rbelow(r, 3)]);
@@ -997,7 +1040,7 @@ static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *
     }
     for (int oi = 0; oi < NOPS; oi++)
         for (int di = 0; di < NDTYPES; di++) {
-            if (ALL_DTYPES[di] == SPMD_BOOL && ALL_OPS[oi] == SPMD_OP_MEAN) continue;
+            if (!tl_op_defined(ALL_DTYPES[di], ALL_OPS[oi])) continue;
             if (part < 0 || rot++ % 3 == part) pairs[np++] = oi * NDTYPES + di;
         }
     for (int k = np - 1; k > 0; k--) { /* clusters mix ops and dtypes */
@@ -1042,12 +1085,15 @@ static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *
 /* Calls that must be refused, on every device alike; afterwards the mesh
    must still work. */
 static void build_errors(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap) {
-    for (int q = 0; q < 4; q++) { /* bool pmean: SPMD_ERR_DTYPE */
+    for (int q = 0; q < 8; q++) { /* bool pmean, complex pmax ... pargmin: SPMD_ERR_DTYPE */
+        static const spmd_op cops[4] = {SPMD_OP_MAX, SPMD_OP_MIN, SPMD_OP_ARGMAX, SPMD_OP_ARGMIN};
         tcase *c = new_case(arr, n, cap);
-        init_case(c, mc, r, SPMD_BOOL, SPMD_OP_MEAN, q < 2 ? 7 : 1000, q & 1, (spmd_algo)(q % 3));
-        c->inplace = q & 1;
-        c->api = q < 2 ? API_NAMED : API_ALLREDUCE;
-        c->var = pick_in_process(mc, r, 0);
+        if (q < 4) init_case(c, mc, r, SPMD_BOOL, SPMD_OP_MEAN, q < 2 ? 7 : 1000, q & 1, (spmd_algo)(q % 3));
+        else init_case(c, mc, r, q & 1 ? SPMD_C128 : SPMD_C64, cops[q - 4], 5, 0, (spmd_algo)(q % 3));
+        c->inplace = q < 4 && (q & 1);
+        c->api = q % 4 < 2 ? API_NAMED : API_ALLREDUCE;
+        c->var = pick_in_process(mc, r, is_arg(c->op));
+        if (c->var < 0) c->var = 0;
         c->expect = SPMD_ERR_DTYPE;
     }
     /* pargmax/pargmin with two axes or with axis_index_groups: refused */
@@ -1122,7 +1168,8 @@ static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int
         for (int di = 0; di < NDTYPES; di++)
             for (int o = 0; o < 2; o++) {
                 tcase *c = new_case(arr, n, cap);
-                init_case(c, mc, r, ALL_DTYPES[di], o ? SPMD_OP_MAX : SPMD_OP_SUM, len, rot & 1, algos[rot % 3]);
+                init_case(c, mc, r, ALL_DTYPES[di], o ? (iscplx(ALL_DTYPES[di]) ? SPMD_OP_PROD : SPMD_OP_MAX) : SPMD_OP_SUM,
+                          len, rot & 1, algos[rot % 3]);
                 rot++;
             }
     } else {

@@ -109,6 +109,10 @@ static void setv(spmd_dtype t, void *p, double v) {
     case SPMD_BF16: { uint16_t h = ref_f32_to_bf16((float)v); memcpy(p, &h, 2); } break;
     case SPMD_F32: *(float *)p = (float)v; break;
     case SPMD_F64: *(double *)p = v; break;
+    case SPMD_C64: { float z[2] = {(float)v, (float)(2 * v)}; memcpy(p, z, 8); } break; /* (v, 2v): linear, as sums need */
+    case SPMD_C128: { double z[2] = {v, 2 * v}; memcpy(p, z, 16); } break;
+    case SPMD_F8E4M3FN: *(uint8_t *)p = ref_f32_to_f8e4m3fn((float)v); break;
+    case SPMD_F8E5M2: *(uint8_t *)p = ref_f32_to_f8e5m2((float)v); break;
     default: break;
     }
 }
@@ -1019,7 +1023,10 @@ static void rs_dev(spmd_dev *d, void *arg) {
         for (int k = 0; k < f->np; k++) P *= tm->sh[f->pax[k]];
         double *Gv = (double *)xmalloc((size_t)P * ng * sizeof(double));
         rng_t r = rng_make(SEED, RNG_SALT ^ (uint64_t)(w->tm->sh[1] * 977 + rank), (uint64_t)c);
-        for (size_t q = 0; q < (size_t)P * ng; q++) Gv[q] = dt == SPMD_BOOL ? (double)(rb(&r, 3) == 0) : (double)rb(&r, 5);
+        /* (fp8: 0 or 1, so that sums in steps stay exact: e5m2 has every
+           integer to 8 only; each step of a reshard rounds, as for f16) */
+        for (size_t q = 0; q < (size_t)P * ng; q++)
+            Gv[q] = dt == SPMD_BOOL || isfp8(dt) ? (double)(rb(&r, 3) == 0) : (double)rb(&r, 5);
         /* my from-block: the summand of my partial coordinates */
         int myc = 0;
         for (int k = 0; k < f->np; k++) myc = myc * tm->sh[f->pax[k]] + cc[f->pax[k]];

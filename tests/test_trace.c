@@ -60,7 +60,7 @@ static void known_calls(spmd_dev *d, void *arg) {
     T_CHECK(spmd_sendrecv(d, &s, 1, (i + 1) % 3, 7, &r, 1, (i + 2) % 3, 7, SPMD_I32, "y", NULL, NULL) == SPMD_OK,
             "sendrecv");
     if (id == 0) site_line = __LINE__ + 1;
-    T_CHECK(SPMD_AT(d, spmd_psum(d, f, fo, 2, SPMD_F32, "y", NULL)) == SPMD_OK, "psum at a site");
+    T_CHECK(SPMD_AT(d, spmd_psum(d, f, fo, 1, SPMD_C64, "y", NULL)) == SPMD_OK, "psum of a complex64 at a site");
 }
 
 /* The records device id must show, written plainly: one line per call,
@@ -76,7 +76,7 @@ static void expected_lines(int id, char lines[NCALLS][160]) {
     snprintf(lines[3], 160, "#3 barrier over 'y' (op #1 of group %s): done", gy);
     snprintf(lines[4], 160, "#4 send(i32 x 1) to %d over 'y' (group %s): done", (col + 1) % 3, gy);
     snprintf(lines[5], 160, "#5 recv(i32 x 1) from %d over 'y' (group %s): done", (col + 2) % 3, gy);
-    snprintf(lines[6], 160, "#6 psum(f32 x 2, eager) over 'y' (op #2 of group %s): done", gy);
+    snprintf(lines[6], 160, "#6 psum(c64 x 1, eager) over 'y' (op #2 of group %s): done", gy);
 }
 
 static void test_records(void) {

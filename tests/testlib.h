@@ -159,23 +159,32 @@ static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
 }
 
 /* ---- dtypes ------------------------------------------------------------------------ */
-static const spmd_dtype DTYPES[] TL_UNUSED = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16, SPMD_U16,
-                                             SPMD_I32,  SPMD_U32, SPMD_I64, SPMD_U64, SPMD_F16,
-                                             SPMD_BF16, SPMD_F32, SPMD_F64};
-#define NDT 13
+static const spmd_dtype DTYPES[] TL_UNUSED = {SPMD_BOOL, SPMD_I8,  SPMD_U8,  SPMD_I16, SPMD_U16,      SPMD_I32,
+                                             SPMD_U32,  SPMD_I64, SPMD_U64, SPMD_F16, SPMD_BF16,     SPMD_F32,
+                                             SPMD_F64,  SPMD_C64, SPMD_C128, SPMD_F8E4M3FN, SPMD_F8E5M2};
+#define NDT 17
 
 /* Element size in bytes; 0 for an invalid dtype. */
 static inline size_t dsize(spmd_dtype t) {
-    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
-    return (unsigned)t < 14 ? s[t] : 0;
+    static const size_t s[] = {0, 1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8, 8, 16, 1, 1};
+    return (unsigned)t < 18 ? s[t] : 0;
 }
 /* Short name ("f32"); "bad" for an invalid dtype. */
 static inline const char *dnm(spmd_dtype t) {
-    static const char *n[] = {"none", "bool", "i8", "u8", "i16", "u16", "i32", "u32",
-                              "i64", "u64", "f16", "bf16", "f32", "f64"};
-    return (unsigned)t < 14 ? n[t] : "bad";
+    static const char *n[] = {"none", "bool", "i8",  "u8",  "i16", "u16", "i32",  "u32",      "i64",
+                              "u64",  "f16",  "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2"};
+    return (unsigned)t < 18 ? n[t] : "bad";
 }
+/* the real floating types (f16, bf16, f32, f64); complex numbers and fp8
+   are apart: */
 static inline int isflt(spmd_dtype t) { return t == SPMD_F16 || t == SPMD_BF16 || t == SPMD_F32 || t == SPMD_F64; }
+static inline int iscplx(spmd_dtype t) { return t == SPMD_C64 || t == SPMD_C128; }
+static inline int isfp8(spmd_dtype t) { return t == SPMD_F8E4M3FN || t == SPMD_F8E5M2; }
+/* what the library reduces: not a mean of bools, no order on complex numbers */
+static inline int tl_op_defined(spmd_dtype t, spmd_op o) {
+    if (t == SPMD_BOOL) return o != SPMD_OP_MEAN;
+    return !iscplx(t) || o == SPMD_OP_SUM || o == SPMD_OP_PROD || o == SPMD_OP_MEAN;
+}
 /* Status name; "(not called)" for the SPMD_STATUS_COUNT placeholder. */
 static inline const char *stname(spmd_status s) {
     return (unsigned)s < SPMD_STATUS_COUNT ? spmd_status_name(s) : "(not called)";
@@ -188,7 +197,19 @@ static inline int nan_bits(spmd_dtype t, const unsigned char *p) {
     }
     if (t == SPMD_F32) { float f; memcpy(&f, p, 4); return isnan(f); }
     if (t == SPMD_F64) { double f; memcpy(&f, p, 8); return isnan(f); }
-    return 0;
+    if (t == SPMD_F8E4M3FN) return (p[0] & 0x7f) == 0x7f;
+    if (t == SPMD_F8E5M2) return (p[0] & 0x7f) > 0x7c;
+    return 0; /* (complex: a part at a time, as f32 or f64: tl_same_elem) */
+}
+/* Two elements of a result the same: the same bits, or both NaN (complex:
+   each part so). */
+static inline int tl_same_elem(spmd_dtype t, const unsigned char *a, const unsigned char *b) {
+    if (iscplx(t)) {
+        spmd_dtype p = t == SPMD_C64 ? SPMD_F32 : SPMD_F64;
+        size_t h = dsize(p);
+        return tl_same_elem(p, a, b) && tl_same_elem(p, a + h, b + h);
+    }
+    return memcmp(a, b, dsize(t)) == 0 || (nan_bits(t, a) && nan_bits(t, b));
 }
 
 /* ---- the canonical reduction order -------------------------------------------------
@@ -284,12 +305,113 @@ static inline uint16_t ref_f32_to_bf16(float f) {
     return (uint16_t)(s | ref_round(fabs((double)f), 7, -126, 127, 255));
 }
 
-/* Every f16 / bf16 bit pattern decoded: filled by init_half_tables(). */
-static float H2F[65536] TL_UNUSED, B2F[65536] TL_UNUSED;
+/* fp8, from the formats' definitions (ml_dtypes; the OCP 8-bit formats):
+   float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits, no
+   infinity, S.1111.111 the only NaN (largest finite 448 = S.1111.110);
+   float8_e5m2: 1 sign, 5 exponent (bias 15), 2 mantissa bits, IEEE-like
+   (exponent 31: inf or NaN, largest finite 57344). Encoding rounds to
+   nearest even; what is beyond the largest finite value afterwards is
+   inf (e5m2) or NaN (e4m3fn), as ml_dtypes' cast from float does; NaN
+   gives the quiet NaN with the sign (e4m3fn 0x7f, e5m2 0x7e). */
+static inline float ref_f8e4m3fn_to_f32(uint8_t b) {
+    int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    double v;
+    if (e == 15 && m == 7) v = NAN;
+    else if (e == 0) v = ldexp((double)m, -9);
+    else v = ldexp((double)(m + 8), e - 10);
+    return (float)(sign ? -v : v);
+}
+static inline float ref_f8e5m2_to_f32(uint8_t b) {
+    int sign = b >> 7, e = (b >> 2) & 31, m = b & 3;
+    double v;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexp((double)m, -16);
+    else v = ldexp((double)(m + 4), e - 17);
+    return (float)(sign ? -v : v);
+}
+static inline uint8_t ref_f32_to_f8e4m3fn(float f) {
+    uint8_t s = signbit(f) ? 0x80 : 0;
+    if (isnan(f) || isinf(f)) return s | 0x7f;
+    uint32_t bits = ref_round(fabs((double)f), 3, -6, 7, 16); /* (16: past the last exponent) */
+    return (uint8_t)(s | (bits >= 0x7f ? 0x7f : bits));
+}
+static inline uint8_t ref_f32_to_f8e5m2(float f) {
+    uint8_t s = signbit(f) ? 0x80 : 0;
+    if (isnan(f)) return s | 0x7e;
+    if (isinf(f)) return s | 0x7c;
+    return (uint8_t)(s | ref_round(fabs((double)f), 2, -14, 15, 31));
+}
+
+/* Complex sums and products in the canonical order (the tree above), each
+   of a product's four products rounded (volatile: never fused). */
+#define TL_CTREE_AT(NAME, T)                                                          \
+    static inline void NAME(const T *x, int r, int lo, int n, int prod, T *out) {   \
+        T a[2], b[2];                                                                 \
+        if (n == 1) {                                                                 \
+            if (lo >= r) { out[0] = x[2 * (lo + r)]; out[1] = x[2 * (lo + r) + 1]; return; } \
+            a[0] = x[4 * lo]; a[1] = x[4 * lo + 1];                                   \
+            b[0] = x[4 * lo + 2]; b[1] = x[4 * lo + 3];                               \
+        } else {                                                                      \
+            NAME(x, r, lo, n / 2, prod, a);                                           \
+            NAME(x, r, lo + n / 2, n / 2, prod, b);                                   \
+        }                                                                             \
+        if (prod) {                                                                   \
+            volatile T rr = a[0] * b[0], ii = a[1] * b[1], ri = a[0] * b[1], ir = a[1] * b[0]; \
+            out[0] = rr - ii;                                                         \
+            out[1] = ri + ir;                                                         \
+        } else {                                                                      \
+            out[0] = a[0] + b[0];                                                     \
+            out[1] = a[1] + b[1];                                                     \
+        }                                                                             \
+    }
+TL_CTREE_AT(tl_ctree_c64_at, float)
+TL_CTREE_AT(tl_ctree_c128_at, double)
+/* x: G complex numbers (re, im pairs); out: their sum or product */
+static inline void tl_ctree_c64(const float *x, int G, int prod, float *out) {
+    int P = tl_tree_leaves(G);
+    tl_ctree_c64_at(x, G - P, 0, P, prod, out);
+}
+static inline void tl_ctree_c128(const double *x, int G, int prod, double *out) {
+    int P = tl_tree_leaves(G);
+    tl_ctree_c128_at(x, G - P, 0, P, prod, out);
+}
+
+/* n complex elements (c128: complex128, else complex64) reduced over G
+   inputs in[0..G-1] (G <= 4096): sum and prod in the canonical order with
+   complex arithmetic, mean the sum's parts divided by G. */
+static inline void tl_ref_complex(int c128, spmd_op op, size_t n, const unsigned char *const *in, int G,
+                                  unsigned char *out) {
+    size_t es = c128 ? 16 : 8;
+    for (size_t i = 0; i < n; i++) {
+        if (c128) {
+            static double xs[2 * 4096];
+            double o[2];
+            for (int j = 0; j < G; j++) memcpy(xs + 2 * j, in[j] + i * es, es);
+            tl_ctree_c128(xs, G, op == SPMD_OP_PROD, o);
+            if (op == SPMD_OP_MEAN) o[0] /= (double)G, o[1] /= (double)G;
+            memcpy(out + i * es, o, es);
+        } else {
+            static float xs[2 * 4096];
+            float o[2];
+            for (int j = 0; j < G; j++) memcpy(xs + 2 * j, in[j] + i * es, es);
+            tl_ctree_c64(xs, G, op == SPMD_OP_PROD, o);
+            if (op == SPMD_OP_MEAN) o[0] /= (float)G, o[1] /= (float)G;
+            memcpy(out + i * es, o, es);
+        }
+    }
+}
+
+/* Every f16 / bf16 bit pattern decoded, and every fp8 one: filled by
+   init_half_tables(). */
+static float H2F[65536] TL_UNUSED, B2F[65536] TL_UNUSED, E4F[256] TL_UNUSED, E5F[256] TL_UNUSED;
 static inline void init_half_tables(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         H2F[h] = ref_f16_to_f32((uint16_t)h);
         B2F[h] = ref_bf16_to_f32((uint16_t)h);
+    }
+    for (uint32_t b = 0; b < 256; b++) {
+        E4F[b] = ref_f8e4m3fn_to_f32((uint8_t)b);
+        E5F[b] = ref_f8e5m2_to_f32((uint8_t)b);
     }
 }
 
