@@ -369,7 +369,8 @@ static double ow_val(spmd_dtype t, int dev, int call, int j) {
     switch (t) {
     case SPMD_BOOL: return (double)(h & 1);
     case SPMD_U8: case SPMD_U16: case SPMD_U32: case SPMD_U64: return (double)(v + 50);
-    case SPMD_F32: case SPMD_F64: return (double)v / 8;
+    case SPMD_F32: case SPMD_F64: case SPMD_C64: case SPMD_C128: return (double)v / 8;
+    case SPMD_F8E4M3FN: case SPMD_F8E5M2: return (double)(v % 5); /* -4..4: sums exact (e5m2: to 8) */
     default: return (double)v; /* signed integers, f16 and bf16 (exact there) */
     }
 }
@@ -386,6 +387,10 @@ static void ow_put(spmd_dtype t, unsigned char *p, double v) {
     case SPMD_F16: { uint16_t x = ref_f32_to_f16((float)v); memcpy(p, &x, 2); break; }
     case SPMD_BF16: { uint16_t x = ref_f32_to_bf16((float)v); memcpy(p, &x, 2); break; }
     case SPMD_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case SPMD_C64: { float x[2] = {(float)v, (float)(2 * v)}; memcpy(p, x, 8); break; } /* (v, 2v): sums stay so */
+    case SPMD_C128: { double x[2] = {v, 2 * v}; memcpy(p, x, 16); break; }
+    case SPMD_F8E4M3FN: p[0] = ref_f32_to_f8e4m3fn((float)v); break;
+    case SPMD_F8E5M2: p[0] = ref_f32_to_f8e5m2((float)v); break;
     default: { double x = v; memcpy(p, &x, 8); break; }
     }
 }
@@ -450,6 +455,7 @@ static spmd_status oneway(spmd_dev *d, child *c) {
         for (i = 0; i < 5 && s == SPMD_OK; i++)
             for (what = 0; what < 3 && s == SPMD_OK; what++) {
                 if (what == 2 && DTYPES[t] == SPMD_BOOL) continue; /* (bool sums: see the README) */
+                if (what == 1 && iscplx(DTYPES[t])) continue;     /* (no max of complex numbers) */
                 s = ow_call(d, c, what, DTYPES[t], sizes[i], (t + i + what) % 2, call++);
                 c->may[id]++;
             }
