@@ -36,7 +36,9 @@
    of its own in /dev/shm after spmdrun returns, and what is not the job's
    stays (test_shmkill). A stale region under libfabric's default name for
    a process's own pid does not stop its transport from opening (mode
-   stale). */
+   stale). Complex64, complex128 and fp8 reductions give the same bytes
+   across processes as on threads and as fibers (mode bits, 2 processes
+   over shm, 3 over tcp). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -45,6 +47,7 @@
 #include "harness.h"
 #include "proclib.h"
 #include <dirent.h>
+#include <math.h>
 
 #define NGROUP 2
 #define NSEQ 2
@@ -1565,6 +1568,96 @@ static int child_pmix(void) {
     spmd_mesh_destroy(m);
     return st != SPMD_OK || a.bad || P != 4;
 }
+/* mode "bits" (under spmdrun): issue 40's promise that a complex64 psum
+   over a (4, 2) mesh gives the same bits in every layout. The same calls
+   on the same inputs on three meshes of shape (4, 2): across the
+   processes (libfabric), and in this process on threads and as fibers; the
+   results of this process's devices must agree byte for byte. The calls:
+   complex64 psum over "a,b" and over "a", complex64 pprod over "b",
+   complex128 pmean over "a,b", and fp8 psums over "a,b" whose sums pass
+   the largest finite value (e4m3fn: NaN, e5m2: inf, ml_dtypes' rule).
+   Inputs finite (a NaN input's sign is the compiler's choice), of every
+   size from subnormal to 2^60 (products: [0.5, 2)). */
+#define BITS_N 37
+#define BITS_CALLS 6
+typedef struct bits_out {
+    unsigned char out[8][BITS_CALLS][BITS_N * 16];
+} bits_out;
+static const spmd_dtype bits_dt[BITS_CALLS] = {SPMD_C64, SPMD_C64, SPMD_C64, SPMD_C128, SPMD_F8E4M3FN, SPMD_F8E5M2};
+static uint64_t bits_hash(uint64_t x) {
+    x ^= x >> 31, x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29, x *= 0xbf58476d1ce4e5b9ull;
+    return x ^ (x >> 32);
+}
+static void bits_input(int dev, int call, unsigned char *p) {
+    for (int i = 0; i < 2 * BITS_N; i++) { /* a complex number's parts; fp8: one code each, the first N */
+        uint64_t h = bits_hash((uint64_t)dev << 40 | (uint64_t)call << 32 | (uint64_t)i);
+        double v = (double)(h & 0xffffff) / 0x1p24 + (call == 2 ? 0.5 : 0.0);
+        if (call != 2) v = ldexp(v, (int)((h >> 24) % 200) - 140); /* 2^-140 .. 2^60: subnormal f32 too */
+        if (h >> 63) v = -v;
+        if (bits_dt[call] == SPMD_C64) { float f = (float)v; memcpy(p + 4 * i, &f, 4); }
+        else if (bits_dt[call] == SPMD_C128) memcpy(p + 8 * i, &v, 8);
+        else if (i < BITS_N) p[i] = (uint8_t)((h >> 8 & 0x80) | (h >> 16) % (bits_dt[call] == SPMD_F8E4M3FN ? 0x7f : 0x7c));
+    }
+}
+static void bits_device(spmd_dev *d, void *arg) {
+    bits_out *r = (bits_out *)arg;
+    static const char *const axes[BITS_CALLS] = {"a,b", "a", "b", "a,b", "a,b", "a,b"};
+    static const spmd_op ops[BITS_CALLS] = {SPMD_OP_SUM, SPMD_OP_SUM, SPMD_OP_PROD, SPMD_OP_MEAN, SPMD_OP_SUM, SPMD_OP_SUM};
+    int id = spmd_device_id(d);
+    for (int c = 0; c < BITS_CALLS; c++) {
+        unsigned char in[BITS_N * 16];
+        bits_input(id, c, in);
+        if (spmd_allreduce(d, in, r->out[id][c], BITS_N, bits_dt[c], ops[c], axes[c], NULL) != SPMD_OK)
+            memset(r->out[id][c], 0xee, sizeof r->out[id][c]);
+    }
+}
+static int bits_run(int backend, int sched, bits_out *r) {
+    static const char *const names[2] = {"a", "b"};
+    spmd_mesh_desc desc;
+    spmd_mesh *m = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.ndim = 2, desc.shape[0] = 4, desc.shape[1] = 2;
+    desc.axis_names[0] = names[0], desc.axis_names[1] = names[1];
+    desc.timeout_ms = 20000;
+    desc.backend = (spmd_backend)backend;
+    desc.scheduler = (spmd_scheduler)sched;
+    memset(r, 0, sizeof *r);
+    if (spmd_mesh_create(&desc, &m) != SPMD_OK || spmd_run(m, bits_device, r) != SPMD_OK) {
+        printf("FAILED: bits: mesh %s/%s\n", spmd_backend_name((spmd_backend)backend),
+               spmd_scheduler_name((spmd_scheduler)sched));
+        if (m) spmd_mesh_destroy(m);
+        return -1;
+    }
+    for (int i = 0; i < 8; i++) r->out[i][0][BITS_N * 16 - 1] = (unsigned char)(spmd_device_is_local(m, i) == 1);
+    spmd_mesh_destroy(m);
+    return 0;
+}
+static int child_bits(void) {
+    static bits_out f, t, s;
+    int bad = 0, local = 0;
+    if (bits_run(SPMD_BACKEND_DEFAULT, SPMD_SCHEDULER_DEFAULT, &f) || bits_run(SPMD_BACKEND_THREADS, SPMD_SCHEDULER_THREADS, &t) ||
+        bits_run(SPMD_BACKEND_THREADS, SPMD_SCHEDULER_FIBERS, &s))
+        return 1;
+    for (int i = 0; i < 8; i++) {
+        if (!f.out[i][0][BITS_N * 16 - 1]) continue; /* (another process's device) */
+        local++;
+        for (int c = 0; c < BITS_CALLS; c++) {
+            size_t n = BITS_N * (size_t)spmd_dtype_size(bits_dt[c]); /* (the mark lies past every result) */
+            if (memcmp(f.out[i][c], t.out[i][c], n) != 0 || memcmp(t.out[i][c], s.out[i][c], n) != 0) {
+                printf("FAILED: bits: device %d call %d (%s): libfabric, threads and fibers differ\n", i, c,
+                       spmd_dtype_name(bits_dt[c]));
+                bad = 1;
+            }
+        }
+    }
+    /* the fp8 sums did pass the largest finite value somewhere (NaN for e4m3fn, inf for e5m2) */
+    int nan4 = 0, inf5 = 0;
+    for (int j = 0; j < BITS_N; j++) nan4 |= (t.out[0][4][j] & 0x7f) == 0x7f, inf5 |= (t.out[0][5][j] & 0x7f) == 0x7c;
+    if (!nan4 || !inf5) printf("FAILED: bits: no fp8 sum past the largest finite value (e4m3fn NaN %d, e5m2 inf %d)\n", nan4, inf5);
+    printf("%s: bits of %d local devices, 6 calls, libfabric = threads = fibers\n", bad || !nan4 || !inf5 ? "FAILED" : "ok", local);
+    return bad || !nan4 || !inf5 || local == 0;
+}
+
 static int child_counters(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps, tree;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
@@ -1990,6 +2083,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "place") == 0) return child_place();
         if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "counters") == 0) return child_counters();
+        if (strcmp(argv[2], "bits") == 0) return child_bits();
         if (strcmp(argv[2], "hosts") == 0) return child_hosts();
         if (strcmp(argv[2], "pmix") == 0) return child_pmix();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
@@ -2029,6 +2123,8 @@ int main(int argc, char **argv) {
     run_mode("fabric-many-shm-2", 2, "--provider shm", "many", "");
     run_mode("fabric-many-eager-shm-2", 2, "--provider shm", "many", "SPMD_ALGO=eager");
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
+    run_mode("fabric-bits-shm-2", 2, "--provider shm", "bits", "");
+    run_mode("fabric-bits-tcp-3", 3, "--provider tcp", "bits", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-2", 2, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0 SPMD_FABRIC_SEGMENT=131072");
     run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
