@@ -1933,6 +1933,7 @@ struct spmd_req {
     int counted;           /* split, counted arrival (spmd__split_counts): 1 member, 2 the one that
                               completed the count (it checks the signatures) */
     int slotwait;          /* waiting for a slot: 1 + the member behind it watches (counted in its waiters) */
+    int slotmore;          /* it waited for a slot: polls since it is free (spmd__slot_more) */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered asleep on its group (its bit in sleepers) */
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
@@ -6112,6 +6113,24 @@ static int spmd__slot_behind(spmd_req *r) {
     return k;
 }
 
+/* A device that found the slot ring full waits, once its slot is free, a
+   few polls more for the slowest member to be half a ring further: then
+   its next D/2 calls post without a look at the others, instead of
+   waiting a round trip for each slot (a bcast root running ahead of its
+   readers: 8 B between 2 threads 0.22 -> 0.18 us). Bounded (the free slot
+   is taken after 64 polls), so that a member that needs this device's next
+   calls to go on is never waited for; not for a fiber (nothing would wake
+   it) or on a crowded machine. 1: poll again. */
+static int spmd__crowded(const spmd_mesh *m); /* >>waiting */
+static int spmd__slot_more(spmd_req *r) {
+    uint64_t lo, need = r->gseq - (uint64_t)r->gr->g->D / 2; /* (gseq >= D: it waited) */
+    if (r->slotmore >= 64 || r->dev->fib || spmd__crowded(r->dev->mesh) || r->gr->my->minleft >= need ||
+        spmd__group_behind(r->gr->g, need, &lo) < 0)
+        return 0;
+    r->slotmore++;
+    return 1;
+}
+
 /* Watch member k (-1: none) for r's slot: counted in its waiters, so that
    its next finish wakes r (a full barrier before r looks again: see
    spmd__finish). */
@@ -6814,7 +6833,11 @@ static void spmd__thread_progress(spmd_req *r) {
             if (r->slotwait == k + 1) return;
             spmd__slot_watch(r, k);
         }
-        if (r->slotwait) spmd__slot_watch(r, -1);
+        if (r->slotwait) {
+            spmd__slot_watch(r, -1);
+            r->slotmore = 1;
+        }
+        if (r->slotmore && spmd__slot_more(r)) return;
         if (r->sig.kind == SPMD__KIND_REFUSED) {
             spmd__refusal_post(r);
             return;
