@@ -220,7 +220,7 @@ static void ref_psum(spmd_dtype dt, size_t n, unsigned char *const *ins, int G, 
             float x[MAXDEV];
             for (int j = 0; j < G; j++) x[j] = tab[ins[j][e]];
             float a = tl_tree_f32(x, G, 0);
-            out[e] = dt == SPMD_F8E4M3FN ? ref_f32_to_f8e4m3fn(a) : ref_f32_to_f8e5m2(a);
+            out[e] = tl_f32_to_fp8(dt, a);
         } break;
         case SPMD_C64: case SPMD_C128: { /* a complex sum: its parts' sums */
             unsigned char *at[MAXDEV];

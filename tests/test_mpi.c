@@ -286,15 +286,10 @@ static void gen_send(const mcase *c, unsigned char *p, size_t nelem, rng_t *r) {
         return;
     }
     if (isfp8(c->dt)) { /* any code; pprod: values in [0.5, 2); narrow: small values */
-        int e5 = c->dt == SPMD_F8E5M2, mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
         static const float small_set[6] = {-2.0f, -1.0f, -0.5f, 0.5f, 1.0f, 2.0f};
         for (size_t i = 0; i < nelem; i++) {
             uint64_t v = rn(r);
-            p[i] = (unsigned char)v;
-            if (c->op == SPMD_OP_PROD)
-                p[i] = (unsigned char)((v >> 8 & 1) << 7 | (uint64_t)(bias - 1 + (int)(v >> 9 & 1)) << mb |
-                                       (v >> 16 & ((1u << mb) - 1)));
-            if (c->narrow) p[i] = e5 ? ref_f32_to_f8e5m2(small_set[v % 6]) : ref_f32_to_f8e4m3fn(small_set[v % 6]);
+            p[i] = c->narrow ? tl_f32_to_fp8(c->dt, small_set[v % 6]) : tl_fp8_code(c->dt, v, c->op == SPMD_OP_PROD);
         }
         return;
     }

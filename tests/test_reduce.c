@@ -437,18 +437,11 @@ static void gen_input(tcase *c, unsigned char *buf, rng_t *r) {
     case SPMD_F8E4M3FN: case SPMD_F8E5M2: {
         /* any code (NaN, inf, subnormals and the largest values among
            them); pprod: values in [0.5, 2); narrow: a few small values */
-        int e5 = c->dt == SPMD_F8E5M2, mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
         static const float small_set[] = {-2, -1, -0.5f, 0, 0.5f, 1, 2};
         for (size_t i = 0; i < n; i++) {
             uint64_t x = rnext(r);
-            uint8_t b = (uint8_t)x;
-            if (c->op == SPMD_OP_PROD)
-                b = (uint8_t)((x >> 8 & 1) << 7 | (uint64_t)(bias - 1 + (int)(x >> 9 & 1)) << mb | (x >> 16 & ((1u << mb) - 1)));
-            if (c->narrow) {
-                float f = small_set[(x >> 12) % 7];
-                b = e5 ? ref_f32_to_f8e5m2(f) : ref_f32_to_f8e4m3fn(f);
-            }
-            buf[i] = b;
+            buf[i] = c->narrow ? tl_f32_to_fp8(c->dt, small_set[(x >> 12) % 7])
+                               : tl_fp8_code(c->dt, x, c->op == SPMD_OP_PROD);
         }
     } break;
     case SPMD_BOOL:

@@ -111,8 +111,7 @@ static void setv(spmd_dtype t, void *p, double v) {
     case SPMD_F64: *(double *)p = v; break;
     case SPMD_C64: { float z[2] = {(float)v, (float)(2 * v)}; memcpy(p, z, 8); } break; /* (v, 2v): linear, as sums need */
     case SPMD_C128: { double z[2] = {v, 2 * v}; memcpy(p, z, 16); } break;
-    case SPMD_F8E4M3FN: *(uint8_t *)p = ref_f32_to_f8e4m3fn((float)v); break;
-    case SPMD_F8E5M2: *(uint8_t *)p = ref_f32_to_f8e5m2((float)v); break;
+    case SPMD_F8E4M3FN: case SPMD_F8E5M2: *(uint8_t *)p = tl_f32_to_fp8(t, (float)v); break;
     default: break;
     }
 }

@@ -389,8 +389,7 @@ static void ow_put(spmd_dtype t, unsigned char *p, double v) {
     case SPMD_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
     case SPMD_C64: { float x[2] = {(float)v, (float)(2 * v)}; memcpy(p, x, 8); break; } /* (v, 2v): sums stay so */
     case SPMD_C128: { double x[2] = {v, 2 * v}; memcpy(p, x, 16); break; }
-    case SPMD_F8E4M3FN: p[0] = ref_f32_to_f8e4m3fn((float)v); break;
-    case SPMD_F8E5M2: p[0] = ref_f32_to_f8e5m2((float)v); break;
+    case SPMD_F8E4M3FN: case SPMD_F8E5M2: p[0] = tl_f32_to_fp8(t, (float)v); break;
     default: { double x = v; memcpy(p, &x, 8); break; }
     }
 }

@@ -342,6 +342,19 @@ static inline uint8_t ref_f32_to_f8e5m2(float f) {
     return (uint8_t)(s | ref_round(fabs((double)f), 2, -14, 15, 31));
 }
 
+/* f32 -> fp8 of dtype t (e4m3fn or e5m2), by the references above. */
+static inline uint8_t tl_f32_to_fp8(spmd_dtype t, float f) {
+    return t == SPMD_F8E5M2 ? ref_f32_to_f8e5m2(f) : ref_f32_to_f8e4m3fn(f);
+}
+/* An fp8 input code of dtype t from the random word x: any code (NaN, inf,
+   subnormals and the largest values among them), or, for a product, a
+   value in [0.5, 2) (exponent 2^-1 or 2^0), so that G factors stay finite. */
+static inline uint8_t tl_fp8_code(spmd_dtype t, uint64_t x, int prod) {
+    int e5 = t == SPMD_F8E5M2, mb = e5 ? 2 : 3, bias = e5 ? 15 : 7;
+    if (!prod) return (uint8_t)x;
+    return (uint8_t)((x >> 8 & 1) << 7 | (uint64_t)(bias - 1 + (int)(x >> 9 & 1)) << mb | (x >> 16 & ((1u << mb) - 1)));
+}
+
 /* Complex sums and products in the canonical order (the tree above), each
    of a product's four products rounded (volatile: never fused). */
 #define TL_CTREE_AT(NAME, T)                                                          \
