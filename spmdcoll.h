@@ -2278,19 +2278,9 @@ static inline uint16_t spmd__f2h(float f) {
 
 static inline float spmd__b2f(uint16_t h) { return spmd__u2f((uint32_t)h << 16); }
 
-/* fp8 (the manual's DTYPES: ml_dtypes' float8_e4m3fn and float8_e5m2).
-   e5m2 is binary16's top byte. e4m3fn -> f32 as binary16's: its bits
-   shifted into f32's place, scaled by 2^(127 - 7) (exact for normals and
-   subnormals); S.1111.111 is NaN. */
-static inline float spmd__e52f(uint8_t b) { /* (a NaN quiet, as ml_dtypes gives it) */
-    return spmd__u2f(spmd__f2u(spmd__h2f((uint16_t)(b << 8))) | ((b & 0x7fu) > 0x7cu ? 0x00400000u : 0u));
-}
-static inline float spmd__e42f(uint8_t b) {
-    uint32_t em = (uint32_t)b & 0x7fu, s = ((uint32_t)b & 0x80u) << 24;
-    float v = spmd__u2f(em << 20) * spmd__u2f(0x7b800000u); /* 2^120 */
-    return spmd__u2f((em == 0x7fu ? 0x7fc00000u : spmd__f2u(v)) | s);
-}
-/* f32 -> fp8, round to nearest even: normals add half an ulp (plus one
+/* fp8 (the manual's DTYPES: ml_dtypes' float8_e4m3fn and float8_e5m2):
+   fp8 -> f32 is a table of the 256 codes' values (>>reduce kernels,
+   spmd__e4tab); f32 -> fp8, round to nearest even: normals add half an ulp (plus one
    when the kept lsb is odd) and rebias; subnormals let the FPU round by
    adding a constant whose ulp is the format's smallest step (2^14 for
    e4m3fn's 2^-9, 2^7 for e5m2's 2^-16); beyond the largest finite value
@@ -2647,10 +2637,10 @@ SPMD__FIN(spmd__mean_u32, uint64_t, uint32_t, SPMD__MEAN_U)
 SPMD__FIN(spmd__mean_f32, float, float, SPMD__MEAN_F)
 SPMD__FIN(spmd__mean_f64, double, double, SPMD__MEAN_D)
 /* fp8: loads to f32 through a table of the 256 codes' values (constants
-   the compiler folds: SPMD__E4V, SPMD__E5V are the formats' definitions),
+   the compiler folds: SPMD__E4V, SPMD__E5V are the formats' definitions;
+   the public spmd_f8e4m3fn_to_f32 reads it too),
    a lookup an element; fins 4 lanes at a time, the scalar conversions of
-   >>half precision lane by lane, the 4 bytes then gathered into a word
-   (vector code that narrowed or widened bytes, the baseline vectors do a
+   >>half precision lane by lane, then a byte from each lane (vector code that narrowed or widened bytes, the baseline vectors do a
    lane at a time through memory: slower than either). */
 #define SPMD__P2(k) ((float)(1u << ((k) < -16 ? 0 : (k) + 16)) / 65536.0f) /* 2^k, -16 <= k <= 15 */
 #define SPMD__E4M(b) ((b) & 0x78 ? (float)(((b) & 7) + 8) * SPMD__P2((((b) >> 3) & 15) - 10) : (float)((b) & 7) / 512.0f)
@@ -2690,13 +2680,12 @@ SPMD__LOAD(spmd__ld_e5m2, uint8_t, float, SPMD__E5T)
         size_t i = 0;                                                                    \
         SPMD__FAST(for (; i + 4 <= m; i += 4) {                                          \
             spmd__vu32 w, a, o;                                                          \
-            uint32_t b;                                                                  \
             memcpy(&w, s + 4 * i, sizeof w);                                             \
             if (MEAN) w = (spmd__vu32)((spmd__vf32)w / (float)G);                        \
             a = w & 0x7fffffffu;                                                         \
             BODY o |= (w >> 24) & 0x80u;                                                 \
-            b = o[0] | o[1] << 8 | o[2] << 16 | o[3] << 24;                              \
-            memcpy(d + i, &b, 4); /* (little endian) */                                  \
+            d[i] = (unsigned char)o[0], d[i + 1] = (unsigned char)o[1];                  \
+            d[i + 2] = (unsigned char)o[2], d[i + 3] = (unsigned char)o[3];              \
         })                                                                               \
         for (; i < m; i++) { /* the rest one at a time (at -O0 all) */                   \
             float f;                                                                     \
@@ -10283,9 +10272,9 @@ float spmd_f16_to_f32(uint16_t h) { return spmd__h2f(h); }
 uint16_t spmd_f32_to_bf16(float f) { return spmd__f2b(f); }
 float spmd_bf16_to_f32(uint16_t h) { return spmd__b2f(h); }
 uint8_t spmd_f32_to_f8e4m3fn(float f) { return spmd__f2e4(f); }
-float spmd_f8e4m3fn_to_f32(uint8_t b) { return spmd__e42f(b); }
+float spmd_f8e4m3fn_to_f32(uint8_t b) { return spmd__e4tab[b]; }
 uint8_t spmd_f32_to_f8e5m2(float f) { return spmd__f2e5(f); }
-float spmd_f8e5m2_to_f32(uint8_t b) { return spmd__e52f(b); }
+float spmd_f8e5m2_to_f32(uint8_t b) { return spmd__e5tab[b]; }
 
 static int64_t spmd__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt, int *set) {
     const char *v = getenv(name);
