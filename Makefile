@@ -6,7 +6,7 @@ BUILD   := build
 WARN    := -Wall -Wextra -Werror
 BASE    := -std=c11 -pthread -I.
 LIBS    := -lm
-TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink test_plans
+TESTS   := test_mesh test_reduce test_vectors test_f16 test_errors test_movement test_mpi test_p2p test_shard test_fibers test_trace test_faults test_shrink test_plans test_async
 # Under TSan, the suites that run threads (test_plans simulates its ranks in
 # one, test_f16 converts; test_vectors' fixed vectors take the paths the
 # sweeps take)

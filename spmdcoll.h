@@ -286,6 +286,13 @@
      any order; the same order of starts on every device is the only rule.
      Peers progress a request without its owner: inputs are published at
      start and large work is cut into tasks any member of the group runs.
+     When the _start (or a spmd_test) that makes a large call runnable
+     leaves nobody to run it (its members' inputs 256 KiB or more, a group
+     within the process, OS threads), the mesh's progress workers run it
+     while the callers compute or sleep (SPMD_PROGRESS_WORKERS, default one
+     per CPU up to 8, 0: none; spmd_counters.worker_tasks counts their
+     tasks). They never preempt the thread that woke them (SCHED_BATCH on
+     Linux) and use the CPUs of the process's main thread.
      At most desc.max_inflight (default 16) requests per group are posted
      at once, the rest as earlier ones finish. A request never finished is
      reported: returning from a device function with one breaks the mesh
@@ -506,6 +513,9 @@
      SPMD_HOST         the host a process counts as, for the lane and the
                        choice of shm (default: its host name): containers
                        of one machine sharing /dev/shm set one value
+     SPMD_PROGRESS_WORKERS  threads that run large in-flight calls while
+                       their callers are away (ASYNC; default one per CPU,
+                       at most 8; 0: none)
      SPMD_PROGRESS_THREAD   1: a thread drives the transport while callers
                        compute between start and wait
      SPMD_FABRIC_STRICT     1: run any provider through the paths verbs and
@@ -870,7 +880,8 @@ SPMD_API int spmd_device_is_local(const spmd_mesh *m, int device);
    kind, and their largest in total), the most data messages one device's
    call had in flight at once: their large inputs go to the peers in
    pairwise order, at most 8 at a time. Exact, so tests can assert them.
-   All zero on the threads backend, where nothing leaves the process. */
+   All zero on the threads backend, where nothing leaves the process (but
+   worker_tasks, on either backend). */
 typedef enum spmd_link { SPMD_LINK_LANE = 0, SPMD_LINK_NETWORK, SPMD_LINK_COUNT } spmd_link;
 #define SPMD_COUNT_KINDS 16
 typedef struct spmd_count {
@@ -882,6 +893,8 @@ typedef struct spmd_counters {
     spmd_count total;
     spmd_count link[SPMD_LINK_COUNT];
     spmd_count kind[SPMD_COUNT_KINDS];
+    uint64_t worker_tasks; /* tasks of large calls that progress workers ran while their callers were away
+                              (either backend: groups within this process; ASYNC in the manual) */
 } spmd_counters;
 SPMD_API SPMD_MUST spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out);
 SPMD_API SPMD_MUST spmd_status spmd_mesh_counters_reset(spmd_mesh *m);
@@ -1550,6 +1563,8 @@ __extension__ typedef unsigned __int128 spmd__u128;
 #define SPMD__CLOG 64                   /* check-mode log entries per device */
 #define SPMD__MAX_TASKS (1u << 20)
 #define SPMD__CHUNK_TASK 4096           /* bytes: an all_to_all chunk from which each chunk is a task of its own */
+#define SPMD__MAX_WORKERS 64            /* progress workers a mesh may have (default: one per CPU, at most 8) */
+#define SPMD__HANDOFF_MIN 262144        /* bytes (inputs of all members) from which a split call is handed to them */
 
 /* A status the implementation does not need (SPMD_WARN_UNUSED: a (void)
    cast would not silence gcc). */
@@ -1934,6 +1949,7 @@ struct spmd_req {
                               completed the count (it checks the signatures) */
     int slotwait;          /* waiting for a slot: 1 + the member behind it watches (counted in its waiters) */
     int slotmore;          /* it waited for a slot: polls since it is free (spmd__slot_more) */
+    int handed;            /* split, async: offered to the progress workers (>>progress workers) */
     int need;              /* eager: whose entries it reads (spmd__eager_needs), set at the post */
     int asleep;            /* registered asleep on its group (its bit in sleepers) */
     int eager_asked;       /* SPMD_ALGO_EAGER asked for, the input larger than its slot: split (messages say so) */
@@ -2031,6 +2047,7 @@ struct spmd_dev {
     uint64_t lost;         /* kind=lose: its call number + 1 (peers read it), 0: not lost */
     struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
     uint32_t returned;     /* its function returned in this spmd_run */
+    int blocking;          /* inside a wait (spmd__block): it runs its requests' tasks itself */
     spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
     uint64_t unhandled_at; /* its place in the mesh's nfail */
     /* (the fields above are what a call touches: the scheduler warms them
@@ -2161,6 +2178,9 @@ struct spmd_mesh {
     int shrunk;            /* made by spmd_mesh_shrink (>>shrink): SPMD_FAULTS does not apply */
     const int *shrink_procs; /* >>shrink, libfabric, during creation only: device -> its process */
     int *origin;           /* >>shrink: new device id -> its id in the mesh it was made from */
+    int nworkers;          /* >>progress workers: SPMD_PROGRESS_WORKERS (0: none) */
+    struct spmd__pool *pool; /* and the pool, from the first handoff */
+    uint64_t worker_tasks; /* tasks its workers ran (spmd_counters.worker_tasks) */
 };
 
 // >>logging and errors
@@ -6707,10 +6727,11 @@ static size_t spmd__unit_len(const spmd_req *r) {
     }
 }
 
-static void spmd__run_task(spmd_req *r, uint32_t t) {
+/* Task t of r's operation, with 3 G scratch pointers (a device's, or a progress worker's). */
+static void spmd__run_task(const spmd_req *r, uint32_t t, const void **ins) {
     const spmd__group *g = r->gr->g;
     int G = g->G, k;
-    const void **ins = r->dev->ptrs, **cur = ins + 2 * G;
+    const void **cur = ins + 2 * G;
     void **outs = (void **)(ins + G);
     uint32_t u = t / r->pieces, p = t % r->pieces;
     size_t len = spmd__unit_len(r), lo = (size_t)p * r->task_elems;
@@ -6805,6 +6826,7 @@ static void spmd__compute_own(const spmd_req *r, int G, int me, const void **ins
 }
 
 static void spmd__p2p_progress(spmd_req *r); /* >>point to point */
+static int spmd__hand_over(spmd_req *r);      /* >>progress workers */
 
 static void spmd__thread_progress(spmd_req *r) {
     spmd__group *g;
@@ -6885,12 +6907,13 @@ static void spmd__thread_progress(spmd_req *r) {
         }
     }
     if (r->state == SPMD__R_RUN) {
+        if (!r->handed && r->user && !r->dev->blocking && spmd__hand_over(r)) return; /* its caller leaves */
         for (;;) {
             uint64_t c = SPMD__FADD(&sh->claim, (uint64_t)1);
             uint32_t t = (uint32_t)(c & 0xffffffu);
             SPMD_ASSERT((c >> 24) == r->gseq);
             if (t >= r->ntasks) break;
-            spmd__run_task(r, t);
+            spmd__run_task(r, t, r->dev->ptrs);
             if ((SPMD__FADD(&sh->done, (uint64_t)1) & 0xffffffu) + 1 == r->ntasks)
                 spmd__wake_group(r->dev->mesh, g, r->gr->me);
         }
@@ -6907,6 +6930,180 @@ static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
 static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
                                                  spmd__thread_progress, 0, NULL, NULL, NULL, NULL, NULL, NULL,
                                                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
+// >>progress workers
+/* Threads that run a large call's work while its callers are away. A
+   split operation (>>thread backend) is cut into tasks that its members
+   claim; when the call that makes it runnable is a _start or a spmd_test,
+   its caller is about to leave (to compute, or to wait on something else)
+   and nobody may claim the tasks until a wait: the operation would wait
+   for it. That call hands the operation over instead (spmd__hand_over): an
+   entry -- group, sequence number, tasks, and the request whose fields the
+   tasks read -- goes into the mesh's queue and one worker wakes; a worker
+   that takes it wakes the next while tasks are left, up to one a task.
+   A worker claims tasks as a member does, but by compare-and-swap under the
+   operation's tag in the slot's claim word, so an entry whose operation is
+   over (its slot perhaps reused) is dropped untouched; it reads the
+   request only while it holds an unfinished task, which keeps every
+   member's request alive (a running split operation cannot be abandoned:
+   spmd__may_abandon). The members' waits claim what is left beside the
+   workers and finish as before, once every task is done; deadlines, breaks,
+   check mode and the recorder are theirs, unchanged. On Linux the workers
+   are SCHED_BATCH: a woken one never preempts the thread that woke it (it
+   takes an idle CPU, or its fair share at the next tick), so a _start
+   returns at once, and when the callers compute on every CPU the work is
+   shared out as if it ran later. The pool (SPMD_PROGRESS_WORKERS workers,
+   default one per CPU up to 8; 0: none) starts at the mesh's first handoff
+   and stops with the mesh; spmd_counters.worker_tasks counts their tasks. */
+#define SPMD__POOL_Q 64 /* queued operations (a full queue: the members run theirs) */
+typedef struct spmd__pent {
+    const spmd_req *r;  /* read only while a task of it is claimed and undone */
+    spmd__group *g;
+    uint64_t gseq;
+    uint32_t ntasks;
+    int me;             /* r's index in g (the wake skips it) */
+    int want;           /* workers still to take it */
+} spmd__pent;
+
+typedef struct spmd__worker {
+    struct spmd__pool *p;
+    pthread_t th;
+    const void **ptrs;  /* 3 x the process's devices: spmd__run_task's scratch */
+} spmd__worker;
+
+typedef struct spmd__pool {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    spmd__pent q[SPMD__POOL_Q];
+    unsigned head, tail;
+    int stop, n;
+    spmd_mesh *m;
+    spmd__worker w[SPMD__MAX_WORKERS];
+} spmd__pool;
+
+/* Run e's tasks while any is unclaimed. */
+static void spmd__pool_run(spmd__worker *w, const spmd__pent *e) {
+    spmd__shared *sh = &e->g->shared[SPMD__SLOT(e->g, e->gseq)];
+    uint64_t ran = 0;
+    for (;;) {
+        uint64_t c = SPMD__LD_ACQ(&sh->claim);
+        if ((c >> 24) != e->gseq || (uint32_t)(c & 0xffffffu) >= e->ntasks) break;
+        if (!SPMD__CAS(&sh->claim, &c, c + 1)) continue;
+        spmd__run_task(e->r, (uint32_t)(c & 0xffffffu), w->ptrs);
+        ran++;
+        if ((SPMD__FADD(&sh->done, (uint64_t)1) & 0xffffffu) + 1 == e->ntasks) spmd__wake_group(w->p->m, e->g, e->me);
+    }
+    if (ran) SPMD__FADD(&w->p->m->worker_tasks, ran);
+}
+
+static void *spmd__pool_main(void *arg) {
+    spmd__worker *w = (spmd__worker *)arg;
+    spmd__pool *p = w->p;
+#if defined(__linux__) && defined(SCHED_BATCH)
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    (void)sched_setscheduler(0, SCHED_BATCH, &sp); /* (this thread: Linux's per-thread policy) */
+#endif
+#if defined(__linux__) && defined(CPU_COUNT)
+    { /* the CPUs of the process's main thread, not of the device thread that started the pool (pinned, often) */
+        cpu_set_t cs;
+        if (sched_getaffinity(getpid(), sizeof cs, &cs) == 0) (void)sched_setaffinity(0, sizeof cs, &cs);
+    }
+#endif
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        spmd__pent e;
+        while (p->head == p->tail && !p->stop) pthread_cond_wait(&p->cv, &p->lock);
+        if (p->stop) break;
+        e = p->q[p->head % SPMD__POOL_Q];
+        if (--p->q[p->head % SPMD__POOL_Q].want <= 0) p->head++;
+        if (p->head != p->tail) pthread_cond_signal(&p->cv); /* the next worker, off the caller's path */
+        pthread_mutex_unlock(&p->lock);
+        spmd__pool_run(w, &e);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* The mesh's pool, started now if it is not yet (NULL: none, or no memory or threads for it). */
+SPMD__SETUP static spmd__pool *spmd__pool_get(spmd_mesh *m) {
+    spmd__pool *p = SPMD__LD_ACQ(&m->pool);
+    int i;
+    if (p || !m->nworkers) return p;
+    pthread_mutex_lock(&m->lock);
+    if (!m->pool && m->nworkers && (p = (spmd__pool *)spmd__alloc(&m->alloc, sizeof *p)) != NULL) {
+        memset(p, 0, sizeof *p);
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->cv, NULL);
+        p->m = m;
+        for (i = 0; i < m->nworkers; i++) {
+            spmd__worker *w = &p->w[p->n];
+            w->p = p;
+            w->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->nlocal * sizeof(void *));
+            if (!w->ptrs || pthread_create(&w->th, NULL, spmd__pool_main, w) != 0) {
+                spmd__free(&m->alloc, (void *)w->ptrs);
+                break;
+            }
+            p->n++;
+        }
+        if (!p->n) {
+            pthread_cond_destroy(&p->cv);
+            pthread_mutex_destroy(&p->lock);
+            spmd__free(&m->alloc, p);
+            p = NULL;
+            m->nworkers = 0;
+            spmd__log(m, SPMD_LOG_WARN, -1, "no progress workers (no memory or threads for them): large _start "
+                      "calls progress in their waits");
+        }
+        SPMD__ST_REL(&m->pool, p);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return SPMD__LD_ACQ(&m->pool);
+}
+
+/* r's operation just became runnable in a call its caller leaves: 1 if the
+   workers took it (r then claims what they leave, in its wait). Large
+   operations only (below SPMD__HANDOFF_MIN the wake costs about what the
+   work does); not a fiber's (its carrier runs the others meanwhile). */
+static int spmd__hand_over(spmd_req *r) {
+    spmd__group *g = r->gr->g;
+    spmd__pool *p;
+    spmd__pent *e;
+    r->handed = 1;
+    if (r->dev->fib || r->in_bytes * (size_t)g->G < SPMD__HANDOFF_MIN || !(p = spmd__pool_get(r->dev->mesh)))
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->tail - p->head >= SPMD__POOL_Q) {
+        pthread_mutex_unlock(&p->lock);
+        return 0;
+    }
+    e = &p->q[p->tail++ % SPMD__POOL_Q];
+    e->r = r, e->g = g, e->gseq = r->gseq, e->ntasks = r->ntasks, e->me = r->gr->me;
+    e->want = (int)(r->ntasks < (uint32_t)p->n ? r->ntasks : (uint32_t)p->n);
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->lock);
+    return 1;
+}
+
+/* Stop and join the workers (the mesh's end: no request of it is running). */
+SPMD__SETUP static void spmd__pool_stop(spmd_mesh *m) {
+    spmd__pool *p = m->pool;
+    int i;
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->lock);
+    for (i = 0; i < p->n; i++) {
+        pthread_join(p->w[i].th, NULL);
+        spmd__free(&m->alloc, (void *)p->w[i].ptrs);
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->lock);
+    spmd__free(&m->alloc, p);
+    m->pool = NULL;
+}
 
 // >>point to point
 /* A send is a request linked into its destination's mailbox; the receiver
@@ -7368,6 +7565,7 @@ static spmd_status spmd__block(spmd_req *r) {
     int look = !d->fib || m->vt->polled;
     if (r->fault_die) spmd__fault_die(r, 1); /* >>faults: kind=lose:posted */
     if (!(r->rec & SPMD__REC_LATE)) spmd__rec_wait(r, 0);
+    d->blocking++;
     for (;;) {
         uint64_t now = 0, waited;
         /* the clock costs as much as a short operation: spinning reads it
@@ -7436,6 +7634,7 @@ static spmd_status spmd__block(spmd_req *r) {
             spmd__sleep(d, r, now, left < cap ? left + 1000 : cap, gone);
         }
     }
+    d->blocking--;
     if (d->fib) spmd__fiber_moved(d);
     return r->status;
 }
@@ -10330,6 +10529,7 @@ SPMD__SETUP static void spmd__mesh_free(spmd_mesh *m) {
     spmd_allocator a = m->alloc;
     size_t b;
     int i;
+    spmd__pool_stop(m); /* (first: a worker may still be waking a group's devices) */
     if (m->devs) {
         for (i = 0; i < m->size; i++) {
             spmd_dev *d = m->devs[i];
@@ -10470,6 +10670,8 @@ SPMD__SETUP static void spmd__mesh_settings(spmd_mesh *m, const spmd_mesh_desc *
     m->check = (int)spmd__env_int("SPMD_CHECK", 0, 2, desc->check == SPMD_CHECK_SITES ? 2 : desc->check == SPMD_CHECK_ON,
                                   NULL);
     m->ncpu = spmd__ncpu();
+    m->nworkers = (int)spmd__env_int("SPMD_PROGRESS_WORKERS", 0, SPMD__MAX_WORKERS,
+                                     m->ncpu < 8 ? m->ncpu : 8, NULL);
     m->spin_ns = (uint64_t)spmd__env_int("SPMD_SPIN_US", 0, 10000000, 1000, &set) * 1000u;
     m->spin_os_ns = set ? m->spin_ns : 0u;
     m->yield_ns = (uint64_t)spmd__env_int("SPMD_YIELD_US", 0, 10000000, 200, NULL) * 1000u;
@@ -10632,11 +10834,13 @@ spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out) {
     if (!m || !out) return SPMD_ERR_NULL;
     memset(out, 0, sizeof *out);
     if (m->vt->counters) m->vt->counters((spmd_mesh *)(uintptr_t)m, out, 0);
+    out->worker_tasks = SPMD__LD_ACQ(&m->worker_tasks);
     return SPMD_OK;
 }
 spmd_status spmd_mesh_counters_reset(spmd_mesh *m) {
     if (!m) return SPMD_ERR_NULL;
     if (m->vt->counters) m->vt->counters(m, NULL, 1);
+    SPMD__ST_REL(&m->worker_tasks, (uint64_t)0);
     return SPMD_OK;
 }
 const char *spmd_count_kind_name(int kind) {

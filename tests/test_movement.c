@@ -1170,6 +1170,8 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
             }
             if (kind == K_PSHUF) c->np = G;
             finish_shape(c, mc);
+            if (rot % 3 == 1) /* its _start, the devices away meanwhile: the progress workers' (tl_away) */
+                c->run.async = c->run.cluster = c->run.away = 1, c->run.wstyle = rb(r, 4);
             rot++;
         }
     /* all_gather and all_to_all with the first or the last device ~30 ms
@@ -2275,5 +2277,6 @@ int main(void) {
     free(g_sum);
     printf("test_movement: %ld cases checked in %.2f s\n", g_checked, now_s() - t0);
     fflush(stdout);
+    tl_away_check("test_movement");
     return t_summary();
 }

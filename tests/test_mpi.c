@@ -765,6 +765,8 @@ static void build_large(caselist *L, const meshctx *mc, rng_t *r) {
             size_t cnt = g_quick ? ((size_t)1 << 16) / dsize(dt) + 3 : ((size_t)1 << (G >= 16 ? 17 : 18));
             mcase *c = mk(L, mc, r, kind, v, dt, op, cnt);
             c->algo = al[rot % 3];
+            if (rot % 3 == 1) /* its _start, the devices away meanwhile: the progress workers' (tl_away) */
+                c->run.async = c->run.cluster = c->run.away = 1, c->run.wstyle = rb(r, 4);
             rot++;
         }
 }
@@ -1170,5 +1172,6 @@ int main(void) {
     free(g_exp);
     printf("test_mpi: %ld cases checked in %.2f s\n", g_checked, now_s() - t0);
     fflush(stdout);
+    tl_away_check("test_mpi");
     return t_summary();
 }

@@ -408,6 +408,7 @@ typedef struct tcase {
     int special;    /* floats: NaN, +-inf, +-0 sprinkled in */
     int narrow;     /* values from a small set (ties) */
     int named;      /* async: the op's own _start form (spmd_pmean_start ...), not spmd_allreduce_start */
+    int away;       /* async, on the first case: the devices go away after the starts (tl_away) */
     int bool_p;     /* bool: probability of true, in 1/256 */
     int bool_wide;  /* bool: use nonzero bytes other than 1 */
     spmd_status expect;
@@ -591,6 +592,7 @@ static void dev_main(spmd_dev *d, void *arg) {
         if (c->api == API_ASYNC && c->cluster > 0) {
             int m = c->cluster;
             spmd_req *req[MAXCLUSTER] = {0};
+            uint64_t base = c->away ? tl_worker_tasks(b->mc->m) : 0;
             for (int q = 0; q < m; q++) {
                 tcase *cq = &b->cases[k + q];
                 spmd_status s = call_start(d, cq, &b->mc->var[cq->var], me, &req[q]);
@@ -598,6 +600,7 @@ static void dev_main(spmd_dev *d, void *arg) {
                 if (s != SPMD_OK) note_error(cq, d, me, s, "start");
                 else if (!req[q]) { cq->st[me] = SPMD_ERR_STATE; note_error(cq, d, me, SPMD_ERR_STATE, "start gave no request"); }
             }
+            if (c->away) tl_away(b->mc->m, base);
             if (c->waitstyle == WAIT_ALL) {
                 spmd_status s = spmd_wait_all(req, m);
                 /* the first failure is returned; attribute it to every case */
@@ -1058,6 +1061,9 @@ static void build_named_starts(meshctx *mc, rng_t *r, tcase **arr, int *n, int *
         tcase *c0 = &(*arr)[first];
         c0->cluster = m;
         c0->waitstyle = (int)rbelow(r, 3); /* WAIT_WAIT, WAIT_DONE, WAIT_TEST: in c0->order */
+        for (int j = 0; j < m; j++) /* its devices go away after the starts (tl_away) if a call is handed over */
+            c0->away |= (*arr)[first + j].n * esize((*arr)[first + j].dt) * (size_t)vG(&mc->var[(*arr)[first + j].var]) >=
+                        TL_HANDOFF_BYTES;
         for (int j = 0; j < m; j++) (*arr)[first + j].waitstyle = c0->waitstyle;
         for (int d = 0; d < MAXDEV; d++) {
             int same = 1;
@@ -1151,6 +1157,16 @@ static void run_errors(meshctx *mc, tcase *cases, int ncases, rng_t *r) {
             spmd_mesh_error(mc->m));
 }
 
+/* A long case as an async cluster of one, its devices away after the start
+   (tl_away): the progress workers run it. */
+static void away_case(tcase *c, rng_t *r) {
+    c->api = API_ASYNC;
+    c->cluster = 1;
+    c->away = 1;
+    c->waitstyle = (int)rbelow(r, 4);
+    if (is_arg(c->op)) c->named = 1; /* (their own _start forms; allreduce_start takes the others) */
+}
+
 /* The long cases: all dtypes x {psum, pmax} on two meshes, all ops for f32
    and bf16 on a third; len elements (the 8 and 15 devices of (4,2) and
    (3,1,5): half of g_long_n; on 2 CPUs under load they took 10 and 9 s). */
@@ -1163,6 +1179,7 @@ static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int
                 tcase *c = new_case(arr, n, cap);
                 init_case(c, mc, r, ALL_DTYPES[di], o ? (iscplx(ALL_DTYPES[di]) ? SPMD_OP_PROD : SPMD_OP_MAX) : SPMD_OP_SUM,
                           len, rot & 1, algos[rot % 3]);
+                if (rot % 4 == 1) away_case(c, r);
                 rot++;
             }
     } else {
@@ -1171,6 +1188,7 @@ static void build_long(meshctx *mc, rng_t *r, tcase **arr, int *n, int *cap, int
             for (int oi = 0; oi < NOPS; oi++) {
                 tcase *c = new_case(arr, n, cap);
                 init_case(c, mc, r, dts[di], ALL_OPS[oi], len, rot & 1, algos[rot % 3]);
+                if (rot % 4 == 1) away_case(c, r);
                 rot++;
             }
     }
@@ -1511,5 +1529,6 @@ int main(void) {
     free(g_ref);
     printf("test_reduce: %ld cases checked in %.2f s\n", g_cases_checked, now_s() - t0);
     fflush(stdout);
+    tl_away_check("test_reduce");
     return t_summary();
 }

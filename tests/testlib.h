@@ -784,6 +784,8 @@ typedef struct {
     int wstyle;                         /* an async cluster's first case: TL_W_* */
     int reqnull;                        /* _start given req = NULL */
     int late;                           /* 1 + the device that calls ~30 ms after the others, 0: none */
+    int away;                           /* an async cluster's first case: its devices go away after the
+                                           starts (tl_away) */
     unsigned char order[MAXDEV][MAXCL]; /* per device, the order in which it finishes the cluster's requests */
     spmd_status st[MAXDEV];             /* what each device's call returned */
     int reqset[MAXDEV];                 /* _start refused: was *req left non-NULL? */
@@ -854,6 +856,39 @@ static inline void tl_cluster_start(const tl_batch *b, spmd_dev *d, int me, int 
         }
         if (cq->reqnull) rq[q] = NULL;
     }
+}
+
+/* Away from the library: a device of an async cluster sleeps after its
+   starts (reading only spmd_mesh_counters) until the mesh's progress
+   workers ran a task since base, or 20 ms passed (a call too small to hand
+   over; no workers under fibers: it returns at once), so that the workers
+   run large calls while nobody else can. tl_away_moved counts the times
+   they did: a sweep that went away on threads checks it is not 0. */
+#define TL_HANDOFF_BYTES 262144 /* a call's members' inputs from which the workers take it (the manual's ASYNC) */
+static long tl_away_moved TL_UNUSED, tl_away_tries TL_UNUSED;
+static inline uint64_t tl_worker_tasks(spmd_mesh *m) {
+    spmd_counters c;
+    return spmd_mesh_counters(m, &c) == SPMD_OK ? c.worker_tasks : 0;
+}
+static inline void tl_away(spmd_mesh *m, uint64_t base) {
+    double until = now_s() + 0.02;
+    if (spmd_mesh_scheduler(m) == SPMD_SCHEDULER_FIBERS) return;
+    __atomic_fetch_add(&tl_away_tries, 1, __ATOMIC_RELAXED);
+    while (now_s() < until) {
+        struct timespec ts = {0, 100000};
+        if (tl_worker_tasks(m) > base) {
+            __atomic_fetch_add(&tl_away_moved, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        nanosleep(&ts, NULL);
+    }
+}
+/* The sweep's check of the above (one process: across processes a device
+   may only have been in groups that span them, which no worker runs). */
+static inline void tl_away_check(const char *test) {
+    if (tl_away_tries && tl_env_processes() == 1)
+        T_CHECK(tl_away_moved > 0, "%s: devices went away %ld times after large _start calls on OS threads, and no "
+                "progress worker ran a task meanwhile", test, tl_away_tries);
 }
 
 /* Finishes the m requests rq of the cluster at case k with spmd_test, in
@@ -936,7 +971,9 @@ static inline void tl_batch_dev(spmd_dev *d, void *arg) {
         }
         int m = c->cluster > 0 ? c->cluster : 1;
         spmd_req *rq[MAXCL];
+        uint64_t base = c->away ? tl_worker_tasks(b->mc->m) : 0;
         tl_cluster_start(b, d, me, k, m, tmo, rq);
+        if (c->away) tl_away(b->mc->m, base);
         tl_cluster_finish(b, d, me, k, m, rq);
         k += m;
     }
