@@ -289,10 +289,14 @@
      When the _start (or a spmd_test) that makes a large call runnable
      leaves nobody to run it (its members' inputs 256 KiB or more, a group
      within the process, OS threads), the mesh's progress workers run it
-     while the callers compute or sleep (SPMD_PROGRESS_WORKERS, default one
-     per CPU up to 8, 0: none; spmd_counters.worker_tasks counts their
-     tasks). They never preempt the thread that woke them (SCHED_BATCH on
-     Linux) and use the CPUs of the process's main thread.
+     while the callers compute or sleep; across processes (libfabric) a
+     worker polls the transport and progresses the requests of a device
+     whose caller left a _start or spmd_test, until its next call
+     (SPMD_PROGRESS_WORKERS, default one per CPU up to 8, 0: none;
+     spmd_counters.worker_tasks and worker_requests count what they did).
+     They never preempt the thread that woke them (SCHED_BATCH on Linux),
+     use the CPUs of the process's main thread, and call desc.log_fn when
+     a request they progress fails. Fibers keep theirs to their carriers.
      At most desc.max_inflight (default 16) requests per group are posted
      at once, the rest as earlier ones finish. A request never finished is
      reported: returning from a device function with one breaks the mesh
@@ -895,6 +899,7 @@ typedef struct spmd_counters {
     spmd_count kind[SPMD_COUNT_KINDS];
     uint64_t worker_tasks; /* tasks of large calls that progress workers ran while their callers were away
                               (either backend: groups within this process; ASYNC in the manual) */
+    uint64_t worker_requests; /* requests a progress worker finished while their callers were away (libfabric) */
 } spmd_counters;
 SPMD_API SPMD_MUST spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out);
 SPMD_API SPMD_MUST spmd_status spmd_mesh_counters_reset(spmd_mesh *m);
@@ -1499,6 +1504,7 @@ SPMD_API SPMD_MUST spmd_status spmd_reshard(spmd_dev *d, const spmd_array *block
 #if defined(__linux__)
 #define SPMD__HAS_FUTEX 1
 #include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #else
 #define SPMD__HAS_FUTEX 0
@@ -1971,6 +1977,7 @@ struct spmd_req {
         int xearly;        /* all_gather/all_to_all: its own chunk into its output early, SPMD__XE_* (spmd__x_early) */
         size_t xeoff;      /* how much of it is there */
         int xrefused;      /* quick exchange: member + 1 whose header said it refused */
+        int xdefer;        /* a _start's: its first progress only posts (spmd__fab_x_start) */
         spmd_status xrefused_st; /* ... and its status */
     } lf;
 #endif
@@ -2048,6 +2055,9 @@ struct spmd_dev {
     struct spmd__fiber *fib; /* its fiber during a run under fibers, else NULL */
     uint32_t returned;     /* its function returned in this spmd_run */
     int blocking;          /* inside a wait (spmd__block): it runs its requests' tasks itself */
+    uint32_t away;         /* >>progress workers: 0 in the device's hands, 1 offered to the workers (its caller
+                              is away), 2 a worker progressing its requests */
+    int listed;            /* in its pool's list of offered devices (under the pool's lock) */
     spmd_status unhandled; /* the failure of the device's last call, until it makes another (spmd_run) */
     uint64_t unhandled_at; /* its place in the mesh's nfail */
     /* (the fields above are what a call touches: the scheduler warms them
@@ -2181,6 +2191,7 @@ struct spmd_mesh {
     int nworkers;          /* >>progress workers: SPMD_PROGRESS_WORKERS (0: none) */
     struct spmd__pool *pool; /* and the pool, from the first handoff */
     uint64_t worker_tasks; /* tasks its workers ran (spmd_counters.worker_tasks) */
+    uint64_t worker_requests; /* and requests they finished (spmd_counters.worker_requests) */
 };
 
 // >>logging and errors
@@ -4813,6 +4824,7 @@ static void spmd__slot_watch(spmd_req *r, int k);
 static size_t spmd__unit_len(const spmd_req *r);
 static void spmd__eager(spmd_req *r, int local);
 static spmd_status spmd__block(spmd_req *r);            /* >>waiting */
+static void spmd__offer(spmd_dev *d);                    /* >>progress workers */
 static void spmd__watch(spmd_req *r);
 #define SPMD__AUX_ROOT0 0x9e3779b97f4a7c15u /* a signature's aux word for root 0 (times root + 1) */
 /* Requests in flight are linked in start order (progress walks the list). */
@@ -4892,7 +4904,26 @@ static void spmd__req_release(spmd_req *r) {
     d->free_reqs = r;
 }
 
+/* The device is back in the library: requests it offered to the progress
+   workers (>>progress workers, spmd__offer) are its own again, once a
+   worker that is progressing them lets go. Every entry that touches a
+   device's requests or state comes here first. */
+static void spmd__back_slow(spmd_dev *d) {
+    uint32_t one = 1;
+    unsigned spins = 0;
+    while (!SPMD__CAS(&d->away, &one, 0u)) {
+        if (one == 0) return;
+        one = 1;
+        if (++spins < 64) spmd__pause();
+        else sched_yield();
+    }
+}
+static void spmd__back(const spmd_dev *d) {
+    if (d && SPMD__LD_ACQ(&d->away)) spmd__back_slow((spmd_dev *)(uintptr_t)d);
+}
+
 static spmd_status spmd__check_dev(spmd_dev *d) {
+    spmd__back(d);
     if (!d) return SPMD_ERR_NULL;
     if (d->lost) return spmd__fault_lost(d); /* >>faults: kind=lose */
     if (d->mesh->vt->news) d->mesh->vt->news(d->mesh); /* a break another process announced */
@@ -5711,6 +5742,7 @@ static spmd_status spmd__refuse_early(spmd_dev *d, int kind, const char *name, c
     spmd__gref *gr;
     spmd_status t;
     if (!d) return SPMD_ERR_NULL;
+    spmd__back(d);
     d->unhandled = SPMD_OK;
     memset(&c, 0, sizeof c);
     c.kind = kind;
@@ -5738,6 +5770,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     spmd_algo algo;
     if (out) *out = NULL;
     if (!d) return SPMD_ERR_NULL;
+    spmd__back(d);
     d->unhandled = SPMD_OK; /* (as spmd__check_dev: an axes error is reported before the mesh's state) */
     if ((s = spmd__coll_group(d, c->name, axes, o, &gr)) != SPMD_OK) return s;
     m = d->mesh;
@@ -5787,6 +5820,7 @@ static spmd_status spmd__coll_start(spmd_dev *d, spmd__call *c, const char *axes
     }
     if (out && !r->refusing) {
         *out = r;
+        spmd__offer(d);
         return SPMD_OK;
     }
     if (r->state != SPMD__R_DONE) spmd__watch(r); /* (a stand-in: blocking, whatever the form) */
@@ -5884,6 +5918,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_status s;
     size_t most;
     if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
+    spmd__back(d);
     m = d->mesh;
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken) || (o && (o->groups || o->group_size))) return -1;
     algo = o && o->algo ? o->algo : m->forced_algo;
@@ -6932,8 +6967,8 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
                                                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 // >>progress workers
-/* Threads that run a large call's work while its callers are away. A
-   split operation (>>thread backend) is cut into tasks that its members
+/* Threads that move a call on while its callers are away, two ways.
+   (1) A split operation (>>thread backend) is cut into tasks that its members
    claim; when the call that makes it runnable is a _start or a spmd_test,
    its caller is about to leave (to compute, or to wait on something else)
    and nobody may claim the tasks until a wait: the operation would wait
@@ -6948,14 +6983,29 @@ static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, s
    member's request alive (a running split operation cannot be abandoned:
    spmd__may_abandon). The members' waits claim what is left beside the
    workers and finish as before, once every task is done; deadlines, breaks,
-   check mode and the recorder are theirs, unchanged. On Linux the workers
-   are SCHED_BATCH: a woken one never preempts the thread that woke it (it
-   takes an idle CPU, or its fair share at the next tick), so a _start
-   returns at once, and when the callers compute on every CPU the work is
-   shared out as if it ran later. The pool (SPMD_PROGRESS_WORKERS workers,
-   default one per CPU up to 8; 0: none) starts at the mesh's first handoff
-   and stops with the mesh; spmd_counters.worker_tasks counts their tasks. */
+   check mode and the recorder are theirs, unchanged.
+   (2) On a polled transport (libfabric: nothing rings a device when a
+   message comes) a request moves only when someone progresses it. A call
+   that returns to a caller who leaves with requests in flight (a _start, a
+   spmd_test that found its request unfinished) offers its device
+   (spmd__offer): one worker polls the offered devices, and while it holds
+   one (d->away 2) it progresses its requests exactly as the device's own
+   wait would, the device being out of the library; every entry that
+   touches a device takes it back first (spmd__back, >>requests), waiting
+   out a worker's turn. The poller polls again at once while the transport
+   moves data, else naps 20 us, and after ~2 ms of nothing up to 1 ms.
+   Deadlines, breaks and reports stay with the device's wait.
+   On Linux the workers are SCHED_BATCH: a woken one never preempts the
+   thread that woke it (it takes an idle CPU, or its fair share at the next
+   tick), so a _start returns at once, and when the callers compute on
+   every CPU the work is shared out as if it ran later; they run on the
+   CPUs of the process's main thread. The pool (SPMD_PROGRESS_WORKERS
+   workers, default one per CPU up to 8; 0: none) starts at the mesh's
+   first handoff or offer and stops with the mesh; spmd_counters counts
+   the tasks they ran (worker_tasks) and the requests they finished
+   (worker_requests). */
 #define SPMD__POOL_Q 64 /* queued operations (a full queue: the members run theirs) */
+static void spmd__progress_all(spmd_dev *d); /* >>waiting */
 typedef struct spmd__pent {
     const spmd_req *r;  /* read only while a task of it is claimed and undone */
     spmd__group *g;
@@ -6978,6 +7028,8 @@ typedef struct spmd__pool {
     unsigned head, tail;
     int stop, n;
     spmd_mesh *m;
+    spmd_dev **off;     /* the process's devices offered (spmd__offer), noff of them */
+    int noff, poller;   /* poller: a worker is polling them */
     spmd__worker w[SPMD__MAX_WORKERS];
 } spmd__pool;
 
@@ -6996,6 +7048,48 @@ static void spmd__pool_run(spmd__worker *w, const spmd__pent *e) {
     if (ran) SPMD__FADD(&w->p->m->worker_tasks, ran);
 }
 
+static int spmd__unfinished(const spmd_dev *d) {
+    const spmd_req *q;
+    int n = 0;
+    for (q = d->head; q; q = q->next) n += q->state != SPMD__R_DONE;
+    return n;
+}
+
+static void spmd__nap(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
+}
+
+/* One round over the offered devices (the pool's lock held, and given up
+   around each device): a device still offered is the worker's while it
+   progresses its requests; it stays offered while one is unfinished (and
+   the mesh unbroken), and leaves the list once it is the device's again.
+   1 if the transport moved data meanwhile (poll again at once). */
+static int spmd__pool_poll(spmd__pool *p) {
+    spmd_mesh *m = p->m;
+    uint64_t before = m->vt->moved ? m->vt->moved(m) : 0;
+    int i = 0;
+    while (i < p->noff) {
+        spmd_dev *d = p->off[i];
+        uint32_t one = 1;
+        pthread_mutex_unlock(&p->lock);
+        if (SPMD__CAS(&d->away, &one, 2u)) {
+            int had = spmd__unfinished(d), left;
+            spmd__progress_all(d);
+            if ((left = spmd__unfinished(d)) < had) SPMD__FADD(&m->worker_requests, (uint64_t)(had - left));
+            SPMD__ST_REL(&d->away, left && !SPMD__LD_ACQ(&m->broken) ? 1u : 0u);
+        }
+        pthread_mutex_lock(&p->lock);
+        if (SPMD__LD_ACQ(&d->away)) { /* (offered again, perhaps, since: spmd__offer stores under the lock) */
+            i++;
+        } else {
+            d->listed = 0;
+            p->off[i] = p->off[--p->noff];
+        }
+    }
+    return m->vt->moved && m->vt->moved(m) != before;
+}
+
 static void *spmd__pool_main(void *arg) {
     spmd__worker *w = (spmd__worker *)arg;
     spmd__pool *p = w->p;
@@ -7010,11 +7104,36 @@ static void *spmd__pool_main(void *arg) {
         if (sched_getaffinity(getpid(), sizeof cs, &cs) == 0) (void)sched_setaffinity(0, sizeof cs, &cs);
     }
 #endif
+    uint64_t nap = 0, still = 0; /* still: since when the polls move nothing (0: they did) */
+#if defined(__linux__) && defined(PR_SET_TIMERSLACK)
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); /* (its naps between polls: 1 us late, not 50) */
+#endif
     pthread_mutex_lock(&p->lock);
     for (;;) {
         spmd__pent e;
-        while (p->head == p->tail && !p->stop) pthread_cond_wait(&p->cv, &p->lock);
+        while (!p->stop && p->head == p->tail && (!p->noff || p->poller)) pthread_cond_wait(&p->cv, &p->lock);
         if (p->stop) break;
+        if (p->head == p->tail) { /* offered devices: one worker polls them, napping while nothing moves */
+            int moved;
+            p->poller = 1;
+            moved = spmd__pool_poll(p);
+            p->poller = 0;
+            /* as a wait: spin while something moved in the last 100 us (a
+               peer's answer comes within a few), then naps of 20 us up to
+               2 ms, then longer ones, up to 1 ms */
+            pthread_mutex_unlock(&p->lock);
+            if (moved || !still) {
+                still = moved ? 0 : spmd__now_ns();
+                nap = 0;
+            } else if (spmd__now_ns() - still < 100000u) {
+                sched_yield();
+            } else {
+                nap = spmd__now_ns() - still < 2000000u ? 20000u : nap < 1000000u ? nap * 2 : nap;
+                spmd__nap(nap);
+            }
+            pthread_mutex_lock(&p->lock);
+            continue;
+        }
         e = p->q[p->head % SPMD__POOL_Q];
         if (--p->q[p->head % SPMD__POOL_Q].want <= 0) p->head++;
         if (p->head != p->tail) pthread_cond_signal(&p->cv); /* the next worker, off the caller's path */
@@ -7037,7 +7156,8 @@ SPMD__SETUP static spmd__pool *spmd__pool_get(spmd_mesh *m) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cv, NULL);
         p->m = m;
-        for (i = 0; i < m->nworkers; i++) {
+        p->off = (spmd_dev **)spmd__alloc(&m->alloc, (size_t)m->nlocal * sizeof *p->off);
+        for (i = 0; p->off && i < m->nworkers; i++) {
             spmd__worker *w = &p->w[p->n];
             w->p = p;
             w->ptrs = (const void **)spmd__alloc(&m->alloc, 3 * (size_t)m->nlocal * sizeof(void *));
@@ -7048,6 +7168,7 @@ SPMD__SETUP static spmd__pool *spmd__pool_get(spmd_mesh *m) {
             p->n++;
         }
         if (!p->n) {
+            spmd__free(&m->alloc, p->off);
             pthread_cond_destroy(&p->cv);
             pthread_mutex_destroy(&p->lock);
             spmd__free(&m->alloc, p);
@@ -7086,6 +7207,25 @@ static int spmd__hand_over(spmd_req *r) {
     return 1;
 }
 
+/* A call returns to a caller who leaves (a _start, or a spmd_test that
+   found its request unfinished) with requests in flight on a transport
+   that is polled (nothing rings a device when a message comes, so they
+   would wait for its next call): the device is offered to the workers,
+   one of whom progresses its requests until they are done or the device
+   is back (spmd__back, at every entry). Not a fiber's. */
+static void spmd__offer(spmd_dev *d) {
+    spmd__pool *p;
+    if (!d->mesh->vt->polled || d->fib || !d->inflight || !(p = spmd__pool_get(d->mesh))) return;
+    pthread_mutex_lock(&p->lock);
+    SPMD__ST_REL(&d->away, 1u);
+    if (!d->listed) {
+        d->listed = 1;
+        p->off[p->noff++] = d;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* Stop and join the workers (the mesh's end: no request of it is running). */
 SPMD__SETUP static void spmd__pool_stop(spmd_mesh *m) {
     spmd__pool *p = m->pool;
@@ -7099,6 +7239,7 @@ SPMD__SETUP static void spmd__pool_stop(spmd_mesh *m) {
         pthread_join(p->w[i].th, NULL);
         spmd__free(&m->alloc, (void *)p->w[i].ptrs);
     }
+    spmd__free(&m->alloc, p->off);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->lock);
     spmd__free(&m->alloc, p);
@@ -10825,6 +10966,7 @@ size_t spmd_report(spmd_mesh *m, int device, char *buf, size_t len) {
 }
 void spmd_set_site(spmd_dev *d, const char *file, int line) {
     if (!d) return;
+    spmd__back(d);
     d->site_file = file;
     d->site_line = line;
 }
@@ -10835,12 +10977,14 @@ spmd_status spmd_mesh_counters(const spmd_mesh *m, spmd_counters *out) {
     memset(out, 0, sizeof *out);
     if (m->vt->counters) m->vt->counters((spmd_mesh *)(uintptr_t)m, out, 0);
     out->worker_tasks = SPMD__LD_ACQ(&m->worker_tasks);
+    out->worker_requests = SPMD__LD_ACQ(&m->worker_requests);
     return SPMD_OK;
 }
 spmd_status spmd_mesh_counters_reset(spmd_mesh *m) {
     if (!m) return SPMD_ERR_NULL;
     if (m->vt->counters) m->vt->counters(m, NULL, 1);
     SPMD__ST_REL(&m->worker_tasks, (uint64_t)0);
+    SPMD__ST_REL(&m->worker_requests, (uint64_t)0);
     return SPMD_OK;
 }
 const char *spmd_count_kind_name(int kind) {
@@ -10897,6 +11041,7 @@ spmd_status spmd_detach(spmd_dev *d) {
     spmd_status s = SPMD_OK;
     if (!d) return SPMD_ERR_NULL;
     if (!SPMD__LD_ACQ(&d->attached)) return SPMD_ERR_STATE;
+    spmd__back(d);
     if (d->inflight) {
         char what[160] = "?";
         if (d->head) spmd__req_what(d->head, what, sizeof what);
@@ -10924,6 +11069,7 @@ static void spmd__run_returned(spmd_dev *d) {
     spmd__group *g;
     size_t b;
     int k;
+    spmd__back(d);
     SPMD__ST_SC(&d->returned, 1u);
     SPMD__FADD(&m->nreturned, 1u);
     pthread_mutex_lock(&m->lock);
@@ -11072,7 +11218,10 @@ int spmd_device_coords(const spmd_dev *d, int coords[SPMD_MAX_AXES]) {
     memcpy(coords, d->coords, (size_t)d->mesh->ndim * sizeof(int));
     return d->mesh->ndim;
 }
-const char *spmd_last_error(const spmd_dev *d) { return d ? d->err : ""; }
+const char *spmd_last_error(const spmd_dev *d) {
+    spmd__back(d);
+    return d ? d->err : "";
+}
 
 static int spmd__axis_query(spmd_dev *d, const char *axes, int want_index) {
     int ax[SPMD_MAX_AXES], n;
@@ -11569,6 +11718,7 @@ static spmd_status spmd__p2p_start(spmd_dev *d, int kind, const void *sbuf, void
     else d->mesh->vt->progress(r);
     if (out) {
         *out = r;
+        spmd__offer(d);
         return SPMD_OK;
     }
     s = spmd__block(r);
@@ -11621,6 +11771,7 @@ SPMD__REDUCE_START(spmd_pargmin_start, SPMD_OP_ARGMIN, int32_t)
 spmd_status spmd_wait(spmd_req *r) {
     spmd_status s = spmd__req_check(r);
     if (s != SPMD_OK) return s;
+    spmd__back(r->dev);
     s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
     spmd__req_release(r);
     return s;
@@ -11632,10 +11783,12 @@ spmd_status spmd_test(spmd_req *r, int *done) {
     if (done) *done = 0;
     if (s != SPMD_OK) return s;
     if (!done) return SPMD_ERR_NULL;
+    spmd__back(r->dev);
     if (r->state != SPMD__R_DONE && !spmd__poll(r, spmd__now_ns()) && SPMD__LD_ACQ(&r->dev->mesh->nreturned))
         spmd__gone_or_broken(r);
     if (r->state != SPMD__R_DONE) {
         if (r->dev->fib) spmd__fiber_yield(r->dev); /* a poll loop must let the others run */
+        spmd__offer(r->dev);
         return SPMD_OK;
     }
     s = r->status;
@@ -18630,6 +18783,10 @@ static void spmd__x_progress(spmd_req *r) {
         if (st == SPMD_ERR_BUSY) { spmd__fab_progress(m->lf.fab); return; } /* too many in flight: later */
         if (st != SPMD_OK) { spmd__x_fail(r, st); return; }
         r->state = SPMD__R_ARRIVE;
+        if (r->lf.xdefer) { /* (spmd__fab_x_start) */
+            r->lf.xdefer = 0;
+            return;
+        }
     }
     spmd__fab_progress(m->lf.fab);
     if ((m->lf.fab->cts || r->lf.xwait) && (st = spmd__x_sends(r)) != SPMD_OK) {
@@ -20036,6 +20193,9 @@ static void spmd__fab_x_start(spmd_req *r, spmd_algo algo, int blocking) {
     }
     r->sig.algo = p->algo;
     r->lf.xq = blocking && spmd__xq_ready(r); /* blocking, small: the quick exchange */
+    /* a _start whose caller leaves, with progress workers to go on: its
+       post only posts (spmd__x_progress), the rest is theirs */
+    r->lf.xdefer = !blocking && r->dev->mesh->nworkers && !r->dev->fib;
 }
 static void spmd__fab_heard_all(spmd_mesh *m) {
     if (!m->lf.fab) return;

@@ -38,7 +38,9 @@
    a process's own pid does not stop its transport from opening (mode
    stale). Complex64, complex128 and fp8 reductions give the same bytes
    across processes as on threads and as fibers (mode bits, 2 processes
-   over shm, 3 over tcp). */
+   over shm, 3 over tcp). Issue 41's progress workers finish a psum while
+   every caller is away, and end a mismatched one; a deadline while away
+   still counts from the wait (mode away, 2 processes over shm, 3 over tcp). */
 #define SPMDCOLL_IMPLEMENTATION
 #ifndef SPMDCOLL_LIBFABRIC
 #define SPMDCOLL_LIBFABRIC
@@ -1658,6 +1660,100 @@ static int child_bits(void) {
     return bad || !nan4 || !inf5 || local == 0;
 }
 
+/* mode "away" (under spmdrun, one device a process): issue 41's progress
+   workers across processes. Each process starts a psum of 1 Mi f64
+   (integer values: the plain sum is exact in any order) and stays out of
+   the library (sleeping, reading only spmd_mesh_counters) until a worker
+   finished the request (worker_requests moved; 10 s at most), then waits:
+   SPMD_OK and the sum. Then, each on a mesh of its own, a mismatch while
+   away (process 0 starts the psum with one element more: every wait
+   SPMD_ERR_MISMATCH) and a deadline while away
+   (process 0 starts a barrier the others never join, stays away 3x its
+   200 ms deadline, then waits: SPMD_ERR_TIMEOUT, no sooner than the
+   deadline after that wait began; the others stay alive meanwhile). */
+typedef struct away_arg {
+    int mode, P;           /* 0: the psum, 1: a mismatch, 2: a deadline */
+    spmd_mesh *m;
+    spmd_status st;
+    int moved, wrong;
+    double waited;         /* ms inside spmd_wait */
+    char msg[600];
+} away_arg;
+#define AWAY_N ((size_t)1 << 20)
+static double away_x(int p, size_t i) { return (double)((i * 2654435761u + (size_t)p * 97u) % 1999) - 999; }
+static uint64_t away_done(spmd_mesh *m) {
+    spmd_counters c;
+    return spmd_mesh_counters(m, &c) == SPMD_OK ? c.worker_requests : 0;
+}
+static void away_device(spmd_dev *d, void *arg) {
+    away_arg *a = (away_arg *)arg;
+    int p = spmd_device_id(d);
+    double *x = malloc(AWAY_N * sizeof *x), *y = malloc(AWAY_N * sizeof *y), until, t0;
+    uint64_t base = away_done(a->m);
+    spmd_req *r = NULL;
+    for (size_t i = 0; i < AWAY_N; i++) x[i] = away_x(p, i);
+    if (a->mode == 2 && p != 0) { /* never joins: alive until process 0's deadline passed */
+        struct timespec ts = {1, 500000000};
+        nanosleep(&ts, NULL);
+        free(x), free(y);
+        return;
+    }
+    a->st = a->mode == 2 ? spmd_barrier_start(d, "x", NULL, &r)
+                         : spmd_psum_start(d, x, y, AWAY_N + (a->mode == 1 && p == 0), SPMD_F64, "x", NULL, &r);
+    until = p_now() + (a->mode == 2 ? 0.6 : 10);
+    while (p_now() < until && !(a->moved = away_done(a->m) > base)) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    t0 = p_now();
+    if (r) a->st = spmd_wait(r);
+    a->waited = (p_now() - t0) * 1e3;
+    snprintf(a->msg, sizeof a->msg, "%s", spmd_last_error(d));
+    for (size_t i = 0; a->mode == 0 && a->st == SPMD_OK && i < AWAY_N && !a->wrong; i++) {
+        double want = 0;
+        for (int q = 0; q < a->P; q++) want += away_x(q, i);
+        if (y[i] != want) a->wrong = (int)i + 1;
+    }
+    free(x), free(y);
+}
+static int child_away(void) {
+    static const char *const what[3] = {"psum", "mismatch", "deadline"};
+    int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), bad = 0;
+    int me = atoi(getenv("SPMD_PROCESS_ID") ? getenv("SPMD_PROCESS_ID") : "0");
+    for (int mode = 0; mode < 3; mode++) {
+        spmd_mesh_desc desc;
+        away_arg a;
+        memset(&a, 0, sizeof a);
+        a.mode = mode, a.P = P;
+        desc_1d(&desc, P);
+        if (mode == 2) desc.timeout_ms = 200;
+        if (spmd_mesh_create(&desc, &a.m) != SPMD_OK) {
+            printf("FAILED: away %s: mesh\n", what[mode]);
+            return 1;
+        }
+        (void)spmd_run(a.m, away_device, &a);
+        if (mode == 0 && (!a.moved || a.st != SPMD_OK || a.wrong)) {
+            printf("FAILED: away psum: process %d: a worker finished it while away %d, %s, element %d: %s\n", me,
+                   a.moved, spmd_status_name(a.st), a.wrong - 1, a.msg);
+            bad = 1;
+        }
+        if (mode == 1 && a.st != SPMD_ERR_MISMATCH) { /* (the worker of the process that finds it ends its
+                                                         request; the others hear of the break in their wait) */
+            printf("FAILED: away mismatch: process %d: %s: %s\n", me, spmd_status_name(a.st), a.msg);
+            bad = 1;
+        }
+        if (mode == 2 && me == 0 && (a.st != SPMD_ERR_TIMEOUT || a.waited < 190 || a.waited > 200 + 1000)) {
+            printf("FAILED: away deadline: %s after %.0f ms in spmd_wait (deadline 200 ms from its start): %s\n",
+                   spmd_status_name(a.st), a.waited, a.msg);
+            bad = 1;
+        }
+        spmd_mesh_destroy(a.m);
+    }
+    printf("%s: away: psum, mismatch and deadline while every caller was away (process %d of %d)\n",
+           bad ? "FAILED" : "ok", me, P);
+    return bad;
+}
+
 static int child_counters(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps, tree;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
@@ -2084,6 +2180,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "many") == 0) return child_many();
         if (strcmp(argv[2], "counters") == 0) return child_counters();
         if (strcmp(argv[2], "bits") == 0) return child_bits();
+        if (strcmp(argv[2], "away") == 0) return child_away();
         if (strcmp(argv[2], "hosts") == 0) return child_hosts();
         if (strcmp(argv[2], "pmix") == 0) return child_pmix();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
@@ -2125,6 +2222,8 @@ int main(int argc, char **argv) {
     run_mode("fabric-many-tcp-3", 3, "--provider tcp", "many", "SPMD_SHM_LANE=0");
     run_mode("fabric-bits-shm-2", 2, "--provider shm", "bits", "");
     run_mode("fabric-bits-tcp-3", 3, "--provider tcp", "bits", "SPMD_SHM_LANE=0");
+    run_mode("fabric-away-shm-2", 2, "--provider shm", "away", "");
+    run_mode("fabric-away-tcp-3", 3, "--provider tcp", "away", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-2", 2, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
     run_mode("fabric-counters-tcp-4", 4, "--provider tcp", "counters", "SPMD_SHM_LANE=0 SPMD_FABRIC_SEGMENT=131072");
     run_mode("fabric-counters-tcp-16", 16, "--provider tcp", "counters", "SPMD_SHM_LANE=0");
