@@ -15945,7 +15945,15 @@ static spmd_status spmd__fab_progress_locked(spmd__fab *f) {
             if (!sg) continue;
             if (e.err < 0) e.err = -e.err; /* shm (1.17) reports some errors negated, e.g. -FI_ETRUNC */
             if (e.err == FI_ECANCELED) {
-                spmd__fab_seg_done(f, sg, 0, SPMD_ERR_STATE, "cancelled");
+                /* ours (spmd__fab_cancel) failed the op first: this hands the buffer back; the
+                   provider's own (rxm over tcp tears a connection down when its peer dies, maybe
+                   before the bootstrap tells) is the peer's loss */
+                if (sg->op->status == SPMD_OK) {
+                    snprintf(pbuf, sizeof pbuf, "process %d lost (the provider cancelled the transfer)", sg->op->peer);
+                    spmd__fab_seg_done(f, sg, 0, SPMD_ERR_PEER_LOST, pbuf);
+                } else {
+                    spmd__fab_seg_done(f, sg, 0, SPMD_ERR_STATE, "cancelled");
+                }
                 continue;
             }
             ptxt = fi_cq_strerror(f->cq, e.prov_errno, e.err_data, pbuf, sizeof pbuf);

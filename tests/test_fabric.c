@@ -1754,6 +1754,43 @@ static int child_away(void) {
     return bad;
 }
 
+/* mode "killaway" (test_killaway spawns it): process 1 starts a psum of
+   32 MiB and dies (SIGKILL) 1 ms later, mid-transfer; process 0 starts it
+   and stays away 300 ms while its worker progresses it, then waits:
+   SPMD_ERR_PEER_LOST naming process 1, within the 10 s its peer-loss
+   detection takes at most. */
+static void killaway_device(spmd_dev *d, void *arg) {
+    away_arg *a = (away_arg *)arg;
+    double *x = calloc(4 * AWAY_N, sizeof *x), *y = calloc(4 * AWAY_N, sizeof *y), t0;
+    struct timespec ts = {0, spmd_device_id(d) ? 1000000 : 300000000};
+    spmd_req *r = NULL;
+    a->st = spmd_psum_start(d, x, y, 4 * AWAY_N, SPMD_F64, "x", NULL, &r);
+    nanosleep(&ts, NULL);
+    if (spmd_device_id(d) == 1) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    t0 = p_now();
+    if (r) a->st = spmd_wait(r);
+    a->waited = (p_now() - t0) * 1e3;
+    snprintf(a->msg, sizeof a->msg, "%s", spmd_last_error(d));
+    free(x), free(y);
+}
+static int child_killaway(void) {
+    spmd_mesh_desc desc;
+    away_arg a;
+    memset(&a, 0, sizeof a);
+    desc_1d(&desc, 2);
+    if (spmd_mesh_create(&desc, &a.m) != SPMD_OK) {
+        printf("FAILED: killaway: mesh\n");
+        return 1;
+    }
+    (void)spmd_run(a.m, killaway_device, &a);
+    printf("SURVIVOR %s after %.0f ms in spmd_wait: %s\n", spmd_status_name(a.st), a.waited, a.msg);
+    spmd_mesh_destroy(a.m);
+    return !(a.st == SPMD_ERR_PEER_LOST && a.waited < 10000 && strstr(a.msg, "process 1"));
+}
+
 static int child_counters(void) {
     int P = atoi(getenv("SPMD_NUM_PROCESSES") ? getenv("SPMD_NUM_PROCESSES") : "1"), me, bad = 0, lg = 0, want, op, steps, tree;
     int link = getenv("COUNTERS_LINK") && strcmp(getenv("COUNTERS_LINK"), "lane") == 0 ? SPMD_LINK_LANE : SPMD_LINK_NETWORK;
@@ -2029,6 +2066,36 @@ static void test_kill(int victim, const char *prov) {
     if (survivor_rc != 0) p_show(victim ? tag0 : tag1, "err");
 }
 
+/* Issue 41: a process dies while its peer's psum is progressed by the
+   peer's worker, the peer away (mode killaway): over tcp, and over shm
+   with the lane (the default). Not over shm with SPMD_SHM_LANE=0: a
+   process killed inside libfabric 1.17's shm provider can leave its
+   region's lock held, and a send to it then spins in the provider
+   (docs/processes.md, "Known limits"). */
+static void test_killaway(const char *prov, const char *lane) {
+    char coord[64], provenv[64], laneenv[64], tag0[64], tag1[64];
+    const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=ka", provenv, laneenv, NULL};
+    const char *e1[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=1", coord, "SPMD_JOB_KEY=ka", provenv, laneenv, NULL};
+    pid_t p0, p1;
+    int rc0, rc1;
+    snprintf(coord, sizeof coord, "SPMD_COORDINATOR=127.0.0.1:%d", p_free_port());
+    snprintf(provenv, sizeof provenv, "SPMD_PROVIDER=%s", prov);
+    snprintf(laneenv, sizeof laneenv, "SPMD_SHM_LANE=%s", lane);
+    snprintf(tag0, sizeof tag0, "fabric-killaway-%s-%s-p0", prov, lane);
+    snprintf(tag1, sizeof tag1, "fabric-killaway-%s-%s-p1", prov, lane);
+    p0 = p_spawn(tag0, "killaway", e0);
+    p1 = p_spawn(tag1, "killaway", e1);
+    rc0 = p_exit_code(p_wait(p0, 60));
+    rc1 = p_exit_code(p_wait(p1, 60));
+    if (rc0 == 77) {
+        T_SKIP("killaway with %s: provider not available", prov);
+        return;
+    }
+    T_CHECK(rc1 == 128 + SIGKILL, "killaway %s lane %s: the victim ended with %d", prov, lane, rc1);
+    T_CHECK(rc0 == 0, "killaway %s lane %s: the survivor: exit %d: %s", prov, lane, rc0, p_read(tag0, "out"));
+    if (rc0 != 0) p_show(tag0, "err");
+}
+
 static void test_lanekill(void) {
     char coord[64];
     const char *e0[] = {"SPMD_NUM_PROCESSES=2", "SPMD_PROCESS_ID=0", coord, "SPMD_JOB_KEY=kl", "SPMD_PROVIDER=tcp",
@@ -2181,6 +2248,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[2], "counters") == 0) return child_counters();
         if (strcmp(argv[2], "bits") == 0) return child_bits();
         if (strcmp(argv[2], "away") == 0) return child_away();
+        if (strcmp(argv[2], "killaway") == 0) return child_killaway();
         if (strcmp(argv[2], "hosts") == 0) return child_hosts();
         if (strcmp(argv[2], "pmix") == 0) return child_pmix();
         if (strcmp(argv[2], "shmkill") == 0) return child_shmkill();
@@ -2232,6 +2300,8 @@ int main(int argc, char **argv) {
     run_mode("fabric-hosts-tcp-8", 8, "--provider tcp", "hosts", "HOSTS=4");
     test_lanekill();
     test_shmkill();
+    test_killaway("tcp", "0");
+    test_killaway("shm", "1");
     T_CHECK(stale_segments() == 0, "segments of dead processes left in /dev/shm");
     return t_summary();
 }
