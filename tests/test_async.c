@@ -63,12 +63,6 @@ static spmd_mesh *mesh_1d(int n, int64_t timeout_ms, const char *faults) {
     return s == SPMD_OK ? m : NULL;
 }
 
-static uint64_t worker_tasks(spmd_mesh *m) {
-    spmd_counters c;
-    if (spmd_mesh_counters(m, &c) != SPMD_OK) return 0;
-    return c.worker_tasks;
-}
-
 static void nap_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     nanosleep(&ts, NULL);
@@ -92,15 +86,6 @@ typedef struct {
 } job;
 enum { MODE_AWAY, MODE_NOW, MODE_DEADLINE, MODE_LOSS, MODE_MISMATCH };
 
-/* Out of the library until the workers ran a task since base (or us microseconds passed). */
-static int away(spmd_mesh *m, uint64_t base, long us) {
-    double until = now_s() + (double)us / 1e6;
-    while (worker_tasks(m) <= base)
-        if (now_s() > until) return 0;
-        else nap_us(100);
-    return 1;
-}
-
 static int sum_bad(const job *j, const double *y) {
     for (size_t i = 0; i < j->n; i++) {
         double want = 0;
@@ -121,14 +106,14 @@ static void job_dev(spmd_dev *d, void *arg) {
         x[i] = x_of(id, i, j->salt);
         gx[i] = (unsigned char)(i * 31 + (size_t)id * 17 + j->salt);
     }
-    uint64_t base = worker_tasks(j->m);
+    uint64_t base = tl_worker_tasks(j->m);
     j->st[id][0] = spmd_psum_start(d, x, y, n, SPMD_F64, "i", NULL, &rq);
     if (j->mode == MODE_AWAY) {
         spmd_array A = {gx, SPMD_U8, 1, {(int64_t)n}}, B = {gy, SPMD_U8, 1, {(int64_t)(n * (size_t)G)}};
         spmd_status s = spmd_all_gather_start(d, &A, &B, "i", 0, 1, NULL, &gq);
         if (s != SPMD_OK) j->st[id][1] = s;
     }
-    if (j->mode != MODE_NOW) j->moved[id] = away(j->m, base, j->mode == MODE_DEADLINE ? 300000 : 10000000);
+    if (j->mode != MODE_NOW) j->moved[id] = tl_away(j->m, base, j->mode == MODE_DEADLINE ? 0.3 : 10); /* (testlib.h) */
     if (j->mode == MODE_DEADLINE && j->moved[id]) nap_us(300000 - 1000); /* (past the 100 ms deadline in any case) */
     if (j->mode == MODE_DEADLINE && id == 0) { /* a call device 1 never joins: it times out */
         double t0 = now_s();
@@ -178,7 +163,7 @@ static void test_away(void) {
             T_CHECK(!j.bad[id], "G=%d dev %d: psum element %d wrong", j.G, id, j.bad[id] - 1);
             T_CHECK(!j.gbad[id], "G=%d dev %d: all_gather byte %d wrong", j.G, id, j.gbad[id] - 1);
         }
-        T_CHECK(worker_tasks(j.m) > 0, "G=%d: worker_tasks 0", j.G);
+        T_CHECK(tl_worker_tasks(j.m) > 0, "G=%d: worker_tasks 0", j.G);
         spmd_mesh_destroy(j.m);
     }
 }
@@ -198,11 +183,11 @@ static void test_env(void) {
         for (int id = 0; id < j.G; id++)
             T_CHECK(j.st[id][0] == SPMD_OK && !j.bad[id] && !j.gbad[id], "workers %s dev %d: %s, element %d: %s",
                     vals[v], id, stname(j.st[id][0]), j.bad[id] - 1, j.msg[id]);
-        if (v == 0) T_CHECK(worker_tasks(j.m) == 0, "SPMD_PROGRESS_WORKERS=0: %llu worker tasks",
-                            (unsigned long long)worker_tasks(j.m));
-        else T_CHECK(worker_tasks(j.m) > 0, "SPMD_PROGRESS_WORKERS=5: no worker task");
-        T_CHECK(spmd_mesh_counters_reset(j.m) == SPMD_OK && worker_tasks(j.m) == 0, "counters_reset kept %llu",
-                (unsigned long long)worker_tasks(j.m));
+        if (v == 0) T_CHECK(tl_worker_tasks(j.m) == 0, "SPMD_PROGRESS_WORKERS=0: %llu worker tasks",
+                            (unsigned long long)tl_worker_tasks(j.m));
+        else T_CHECK(tl_worker_tasks(j.m) > 0, "SPMD_PROGRESS_WORKERS=5: no worker task");
+        T_CHECK(spmd_mesh_counters_reset(j.m) == SPMD_OK && tl_worker_tasks(j.m) == 0, "counters_reset kept %llu",
+                (unsigned long long)tl_worker_tasks(j.m));
         spmd_mesh_destroy(j.m);
     }
 }

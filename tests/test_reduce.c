@@ -600,7 +600,7 @@ static void dev_main(spmd_dev *d, void *arg) {
                 if (s != SPMD_OK) note_error(cq, d, me, s, "start");
                 else if (!req[q]) { cq->st[me] = SPMD_ERR_STATE; note_error(cq, d, me, SPMD_ERR_STATE, "start gave no request"); }
             }
-            if (c->away) tl_away(b->mc->m, base);
+            if (c->away) tl_away(b->mc->m, base, 0.02);
             if (c->waitstyle == WAIT_ALL) {
                 spmd_status s = spmd_wait_all(req, m);
                 /* the first failure is returned; attribute it to every case */

@@ -860,28 +860,30 @@ static inline void tl_cluster_start(const tl_batch *b, spmd_dev *d, int me, int 
 
 /* Away from the library: a device of an async cluster sleeps after its
    starts (reading only spmd_mesh_counters) until the mesh's progress
-   workers ran a task since base, or 20 ms passed (a call too small to hand
-   over; no workers under fibers: it returns at once), so that the workers
-   run large calls while nobody else can. tl_away_moved counts the times
-   they did: a sweep that went away on threads checks it is not 0. */
+   workers ran a task since base, or secs passed (the sweeps: 20 ms, for a
+   call too small to hand over; no workers under fibers: it returns at
+   once), so that the workers run large calls while nobody else can; 1 if
+   they did. tl_away_moved counts those times: a sweep that went away on
+   threads checks it is not 0. */
 #define TL_HANDOFF_BYTES 262144 /* a call's members' inputs from which the workers take it (the manual's ASYNC) */
 static long tl_away_moved TL_UNUSED, tl_away_tries TL_UNUSED;
 static inline uint64_t tl_worker_tasks(spmd_mesh *m) {
     spmd_counters c;
     return spmd_mesh_counters(m, &c) == SPMD_OK ? c.worker_tasks : 0;
 }
-static inline void tl_away(spmd_mesh *m, uint64_t base) {
-    double until = now_s() + 0.02;
-    if (spmd_mesh_scheduler(m) == SPMD_SCHEDULER_FIBERS) return;
+static inline int tl_away(spmd_mesh *m, uint64_t base, double secs) {
+    double until = now_s() + secs;
+    if (spmd_mesh_scheduler(m) == SPMD_SCHEDULER_FIBERS) return 0;
     __atomic_fetch_add(&tl_away_tries, 1, __ATOMIC_RELAXED);
     while (now_s() < until) {
         struct timespec ts = {0, 100000};
         if (tl_worker_tasks(m) > base) {
             __atomic_fetch_add(&tl_away_moved, 1, __ATOMIC_RELAXED);
-            return;
+            return 1;
         }
         nanosleep(&ts, NULL);
     }
+    return 0;
 }
 /* The sweep's check of the above (one process: across processes a device
    may only have been in groups that span them, which no worker runs). */
@@ -973,7 +975,7 @@ static inline void tl_batch_dev(spmd_dev *d, void *arg) {
         spmd_req *rq[MAXCL];
         uint64_t base = c->away ? tl_worker_tasks(b->mc->m) : 0;
         tl_cluster_start(b, d, me, k, m, tmo, rq);
-        if (c->away) tl_away(b->mc->m, base);
+        if (c->away) tl_away(b->mc->m, base, 0.02);
         tl_cluster_finish(b, d, me, k, m, rq);
         k += m;
     }
