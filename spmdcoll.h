@@ -14284,6 +14284,8 @@ typedef struct spmd__fab {
     /* the shared-memory lane (see "shared-memory lane" below) */
     struct spmd__lane *lanes;
     int nlanes;
+    struct spmd__lane_xfer *xspare; /* finished large-message records, for the next (none allocated in a
+                                       steady state of large messages: tests/test_alloc.c) */
     int *lane_of;             /* per process: its index in lanes, -1: libfabric only */
     unsigned char *far;       /* per process: 1 on another host (spmd__lane_open; NULL: none is) */
     uint32_t *mach;           /* per process two words, its machine (spmd__machine_id) and that machine's
@@ -14858,8 +14860,9 @@ static void spmd__lane_ctl_send(spmd__fab *f, spmd__lane *l, uint32_t magic, uin
    come; NULL when out of memory. */
 static spmd__lane_xfer *spmd__lane_xfer_add(spmd__fab *f, spmd__lane_xfer **head, spmd__lane_xfer **tail,
                                             spmd__fab_op *op, uint64_t sid, size_t len) {
-    spmd__lane_xfer *x = (spmd__lane_xfer *)spmd__alloc(&f->alloc, sizeof *x);
-    if (!x) return NULL;
+    spmd__lane_xfer *x = f->xspare;
+    if (x) f->xspare = x->next;
+    else if (!(x = (spmd__lane_xfer *)spmd__alloc(&f->alloc, sizeof *x))) return NULL;
     memset(x, 0, sizeof *x);
     x->op = op;
     x->sid = sid;
@@ -14874,12 +14877,13 @@ static spmd__lane_xfer *spmd__lane_xfer_add(spmd__fab *f, spmd__lane_xfer **head
     return x;
 }
 
-/* The first of a list is finished with: unlink and free it. */
+/* The first of a list is finished with: unlink it, a spare for the next. */
 static void spmd__lane_xfer_pop(spmd__fab *f, spmd__lane_xfer **head, spmd__lane_xfer **tail) {
     spmd__lane_xfer *x = *head;
     *head = x->next;
     if (!*head) *tail = NULL;
-    spmd__free(&f->alloc, x);
+    x->next = f->xspare;
+    f->xspare = x;
 }
 
 /* A lane op moved all its bytes. */
@@ -15706,6 +15710,11 @@ static void spmd__lane_close(spmd__fab *f) {
             l->pend = p->next;
             spmd__free(&f->alloc, p);
         }
+    }
+    while (f->xspare) {
+        spmd__lane_xfer *x = f->xspare;
+        f->xspare = x->next;
+        spmd__free(&f->alloc, x);
     }
     for (i = 0; f->lunex.b && i <= f->lunex.mask; i++) {
         spmd__lane_node *n = f->lunex.b[i].head, *nx;

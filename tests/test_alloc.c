@@ -7,8 +7,10 @@
    calls in flight through its _start form: the pools bounded by the
    requests in flight reach their bound; then 20 blocking calls), then
    1,000 times, and the process's count of allocations over those 1,000
-   calls must be 0. Results are checked against plain references on the
-   last call. One process: the thread backend; under tools/spmdrun with 2
+   calls must be 0; so must a psum_start of 256 KiB a device waited at
+   once, which the progress workers take (threads: its tasks; across
+   processes: its progress). Results are checked against plain references
+   on the last call. One process: the thread backend; under tools/spmdrun with 2
    processes: 2 devices per process, over the shared-memory lane or
    libfabric (each process counts its own allocations; libfabric's own
    mallocs inside the provider are not seen by the hook). */
@@ -31,11 +33,14 @@ extern long spmd_test_allocs; /* allocations through SPMD_MALLOC in this process
 
 enum {
     OP_PSUM, OP_PMAX, OP_ALL_GATHER, OP_PSUM_SCATTER, OP_ALL_TO_ALL, OP_BCAST, OP_REDUCE, OP_GATHER, OP_SCATTER,
-    OP_SCAN, OP_PPERMUTE, OP_BARRIER, OP_SENDRECV, OP_ASYNC, OP_COUNT
+    OP_SCAN, OP_PPERMUTE, OP_BARRIER, OP_SENDRECV, OP_ASYNC, OP_BIG, OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {"psum", "pmax", "all_gather", "psum_scatter", "all_to_all",
                                                "bcast", "reduce", "gather", "scatter", "scan", "ppermute",
-                                               "barrier", "send/recv", "psum_start+wait"};
+                                               "barrier", "send/recv", "psum_start+wait", "psum_start 256K"};
+#define BIGN 65536 /* OP_BIG: f32 a device, 256 KiB: large enough that the progress workers take its call */
+static float bigx[G][BIGN], bigy[G][BIGN], bigw[G][DEPTH][BIGN]; /* (bigw: the warm-up's, in flight) */
+static float big_in(int d, int k) { return (float)((7 * d + k) % 100); }
 
 typedef struct {
     int op;
@@ -105,6 +110,9 @@ static spmd_status one_call(spmd_dev *d, int op, float *x, float *y, spmd_req **
         if (s == SPMD_OK) s = spmd_recv(d, y, N, SPMD_F32, (i + G - 1) % G, 7, "i", NULL, NULL);
         if (s == SPMD_OK && i % 2 == 1) s = spmd_send(d, x, N, SPMD_F32, (i + 1) % G, 7, "i", NULL);
         return s;
+    case OP_BIG: /* handed to the progress workers (threads) or progressed by one (across processes) */
+        s = spmd_psum_start(d, bigx[i], bigy[i], BIGN, SPMD_F32, "i", NULL, &r);
+        return s == SPMD_OK ? spmd_wait(r) : s;
     case OP_ASYNC: /* two in flight, waited in the other order */
         s = spmd_psum_start(d, x, y, N, SPMD_F32, "i", NULL, &r);
         if (s != SPMD_OK) return s;
@@ -125,6 +133,16 @@ static int check(int op, int i, const float *y, char *why, size_t n) {
     case OP_PSUM:
         for (k = 0; k < N; k++) for (j = 0; j < G; j++) want[k] += in(j, k);
         break;
+    case OP_BIG:
+        for (k = 0; k < BIGN; k++) {
+            float w = 0;
+            for (j = 0; j < G; j++) w += big_in(j, k);
+            if (bigy[i][k] != w) {
+                snprintf(why, n, "element %d is %g, want %g", k, (double)bigy[i][k], (double)w);
+                return 0;
+            }
+        }
+        return 1;
     case OP_ASYNC: /* the same sum, twice */
         for (k = 0; k < N; k++) for (j = 0; j < G; j++) want[k] += in(j, k);
         for (k = 0; k < N; k++) want[N + k] = want[k];
@@ -172,6 +190,7 @@ static void device(spmd_dev *d, void *p) {
     spmd_status s = SPMD_OK;
     /* inputs of G*N elements: element e is 10 i + e + 1 (the first N: in(i, k)) */
     for (k = 0; k < G * N; k++) x[k] = (float)(10 * i + k + 1);
+    for (k = 0; k < BIGN; k++) bigx[i][k] = big_in(i, k);
     /* warm-up: the pools that grow with the calls in flight (exchanges,
        unexpected messages) reach their bound, DEPTH calls in flight */
     for (c = 0; c < WARM && s == SPMD_OK; c++) {
@@ -180,7 +199,12 @@ static void device(spmd_dev *d, void *p) {
             s = one_call(d, a->op, x, y, NULL);
             continue;
         }
-        for (k = 0; k < DEPTH && s == SPMD_OK; k++, started++) s = one_call(d, a->op, x, yd[k], rq[k]);
+        if (a->op == OP_BIG) /* DEPTH in flight too: every exchange record's plan laid out */
+            for (k = 0; k < DEPTH && s == SPMD_OK; k++, started++) {
+                s = spmd_psum_start(d, bigx[i], bigw[i][k], BIGN, SPMD_F32, "i", NULL, &rq[k][0]);
+                rq[k][1] = NULL;
+            }
+        for (k = 0; a->op != OP_BIG && k < DEPTH && s == SPMD_OK; k++, started++) s = one_call(d, a->op, x, yd[k], rq[k]);
         for (k = 0; k < started; k++)
             for (j = 0; j < 2; j++)
                 if (rq[k][j] && spmd_wait(rq[k][j]) != SPMD_OK) s = SPMD_ERR_SYSTEM;
@@ -196,7 +220,7 @@ static void device(spmd_dev *d, void *p) {
     if (s == SPMD_OK) s = spmd_barrier(d, "i", NULL);
     before = __atomic_load_n(&spmd_test_allocs, __ATOMIC_RELAXED);
     for (c = 0; c < CALLS && s == SPMD_OK; c++) {
-        if (c == CALLS - 1) memset(y, 0xff, sizeof y);
+        if (c == CALLS - 1) memset(y, 0xff, sizeof y), memset(bigy[i], 0xff, sizeof bigy[i]);
         s = one_call(d, a->op, x, y, NULL);
     }
     a->allocs[i] = __atomic_load_n(&spmd_test_allocs, __ATOMIC_RELAXED) - before;
