@@ -142,6 +142,13 @@ static void job_dev(spmd_dev *d, void *arg) {
     free(x), free(y), free(gx), free(gy);
 }
 
+/* A job of G devices, n f64 a member, on a new mesh (timeout_ms, faults); 0 if the mesh failed. */
+static int job_make(job *j, int G, size_t n, uint64_t salt, int mode, int64_t timeout_ms, const char *faults) {
+    memset(j, 0, sizeof *j);
+    j->G = G, j->n = n, j->salt = salt, j->mode = mode;
+    return (j->m = mesh_1d(G, timeout_ms, faults)) != NULL;
+}
+
 static void run_job(job *j) {
     spmd_status s = spmd_run(j->m, job_dev, j);
     if (j->mode == MODE_AWAY || j->mode == MODE_NOW)
@@ -152,9 +159,7 @@ static void test_away(void) {
     static const int Gs[] = {2, 3, 5, 7};
     for (int gi = 0; gi < 4; gi++) {
         job j;
-        memset(&j, 0, sizeof j);
-        j.G = Gs[gi], j.n = BIGN + (size_t)gi, j.salt = (uint64_t)gi, j.mode = MODE_AWAY;
-        if (!(j.m = mesh_1d(j.G, 0, NULL))) continue;
+        if (!job_make(&j, Gs[gi], BIGN + (size_t)gi, (uint64_t)gi, MODE_AWAY, 0, NULL)) continue;
         run_job(&j);
         for (int id = 0; id < j.G; id++) {
             T_CHECK(j.moved[id], "G=%d dev %d: no worker task in 10 s while every caller was away", j.G, id);
@@ -173,12 +178,10 @@ static void test_env(void) {
     static const char *vals[] = {"0", "5"};
     for (int v = 0; v < 2; v++) {
         job j;
-        memset(&j, 0, sizeof j);
-        setenv("SPMD_PROGRESS_WORKERS", vals[v], 1);
-        j.G = 3, j.n = BIGN, j.salt = 9, j.mode = v ? MODE_AWAY : MODE_NOW;
-        j.m = mesh_1d(j.G, 0, NULL);
+        setenv("SPMD_PROGRESS_WORKERS", vals[v], 1); /* (read when the mesh is made) */
+        int made = job_make(&j, 3, BIGN, 9, v ? MODE_AWAY : MODE_NOW, 0, NULL);
         unsetenv("SPMD_PROGRESS_WORKERS");
-        if (!j.m) continue;
+        if (!made) continue;
         for (int rep = 0; rep < 3; rep++) run_job(&j);
         for (int id = 0; id < j.G; id++)
             T_CHECK(j.st[id][0] == SPMD_OK && !j.bad[id] && !j.gbad[id], "workers %s dev %d: %s, element %d: %s",
@@ -216,9 +219,7 @@ static void test_now(void) {
 
 static void test_deadline(void) {
     job j;
-    memset(&j, 0, sizeof j);
-    j.G = 2, j.n = BIGN, j.salt = 3, j.mode = MODE_DEADLINE;
-    if (!(j.m = mesh_1d(j.G, 100, NULL))) return;
+    if (!job_make(&j, 2, BIGN, 3, MODE_DEADLINE, 100, NULL)) return;
     run_job(&j);
     for (int id = 0; id < 2; id++)
         T_CHECK(j.st[id][0] == SPMD_OK && !j.bad[id], "deadline: dev %d's handed psum %s, element %d: %s", id,
@@ -231,9 +232,7 @@ static void test_deadline(void) {
 
 static void test_loss(void) {
     job j;
-    memset(&j, 0, sizeof j);
-    j.G = 3, j.n = BIGN, j.salt = 5, j.mode = MODE_LOSS;
-    if (!(j.m = mesh_1d(j.G, 0, "device=2,seq=1,kind=lose"))) return;
+    if (!job_make(&j, 3, BIGN, 5, MODE_LOSS, 0, "device=2,seq=1,kind=lose")) return;
     run_job(&j);
     for (int id = 0; id < 2; id++) {
         T_CHECK(j.moved[id], "loss: dev %d: no worker task while away", id);
@@ -251,9 +250,7 @@ static void test_loss(void) {
 
 static void test_mismatch(void) {
     job j;
-    memset(&j, 0, sizeof j);
-    j.G = 3, j.n = BIGN, j.salt = 7, j.mode = MODE_MISMATCH;
-    if (!(j.m = mesh_1d(j.G, 0, NULL))) return;
+    if (!job_make(&j, 3, BIGN, 7, MODE_MISMATCH, 0, NULL)) return;
     run_job(&j);
     for (int id = 0; id < 3; id++) {
         T_CHECK(j.moved[id], "mismatch: dev %d: no worker task while away", id);
@@ -267,9 +264,7 @@ static void test_mismatch(void) {
 static void test_pool_lifetime(void) {
     for (int k = 0; k < 20; k++) {
         job j;
-        memset(&j, 0, sizeof j);
-        j.G = 2, j.n = BIGN, j.salt = (uint64_t)k, j.mode = k % 2 ? MODE_NOW : MODE_AWAY;
-        if (!(j.m = mesh_1d(j.G, 0, NULL))) return;
+        if (!job_make(&j, 2, BIGN, (uint64_t)k, k % 2 ? MODE_NOW : MODE_AWAY, 0, NULL)) return;
         run_job(&j);
         for (int id = 0; id < 2; id++)
             T_CHECK(j.st[id][0] == SPMD_OK && !j.bad[id], "lifetime %d dev %d: %s, element %d", k, id,
