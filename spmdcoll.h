@@ -6024,8 +6024,10 @@ static spmd_status spmd__req_check(spmd_req *r) {
    member busy computing does not stall the others); a task reduces its range
    from all members' send buffers and writes the result into every member's
    recv buffer; the operation is done when every task is.
-   The engine's progress function (spmd__thread_progress) and its table
-   (spmd__thread_vt, the backend of one process) close the section.
+   The engine's progress function (spmd__thread_progress), its short way
+   for a small group's quick call (spmd__thread_quick: the post and the
+   arrival's steps at once, unlisted) and its table (spmd__thread_vt, the
+   backend of one process) close the section.
    Requests (above) post here through m->vt->progress; it calls the
    kernels, groups, check mode and the mailboxes of >>point to point. */
 
