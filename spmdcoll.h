@@ -5540,6 +5540,13 @@ static void spmd__plan_keep(spmd_dev *d, const spmd__call *c, const spmd_req *r,
     }
 }
 
+/* a == b, inline: the axes text of a call against the last call's (a
+   name or two of a few letters; strcmp's call cost ~40 instructions) */
+static inline int spmd__same_text(const char *a, const char *b) {
+    while (*a && *a == *b) a++, b++;
+    return *a == *b;
+}
+
 /* The group a call names (the same axes text as the device's last call
    names the same group). A device that cannot name its group cannot tell
    its peers that it refuses the call, and its next call would pair with
@@ -5549,7 +5556,7 @@ static spmd_status spmd__coll_group(spmd_dev *d, const char *name, const char *a
     int ax[SPMD_MAX_AXES], nax = 0, plain = !o || (!o->groups && !o->group_size);
     char why[200];
     spmd_status s;
-    if (plain && axes && d->last_gr && strcmp(axes, d->last_axes) == 0) {
+    if (plain && axes && d->last_gr && spmd__same_text(axes, d->last_axes)) {
         *out = d->last_gr;
         return SPMD_OK;
     }
@@ -5945,7 +5952,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
     spmd_algo algo;
     spmd_status s;
     size_t most;
-    if (!d || !axes || !(gr = d->last_gr) || strcmp(axes, d->last_axes) != 0) return -1;
+    if (!d || !axes || !(gr = d->last_gr) || !spmd__same_text(axes, d->last_axes)) return -1;
     spmd__back(d);
     m = d->mesh;
     if (m->check || gr->g->G < 2 || SPMD__LD_ACQ(&m->broken) || (o && (o->groups || o->group_size))) return -1;
@@ -6125,10 +6132,14 @@ static void spmd__finish(spmd_req *r, spmd_status s) {
     r->status = s;
     r->state = SPMD__R_DONE;
     if (r->sig.algo == SPMD__ALG_LOCAL || r->p2p) return;
-    my->fin[SPMD__SLOT(gr->g, r->gseq)] = 1;
-    while (my->left < my->next && my->fin[SPMD__SLOT(gr->g, my->left)]) {
-        my->fin[SPMD__SLOT(gr->g, my->left)] = 0;
+    if (r->gseq == my->left && my->left + 1 == my->next) { /* the only one in flight (blocking calls) */
         my->left++;
+    } else {
+        my->fin[SPMD__SLOT(gr->g, r->gseq)] = 1;
+        while (my->left < my->next && my->fin[SPMD__SLOT(gr->g, my->left)]) {
+            my->fin[SPMD__SLOT(gr->g, my->left)] = 0;
+            my->left++;
+        }
     }
     SPMD__ST_REL(&gr->g->mem[gr->me].left, my->left);
     if (gr->g->span) return; /* across processes the exchange wakes whom it lets on (spmd__x_progress) */
@@ -6831,8 +6842,16 @@ static void spmd__eager(spmd_req *r, int local) {
     if (local) {
         ins[0] = r->send; /* a group of one reads its own buffer */
         cur[0] = r->meta;
-    } else if (r->sig.kind == SPMD__KIND_ALLREDUCE && r->count * r->out_size <= 16384) {
-        /* small psum and friends: one kernel call over the inline inputs */
+    } else if (r->sig.kind == SPMD__KIND_BCAST) { /* the root's inline input (spmd__compute_own's case) */
+        const unsigned char *e = (const unsigned char *)spmd__entry_at(g, r->gseq, r->root) + SPMD__ENTRY_HDR;
+        if ((const void *)e != r->recv) memcpy(r->recv, e, r->count * r->in_size);
+        return;
+    } else if (r->sig.kind == SPMD__KIND_REDUCE && me != r->root) { /* nothing to compute */
+        return;
+    } else if ((r->sig.kind == SPMD__KIND_ALLREDUCE || r->sig.kind == SPMD__KIND_REDUCE) &&
+               r->count * r->out_size <= 16384) {
+        /* small psum and friends, a reduce's root: one kernel call over the
+           inline inputs (spmd__work's, in one chunk) */
         const unsigned char *e = (const unsigned char *)spmd__entry_at(g, r->gseq, 0) + SPMD__ENTRY_HDR;
         for (k = 0; k < G; k++) ins[k] = e + (size_t)k * g->stride;
         spmd__reduce(r->kern, r->recv, ins, G, r->count);
