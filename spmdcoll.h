@@ -7017,14 +7017,14 @@ static void spmd__thread_progress(spmd_req *r) {
 }
 
 /* A quick call's short way (vt->quick, spmd__quick_local): its slot free
-   and its group too small to combine, it posts and, when the entries it
+   and not a call that combines, it posts and, when the entries it
    needs are there, computes and finishes at once: the steps of
    spmd__thread_progress's post and arrival, without the request list,
    the dispatch and the states (8 B between two threads: bcast 0.20 ->
-   0.15 us). 0: not posted (a slot to wait for, or a group that combines),
-   for the general way. */
+   0.15 us). 0: not posted (a slot to wait for, or a call that combines),
+   for the general way. (A quick call is eager: never counted.) */
 static int spmd__thread_quick(spmd_req *r) {
-    if (spmd__counting_group(r) || spmd__slot_behind(r) >= 0) return 0;
+    if (spmd__combines(r) || spmd__slot_behind(r) >= 0) return 0;
     r->gseq = r->gr->my->next++;
     r->global = r->dev->global++;
     r->need = spmd__eager_needs(r);
