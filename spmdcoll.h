@@ -2095,9 +2095,6 @@ typedef struct spmd__backend_vt {
     spmd_status (*init)(spmd_mesh *m);
     void (*fini)(spmd_mesh *m);
     void (*progress)(spmd_req *r);  /* advance without blocking */
-    int (*quick)(spmd_req *r);      /* a quick call of a group within the process, begun and unlisted:
-                                       posted (1, and done if what it needs is there) or not (0);
-                                       NULL: quick calls take the general way */
     /* across processes */
     int polled;                     /* nothing rings a sleeping device when a message comes: it polls
                                        (a sleep is at most 100 us; fibers are never judged stuck) */
@@ -5920,21 +5917,20 @@ static int spmd__quick_plan(spmd_req *r, spmd__gref *gr, int kind, spmd_op op, c
 }
 
 /* A quick call of a group within this process, no fault plan on its
-   device: the engine's short way first (vt->quick), which ends most such
-   calls without listing them; one it leaves unfinished is listed and
-   waited for as any. */
+   device: posted before it is listed among the device's requests, which
+   most such calls never need (they end in their post: the list's
+   upkeep was ~70 instructions of a ~1,000-instruction call); one its
+   post leaves unfinished is listed and waited for as any. */
 static int spmd__quick_local(spmd_req *r) {
     spmd_dev *d = r->dev;
     spmd__gref *gr = r->gr;
     spmd_status s;
-    int posted;
     if (spmd__req_begin(r)) return (int)r->status; /* (only a fault plan ends a call here) */
-    posted = d->mesh->vt->quick(r);
+    spmd__req_post(r);
     if (r->state == SPMD__R_DONE) {
         s = r->status;
     } else {
         spmd__req_link(d, r);
-        if (!posted) spmd__req_post(r);
         if (!d->fib) spmd__watch(r); /* (threads only) */
         s = r->state == SPMD__R_DONE ? r->status : spmd__block(r);
         spmd__req_drop(r);
@@ -5967,7 +5963,7 @@ static int spmd__quick(spmd_dev *d, int kind, const void *send, void *recv, size
         return -1;
     d->unhandled = SPMD_OK; /* another call (as spmd__check_dev) */
     r->sig.algo = SPMD__ALG_EAGER;
-    if (!gr->g->span && m->vt->quick && !d->nfaults) return spmd__quick_local(r);
+    if (!gr->g->span && !d->nfaults) return spmd__quick_local(r);
     spmd__req_link(d, r);
     if (gr->g->span) { /* the exchange path: the same choice as spmd__coll_start's */
         r->x = 1;
@@ -6031,10 +6027,8 @@ static spmd_status spmd__req_check(spmd_req *r) {
    member busy computing does not stall the others); a task reduces its range
    from all members' send buffers and writes the result into every member's
    recv buffer; the operation is done when every task is.
-   The engine's progress function (spmd__thread_progress), its short way
-   for a small group's quick call (spmd__thread_quick: the post and the
-   arrival's steps at once, unlisted) and its table (spmd__thread_vt, the
-   backend of one process) close the section.
+   The engine's progress function (spmd__thread_progress) and its table
+   (spmd__thread_vt, the backend of one process) close the section.
    Requests (above) post here through m->vt->progress; it calls the
    kernels, groups, check mode and the mailboxes of >>point to point. */
 
@@ -7016,33 +7010,11 @@ static void spmd__thread_progress(spmd_req *r) {
     }
 }
 
-/* A quick call's short way (vt->quick, spmd__quick_local): its slot free
-   and not a call that combines, it posts and, when the entries it
-   needs are there, computes and finishes at once: the steps of
-   spmd__thread_progress's post and arrival, without the request list,
-   the dispatch and the states (8 B between two threads: bcast 0.20 ->
-   0.15 us). 0: not posted (a slot to wait for, or a call that combines),
-   for the general way. (A quick call is eager: never counted.) */
-static int spmd__thread_quick(spmd_req *r) {
-    if (spmd__combines(r) || spmd__slot_behind(r) >= 0) return 0;
-    r->gseq = r->gr->my->next++;
-    r->global = r->dev->global++;
-    r->need = spmd__eager_needs(r);
-    spmd__post(r);
-    r->state = SPMD__R_ARRIVE;
-    if (spmd__needed_arrived(r)) {
-        spmd__eager(r, 0);
-        spmd__finish(r, SPMD_OK);
-    }
-    return 1;
-}
-
 static spmd_status spmd__thread_init(spmd_mesh *m) { (void)m; return SPMD_OK; }
 static void spmd__thread_fini(spmd_mesh *m) { (void)m; }
 
 static const spmd__backend_vt spmd__thread_vt = {"threads", spmd__thread_init, spmd__thread_fini,
-                                                 spmd__thread_progress, spmd__thread_quick, 0, NULL, NULL, NULL,
-                                                 NULL, NULL, NULL,
+                                                 spmd__thread_progress, 0, NULL, NULL, NULL, NULL, NULL, NULL,
                                                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 // >>progress workers
@@ -20513,7 +20485,7 @@ static int spmd__fab_lost_devices(const spmd_mesh *m, int *devices, int cap) {
 }
 
 static const spmd__backend_vt spmd__fabric_vt = {"libfabric", spmd__fabric_init, spmd__fabric_fini,
-                                                 spmd__fabric_progress, NULL, 1, spmd__fab_x_start, spmd__xq_inline,
+                                                 spmd__fabric_progress, 1, spmd__fab_x_start, spmd__xq_inline,
                                                  spmd__x_gone_check, spmd__x_check_missing, spmd__x_give_up,
                                                  spmd__fab_news, spmd__fab_heard_all, spmd__fab_moved,
                                                  spmd__fab_recs_text, spmd__fab_broke, spmd__fab_recs_line,
